@@ -1,0 +1,23 @@
+"""llama.cpp backend: `open_models` builds a Generator and a Verifier, sharing weights when both name one GGUF."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from edgereason.backends.llamacpp.generator import LlamaGenerator
+from edgereason.backends.llamacpp.runtime import LlamaModel, load_model, physical_cores
+from edgereason.backends.llamacpp.verifier import LlamaVerifier
+from edgereason.backends.prm_format import prm_format
+
+
+def open_models(generator_path: Path, prm_path: Path, prm_format_name: str, generator_kv_tokens: int,
+                verifier_kv_tokens: int, n_threads: int | None = None, seed: int = 0,
+                n_gpu_layers: int = 0) -> tuple[LlamaGenerator, LlamaVerifier]:
+    gen_model = load_model(str(generator_path), n_gpu_layers)
+    prm_model = load_model(str(prm_path), n_gpu_layers)
+    generator = LlamaGenerator(gen_model, generator_kv_tokens, n_threads=n_threads, seed=seed)
+    verifier = LlamaVerifier(prm_model, prm_format(prm_format_name), verifier_kv_tokens, n_threads=n_threads)
+    return generator, verifier
+
+
+__all__ = ["LlamaGenerator", "LlamaVerifier", "LlamaModel", "load_model", "open_models", "physical_cores"]

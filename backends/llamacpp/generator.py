@@ -1,0 +1,98 @@
+"""The Generator protocol on llama.cpp: one llama_decode per engine step, sampling next to the logits."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext, LlamaModel
+from edgereason.config import SamplingParams
+from edgereason.protocols import BatchEntry, SeqId
+from edgereason.sampling import sample
+
+
+class LlamaGenerator:
+    def __init__(self, model: LlamaModel, kv_tokens: int, n_threads: int | None = None, seed: int = 0,
+                 n_seq_max: int = 256) -> None:
+        self.model = model
+        self.name = model.path.stem
+        self.ctx = KVContext(model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads)
+        self.eos_ids = model.eog_ids
+        self.rng = np.random.default_rng(seed)
+
+    # -- text --
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        return self.model.tokenize(text, add_bos=self.model.add_bos, special=special)
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        return self.model.detokenize(ids)
+
+    def token_piece(self, token: int) -> bytes:
+        return self.model.token_piece(token)
+
+    def apply_chat_template(self, messages: list[dict[str, str]]) -> str:
+        return self.model.apply_chat_template(messages, add_assistant=True)
+
+    # -- sequences --
+    def new_seq(self) -> SeqId:
+        return self.ctx.new_seq()
+
+    def fork(self, parent: SeqId) -> SeqId:
+        return self.ctx.fork(parent)
+
+    def free(self, seq: SeqId) -> None:
+        self.ctx.free(seq)
+
+    def truncate(self, seq: SeqId, n_tokens: int) -> None:
+        self.ctx.truncate(seq, n_tokens)
+
+    def seq_len(self, seq: SeqId) -> int:
+        return self.ctx.seq_len(seq)
+
+    def can_append(self, n_new_tokens: int) -> bool:
+        return self.ctx.can_append(n_new_tokens)
+
+    def free_seq_slots(self) -> int:
+        return self.ctx.n_seq_max - self.ctx.live_seqs
+
+    @property
+    def max_seqs(self) -> int:
+        return self.ctx.n_seq_max
+
+    @property
+    def max_batch_tokens(self) -> int:
+        return self.ctx.n_batch
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.ctx.capacity
+
+    @property
+    def kv_used_tokens(self) -> int:
+        return self.ctx.used_tokens
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return self.model.kv_bytes_per_token
+
+    def check_integrity(self) -> None:
+        self.ctx.check_integrity()
+
+    # -- the forward pass --
+    def step(self, batch: Sequence[BatchEntry], samples: Sequence[int],
+             sampling: SamplingParams | Sequence[SamplingParams]) -> list[list[int]]:
+        """sampling: one setting for all entries or one per entry (concurrent requests may differ)."""
+        params = [sampling] * len(batch) if isinstance(sampling, SamplingParams) else list(sampling)
+        out: list[list[int]] = [[] for _ in batch]
+        items = [DecodeItem(e.seq, e.tokens, [(len(e.tokens) - 1, i)] if samples[i] > 0 else [])
+                 for i, e in enumerate(batch)]
+
+        def on_logits(i: object, logits: np.ndarray) -> None:
+            out[i] = sample(logits, samples[i], params[i], self.rng)  # type: ignore[index]
+
+        self.ctx.decode(items, on_logits)
+        return out
+
+    def close(self) -> None:
+        self.ctx.close()

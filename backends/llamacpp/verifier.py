@@ -1,0 +1,147 @@
+"""The Verifier protocol on llama.cpp: a token-probability PRM in turn style with per-path KV reuse.
+
+Each scored path keeps a sequence whose KV holds its prompt up to its newest step's assistant header. A request
+whose `prefix_key` names a held path forks that sequence, cuts it back to the shared steps (free with a unified
+cache) and evaluates only the new segments. Held paths are dropped least-recently-used first when memory runs
+short; a request whose prefix was dropped is rebuilt from scratch (counted in `stats.rebuilt_tokens`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext, LlamaModel
+from edgereason.backends.prm_format import PRMFormat, TurnPrompt
+from edgereason.errors import OutOfMemoryError
+from edgereason.protocols import ScoreRequest, ScoreResult
+
+
+@dataclass
+class _Held:
+    seq: int
+    ends: list[int]  # KV length after each step's segment
+    scores: list[float]
+
+
+@dataclass
+class VerifierStats:
+    calls: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    rebuilt_tokens: int = 0  # tokens evaluated again because a held prefix had been dropped
+    per_call_tokens: list[int] = field(default_factory=list)
+
+
+class LlamaVerifier:
+    def __init__(self, model: LlamaModel, fmt: PRMFormat, kv_tokens: int, n_threads: int | None = None,
+                 n_seq_max: int = 256) -> None:
+        self.model = model
+        self.fmt = fmt
+        self.name = f"{model.path.stem}:{fmt.name}"
+        self.ctx = KVContext(model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads)
+        self.prompt = TurnPrompt(fmt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True))
+        self.good_id = model.tokenize(fmt.good, add_bos=False, special=False)[0]
+        self.bad_id = model.tokenize(fmt.bad, add_bos=False, special=False)[0]
+        self._held: OrderedDict[str, _Held] = OrderedDict()
+        self.stats = VerifierStats()
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.ctx.capacity
+
+    @property
+    def kv_used_tokens(self) -> int:
+        return self.ctx.used_tokens
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return self.model.kv_bytes_per_token
+
+    def check_integrity(self) -> None:
+        self.ctx.check_integrity()
+        assert len({h.seq for h in self._held.values()}) == len(self._held) == self.ctx.live_seqs
+
+    def release(self, key_prefix: str) -> None:
+        for key in [k for k in self._held if k.startswith(key_prefix)]:
+            self.ctx.free(self._held.pop(key).seq)
+
+    def _make_room(self, n_tokens: int, n_seqs: int, protect: set[str]) -> None:
+        """Drop least-recently-used held paths until n_tokens new cells and n_seqs ids fit."""
+        for key in list(self._held):
+            if self.ctx.can_append(n_tokens) and self.ctx.can_alloc(n_seqs):
+                return
+            if key not in protect:
+                self.ctx.free(self._held.pop(key).seq)
+        if not (self.ctx.can_append(n_tokens) and self.ctx.can_alloc(n_seqs)):
+            raise OutOfMemoryError(f"the PRM needs {n_tokens} KV tokens for one call but has "
+                                   f"{self.ctx.capacity - self.ctx.used_tokens} free of {self.ctx.capacity}; "
+                                   "give the verifier a larger KV share")
+
+    def _base(self, req: ScoreRequest) -> tuple[_Held | None, int]:
+        held = self._held.get(req.prefix_key) if req.prefix_key else None
+        shared = min(req.prefix_steps, len(held.ends)) if held else 0
+        return (held, shared) if shared > 0 else (None, 0)
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
+        t0 = time.perf_counter()
+        plans = []  # (base held or None, steps shared with it, token segments)
+        for req in requests:
+            base, shared = self._base(req)
+            texts = self.prompt.segments(req.question, req.steps, shared)
+            segs = [self.model.tokenize(t, add_bos=shared == 0 and i == 0 and self.model.add_bos, special=True)
+                    for i, t in enumerate(texts)]
+            plans.append((base, shared, segs))
+            if base is None and req.prefix_key:
+                self.stats.rebuilt_tokens += sum(len(t) for t in segs)
+        new_tokens = sum(len(t) for _, _, segs in plans for t in segs)
+        protect = {r.prefix_key for r in requests if r.prefix_key}
+        self._make_room(new_tokens, len(plans), protect)
+
+        items, states = [], []
+        for ri, (req, (base, shared, segs)) in enumerate(zip(requests, plans)):
+            if base is not None:
+                seq = self.ctx.fork(base.seq)
+                self.ctx.truncate(seq, base.ends[shared - 1])
+                ends, scores = base.ends[:shared], base.scores[:shared]
+            else:
+                seq, ends, scores = self.ctx.new_seq(), [], []
+            flat: list[int] = []
+            outputs = []
+            for si, toks in enumerate(segs):
+                flat += toks
+                outputs.append((len(flat) - 1, (ri, shared + si)))
+            start = ends[-1] if ends else 0
+            state = _Held(seq, ends + [start + o + 1 for o, _ in outputs], scores + [0.0] * len(segs))
+            states.append(state)
+            if flat:
+                items.append(DecodeItem(seq, flat, outputs))
+
+        def on_logits(tag: object, logits: np.ndarray) -> None:
+            ri, step = tag  # type: ignore[misc]
+            good, bad = float(logits[self.good_id]), float(logits[self.bad_id])
+            states[ri].scores[step] = 1.0 / (1.0 + float(np.exp(bad - good)))  # softmax over the two tokens
+
+        self.ctx.decode(items, on_logits)
+        for req, state in zip(requests, states):
+            old = self._held.pop(req.key, None)
+            if old is not None:
+                self.ctx.free(old.seq)
+            self._held[req.key] = state
+        for req in requests:  # a used prefix is recent
+            if req.prefix_key in self._held:
+                self._held.move_to_end(req.prefix_key)
+        dt = time.perf_counter() - t0
+        self.stats.calls += 1
+        self.stats.tokens += new_tokens
+        self.stats.seconds += dt
+        self.stats.per_call_tokens.append(new_tokens)
+        return [ScoreResult([state.scores[i] for i in req.need], sum(len(t) for t in segs))
+                for req, state, (_, _, segs) in zip(requests, states, plans)]
+
+    def close(self) -> None:
+        self.ctx.close()

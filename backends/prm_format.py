@@ -1,0 +1,69 @@
+"""Turn-style PRM prompts (design.md section 2), built from the model's own chat template.
+
+Prefix-stable: the tokens for steps 1..k are a prefix of the tokens for steps 1..k+1. Segment 1 is the system turn
+and the first user turn (question + " " + step 1) up to the assistant header; segment k > 1 is the previous
+assistant answer (the "good" token), the end of that turn, the user turn with step k and the next assistant header.
+The score of step k is P(good) against P(bad) at the last token of segment k.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from edgereason.errors import ConfigError, ModelError
+
+JUDGE_SYSTEM = (
+    "You check math solutions one step at a time. The user gives a problem with the first step of a solution, "
+    "then further steps. After each step answer only Yes if every step so far is correct and useful, or No if the "
+    "latest step has a mistake."
+)
+
+
+@dataclass(frozen=True)
+class PRMFormat:
+    name: str
+    good: str
+    bad: str
+    system: str | None
+
+
+PRM_FORMATS: dict[str, PRMFormat] = {
+    "judge": PRMFormat("judge", good="Yes", bad="No", system=JUDGE_SYSTEM),
+    "rlhflow": PRMFormat("rlhflow", good="+", bad="-", system=None),
+}
+
+_Q, _S1, _S2 = "@@QUESTION@@", "@@STEP_ONE@@", "@@STEP_TWO@@"
+
+
+def prm_format(name: str) -> PRMFormat:
+    if name not in PRM_FORMATS:
+        raise ConfigError(f"unknown PRM format {name!r}; choose one of {', '.join(PRM_FORMATS)}")
+    return PRM_FORMATS[name]
+
+
+class TurnPrompt:
+    """Renders segments once from placeholders, so scoring a step costs a string substitution."""
+
+    def __init__(self, fmt: PRMFormat, render: Callable[[list[dict[str, str]]], str]) -> None:
+        self.fmt = fmt
+        head = [{"role": "system", "content": fmt.system}] if fmt.system else []
+        one = render(head + [{"role": "user", "content": f"{_Q} {_S1}"}])
+        two = render(head + [{"role": "user", "content": f"{_Q} {_S1}"},
+                             {"role": "assistant", "content": fmt.good},
+                             {"role": "user", "content": _S2}])
+        if not two.startswith(one) or _S2 not in two[len(one):]:
+            raise ModelError("the PRM model's chat template is not prefix-stable; use another PRM model")
+        self._first = one
+        self._next = two[len(one):]
+
+    def segments(self, question: str, steps: Sequence[str], start: int) -> list[str]:
+        """The text segments for steps[start:], given the KV already holds segments [0, start)."""
+        out = []
+        for i in range(start, len(steps)):
+            step = steps[i].strip()
+            if i == 0:
+                out.append(self._first.replace(_Q, question.strip(), 1).replace(_S1, step, 1))
+            else:
+                out.append(self._next.replace(_S2, step, 1))
+        return out

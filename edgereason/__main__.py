@@ -1,0 +1,5 @@
+import sys
+
+from edgereason.cli.main import main
+
+sys.exit(main())

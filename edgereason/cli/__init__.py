@@ -1,0 +1,1 @@
+"""Command-line interface: `edgereason solve|chat|bench|memory-profile|models`."""

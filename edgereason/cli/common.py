@@ -1,0 +1,68 @@
+"""Flags shared by solve, chat and bench, and their conversion into settings."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from edgereason import models
+from edgereason.config import AGGREGATIONS, STRATEGIES, VOTES, SamplingParams, SearchConfig
+from edgereason.policy import PRESETS
+from edgereason.session import DEFAULT_KV_TOKENS, ModelSettings
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("models")
+    g.add_argument("--model", default=models.DEFAULT_MODEL,
+                   help=f"generator: a registry name ({', '.join(models.REGISTRY)}) or a .gguf path "
+                        f"(default {models.DEFAULT_MODEL})")
+    g.add_argument("--prm", default=None, help="PRM model name or .gguf path (default: the generator judges)")
+    g.add_argument("--prm-format", default="judge", choices=["judge", "rlhflow"],
+                   help="how the PRM is prompted and read (default judge)")
+    g.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
+    g.add_argument("--kv-tokens", type=int, default=DEFAULT_KV_TOKENS,
+                   help=f"KV cache tokens per model (default {DEFAULT_KV_TOKENS})")
+
+
+def add_search_args(p: argparse.ArgumentParser, beams_default: int = 4) -> None:
+    g = p.add_argument_group("search")
+    g.add_argument("--strategy", default="beam", choices=STRATEGIES, help="search strategy (default beam)")
+    g.add_argument("--beams", type=int, default=beams_default, help=f"beam size N (default {beams_default})")
+    g.add_argument("--width", type=int, default=4, help="beam width M: children per kept candidate (default 4)")
+    g.add_argument("--max-steps", type=int, default=40, help="reasoning steps per path (default 40)")
+    g.add_argument("--max-step-tokens", type=int, default=2048, help="tokens per step (default 2048)")
+    g.add_argument("--max-tokens", type=int, default=4096, help="generated tokens per path (default 4096)")
+    g.add_argument("--temperature", type=float, default=0.8, help="sampling temperature, 0 = greedy (default 0.8)")
+    g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (default 1.0)")
+    g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    g.add_argument("--agg", default="last", choices=AGGREGATIONS, help="step-score aggregation (default last)")
+    g.add_argument("--vote", default="best", choices=VOTES,
+                   help="final answer: best path or weighted majority (default best)")
+
+
+def add_policy_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--policy", default="baseline",
+                   help=f"engine policy PRESET[:key=value...]; presets: {', '.join(PRESETS)} (default baseline)")
+
+
+def model_settings(args: argparse.Namespace) -> ModelSettings:
+    return ModelSettings(model=args.model, prm=args.prm, prm_format=args.prm_format, threads=args.threads,
+                         generator_kv_tokens=args.kv_tokens, verifier_kv_tokens=args.kv_tokens,
+                         seed=getattr(args, "seed", 0))
+
+
+def search_config(args: argparse.Namespace) -> SearchConfig:
+    return SearchConfig(
+        strategy=args.strategy, beams=args.beams, width=args.width, max_steps=args.max_steps,
+        max_step_tokens=args.max_step_tokens, max_path_tokens=args.max_tokens, aggregation=args.agg,
+        vote=args.vote, sampling=SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed))
+
+
+def pull_progress(label: str, done: int, total: int) -> None:
+    """Progress for a first-use model download, on stderr so JSON output stays clean."""
+    width = 24
+    filled = int(width * done / max(1, total))
+    print(f"\rpulling model: [{'#' * filled}{'.' * (width - filled)}] {label}", end="", file=sys.stderr,
+          flush=True)
+    if done >= total:
+        print(file=sys.stderr)

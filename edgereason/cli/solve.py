@@ -1,0 +1,81 @@
+"""`edgereason solve PROBLEM`: one search, the answer and a summary (or one JSON object)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, model_settings,
+                                   pull_progress, search_config)
+from edgereason.errors import ConfigError
+from edgereason.policy import parse_policy
+from edgereason.result import SearchResult
+from edgereason.session import open_session
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("solve", help="solve one math problem with PRM-guided search",
+                       description="Solve one math problem: the generator proposes steps, the PRM scores them, "
+                                   "the search keeps the best paths.")
+    p.add_argument("problem", help="the problem text, or - to read it from stdin")
+    add_model_args(p)
+    add_search_args(p)
+    add_policy_arg(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object (answer, paths, tree, metrics)")
+    p.add_argument("--show-tree", action="store_true", help="print the surviving tree with step scores")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    problem = sys.stdin.read() if args.problem == "-" else args.problem
+    if not problem.strip():
+        raise ConfigError("the problem is empty; pass the problem text (or - to read it from stdin)")
+    config = search_config(args)
+    policy = parse_policy(args.policy)
+    session = open_session(model_settings(args), progress=pull_progress)
+    try:
+        result = session.engine(policy).solve(problem, config)
+    finally:
+        session.close()
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=2))
+    else:
+        print_text(result, args.show_tree)
+    return 0 if result.status == "done" else 1
+
+
+def print_text(result: SearchResult, show_tree: bool) -> None:
+    m = result.metrics
+    if result.status != "done":
+        print(f"search {result.status}: {result.reason}", file=sys.stderr)
+    print(f"Answer: {result.answer if result.answer is not None else '(no boxed answer found)'}")
+    if result.paths:
+        best = result.paths[0]
+        print(f"\nBest path (score {best.score:.3f}):")
+        for i, (text, score) in enumerate(best.steps, 1):
+            s = f"{score:.3f}" if score is not None else "  -  "
+            print(f"  [{i}] ({s}) {text.strip()}")
+    if show_tree:
+        print("\nSurviving tree:")
+        print_tree(result)
+    print(f"\n{m.generated_tokens} tokens in {m.wall_s:.1f}s ({m.throughput_tok_s:.1f} tok/s, goodput "
+          f"{m.goodput_tok_s:.1f} tok/s), {m.prm_calls} PRM calls ({m.prm_tokens} PRM tokens)")
+
+
+def print_tree(result: SearchResult) -> None:
+    nodes = {n["id"]: n for n in result.tree}
+    children: dict[int | None, list[int]] = {}
+    for n in result.tree:
+        if n["status"] != "pruned":
+            children.setdefault(n["parent"] if n["parent"] in nodes else None, []).append(n["id"])
+
+    def walk(parent: int | None, indent: int) -> None:
+        for nid in children.get(parent, []):
+            n = nodes[nid]
+            score = f"{n['score']:.3f}" if n["score"] is not None else "  -  "
+            preview = " ".join(n["text"].split())[:70]
+            print(f"{'  ' * indent}- ({score}) [{n['status']}] {preview}")
+            walk(nid, indent + 1)
+
+    walk(None, 1)

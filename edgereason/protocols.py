@@ -1,0 +1,89 @@
+"""The two model protocols the engine drives (design.md section 2). Backends implement them; the engine knows no
+concrete backend.
+
+Rules every Generator keeps:
+- A SeqId names one KV sequence. `fork` shares the parent's KV (no copy); only tokens appended afterwards use new
+  memory. `free` releases the id; an id is reused only after it was freed.
+- `step` runs ONE forward pass over every entry of the batch (prefill chunks and single decode tokens mixed) and then
+  draws `samples[i]` independent tokens from entry i's next-token distribution (0 draws: prefill only).
+- `kv_used_tokens` counts distinct KV cells (shared prefixes once); it never exceeds `kv_capacity_tokens`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol, Sequence, runtime_checkable
+
+from edgereason.config import SamplingParams
+
+SeqId = int
+
+
+class BatchEntry(NamedTuple):
+    seq: SeqId
+    tokens: list[int]  # appended to seq's KV in this forward pass; at least one
+
+
+class ScoreRequest(NamedTuple):
+    """Score some steps of one path. The verifier may reuse the KV it holds under `prefix_key`, a path whose first
+    `prefix_steps` steps equal this one's, so growing a path by one step costs only that step's tokens."""
+
+    key: str  # names this path; the verifier holds it under this key afterwards
+    question: str
+    steps: Sequence[str]  # steps 1..n of the path
+    need: Sequence[int]  # indices into steps whose score is wanted
+    prefix_key: str | None = None
+    prefix_steps: int = 0
+
+
+@runtime_checkable
+class KVMemory(Protocol):
+    @property
+    def kv_capacity_tokens(self) -> int: ...
+    @property
+    def kv_used_tokens(self) -> int: ...
+    @property
+    def kv_bytes_per_token(self) -> int: ...
+
+
+@runtime_checkable
+class Generator(KVMemory, Protocol):
+    name: str
+    eos_ids: frozenset[int]
+
+    def tokenize(self, text: str, special: bool = True) -> list[int]: ...
+    def detokenize(self, ids: Sequence[int]) -> str: ...
+    def token_piece(self, token: int) -> bytes: ...
+    def apply_chat_template(self, messages: list[dict[str, str]]) -> str: ...
+
+    def new_seq(self) -> SeqId: ...
+    def fork(self, parent: SeqId) -> SeqId: ...
+    def free(self, seq: SeqId) -> None: ...
+    def truncate(self, seq: SeqId, n_tokens: int) -> None: ...
+    def seq_len(self, seq: SeqId) -> int: ...
+    def can_append(self, n_new_tokens: int) -> bool: ...
+    def free_seq_slots(self) -> int: ...
+    @property
+    def max_seqs(self) -> int: ...
+    @property
+    def max_batch_tokens(self) -> int: ...
+
+    def step(self, batch: Sequence[BatchEntry], samples: Sequence[int],
+             sampling: SamplingParams | Sequence[SamplingParams]) -> list[list[int]]: ...
+
+
+@runtime_checkable
+class Verifier(KVMemory, Protocol):
+    name: str
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list["ScoreResult"]:
+        """For each request, one score in [0, 1] per requested step, in `need` order."""
+        ...
+
+    def release(self, key_prefix: str) -> None:
+        """Forget the KV held for every path whose key starts with `key_prefix`."""
+        ...
+
+
+class ScoreResult(NamedTuple):
+    scores: list[float]  # one per `need` index, in that order
+    new_tokens: int  # tokens the verifier evaluated for this request (0 when all were held)

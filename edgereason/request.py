@@ -1,0 +1,83 @@
+"""One search request and its selection groups: the state the engine, scheduler and selection share."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+from edgereason.config import SearchConfig
+from edgereason.result import RequestMetrics, SearchResult
+from edgereason.tree import Node, SearchTree, Status
+
+GroupMode = Literal["beam", "dvts", "chain"]
+
+
+@dataclass(eq=False)
+class Group:
+    """Candidates that compete in one selection. `keep` counts logical candidates (potentials)."""
+
+    id: int
+    mode: GroupMode
+    keep: int
+    width: int  # children per kept logical candidate
+    members: list[Node] = field(default_factory=list)
+    selected: bool = False
+    kept: int = 0  # logical candidates kept when selected
+
+    def alive(self) -> list[Node]:
+        return [m for m in self.members if m.alive]
+
+    def steps_done(self) -> bool:
+        alive = self.alive()
+        return bool(alive) and all(m.step_done for m in alive)
+
+    def competes(self, node: Node) -> bool:
+        """Beam search selects among unfinished paths only; DVTS ranks finished ones too."""
+        return self.mode == "dvts" or not node.path_complete
+
+
+@dataclass(eq=False)
+class Request:
+    id: str
+    question: str
+    config: SearchConfig
+    prompt_ids: list[int]
+    tree: SearchTree = field(default_factory=SearchTree)
+    groups: dict[int, Group] = field(default_factory=dict)
+    completed: list[Node] = field(default_factory=list)
+    metrics: RequestMetrics = field(default_factory=RequestMetrics)
+    started_at: float = field(default_factory=time.perf_counter)
+    status: Literal["running", "done", "cancelled", "failed"] = "running"
+    reason: str | None = None
+    prompt_fed: int = 0
+    result: SearchResult | None = None
+    common_prefix: list[float] = field(default_factory=list)
+    _next_group: int = 0
+
+    def new_group(self, mode: GroupMode, keep: int, width: int) -> Group:
+        group = Group(self._next_group, mode, keep, width)
+        self.groups[group.id] = group
+        self._next_group += 1
+        return group
+
+    def join(self, node: Node, group_id: int | None) -> None:
+        node.group = group_id
+        if group_id is not None:
+            self.groups[group_id].members.append(node)
+
+    def open_groups(self) -> list[Group]:
+        return [g for g in self.groups.values() if not g.selected and g.alive()]
+
+    def completed_logical(self) -> int:
+        return sum(n.potential for n in self.completed)
+
+    def key(self, node: Node) -> str:
+        return f"{self.id}/{node.id}/"
+
+    def busy(self) -> bool:
+        """Anything left to generate, score or select."""
+        if self.prompt_fed < len(self.prompt_ids) or self.tree.root.plan:
+            return True
+        return any(n.alive and (n.plan or n.status not in (Status.SELECTED, Status.COMPLETE))
+                   for n in self.tree.steps())

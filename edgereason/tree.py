@@ -1,0 +1,157 @@
+"""The search tree: one node per reasoning step; a path is root -> node. The root holds the prompt.
+
+Every part of the engine (scheduler, verification, selection, events, UI) shares these `Node` objects.
+A node's generator sequence holds the KV of the prompt and of every token of its path except `pending`, the last
+sampled token, which the next forward pass feeds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Iterator
+
+from edgereason.protocols import SeqId
+
+STEP_END = b"\n\n"
+
+
+class Status(str, Enum):
+    PREFILL = "prefill"  # the root while its prompt is evaluated
+    GENERATING = "generating"  # decoding its step
+    SPECULATIVE = "speculative"  # decoding while its parent is not selected yet
+    WAITING = "waiting"  # step finished, not scored yet
+    VERIFIED = "verified"  # scored, waiting for selection
+    SELECTED = "selected"  # survived selection; its children carry on
+    PRUNED = "pruned"
+    COMPLETE = "complete"  # the path is finished (EOS, a boxed answer, a limit)
+
+
+FinishReason = str  # "step" | "eos" | "answer" | "length" | "max_steps"
+
+
+@dataclass(eq=False)
+class Node:
+    id: int
+    parent: Node | None
+    depth: int  # 0: the root (prompt); k: the k-th reasoning step
+    potential: int = 1  # how many logical candidates this node stands for (deduplication)
+    speculative: bool = False
+    status: Status = Status.GENERATING
+    tokens: list[int] = field(default_factory=list)  # the step's tokens, EOS excluded
+    raw: bytearray = field(default_factory=bytearray)  # the step's bytes (tokens may split UTF-8 characters)
+    pending: int | None = None  # sampled, not yet fed to the generator
+    seq: SeqId | None = None
+    score: float | None = None
+    finish: FinishReason | None = None  # set when the step ended
+    children: list[Node] = field(default_factory=list)
+    group: int | None = None  # selection group id
+    created_at: float = field(default_factory=time.perf_counter)
+    finished_at: float | None = None  # when the step ended
+    waiting_s: float = 0.0  # step ended -> continued or pruned
+    lookahead_scored: bool = False  # scored early, together with its parent
+    base: int = 0  # KV length of the path before this step's first token
+    offset: int = 0  # generated tokens on the path before this step
+    # (group id or None, draws): children to sample from this node's next-token distribution
+    plan: list[tuple[int | None, int]] | None = None
+    plan_speculative: bool = False
+    prm_key: str | None = None  # the verifier holds this node's path (or a longer one) under this key
+    waited: bool = False  # waiting_s is final
+
+    @property
+    def text(self) -> str:
+        return self.raw.decode("utf-8", errors="replace")
+
+    @property
+    def step_done(self) -> bool:
+        return self.finish is not None
+
+    @property
+    def path_complete(self) -> bool:
+        return self.finish not in (None, "step")
+
+    @property
+    def alive(self) -> bool:
+        return self.status is not Status.PRUNED
+
+    def path(self) -> list[Node]:
+        """Step nodes from depth 1 to this node."""
+        nodes: list[Node] = []
+        node: Node | None = self
+        while node is not None and node.depth > 0:
+            nodes.append(node)
+            node = node.parent
+        return nodes[::-1]
+
+    def path_scores(self) -> list[float]:
+        return [n.score for n in self.path() if n.score is not None]
+
+    def subtree(self) -> Iterator[Node]:
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(node.children)
+
+    def step_ended_by(self, piece: bytes) -> bool:
+        """True when appending `piece` made the step text contain the step separator."""
+        tail = bytes(self.raw[-(len(STEP_END) + len(piece)):])
+        return STEP_END in tail
+
+
+_BOXED = re.compile(r"\\boxed\{")
+
+
+def has_boxed_answer(text: str) -> bool:
+    """A complete `\\boxed{...}` (balanced braces) occurs in text."""
+    for match in _BOXED.finditer(text):
+        depth = 1
+        for ch in text[match.end():]:
+            depth += (ch == "{") - (ch == "}")
+            if depth == 0:
+                return True
+    return False
+
+
+def aggregate(scores: list[float], how: str) -> float:
+    if not scores:
+        return 0.0
+    if how == "last":
+        return scores[-1]
+    if how == "min":
+        return min(scores)
+    if how == "prod":
+        return math.prod(scores)
+    if how == "mean":
+        return sum(scores) / len(scores)
+    raise ValueError(f"unknown aggregation {how!r}")
+
+
+class SearchTree:
+    """Owns the nodes of one request; ids are unique within the tree."""
+
+    def __init__(self) -> None:
+        self._ids = itertools.count()
+        self.root = Node(id=next(self._ids), parent=None, depth=0, status=Status.PREFILL)
+        self.nodes: dict[int, Node] = {self.root.id: self.root}
+
+    def add_child(self, parent: Node, **kw) -> Node:
+        child = Node(id=next(self._ids), parent=parent, depth=parent.depth + 1, **kw)
+        parent.children.append(child)
+        self.nodes[child.id] = child
+        return child
+
+    def add_sibling_copy(self, node: Node, **kw) -> Node:
+        """A node with the same parent and the same step prefix (deduplicated candidates that diverged)."""
+        assert node.parent is not None
+        twin = self.add_child(node.parent, speculative=node.speculative, status=node.status, group=node.group, **kw)
+        twin.tokens = list(node.tokens)
+        twin.raw = bytearray(node.raw)
+        return twin
+
+    def steps(self) -> Iterator[Node]:
+        return (n for n in self.nodes.values() if n.depth > 0)
