@@ -11,12 +11,13 @@ import itertools
 import math
 import time
 from collections import Counter
+from dataclasses import replace
 from typing import Callable, Sequence
 
 import numpy as np
 
 from edgereason import selection
-from edgereason.config import SearchConfig
+from edgereason.config import SamplingParams, SearchConfig
 from edgereason.errors import ConfigError, OutOfMemoryError
 from edgereason.events import (Event, NodeAdded, NodeConfirmed, NodeExtended, NodePruned, NodeScored,
                                NodeSelected, Progress, RequestDone, StepFinished)
@@ -27,7 +28,7 @@ from edgereason.protocols import BatchEntry, Generator, ScoreRequest, Verifier
 from edgereason.request import Group, Request
 from edgereason.result import FinalPath, SearchResult
 from edgereason.scheduler import Work, schedule
-from edgereason.tree import Node, Status, has_boxed_answer
+from edgereason.tree import Node, Status, has_boxed_answer, mix_seed
 from edgereason.verification import VerifyQueue
 
 Listener = Callable[[Event], None]
@@ -43,8 +44,9 @@ class Engine:
         self.requests: list[Request] = []
         mode = "lazy" if self.policy.lazy_verify else ("eager" if self.policy.async_expand else "sync")
         self.queue = VerifyQueue(mode, self.policy.lv_threshold or lv_threshold, self.policy.lv_max_defer)
-        self.rng = np.random.default_rng(seed)
         self._ids = itertools.count()
+        self._steps = 0
+        self._last_prm_calls = 0
         self.prm_batches: list[int] = []  # requests per PRM call
 
     # ------------------------------------------------------------------ requests
@@ -58,14 +60,15 @@ class Engine:
                               "shorten the problem or raise --kv-budget")
         req = Request(request_id or f"r{next(self._ids)}", question, config, prompt)
         root = req.tree.root
+        root.seed = mix_seed(config.sampling.seed)
         root.seq = self.generator.new_seq()
         cfg = config
         if cfg.strategy == "beam":
-            root.plan = [(req.new_group("beam", cfg.keep, cfg.width).id, cfg.beams)]
+            req.plan(root, [(req.new_group("beam", cfg.keep, cfg.width).id, cfg.beams)])
         elif cfg.strategy == "dvts":
-            root.plan = [(req.new_group("dvts", 1, cfg.width).id, cfg.width) for _ in range(cfg.beams // cfg.width)]
+            req.plan(root, [(req.new_group("dvts", 1, cfg.width).id, cfg.width) for _ in range(cfg.beams // cfg.width)])
         else:
-            root.plan = [(req.new_group("chain", 1, 1).id, 1) for _ in range(cfg.beams)]
+            req.plan(root, [(req.new_group("chain", 1, 1).id, 1) for _ in range(cfg.beams)])
         self.requests.append(req)
         self._emit(NodeAdded(req.id, root.id, None, 0, cfg.beams, False))
         return req
@@ -99,37 +102,103 @@ class Engine:
 
     # ------------------------------------------------------------------ the loop
     def step(self) -> None:
+        self._steps += 1
         running = [r for r in self.requests if r.status == "running"]
-        batch = schedule(running, self.generator, self.policy)
+        batch = self._fit(schedule(running, self.generator, self.policy))
         if batch:
             draws = self._run(batch)
             self._postprocess(batch, draws)
-        elif running and not self.queue.items and not any(self._selectable(r) for r in running):
-            for req in running:
-                if not req.busy():
-                    self._finish(req)
-                elif not self._has_work(req):
-                    self._fail(req, OutOfMemoryError(
-                        f"the search needs more KV memory than the generator's "
-                        f"{self.generator.kv_capacity_tokens} tokens; raise --kv-budget or lower --beams"))
         if self.queue.should_flush(generator_idle=not batch):
-            self._verify(self.queue.take())
+            items = self.queue.take()
+            try:
+                self._verify(items)
+            except OutOfMemoryError as e:
+                for req in {id(p.request): p.request for p in items}.values():
+                    self._fail(req, e)
+        flushed = bool(self.prm_batches) and self._last_prm_calls != len(self.prm_batches)
+        self._last_prm_calls = len(self.prm_batches)
         for req in running:
             if req.status == "running":
+                before = sum(g.selected for g in req.groups.values())
                 self._select_ready(req)
                 self._early_prune(req)
+                moved = bool(batch) or flushed or sum(g.selected for g in req.groups.values()) != before
+                req.idle_steps = 0 if moved else req.idle_steps + 1
                 if not req.busy():
                     self._finish(req)
+                elif req.idle_steps > 2:  # nothing can run, score or be selected: never spin forever
+                    self._fail(req, OutOfMemoryError(
+                        "the search cannot make progress with the KV memory it has; raise --kv-budget"))
                 else:
                     self._progress(req)
 
-    def _has_work(self, req: Request) -> bool:
-        return bool(schedule([req], self.generator, self.policy)) or req.prompt_fed < len(req.prompt_ids)
+    # ------------------------------------------------------------------ KV room
+    def _fit(self, batch: list[Work]) -> list[Work]:
+        """Make the batch fit the generator's KV: evict idle sequences (speculative first, then least recently
+        used) and, if that is not enough, defer the batch's tail. Evicted KV is rebuilt when it runs again."""
+        if not batch:
+            return batch
+        in_batch = {id(w.node) for w in batch}
+        victims = sorted((n for r in self.requests if r.status == "running" for n in r.tree.steps()
+                          if n.seq is not None and id(n) not in in_batch),
+                         key=lambda n: (not n.speculative, n.last_run, n.id))
+        victims.reverse()  # pop() takes the best victim
+        need = sum(w.cost for w in batch)
+        while need > self.generator.kv_capacity_tokens - self.generator.kv_used_tokens:
+            if victims:
+                self._evict(victims.pop())
+            elif len(batch) > 1:
+                dropped = batch.pop()
+                need -= dropped.cost
+                if dropped.node.seq is not None and dropped.node.depth > 0:
+                    victims.insert(0, dropped.node)
+            else:
+                work = batch.pop()
+                self._fail(work.request, OutOfMemoryError(
+                    f"one search path needs {work.cost} KV tokens but the generator has "
+                    f"{self.generator.kv_capacity_tokens}; raise --kv-budget or lower --max-tokens"))
+                return []
+        return [self._restore(w) if w.restore else w for w in batch]
+
+    def _evict(self, node: Node) -> None:
+        req = next(r for r in self.requests if r.tree.nodes.get(node.id) is node)
+        self.generator.free(node.seq)
+        node.seq, node.evicted = None, True
+        req.metrics.evictions += 1
+
+    def _restore(self, work: Work) -> Work:
+        """Rebuild an evicted node's KV: fork the relative that shares the longest prefix, recompute the rest."""
+        req, node = work.request, work.node
+        stream = list(req.prompt_ids)
+        for a in node.path():
+            stream += a.tokens
+        fed = len(node.tokens) - 1 if node.tokens else -1  # an empty node re-feeds its parent's last token
+        target = node.base + fed
+        donor, share = None, 0
+        ancestor: Node | None = node.parent
+        while ancestor is not None and donor is None:
+            end = len(req.prompt_ids) + ancestor.offset + len(ancestor.tokens) if ancestor.depth else len(
+                req.prompt_ids)
+            for x in ancestor.subtree():
+                if x is not node and x.seq is not None and self.generator.seq_len(x.seq) >= end:
+                    donor, share = x.seq, min(end, target)
+                    break
+            ancestor = ancestor.parent
+        if donor is not None:
+            node.seq = self.generator.fork(donor)
+            self.generator.truncate(node.seq, share)
+        else:
+            node.seq = self.generator.new_seq()
+        rebuilt = stream[share:target]
+        node.evicted = False
+        req.metrics.recomputed_tokens += len(rebuilt)
+        return work._replace(tokens=rebuilt + work.tokens, restore=0)
 
     def _run(self, batch: list[Work]) -> list[list[int]]:
-        entries = [BatchEntry(w.node.seq if w.node.seq is not None else -1, w.tokens) for w in batch]
+        entries = [BatchEntry(w.node.seq, w.tokens) for w in batch]
+        sampling = [_draw_params(w) for w in batch]
         t0 = time.perf_counter()
-        draws = self.generator.step(entries, [w.draws for w in batch], [w.request.config.sampling for w in batch])
+        draws = self.generator.step(entries, [w.draws for w in batch], sampling)
         dt = time.perf_counter() - t0
         for req in {id(w.request): w.request for w in batch}.values():
             req.metrics.gen_time_s += dt
@@ -138,6 +207,7 @@ class Engine:
     def _postprocess(self, batch: list[Work], draws: list[list[int]]) -> None:
         for work, tokens in zip(batch, draws):
             req, node = work.request, work.node
+            node.last_run = self._steps
             req.metrics.forward_rows += 1 if work.draws else 0
             req.metrics.dedup_saved_rows += max(0, work.draws - 1) if self.policy.dedup else 0
             if node is req.tree.root and req.prompt_fed < len(req.prompt_ids):
@@ -148,9 +218,12 @@ class Engine:
                 self._make_children(req, node, tokens)
             elif tokens:
                 self._decode(req, node, tokens)
+        gen_used, ver_used = self.generator.kv_used_tokens, self.verifier.kv_used_tokens
         for req in {id(w.request): w.request for w in batch}.values():
-            used = self.generator.kv_used_tokens + self.verifier.kv_used_tokens
-            req.metrics.peak_kv_tokens = max(req.metrics.peak_kv_tokens, used)
+            m = req.metrics
+            m.peak_kv_tokens = max(m.peak_kv_tokens, gen_used + ver_used)
+            m.peak_generator_kv_tokens = max(m.peak_generator_kv_tokens, gen_used)
+            m.peak_verifier_kv_tokens = max(m.peak_verifier_kv_tokens, ver_used)
 
     # ------------------------------------------------------------------ tokens
     def _decode(self, req: Request, node: Node, tokens: list[int]) -> None:
@@ -159,8 +232,9 @@ class Engine:
         groups = Counter(tokens) if len(tokens) > 1 else Counter({tokens[0]: 1})
         (first, first_n), *rest = groups.items()
         twins = []
-        for token, count in rest:
-            twin = req.tree.add_sibling_copy(node, potential=count, base=node.base, offset=node.offset)
+        for k, (token, count) in enumerate(rest, start=1):
+            twin = req.tree.add_sibling_copy(node, potential=count, base=node.base, offset=node.offset,
+                                             seed=mix_seed(node.seed, 1, len(node.tokens), k))
             twin.seq = self.generator.fork(node.seq)
             group = req.groups.get(node.group) if node.group is not None else None
             if group is not None:
@@ -219,16 +293,14 @@ class Engine:
         if node.speculative or node.path_complete or group is None or group.steps_done() or node.children:
             return
         if self.policy.async_expand:
-            node.plan = [(None, req.config.width * min(node.potential, group.keep))]
-            node.plan_speculative = True
+            req.plan(node, [(None, req.config.width * min(node.potential, group.keep))], speculative=True)
         elif self.policy.speculative_extension:
-            node.plan = [(None, 1)]
-            node.plan_speculative = True
+            req.plan(node, [(None, 1)], speculative=True)
 
     def _make_children(self, req: Request, parent: Node, draws: list[int]) -> None:
         """Turn the draws of one forward pass into children, group by group of the parent's plan."""
         plan, speculative = parent.plan or [], parent.plan_speculative
-        parent.plan, parent.plan_speculative = None, False
+        req.cancel_plan(parent)
         if parent.finished_at is not None and not parent.waited:
             parent.waiting_s = time.perf_counter() - parent.finished_at
             parent.waited = True
@@ -246,7 +318,8 @@ class Engine:
         children = []
         for idx, (group_id, token, potential) in enumerate(specs):
             child = req.tree.add_child(parent, potential=potential, speculative=speculative, base=base,
-                                       offset=offset, status=Status.SPECULATIVE if speculative else Status.GENERATING)
+                                       offset=offset, status=Status.SPECULATIVE if speculative else Status.GENERATING,
+                                       seed=mix_seed(parent.seed, 2, idx))
             req.join(child, group_id)
             # the last child takes the parent's sequence over; the others share its KV through forks
             child.seq = parent.seq if idx == len(specs) - 1 else self.generator.fork(parent.seq)
@@ -312,9 +385,6 @@ class Engine:
             prefix_steps=parent.depth if parent is not None else 0)
 
     # ------------------------------------------------------------------ selection
-    def _selectable(self, req: Request) -> bool:
-        return any(self._ready(req, g) for g in req.open_groups())
-
     def _ready(self, req: Request, group: Group) -> bool:
         alive = group.alive()
         if not alive or not group.steps_done():
@@ -377,22 +447,21 @@ class Engine:
         need = times * group.width
         spec = [c for c in node.children if c.alive]
         if not spec:
-            if node.plan is None or node.plan_speculative:
-                node.plan = [(group.id, need)]
-                node.plan_speculative = False
+            req.plan(node, [(group.id, need)])
             return
         if self.policy.async_expand:
             self._keep_drawn(req, spec, need, group)
         else:
             self._branch_siblings(req, node, spec[0], need - spec[0].potential, group)
             self._confirm(req, spec[0], group)
-        node.plan = None
+        req.cancel_plan(node)
 
     def _keep_drawn(self, req: Request, children: list[Node], need: int, group: Group) -> None:
         """Children drawn before selection stand for more draws than needed: keep a uniform random subset of
         `need` draws (multivariate hypergeometric), which leaves them independent samples."""
         pool = np.repeat(np.arange(len(children)), [c.potential for c in children])
-        take = np.bincount(self.rng.choice(pool, size=min(need, len(pool)), replace=False),
+        rng = np.random.default_rng(mix_seed(children[0].parent.seed, 4))
+        take = np.bincount(rng.choice(pool, size=min(need, len(pool)), replace=False),
                            minlength=len(children))
         for child, n in zip(children, take):
             if n == 0:
@@ -424,20 +493,22 @@ class Engine:
         if j >= len(spec.tokens):
             j = len(spec.tokens) - 1
         counts = [n] if self.policy.dedup else [1] * n
-        for potential in counts:
-            sib = req.tree.add_child(parent, potential=potential, base=spec.base, offset=spec.offset)
+        for k, potential in enumerate(counts):
+            sib = req.tree.add_child(parent, potential=potential, base=spec.base, offset=spec.offset,
+                                     seed=mix_seed(parent.seed, 3, k))
             req.join(sib, group.id)
-            source = spec.seq
-            sib.seq = self.generator.fork(source)
             if j >= 1:
                 sib.tokens = spec.tokens[:j]
                 sib.raw = bytearray(b"".join(self.generator.token_piece(t) for t in sib.tokens))
                 sib.pending = sib.tokens[-1]
-                self.generator.truncate(sib.seq, spec.base + j - 1)
                 req.metrics.spec_tokens_reused += j
             else:
                 sib.pending = parent.tokens[-1]  # re-feed the parent's last token to sample afresh
-                self.generator.truncate(sib.seq, spec.base - 1)
+            if spec.seq is None:
+                sib.evicted = True  # rebuilt from a relative when it first runs
+            else:
+                sib.seq = self.generator.fork(spec.seq)
+                self.generator.truncate(sib.seq, spec.base + max(j, 0) - 1)
             self._emit(NodeAdded(req.id, sib.id, parent.id, sib.depth, potential, False))
             if sib.tokens:
                 self._emit(NodeExtended(req.id, sib.id, sib.text, len(sib.tokens)))
@@ -473,7 +544,7 @@ class Engine:
             if not n.alive or (n is req.tree.root and not include_root):
                 if n is req.tree.root:
                     self._free_seq(n)
-                    n.plan = None
+                    req.cancel_plan(n)
                 continue
             if n.speculative:
                 req.metrics.spec_tokens_wasted += len(n.tokens)
@@ -481,7 +552,7 @@ class Engine:
                 n.waiting_s = now - n.finished_at
                 n.waited = True
             n.status = Status.PRUNED
-            n.plan = None
+            req.cancel_plan(n)
             n.pending = None
             self._free_seq(n)
             self._emit(NodePruned(req.id, n.id, rule))
@@ -514,10 +585,11 @@ class Engine:
         for node in finals:
             if slots <= 0:
                 break
-            slots -= node.potential
+            times = min(node.potential, slots)
+            slots -= times
             paths.append(FinalPath([(s.text, s.score) for s in node.path()],
                                    selection.path_score(node, cfg.aggregation),
-                                   extract_boxed("".join(s.text for s in node.path())), node.id, node.potential))
+                                   extract_boxed("".join(s.text for s in node.path())), node.id, times))
         answer = _vote(paths) if cfg.vote == "weighted" else (paths[0].answer if paths else None)
         on_final = {id(s): s for p in paths for s in req.tree.nodes[p.node_id].path()}
         m.wall_s = wall
@@ -573,6 +645,13 @@ class Engine:
         vcheck = getattr(self.verifier, "check_integrity", None)
         if vcheck:
             vcheck()
+
+
+def _draw_params(work: Work) -> SamplingParams:
+    """A random stream per (request seed, node, position): draws replay exactly after eviction and recompute,
+    whatever else shares the batch."""
+    node = work.node
+    return replace(work.request.config.sampling, seed=mix_seed(node.seed, len(node.tokens), work.expand))
 
 
 def _vote(paths: Sequence[FinalPath]) -> str | None:

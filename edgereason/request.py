@@ -24,13 +24,14 @@ class Group:
     members: list[Node] = field(default_factory=list)
     selected: bool = False
     kept: int = 0  # logical candidates kept when selected
+    awaiting: int = 0  # draws planned into this group whose forward pass has not run yet
 
     def alive(self) -> list[Node]:
         return [m for m in self.members if m.alive]
 
     def steps_done(self) -> bool:
         alive = self.alive()
-        return bool(alive) and all(m.step_done for m in alive)
+        return self.awaiting == 0 and bool(alive) and all(m.step_done for m in alive)
 
     def competes(self, node: Node) -> bool:
         """Beam search selects among unfinished paths only; DVTS ranks finished ones too."""
@@ -53,7 +54,22 @@ class Request:
     prompt_fed: int = 0
     result: SearchResult | None = None
     common_prefix: list[float] = field(default_factory=list)
+    idle_steps: int = 0  # consecutive engine steps in which nothing happened for this request
     _next_group: int = 0
+
+    def plan(self, node: Node, plan: list[tuple[int | None, int]], speculative: bool = False) -> None:
+        """Schedule children for `node`; the groups they join wait for them before they can be selected."""
+        self.cancel_plan(node)
+        node.plan, node.plan_speculative = plan, speculative
+        for gid, n in plan:
+            if gid is not None:
+                self.groups[gid].awaiting += n
+
+    def cancel_plan(self, node: Node) -> None:
+        for gid, n in node.plan or []:
+            if gid is not None:
+                self.groups[gid].awaiting -= n
+        node.plan, node.plan_speculative = None, False
 
     def new_group(self, mode: GroupMode, keep: int, width: int) -> Group:
         group = Group(self._next_group, mode, keep, width)

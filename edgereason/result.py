@@ -29,7 +29,9 @@ class RequestMetrics:
     lookahead_scores: int = 0
     recomputed_tokens: int = 0
     evictions: int = 0
-    peak_kv_tokens: int = 0
+    peak_kv_tokens: int = 0  # generator + verifier
+    peak_generator_kv_tokens: int = 0
+    peak_verifier_kv_tokens: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

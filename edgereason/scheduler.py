@@ -2,7 +2,10 @@
 
 Rules: standard work (prefill, decoding candidates, expansions of selected nodes) always goes first; speculative
 work fills only the slots standard work leaves idle (at most `beams` entries per request in all); the batch never
-holds more tokens than one forward pass takes nor more new KV than is free.
+holds more tokens than one forward pass takes. KV room is the engine's job (`Engine._fit`): it evicts or trims.
+
+Order: `prefix` puts sequences that share a prefix next to each other (request, then the root-to-node path), so
+when memory is short the batch keeps whole families whose shared KV is resident; `fifo` is first-come order.
 """
 
 from __future__ import annotations
@@ -12,30 +15,35 @@ from typing import NamedTuple
 from edgereason.policy import Policy
 from edgereason.protocols import Generator
 from edgereason.request import Request
-from edgereason.tree import Node, Status
+from edgereason.tree import Node
 
 
 class Work(NamedTuple):
     request: Request
     node: Node
-    tokens: list[int]  # fed in this pass
+    tokens: list[int]  # fed in this pass (a restored node's rebuilt suffix is prepended by the engine)
     draws: int  # tokens sampled from the last position (0: prefill chunk only)
     expand: bool  # the draws become children (plan), else they extend the node
+    restore: int = 0  # upper bound on tokens to recompute first: the node's KV was evicted
 
     @property
-    def speculative(self) -> bool:
-        return self.node.speculative or (self.expand and self.node.plan_speculative)
+    def cost(self) -> int:
+        return len(self.tokens) + self.restore
 
 
-def _order_key(node: Node, policy: Policy) -> tuple:
+def order_key(req_index: int, node: Node, policy: Policy) -> tuple:
     if policy.order == "fifo":
-        return (node.id,)
-    ids = []  # prefix order: the root-to-node id path, so children of one parent sit together
+        return (node.created_at, node.id)
+    ids = []
     cur: Node | None = node
     while cur is not None:
         ids.append(cur.id)
         cur = cur.parent
-    return tuple(reversed(ids))
+    return (req_index, *reversed(ids))
+
+
+def is_speculative(node: Node) -> bool:
+    return node.speculative or bool(node.plan and node.plan_speculative)
 
 
 def _work_for(req: Request, node: Node, budget: int) -> Work | None:
@@ -44,37 +52,42 @@ def _work_for(req: Request, node: Node, budget: int) -> Work | None:
         last = req.prompt_fed + len(chunk) == len(req.prompt_ids)
         draws = sum(n for _, n in node.plan) if last and node.plan else 0
         return Work(req, node, chunk, draws, expand=draws > 0)
-    if node.plan and node.pending is not None:
-        return Work(req, node, [node.pending], sum(n for _, n in node.plan), expand=True)
-    if not node.step_done and node.pending is not None and node.seq is not None:
-        return Work(req, node, [node.pending], node.potential, expand=False)
+    if node.pending is None or (node.seq is None and not node.evicted):
+        return None
+    restore = len(req.prompt_ids) + node.offset + len(node.tokens) if node.seq is None else 0
+    if node.plan:
+        return Work(req, node, [node.pending], sum(n for _, n in node.plan), True, restore)
+    if not node.step_done:
+        return Work(req, node, [node.pending], node.potential, False, restore)
     return None
+
+
+def runnable(req: Request) -> list[Node]:
+    nodes = [req.tree.root] if req.prompt_fed < len(req.prompt_ids) else []
+    return nodes + [n for n in req.tree.steps() if n.alive and (n.plan or not n.step_done)]
 
 
 def schedule(requests: list[Request], generator: Generator, policy: Policy) -> list[Work]:
     budget = generator.max_batch_tokens
     slots_free = generator.free_seq_slots()
-    kv_free = generator.kv_capacity_tokens - generator.kv_used_tokens
+    running = [r for r in requests if r.status == "running"]
+    pool = sorted(((i, r, n) for i, r in enumerate(running) for n in runnable(r)),
+                  key=lambda t: order_key(t[0], t[2], policy))
+    standard = {r.id: sum(1 for _, q, n in pool if q is r and not is_speculative(n)) for r in running}
+    spec_room = {r.id: max(0, r.config.beams - standard[r.id]) for r in running}
     batch: list[Work] = []
-    for req in requests:
-        if req.status != "running":
+    for _, req, node in sorted(pool, key=lambda t: is_speculative(t[2])):  # stable: standard first, in order
+        if is_speculative(node):
+            if spec_room[req.id] <= 0:
+                continue
+            spec_room[req.id] -= 1
+        work = _work_for(req, node, budget)
+        if work is None:
             continue
-        candidates = [req.tree.root] if req.prompt_fed < len(req.prompt_ids) else []
-        candidates += [n for n in req.tree.steps() if n.alive and n.status is not Status.PRUNED
-                       and (n.plan or (not n.step_done and n.seq is not None))]
-        standard, speculative = [], []
-        for node in sorted(candidates, key=lambda n: _order_key(n, policy)):
-            (speculative if (node.speculative or (node.plan and node.plan_speculative)) else standard).append(node)
-        room = max(0, req.config.beams - len(standard))
-        for node in standard + speculative[:room]:
-            work = _work_for(req, node, budget)
-            if work is None:
-                continue
-            forks = max(0, work.draws - 1)  # worst case: every draw becomes a sequence of its own
-            if len(work.tokens) > budget or forks > slots_free or len(work.tokens) > kv_free:
-                continue
-            batch.append(work)
-            budget -= len(work.tokens)
-            slots_free -= forks
-            kv_free -= len(work.tokens)
+        forks = max(0, work.draws - 1) + (1 if work.restore else 0)  # worst case: a sequence per draw
+        if work.cost > budget or forks > slots_free:
+            continue
+        batch.append(work)
+        budget -= work.cost
+        slots_free -= forks
     return batch

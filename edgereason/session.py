@@ -56,6 +56,6 @@ def open_session(settings: ModelSettings, backend: str = "llamacpp", progress=No
     prm_path = models.resolve(settings.prm, progress=progress) if settings.prm else gen_path
     open_models = load_backend(backend)
     generator, verifier = open_models(gen_path, prm_path, settings.prm_format, settings.generator_kv_tokens,
-                                      settings.verifier_kv_tokens, n_threads=settings.threads, seed=settings.seed,
+                                      settings.verifier_kv_tokens, n_threads=settings.threads,
                                       n_gpu_layers=settings.n_gpu_layers)
     return Session(settings, generator, verifier, gen_path, prm_path)

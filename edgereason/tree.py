@@ -61,6 +61,9 @@ class Node:
     plan_speculative: bool = False
     prm_key: str | None = None  # the verifier holds this node's path (or a longer one) under this key
     waited: bool = False  # waiting_s is final
+    evicted: bool = False  # its KV suffix was freed for room; rebuilt from a relative's prefix when it runs
+    last_run: int = 0  # engine step that last fed it (least-recently-used eviction)
+    seed: int = 0  # random stream of this node, derived from its place in the tree, not from timing
 
     @property
     def text(self) -> str:
@@ -101,6 +104,16 @@ class Node:
         """True when appending `piece` made the step text contain the step separator."""
         tail = bytes(self.raw[-(len(STEP_END) + len(piece)):])
         return STEP_END in tail
+
+
+def mix_seed(*parts: int) -> int:
+    """splitmix64 over the parts: a child's seed from its parent's seed and its place among the children."""
+    x = 0x9E3779B97F4A7C15
+    for part in parts:
+        x = (x ^ (part & 0xFFFFFFFFFFFFFFFF)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF
+        x = (x ^ (x >> 27)) * 0x94D049BB133111EB & 0xFFFFFFFFFFFFFFFF
+        x ^= x >> 31
+    return x >> 1
 
 
 _BOXED = re.compile(r"\\boxed\{")

@@ -13,13 +13,11 @@ from edgereason.sampling import sample
 
 
 class LlamaGenerator:
-    def __init__(self, model: LlamaModel, kv_tokens: int, n_threads: int | None = None, seed: int = 0,
-                 n_seq_max: int = 256) -> None:
+    def __init__(self, model: LlamaModel, kv_tokens: int, n_threads: int | None = None, n_seq_max: int = 256) -> None:
         self.model = model
         self.name = model.path.stem
         self.ctx = KVContext(model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads)
         self.eos_ids = model.eog_ids
-        self.rng = np.random.default_rng(seed)
 
     # -- text --
     def tokenize(self, text: str, special: bool = True) -> list[int]:
@@ -49,6 +47,9 @@ class LlamaGenerator:
 
     def seq_len(self, seq: SeqId) -> int:
         return self.ctx.seq_len(seq)
+
+    def unique_tokens(self, seq: SeqId) -> int:
+        return self.ctx.unique_tokens(seq)
 
     def can_append(self, n_new_tokens: int) -> bool:
         return self.ctx.can_append(n_new_tokens)
@@ -89,7 +90,9 @@ class LlamaGenerator:
                  for i, e in enumerate(batch)]
 
         def on_logits(i: object, logits: np.ndarray) -> None:
-            out[i] = sample(logits, samples[i], params[i], self.rng)  # type: ignore[index]
+            # one stream per entry, seeded by the caller: draws do not depend on what else is in the batch
+            rng = np.random.default_rng(params[i].seed)  # type: ignore[index]
+            out[i] = sample(logits, samples[i], params[i], rng)  # type: ignore[index]
 
         self.ctx.decode(items, on_logits)
         return out

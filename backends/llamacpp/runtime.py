@@ -148,7 +148,7 @@ class KVContext:
     def __init__(self, model: LlamaModel, n_ctx: int, n_seq_max: int = 256, n_batch: int = 2048,
                  n_threads: int | None = None, flash_attn: bool = False) -> None:
         params = L.llama_context_default_params()
-        params.n_ctx = n_ctx
+        params.n_ctx = max(256, -(-n_ctx // 256) * 256)  # llama.cpp pads to 256 cells; the budget is ours
         params.n_batch = n_batch
         params.n_ubatch = min(512, n_batch)
         params.n_seq_max = n_seq_max
@@ -165,7 +165,7 @@ class KVContext:
             raise OutOfMemoryError(f"could not create a llama.cpp context of {n_ctx} KV tokens for "
                                    f"{model.path.name}; lower the KV budget")
         self.mem = L.llama_get_memory(self.ptr)
-        self.capacity = L.llama_n_ctx(self.ptr)
+        self.capacity = min(n_ctx, L.llama_n_ctx(self.ptr))
         self.n_batch = L.llama_n_batch(self.ptr)
         self.n_seq_max = L.llama_n_seq_max(self.ptr)
         self._batch = L.llama_batch_init(self.n_batch, 0, 1)
@@ -218,6 +218,10 @@ class KVContext:
 
     def seq_len(self, seq: int) -> int:
         return len(self._seqs[seq].cells)
+
+    def unique_tokens(self, seq: int) -> int:
+        """Cells only this sequence uses: what freeing it gives back."""
+        return sum(1 for c in self._seqs[seq].cells if self._refs[c] == 1)
 
     @property
     def used_tokens(self) -> int:

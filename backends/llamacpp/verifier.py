@@ -88,6 +88,16 @@ class LlamaVerifier:
         return (held, shared) if shared > 0 else (None, 0)
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
+        """One call when the KV share allows, else halves until each part fits (one path must fit)."""
+        try:
+            return self._score(requests)
+        except OutOfMemoryError:
+            if len(requests) < 2:
+                raise
+            half = len(requests) // 2
+            return self.score(requests[:half]) + self.score(requests[half:])
+
+    def _score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         t0 = time.perf_counter()
         plans = []  # (base held or None, steps shared with it, token segments)
         for req in requests:

@@ -1,0 +1,54 @@
+"""The llama.cpp judge PRM: prefix-stable prompts and incremental scoring."""
+
+from __future__ import annotations
+
+import pytest
+
+from edgereason.backends.llamacpp import LlamaVerifier
+from edgereason.backends.prm_format import PRM_FORMATS, TurnPrompt
+from edgereason.protocols import ScoreRequest
+
+Q = "Janet has 16 eggs and eats 3. How many are left?"
+STEPS = ["Janet starts with 16 eggs.", "She eats 3, so 16 - 3 = 13.", "The answer is $\\boxed{13}$."]
+
+
+@pytest.fixture()
+def verifier(smollm2):
+    v = LlamaVerifier(smollm2, PRM_FORMATS["judge"], kv_tokens=4096)
+    yield v
+    v.close()
+
+
+def test_turn_prompt_is_prefix_stable(smollm2):
+    prompt = TurnPrompt(PRM_FORMATS["judge"], lambda m: smollm2.apply_chat_template(m, True))
+    for k in range(1, len(STEPS)):
+        shorter = "".join(prompt.segments(Q, STEPS[:k], 0))
+        longer = "".join(prompt.segments(Q, STEPS[:k + 1], 0))
+        assert longer.startswith(shorter)
+    assert "".join(prompt.segments(Q, STEPS, 1)) == "".join(prompt.segments(Q, STEPS, 0))[
+        len("".join(prompt.segments(Q, STEPS[:1], 0))):]
+
+
+def test_incremental_scoring_equals_scoring_from_scratch(smollm2, verifier):
+    incremental = []
+    for k in range(len(STEPS)):
+        prefix = f"p{k - 1}" if k else None
+        res = verifier.score([ScoreRequest(f"p{k}", Q, STEPS[:k + 1], [k], prefix, k)])[0]
+        incremental += res.scores
+        if k:  # only the new step's tokens were evaluated
+            assert res.new_tokens < 40
+    fresh = LlamaVerifier(smollm2, PRM_FORMATS["judge"], kv_tokens=4096)
+    whole = fresh.score([ScoreRequest("whole", Q, STEPS, [0, 1, 2])])[0].scores
+    fresh.close()
+    assert all(0.0 <= s <= 1.0 for s in whole)
+    assert incremental == pytest.approx(whole, abs=1e-3)
+    verifier.check_integrity()
+
+
+def test_lru_drops_held_paths_under_memory_pressure(smollm2):
+    v = LlamaVerifier(smollm2, PRM_FORMATS["judge"], kv_tokens=512)
+    for i in range(12):  # each path is about 100 tokens: they cannot all be held
+        v.score([ScoreRequest(f"k{i}", Q, STEPS[:1] + [f"Step variant {i}."], [1])])
+    assert v.kv_used_tokens <= v.kv_capacity_tokens
+    v.check_integrity()
+    v.close()

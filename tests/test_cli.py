@@ -1,0 +1,81 @@
+"""Bad input exits non-zero with one clear line and no traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "edgereason", *args], capture_output=True, text=True,
+                          input=stdin, timeout=300)
+
+
+def assert_clean_error(proc: subprocess.CompletedProcess, needle: str) -> None:
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines and needle in lines[-1], proc.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--beams", "6", "--width", "4"], "not divisible"),
+    (["--beams", "0"], "positive"),
+    (["--max-steps", "-1"], "positive"),
+    (["--temperature", "-0.5"], "temperature"),
+    (["--policy", "warp-speed"], "unknown policy"),
+    (["--policy", "edge:bogus=1"], "bad policy override"),
+])
+def test_impossible_settings(args, needle, smollm2_path):
+    assert_clean_error(run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), *args), needle)
+
+
+def test_missing_model_file(tmp_path):
+    assert_clean_error(run_cli("solve", "What is 1+1?", "--model", str(tmp_path / "nope.gguf")), "not found")
+
+
+def test_corrupt_gguf(tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\x00" * 64)
+    assert_clean_error(run_cli("solve", "What is 1+1?", "--model", str(bad)), "could not load")
+    worse = tmp_path / "worse.gguf"
+    worse.write_bytes(b"not a model")
+    assert_clean_error(run_cli("solve", "What is 1+1?", "--model", str(worse)), "not a GGUF")
+
+
+def test_empty_problem(smollm2_path):
+    assert_clean_error(run_cli("solve", "-", "--model", str(smollm2_path), stdin="   \n"), "empty")
+
+
+def test_prompt_longer_than_context(smollm2_path):
+    long = "How many apples? " * 400
+    assert_clean_error(run_cli("solve", long, "--model", str(smollm2_path), "--kv-tokens", "512"),
+                       "KV memory holds")
+
+
+def test_unknown_model_name():
+    assert_clean_error(run_cli("solve", "1+1", "--model", "gpt-17"), "unknown model")
+
+
+def test_solve_json_on_smollm2(smollm2_path):
+    import json
+
+    proc = run_cli("solve", "What is 2+3?", "--model", str(smollm2_path), "--beams", "2", "--width", "2",
+                   "--max-steps", "2", "--max-step-tokens", "24", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert set(out) >= {"answer", "paths", "tree", "metrics"}
+    assert set(out["metrics"]) >= {"generated_tokens", "gen_time_s", "prm_time_s", "prm_calls", "prm_tokens",
+                                   "wall_s", "goodput_tok_s", "waiting_ratio"}
+    assert out["paths"] and all({"steps", "score", "answer"} <= set(p) for p in out["paths"])
+    assert all({"id", "parent", "text", "score", "status"} <= set(n) for n in out["tree"]["nodes"])
+
+
+def test_help_lists_subcommands():
+    proc = run_cli("--help")
+    for name in ("solve", "chat", "bench", "memory-profile", "models"):
+        assert name in proc.stdout
+    assert run_cli("memory-profile").returncode == 2

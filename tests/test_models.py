@@ -1,0 +1,39 @@
+"""The offline model registry: names, cache paths and GGUF checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from edgereason import models
+from edgereason.errors import ModelError
+
+
+def test_registry_has_the_offline_models():
+    assert set(models.REGISTRY) == {"smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"}
+    assert models.DEFAULT_MODEL == "qwen2.5-coder-0.5b"
+    assert len(models.REGISTRY["qwen2.5-coder-0.5b"].pieces) == 6
+    assert len(models.REGISTRY["qwen2.5-coder-1.5b"].pieces) == 22
+
+
+def test_resolve_cached_model_checks_gguf(smollm2_path: Path):
+    assert models.resolve("smollm2-135m") == smollm2_path
+    assert smollm2_path.read_bytes()[:4] == b"GGUF"
+
+
+def test_home_follows_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
+    spec = models.REGISTRY["smollm2-135m"]
+    assert models.cache_path(spec).parent == tmp_path / "models"
+    with pytest.raises(ModelError, match="models pull smollm2-135m"):
+        models.resolve("smollm2-135m", allow_pull=False)
+
+
+def test_bad_paths(tmp_path):
+    with pytest.raises(ModelError, match="not found"):
+        models.resolve(str(tmp_path / "x.gguf"))
+    junk = tmp_path / "junk.gguf"
+    junk.write_text("hello")
+    with pytest.raises(ModelError, match="not a GGUF"):
+        models.resolve(str(junk))

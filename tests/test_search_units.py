@@ -1,0 +1,100 @@
+"""Selection, aggregation, voting and pruning rules on the deterministic fake backend."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edgereason import selection
+from edgereason.config import SamplingParams, SearchConfig
+from edgereason.engine import Engine, _vote
+from edgereason.events import NodeSelected
+from edgereason.policy import parse_policy
+from edgereason.request import Group
+from edgereason.result import FinalPath
+from edgereason.tree import Node, aggregate
+from tests.fakes import FakeGenerator, FakeVerifier
+
+
+def _group(scores: list[float], keep: int, potentials: list[int] | None = None) -> Group:
+    g = Group(0, "beam", keep, 2)
+    root = Node(0, None, 0)
+    for i, s in enumerate(scores):
+        n = Node(i + 1, root, 1, potential=(potentials or [1] * len(scores))[i], finish="step", score=s)
+        n.tokens = [i]
+        g.members.append(n)
+    return g
+
+
+def test_aggregation():
+    assert aggregate([0.5, 0.2, 0.9], "last") == 0.9
+    assert aggregate([0.5, 0.2, 0.9], "min") == 0.2
+    assert abs(aggregate([0.5, 0.2], "prod") - 0.1) < 1e-12
+    assert abs(aggregate([0.5, 0.2, 0.9], "mean") - 1.6 / 3) < 1e-12
+
+
+def test_choose_keeps_exactly_k_logical_candidates():
+    g = _group([0.1, 0.9, 0.5, 0.7], keep=2)
+    assert [(n.score, t) for n, t in selection.choose(g, "last")] == [(0.9, 1), (0.7, 1)]
+    g = _group([0.9, 0.5], keep=3, potentials=[2, 4])
+    assert [(n.score, t) for n, t in selection.choose(g, "last")] == [(0.9, 2), (0.5, 1)]
+
+
+def test_weighted_vote_sums_scores_per_answer_as_math():
+    paths = [FinalPath([], 0.9, "5", 1), FinalPath([], 0.5, "4", 2), FinalPath([], 0.5, "4.0", 3)]
+    assert _vote(paths) == "4"
+    assert _vote(paths[:1]) == "5"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0, 1), min_size=2, max_size=10), st.integers(1, 4), st.randoms())
+def test_rank_rule_never_prunes_what_sync_selection_keeps(scores, keep, rnd):
+    """Reveal scores in a random order; whatever the rank rule prunes on the way must not be in the final
+    synchronous top-k."""
+    keep = min(keep, len(scores))
+    full = _group(scores, keep)
+    kept = {n.id for n, _ in selection.choose(full, "last")}
+    partial = _group(scores, keep)
+    order = list(range(len(scores)))
+    rnd.shuffle(order)
+    for m in partial.members:
+        m.score = None
+    for i in order:
+        partial.members[i].score = scores[i]
+        for pruned in selection.rank_prunable(partial, "last"):
+            assert pruned.id not in kept
+            pruned.status = pruned.status.PRUNED
+
+
+def test_engine_selection_keeps_k_each_step_on_fake_backend():
+    events = []
+    engine = Engine(FakeGenerator(), FakeVerifier(), parse_policy("baseline"), on_event=events.append)
+    cfg = SearchConfig(beams=8, width=4, max_steps=5, max_step_tokens=16, sampling=SamplingParams(seed=2))
+    result = engine.solve("question", cfg, check=True)
+    assert result.status == "done"
+    for g in engine.requests[0].groups.values():
+        if g.selected and g.kept:
+            assert g.kept == min(2, sum(m.potential for m in g.members if not m.path_complete))
+    assert any(isinstance(e, NodeSelected) for e in events)
+
+
+def test_lazy_verification_batches_prm_requests():
+    cfg = SearchConfig(beams=8, width=2, max_steps=4, max_step_tokens=16, sampling=SamplingParams(seed=5))
+    eager, lazy = FakeVerifier(), FakeVerifier()
+    Engine(FakeGenerator(), eager, parse_policy("naive-spec")).solve("q", cfg, check=True)
+    Engine(FakeGenerator(), lazy, parse_policy("naive-spec:lazy_verify=true:lv_threshold=100000")).solve(
+        "q", cfg, check=True)
+    assert sum(lazy.calls) / len(lazy.calls) > sum(eager.calls) / len(eager.calls)
+
+
+def test_rank_rule_prunes_early_on_fake_backend():
+    table = {}
+    rng = random.Random(0)
+    verifier = FakeVerifier(table)
+    verifier.table = table
+    engine = Engine(FakeGenerator(), verifier, parse_policy("specscale:dedup=false"))
+    cfg = SearchConfig(beams=8, width=4, max_steps=4, max_step_tokens=16, sampling=SamplingParams(seed=rng.randint(0, 9)))
+    result = engine.solve("q", cfg, check=True)
+    assert result.status == "done"
