@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from types import ModuleType
 
 from edgereason.errors import ConfigError
 
 BACKENDS: tuple[str, ...] = ("llamacpp",)
 
 
-def load_backend(name: str) -> Callable:
-    """Return the backend's `open_models` function; imported lazily so the CLI starts fast."""
+def load_backend(name: str) -> ModuleType:
+    """The backend's module, imported lazily so the CLI starts fast. It provides
+    `open_models(generator_path, prm_path, prm_format, generator_kv_tokens, verifier_kv_tokens, n_threads,
+    n_gpu_layers) -> (Generator, Verifier)` and `kv_bytes_per_token(path, n_gpu_layers) -> int`."""
     if name == "llamacpp":
-        from edgereason.backends.llamacpp import open_models
+        from edgereason.backends import llamacpp
 
-        return open_models
+        return llamacpp
     raise ConfigError(f"unknown backend {name!r}; available: {', '.join(BACKENDS)}")

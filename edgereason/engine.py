@@ -36,7 +36,7 @@ Listener = Callable[[Event], None]
 
 class Engine:
     def __init__(self, generator: Generator, verifier: Verifier, policy: Policy | None = None,
-                 on_event: Listener | None = None, lv_threshold: int = 512, seed: int = 0) -> None:
+                 on_event: Listener | None = None, lv_threshold: int = 512) -> None:
         self.generator = generator
         self.verifier = verifier
         self.policy = policy or Policy()

@@ -3,7 +3,8 @@
 - eager (asynchronous policies without lazy verification): flush whatever is queued after every engine step.
 - synchronous (baseline, fasttts): flush when a sibling group has finished its step, or when the generator idles.
 - lazy: flush when queued tokens reach the threshold, when a sibling group is complete, when a request was
-  deferred more than `max_defer` times, or when the generator would otherwise idle.
+  deferred more than `max_defer` times (a deferral: another finished step arrived and the queue still waited),
+  or when the generator would otherwise idle.
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ class VerifyQueue:
     threshold_tokens: int = 512
     max_defer: int = 6
     items: list[Pending] = field(default_factory=list)
+    _arrived: bool = False  # a step finished since the last flush decision
 
     def push(self, request: Request, node: Node) -> None:
         if not any(p.node is node for p in self.items):
             self.items.append(Pending(request, node))
+            self._arrived = True
 
     def drop_dead(self) -> None:
         self.items = [p for p in self.items if p.node.alive and p.request.status == "running"]
@@ -54,8 +57,10 @@ class VerifyQueue:
                 return True
             if any(p.deferrals >= self.max_defer for p in self.items):
                 return True
-            for p in self.items:
-                p.deferrals += 1
+            if self._arrived:  # a flush opportunity passed over: everything waiting was deferred once more
+                for p in self.items:
+                    p.deferrals += 1
+                self._arrived = False
         return False
 
     def _group_complete(self) -> bool:

@@ -78,4 +78,4 @@ def test_help_lists_subcommands():
     proc = run_cli("--help")
     for name in ("solve", "chat", "bench", "memory-profile", "models"):
         assert name in proc.stdout
-    assert run_cli("memory-profile").returncode == 2
+    assert run_cli("memory-profile", "--budget", "lots").returncode == 2  # a bad size fails before any work

@@ -63,11 +63,15 @@ def test_every_preset_finishes_concurrent_requests(models, preset, strategy):
 
 
 def test_greedy_presets_agree_on_the_answer(models):
-    """With greedy sampling every candidate is the same path, so scheduling cannot change the answer."""
+    """With greedy sampling every candidate is the same path, so scheduling cannot change the answer.
+
+    Deduplication is off here: it runs one row where the others run several identical rows, and llama.cpp's CPU
+    kernels are not batch-invariant, so a near-tie can break differently. tests/test_search_units.py checks the
+    same equality with deduplication on, on the batch-invariant fake backend."""
     gen, ver = models
     greedy = small(beams=2, width=2, max_steps=4, max_step_tokens=40, sampling=SamplingParams(temperature=0))
     answers = set()
-    for preset in ("baseline", "fasttts", "specscale:early_prune_perfect=false"):
+    for preset in ("baseline", "fasttts", "specscale:early_prune_perfect=false:dedup=false"):
         result = Engine(gen, ver, parse_policy(preset)).solve(PROBLEMS[1], greedy, check=True)
         answers.add((result.answer, "".join(t for t, _ in result.paths[0].steps)))
     assert len(answers) == 1

@@ -98,3 +98,12 @@ def test_rank_rule_prunes_early_on_fake_backend():
     cfg = SearchConfig(beams=8, width=4, max_steps=4, max_step_tokens=16, sampling=SamplingParams(seed=rng.randint(0, 9)))
     result = engine.solve("q", cfg, check=True)
     assert result.status == "done"
+
+
+def test_greedy_presets_agree_exactly_on_fake_backend():
+    cfg = SearchConfig(beams=4, width=2, max_steps=5, max_step_tokens=16, sampling=SamplingParams(temperature=0))
+    outcomes = set()
+    for preset in ("baseline", "fasttts", "specscale:early_prune_perfect=false", "edge:early_prune_perfect=false"):
+        result = Engine(FakeGenerator(), FakeVerifier(), parse_policy(preset)).solve("q", cfg, check=True)
+        outcomes.add((result.answer, tuple(t for t, _ in result.paths[0].steps), result.paths[0].score))
+    assert len(outcomes) == 1

@@ -1,16 +1,134 @@
-"""`edgereason bench` (not implemented yet)."""
+"""`edgereason bench`: speed and accuracy of engine policies on a JSONL math set, or `--compare` of two results.
+
+Runs of different policies alternate (A B A B over repeats) so machine drift hits all of them alike; the models
+are opened once and each run gets a fresh engine.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from edgereason import __version__
+from edgereason.bench.arrivals import parse_rate
+from edgereason.bench.dataset import load_problems
+from edgereason.bench.plots import write_plots
+from edgereason.bench.report import print_compare, print_table, write_results
+from edgereason.bench.runner import RunInterrupted, RunSpec, rate_label, run_one
+from edgereason.cli.common import add_model_args, add_search_args, model_settings, pull_progress, search_config
+from edgereason.errors import ConfigError
+from edgereason.policy import PRESETS, Policy, parse_policy
+from edgereason.session import open_session
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="bench (not available yet)")
+    p = sub.add_parser("bench", help="measure speed and accuracy of engine policies on a JSONL math set",
+                       conflict_handler="resolve",
+                       description="Run each policy over the problems of a JSONL file (id, problem, answer) and "
+                                   "write results.json, results.csv and plots; or compare two result folders.")
+    p.add_argument("--dataset", help="JSONL file, one {id, problem, answer} object a line")
+    p.add_argument("--limit", type=int, default=None, help="problems to run (default all)")
+    p.add_argument("--offset", type=int, default=0, help="problems to skip first (default 0)")
+    p.add_argument("--policies", default="baseline,edge",
+                   help=f"comma list of PRESET[:key=value...]; presets: {', '.join(PRESETS)} (default baseline,edge)")
+    p.add_argument("--rate", default="inf",
+                   help="comma list of arrival rates in requests/s (Poisson), inf = all at once (default inf)")
+    p.add_argument("--repeat", type=int, default=1, help="repetitions of every run, interleaved (default 1)")
+    p.add_argument("--out", help="folder for results.json, results.csv and plots")
+    p.add_argument("--compare", nargs=2, metavar=("BASE", "NEW"),
+                   help="print ratios NEW / BASE between two result folders, matching runs by policy/beams/rate")
+    add_model_args(p)
+    add_search_args(p)
+    # replaces the shared single-valued --beams (conflict_handler="resolve")
+    p.add_argument("--beams", default="4", help="comma list of beam sizes N (default 4)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    print("edgereason bench: not available in this version yet", file=sys.stderr)
-    return 2
+    if args.compare:
+        print_compare(*args.compare, file=sys.stdout)
+        return 0
+    if not args.dataset or not args.out:
+        raise ConfigError("bench needs --dataset FILE.jsonl and --out DIR (or --compare BASE NEW)")
+    if args.repeat <= 0:
+        raise ConfigError(f"--repeat must be a positive number, got {args.repeat}")
+    problems = load_problems(args.dataset, args.limit, args.offset)
+    policies = [parse_policy(s) for s in _items(args.policies, "--policies")]
+    beams = [_int(b) for b in _items(args.beams, "--beams")]
+    rates = [parse_rate(r) for r in _items(args.rate, "--rate")]
+    specs = [RunSpec(policy, search_config(argparse.Namespace(**{**vars(args), "beams": b})), rate, rep,
+                     args.seed + rep)
+             for rep in range(args.repeat) for rate in rates for b in beams for policy in policies]
+    out = Path(args.out)
+    config = _config(args, problems, policies, beams, rates)
+    runs: list[dict] = []
+    session = open_session(model_settings(args), progress=pull_progress)
+    try:
+        for i, spec in enumerate(specs, 1):
+            label = f"[{i}/{len(specs)}] {spec.policy.name} N={spec.config.beams} rate={rate_label(spec.rate)}"
+            runs.append(run_one(session, spec, problems, _bar(label)))
+            print(file=sys.stderr)
+            write_results(out, config, runs)
+    except RunInterrupted as stop:
+        print(file=sys.stderr)
+        if stop.run["problems"]:
+            runs.append(stop.run)
+        _finish(out, config, runs)
+        print(f"interrupted: wrote {len(runs)} run(s) to {out}", file=sys.stderr)
+        return 130
+    finally:
+        session.close()
+    _finish(out, config, runs)
+    return 0
+
+
+def _finish(out: Path, config: dict, runs: list[dict]) -> None:
+    write_results(out, config, runs)
+    write_plots(out, runs)
+    print_table(runs, sys.stdout)
+    print(f"results in {out}/results.json", file=sys.stderr)
+
+
+def _config(args: argparse.Namespace, problems: list, policies: list[Policy], beams: list[int],
+            rates: list[float]) -> dict:
+    return {
+        "version": __version__, "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "dataset": str(args.dataset), "offset": args.offset, "limit": args.limit, "problems": len(problems),
+        "policies": [p.name for p in policies], "beams": beams, "rates": [rate_label(r) for r in rates],
+        "repeat": args.repeat, "model": args.model, "prm": args.prm, "prm_format": args.prm_format,
+        "threads": args.threads, "kv_tokens": args.kv_tokens, "strategy": args.strategy, "width": args.width,
+        "max_steps": args.max_steps, "max_step_tokens": args.max_step_tokens, "max_tokens": args.max_tokens,
+        "temperature": args.temperature, "top_p": args.top_p, "seed": args.seed, "agg": args.agg, "vote": args.vote,
+    }
+
+
+def _items(text: str, flag: str) -> list[str]:
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    if not items:
+        raise ConfigError(f"{flag} needs at least one value")
+    return items
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"--beams takes whole numbers, got {text!r}") from None
+
+
+def _bar(label: str):
+    """A one-line stderr progress bar: problems finished / total."""
+    last = [-1]
+
+    def show(done: int, total: int) -> None:
+        if done == last[0]:
+            return
+        last[0] = done
+        width = 24
+        filled = int(width * done / max(1, total))
+        print(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end="", file=sys.stderr,
+              flush=True)
+
+    return show

@@ -1,16 +1,41 @@
-"""`edgereason chat` (not implemented yet)."""
+"""`edgereason chat`: type a problem, watch the PRM-guided search grow its tree live, read the answer."""
 
 from __future__ import annotations
 
 import argparse
-import sys
+import dataclasses
+from typing import Callable
+
+import psutil
+
+from edgereason.cli.common import add_model_args, add_policy_arg, add_search_args, model_settings, search_config
+from edgereason.policy import parse_policy
+from edgereason.session import Session, open_session
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("chat", help="chat (not available yet)")
+    p = sub.add_parser("chat", help="interactive terminal UI: solve problems and watch the search live",
+                       description="A terminal chat: each problem is solved with PRM-guided search while the "
+                                   "tree of candidate steps, their scores and the engine counters update live. "
+                                   "F1 shows the keys; Ctrl+Q quits.")
+    add_model_args(p)
+    add_search_args(p)
+    add_policy_arg(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    print("edgereason chat: not available in this version yet", file=sys.stderr)
-    return 2
+    # flags are checked here, before the screen switches, so a typo is one line on the terminal
+    config = search_config(args)
+    policy = parse_policy(args.policy)
+    settings = model_settings(args)
+    if settings.threads is None:  # leave the UI thread a core: llama.cpp's spinning threads stall if one waits
+        settings = dataclasses.replace(settings, threads=max(1, (psutil.cpu_count(logical=False) or 2) - 1))
+
+    def factory(progress: Callable[[str, int, int], None]) -> Session:
+        return open_session(settings, progress=progress)
+
+    from edgereason.ui.app import ChatApp  # Textual loads only for this command
+
+    ChatApp(factory, settings, config, policy).run()
+    return 0

@@ -8,7 +8,8 @@ import sys
 from edgereason import models
 from edgereason.config import AGGREGATIONS, STRATEGIES, VOTES, SamplingParams, SearchConfig
 from edgereason.policy import PRESETS
-from edgereason.session import DEFAULT_KV_TOKENS, ModelSettings
+from edgereason.memory import parse_size
+from edgereason.session import DEFAULT_KV_TOKENS, SPLITS, ModelSettings
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -22,6 +23,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
     g.add_argument("--kv-tokens", type=int, default=DEFAULT_KV_TOKENS,
                    help=f"KV cache tokens per model (default {DEFAULT_KV_TOKENS})")
+    g.add_argument("--kv-budget", default=None, metavar="SIZE",
+                   help="KV memory of both models together, e.g. 24MiB or 1GiB (overrides --kv-tokens)")
+    g.add_argument("--split", default="profile", choices=SPLITS,
+                   help="how --kv-budget is split: by this device's memory profile, or evenly (default profile)")
 
 
 def add_search_args(p: argparse.ArgumentParser, beams_default: int = 4) -> None:
@@ -46,9 +51,10 @@ def add_policy_arg(p: argparse.ArgumentParser) -> None:
 
 
 def model_settings(args: argparse.Namespace) -> ModelSettings:
+    budget = parse_size(args.kv_budget) if args.kv_budget else None
     return ModelSettings(model=args.model, prm=args.prm, prm_format=args.prm_format, threads=args.threads,
                          generator_kv_tokens=args.kv_tokens, verifier_kv_tokens=args.kv_tokens,
-                         seed=getattr(args, "seed", 0))
+                         kv_budget_bytes=budget, split=args.split)
 
 
 def search_config(args: argparse.Namespace) -> SearchConfig:

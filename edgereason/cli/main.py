@@ -6,18 +6,8 @@ import argparse
 import sys
 
 from edgereason import __version__
-from edgereason.cli import bench, chat, models_cmd, solve
+from edgereason.cli import bench, chat, memory_profile, models_cmd, solve
 from edgereason.errors import EdgeReasonError
-
-PENDING = {"memory-profile": "the start-up memory profiler"}
-
-
-def _not_yet(name: str):
-    def run(args: argparse.Namespace) -> int:
-        print(f"edgereason {name}: {PENDING[name]} is not available in this version yet", file=sys.stderr)
-        return 2
-
-    return run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,8 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     solve.register(sub)
     chat.register(sub)
     bench.register(sub)
-    for name, help_text in PENDING.items():
-        sub.add_parser(name, help=help_text).set_defaults(func=_not_yet(name))
+    memory_profile.register(sub)
     models_cmd.register(sub)
     return parser
 

@@ -1,0 +1,48 @@
+"""Benchmark problems from a JSONL file: one object a line with `problem` and `answer` (and usually `id`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgereason.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Problem:
+    id: str
+    problem: str
+    answer: str
+
+
+def load_problems(path: str | Path, limit: int | None = None, offset: int = 0) -> list[Problem]:
+    """Problems offset .. offset+limit of the file; bad lines fail with their line number, not mid-run."""
+    path = Path(path)
+    if limit is not None and limit <= 0:
+        raise ConfigError(f"--limit must be a positive number, got {limit}")
+    if offset < 0:
+        raise ConfigError(f"--offset must be >= 0, got {offset}")
+    if not path.is_file():
+        raise ConfigError(f"dataset file not found: {path}")
+    problems: list[Problem] = []
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"{path}:{lineno}: not a JSON object ({e.msg})") from None
+            if not isinstance(row, dict) or not str(row.get("problem", "")).strip() or row.get("answer") is None:
+                raise ConfigError(f"{path}:{lineno}: each line needs a non-empty 'problem' and an 'answer'")
+            problems.append(Problem(str(row.get("id", f"{path.stem}-{lineno}")), str(row["problem"]),
+                                    str(row["answer"])))
+    ids = [p.id for p in problems]
+    if len(set(ids)) < len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise ConfigError(f"{path}: id {dup!r} appears twice; request ids must be unique within a run")
+    selected = problems[offset:offset + limit if limit is not None else None]
+    if not selected:
+        raise ConfigError(f"no problems selected from {path} ({len(problems)} in the file, --offset {offset})")
+    return selected

@@ -1,0 +1,97 @@
+"""Bench output: results.json (everything), results.csv (one scalar row per run), the terminal table, and the
+ratios between two result folders."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Iterable, TextIO
+
+import numpy as np
+
+from edgereason.errors import ConfigError
+
+RunKey = tuple[str, int, str]
+
+TABLE = [  # (header, field, format)
+    ("policy", "policy", "{}"), ("beams", "beams", "{}"), ("rate", "rate", "{}"), ("rep", "repeat", "{}"),
+    ("acc", "accuracy", "{:.2f}"), ("tok/s", "throughput_tok_s", "{:.1f}"), ("good/s", "goodput_tok_s", "{:.1f}"),
+    ("lat_s", "latency_s_mean", "{:.1f}"), ("p90_s", "latency_s_p90", "{:.1f}"),
+    ("ms/tok", "normalized_latency_ms_mean", "{:.0f}"), ("wait", "waiting_ratio_median", "{:.2f}"),
+    ("gen_s", "gen_time_s", "{:.1f}"), ("prm_s", "prm_time_s", "{:.1f}"), ("other_s", "other_time_s", "{:.1f}"),
+    ("prm_calls", "prm_calls", "{}"),
+]
+
+COMPARED = ("accuracy", "throughput_tok_s", "goodput_tok_s", "latency_s_mean", "normalized_latency_ms_mean",
+            "waiting_ratio_median", "prm_calls", "wall_s")
+
+
+def write_results(out: Path, config: dict, runs: list[dict]) -> None:
+    """Rewritten after every run, so an interrupted bench keeps what finished."""
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / "results.json.tmp"
+    tmp.write_text(json.dumps({"config": config, "runs": runs}, indent=1))
+    tmp.replace(out / "results.json")
+    scalars = [{k: v for k, v in run.items() if not isinstance(v, (dict, list))} for run in runs]
+    columns = list(dict.fromkeys(k for row in scalars for k in row))
+    with (out / "results.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(scalars)
+
+
+def load_runs(folder: str | Path) -> list[dict]:
+    path = Path(folder) / "results.json"
+    if not path.is_file():
+        raise ConfigError(f"no results.json in {folder}; pass folders written by `edgereason bench --out`")
+    try:
+        return json.loads(path.read_text())["runs"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise ConfigError(f"{path} is not a bench results file") from None
+
+
+def print_table(runs: Iterable[dict], file: TextIO) -> None:
+    rows = [[h for h, _, _ in TABLE]] + [[fmt.format(run[k]) for _, k, fmt in TABLE] for run in runs]
+    _print_rows(rows, file)
+
+
+def run_key(run: dict) -> RunKey:
+    return (run["policy"], int(run["beams"]), str(run["rate"]))
+
+
+def mean_by_key(runs: list[dict]) -> dict[RunKey, dict[str, float]]:
+    """Repetitions of one (policy, beams, rate) averaged, field by field."""
+    grouped: dict[RunKey, list[dict]] = {}
+    for run in runs:
+        grouped.setdefault(run_key(run), []).append(run)
+    return {key: {f: float(np.mean([r[f] for r in rs])) for f in COMPARED} for key, rs in grouped.items()}
+
+
+def print_compare(base_dir: str | Path, new_dir: str | Path, file: TextIO) -> int:
+    """Ratios new / base for runs present in both folders; returns how many runs matched."""
+    base, new = mean_by_key(load_runs(base_dir)), mean_by_key(load_runs(new_dir))
+    common = [k for k in base if k in new]
+    if not common:
+        raise ConfigError(f"no run (policy, beams, rate) appears in both {base_dir} and {new_dir}")
+    print(f"ratios {new_dir} / {base_dir} (repeats averaged):", file=file)
+    rows = [["policy", "beams", "rate", *COMPARED]]
+    for key in common:
+        rows.append([key[0], str(key[1]), key[2], *(_ratio(new[key][f], base[key][f]) for f in COMPARED)])
+    _print_rows(rows, file)
+    for label, keys in (("only in " + str(base_dir), set(base) - set(new)), ("only in " + str(new_dir),
+                                                                             set(new) - set(base))):
+        if keys:
+            print(f"{label}: {', '.join(f'{p} beams={b} rate={r}' for p, b, r in sorted(keys))}", file=file)
+    return len(common)
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b else "-"
+
+
+def _print_rows(rows: list[list[str]], file: TextIO) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))),
+              file=file)

@@ -1,0 +1,163 @@
+"""One bench run: a (policy, beams, rate) over all problems on one fresh engine, then run-level aggregates.
+
+Per-request gen/PRM times count every shared forward pass once per request in it, so run-level times come from
+timing the models' `step` and `score` calls directly.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from edgereason.bench.arrivals import arrival_times
+from edgereason.bench.dataset import Problem
+from edgereason.config import SearchConfig
+from edgereason.engine import Engine
+from edgereason.grading import answers_match
+from edgereason.policy import Policy
+from edgereason.request import Request
+from edgereason.session import Session
+
+Progress = Callable[[int, int], None]
+
+SUMMED = ("spec_tokens", "spec_tokens_reused", "spec_tokens_wasted", "pruned_rank", "pruned_perfect",
+          "dedup_saved_rows", "lookahead_scores", "forward_rows", "evictions")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    policy: Policy
+    config: SearchConfig
+    rate: float
+    repeat: int
+    seed: int  # arrival times: the same for every policy of one repetition
+
+
+class _Timed:
+    """Stands in for a model and sums the wall time spent in one of its methods."""
+
+    def __init__(self, inner: object, method: str) -> None:
+        self._inner, self._method, self.seconds = inner, method, 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name != self._method:
+            return attr
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - t0
+
+        return timed
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run, carrying what that run finished."""
+
+    def __init__(self, run: dict) -> None:
+        super().__init__()
+        self.run = run
+
+
+def run_one(session: Session, spec: RunSpec, problems: list[Problem], progress: Progress | None = None) -> dict:
+    """Serve the problems on one engine (arriving by spec.rate) and aggregate. Ctrl-C ends the run early and
+    raises RunInterrupted carrying the problems finished so far (the engine is dropped, so nothing is cancelled)."""
+    engine = session.engine(spec.policy)
+    gen, prm = _Timed(engine.generator, "step"), _Timed(engine.verifier, "score")
+    engine.generator, engine.verifier = gen, prm  # type: ignore[assignment]
+    rebuilt0 = _rebuilt(session)
+    arrivals = arrival_times(len(problems), spec.rate, spec.seed)
+    requests: list[tuple[Problem, Request]] = []
+    if progress:
+        progress(0, len(problems))
+    t0 = time.perf_counter()
+    interrupted = False
+    try:
+        while len(requests) < len(problems) or engine.busy:
+            now = time.perf_counter() - t0
+            while len(requests) < len(problems) and arrivals[len(requests)] <= now:
+                p = problems[len(requests)]
+                requests.append((p, engine.submit(p.problem, spec.config, request_id=p.id)))
+            if engine.busy:
+                engine.step()
+            elif len(requests) < len(problems):
+                time.sleep(max(0.0, arrivals[len(requests)] - now))
+            if progress:
+                progress(sum(r.result is not None for _, r in requests), len(problems))
+    except KeyboardInterrupt:
+        interrupted = True
+    wall = time.perf_counter() - t0
+    run = aggregate(spec, engine, requests, wall, gen.seconds, prm.seconds, _rebuilt(session) - rebuilt0)
+    run["interrupted"] = interrupted
+    if interrupted:
+        raise RunInterrupted(run)
+    return run
+
+
+def _rebuilt(session: Session) -> int:
+    stats = getattr(session.verifier, "stats", None)
+    return int(getattr(stats, "rebuilt_tokens", 0))
+
+
+def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Request]], wall: float,
+              gen_s: float, prm_s: float, rebuilt: int) -> dict:
+    """Run-level numbers over the requests that finished normally (design.md section 5)."""
+    done = [(p, r.result) for p, r in requests if r.result is not None]
+    per_problem = []
+    for p, res in done:
+        m = res.metrics
+        per_problem.append({
+            "id": p.id, "answer": res.answer, "gold": p.answer, "correct": answers_match(res.answer, p.answer),
+            "status": res.status, "latency": m.wall_s, "tokens": m.generated_tokens, "final_tokens": m.final_tokens,
+            "waiting_ratio": m.waiting_ratio, "step_scores": res.step_scores,
+            "common_prefix": res.step_common_prefix,
+        })
+    metrics = [res.metrics for _, res in done]
+    generated = sum(m.generated_tokens for m in metrics)
+    final = sum(m.final_tokens for m in metrics)
+    latencies = [m.wall_s for m in metrics]
+    normalized = [1000 * m.wall_s / m.final_tokens for m in metrics if m.final_tokens]
+    prm_tokens = sum(m.prm_tokens for m in metrics)
+    correct = sum(pp["correct"] for pp in per_problem)
+    cfg = spec.config
+    run = {
+        "policy": spec.policy.name, "beams": cfg.beams, "width": cfg.width, "rate": rate_label(spec.rate),
+        "repeat": spec.repeat, "problems": len(done), "correct": correct,
+        "accuracy": correct / len(done) if done else 0.0, "wall_s": wall, "generated_tokens": generated,
+        "final_tokens": final, "throughput_tok_s": generated / wall if wall > 0 else 0.0,
+        "goodput_tok_s": final / wall if wall > 0 else 0.0,
+        "latency_s_mean": _mean(latencies), "latency_s_p90": _quantile(latencies, 0.9),
+        "normalized_latency_ms_mean": _mean(normalized),
+        "waiting_ratio_median": _quantile([m.waiting_ratio for m in metrics], 0.5),
+        "gen_time_s": gen_s, "prm_time_s": prm_s, "other_time_s": max(0.0, wall - gen_s - prm_s),
+        "prm_calls": len(engine.prm_batches), "prm_requests_per_call_mean": _mean(engine.prm_batches),
+        "prm_tokens": prm_tokens,
+        "prm_batch_tokens_mean": prm_tokens / len(engine.prm_batches) if engine.prm_batches else 0.0,
+        "recomputed_tokens": sum(m.recomputed_tokens for m in metrics) + rebuilt,
+        "peak_kv_tokens": max((m.peak_kv_tokens for m in metrics), default=0),
+        "failed": sum(res.status == "failed" for _, res in done),
+    }
+    run.update({k: sum(getattr(m, k) for m in metrics) for k in SUMMED})
+    run["policy_switches"] = spec.policy.switches()
+    run["per_problem"] = per_problem
+    return run
+
+
+def rate_label(rate: float) -> float | str:
+    """JSON has no infinity: an all-at-once run is written as the string "inf"."""
+    return "inf" if math.isinf(rate) else rate
+
+
+def _mean(values: list[float] | list[int]) -> float:
+    return float(np.mean(values)) if len(values) else 0.0
+
+
+def _quantile(values: list[float], q: float) -> float:
+    return float(np.quantile(values, q)) if values else 0.0

@@ -1,0 +1,89 @@
+"""`edgereason memory-profile`: measure both models on this device and choose how the KV budget is split."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from edgereason import models
+from edgereason.cli.common import pull_progress
+from edgereason.memory.device import DEVICE_KINDS
+from edgereason.memory.profiler import Profile, run_profile
+from edgereason.memory.size import format_size
+from edgereason.memory.split import Prediction
+from edgereason.memory.store import write_profile
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "memory-profile", help="measure the models and choose the generator/PRM split of the KV memory",
+        description="Measures generator decode throughput against concurrent sequences and PRM prefill throughput "
+                    "against batch tokens, predicts the search step time of each split of the KV budget, and "
+                    "writes the best split to $EDGEREASON_HOME/profiles/ for start-up to reuse.")
+    p.add_argument("--generator", default=models.DEFAULT_MODEL,
+                   help=f"generator name or .gguf path (default {models.DEFAULT_MODEL})")
+    p.add_argument("--prm", default=None, help="PRM name or .gguf path (default: the generator judges)")
+    p.add_argument("--prm-format", default="judge", choices=["judge", "rlhflow"],
+                   help="how the PRM is prompted (default judge)")
+    p.add_argument("--budget", default="auto",
+                   help="KV memory for both models, e.g. 24MiB, 1.5GiB, 512M; auto = free memory after the "
+                        "weights, less a margin (default auto)")
+    p.add_argument("--device", default="cpu", choices=DEVICE_KINDS, help="where the models run (default cpu)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
+    p.add_argument("--beams", type=int, default=None, help="beam size N of the modelled search (default 4 on "
+                                                           "cpu, 8 on gpu)")
+    p.add_argument("--step-tokens", type=int, default=64, help="mean tokens per reasoning step (default 64)")
+    p.add_argument("--json", action="store_true", help="print the profile as JSON")
+    p.add_argument("--plot", type=Path, default=None, metavar="FILE", help="write the curves to a PNG")
+    p.set_defaults(func=run)
+
+
+def _progress(message: str) -> None:
+    print(f"memory-profile: {message}", file=sys.stderr, flush=True)
+
+
+def _row(r: Prediction) -> str:
+    head = f"{100 * r.generator_share:5.0f}%  {r.generator_kv_tokens:>9}  {r.verifier_kv_tokens:>9}"
+    if not r.feasible:
+        return f"{head}  {'infeasible':>10}"
+    return (f"{head}  {r.concurrent_seqs:>4}  {r.held_paths:>4}  {r.verifier_call_tokens:>8.0f}  "
+            f"{r.gen_time_s:>7.2f}  {r.prm_time_s:>7.2f}  {r.step_time_s:>7.2f}")
+
+
+def _print_table(profile: Profile, path: Path) -> None:
+    w, plan, best = profile.workload, profile.plan, profile.plan.best
+    print(f"device {profile.device.device_id} ({profile.device.name}), KV budget {format_size(profile.budget_bytes)}, "
+          f"{w.beams} beams x {w.step_tokens} step tokens")
+    print(f"generator {profile.generator}: {format_size(profile.gen_bytes_per_token)}/token; "
+          f"PRM {profile.verifier}: {format_size(profile.ver_bytes_per_token)}/token\n")
+    print("  gen %  gen KV tok  PRM KV tok  seqs  held  PRM call   gen s    PRM s   step s")
+    for r in plan.rows:
+        mark = "  <- chosen" if r is best else ("  (even)" if r is plan.even else "")
+        print(_row(r) + mark)
+    versus = (f", {plan.speedup_vs_even:.2f}x the even split ({plan.even.step_time_s:.2f} s)"
+              if plan.speedup_vs_even else ", the even split cannot run")
+    print(f"\nchosen: generator {100 * best.generator_share:.0f}% = {best.generator_kv_tokens} tokens "
+          f"({format_size(best.generator_kv_tokens * profile.gen_bytes_per_token)}), PRM "
+          f"{best.verifier_kv_tokens} tokens ({format_size(best.verifier_kv_tokens * profile.ver_bytes_per_token)}); "
+          f"predicted {best.step_time_s:.2f} s per step{versus}")
+    print(f"lazy verification threshold: {profile.lv_threshold_tokens} tokens")
+    print(f"profile: {path}")
+
+
+def run(args: argparse.Namespace) -> int:
+    profile = run_profile(args.generator, args.prm, args.prm_format, args.budget, args.device, args.threads,
+                          args.beams, args.step_tokens, progress=_progress, pull_progress=pull_progress)
+    data = profile.to_dict()
+    path = write_profile(data, profile.device.device_id, profile.generator, profile.verifier)
+    if args.plot:
+        from edgereason.memory.plot import write_plot
+
+        write_plot(profile, args.plot)
+        _progress(f"plot written to {args.plot}")
+    if args.json:
+        print(json.dumps(data | {"profile_path": str(path)}, indent=2))
+    else:
+        _print_table(profile, path)
+    return 0

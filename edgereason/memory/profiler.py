@@ -1,0 +1,128 @@
+"""`memory-profile` end to end: read the device, load both models, settle the budget, measure the two curves,
+choose the split. Kept apart from the CLI so tests and start-up can run it with fewer measurement points.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+from edgereason import models
+from edgereason.backends.prm_format import prm_format as lookup_format
+from edgereason.backends.llamacpp.runtime import load_model, physical_cores
+from edgereason.errors import ConfigError
+from edgereason.memory.device import DeviceInfo, auto_budget, read_device, weights_bytes
+from edgereason.memory.measure import Curve, Progress, measure_decode, measure_prefill
+from edgereason.memory.size import format_size, parse_size
+from edgereason.memory.split import SplitPlan, Workload, budget_error, plan_split
+from edgereason.memory.store import verifier_id
+
+PROFILE_VERSION = 1
+ALL_GPU_LAYERS = 999
+
+
+@dataclass(frozen=True)
+class MeasurePoints:
+    decode_seqs: tuple[int, ...] = (1, 2, 4, 8, 16)
+    decode_steps: int = 8
+    prefill_tokens: tuple[int, ...] = (64, 128, 256, 512, 1024)
+    prefill_reps: int = 3
+
+
+# A GPU keeps gaining from far larger batches (SpecScale saw PRM prefill saturate near 2,048 tokens).
+GPU_POINTS = MeasurePoints((1, 2, 4, 8, 16, 32, 64), 8, (128, 256, 512, 1024, 2048, 4096, 8192), 3)
+DEFAULT_BEAMS = {"cpu": 4, "gpu": 8}  # design.md section 3
+
+
+@dataclass(frozen=True)
+class Profile:
+    device: DeviceInfo
+    generator: str
+    verifier: str
+    threads: int
+    budget_bytes: int
+    gen_bytes_per_token: int
+    ver_bytes_per_token: int
+    workload: Workload
+    gen_curve: Curve
+    ver_curve: Curve
+    plan: SplitPlan
+
+    @property
+    def lv_threshold_tokens(self) -> int:
+        """Lazy verification flushes at the batch where PRM prefill reaches 90% of its best throughput."""
+        return self.ver_curve.saturation(0.9)
+
+    def to_dict(self) -> dict:
+        best, w = self.plan.best, self.workload
+        return {
+            "version": PROFILE_VERSION,
+            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "device": self.device.device_id,
+            "device_name": self.device.name,
+            "device_memory_bytes": self.device.total_bytes,
+            "generator": self.generator,
+            "verifier": self.verifier,
+            "threads": self.threads,
+            "budget_bytes": self.budget_bytes,
+            "generator_kv_tokens": best.generator_kv_tokens,
+            "verifier_kv_tokens": best.verifier_kv_tokens,
+            "generator_kv_bytes": best.generator_kv_tokens * self.gen_bytes_per_token,
+            "verifier_kv_bytes": best.verifier_kv_tokens * self.ver_bytes_per_token,
+            "generator_kv_bytes_per_token": self.gen_bytes_per_token,
+            "verifier_kv_bytes_per_token": self.ver_bytes_per_token,
+            "lv_threshold_tokens": self.lv_threshold_tokens,
+            "curves": {"generator": self.gen_curve.as_list(), "verifier": self.ver_curve.as_list()},
+            "workload": asdict(w),
+            "predicted": {"best": best.to_dict(w), "even": self.plan.even.to_dict(w),
+                          "speedup_vs_even": _round(self.plan.speedup_vs_even)},
+            "splits": [row.to_dict(w) for row in self.plan.rows],
+        }
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+def _check_gpu_build() -> None:
+    import llama_cpp.llama_cpp as L
+
+    if not L.llama_supports_gpu_offload():
+        raise ConfigError("this llama-cpp-python build has no GPU support; reinstall it with "
+                          "CMAKE_ARGS=-DGGML_CUDA=on, or use --device cpu")
+
+
+def run_profile(generator: str, prm: str | None, prm_format: str = "judge", budget: str = "auto",
+                device_kind: str = "cpu", threads: int | None = None, beams: int | None = None,
+                step_tokens: int = 64, points: MeasurePoints | None = None, progress: Progress | None = None,
+                pull_progress: Callable[[str, int, int], None] | None = None) -> Profile:
+    if threads is not None and threads <= 0:
+        raise ConfigError(f"--threads must be positive, got {threads}")
+    lookup_format(prm_format)  # bad settings fail now, not after loading and measuring
+    fixed_budget = None if budget == "auto" else parse_size(budget)
+    device = read_device(device_kind)
+    workload = Workload(beams=DEFAULT_BEAMS[device.kind] if beams is None else beams, step_tokens=step_tokens)
+    if workload.beams <= 0 or workload.step_tokens <= 0:
+        raise ConfigError("--beams and --step-tokens must be positive")
+    gen_path = models.resolve(generator, progress=pull_progress)
+    prm_path = models.resolve(prm, progress=pull_progress) if prm else gen_path
+    if device.kind == "gpu":
+        _check_gpu_build()
+    n_gpu_layers = ALL_GPU_LAYERS if device.kind == "gpu" else 0
+    gen_model = load_model(str(gen_path), n_gpu_layers)
+    prm_model = load_model(str(prm_path), n_gpu_layers)
+    gen_bpt, ver_bpt = gen_model.kv_bytes_per_token, prm_model.kv_bytes_per_token
+    budget_bytes = fixed_budget or auto_budget(device.free_bytes, weights_bytes(gen_path, prm_path), gen_bpt,
+                                               ver_bpt)
+    if budget_bytes < workload.min_budget_bytes(gen_bpt, ver_bpt):  # fail before minutes of measuring
+        raise budget_error(budget_bytes, gen_bpt, ver_bpt, workload)
+    if progress and budget_bytes > device.free_bytes:
+        progress(f"warning: the budget is more than the {format_size(device.free_bytes)} free on this device")
+    points = points or (GPU_POINTS if device.kind == "gpu" else MeasurePoints())
+    gen_curve = measure_decode(gen_model, points.decode_seqs, points.decode_steps, threads, progress)
+    ver_curve = measure_prefill(prm_model, points.prefill_tokens, points.prefill_reps, threads, progress)
+    plan = plan_split(budget_bytes, gen_bpt, ver_bpt, gen_curve, ver_curve, workload)
+    return Profile(device, models.display_name(generator), verifier_id(prm or generator, prm_format),
+                   threads or physical_cores(), budget_bytes, gen_bpt, ver_bpt, workload, gen_curve, ver_curve,
+                   plan)

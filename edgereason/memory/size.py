@@ -1,0 +1,36 @@
+"""Human byte sizes for `--budget`: "24MiB", "1.5GiB", "512M", "1000000" (bytes)."""
+
+from __future__ import annotations
+
+import re
+
+from edgereason.errors import ConfigError
+
+# Decimal (kB, MB) and binary (KiB, MiB) units; a bare letter (K, M, G, T) is binary, as in most tools' flags.
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 1 << 10, "kib": 1 << 10, "kb": 10**3,
+    "m": 1 << 20, "mib": 1 << 20, "mb": 10**6,
+    "g": 1 << 30, "gib": 1 << 30, "gb": 10**9,
+    "t": 1 << 40, "tib": 1 << 40, "tb": 10**12,
+}
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*([a-zA-Z]*)\s*")
+
+
+def parse_size(text: str) -> int:
+    """Bytes in `text`; ConfigError (a one-line CLI error) on anything that is not a positive size."""
+    match = _SIZE.fullmatch(text)
+    unit = match and _UNITS.get(match.group(2).lower())
+    if not match or unit is None:
+        raise ConfigError(f"not a size: {text!r}; write e.g. 24MiB, 1.5GiB or 512M")
+    size = int(float(match.group(1)) * unit)
+    if size <= 0:
+        raise ConfigError(f"size must be positive, got {text!r}")
+    return size
+
+
+def format_size(n_bytes: float) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n_bytes) >= scale:
+            return f"{n_bytes / scale:.1f} {unit}"
+    return f"{int(n_bytes)} B"

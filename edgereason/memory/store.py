@@ -1,0 +1,47 @@
+"""Profile files: `<device>__<generator>__<verifier>.json` under $EDGEREASON_HOME/profiles, written by
+`edgereason memory-profile` and looked up at start-up. Only the user's own profiles are read: the repository's
+profiles/ folder holds reference measurements (often with small test budgets), not settings to run with.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from edgereason import models
+from edgereason.memory.device import slug
+
+
+def profiles_dir() -> Path:
+    return models.home() / "profiles"
+
+
+def verifier_id(prm: str, prm_format: str) -> str:
+    """A PRM is its weights and how it is prompted: the same weights as a judge and as a trained PRM differ."""
+    return f"{models.display_name(prm)}-{prm_format}"
+
+
+def profile_name(device: str, generator: str, verifier: str) -> str:
+    return f"{slug(device)}__{slug(generator)}__{slug(verifier)}.json"
+
+
+def write_profile(profile: dict, device: str, generator: str, verifier: str) -> Path:
+    """Atomic: a start-up reading the file never sees half of it."""
+    path = profiles_dir() / profile_name(device, generator, verifier)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(profile | {"profile_path": str(path)}, indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def find_profile(device: str, generator: str, verifier: str) -> dict | None:
+    """The stored profile for this device and model pair, or None (start-up then profiles or uses defaults).
+
+    generator: models.display_name(...) of the generator; verifier: verifier_id(prm, prm_format)."""
+    path = profiles_dir() / profile_name(device, generator, verifier)
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):  # missing, or damaged and as good as missing: profile again
+        return None

@@ -1,0 +1,46 @@
+"""Arrival times and dataset loading: the parts of a bench that need no model."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from edgereason.bench.arrivals import arrival_times, parse_rate
+from edgereason.bench.dataset import load_problems
+from edgereason.errors import ConfigError
+
+
+def test_poisson_mean_gap_matches_rate():
+    times = arrival_times(2000, 5.0, seed=7)
+    gaps = np.diff(np.concatenate([[0.0], times]))
+    assert abs(gaps.mean() - 0.2) < 0.2 * 0.05
+    assert np.all(gaps > 0)
+    assert np.array_equal(times, arrival_times(2000, 5.0, seed=7))
+
+
+def test_infinite_rate_arrives_at_once():
+    assert not arrival_times(5, math.inf, seed=0).any()
+    assert math.isinf(parse_rate("inf"))
+    for bad in ("0", "-1", "fast", "nan"):
+        with pytest.raises(ConfigError):
+            parse_rate(bad)
+
+
+def test_dataset_limit_offset_and_errors(tmp_path):
+    path = tmp_path / "set.jsonl"
+    path.write_text("".join(json.dumps({"id": f"p{i}", "problem": f"q{i}", "answer": i}) + "\n" for i in range(5)))
+    assert [p.id for p in load_problems(path, limit=2, offset=1)] == ["p1", "p2"]
+    assert load_problems(path)[4].answer == "4"
+    with pytest.raises(ConfigError, match="not found"):
+        load_problems(tmp_path / "missing.jsonl")
+    with pytest.raises(ConfigError, match="no problems"):
+        load_problems(path, offset=5)
+    path.write_text('{"id": "a", "problem": "q", "answer": 1}\n' * 2)
+    with pytest.raises(ConfigError, match="twice"):
+        load_problems(path)
+    path.write_text('{"problem": "q"}\n')
+    with pytest.raises(ConfigError, match=":1:"):
+        load_problems(path)

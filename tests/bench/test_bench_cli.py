@@ -1,0 +1,44 @@
+"""A tiny real bench through the CLI: SmolLM2 on two GSM8K problems, files and fields checked."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from edgereason.cli.main import main
+
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+
+
+@pytest.mark.slow
+def test_bench_smollm2_two_problems(tmp_path, capsys):
+    dataset = DATA / "gsm8k_test.jsonl"
+    if not dataset.exists():
+        pytest.skip(f"shared data not found at {dataset}")
+    out = tmp_path / "bench"
+    rc = main(["bench", "--dataset", str(dataset), "--limit", "2", "--policies", "edge", "--beams", "2",
+               "--width", "2", "--max-steps", "2", "--max-step-tokens", "32", "--kv-tokens", "4096",
+               "--model", "smollm2-135m", "--out", str(out)])
+    assert rc == 0
+    results = json.loads((out / "results.json").read_text())
+    (run,) = results["runs"]
+    assert run["policy"] == "edge" and run["beams"] == 2 and run["rate"] == "inf"
+    assert run["problems"] == 2 and len(run["per_problem"]) == 2
+    assert 0 <= run["accuracy"] <= 1
+    assert run["throughput_tok_s"] > 0 and run["generated_tokens"] > 0
+    assert run["prm_calls"] > 0 and run["gen_time_s"] > 0
+    assert {p["gold"] for p in run["per_problem"]} == {"18", "3"}
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    assert len(rows) == 1 and rows[0]["policy"] == "edge"
+    assert (out / "throughput_goodput.png").stat().st_size > 0
+    assert "edge" in capsys.readouterr().out
+
+
+def test_missing_dataset_is_a_clear_error(tmp_path, capsys):
+    rc = main(["bench", "--dataset", str(tmp_path / "none.jsonl"), "--policies", "baseline",
+               "--out", str(tmp_path / "o")])
+    assert rc == 2
+    assert "dataset file not found" in capsys.readouterr().err

@@ -1,0 +1,113 @@
+"""Device reading, profile files, and a real (shortened) profile run of SmolLM2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from edgereason import models
+from edgereason.cli.main import main
+from edgereason.errors import ConfigError
+from edgereason.memory import default_device_id, find_profile, verifier_id
+from edgereason.memory import device, profiler
+from edgereason.memory.profiler import MeasurePoints, run_profile
+from edgereason.memory.store import write_profile
+
+TINY = MeasurePoints(decode_seqs=(1, 2), decode_steps=2, prefill_tokens=(32, 64), prefill_reps=1)
+REQUIRED = {"generator_kv_tokens", "verifier_kv_tokens", "generator_kv_bytes", "verifier_kv_bytes",
+            "lv_threshold_tokens", "profile_path", "curves", "device", "generator", "verifier", "budget_bytes",
+            "predicted"}
+
+
+@pytest.fixture()
+def home(tmp_path, monkeypatch, smollm2_path):  # smollm2_path first: it resolves under the real home
+    monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
+    return tmp_path
+
+
+def test_cpu_device_id_is_file_safe():
+    dev_id = default_device_id()
+    assert dev_id.startswith("cpu-") and dev_id.endswith("c")
+    assert all(ch.isalnum() or ch in "-." for ch in dev_id) and dev_id == dev_id.lower()
+    assert device.read_cpu().free_bytes > 0
+
+
+def test_short_cpu_names():
+    assert device._short_cpu_name("AMD EPYC 7763 64-Core Processor") == "amd-epyc-7763"
+    assert device._short_cpu_name("Intel(R) Core(TM) i7-10750H CPU @ 2.60GHz") == "intel-core-i7-10750h"
+
+
+def test_gpu_without_nvidia_is_a_config_error(monkeypatch):
+    import pynvml
+
+    def no_driver():
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+
+    monkeypatch.setattr(pynvml, "nvmlInit", no_driver)
+    with pytest.raises(ConfigError, match="NVIDIA"):
+        device.read_device("gpu")
+
+
+def test_auto_budget_margin_and_cap():
+    gib = 1 << 30
+    assert device.auto_budget(10 * gib, 2 * gib, 1, 1) == 2 * device.AUTO_MAX_TOKENS  # capped
+    assert device.auto_budget(10 * gib, 2 * gib, 10**6, 10**6) == 8 * gib - int(0.1 * 8 * gib)  # 10% margin
+    assert device.auto_budget(gib, gib // 2, 10**6, 10**6) == gib // 2 - (256 << 20)  # at least 256 MiB
+    with pytest.raises(ConfigError, match="no memory left"):
+        device.auto_budget(gib, gib, 1, 1)
+
+
+def test_weights_of_one_file_count_once(smollm2_path):
+    assert device.weights_bytes(smollm2_path, smollm2_path) == smollm2_path.stat().st_size
+
+
+def test_find_profile_misses_and_ignores_damaged_files(home):
+    assert find_profile("cpu-x-1c", "a", "b-judge") is None
+    (home / "profiles").mkdir()
+    (home / "profiles" / "cpu-x-1c__a__b-judge.json").write_text("{not json")
+    assert find_profile("cpu-x-1c", "a", "b-judge") is None
+
+
+def test_real_profile_run_writes_a_findable_profile(home, smollm2_path):
+    budget = 64 << 20
+    profile = run_profile(str(smollm2_path), None, budget="64MiB", points=TINY)
+    data = profile.to_dict()
+    path = write_profile(data, profile.device.device_id, profile.generator, profile.verifier)
+    assert path.parent == home / "profiles" and path.is_file()
+    stored = json.loads(path.read_text())
+    assert REQUIRED <= set(stored)
+    assert stored["budget_bytes"] == budget
+    assert (stored["generator_kv_tokens"] * stored["generator_kv_bytes_per_token"]
+            + stored["verifier_kv_tokens"] * stored["verifier_kv_bytes_per_token"]) <= budget
+    assert stored["generator_kv_bytes"] + stored["verifier_kv_bytes"] <= budget
+    assert [n for n, _ in stored["curves"]["generator"]] == [1, 2]
+    assert all(tps > 0 for _, tps in stored["curves"]["verifier"])
+    assert stored["lv_threshold_tokens"] in (32, 64)
+    assert stored["predicted"]["best"]["step_time_s"] > 0
+    gen_name = models.display_name(str(smollm2_path))
+    assert find_profile(default_device_id(), gen_name, verifier_id(str(smollm2_path), "judge")) == stored
+
+
+def test_cli_json_and_plot(home, smollm2_path, monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(profiler, "MeasurePoints", lambda: TINY)
+    plot = tmp_path / "curves.png"
+    rc = main(["memory-profile", "--generator", str(smollm2_path), "--budget", "24MiB", "--json",
+               "--plot", str(plot)])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    data = json.loads(out.out)
+    assert REQUIRED <= set(data) and data["budget_bytes"] == 24 << 20
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+    assert "generator decode" in out.err  # progress goes to stderr, keeping stdout JSON
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--budget", "lots"], "not a size"),
+    (["--budget", "1MiB"], "fits no split"),
+    (["--threads", "0"], "--threads"),
+])
+def test_cli_errors_are_one_line(home, smollm2_path, capsys, argv, message):
+    assert main(["memory-profile", "--generator", str(smollm2_path), *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

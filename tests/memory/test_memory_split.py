@@ -1,0 +1,70 @@
+"""The split optimiser on synthetic curves: answers that follow from the workload model by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from edgereason.errors import ConfigError
+from edgereason.memory.measure import Curve
+from edgereason.memory.split import Workload, plan_split, predict
+
+GEN = Curve(((1, 10.0), (16, 160.0)))  # decode scales with concurrent sequences
+FLAT_GEN = Curve(((1, 50.0), (16, 50.0)))  # decode gains nothing from concurrency
+EARLY_PRM = Curve(((64, 800.0), (1024, 800.0)))  # prefill saturates at the smallest batch
+LATE_PRM = Curve(((64, 50.0), (1024, 800.0)))  # prefill keeps gaining up to 1,024 tokens
+WIDE = Workload(beams=16, prompt_tokens=64, depth=1)  # short paths: the batch, not holding paths, decides
+
+
+def test_curve_interpolates_clamps_and_saturates():
+    curve = Curve(((64, 100.0), (128, 300.0), (256, 380.0), (512, 400.0)))
+    assert curve.at(96) == pytest.approx(200.0)
+    assert curve.at(8) == 100.0 and curve.at(4096) == 400.0
+    assert curve.saturation(0.9) == 256  # 380 >= 360; 300 is not
+
+
+def test_early_saturating_prm_gets_the_smaller_share():
+    early = plan_split(5500, 1, 1, GEN, EARLY_PRM, WIDE).best
+    late = plan_split(5500, 1, 1, GEN, LATE_PRM, WIDE).best
+    assert early.verifier_kv_tokens < late.verifier_kv_tokens
+    assert early.generator_share > late.generator_share
+
+
+def test_generator_without_batching_gain_leaves_the_prm_its_full_batch():
+    w = Workload(beams=8)
+    best = plan_split(8000, 1, 1, FLAT_GEN, LATE_PRM, w).best
+    assert best.generator_share < 0.5
+    assert best.held_paths == w.beams and best.verifier_call_tokens == w.beams * w.verify_tokens
+
+
+def test_tight_budget_beats_the_even_split():
+    plan = plan_split(4000, 1, 1, GEN, LATE_PRM, WIDE)
+    assert plan.best.generator_share != 0.5
+    assert plan.speedup_vs_even > 1.2
+
+
+def test_ample_budget_ties_resolve_to_even():
+    plan = plan_split(10**6, 1, 1, GEN, EARLY_PRM, WIDE)
+    assert plan.best is plan.even and plan.speedup_vs_even == 1.0
+
+
+def test_model_by_hand():
+    w = Workload(beams=4, step_tokens=64, prompt_tokens=200, depth=4)  # L_g 456, L_v 504, 76 per step
+    p = predict(0.5, 2 * 456, 4 * 504 + 152, Curve(((1, 10.0), (4, 40.0))), Curve(((1, 100.0), (1000, 100.0))), w)
+    assert p.concurrent_seqs == 2  # 2 waves of 2 sequences at 20 tok/s: 256 tokens in 12.8 s
+    assert p.gen_time_s == pytest.approx(4 * 64 / 20)
+    assert p.held_paths == 4 and p.verifier_call_tokens == pytest.approx(152)  # 304 tokens in 2 calls
+    assert p.prm_time_s == pytest.approx(304 / 100)
+    rebuilt = predict(0.5, 456, 504, Curve(((1, 10.0),)), Curve(((1, 100.0),)), w)
+    assert rebuilt.held_paths == 0 and rebuilt.prm_time_s == pytest.approx(4 * 504 / 100)
+
+
+def test_splits_stay_within_budget_with_different_token_sizes():
+    budget = 64 << 20
+    plan = plan_split(budget, 23040, 12288, GEN, LATE_PRM, Workload())
+    for row in plan.rows:
+        assert row.generator_kv_tokens * 23040 + row.verifier_kv_tokens * 12288 <= budget
+
+
+def test_no_feasible_split_is_a_config_error():
+    with pytest.raises(ConfigError, match="raise --budget"):
+        plan_split(600, 1, 1, GEN, LATE_PRM, Workload())

@@ -1,0 +1,108 @@
+"""The chat app end to end with the real SmolLM2: a search shows up in the tree and the chat, Esc cancels and
+the app takes the next problem, Ctrl+Q leaves no engine thread behind."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from typing import Callable
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Input, Markdown, Static
+
+from edgereason.config import SearchConfig
+from edgereason.policy import Policy
+from edgereason.session import ModelSettings, open_session
+from edgereason.ui.app import ChatApp
+from edgereason.ui.history import History
+from edgereason.ui.runner import SearchRunner
+from edgereason.ui.widgets.chat_log import ChatLog
+from edgereason.ui.widgets.status_bar import StatusBar
+from edgereason.ui.widgets.tree_view import SearchTree
+
+pytestmark = pytest.mark.slow
+
+# threads=1: the test machine may be shared; llama.cpp's spinning threads stall badly when oversubscribed
+SETTINGS = ModelSettings(model="smollm2-135m", generator_kv_tokens=4096, verifier_kv_tokens=4096, threads=1)
+CONFIG = SearchConfig(beams=2, width=2, max_steps=2, max_step_tokens=24)
+TIMEOUT_S = 60.0
+
+
+@pytest.fixture
+def app(tmp_path, smollm2_path) -> ChatApp:
+    return ChatApp(lambda progress: open_session(SETTINGS, progress=progress), SETTINGS, CONFIG, Policy(),
+                   History(tmp_path / "history.jsonl"))
+
+
+async def wait_for(pilot: Pilot, condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await pilot.pause(0.05)
+
+
+async def ask(pilot: Pilot, problem: str) -> None:
+    pilot.app.query_one(Input).value = problem
+    await pilot.press("enter")
+
+
+def engine_threads() -> list[int]:
+    """Threads whose stack is inside the worker loop, whatever pool they belong to."""
+    code = SearchRunner.run.__code__
+    busy = []
+    for ident, frame in sys._current_frames().items():
+        f = frame
+        while f is not None and f.f_code is not code:
+            f = f.f_back
+        if f is not None:
+            busy.append(ident)
+    return busy
+
+
+async def test_problem_grows_scored_tree_and_answer(app: ChatApp) -> None:
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ask(pilot, "What is 2 + 3?")
+        await wait_for(pilot, lambda: app.state is not None and app.state.result is not None, "the answer")
+        await pilot.pause(0.2)
+        tree = app.query_one(SearchTree)
+        labels = [str(line.label) for line in tree._lines.values()]
+        assert labels, "no step lines in the tree"
+        assert any(n.score is not None for n in app.state.nodes.values())
+        assert any(any(ch.isdigit() for ch in label.split()[1]) for label in labels), labels  # "✔ 0.83 text"
+        answers = app.query_one(ChatLog).query(Markdown)
+        assert len(answers) == 1 and "tokens in" in answers.first().source
+        assert "What is 2 + 3?" in str(app.query_one(ChatLog).query(Static).first().render())
+        assert "tok/s" in str(app.query_one(StatusBar).render())
+        assert [e.problem for e in app.history.load()] == ["What is 2 + 3?"]
+
+
+async def test_escape_cancels_and_app_takes_next_problem(app: ChatApp) -> None:
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ask(pilot, "Count from 1 to 100, one number per step.")
+        await wait_for(pilot, lambda: app.state is not None and len(app.state.nodes) > 1, "the first steps")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not app.searching, "the cancellation")
+        assert app.state.result.status == "cancelled"
+        assert "search cancelled" in str(app.query_one(ChatLog).query(Static).last().render())
+        await ask(pilot, "What is 4 + 4?")
+        assert app.searching and app.state.question == "What is 4 + 4?"
+        await wait_for(pilot, lambda: len(app.state.nodes) > 1, "the second search to start")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not app.searching, "the second cancellation")
+        assert [e.status for e in app.history.load()] == ["cancelled", "cancelled"]
+
+
+async def test_ctrl_q_mid_search_leaves_no_engine_thread(app: ChatApp) -> None:
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ask(pilot, "Count from 1 to 100, one number per step.")
+        await wait_for(pilot, lambda: app.state is not None and len(app.state.nodes) > 1, "the search to start")
+        await pilot.press("ctrl+q")
+        deadline = time.monotonic() + TIMEOUT_S
+        while not app.runner.finished.is_set():  # only ctrl+q stops the worker while the app still runs
+            assert time.monotonic() < deadline, "ctrl+q did not stop the worker"
+            await asyncio.sleep(0.05)
+    assert app.return_code == 0
+    assert not engine_threads()
+    assert app.worker is not None and app.worker.is_finished and all(w.is_finished for w in app.workers)

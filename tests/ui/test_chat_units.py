@@ -1,0 +1,135 @@
+"""The chat UI without a model: LaTeX readability, event throttling, the UI-side tree and its widget, history."""
+
+from __future__ import annotations
+
+from textual.app import App
+from textual.widgets import Input
+
+from edgereason.config import SearchConfig
+from edgereason.errors import ModelError
+from edgereason.events import (NodeAdded, NodeConfirmed, NodeExtended, NodePruned, NodeScored, NodeSelected,
+                               Progress, StepFinished)
+from edgereason.policy import Policy
+from edgereason.session import ModelSettings, Session
+from edgereason.ui.app import ChatApp
+from edgereason.ui.history import History, HistoryEntry
+from edgereason.ui.latex import latex_to_text
+from edgereason.ui.relay import EventRelay
+from edgereason.ui.screens import HelpScreen
+from edgereason.ui.state import SearchState
+from edgereason.ui.widgets.status_bar import StatusBar
+from edgereason.ui.widgets.tree_view import SearchTree
+
+
+def test_latex_reads_as_text() -> None:
+    assert latex_to_text(r"\(\frac{1}{2} + x^2 = \boxed{\dfrac{3}{4}}\)") == "1/2 + x² = 3/4"
+    assert latex_to_text(r"$\sqrt{16} \times 3 \le 12$") == "√16 × 3 ≤ 12"
+    assert latex_to_text(r"\frac{a+b}{2}") == "(a+b)/2"
+    assert latex_to_text(r"\text{so } x_{10}") == "so x₁₀"
+    assert latex_to_text(r"5\% of \$20") == "5% of $20"
+    assert latex_to_text(r"\unknowncmd") == "unknowncmd"
+    assert latex_to_text("pencils cost $3 each and $5 for two") == "pencils cost $3 each and $5 for two"
+    assert latex_to_text("costs $3. Then $x+1$ holds") == "costs $3. Then x+1 holds"
+
+
+def test_relay_holds_token_events_and_flushes_before_step_events() -> None:
+    now = [0.0]
+    sent: list = []
+    relay = EventRelay(sent.append, interval=0.1, clock=lambda: now[0])
+    relay(NodeExtended("r", 1, "a", 1))  # first one goes out: nothing was sent for a whole interval
+    for i, text in enumerate(["ab", "abc", "abcd"], start=2):
+        now[0] += 0.01
+        relay(NodeExtended("r", 1, text, i))
+    relay(Progress("r", 4, 0.04, 0, 1, 2, 3, 4, 0))
+    assert [e.text for e in sent] == ["a"]  # the rest is held: latest text wins
+    relay(StepFinished("r", 1, "step"))
+    assert [type(e).__name__ for e in sent] == ["NodeExtended", "NodeExtended", "Progress", "StepFinished"]
+    assert sent[1].text == "abcd"
+    now[0] += 0.2
+    relay(NodeExtended("r", 2, "x", 1))
+    assert sent[-1] == NodeExtended("r", 2, "x", 1)
+
+
+def test_state_follows_node_lifecycle() -> None:
+    state = SearchState("q")
+    state.apply(NodeAdded("r", 0, None, 0, 2, False))
+    assert state.apply(NodeAdded("r", 1, 0, 1, 1, False)) == [1]
+    state.apply(NodeAdded("r", 2, 0, 1, 1, False))
+    assert state.apply(NodeExtended("r", 1, "step one", 2)) == []  # text does not touch the tree line
+    assert state.latest == 1
+    state.apply(StepFinished("r", 1, "step"))
+    assert state.nodes[1].status == "waiting"
+    state.apply(NodeScored("r", 1, 0.9))
+    state.apply(NodeScored("r", 2, 0.2))
+    assert state.nodes[1].status == "verified" and state.best_path() == {1}
+    state.apply(NodeSelected("r", 1, 1))
+    state.apply(NodePruned("r", 2, "selection"))
+    state.apply(NodeAdded("r", 3, 1, 2, 1, True))
+    assert state.nodes[3].status == "speculative" and state.nodes[1].children == [3]
+    state.apply(NodeConfirmed("r", 3))
+    assert [n.status for n in state.nodes.values()] == ["prompt", "selected", "pruned", "generating"]
+    state.apply(StepFinished("r", 3, "answer"))
+    state.apply(NodeScored("r", 3, 0.7))
+    state.apply(NodeSelected("r", 3, 1))
+    assert state.nodes[3].status == "complete"
+    assert [n.id for n in state.path(3)] == [1, 3] and state.best_path() == {1, 3}
+
+
+def test_history_round_trip_skips_broken_lines(tmp_path) -> None:
+    history = History(tmp_path / "sub" / "history.jsonl")
+    assert history.load() == []
+    entry = HistoryEntry("t", "What is 2+3?", "5", "done", 0.9, ["2+3=5"], "m", "baseline", 2, 2, 10, 1.0)
+    history.append(entry)
+    with history.path.open("a") as f:
+        f.write("{not json\n")
+    history.append(HistoryEntry("t2", "Q2", None, "cancelled"))
+    assert [e.problem for e in history.load()] == ["What is 2+3?", "Q2"]
+    assert history.load()[0] == entry
+
+
+class TreeApp(App[None]):
+    def compose(self):
+        yield SearchTree()
+
+
+async def test_tree_hides_pruned_until_toggled_and_marks_best_path() -> None:
+    state = SearchState("q")
+    events = [NodeAdded("r", 0, None, 0, 2, False), NodeAdded("r", 1, 0, 1, 1, False),
+              NodeAdded("r", 2, 0, 1, 1, False), NodeAdded("r", 3, 2, 2, 1, False)]
+    async with TreeApp().run_test() as pilot:
+        tree = pilot.app.query_one(SearchTree)
+        tree.reset(state)
+        for event in events + [StepFinished("r", 1, "step"), NodeScored("r", 1, 0.9),
+                               NodeScored("r", 2, 0.1)]:
+            tree.update_nodes(state.apply(event))
+        assert set(tree._lines) == {1, 2, 3}
+        assert str(tree._lines[1].label).startswith("◆ 0.90")
+        assert "on #1f3a2a" in str(tree._lines[1].label.spans)  # best path band
+        for event in [NodePruned("r", 2, "selection"), NodePruned("r", 3, "parent")]:
+            tree.update_nodes(state.apply(event))
+        assert set(tree._lines) == {1}
+        tree.toggle_pruned()
+        assert set(tree._lines) == {1, 2, 3} and str(tree._lines[3].label).startswith("✗")
+        tree.toggle_pruned()
+        assert set(tree._lines) == {1}
+
+
+async def test_app_survives_models_that_do_not_load(tmp_path) -> None:
+    def broken(progress) -> Session:
+        raise ModelError("no such model")
+
+    app = ChatApp(broken, ModelSettings(model="nope"), SearchConfig(), Policy(), History(tmp_path / "h.jsonl"))
+    async with app.run_test() as pilot:
+        while app.failed is None:
+            await pilot.pause(0.02)
+        assert "no such model" in app.failed
+        assert app.query_one(StatusBar).phase == "models failed to load"
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        app.query_one(Input).value = "What is 1 + 1?"
+        await pilot.press("enter")
+        assert not app.searching
+        await pilot.press("ctrl+q")
+    assert app.return_code == 0 and app.runner.finished.is_set()

@@ -1,0 +1,1 @@
+"""`edgereason chat`: a Textual UI that shows the PRM-guided search live."""

@@ -1,0 +1,235 @@
+"""The chat app: input and chat on the left, the live search tree and the highlighted path on the right.
+
+The engine lives in one worker thread (SearchRunner); engine events arrive here as messages and are applied to
+a SearchState, which the widgets render. Nothing on this side calls the engine."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Footer, Input, Tree
+from textual.worker import Worker
+
+from edgereason.config import SearchConfig
+from edgereason.events import NodeExtended, Progress, RequestDone
+from edgereason.models import display_name
+from edgereason.policy import Policy
+from edgereason.result import SearchResult
+from edgereason.session import ModelSettings
+from edgereason.ui.format import answer_markdown
+from edgereason.ui.history import History, HistoryEntry
+from edgereason.ui.messages import EngineEvent, RunnerFailed, RunnerStatus
+from edgereason.ui.runner import SearchRunner, SessionFactory
+from edgereason.ui.screens import HelpScreen, HistoryScreen
+from edgereason.ui.state import SearchState
+from edgereason.ui.widgets.chat_log import ChatLog
+from edgereason.ui.widgets.detail import Detail
+from edgereason.ui.widgets.status_bar import StatusBar
+from edgereason.ui.widgets.tree_view import SearchTree
+
+STOP_TIMEOUT_S = 30.0  # one engine step, or a model load in progress, has to end before the worker can
+
+
+class ChatApp(App[None]):
+    TITLE = "edgereason chat"
+    CSS = """
+    #main { height: 1fr; }
+    ChatLog { width: 2fr; }
+    #search { width: 3fr; }
+    SearchTree { height: 3fr; }
+    Detail { height: 2fr; }
+    Input { dock: bottom; }
+    """
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel search"),
+        Binding("f1", "help", "Help"),
+        Binding("f2", "toggle_pruned", "Pruned"),
+        Binding("p", "toggle_pruned", "Pruned", show=False),
+        Binding("f3", "history", "History"),
+        Binding("h", "history", "History", show=False),
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+    ]
+
+    def __init__(self, session_factory: SessionFactory, settings: ModelSettings, config: SearchConfig,
+                 policy: Policy, history: History | None = None) -> None:
+        super().__init__()
+        self.settings = settings
+        self.config = config
+        self.policy = policy
+        self.history = history or History()
+        self.runner = SearchRunner(session_factory, policy, self.post_message)
+        self.worker: Worker[None] | None = None
+        self.state: SearchState | None = None
+        self.searching = False
+        self.failed: str | None = None  # set when the models did not load: nothing can be solved
+        self.closing = False  # quitting: the worker's last messages arrive while widgets go away; drop them
+
+    # ------------------------------------------------------------------ layout and start-up
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="main"):
+            yield ChatLog()
+            with Vertical(id="search"):
+                yield SearchTree()
+                yield Detail()
+        yield Input(placeholder="type a math problem and press Enter (F1: help, Ctrl+Q: quit)")
+        yield StatusBar(self._models_line(), self._search_line())
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+        self.worker = self.run_worker(self.runner.run, name="engine", thread=True, exit_on_error=False)
+
+    def _models_line(self) -> str:
+        s = self.settings
+        return f"gen {display_name(s.model)} · prm {display_name(s.prm) if s.prm else display_name(s.model)}"
+
+    def _search_line(self) -> str:
+        c = self.config
+        return f"{self.policy.name} · {c.strategy} beams {c.beams} width {c.width}"
+
+    # ------------------------------------------------------------------ input
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        problem = event.value.strip()
+        if not problem:
+            return
+        chat = self.query_one(ChatLog)
+        if self.failed:
+            chat.add_note(f"cannot solve: {self.failed}", error=True)
+            return
+        if self.searching:
+            self.notify("a search is running; Esc cancels it", severity="warning")
+            return
+        event.input.value = ""
+        chat.add_problem(problem)
+        self.state = SearchState(problem)
+        self.query_one(SearchTree).reset(self.state)
+        self.query_one(Detail).show(self.state, None)
+        self.query_one(StatusBar).set_progress(None)
+        self.searching = True
+        self.runner.submit(problem, self.config)
+        if self.query_one(StatusBar).phase == "ready":
+            self.query_one(StatusBar).set_phase("searching")
+
+    # ------------------------------------------------------------------ worker messages
+    def on_runner_status(self, message: RunnerStatus) -> None:
+        if self.closing:
+            return
+        self.query_one(StatusBar).set_phase("searching" if message.ready and self.searching else message.text)
+
+    def on_runner_failed(self, message: RunnerFailed) -> None:
+        if self.closing:
+            return
+        self.searching = False
+        self.query_one(ChatLog).add_note(message.error, error=True)
+        if message.fatal:
+            self.failed = message.error
+            self.query_one(StatusBar).set_phase("models failed to load")
+        else:
+            self.query_one(StatusBar).set_phase("ready")
+
+    def on_engine_event(self, message: EngineEvent) -> None:
+        event, state = message.event, self.state
+        if state is None or self.closing:
+            return
+        if isinstance(event, Progress):
+            self.query_one(StatusBar).set_progress(event)
+            return
+        changed = state.apply(event)
+        if changed:
+            self.query_one(SearchTree).update_nodes(changed)
+        if isinstance(event, NodeExtended):
+            self._refresh_detail(event.node_id)
+        elif isinstance(event, RequestDone):
+            self._finish(event.result)
+        elif changed:
+            self._refresh_detail(None)
+
+    def _refresh_detail(self, grown: int | None) -> None:
+        """Show the highlighted step's path, or, with the cursor on the problem line, the step growing last."""
+        state = self.state
+        assert state is not None
+        tree = self.query_one(SearchTree)
+        cursor = tree.cursor_node.data if tree.cursor_node is not None else None
+        target = cursor if cursor is not None else state.latest
+        if grown is not None and grown not in {n.id for n in state.path(target)}:
+            return
+        self.query_one(Detail).show(state, target)
+
+    def _finish(self, result: SearchResult) -> None:
+        self.searching = False
+        chat = self.query_one(ChatLog)
+        if result.status == "cancelled" and result.reason == "cancelled":
+            chat.add_note("search cancelled")
+        else:
+            chat.add_answer(answer_markdown(result))
+        self.history.append(HistoryEntry.from_result(result, display_name(self.settings.model), self.policy.name,
+                                                     self.config.beams, self.config.width))
+        bar, m = self.query_one(StatusBar), result.metrics
+        if bar.progress is not None:  # the last Progress predates the final step: show the request's totals
+            bar.set_progress(bar.progress._replace(generated_tokens=m.generated_tokens, elapsed_s=m.wall_s,
+                                                   prm_calls=m.prm_calls, spec_tokens_reused=m.spec_tokens_reused))
+        bar.set_phase("ready")
+        self._refresh_detail(None)
+
+    def on_tree_node_highlighted(self, event: Tree.NodeHighlighted) -> None:
+        if self.state is not None:
+            self._refresh_detail(None)
+
+    # ------------------------------------------------------------------ actions
+    def action_cancel(self) -> None:
+        if self.searching:
+            self.runner.cancel()
+            self.query_one(StatusBar).set_phase("cancelling...")
+
+    def action_toggle_pruned(self) -> None:
+        tree = self.query_one(SearchTree)
+        tree.toggle_pruned()
+        self.notify("pruned branches shown" if tree.show_pruned else "pruned branches hidden", timeout=2)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self._settings_markdown()))
+
+    def action_history(self) -> None:
+        if not isinstance(self.screen, HistoryScreen):
+            self.push_screen(HistoryScreen(self.history.load()), self._reuse_problem)
+
+    def _reuse_problem(self, problem: str | None) -> None:
+        if problem:
+            field = self.query_one(Input)
+            field.value = problem
+            field.focus()
+
+    def _settings_markdown(self) -> str:
+        s, c = self.settings, self.config
+        switches = ", ".join(f"{k}={v}" for k, v in self.policy.switches().items())
+        return (f"- generator: `{s.model}`; PRM: `{s.prm or s.model}` ({s.prm_format})\n"
+                f"- KV tokens: generator {s.generator_kv_tokens}, PRM {s.verifier_kv_tokens}; threads "
+                f"{s.threads or 'auto'}\n"
+                f"- search: {c.strategy}, beams {c.beams}, width {c.width}, max steps {c.max_steps}, "
+                f"max step tokens {c.max_step_tokens}, max tokens {c.max_path_tokens}, aggregation "
+                f"{c.aggregation}, vote {c.vote}\n"
+                f"- sampling: temperature {c.sampling.temperature}, top-p {c.sampling.top_p}, seed "
+                f"{c.sampling.seed}\n"
+                f"- policy `{self.policy.name}`: {switches}\n"
+                f"- history: `{self.history.path}`")
+
+    async def action_quit(self) -> None:
+        self.query_one(StatusBar).set_phase("stopping...")
+        await self.stop_worker()
+        self.exit()
+
+    async def stop_worker(self) -> None:
+        """Ask the worker to stop and wait for it: its thread must not outlive the app (the engine holds models)."""
+        self.closing = True
+        self.runner.stop()
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while not self.runner.finished.is_set() and self.worker is not None and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+
+    async def on_unmount(self) -> None:
+        await self.stop_worker()

@@ -1,0 +1,25 @@
+"""Text the chat shows for a finished search: Markdown for the answer, LaTeX turned into readable text."""
+
+from __future__ import annotations
+
+from edgereason.result import SearchResult
+from edgereason.ui.latex import latex_to_text
+
+
+def answer_markdown(result: SearchResult) -> str:
+    m = result.metrics
+    lines = []
+    if result.status != "done":
+        lines.append(f"*Search {result.status}: {result.reason or result.status}*\n")
+    answer = latex_to_text(result.answer) if result.answer is not None else None
+    lines.append(f"**Answer: {answer}**" if answer else "**No boxed answer found.**")
+    if result.paths:
+        best = result.paths[0]
+        lines.append(f"\nBest path (score {best.score:.3f}):\n")
+        for i, (text, score) in enumerate(best.steps, 1):
+            s = f"{score:.2f}" if score is not None else "–"
+            step = " ".join(latex_to_text(text).split())
+            lines.append(f"{i}. `{s}` {step}")
+    lines.append(f"\n*{m.generated_tokens} tokens in {m.wall_s:.1f} s ({m.throughput_tok_s:.1f} tok/s), "
+                 f"{m.prm_calls} PRM calls*")
+    return "\n".join(lines)

@@ -1,0 +1,84 @@
+"""Modal screens: help (keys and the settings this session runs with) and history browsing."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Markdown, OptionList, Static
+from textual.widgets.option_list import Option
+
+from edgereason.ui.history import HistoryEntry
+from edgereason.ui.latex import latex_to_text
+
+KEYS = """\
+| key | action |
+|---|---|
+| Enter | send the problem in the input |
+| Esc | cancel the running search |
+| Tab / Shift+Tab | move focus (input, tree, chat) |
+| ↑ ↓ in the tree | highlight a step: its whole path shows below the tree |
+| p (tree focused) or F2 | show / hide pruned branches |
+| h (tree focused) or F3 | browse the history; Enter puts a past problem back in the input |
+| F1 | this help |
+| Ctrl+Q | quit |
+
+Tree glyphs: `…` generating, `◇` speculative, `○` waiting for the PRM, `◆` scored, `✔` selected,
+`★` complete, `✗` pruned. The highlighted band is the best path so far.
+"""
+
+def _modal_css(name: str) -> str:
+    """Screen CSS is scoped to the class, so each screen names itself."""
+    return (f"{name} {{ align: center middle; }}\n"
+            f"{name} > Vertical {{ width: 90%; height: 85%; border: thick $primary; background: $surface; "
+            "padding: 0 1; }\n")
+
+
+class HelpScreen(ModalScreen[None]):
+    DEFAULT_CSS = _modal_css("HelpScreen")
+    BINDINGS = [Binding("escape,f1,q", "dismiss", "Close")]
+
+    def __init__(self, settings: str) -> None:
+        super().__init__()
+        self.settings = settings
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Markdown(f"# edgereason chat\n\n{KEYS}\n## Settings (from the command line)\n\n{self.settings}")
+
+
+class HistoryScreen(ModalScreen[str | None]):
+    """Past problems, newest first; Enter returns the highlighted problem so the app can put it in the input."""
+
+    DEFAULT_CSS = _modal_css("HistoryScreen") + """
+    HistoryScreen OptionList { width: 45%; }
+    HistoryScreen #history-entry { width: 1fr; padding: 0 1; }
+    """
+    BINDINGS = [Binding("escape,f3,q", "dismiss", "Close")]
+
+    def __init__(self, entries: list[HistoryEntry]) -> None:
+        super().__init__()
+        self.entries = entries[::-1]
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            if not self.entries:
+                yield Static("No history yet: solved problems are saved here.")
+                return
+            with Horizontal():
+                yield OptionList(*[Option(f"{e.time}  {' '.join(e.problem.split())[:60]}", id=str(i))
+                                   for i, e in enumerate(self.entries)])
+                yield Markdown(id="history-entry")
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        e = self.entries[event.option_index]
+        answer = latex_to_text(e.answer) if e.answer else "(none)"
+        steps = "\n".join(f"{i}. {' '.join(latex_to_text(s).split())}" for i, s in enumerate(e.steps, 1))
+        self.query_one("#history-entry", Markdown).update(
+            f"**{e.problem}**\n\nAnswer: **{answer}** ({e.status}, score "
+            f"{'-' if e.score is None else f'{e.score:.3f}'})\n\n{steps}\n\n"
+            f"*{e.model}, policy {e.policy}, beams {e.beams}, width {e.width}, {e.tokens} tokens, {e.wall_s} s*")
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(self.entries[event.option_index].problem)

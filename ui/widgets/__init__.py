@@ -1,0 +1,1 @@
+"""The chat screen's widgets; each only applies what the app hands it."""
