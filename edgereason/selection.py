@@ -18,17 +18,21 @@ def ranked(nodes: list[Node], how: str) -> list[Node]:
     return sorted(nodes, key=lambda n: (-path_score(n, how), n.id))
 
 
-def choose(group: Group, how: str) -> list[tuple[Node, int]]:
-    """Synchronous selection: the top `keep` logical candidates among the competing members, as (node, times)."""
-    slots = group.keep
-    chosen: list[tuple[Node, int]] = []
-    for node in ranked([m for m in group.alive() if group.competes(m)], how):
+def _take(nodes: list[Node], keep: int, how: str) -> list[tuple[Node, int]]:
+    """The best `keep` logical candidates as (node, times): a node of potential p fills up to p slots."""
+    slots, chosen = keep, []
+    for node in ranked(nodes, how):
         if slots <= 0:
             break
         times = min(node.potential, slots)
         chosen.append((node, times))
         slots -= times
     return chosen
+
+
+def choose(group: Group, how: str) -> list[tuple[Node, int]]:
+    """Synchronous selection: the top `keep` logical candidates among the competing members."""
+    return _take([m for m in group.alive() if group.competes(m)], group.keep, how)
 
 
 def rank_prunable(group: Group, how: str) -> list[Node]:
@@ -53,14 +57,7 @@ def perfect_set(group: Group, how: str, threshold: float) -> list[tuple[Node, in
                and path_score(m, how) >= threshold]
     if sum(m.potential for m in perfect) < group.keep:
         return None
-    slots, chosen = group.keep, []
-    for node in ranked(perfect, how):
-        if slots <= 0:
-            break
-        times = min(node.potential, slots)
-        chosen.append((node, times))
-        slots -= times
-    return chosen
+    return _take(perfect, group.keep, how)
 
 
 def common_prefix_share(members: list[Node]) -> float:

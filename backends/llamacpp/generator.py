@@ -6,13 +6,13 @@ from typing import Sequence
 
 import numpy as np
 
-from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext, LlamaModel
+from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext, KVMemoryOf, LlamaModel
 from edgereason.config import SamplingParams
 from edgereason.protocols import BatchEntry, SeqId
 from edgereason.sampling import sample
 
 
-class LlamaGenerator:
+class LlamaGenerator(KVMemoryOf):
     def __init__(self, model: LlamaModel, kv_tokens: int, n_threads: int | None = None, n_seq_max: int = 256) -> None:
         self.model = model
         self.name = model.path.stem
@@ -64,18 +64,6 @@ class LlamaGenerator:
     @property
     def max_batch_tokens(self) -> int:
         return self.ctx.n_batch
-
-    @property
-    def kv_capacity_tokens(self) -> int:
-        return self.ctx.capacity
-
-    @property
-    def kv_used_tokens(self) -> int:
-        return self.ctx.used_tokens
-
-    @property
-    def kv_bytes_per_token(self) -> int:
-        return self.model.kv_bytes_per_token
 
     def check_integrity(self) -> None:
         self.ctx.check_integrity()

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext, LlamaModel
+from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext, KVMemoryOf, LlamaModel
 from edgereason.backends.prm_format import PRMFormat, TurnPrompt
 from edgereason.errors import OutOfMemoryError
 from edgereason.protocols import ScoreRequest, ScoreResult
@@ -37,7 +37,7 @@ class VerifierStats:
     per_call_tokens: list[int] = field(default_factory=list)
 
 
-class LlamaVerifier:
+class LlamaVerifier(KVMemoryOf):
     def __init__(self, model: LlamaModel, fmt: PRMFormat, kv_tokens: int, n_threads: int | None = None,
                  n_seq_max: int = 256) -> None:
         self.model = model
@@ -49,18 +49,6 @@ class LlamaVerifier:
         self.bad_id = model.tokenize(fmt.bad, add_bos=False, special=False)[0]
         self._held: OrderedDict[str, _Held] = OrderedDict()
         self.stats = VerifierStats()
-
-    @property
-    def kv_capacity_tokens(self) -> int:
-        return self.ctx.capacity
-
-    @property
-    def kv_used_tokens(self) -> int:
-        return self.ctx.used_tokens
-
-    @property
-    def kv_bytes_per_token(self) -> int:
-        return self.model.kv_bytes_per_token
 
     def check_integrity(self) -> None:
         self.ctx.check_integrity()
