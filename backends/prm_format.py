@@ -43,7 +43,10 @@ def prm_format(name: str) -> PRMFormat:
 
 
 class TurnPrompt:
-    """Renders segments once from placeholders, so scoring a step costs a string substitution."""
+    """Renders segments once from placeholders, so scoring a step costs a string substitution.
+
+    The head is everything up to the end of the question (shared by every path of one question); the first step's
+    segment starts with the " " that joins it to the question in the first user turn."""
 
     def __init__(self, fmt: PRMFormat, render: Callable[[list[dict[str, str]]], str]) -> None:
         self.fmt = fmt
@@ -52,18 +55,17 @@ class TurnPrompt:
         two = render(head + [{"role": "user", "content": f"{_Q} {_S1}"},
                              {"role": "assistant", "content": fmt.good},
                              {"role": "user", "content": _S2}])
-        if not two.startswith(one) or _S2 not in two[len(one):]:
+        if not two.startswith(one) or _S2 not in two[len(one):] or f"{_Q} {_S1}" not in one:
             raise ModelError("the PRM model's chat template is not prefix-stable; use another PRM model")
-        self._first = one
+        cut = one.index(f"{_Q} {_S1}") + len(_Q)
+        self._head = one[:cut]
+        self._first = one[cut:]
         self._next = two[len(one):]
 
-    def segments(self, question: str, steps: Sequence[str], start: int) -> list[str]:
-        """The text segments for steps[start:], given the KV already holds segments [0, start)."""
-        out = []
-        for i in range(start, len(steps)):
-            step = steps[i].strip()
-            if i == 0:
-                out.append(self._first.replace(_Q, question.strip(), 1).replace(_S1, step, 1))
-            else:
-                out.append(self._next.replace(_S2, step, 1))
-        return out
+    def head(self, question: str) -> str:
+        return self._head.replace(_Q, question.strip(), 1)
+
+    def segments(self, steps: Sequence[str], start: int) -> list[str]:
+        """The text segments for steps[start:], given the KV already holds the head and segments [0, start)."""
+        return [(self._first.replace(_S1, steps[i].strip(), 1) if i == 0 else self._next.replace(_S2, steps[i].strip(), 1))
+                for i in range(start, len(steps))]

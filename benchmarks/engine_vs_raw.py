@@ -1,5 +1,6 @@
-"""Engine generation speed in an 8-beam baseline search against raw llama.cpp batched decode of 8 sequences,
-same model, same threads, measured side by side in one process. Warm-up excluded; reports tok/s.
+"""Engine generation speed in an 8-beam search (baseline and edge) against raw llama.cpp batched decode of 8
+sequences, same model, same threads, measured side by side in one process. Warm-up excluded; reports tok/s and
+the mean number of sequences per forward pass (a synchronous step leaves slots idle while stragglers finish).
 
     python benchmarks/engine_vs_raw.py --model smollm2-135m --beams 8 --repeat 3
 """
@@ -43,11 +44,23 @@ def raw_decode(gen, n_seqs: int, n_tokens: int) -> float:
     return n_seqs * n_tokens / dt
 
 
-def engine_search(gen, ver, beams: int, width: int, steps: int) -> float:
+def engine_search(gen, ver, policy: str, beams: int, width: int, steps: int) -> tuple[float, float]:
+    """(generation tok/s, mean sequences per forward pass) of one search."""
     cfg = SearchConfig(beams=beams, width=width, max_steps=steps, max_step_tokens=96,
                        sampling=SamplingParams(temperature=0.8, seed=0))
-    result = Engine(gen, ver, parse_policy("baseline")).solve(PROBLEM, cfg)
-    return result.metrics.generated_tokens / result.metrics.gen_time_s
+    calls = []
+    step = gen.step
+
+    def counting_step(batch, samples, sampling):
+        calls.append(len(batch))
+        return step(batch, samples, sampling)
+
+    gen.step = counting_step
+    try:
+        m = Engine(gen, ver, parse_policy(policy)).solve(PROBLEM, cfg).metrics
+    finally:
+        del gen.step
+    return m.generated_tokens / m.gen_time_s, sum(calls) / max(1, len(calls))
 
 
 def main() -> None:
@@ -62,15 +75,22 @@ def main() -> None:
     path = models.resolve(args.model)
     gen, ver = open_models(path, path, "judge", 16384, 16384, n_threads=args.threads)
     raw_decode(gen, args.beams, 16)  # warm-up
-    engine_search(gen, ver, args.beams, args.width, 1)
-    raws, engs = [], []
-    for _ in range(args.repeat):  # alternate so machine drift hits both alike
-        raws.append(raw_decode(gen, args.beams, 128))
-        engs.append(engine_search(gen, ver, args.beams, args.width, args.steps))
-    raw, eng = sorted(raws)[len(raws) // 2], sorted(engs)[len(engs) // 2]
-    print(f"raw llama.cpp batched decode, {args.beams} seqs: {raw:8.1f} tok/s  (runs: {[round(x) for x in raws]})")
-    print(f"engine generation, {args.beams}-beam baseline:  {eng:8.1f} tok/s  (runs: {[round(x) for x in engs]})")
-    print(f"ratio engine/raw: {eng / raw:.2f}")
+    engine_search(gen, ver, "baseline", args.beams, args.width, 1)
+    rows: dict[str, list[tuple[float, float]]] = {"raw": [], "baseline": [], "edge": []}
+    for _ in range(args.repeat):  # alternate so machine drift hits all alike
+        rows["raw"].append((raw_decode(gen, args.beams, 128), float(args.beams)))
+        for policy in ("baseline", "edge"):
+            rows[policy].append(engine_search(gen, ver, policy, args.beams, args.width, args.steps))
+    median = {k: sorted(v)[len(v) // 2] for k, v in rows.items()}
+    raw = median["raw"][0]
+    for name, (tps, occupancy) in median.items():
+        runs = [round(r[0]) for r in rows[name]]
+        print(f"{name:>8}: {tps:7.1f} tok/s  ratio to raw {tps / raw:4.2f}  sequences per forward pass "
+              f"{occupancy:4.1f}  (runs: {runs})")
+    occupancy = median["baseline"][1]
+    same = raw_decode(gen, max(1, round(occupancy)), 128)
+    print(f"raw decode at the baseline's mean occupancy ({round(occupancy)} seqs): {same:.1f} tok/s; "
+          f"baseline / that = {median['baseline'][0] / same:.2f}")
 
 
 if __name__ == "__main__":

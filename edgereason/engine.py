@@ -378,7 +378,8 @@ class Engine:
                 path = ahead[0].path()
                 req.metrics.lookahead_scores += 1
         parent = node.parent if node.parent is not None and node.parent.depth > 0 else None
-        prefix_key = parent.prm_key if parent is not None else None
+        # a first step shares the question's head, held under the root's key
+        prefix_key = parent.prm_key if parent is not None else req.key(req.tree.root)
         return req, nodes, ScoreRequest(
             key=req.key(nodes[-1]), question=req.question, steps=[n.text for n in path],
             need=[n.depth - 1 for n in nodes], prefix_key=prefix_key,

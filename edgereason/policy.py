@@ -88,6 +88,17 @@ def _coerce(field_type: object, raw: str, key: str) -> object:
     return raw
 
 
+SWITCHES: tuple[str, ...] = tuple(f.name for f in fields(Policy) if f.name != "name")
+
+
+def with_switches(policy: Policy, changes: dict[str, object]) -> Policy:
+    """The policy with some switches overridden (by CLI flags); the name records the overrides."""
+    if not changes:
+        return policy
+    suffix = "".join(f":{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in changes.items())
+    return replace(policy, name=policy.name + suffix, **changes)
+
+
 def parse_policy(spec: str) -> Policy:
     """`edge:order=fifo` -> the `edge` preset with `order` overridden. The name keeps the overrides."""
     preset, *overrides = spec.strip().split(":")

@@ -1,9 +1,11 @@
 """The Verifier protocol on llama.cpp: a token-probability PRM in turn style with per-path KV reuse.
 
-Each scored path keeps a sequence whose KV holds its prompt up to its newest step's assistant header. A request
-whose `prefix_key` names a held path forks that sequence, cuts it back to the shared steps (free with a unified
-cache) and evaluates only the new segments. Held paths are dropped least-recently-used first when memory runs
-short; a request whose prefix was dropped is rebuilt from scratch (counted in `stats.rebuilt_tokens`).
+KV layout of a held path: the head (system turn and the question), then one segment per step; `ends[0]` is where
+the head ends and `ends[k]` where step k's segment ends. A request whose `prefix_key` names a held path forks that
+sequence, cuts it back to the shared steps (free with a unified cache) and evaluates only the new segments. A
+request for a path's first step names the request's root as `prefix_key`: the head is evaluated once and shared by
+every path of that question. Held paths are dropped least-recently-used first when memory runs short; a request
+whose prefix was dropped is rebuilt from scratch (counted in `stats.rebuilt_tokens`).
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from edgereason.protocols import ScoreRequest, ScoreResult
 @dataclass
 class _Held:
     seq: int
-    ends: list[int]  # KV length after each step's segment
-    scores: list[float]
+    ends: list[int]  # KV length after the head (index 0) and after each step's segment
+    scores: list[float]  # one per step
 
 
 @dataclass
@@ -53,6 +55,8 @@ class LlamaVerifier(KVMemoryOf):
     def check_integrity(self) -> None:
         self.ctx.check_integrity()
         assert len({h.seq for h in self._held.values()}) == len(self._held) == self.ctx.live_seqs
+        for h in self._held.values():
+            assert self.ctx.seq_len(h.seq) == h.ends[-1] and len(h.ends) == len(h.scores) + 1
 
     def release(self, key_prefix: str) -> None:
         for key in [k for k in self._held if k.startswith(key_prefix)]:
@@ -70,10 +74,8 @@ class LlamaVerifier(KVMemoryOf):
                                    f"{self.ctx.capacity - self.ctx.used_tokens} free of {self.ctx.capacity}; "
                                    "give the verifier a larger KV share")
 
-    def _base(self, req: ScoreRequest) -> tuple[_Held | None, int]:
-        held = self._held.get(req.prefix_key) if req.prefix_key else None
-        shared = min(req.prefix_steps, len(held.ends)) if held else 0
-        return (held, shared) if shared > 0 else (None, 0)
+    def _tokens(self, text: str, first: bool) -> list[int]:
+        return self.model.tokenize(text, add_bos=first and self.model.add_bos, special=True)
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         """One call when the KV share allows, else halves until each part fits (one path must fit)."""
@@ -85,35 +87,52 @@ class LlamaVerifier(KVMemoryOf):
             half = len(requests) // 2
             return self.score(requests[:half]) + self.score(requests[half:])
 
+    def _heads(self, requests: Sequence[ScoreRequest]) -> int:
+        """Evaluate the shared head of every question whose first steps are scored now; returns its tokens."""
+        new = {r.prefix_key: r.question for r in requests
+               if r.prefix_key and r.prefix_steps == 0 and r.prefix_key not in self._held}
+        if not new:
+            return 0
+        heads = {key: self._tokens(self.prompt.head(q), first=True) for key, q in new.items()}
+        total = sum(len(t) for t in heads.values())
+        self._make_room(total, len(heads), {r.prefix_key for r in requests if r.prefix_key})
+        items = []
+        for key, toks in heads.items():
+            seq = self.ctx.new_seq()
+            self._held[key] = _Held(seq, [len(toks)], [])
+            items.append(DecodeItem(seq, toks, []))
+        self.ctx.decode(items, lambda *_: None)
+        return total
+
     def _score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         t0 = time.perf_counter()
-        plans = []  # (base held or None, steps shared with it, token segments)
+        new_tokens = self._heads(requests)
+        plans = []  # (base held or None, steps shared with it, head tokens or [], step segments)
         for req in requests:
-            base, shared = self._base(req)
-            texts = self.prompt.segments(req.question, req.steps, shared)
-            segs = [self.model.tokenize(t, add_bos=shared == 0 and i == 0 and self.model.add_bos, special=True)
-                    for i, t in enumerate(texts)]
-            plans.append((base, shared, segs))
-            if base is None and req.prefix_key:
-                self.stats.rebuilt_tokens += sum(len(t) for t in segs)
-        new_tokens = sum(len(t) for _, _, segs in plans for t in segs)
-        protect = {r.prefix_key for r in requests if r.prefix_key}
-        self._make_room(new_tokens, len(plans), protect)
+            held = self._held.get(req.prefix_key) if req.prefix_key else None
+            shared = min(req.prefix_steps, len(held.ends) - 1) if held else 0
+            head = [] if held else self._tokens(self.prompt.head(req.question), first=True)
+            segs = [self._tokens(t, first=False) for t in self.prompt.segments(req.steps, shared)]
+            plans.append((held, shared, head, segs))
+            if held is None and req.prefix_key:
+                self.stats.rebuilt_tokens += len(head) + sum(len(t) for t in segs)
+        step_tokens = sum(len(h) + sum(len(t) for t in segs) for _, _, h, segs in plans)
+        self._make_room(step_tokens, len(plans), {r.prefix_key for r in requests if r.prefix_key})
 
         items, states = [], []
-        for ri, (req, (base, shared, segs)) in enumerate(zip(requests, plans)):
+        for ri, (base, shared, head, segs) in enumerate(plans):
             if base is not None:
                 seq = self.ctx.fork(base.seq)
-                self.ctx.truncate(seq, base.ends[shared - 1])
-                ends, scores = base.ends[:shared], base.scores[:shared]
+                self.ctx.truncate(seq, base.ends[shared])
+                ends, scores = base.ends[:shared + 1], base.scores[:shared]
             else:
-                seq, ends, scores = self.ctx.new_seq(), [], []
-            flat: list[int] = []
+                seq, ends, scores = self.ctx.new_seq(), [len(head)], []
+            flat = list(head)
             outputs = []
             for si, toks in enumerate(segs):
                 flat += toks
                 outputs.append((len(flat) - 1, (ri, shared + si)))
-            start = ends[-1] if ends else 0
+            start = ends[-1] - len(head)
             state = _Held(seq, ends + [start + o + 1 for o, _ in outputs], scores + [0.0] * len(segs))
             states.append(state)
             if flat:
@@ -133,13 +152,13 @@ class LlamaVerifier(KVMemoryOf):
         for req in requests:  # a used prefix is recent
             if req.prefix_key in self._held:
                 self._held.move_to_end(req.prefix_key)
-        dt = time.perf_counter() - t0
+        new_tokens += step_tokens
         self.stats.calls += 1
         self.stats.tokens += new_tokens
-        self.stats.seconds += dt
+        self.stats.seconds += time.perf_counter() - t0
         self.stats.per_call_tokens.append(new_tokens)
-        return [ScoreResult([state.scores[i] for i in req.need], sum(len(t) for t in segs))
-                for req, state, (_, _, segs) in zip(requests, states, plans)]
+        return [ScoreResult([state.scores[i] for i in req.need], len(head) + sum(len(t) for t in segs))
+                for req, state, (_, _, head, segs) in zip(requests, states, plans)]
 
     def close(self) -> None:
         self.ctx.close()

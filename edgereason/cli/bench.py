@@ -17,9 +17,10 @@ from edgereason.bench.dataset import load_problems
 from edgereason.bench.plots import write_plots
 from edgereason.bench.report import print_compare, print_table, write_results
 from edgereason.bench.runner import RunInterrupted, RunSpec, rate_label, run_one
-from edgereason.cli.common import add_model_args, add_search_args, model_settings, pull_progress, search_config
+from edgereason.cli.common import (add_model_args, add_search_args, add_switch_args, model_settings, policy_from,
+                                   pull_progress, search_config)
 from edgereason.errors import ConfigError
-from edgereason.policy import PRESETS, Policy, parse_policy
+from edgereason.policy import PRESETS, Policy
 from edgereason.session import open_session
 
 
@@ -41,6 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="print ratios NEW / BASE between two result folders, matching runs by policy/beams/rate")
     add_model_args(p)
     add_search_args(p)
+    add_switch_args(p)
     # replaces the shared single-valued --beams (conflict_handler="resolve")
     p.add_argument("--beams", default="4", help="comma list of beam sizes N (default 4)")
     p.set_defaults(func=run)
@@ -55,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     if args.repeat <= 0:
         raise ConfigError(f"--repeat must be a positive number, got {args.repeat}")
     problems = load_problems(args.dataset, args.limit, args.offset)
-    policies = [parse_policy(s) for s in _items(args.policies, "--policies")]
+    policies = [policy_from(args, s) for s in _items(args.policies, "--policies")]
     beams = [_int(b) for b in _items(args.beams, "--beams")]
     rates = [parse_rate(r) for r in _items(args.rate, "--rate")]
     specs = [RunSpec(policy, search_config(argparse.Namespace(**{**vars(args), "beams": b})), rate, rep,

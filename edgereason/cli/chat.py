@@ -8,8 +8,8 @@ from typing import Callable
 
 import psutil
 
-from edgereason.cli.common import add_model_args, add_policy_arg, add_search_args, model_settings, search_config
-from edgereason.policy import parse_policy
+from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, model_settings, policy_from,
+                                   search_config)
 from edgereason.session import Session, open_session
 
 
@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     # flags are checked here, before the screen switches, so a typo is one line on the terminal
     config = search_config(args)
-    policy = parse_policy(args.policy)
+    policy = policy_from(args)
     settings = model_settings(args)
     if settings.threads is None:  # leave the UI thread a core: llama.cpp's spinning threads stall if one waits
         settings = dataclasses.replace(settings, threads=max(1, (psutil.cpu_count(logical=False) or 2) - 1))

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import fields
 
 from edgereason import models
 from edgereason.config import AGGREGATIONS, STRATEGIES, VOTES, SamplingParams, SearchConfig
-from edgereason.policy import PRESETS
+from edgereason.policy import PRESETS, Policy, parse_policy, with_switches
 from edgereason.memory import parse_size
 from edgereason.session import DEFAULT_KV_TOKENS, SPLITS, ModelSettings
 
@@ -48,6 +49,29 @@ def add_search_args(p: argparse.ArgumentParser, beams_default: int = 4) -> None:
 def add_policy_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", default="baseline",
                    help=f"engine policy PRESET[:key=value...]; presets: {', '.join(PRESETS)} (default baseline)")
+    add_switch_args(p)
+
+
+def add_switch_args(p: argparse.ArgumentParser) -> None:
+    """One flag per technique switch; a given flag overrides the preset's value."""
+    g = p.add_argument_group("policy switches (override the preset)")
+    for f in fields(Policy):
+        if f.name == "name":
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if "bool" in str(f.type):
+            g.add_argument(flag, dest=f"switch_{f.name}", action=argparse.BooleanOptionalAction, default=None)
+        elif f.name == "order":
+            g.add_argument(flag, dest=f"switch_{f.name}", choices=["prefix", "fifo"], default=None,
+                           help="scheduling order when KV memory is short")
+        else:
+            kind = float if "float" in str(f.type) else int
+            g.add_argument(flag, dest=f"switch_{f.name}", type=kind, default=None)
+
+
+def policy_from(args: argparse.Namespace, spec: str | None = None) -> Policy:
+    changes = {k[len("switch_"):]: v for k, v in vars(args).items() if k.startswith("switch_") and v is not None}
+    return with_switches(parse_policy(spec if spec is not None else args.policy), changes)
 
 
 def model_settings(args: argparse.Namespace) -> ModelSettings:

@@ -7,9 +7,8 @@ import json
 import sys
 
 from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, model_settings,
-                                   pull_progress, search_config)
+                                   policy_from, pull_progress, search_config)
 from edgereason.errors import ConfigError
-from edgereason.policy import parse_policy
 from edgereason.result import SearchResult
 from edgereason.session import open_session
 
@@ -32,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     if not problem.strip():
         raise ConfigError("the problem is empty; pass the problem text (or - to read it from stdin)")
     config = search_config(args)
-    policy = parse_policy(args.policy)
+    policy = policy_from(args)
     session = open_session(model_settings(args), progress=pull_progress)
     try:
         result = session.engine(policy).solve(problem, config)

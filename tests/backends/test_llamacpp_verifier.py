@@ -21,12 +21,25 @@ def verifier(smollm2):
 
 def test_turn_prompt_is_prefix_stable(smollm2):
     prompt = TurnPrompt(PRM_FORMATS["judge"], lambda m: smollm2.apply_chat_template(m, True))
+
+    def text(steps):
+        return prompt.head(Q) + "".join(prompt.segments(steps, 0))
+
     for k in range(1, len(STEPS)):
-        shorter = "".join(prompt.segments(Q, STEPS[:k], 0))
-        longer = "".join(prompt.segments(Q, STEPS[:k + 1], 0))
-        assert longer.startswith(shorter)
-    assert "".join(prompt.segments(Q, STEPS, 1)) == "".join(prompt.segments(Q, STEPS, 0))[
-        len("".join(prompt.segments(Q, STEPS[:1], 0))):]
+        assert text(STEPS[:k + 1]).startswith(text(STEPS[:k]))
+    assert text(STEPS) == prompt.head(Q) + "".join(prompt.segments(STEPS[:1], 0)) + "".join(
+        prompt.segments(STEPS, 1))
+    whole = smollm2.apply_chat_template([{"role": "system", "content": PRM_FORMATS["judge"].system},
+                                         {"role": "user", "content": f"{Q} {STEPS[0]}"}], True)
+    assert text(STEPS[:1]) == whole  # the model's own chat template, exactly
+
+
+def test_paths_of_one_question_share_its_head(smollm2, verifier):
+    first = verifier.score([ScoreRequest(f"s{i}", Q, [f"Step {i}."], [0], "root", 0) for i in range(4)])
+    head = len(smollm2.tokenize(verifier.prompt.head(Q), add_bos=smollm2.add_bos))
+    assert all(r.new_tokens < 20 for r in first)  # each path paid for its step only
+    assert verifier.stats.tokens == head + sum(r.new_tokens for r in first)
+    verifier.check_integrity()
 
 
 def test_incremental_scoring_equals_scoring_from_scratch(smollm2, verifier):
