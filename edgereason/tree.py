@@ -53,7 +53,6 @@ class Node:
     created_at: float = field(default_factory=time.perf_counter)
     finished_at: float | None = None  # when the step ended
     waiting_s: float = 0.0  # step ended -> continued or pruned
-    lookahead_scored: bool = False  # scored early, together with its parent
     base: int = 0  # KV length of the path before this step's first token
     offset: int = 0  # generated tokens on the path before this step
     # (group id or None, draws): children to sample from this node's next-token distribution

@@ -71,10 +71,6 @@ class FakeGenerator:
         return 256 - len(self.seqs)
 
     @property
-    def max_seqs(self) -> int:
-        return 256
-
-    @property
     def max_batch_tokens(self) -> int:
         return 2048
 

@@ -58,10 +58,6 @@ class LlamaGenerator(KVMemoryOf):
         return self.ctx.n_seq_max - self.ctx.live_seqs
 
     @property
-    def max_seqs(self) -> int:
-        return self.ctx.n_seq_max
-
-    @property
     def max_batch_tokens(self) -> int:
         return self.ctx.n_batch
 
