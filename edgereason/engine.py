@@ -236,9 +236,7 @@ class Engine:
             twin = req.tree.add_sibling_copy(node, potential=count, base=node.base, offset=node.offset,
                                              seed=mix_seed(node.seed, 1, len(node.tokens), k))
             twin.seq = self.generator.fork(node.seq)
-            group = req.groups.get(node.group) if node.group is not None else None
-            if group is not None:
-                group.members.append(twin)
+            req.join(twin, node.group)
             twins.append((twin, token))
             self._emit(NodeAdded(req.id, twin.id, node.parent.id if node.parent else None, twin.depth,
                                  count, twin.speculative))
