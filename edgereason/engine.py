@@ -124,6 +124,8 @@ class Engine:
                 self._early_prune(req)
                 moved = bool(batch) or flushed or sum(g.selected for g in req.groups.values()) != before
                 req.idle_steps = 0 if moved else req.idle_steps + 1
+                if req.prm_stale:
+                    self._release_prm(req)
                 if not req.busy():
                     self._finish(req)
                 elif req.idle_steps > 2:  # nothing can run, score or be selected: never spin forever
@@ -247,9 +249,10 @@ class Engine:
 
     def _append(self, req: Request, node: Node, token: int) -> None:
         cfg = req.config
-        req.metrics.generated_tokens += 1
+        # a node of potential p drew p equal tokens: p logical candidates, as without deduplication
+        req.metrics.generated_tokens += node.potential
         if node.speculative:
-            req.metrics.spec_tokens += 1
+            req.metrics.spec_tokens += node.potential
         if token in self.generator.eos_ids:
             self._end_step(req, node, "eos")
             return
@@ -357,9 +360,9 @@ class Engine:
                 if node.status is Status.WAITING:
                     node.status = Status.VERIFIED
                 self._emit(NodeScored(req.id, node.id, score))
-            nodes[-1].prm_key = sreq.key
-            for node in nodes[:-1]:
+            for node in nodes:
                 node.prm_key = sreq.key
+            req.prm_held.add(sreq.key)
 
     def _score_request(self, req: Request, node: Node) -> tuple[Request, list[Node], ScoreRequest]:
         """The PRM request for one finished step: best-of-N scores whole paths; with lookahead a finished
@@ -410,6 +413,7 @@ class Engine:
                 self._complete(req, m)
         finished_subtree = False
         for node, times in chosen:
+            node.times_selected = times
             self._emit(NodeSelected(req.id, node.id, times))
             if node.path_complete:
                 self._complete(req, node)
@@ -428,15 +432,25 @@ class Engine:
         for node, times in chosen:
             if not node.path_complete:
                 self._expand(req, node, times, nxt)
-        if parents := {id(m.parent): m.parent for m in group.members if m.parent is not None and m.parent.depth}:
-            for p in parents.values():  # every child of these was scored: their own PRM prefixes are done
-                if p.prm_key == req.key(p):
-                    self.verifier.release(p.prm_key)
-                    p.prm_key = None
+        for m in group.members:  # every child of these parents was scored: their PRM prefixes are done
+            if m.parent is not None:
+                m.parent.prm_key = None
+        req.prm_stale = True
+
+    def _release_prm(self, req: Request) -> None:
+        """Free the PRM paths no live node can extend any more. On a unified KV cache every row of a forward pass
+        attends over all cells in use, so dead paths would slow every later PRM call, not only take memory."""
+        live = {n.prm_key for n in req.tree.steps()
+                if n.prm_key and n.alive and n.status is not Status.COMPLETE}
+        for key in req.prm_held - live:
+            self.verifier.release(key)
+        req.prm_held &= live
+        req.prm_stale = False
 
     def _complete(self, req: Request, node: Node) -> None:
         if node.status is not Status.COMPLETE:
             node.status = Status.COMPLETE
+            req.prm_stale = True
             self._free_seq(node)
             req.completed.append(node)
 
@@ -466,6 +480,7 @@ class Engine:
             if n == 0:
                 self._prune(req, child, "selection")
             else:
+                req.metrics.spec_tokens_wasted += len(child.tokens) * (child.potential - int(n))
                 child.potential = int(n)
                 self._confirm(req, child, group)
 
@@ -473,7 +488,7 @@ class Engine:
         child.speculative = False
         if child.status is Status.SPECULATIVE:
             child.status = Status.GENERATING
-        req.metrics.spec_tokens_reused += len(child.tokens)
+        req.metrics.spec_tokens_reused += len(child.tokens) * child.potential
         req.join(child, group.id)
         self._emit(NodeConfirmed(req.id, child.id))
         if child.step_done:
@@ -500,7 +515,7 @@ class Engine:
                 sib.tokens = spec.tokens[:j]
                 sib.raw = bytearray(b"".join(self.generator.token_piece(t) for t in sib.tokens))
                 sib.pending = sib.tokens[-1]
-                req.metrics.spec_tokens_reused += j
+                req.metrics.spec_tokens_reused += j * potential
             else:
                 sib.pending = parent.tokens[-1]  # re-feed the parent's last token to sample afresh
             if spec.seq is None:
@@ -546,11 +561,12 @@ class Engine:
                     req.cancel_plan(n)
                 continue
             if n.speculative:
-                req.metrics.spec_tokens_wasted += len(n.tokens)
+                req.metrics.spec_tokens_wasted += len(n.tokens) * n.potential
             if n.finished_at is not None and not n.waited:
                 n.waiting_s = now - n.finished_at
                 n.waited = True
             n.status = Status.PRUNED
+            req.prm_stale = True
             req.cancel_plan(n)
             n.pending = None
             self._free_seq(n)
@@ -590,9 +606,8 @@ class Engine:
                                    selection.path_score(node, cfg.aggregation),
                                    extract_boxed("".join(s.text for s in node.path())), node.id, times))
         answer = _vote(paths) if cfg.vote == "weighted" else (paths[0].answer if paths else None)
-        on_final = {id(s): s for p in paths for s in req.tree.nodes[p.node_id].path()}
         m.wall_s = wall
-        m.final_tokens = sum(len(s.tokens) for s in on_final.values())
+        m.final_tokens = _final_tokens([(req.tree.nodes[p.node_id], p.potential) for p in paths])
         m.goodput_tok_s = m.final_tokens / wall if wall > 0 else 0.0
         m.throughput_tok_s = m.generated_tokens / wall if wall > 0 else 0.0
         waits = [n.waiting_s for n in req.tree.steps() if n.finished_at is not None and not n.path_complete]
@@ -651,6 +666,19 @@ def _draw_params(work: Work) -> SamplingParams:
     whatever else shares the batch."""
     node = work.node
     return replace(work.request.config.sampling, seed=mix_seed(node.seed, len(node.tokens), work.expand))
+
+
+def _final_tokens(finals: Sequence[tuple[Node, int]]) -> int:
+    """Tokens on the final candidates' paths, shared steps once. A deduplicated node stands for several equal
+    nodes: a final one for `times` candidates, an earlier one for as many as its selection kept (capped by the final
+    candidates below it), so the figure is the one the same tree would give without deduplication."""
+    through: dict[int, tuple[Node, int]] = {}
+    for leaf, times in finals:
+        for node in leaf.path():
+            through[id(node)] = (node, through.get(id(node), (node, 0))[1] + times)
+    leaves = {id(leaf) for leaf, _ in finals}
+    return sum(len(node.tokens) * (t if id(node) in leaves else min(node.times_selected or node.potential, t))
+               for node, t in through.values())
 
 
 def _vote(paths: Sequence[FinalPath]) -> str | None:

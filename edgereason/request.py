@@ -55,6 +55,8 @@ class Request:
     result: SearchResult | None = None
     common_prefix: list[float] = field(default_factory=list)
     idle_steps: int = 0  # consecutive engine steps in which nothing happened for this request
+    prm_held: set[str] = field(default_factory=set)  # node keys the verifier holds a path under
+    prm_stale: bool = False  # a node was pruned, completed or fully expanded since the last release
     _next_group: int = 0
 
     def plan(self, node: Node, plan: list[tuple[int | None, int]], speculative: bool = False) -> None:

@@ -17,7 +17,7 @@ class RequestMetrics:
     wall_s: float = 0.0
     goodput_tok_s: float = 0.0
     throughput_tok_s: float = 0.0
-    final_tokens: int = 0  # distinct tokens on the final candidates' paths
+    final_tokens: int = 0  # tokens on the final candidates' paths (shared steps once; see engine._final_tokens)
     waiting_ratio: float = 0.0
     forward_rows: int = 0  # sequences evaluated, summed over forward passes
     dedup_saved_rows: int = 0  # draws served by a shared row instead of a row of their own

@@ -36,6 +36,7 @@ class ModelSettings:
     kv_budget_bytes: int | None = None  # both models together; overrides the per-model token counts
     split: str = "profile"
     n_gpu_layers: int = 0
+    flash_attn: bool = True  # off: bit-exact incremental PRM scoring, much slower with many cells in use
 
     def __post_init__(self) -> None:
         if self.threads is not None and self.threads <= 0:
@@ -105,6 +106,7 @@ def open_session(settings: ModelSettings, backend: str = "llamacpp", progress=No
     gen_tokens, ver_tokens = kv_tokens(settings, runtime.kv_bytes_per_token(gen_path, settings.n_gpu_layers),
                                        runtime.kv_bytes_per_token(prm_path, settings.n_gpu_layers), profile)
     generator, verifier = runtime.open_models(gen_path, prm_path, settings.prm_format, gen_tokens, ver_tokens,
-                                              n_threads=settings.threads, n_gpu_layers=settings.n_gpu_layers)
+                                              n_threads=settings.threads, n_gpu_layers=settings.n_gpu_layers,
+                                              flash_attn=settings.flash_attn)
     lv = int(profile["lv_threshold_tokens"]) if profile else DEFAULT_LV_THRESHOLD
     return Session(settings, generator, verifier, gen_path, prm_path, lv_threshold=lv, profile=profile)

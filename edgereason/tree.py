@@ -40,6 +40,7 @@ class Node:
     parent: Node | None
     depth: int  # 0: the root (prompt); k: the k-th reasoning step
     potential: int = 1  # how many logical candidates this node stands for (deduplication)
+    times_selected: int = 0  # logical candidates of this node a selection kept
     speculative: bool = False
     status: Status = Status.GENERATING
     tokens: list[int] = field(default_factory=list)  # the step's tokens, EOS excluded

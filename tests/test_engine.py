@@ -62,18 +62,21 @@ def test_every_preset_finishes_concurrent_requests(models, preset, strategy):
     assert gen.kv_used_tokens == 0
 
 
-def test_greedy_presets_agree_on_the_answer(models):
+def test_greedy_presets_agree_on_the_answer(smollm2_path):
     """With greedy sampling every candidate is the same path, so scheduling cannot change the answer.
 
     Deduplication is off here: it runs one row where the others run several identical rows, and llama.cpp's CPU
     kernels are not batch-invariant, so a near-tie can break differently. tests/test_search_units.py checks the
-    same equality with deduplication on, on the batch-invariant fake backend."""
-    gen, ver = models
+    same equality with deduplication on, on the batch-invariant fake backend. Flash attention is off: with it
+    the logits also depend on how a forward pass is split into ubatches."""
+    gen, ver = open_models(smollm2_path, smollm2_path, "judge", 4096, 4096, flash_attn=False)
     greedy = small(beams=2, width=2, max_steps=4, max_step_tokens=40, sampling=SamplingParams(temperature=0))
     answers = set()
     for preset in ("baseline", "fasttts", "specscale:early_prune_perfect=false:dedup=false"):
         result = Engine(gen, ver, parse_policy(preset)).solve(PROBLEMS[1], greedy, check=True)
         answers.add((result.answer, "".join(t for t, _ in result.paths[0].steps)))
+    gen.close()
+    ver.close()
     assert len(answers) == 1
 
 
@@ -87,3 +90,21 @@ def test_cancel_frees_everything(models):
     assert req.result is not None and req.result.status == "cancelled"
     assert gen.kv_used_tokens == 0 and not engine.busy
     engine.check_integrity()
+
+
+@pytest.mark.parametrize("preset", ["baseline", "edge"])
+def test_prm_holds_only_paths_live_nodes_can_extend(models, preset):
+    """Pruned and finished paths leave the PRM's KV at once: on a unified cache every later call would attend
+    over them. At most one held path per live node plus each request's question head."""
+    gen, ver = models
+    engine = Engine(gen, ver, parse_policy(preset))
+    reqs = [engine.submit(p, small(max_steps=4)) for p in PROBLEMS[:2]]
+    peak_scored = 0
+    while engine.busy:
+        engine.step()
+        live = sum(1 for r in reqs for n in r.tree.steps() if n.alive and n.status.value != "complete")
+        running = sum(r.status == "running" for r in reqs)
+        assert ver.ctx.live_seqs <= live + running
+        peak_scored = max(peak_scored, sum(1 for r in reqs for n in r.tree.steps() if n.score is not None))
+    assert peak_scored > ver.ctx.n_seq_max // 64  # the search scored enough nodes for the bound to bite
+    assert ver.kv_used_tokens == 0

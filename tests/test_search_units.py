@@ -107,3 +107,19 @@ def test_greedy_presets_agree_exactly_on_fake_backend():
         result = Engine(FakeGenerator(), FakeVerifier(), parse_policy(preset)).solve("q", cfg, check=True)
         outcomes.add((result.answer, tuple(t for t, _ in result.paths[0].steps), result.paths[0].score))
     assert len(outcomes) == 1
+
+
+def test_token_metrics_count_logical_candidates_with_deduplication():
+    """Greedy: every candidate is the same path. Deduplication runs one row for them all, yet the tokens sampled
+    are those of the candidates, as without it, and the final tokens count every candidate's last step; only
+    forward rows drop. (Which equal nodes survive without deduplication is a tie-break, so the shared steps of
+    the final paths may count up to the times their node was selected.)"""
+    cfg = SearchConfig(beams=4, width=2, max_steps=4, max_step_tokens=16, sampling=SamplingParams(temperature=0))
+    (plain, _), (dedup, result) = ((r.metrics, r) for r in (
+        Engine(FakeGenerator(), FakeVerifier(), parse_policy(p)).solve("q", cfg, check=True)
+        for p in ("baseline", "baseline:dedup=true")))
+    assert dedup.generated_tokens == plain.generated_tokens > 0
+    path_tokens = [len(n["text"]) - n["text"].count("\n\n") for n in result.tree]  # the fake: a char a token
+    assert plain.final_tokens <= dedup.final_tokens <= 4 * sum(path_tokens)
+    assert dedup.final_tokens >= 4 * path_tokens[-1]  # the last step, once per final candidate
+    assert dedup.forward_rows < plain.forward_rows

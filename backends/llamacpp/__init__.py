@@ -12,11 +12,12 @@ from edgereason.backends.prm_format import prm_format
 
 def open_models(generator_path: Path, prm_path: Path, prm_format_name: str, generator_kv_tokens: int,
                 verifier_kv_tokens: int, n_threads: int | None = None,
-                n_gpu_layers: int = 0) -> tuple[LlamaGenerator, LlamaVerifier]:
+                n_gpu_layers: int = 0, flash_attn: bool = True) -> tuple[LlamaGenerator, LlamaVerifier]:
     gen_model = load_model(str(generator_path), n_gpu_layers)
     prm_model = load_model(str(prm_path), n_gpu_layers)
-    generator = LlamaGenerator(gen_model, generator_kv_tokens, n_threads=n_threads)
-    verifier = LlamaVerifier(prm_model, prm_format(prm_format_name), verifier_kv_tokens, n_threads=n_threads)
+    generator = LlamaGenerator(gen_model, generator_kv_tokens, n_threads=n_threads, flash_attn=flash_attn)
+    verifier = LlamaVerifier(prm_model, prm_format(prm_format_name), verifier_kv_tokens, n_threads=n_threads,
+                             flash_attn=flash_attn)
     return generator, verifier
 
 

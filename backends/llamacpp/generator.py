@@ -13,10 +13,11 @@ from edgereason.sampling import sample
 
 
 class LlamaGenerator(KVMemoryOf):
-    def __init__(self, model: LlamaModel, kv_tokens: int, n_threads: int | None = None, n_seq_max: int = 256) -> None:
+    def __init__(self, model: LlamaModel, kv_tokens: int, n_threads: int | None = None, n_seq_max: int = 256,
+                 flash_attn: bool = True) -> None:
         self.model = model
         self.name = model.path.stem
-        self.ctx = KVContext(model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads)
+        self.ctx = KVContext(model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads, flash_attn=flash_attn)
         self.eos_ids = model.eog_ids
 
     # -- text --

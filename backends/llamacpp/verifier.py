@@ -41,11 +41,11 @@ class VerifierStats:
 
 class LlamaVerifier(KVMemoryOf):
     def __init__(self, model: LlamaModel, fmt: PRMFormat, kv_tokens: int, n_threads: int | None = None,
-                 n_seq_max: int = 256) -> None:
+                 n_seq_max: int = 256, flash_attn: bool = True) -> None:
         self.model = model
         self.fmt = fmt
         self.name = f"{model.path.stem}:{fmt.name}"
-        self.ctx = KVContext(model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads)
+        self.ctx = KVContext(model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads, flash_attn=flash_attn)
         self.prompt = TurnPrompt(fmt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True))
         self.good_id = model.tokenize(fmt.good, add_bos=False, special=False)[0]
         self.bad_id = model.tokenize(fmt.bad, add_bos=False, special=False)[0]

@@ -26,6 +26,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help=f"KV cache tokens per model (default {DEFAULT_KV_TOKENS})")
     g.add_argument("--kv-budget", default=None, metavar="SIZE",
                    help="KV memory of both models together, e.g. 24MiB or 1GiB (overrides --kv-tokens)")
+    g.add_argument("--flash-attn", action=argparse.BooleanOptionalAction, default=True,
+                   help="flash attention: much faster once many KV cells are in use; --no-flash-attn makes "
+                        "incremental PRM scoring bit-exact (default on)")
     g.add_argument("--split", default="profile", choices=SPLITS,
                    help="how --kv-budget is split: by this device's memory profile, or evenly (default profile)")
 
@@ -78,7 +81,7 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
     budget = parse_size(args.kv_budget) if args.kv_budget else None
     return ModelSettings(model=args.model, prm=args.prm, prm_format=args.prm_format, threads=args.threads,
                          generator_kv_tokens=args.kv_tokens, verifier_kv_tokens=args.kv_tokens,
-                         kv_budget_bytes=budget, split=args.split)
+                         kv_budget_bytes=budget, split=args.split, flash_attn=args.flash_attn)
 
 
 def search_config(args: argparse.Namespace) -> SearchConfig:
