@@ -1,13 +1,14 @@
 """`edgereason bench`: speed and accuracy of engine policies on a JSONL math set, or `--compare` of two results.
 
-Runs of different policies alternate (A B A B over repeats) so machine drift hits all of them alike; the models
-are opened once and each run gets a fresh engine.
+Runs of different policies (and KV splits) alternate (A B A B over repeats) so machine drift hits all of them
+alike; the models are opened once per split and each run gets a fresh engine.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from edgereason.cli.common import (add_model_args, add_search_args, add_switch_a
                                    pull_progress, search_config)
 from edgereason.errors import ConfigError
 from edgereason.policy import PRESETS, Policy
-from edgereason.session import open_session
+from edgereason.session import SPLITS, open_session
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,6 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_switch_args(p)
     # replaces the shared single-valued --beams (conflict_handler="resolve")
     p.add_argument("--beams", default="4", help="comma list of beam sizes N (default 4)")
+    p.add_argument("--split", default="profile",
+                   help="comma list of ways to split --kv-budget: profile, even; several run side by side "
+                        "(default profile)")
     p.set_defaults(func=run)
 
 
@@ -60,17 +64,24 @@ def run(args: argparse.Namespace) -> int:
     policies = [policy_from(args, s) for s in _items(args.policies, "--policies")]
     beams = [_int(b) for b in _items(args.beams, "--beams")]
     rates = [parse_rate(r) for r in _items(args.rate, "--rate")]
+    splits = _items(args.split, "--split")
+    if bad := [s for s in splits if s not in SPLITS]:
+        raise ConfigError(f"--split takes {', '.join(SPLITS)}; got {', '.join(bad)}")
     specs = [RunSpec(policy, search_config(argparse.Namespace(**{**vars(args), "beams": b})), rate, rep,
                      args.seed + rep)
              for rep in range(args.repeat) for rate in rates for b in beams for policy in policies]
+    specs = [(split, spec) for spec in specs for split in splits]  # splits alternate like policies
     out = Path(args.out)
     config = _config(args, problems, policies, beams, rates)
     runs: list[dict] = []
-    session = open_session(model_settings(args), progress=pull_progress)
+    sessions = {s: open_session(model_settings(argparse.Namespace(**{**vars(args), "split": s})),
+                                progress=pull_progress) for s in splits}
     try:
-        for i, spec in enumerate(specs, 1):
+        for i, (split, spec) in enumerate(specs, 1):
+            if len(splits) > 1:  # the policy label names the split so tables and --compare keep runs apart
+                spec = replace(spec, policy=replace(spec.policy, name=f"{spec.policy.name}@{split}"))
             label = f"[{i}/{len(specs)}] {spec.policy.name} N={spec.config.beams} rate={rate_label(spec.rate)}"
-            runs.append(run_one(session, spec, problems, _bar(label)))
+            runs.append(run_one(sessions[split], spec, problems, _bar(label)))
             print(file=sys.stderr)
             write_results(out, config, runs)
     except RunInterrupted as stop:
@@ -81,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"interrupted: wrote {len(runs)} run(s) to {out}", file=sys.stderr)
         return 130
     finally:
-        session.close()
+        for session in sessions.values():
+            session.close()
     _finish(out, config, runs)
     return 0
 
@@ -100,7 +112,7 @@ def _config(args: argparse.Namespace, problems: list, policies: list[Policy], be
         "dataset": str(args.dataset), "offset": args.offset, "limit": args.limit, "problems": len(problems),
         "policies": [p.name for p in policies], "beams": beams, "rates": [rate_label(r) for r in rates],
         "repeat": args.repeat, "model": args.model, "prm": args.prm, "prm_format": args.prm_format,
-        "threads": args.threads, "kv_tokens": args.kv_tokens, "strategy": args.strategy, "width": args.width,
+        "threads": args.threads, "kv_tokens": args.kv_tokens, "kv_budget": args.kv_budget, "split": args.split, "strategy": args.strategy, "width": args.width,
         "max_steps": args.max_steps, "max_step_tokens": args.max_step_tokens, "max_tokens": args.max_tokens,
         "temperature": args.temperature, "top_p": args.top_p, "seed": args.seed, "agg": args.agg, "vote": args.vote,
     }

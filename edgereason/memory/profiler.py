@@ -48,6 +48,7 @@ class Profile:
     gen_curve: Curve
     ver_curve: Curve
     plan: SplitPlan
+    gen_prefill: Curve  # prices the generator's recomputation of evicted paths
 
     @property
     def lv_threshold_tokens(self) -> int:
@@ -73,7 +74,8 @@ class Profile:
             "generator_kv_bytes_per_token": self.gen_bytes_per_token,
             "verifier_kv_bytes_per_token": self.ver_bytes_per_token,
             "lv_threshold_tokens": self.lv_threshold_tokens,
-            "curves": {"generator": self.gen_curve.as_list(), "verifier": self.ver_curve.as_list()},
+            "curves": {"generator": self.gen_curve.as_list(), "verifier": self.ver_curve.as_list(),
+                       "generator_prefill": self.gen_prefill.as_list()},
             "workload": asdict(w),
             "predicted": {"best": best.to_dict(w), "even": self.plan.even.to_dict(w),
                           "speedup_vs_even": _round(self.plan.speedup_vs_even)},
@@ -95,16 +97,18 @@ def _check_gpu_build() -> None:
 
 def run_profile(generator: str, prm: str | None, prm_format: str = "judge", budget: str = "auto",
                 device_kind: str = "cpu", threads: int | None = None, beams: int | None = None,
-                step_tokens: int = 64, points: MeasurePoints | None = None, progress: Progress | None = None,
+                step_tokens: int = 64, width: int = 4, requests: int = 1, steps: int = 4,
+                points: MeasurePoints | None = None, progress: Progress | None = None,
                 pull_progress: Callable[[str, int, int], None] | None = None) -> Profile:
     if threads is not None and threads <= 0:
         raise ConfigError(f"--threads must be positive, got {threads}")
     lookup_format(prm_format)  # bad settings fail now, not after loading and measuring
     fixed_budget = None if budget == "auto" else parse_size(budget)
     device = read_device(device_kind)
-    workload = Workload(beams=DEFAULT_BEAMS[device.kind] if beams is None else beams, step_tokens=step_tokens)
-    if workload.beams <= 0 or workload.step_tokens <= 0:
-        raise ConfigError("--beams and --step-tokens must be positive")
+    if min(beams or 1, width, requests, step_tokens, steps) <= 0:
+        raise ConfigError("--beams, --width, --requests, --steps and --step-tokens must be positive")
+    workload = Workload(beams=DEFAULT_BEAMS[device.kind] if beams is None else beams, width=width,
+                        requests=requests, step_tokens=step_tokens, steps=steps)
     gen_path = models.resolve(generator, progress=pull_progress)
     prm_path = models.resolve(prm, progress=pull_progress) if prm else gen_path
     if device.kind == "gpu":
@@ -122,7 +126,9 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "judge", budg
     points = points or (GPU_POINTS if device.kind == "gpu" else MeasurePoints())
     gen_curve = measure_decode(gen_model, points.decode_seqs, points.decode_steps, threads, progress)
     ver_curve = measure_prefill(prm_model, points.prefill_tokens, points.prefill_reps, threads, progress)
-    plan = plan_split(budget_bytes, gen_bpt, ver_bpt, gen_curve, ver_curve, workload)
+    gen_prefill = measure_prefill(gen_model, (workload.steps * workload.step_tokens,), 2, threads,
+                                  lambda m: progress and progress(m.replace("PRM", "generator")))
+    plan = plan_split(budget_bytes, gen_bpt, ver_bpt, gen_curve, ver_curve, workload, gen_prefill=gen_prefill)
     return Profile(device, models.display_name(generator), verifier_id(prm or generator, prm_format),
                    threads or physical_cores(), budget_bytes, gen_bpt, ver_bpt, workload, gen_curve, ver_curve,
-                   plan)
+                   plan, gen_prefill)

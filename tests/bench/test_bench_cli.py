@@ -42,3 +42,27 @@ def test_missing_dataset_is_a_clear_error(tmp_path, capsys):
                "--out", str(tmp_path / "o")])
     assert rc == 2
     assert "dataset file not found" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_kv_splits_run_side_by_side(tmp_path):
+    dataset = DATA / "gsm8k_test.jsonl"
+    if not dataset.exists():
+        pytest.skip(f"shared data not found at {dataset}")
+    out = tmp_path / "bench"
+    rc = main(["bench", "--dataset", str(dataset), "--limit", "1", "--policies", "baseline", "--beams", "2",
+               "--width", "2", "--max-steps", "2", "--max-step-tokens", "24", "--kv-budget", "24MiB",
+               "--split", "profile,even", "--model", "smollm2-135m", "--out", str(out)])
+    assert rc == 0
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    assert [r["policy"] for r in runs] == ["baseline@profile", "baseline@even"]
+    assert all(r["generated_tokens"] > 0 and r["peak_kv_tokens"] > 0 for r in runs)
+
+
+def test_unknown_split_is_a_clear_error(tmp_path, capsys):
+    dataset = DATA / "gsm8k_test.jsonl"
+    if not dataset.exists():
+        pytest.skip(f"shared data not found at {dataset}")
+    rc = main(["bench", "--dataset", str(dataset), "--split", "even,half", "--out", str(tmp_path / "o")])
+    assert rc == 2
+    assert "--split takes profile, even; got half" in capsys.readouterr().err

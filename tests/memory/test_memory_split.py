@@ -12,7 +12,7 @@ GEN = Curve(((1, 10.0), (16, 160.0)))  # decode scales with concurrent sequences
 FLAT_GEN = Curve(((1, 50.0), (16, 50.0)))  # decode gains nothing from concurrency
 EARLY_PRM = Curve(((64, 800.0), (1024, 800.0)))  # prefill saturates at the smallest batch
 LATE_PRM = Curve(((64, 50.0), (1024, 800.0)))  # prefill keeps gaining up to 1,024 tokens
-WIDE = Workload(beams=16, prompt_tokens=64, depth=1)  # short paths: the batch, not holding paths, decides
+WIDE = Workload(beams=16, prompt_tokens=64, steps=2)  # short paths: the batch, not holding paths, decides
 
 
 def test_curve_interpolates_clamps_and_saturates():
@@ -23,21 +23,21 @@ def test_curve_interpolates_clamps_and_saturates():
 
 
 def test_early_saturating_prm_gets_the_smaller_share():
-    early = plan_split(5500, 1, 1, GEN, EARLY_PRM, WIDE).best
-    late = plan_split(5500, 1, 1, GEN, LATE_PRM, WIDE).best
+    early = plan_split(2400, 1, 1, FLAT_GEN, EARLY_PRM, WIDE).best
+    late = plan_split(2400, 1, 1, FLAT_GEN, LATE_PRM, WIDE).best
     assert early.verifier_kv_tokens < late.verifier_kv_tokens
     assert early.generator_share > late.generator_share
 
 
 def test_generator_without_batching_gain_leaves_the_prm_its_full_batch():
     w = Workload(beams=8)
-    best = plan_split(8000, 1, 1, FLAT_GEN, LATE_PRM, w).best
+    best = plan_split(2400, 1, 1, FLAT_GEN, LATE_PRM, w).best
     assert best.generator_share < 0.5
-    assert best.held_paths == w.beams and best.verifier_call_tokens == w.beams * w.verify_tokens
+    assert best.held_paths == w.parents and best.verifier_call_tokens == w.beams * w.verify_tokens
 
 
 def test_tight_budget_beats_the_even_split():
-    plan = plan_split(4000, 1, 1, GEN, LATE_PRM, WIDE)
+    plan = plan_split(2400, 1, 1, GEN, LATE_PRM, WIDE)
     assert plan.best.generator_share != 0.5
     assert plan.speedup_vs_even > 1.2
 
@@ -47,15 +47,27 @@ def test_ample_budget_ties_resolve_to_even():
     assert plan.best is plan.even and plan.speedup_vs_even == 1.0
 
 
+DECODE = Curve(((1, 10.0), (4, 40.0)))
+FLAT_100 = Curve(((1, 100.0), (1000, 100.0)))
+
+
 def test_model_by_hand():
-    w = Workload(beams=4, step_tokens=64, prompt_tokens=200, depth=4)  # L_g 456, L_v 504, 76 per step
-    p = predict(0.5, 2 * 456, 4 * 504 + 152, Curve(((1, 10.0), (4, 40.0))), Curve(((1, 100.0), (1000, 100.0))), w)
-    assert p.concurrent_seqs == 2  # 2 waves of 2 sequences at 20 tok/s: 256 tokens in 12.8 s
+    w = Workload(beams=4, width=2, steps=1, step_tokens=64, prompt_tokens=200)  # 2 parents; 76 PRM tokens a step
+    p = predict(0.5, 200 + 2 * 64, 200 + 152, DECODE, FLAT_100, w)
+    assert p.concurrent_seqs == 2  # beside the prompt: 2 waves of 2 sequences at 20 tok/s, 256 tokens in 12.8 s
     assert p.gen_time_s == pytest.approx(4 * 64 / 20)
-    assert p.held_paths == 4 and p.verifier_call_tokens == pytest.approx(152)  # 304 tokens in 2 calls
+    assert p.held_paths == 2 and p.verifier_call_tokens == pytest.approx(152)  # beside the head: 304 in 2 calls
     assert p.prm_time_s == pytest.approx(304 / 100)
-    rebuilt = predict(0.5, 456, 504, Curve(((1, 10.0),)), Curve(((1, 100.0),)), w)
-    assert rebuilt.held_paths == 0 and rebuilt.prm_time_s == pytest.approx(4 * 504 / 100)
+
+
+def test_prm_short_of_its_parents_rebuilds_whole_paths():
+    w = Workload(beams=4, width=2, steps=2, step_tokens=64, prompt_tokens=200)
+    p = predict(0.5, 1000, 200 + 2 * 76, DECODE, FLAT_100, w)
+    # step 0 holds the head and scores 4 steps in 2 calls (3.04 s); at step 1 the head and both parents (352
+    # tokens) fill the share, so all 4 paths of 352 tokens are rebuilt, one per call (14.08 s)
+    assert p.held_paths == 0
+    assert p.prm_time_s == pytest.approx((304 / 100 + 4 * 352 / 100) / 2)
+    assert p.gen_time_s == pytest.approx(4 * 64 / 40)  # the generator has room for every sequence
 
 
 def test_splits_stay_within_budget_with_different_token_sizes():
