@@ -36,6 +36,7 @@ class VerifierStats:
     tokens: int = 0
     seconds: float = 0.0
     rebuilt_tokens: int = 0  # tokens evaluated again because a held prefix had been dropped
+    peak_tokens: int = 0  # most KV cells in use, at the end of a call (before the engine releases dead paths)
     per_call_tokens: list[int] = field(default_factory=list)
 
 
@@ -144,6 +145,7 @@ class LlamaVerifier(KVMemoryOf):
             states[ri].scores[step] = 1.0 / (1.0 + float(np.exp(bad - good)))  # softmax over the two tokens
 
         self.ctx.decode(items, on_logits)
+        self.stats.peak_tokens = max(self.stats.peak_tokens, self.ctx.used_tokens)
         for req, state in zip(requests, states):
             old = self._held.pop(req.key, None)
             if old is not None:

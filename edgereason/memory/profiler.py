@@ -5,7 +5,7 @@ choose the split. Kept apart from the CLI so tests and start-up can run it with 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
 from edgereason import models
@@ -14,6 +14,7 @@ from edgereason.backends.llamacpp.runtime import load_model, physical_cores
 from edgereason.errors import ConfigError
 from edgereason.memory.device import DeviceInfo, auto_budget, read_device, weights_bytes
 from edgereason.memory.measure import Curve, Progress, measure_decode, measure_prefill
+from edgereason.memory.sample import SAMPLE_PROBLEM, sample_search
 from edgereason.memory.size import format_size, parse_size
 from edgereason.memory.split import SplitPlan, Workload, budget_error, plan_split
 from edgereason.memory.store import verifier_id
@@ -97,7 +98,8 @@ def _check_gpu_build() -> None:
 
 def run_profile(generator: str, prm: str | None, prm_format: str = "judge", budget: str = "auto",
                 device_kind: str = "cpu", threads: int | None = None, beams: int | None = None,
-                step_tokens: int = 64, width: int = 4, requests: int = 1, steps: int = 4,
+                max_step_tokens: int = 96, width: int = 4, requests: int = 1, steps: int = 4,
+                problem: str = SAMPLE_PROBLEM,
                 points: MeasurePoints | None = None, progress: Progress | None = None,
                 pull_progress: Callable[[str, int, int], None] | None = None) -> Profile:
     if threads is not None and threads <= 0:
@@ -105,10 +107,10 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "judge", budg
     lookup_format(prm_format)  # bad settings fail now, not after loading and measuring
     fixed_budget = None if budget == "auto" else parse_size(budget)
     device = read_device(device_kind)
-    if min(beams or 1, width, requests, step_tokens, steps) <= 0:
-        raise ConfigError("--beams, --width, --requests, --steps and --step-tokens must be positive")
+    if min(beams or 1, width, requests, max_step_tokens, steps) <= 0:
+        raise ConfigError("--beams, --width, --requests, --steps and --max-step-tokens must be positive")
     workload = Workload(beams=DEFAULT_BEAMS[device.kind] if beams is None else beams, width=width,
-                        requests=requests, step_tokens=step_tokens, steps=steps)
+                        requests=requests, step_tokens=max_step_tokens, steps=steps)
     gen_path = models.resolve(generator, progress=pull_progress)
     prm_path = models.resolve(prm, progress=pull_progress) if prm else gen_path
     if device.kind == "gpu":
@@ -128,6 +130,19 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "judge", budg
     ver_curve = measure_prefill(prm_model, points.prefill_tokens, points.prefill_reps, threads, progress)
     gen_prefill = measure_prefill(gen_model, (workload.steps * workload.step_tokens,), 2, threads,
                                   lambda m: progress and progress(m.replace("PRM", "generator")))
+    if progress:
+        progress(f"sample search: {workload.beams} beams, width {workload.width}, {workload.steps} steps")
+    sample = sample_search(gen_model, prm_model, prm_format, workload.beams, workload.width, workload.steps,
+                           max_step_tokens, threads, problem)
+    workload = replace(workload, step_tokens=sample.step_tokens, prompt_tokens=sample.prompt_tokens,
+                       head_tokens=sample.head_tokens, generator_peak_tokens=sample.generator_peak_tokens,
+                       verifier_peak_tokens=sample.verifier_peak_tokens,
+                       generator_mean_tokens=sample.generator_mean_tokens,
+                       verifier_mean_tokens=sample.verifier_mean_tokens)
+    if progress:
+        progress(f"sample search: {sample.step_tokens} tokens a step; KV in use at most (mean) "
+                 f"{sample.generator_peak_tokens} ({sample.generator_mean_tokens}) generator, "
+                 f"{sample.verifier_peak_tokens} ({sample.verifier_mean_tokens}) PRM tokens")
     plan = plan_split(budget_bytes, gen_bpt, ver_bpt, gen_curve, ver_curve, workload, gen_prefill=gen_prefill)
     return Profile(device, models.display_name(generator), verifier_id(prm or generator, prm_format),
                    threads or physical_cores(), budget_bytes, gen_bpt, ver_bpt, workload, gen_curve, ver_curve,

@@ -1,22 +1,27 @@
 """Choosing how one KV budget is split between the generator and the PRM (design.md section 4, asymmetric split).
 
 Workload model: R concurrent beam searches (N beams, width M, so k = N / M kept parents each) of D steps of S
-tokens after a prompt of P tokens. Each step d = 0 .. D-1 is modelled as below and the step times are averaged,
-since a budget that holds the first steps may not hold the last. Forks share KV, so a search's working set is its prompt, the k
-parents' paths and the N new steps:
+tokens after a prompt of P tokens (the PRM's question head: H tokens). Each step d = 0 .. D-1 is modelled as below
+and the step times are averaged, since a budget that holds the first steps may not hold the last. Forks share KV,
+so a search's working set is its prompt, the k parents' paths and the N new steps:
 - generator: P + k*d*S + N*S tokens per search;
-- PRM: the question's head (P) + k held parent paths of d*(S + o) + the N new segments of S + o, where o is the
-  turn markup around a step.
+- PRM: H + k held parent paths of d*s + the N new segments of s = S + o (o: the turn markup around a step); the
+  new segments stay held until the selection that picks the next parents.
 
 Generator with G KV tokens: with the prompts and parents resident, n = (G - R*(P + k*d*S)) // S of the R*N
 sequences run at once, in w = ceil(R*N / n) waves: gen_time = R*N*S / gen_tps(R*N / w). Parents that do not fit are
 evicted and rebuilt (recomputed at the generator's prefill speed) for the children that need them.
 
 PRM with V KV tokens: it keeps h <= k parents per search held and rebuilds the paths of the other parents'
-children from scratch (what the llama.cpp verifier does when memory is short), so one step prefills
-T = R*N*(h/k)*(S + o) + R*N*(1 - h/k)*L_v tokens, L_v = P + (d + 1)*(S + o), in calls of at most
-b = V - R*(P + h*d*(S + o)) tokens (a call must fit one whole request). c = ceil(T / b) calls give
-prm_time = T / prm_tps(T / c); the best h is taken.
+children from scratch, so one step prefills T = R*N*(h/k)*s + R*N*(1 - h/k)*L_v tokens, L_v = H + (d + 1)*s, one
+call per search; it needs R*(H + h*d*s) + T <= V, and the largest h that fits is taken. When not even h = 0 fits,
+the verifier thrashes: every path is rebuilt in calls of at most V tokens, and what it holds is dropped again
+(infeasible when one path does not fit).
+
+Measured working sets (the most and the mean KV cells each model used in a sample search of this shape, see
+memory/sample.py) replace the per-depth formulas above. R searches need W = peak + (R - 1) * mean: their peaks
+(a step's candidates all held before selection) rarely coincide. A generator short of W runs its sequences in
+waves, n = R*N * (G - R*P) / (W - R*P); a PRM short of W thrashes, rebuilding every path of the mean depth D/2.
 
 Predicted step time = mean over d of gen_time + prm_time (the baseline engine runs them one after the other) and
 goodput is R*N*S / step time. Curves are interpolated linearly (np.interp) and clamped outside their measured range.
@@ -25,7 +30,7 @@ goodput is R*N*S / step time. Curves are interpolated linearly (np.interp) and c
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from edgereason.errors import ConfigError
 from edgereason.memory.measure import Curve
@@ -35,6 +40,10 @@ MIN_KV_TOKENS = 256  # the smallest KV cache a session accepts per model
 SHARES = tuple(round(0.05 * i, 2) for i in range(1, 20))  # generator share of the budget: 5%, 10%, ..., 95%
 EVEN = 0.5
 TIE = 0.01  # splits predicted within 1% of the best are equal; the one nearest even wins (least surprising)
+# A sample search measures one problem; working sets vary from problem to problem (two word problems gave PRM
+# peaks of 828 and 1,206 tokens). A PRM short of its working set thrashes while a short generator only runs in
+# waves, so a split next to the PRM's cliff is fragile: the choice minimises the worst step time over this range.
+WORKING_SET_RANGE = (0.8, 1.0, 1.25)
 
 
 @dataclass(frozen=True)
@@ -44,8 +53,17 @@ class Workload:
     requests: int = 1  # searches running at once
     step_tokens: int = 64
     prompt_tokens: int = 200
+    head_tokens: int = 120  # the PRM's system turn and question
     steps: int = 4  # steps of a search
     verify_overhead: int = 12  # PRM turn markup around one step
+    generator_peak_tokens: int = 0  # measured KV of one search, most and mean (0: the per-depth formulas)
+    verifier_peak_tokens: int = 0
+    generator_mean_tokens: int = 0
+    verifier_mean_tokens: int = 0
+
+    @property
+    def measured(self) -> bool:
+        return self.generator_peak_tokens > 0 and self.verifier_peak_tokens > 0
 
     @property
     def parents(self) -> int:
@@ -67,7 +85,7 @@ class Workload:
         return self.step_tokens + self.verify_overhead
 
     def verifier_path_tokens(self, depth: int) -> int:
-        return self.prompt_tokens + (depth + 1) * self.verify_tokens
+        return self.head_tokens + (depth + 1) * self.verify_tokens
 
     def min_budget_bytes(self, gen_bytes_per_token: int, ver_bytes_per_token: int) -> int:
         """One generator path and one PRM path of the last step (rebuilt every call): less runs nothing."""
@@ -86,6 +104,7 @@ class Prediction:
     verifier_call_tokens: float = 0.0
     gen_time_s: float = math.inf
     prm_time_s: float = math.inf
+    worst_step_time_s: float = math.inf  # over the working-set range (WORKING_SET_RANGE); the choice minimises it
 
     @property
     def feasible(self) -> bool:
@@ -130,25 +149,50 @@ def _gen_time(tokens: int, decode: Curve, prefill: Curve, w: Workload, depth: in
 
 
 def _prm_time(tokens: int, curve: Curve, w: Workload, depth: int) -> tuple[int, float, float]:
-    best = (0, 0.0, math.inf)
     k, n, step, path = w.parents, w.sequences, w.verify_tokens, w.verifier_path_tokens(depth)
-    for held in range(k + 1):
-        resident = w.requests * (w.prompt_tokens + held * depth * step) if held else 0
-        room = tokens - resident
-        if room < (step if held == k else path):
-            continue
+    for held in range(k, -1, -1):
+        resident = w.requests * (w.head_tokens + held * depth * step) if held else 0
         total = n * (held / k) * step + n * (1 - held / k) * path
-        per_call = total / math.ceil(total / room)
-        t = total / curve.at(per_call)
-        if t < best[2]:
-            best = (held, per_call, t)
-    return best
+        if resident + total <= tokens:
+            per_call = total / w.requests
+            return held, per_call, total / curve.at(per_call)
+    if tokens < path:
+        return 0, 0.0, math.inf
+    total = n * path  # thrash: every path rebuilt, calls as large as the share
+    per_call = min(float(tokens), total)
+    return 0, per_call, total / curve.at(per_call)
+
+
+def _gen_time_measured(tokens: int, decode: Curve, w: Workload) -> tuple[int, float]:
+    need = w.generator_peak_tokens + (w.requests - 1) * w.generator_mean_tokens
+    prompts = w.requests * w.prompt_tokens
+    if tokens < w.generator_path_tokens(w.steps - 1):
+        return 0, math.inf
+    n = w.sequences if tokens >= need else max(1, int(w.sequences * (tokens - prompts) / max(1, need - prompts)))
+    n = min(n, w.sequences)
+    waves = math.ceil(w.sequences / n)
+    return n, w.sequences * w.step_tokens / decode.at(w.sequences / waves)
+
+
+def _prm_time_measured(tokens: int, curve: Curve, w: Workload) -> tuple[int, float, float]:
+    if tokens < w.verifier_path_tokens(w.steps - 1):
+        return 0, 0.0, math.inf
+    if tokens >= w.verifier_peak_tokens + (w.requests - 1) * w.verifier_mean_tokens:
+        total = w.sequences * w.verify_tokens
+        return w.parents, total / w.requests, total / curve.at(total / w.requests)
+    total = w.sequences * w.verifier_path_tokens(w.steps // 2)  # thrash: every path rebuilt
+    per_call = min(float(tokens), total)
+    return 0, per_call, total / curve.at(per_call)
 
 
 def predict(share: float, gen_tokens: int, ver_tokens: int, gen_curve: Curve, ver_curve: Curve,
             w: Workload, gen_prefill: Curve | None = None) -> Prediction:
     if min(gen_tokens, ver_tokens) < MIN_KV_TOKENS:
         return Prediction(share, gen_tokens, ver_tokens)
+    if w.measured:
+        n, gen_time = _gen_time_measured(gen_tokens, gen_curve, w)
+        held, per_call, prm_time = _prm_time_measured(ver_tokens, ver_curve, w)
+        return Prediction(share, gen_tokens, ver_tokens, n, held, per_call, gen_time, prm_time)
     gen = [_gen_time(gen_tokens, gen_curve, gen_prefill or gen_curve, w, d) for d in range(w.steps)]
     prm = [_prm_time(ver_tokens, ver_curve, w, d) for d in range(w.steps)]
     n, held, per_call = gen[-1][0], prm[-1][0], prm[-1][1]  # at the last, tightest step
@@ -163,6 +207,13 @@ def budget_error(budget_bytes: int, gen_bytes_per_token: int, ver_bytes_per_toke
                        "raise --budget or lower --beams")
 
 
+def _scaled(w: Workload, f: float) -> Workload:
+    return replace(w, generator_peak_tokens=round(w.generator_peak_tokens * f),
+                   verifier_peak_tokens=round(w.verifier_peak_tokens * f),
+                   generator_mean_tokens=round(w.generator_mean_tokens * f),
+                   verifier_mean_tokens=round(w.verifier_mean_tokens * f))
+
+
 def plan_split(budget_bytes: int, gen_bytes_per_token: int, ver_bytes_per_token: int, gen_curve: Curve,
                ver_curve: Curve, w: Workload, shares: tuple[float, ...] = SHARES,
                gen_prefill: Curve | None = None) -> SplitPlan:
@@ -171,12 +222,15 @@ def plan_split(budget_bytes: int, gen_bytes_per_token: int, ver_bytes_per_token:
     for share in sorted(set(shares) | {EVEN}):
         gen_tokens = int(budget_bytes * share) // gen_bytes_per_token
         ver_tokens = (budget_bytes - gen_tokens * gen_bytes_per_token) // ver_bytes_per_token
-        rows.append(predict(share, gen_tokens, ver_tokens, gen_curve, ver_curve, w, gen_prefill))
-    feasible = [r for r in rows if r.feasible]
+        row = predict(share, gen_tokens, ver_tokens, gen_curve, ver_curve, w, gen_prefill)
+        scaled = [predict(share, gen_tokens, ver_tokens, gen_curve, ver_curve, _scaled(w, f), gen_prefill)
+                  for f in (WORKING_SET_RANGE if w.measured else (1.0,))]
+        rows.append(replace(row, worst_step_time_s=max(p.step_time_s for p in scaled)))
+    feasible = [r for r in rows if r.feasible and math.isfinite(r.worst_step_time_s)]
     if not feasible:
         raise budget_error(budget_bytes, gen_bytes_per_token, ver_bytes_per_token, w)
-    fastest = min(r.step_time_s for r in feasible)
-    best = min((r for r in feasible if r.step_time_s <= fastest * (1 + TIE)),
-               key=lambda r: (abs(r.generator_share - EVEN), r.step_time_s))
+    fastest = min(r.worst_step_time_s for r in feasible)
+    best = min((r for r in feasible if r.worst_step_time_s <= fastest * (1 + TIE)),
+               key=lambda r: (abs(r.generator_share - EVEN), r.worst_step_time_s))
     even = next(r for r in rows if r.generator_share == EVEN)
     return SplitPlan(tuple(rows), best, even)
