@@ -19,7 +19,7 @@ from edgereason.memory import default_device_id, find_profile, verifier_id
 from edgereason.policy import Policy
 
 DEFAULT_KV_TOKENS = 16384  # per model; about 370 MB for SmolLM2, 200 MB for Qwen2.5-0.5B
-DEFAULT_LV_THRESHOLD = 512  # tokens, on CPU (design.md: 2,048 on a GPU)
+DEFAULT_LV_THRESHOLD = {"cpu": 512, "gpu": 2048}  # tokens (design.md section 4)
 SPLITS = ("profile", "even")
 
 _hinted = False
@@ -47,6 +47,8 @@ class ModelSettings:
             raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, got {self.split!r}")
         if self.kv_budget_bytes is not None and self.kv_budget_bytes <= 0:
             raise ConfigError("--kv-budget must be positive")
+        if self.n_gpu_layers < 0:
+            raise ConfigError(f"--gpu-layers must be >= 0, got {self.n_gpu_layers}")
 
 
 @dataclass
@@ -56,7 +58,7 @@ class Session:
     verifier: object
     generator_path: Path
     prm_path: Path
-    lv_threshold: int = DEFAULT_LV_THRESHOLD
+    lv_threshold: int = DEFAULT_LV_THRESHOLD["cpu"]
     profile: dict | None = None
 
     def engine(self, policy: Policy, on_event: Listener | None = None) -> Engine:
@@ -102,11 +104,15 @@ def open_session(settings: ModelSettings, backend: str = "llamacpp", progress=No
     gen_path = models.resolve(settings.model, progress=progress)
     prm_path = models.resolve(settings.prm, progress=progress) if settings.prm else gen_path
     runtime = load_backend(backend)
+    if settings.n_gpu_layers and not runtime.supports_gpu():
+        raise ConfigError("this llama-cpp-python build has no GPU support; reinstall it with "
+                          "CMAKE_ARGS=-DGGML_CUDA=on, or drop --gpu-layers")
     profile = _profile_for(settings)
     gen_tokens, ver_tokens = kv_tokens(settings, runtime.kv_bytes_per_token(gen_path, settings.n_gpu_layers),
                                        runtime.kv_bytes_per_token(prm_path, settings.n_gpu_layers), profile)
     generator, verifier = runtime.open_models(gen_path, prm_path, settings.prm_format, gen_tokens, ver_tokens,
                                               n_threads=settings.threads, n_gpu_layers=settings.n_gpu_layers,
                                               flash_attn=settings.flash_attn)
-    lv = int(profile["lv_threshold_tokens"]) if profile else DEFAULT_LV_THRESHOLD
+    lv = int(profile["lv_threshold_tokens"]) if profile else DEFAULT_LV_THRESHOLD[
+        "gpu" if settings.n_gpu_layers else "cpu"]
     return Session(settings, generator, verifier, gen_path, prm_path, lv_threshold=lv, profile=profile)

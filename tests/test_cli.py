@@ -79,3 +79,12 @@ def test_help_lists_subcommands():
     for name in ("solve", "chat", "bench", "memory-profile", "models"):
         assert name in proc.stdout
     assert run_cli("memory-profile", "--budget", "lots").returncode == 2  # a bad size fails before any work
+
+
+def test_gpu_layers_without_a_gpu_build(smollm2_path):
+    from edgereason.backends.llamacpp import supports_gpu
+
+    if supports_gpu():
+        pytest.skip("this llama-cpp-python build has GPU support")
+    assert_clean_error(run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), "--gpu-layers", "999"),
+                       "no GPU support")

@@ -21,9 +21,15 @@ def open_models(generator_path: Path, prm_path: Path, prm_format_name: str, gene
     return generator, verifier
 
 
+def supports_gpu() -> bool:
+    import llama_cpp.llama_cpp as L
+
+    return bool(L.llama_supports_gpu_offload())
+
+
 def kv_bytes_per_token(path: Path, n_gpu_layers: int = 0) -> int:
     return load_model(str(path), n_gpu_layers).kv_bytes_per_token
 
 
 __all__ = ["LlamaGenerator", "LlamaVerifier", "LlamaModel", "kv_bytes_per_token", "load_model", "open_models",
-           "physical_cores"]
+           "physical_cores", "supports_gpu"]

@@ -22,6 +22,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--prm-format", default="judge", choices=["judge", "rlhflow"],
                    help="how the PRM is prompted and read (default judge)")
     g.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
+    g.add_argument("--gpu-layers", type=int, default=0, metavar="N",
+                   help="layers to offload to the GPU, 999 = all (default 0; needs llama-cpp-python built with "
+                        "CUDA)")
     g.add_argument("--kv-tokens", type=int, default=DEFAULT_KV_TOKENS,
                    help=f"KV cache tokens per model (default {DEFAULT_KV_TOKENS})")
     g.add_argument("--kv-budget", default=None, metavar="SIZE",
@@ -81,7 +84,8 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
     budget = parse_size(args.kv_budget) if args.kv_budget else None
     return ModelSettings(model=args.model, prm=args.prm, prm_format=args.prm_format, threads=args.threads,
                          generator_kv_tokens=args.kv_tokens, verifier_kv_tokens=args.kv_tokens,
-                         kv_budget_bytes=budget, split=args.split, flash_attn=args.flash_attn)
+                         kv_budget_bytes=budget, split=args.split, flash_attn=args.flash_attn,
+                         n_gpu_layers=args.gpu_layers)
 
 
 def search_config(args: argparse.Namespace) -> SearchConfig:

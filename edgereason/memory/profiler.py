@@ -10,6 +10,7 @@ from typing import Callable
 
 from edgereason import models
 from edgereason.backends.prm_format import prm_format as lookup_format
+from edgereason.backends.llamacpp import supports_gpu
 from edgereason.backends.llamacpp.runtime import load_model, physical_cores
 from edgereason.errors import ConfigError
 from edgereason.memory.device import DeviceInfo, auto_budget, read_device, weights_bytes
@@ -34,6 +35,7 @@ class MeasurePoints:
 # A GPU keeps gaining from far larger batches (SpecScale saw PRM prefill saturate near 2,048 tokens).
 GPU_POINTS = MeasurePoints((1, 2, 4, 8, 16, 32, 64), 8, (128, 256, 512, 1024, 2048, 4096, 8192), 3)
 DEFAULT_BEAMS = {"cpu": 4, "gpu": 8}  # design.md section 3
+TYPICAL_STEP_TOKENS = 64  # for the budget check before the sample search measures the real step length
 
 
 @dataclass(frozen=True)
@@ -89,9 +91,7 @@ def _round(x: float | None) -> float | None:
 
 
 def _check_gpu_build() -> None:
-    import llama_cpp.llama_cpp as L
-
-    if not L.llama_supports_gpu_offload():
+    if not supports_gpu():
         raise ConfigError("this llama-cpp-python build has no GPU support; reinstall it with "
                           "CMAKE_ARGS=-DGGML_CUDA=on, or use --device cpu")
 
@@ -110,7 +110,7 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "judge", budg
     if min(beams or 1, width, requests, max_step_tokens, steps) <= 0:
         raise ConfigError("--beams, --width, --requests, --steps and --max-step-tokens must be positive")
     workload = Workload(beams=DEFAULT_BEAMS[device.kind] if beams is None else beams, width=width,
-                        requests=requests, step_tokens=max_step_tokens, steps=steps)
+                        requests=requests, step_tokens=min(TYPICAL_STEP_TOKENS, max_step_tokens), steps=steps)
     gen_path = models.resolve(generator, progress=pull_progress)
     prm_path = models.resolve(prm, progress=pull_progress) if prm else gen_path
     if device.kind == "gpu":
