@@ -51,7 +51,6 @@ class Profile:
     gen_curve: Curve
     ver_curve: Curve
     plan: SplitPlan
-    gen_prefill: Curve  # prices the generator's recomputation of evicted paths
 
     @property
     def lv_threshold_tokens(self) -> int:
@@ -77,8 +76,7 @@ class Profile:
             "generator_kv_bytes_per_token": self.gen_bytes_per_token,
             "verifier_kv_bytes_per_token": self.ver_bytes_per_token,
             "lv_threshold_tokens": self.lv_threshold_tokens,
-            "curves": {"generator": self.gen_curve.as_list(), "verifier": self.ver_curve.as_list(),
-                       "generator_prefill": self.gen_prefill.as_list()},
+            "curves": {"generator": self.gen_curve.as_list(), "verifier": self.ver_curve.as_list()},
             "workload": asdict(w),
             "predicted": {"best": best.to_dict(w), "even": self.plan.even.to_dict(w),
                           "speedup_vs_even": _round(self.plan.speedup_vs_even)},
@@ -128,8 +126,6 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "judge", budg
     points = points or (GPU_POINTS if device.kind == "gpu" else MeasurePoints())
     gen_curve = measure_decode(gen_model, points.decode_seqs, points.decode_steps, threads, progress)
     ver_curve = measure_prefill(prm_model, points.prefill_tokens, points.prefill_reps, threads, progress)
-    gen_prefill = measure_prefill(gen_model, (workload.steps * workload.step_tokens,), 2, threads,
-                                  lambda m: progress and progress(m.replace("PRM", "generator")))
     if progress:
         progress(f"sample search: {workload.beams} beams, width {workload.width}, {workload.steps} steps")
     sample = sample_search(gen_model, prm_model, prm_format, workload.beams, workload.width, workload.steps,
@@ -143,7 +139,7 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "judge", budg
         progress(f"sample search: {sample.step_tokens} tokens a step; KV in use at most (mean) "
                  f"{sample.generator_peak_tokens} ({sample.generator_mean_tokens}) generator, "
                  f"{sample.verifier_peak_tokens} ({sample.verifier_mean_tokens}) PRM tokens")
-    plan = plan_split(budget_bytes, gen_bpt, ver_bpt, gen_curve, ver_curve, workload, gen_prefill=gen_prefill)
+    plan = plan_split(budget_bytes, gen_bpt, ver_bpt, gen_curve, ver_curve, workload)
     return Profile(device, models.display_name(generator), verifier_id(prm or generator, prm_format),
                    threads or physical_cores(), budget_bytes, gen_bpt, ver_bpt, workload, gen_curve, ver_curve,
-                   plan, gen_prefill)
+                   plan)

@@ -10,7 +10,8 @@ so a search's working set is its prompt, the k parents' paths and the N new step
 
 Generator with G KV tokens: with the prompts and parents resident, n = (G - R*(P + k*d*S)) // S of the R*N
 sequences run at once, in w = ceil(R*N / n) waves: gen_time = R*N*S / gen_tps(R*N / w). Parents that do not fit are
-evicted and rebuilt (recomputed at the generator's prefill speed) for the children that need them.
+evicted and rebuilt for the children that need them, at the best measured decode throughput (prefill is no
+slower).
 
 PRM with V KV tokens: it keeps h <= k parents per search held and rebuilds the paths of the other parents'
 children from scratch, so one step prefills T = R*N*(h/k)*s + R*N*(1 - h/k)*L_v tokens, L_v = H + (d + 1)*s, one
@@ -135,14 +136,14 @@ class SplitPlan:
         return self.even.step_time_s / self.best.step_time_s if self.even.feasible else None
 
 
-def _gen_time(tokens: int, decode: Curve, prefill: Curve, w: Workload, depth: int) -> tuple[int, float]:
+def _gen_time(tokens: int, decode: Curve, w: Workload, depth: int) -> tuple[int, float]:
     if tokens < w.generator_path_tokens(depth):
         return 0, math.inf
     shared = w.generator_shared_tokens(depth)
     rebuild = 0.0
     if tokens - shared < w.step_tokens:  # not every parent fits: children rebuild theirs, one wave at a time
         shared = w.prompt_tokens + depth * w.step_tokens
-        rebuild = w.sequences * depth * w.step_tokens / prefill.at(depth * w.step_tokens)
+        rebuild = w.sequences * depth * w.step_tokens / max(tps for _, tps in decode.points)
     n = min(w.sequences, (tokens - shared) // w.step_tokens)
     waves = math.ceil(w.sequences / n)
     return n, w.sequences * w.step_tokens / decode.at(w.sequences / waves) + rebuild
@@ -186,14 +187,14 @@ def _prm_time_measured(tokens: int, curve: Curve, w: Workload) -> tuple[int, flo
 
 
 def predict(share: float, gen_tokens: int, ver_tokens: int, gen_curve: Curve, ver_curve: Curve,
-            w: Workload, gen_prefill: Curve | None = None) -> Prediction:
+            w: Workload) -> Prediction:
     if min(gen_tokens, ver_tokens) < MIN_KV_TOKENS:
         return Prediction(share, gen_tokens, ver_tokens)
     if w.measured:
         n, gen_time = _gen_time_measured(gen_tokens, gen_curve, w)
         held, per_call, prm_time = _prm_time_measured(ver_tokens, ver_curve, w)
         return Prediction(share, gen_tokens, ver_tokens, n, held, per_call, gen_time, prm_time)
-    gen = [_gen_time(gen_tokens, gen_curve, gen_prefill or gen_curve, w, d) for d in range(w.steps)]
+    gen = [_gen_time(gen_tokens, gen_curve, w, d) for d in range(w.steps)]
     prm = [_prm_time(ver_tokens, ver_curve, w, d) for d in range(w.steps)]
     n, held, per_call = gen[-1][0], prm[-1][0], prm[-1][1]  # at the last, tightest step
     return Prediction(share, gen_tokens, ver_tokens, n, held, per_call,
@@ -215,15 +216,14 @@ def _scaled(w: Workload, f: float) -> Workload:
 
 
 def plan_split(budget_bytes: int, gen_bytes_per_token: int, ver_bytes_per_token: int, gen_curve: Curve,
-               ver_curve: Curve, w: Workload, shares: tuple[float, ...] = SHARES,
-               gen_prefill: Curve | None = None) -> SplitPlan:
+               ver_curve: Curve, w: Workload, shares: tuple[float, ...] = SHARES) -> SplitPlan:
     """Predict every split in `shares` (plus even) and pick the fastest; ConfigError when none can run."""
     rows = []
     for share in sorted(set(shares) | {EVEN}):
         gen_tokens = int(budget_bytes * share) // gen_bytes_per_token
         ver_tokens = (budget_bytes - gen_tokens * gen_bytes_per_token) // ver_bytes_per_token
-        row = predict(share, gen_tokens, ver_tokens, gen_curve, ver_curve, w, gen_prefill)
-        scaled = [predict(share, gen_tokens, ver_tokens, gen_curve, ver_curve, _scaled(w, f), gen_prefill)
+        row = predict(share, gen_tokens, ver_tokens, gen_curve, ver_curve, w)
+        scaled = [predict(share, gen_tokens, ver_tokens, gen_curve, ver_curve, _scaled(w, f))
                   for f in (WORKING_SET_RANGE if w.measured else (1.0,))]
         rows.append(replace(row, worst_step_time_s=max(p.step_time_s for p in scaled)))
     feasible = [r for r in rows if r.feasible and math.isfinite(r.worst_step_time_s)]
