@@ -112,7 +112,8 @@ def _config(args: argparse.Namespace, problems: list, policies: list[Policy], be
         "dataset": str(args.dataset), "offset": args.offset, "limit": args.limit, "problems": len(problems),
         "policies": [p.name for p in policies], "beams": beams, "rates": [rate_label(r) for r in rates],
         "repeat": args.repeat, "model": args.model, "prm": args.prm, "prm_format": args.prm_format,
-        "threads": args.threads, "kv_tokens": args.kv_tokens, "kv_budget": args.kv_budget, "split": args.split, "strategy": args.strategy, "width": args.width,
+        "threads": args.threads, "kv_tokens": args.kv_tokens, "kv_budget": args.kv_budget, "split": args.split,
+        "strategy": args.strategy, "width": args.width,
         "max_steps": args.max_steps, "max_step_tokens": args.max_step_tokens, "max_tokens": args.max_tokens,
         "temperature": args.temperature, "top_p": args.top_p, "seed": args.seed, "agg": args.agg, "vote": args.vote,
     }

@@ -7,11 +7,11 @@ import json
 import sys
 from pathlib import Path
 
-from edgereason.memory.sample import SAMPLE_PROBLEM
 from edgereason import models
 from edgereason.cli.common import pull_progress
 from edgereason.memory.device import DEVICE_KINDS
 from edgereason.memory.profiler import Profile, run_profile
+from edgereason.memory.sample import SAMPLE_PROBLEM
 from edgereason.memory.size import format_size
 from edgereason.memory.split import Prediction
 from edgereason.memory.store import write_profile

@@ -130,11 +130,7 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "judge", budg
         progress(f"sample search: {workload.beams} beams, width {workload.width}, {workload.steps} steps")
     sample = sample_search(gen_model, prm_model, prm_format, workload.beams, workload.width, workload.steps,
                            max_step_tokens, threads, problem)
-    workload = replace(workload, step_tokens=sample.step_tokens, prompt_tokens=sample.prompt_tokens,
-                       head_tokens=sample.head_tokens, generator_peak_tokens=sample.generator_peak_tokens,
-                       verifier_peak_tokens=sample.verifier_peak_tokens,
-                       generator_mean_tokens=sample.generator_mean_tokens,
-                       verifier_mean_tokens=sample.verifier_mean_tokens)
+    workload = replace(workload, **asdict(sample))  # the sample's fields are Workload's measured fields
     if progress:
         progress(f"sample search: {sample.step_tokens} tokens a step; KV in use at most (mean) "
                  f"{sample.generator_peak_tokens} ({sample.generator_mean_tokens}) generator, "

@@ -40,8 +40,7 @@ def sample_search(gen_model: LlamaModel, prm_model: LlamaModel, prm_format_name:
     try:
         engine = Engine(gen, ver, PRESETS["baseline"])
         req = engine.submit(problem, SearchConfig(beams=beams, width=width, max_steps=steps,
-                                                         max_step_tokens=max_step_tokens,
-                                                         sampling=SamplingParams(seed=0)))
+                                                  max_step_tokens=max_step_tokens, sampling=SamplingParams(seed=0)))
         gen_used, ver_used = [], []
         while engine.busy:
             engine.step()

@@ -4,22 +4,16 @@ from __future__ import annotations
 
 import csv
 import json
-from pathlib import Path
 
 import pytest
 
 from edgereason.cli.main import main
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-
 
 @pytest.mark.slow
-def test_bench_smollm2_two_problems(tmp_path, capsys):
-    dataset = DATA / "gsm8k_test.jsonl"
-    if not dataset.exists():
-        pytest.skip(f"shared data not found at {dataset}")
+def test_bench_smollm2_two_problems(tmp_path, capsys, gsm8k_path):
     out = tmp_path / "bench"
-    rc = main(["bench", "--dataset", str(dataset), "--limit", "2", "--policies", "edge", "--beams", "2",
+    rc = main(["bench", "--dataset", str(gsm8k_path), "--limit", "2", "--policies", "edge", "--beams", "2",
                "--width", "2", "--max-steps", "2", "--max-step-tokens", "32", "--kv-tokens", "4096",
                "--model", "smollm2-135m", "--out", str(out)])
     assert rc == 0
@@ -45,12 +39,9 @@ def test_missing_dataset_is_a_clear_error(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_kv_splits_run_side_by_side(tmp_path):
-    dataset = DATA / "gsm8k_test.jsonl"
-    if not dataset.exists():
-        pytest.skip(f"shared data not found at {dataset}")
+def test_kv_splits_run_side_by_side(tmp_path, gsm8k_path):
     out = tmp_path / "bench"
-    rc = main(["bench", "--dataset", str(dataset), "--limit", "1", "--policies", "baseline", "--beams", "2",
+    rc = main(["bench", "--dataset", str(gsm8k_path), "--limit", "1", "--policies", "baseline", "--beams", "2",
                "--width", "2", "--max-steps", "2", "--max-step-tokens", "24", "--kv-budget", "24MiB",
                "--split", "profile,even", "--model", "smollm2-135m", "--out", str(out)])
     assert rc == 0
@@ -59,10 +50,7 @@ def test_kv_splits_run_side_by_side(tmp_path):
     assert all(r["generated_tokens"] > 0 and r["peak_kv_tokens"] > 0 for r in runs)
 
 
-def test_unknown_split_is_a_clear_error(tmp_path, capsys):
-    dataset = DATA / "gsm8k_test.jsonl"
-    if not dataset.exists():
-        pytest.skip(f"shared data not found at {dataset}")
-    rc = main(["bench", "--dataset", str(dataset), "--split", "even,half", "--out", str(tmp_path / "o")])
+def test_unknown_split_is_a_clear_error(tmp_path, capsys, gsm8k_path):
+    rc = main(["bench", "--dataset", str(gsm8k_path), "--split", "even,half", "--out", str(tmp_path / "o")])
     assert rc == 2
     assert "--split takes profile, even; got half" in capsys.readouterr().err
