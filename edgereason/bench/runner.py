@@ -35,6 +35,7 @@ class RunSpec:
     rate: float
     repeat: int
     seed: int  # arrival times: the same for every policy of one repetition
+    concurrency: int = 0  # most requests in flight at once, later arrivals wait (0: no limit)
 
 
 class _Timed:
@@ -67,7 +68,7 @@ class RunInterrupted(KeyboardInterrupt):
 
 
 def run_one(session: Session, spec: RunSpec, problems: list[Problem], progress: Progress | None = None) -> dict:
-    """Serve the problems on one engine (arriving by spec.rate) and aggregate. Ctrl-C ends the run early and
+    """Serve the problems on one engine (arriving by spec.rate, at most spec.concurrency at once) and aggregate. Ctrl-C ends the run early and
     raises RunInterrupted carrying the problems finished so far (the engine is dropped, so nothing is cancelled)."""
     engine = session.engine(spec.policy)
     gen, prm = _Timed(engine.generator, "step"), _Timed(engine.verifier, "score")
@@ -82,7 +83,7 @@ def run_one(session: Session, spec: RunSpec, problems: list[Problem], progress: 
     try:
         while len(requests) < len(problems) or engine.busy:
             now = time.perf_counter() - t0
-            while len(requests) < len(problems) and arrivals[len(requests)] <= now:
+            while len(requests) < len(problems) and arrivals[len(requests)] <= now and _has_room(spec, requests):
                 p = problems[len(requests)]
                 requests.append((p, engine.submit(p.problem, spec.config, request_id=p.id)))
             if engine.busy:
@@ -99,6 +100,10 @@ def run_one(session: Session, spec: RunSpec, problems: list[Problem], progress: 
     if interrupted:
         raise RunInterrupted(run)
     return run
+
+
+def _has_room(spec: RunSpec, requests: list[tuple[Problem, Request]]) -> bool:
+    return not spec.concurrency or sum(r.result is None for _, r in requests) < spec.concurrency
 
 
 def _rebuilt(session: Session) -> int:
@@ -129,7 +134,7 @@ def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Reque
     cfg = spec.config
     run = {
         "policy": spec.policy.name, "beams": cfg.beams, "width": cfg.width, "rate": rate_label(spec.rate),
-        "repeat": spec.repeat, "problems": len(done), "correct": correct,
+        "concurrency": spec.concurrency, "repeat": spec.repeat, "problems": len(done), "correct": correct,
         "accuracy": correct / len(done) if done else 0.0, "wall_s": wall, "generated_tokens": generated,
         "final_tokens": final, "throughput_tok_s": generated / wall if wall > 0 else 0.0,
         "goodput_tok_s": final / wall if wall > 0 else 0.0,

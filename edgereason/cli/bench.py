@@ -37,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"comma list of PRESET[:key=value...]; presets: {', '.join(PRESETS)} (default baseline,edge)")
     p.add_argument("--rate", default="inf",
                    help="comma list of arrival rates in requests/s (Poisson), inf = all at once (default inf)")
+    p.add_argument("--concurrency", type=int, default=0,
+                   help="most requests in flight at once; later arrivals wait, 1 = one at a time like a chat user "
+                        "(default 0: no limit)")
     p.add_argument("--repeat", type=int, default=1, help="repetitions of every run, interleaved (default 1)")
     p.add_argument("--out", help="folder for results.json, results.csv and plots")
     p.add_argument("--compare", nargs=2, metavar=("BASE", "NEW"),
@@ -60,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("bench needs --dataset FILE.jsonl and --out DIR (or --compare BASE NEW)")
     if args.repeat <= 0:
         raise ConfigError(f"--repeat must be a positive number, got {args.repeat}")
+    if args.concurrency < 0:
+        raise ConfigError(f"--concurrency must be 0 (no limit) or more, got {args.concurrency}")
     problems = load_problems(args.dataset, args.limit, args.offset)
     policies = [policy_from(args, s) for s in _items(args.policies, "--policies")]
     beams = [_int(b) for b in _items(args.beams, "--beams")]
@@ -68,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if bad := [s for s in splits if s not in SPLITS]:
         raise ConfigError(f"--split takes {', '.join(SPLITS)}; got {', '.join(bad)}")
     specs = [RunSpec(policy, search_config(argparse.Namespace(**{**vars(args), "beams": b})), rate, rep,
-                     args.seed + rep)
+                     args.seed + rep, args.concurrency)
              for rep in range(args.repeat) for rate in rates for b in beams for policy in policies]
     specs = [(split, spec) for spec in specs for split in splits]  # splits alternate like policies
     out = Path(args.out)
@@ -111,6 +116,7 @@ def _config(args: argparse.Namespace, problems: list, policies: list[Policy], be
         "version": __version__, "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "dataset": str(args.dataset), "offset": args.offset, "limit": args.limit, "problems": len(problems),
         "policies": [p.name for p in policies], "beams": beams, "rates": [rate_label(r) for r in rates],
+        "concurrency": args.concurrency,
         "repeat": args.repeat, "model": args.model, "prm": args.prm, "prm_format": args.prm_format,
         "threads": args.threads, "kv_tokens": args.kv_tokens, "kv_budget": args.kv_budget, "split": args.split,
         "strategy": args.strategy, "width": args.width,

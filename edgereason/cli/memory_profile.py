@@ -11,7 +11,7 @@ from edgereason import models
 from edgereason.cli.common import pull_progress
 from edgereason.memory.device import DEVICE_KINDS
 from edgereason.memory.profiler import Profile, run_profile
-from edgereason.memory.sample import SAMPLE_PROBLEM
+from edgereason.memory.sample import SAMPLE_PROBLEMS
 from edgereason.memory.size import format_size
 from edgereason.memory.split import Prediction
 from edgereason.memory.store import write_profile
@@ -38,8 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--width", type=int, default=4, help="beam width M of the modelled search (default 4)")
     p.add_argument("--requests", type=int, default=1,
                    help="searches running at once, e.g. a bench's concurrent problems (default 1)")
-    p.add_argument("--problem", default=SAMPLE_PROBLEM, metavar="TEXT",
-                   help="the sample search's problem: one like those you solve (default: a short word problem)")
+    p.add_argument("--problem", action="append", default=None, metavar="TEXT",
+                   help="a problem for the sample search, one like those you solve; repeat for more: concurrent "
+                        "searches take them in turn (default: four short word problems)")
     p.add_argument("--max-step-tokens", type=int, default=96,
                    help="tokens a step may take in the sample search that measures the workload (default 96)")
     p.add_argument("--steps", type=int, default=4, help="steps of a modelled search (default 4)")
@@ -64,7 +65,7 @@ def _print_table(profile: Profile, path: Path) -> None:
     w, plan, best = profile.workload, profile.plan, profile.plan.best
     print(f"device {profile.device.device_id} ({profile.device.name}), KV budget {format_size(profile.budget_bytes)}, "
           f"{w.requests} x {w.beams} beams (width {w.width}), {w.steps} steps of {w.step_tokens} tokens; "
-          f"KV per search {w.generator_peak_tokens} (generator) and {w.verifier_peak_tokens} (PRM) tokens")
+          f"KV in use at most {w.generator_peak_tokens} (generator) and {w.verifier_peak_tokens} (PRM) tokens")
     print(f"generator {profile.generator}: {format_size(profile.gen_bytes_per_token)}/token; "
           f"PRM {profile.verifier}: {format_size(profile.ver_bytes_per_token)}/token\n")
     print("  gen %  gen KV tok  PRM KV tok  seqs  held  PRM call   gen s    PRM s   step s")
@@ -84,8 +85,7 @@ def _print_table(profile: Profile, path: Path) -> None:
 def run(args: argparse.Namespace) -> int:
     profile = run_profile(args.generator, args.prm, args.prm_format, args.budget, args.device, args.threads,
                           args.beams, args.max_step_tokens, args.width, args.requests, args.steps,
-                          args.problem, progress=_progress,
-                          pull_progress=pull_progress)
+                          tuple(args.problem or SAMPLE_PROBLEMS), progress=_progress, pull_progress=pull_progress)
     data = profile.to_dict()
     path = write_profile(data, profile.device.device_id, profile.generator, profile.verifier)
     if args.plot:

@@ -15,7 +15,7 @@ from edgereason.backends.llamacpp.runtime import load_model, physical_cores
 from edgereason.errors import ConfigError
 from edgereason.memory.device import DeviceInfo, auto_budget, read_device, weights_bytes
 from edgereason.memory.measure import Curve, Progress, measure_decode, measure_prefill
-from edgereason.memory.sample import SAMPLE_PROBLEM, sample_search
+from edgereason.memory.sample import SAMPLE_PROBLEMS, sample_search
 from edgereason.memory.size import format_size, parse_size
 from edgereason.memory.split import SplitPlan, Workload, budget_error, plan_split
 from edgereason.memory.store import verifier_id
@@ -97,7 +97,7 @@ def _check_gpu_build() -> None:
 def run_profile(generator: str, prm: str | None, prm_format: str = "judge", budget: str = "auto",
                 device_kind: str = "cpu", threads: int | None = None, beams: int | None = None,
                 max_step_tokens: int = 96, width: int = 4, requests: int = 1, steps: int = 4,
-                problem: str = SAMPLE_PROBLEM,
+                problems: tuple[str, ...] = SAMPLE_PROBLEMS,
                 points: MeasurePoints | None = None, progress: Progress | None = None,
                 pull_progress: Callable[[str, int, int], None] | None = None) -> Profile:
     if threads is not None and threads <= 0:
@@ -127,14 +127,14 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "judge", budg
     gen_curve = measure_decode(gen_model, points.decode_seqs, points.decode_steps, threads, progress)
     ver_curve = measure_prefill(prm_model, points.prefill_tokens, points.prefill_reps, threads, progress)
     if progress:
-        progress(f"sample search: {workload.beams} beams, width {workload.width}, {workload.steps} steps")
+        progress(f"sample search: {workload.requests} x {workload.beams} beams, width {workload.width}, "
+                 f"{workload.steps} steps")
     sample = sample_search(gen_model, prm_model, prm_format, workload.beams, workload.width, workload.steps,
-                           max_step_tokens, threads, problem)
+                           max_step_tokens, threads, workload.requests, problems)
     workload = replace(workload, **asdict(sample))  # the sample's fields are Workload's measured fields
     if progress:
-        progress(f"sample search: {sample.step_tokens} tokens a step; KV in use at most (mean) "
-                 f"{sample.generator_peak_tokens} ({sample.generator_mean_tokens}) generator, "
-                 f"{sample.verifier_peak_tokens} ({sample.verifier_mean_tokens}) PRM tokens")
+        progress(f"sample search: {sample.step_tokens} tokens a step; KV in use at most "
+                 f"{sample.generator_peak_tokens} generator, {sample.verifier_peak_tokens} PRM tokens")
     plan = plan_split(budget_bytes, gen_bpt, ver_bpt, gen_curve, ver_curve, workload)
     return Profile(device, models.display_name(generator), verifier_id(prm or generator, prm_format),
                    threads or physical_cores(), budget_bytes, gen_bpt, ver_bpt, workload, gen_curve, ver_curve,

@@ -2,6 +2,9 @@
 and the PRM's question head are, and the most KV cells each model uses (forks share cells; the PRM holds every
 candidate of a step until its selection). Measured, because these depend on the models' tokenizers, chat
 templates and how they reason, which no fixed formula knows.
+
+Concurrent searches are sampled concurrently, on different problems: searches started together step together, so
+their peaks coincide more often than not, and one problem's working set says little about another's.
 """
 
 from __future__ import annotations
@@ -15,9 +18,16 @@ from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine import Engine
 from edgereason.policy import PRESETS
 
-SAMPLE_PROBLEM = ("A baker makes 24 muffins in the morning and 18 in the afternoon. She sells 3/4 of them and gives "
-                  "5 to a neighbour. Each muffin she sells costs $2. How many muffins are left, and how much money "
-                  "did she make?")
+SAMPLE_PROBLEMS = (
+    "A baker makes 24 muffins in the morning and 18 in the afternoon. She sells 3/4 of them and gives 5 to a "
+    "neighbour. Each muffin she sells costs $2. How many muffins are left, and how much money did she make?",
+    "A train leaves at 9:40 and travels 150 km at 60 km per hour, then stops for 20 minutes and travels another "
+    "90 km at 45 km per hour. At what time does it arrive?",
+    "Tom has three times as many marbles as Ana. After Tom gives Ana 12 marbles, they have the same number. How "
+    "many marbles did Tom have at first?",
+    "A garden is 12 m long and 8 m wide. A path 1 m wide runs all around the outside of it. What is the area of "
+    "the path, and how much does it cost to pave at $15 per square metre?",
+)
 SAMPLE_KV_TOKENS = 16384  # roomy: the sample must not be shaped by a budget
 
 
@@ -26,30 +36,30 @@ class WorkloadSample:
     step_tokens: int  # mean tokens of a finished step
     prompt_tokens: int
     head_tokens: int
-    generator_peak_tokens: int
+    generator_peak_tokens: int  # the most KV cells in use at once, all the concurrent searches together
     verifier_peak_tokens: int
-    generator_mean_tokens: int  # KV in use, averaged over the engine steps
-    verifier_mean_tokens: int
 
 
 def sample_search(gen_model: LlamaModel, prm_model: LlamaModel, prm_format_name: str, beams: int, width: int,
-                  steps: int, max_step_tokens: int, n_threads: int | None = None,
-                  problem: str = SAMPLE_PROBLEM) -> WorkloadSample:
-    gen = LlamaGenerator(gen_model, SAMPLE_KV_TOKENS, n_threads=n_threads)
-    ver = LlamaVerifier(prm_model, prm_format(prm_format_name), SAMPLE_KV_TOKENS, n_threads=n_threads)
+                  steps: int, max_step_tokens: int, n_threads: int | None = None, requests: int = 1,
+                  problems: tuple[str, ...] = SAMPLE_PROBLEMS) -> WorkloadSample:
+    """Run `requests` searches at once, the i-th on problems[i % len(problems)]; token counts are means over them."""
+    gen = LlamaGenerator(gen_model, SAMPLE_KV_TOKENS * requests, n_threads=n_threads)
+    ver = LlamaVerifier(prm_model, prm_format(prm_format_name), SAMPLE_KV_TOKENS * requests, n_threads=n_threads)
+    config = SearchConfig(beams=beams, width=width, max_steps=steps, max_step_tokens=max_step_tokens,
+                          sampling=SamplingParams(seed=0))
+    chosen = [problems[i % len(problems)] for i in range(requests)]
     try:
         engine = Engine(gen, ver, PRESETS["baseline"])
-        req = engine.submit(problem, SearchConfig(beams=beams, width=width, max_steps=steps,
-                                                  max_step_tokens=max_step_tokens, sampling=SamplingParams(seed=0)))
-        gen_used, ver_used = [], []
+        reqs = [engine.submit(p, config) for p in chosen]
+        gen_peak = 0
         while engine.busy:
             engine.step()
-            gen_used.append(gen.kv_used_tokens)
-            ver_used.append(ver.kv_used_tokens)
-        finished = [len(n.tokens) for n in req.tree.steps() if n.finish is not None] or [max_step_tokens]
-        head = len(prm_model.tokenize(ver.prompt.head(problem), add_bos=prm_model.add_bos))
-        return WorkloadSample(round(mean(finished)), len(req.prompt_ids), head, max(gen_used),
-                              ver.stats.peak_tokens, round(mean(gen_used)), round(mean(ver_used)))
+            gen_peak = max(gen_peak, gen.kv_used_tokens)
+        finished = [len(n.tokens) for r in reqs for n in r.tree.steps() if n.finish is not None] or [max_step_tokens]
+        heads = [len(prm_model.tokenize(ver.prompt.head(p), add_bos=prm_model.add_bos)) for p in chosen]
+        return WorkloadSample(round(mean(finished)), round(mean(len(r.prompt_ids) for r in reqs)), round(mean(heads)),
+                              gen_peak, ver.stats.peak_tokens)
     finally:
         gen.close()
         ver.close()

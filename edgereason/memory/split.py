@@ -19,10 +19,9 @@ call per search; it needs R*(H + h*d*s) + T <= V, and the largest h that fits is
 the verifier thrashes: every path is rebuilt in calls of at most V tokens, and what it holds is dropped again
 (infeasible when one path does not fit).
 
-Measured working sets (the most and the mean KV cells each model used in a sample search of this shape, see
-memory/sample.py) replace the per-depth formulas above. R searches need W = peak + (R - 1) * mean: their peaks
-(a step's candidates all held before selection) rarely coincide. A generator short of W runs its sequences in
-waves, n = R*N * (G - R*P) / (W - R*P); a PRM short of W thrashes, rebuilding every path of the mean depth D/2.
+Measured working sets W (the most KV cells each model used in a sample search of this shape, its R searches
+run at once, see memory/sample.py) replace the per-depth formulas above. A generator short of W runs its sequences
+in waves, n = R*N * (G - R*P) / (W - R*P); a PRM short of W thrashes, rebuilding every path of the mean depth D/2.
 
 Predicted step time = mean over d of gen_time + prm_time (the baseline engine runs them one after the other) and
 goodput is R*N*S / step time. Curves are interpolated linearly (np.interp) and clamped outside their measured range.
@@ -57,10 +56,8 @@ class Workload:
     head_tokens: int = 120  # the PRM's system turn and question
     steps: int = 4  # steps of a search
     verify_overhead: int = 12  # PRM turn markup around one step
-    generator_peak_tokens: int = 0  # measured KV of one search, most and mean (0: the per-depth formulas)
+    generator_peak_tokens: int = 0  # measured KV of the R searches at once (0: the per-depth formulas)
     verifier_peak_tokens: int = 0
-    generator_mean_tokens: int = 0
-    verifier_mean_tokens: int = 0
 
     @property
     def measured(self) -> bool:
@@ -165,7 +162,7 @@ def _prm_time(tokens: int, curve: Curve, w: Workload, depth: int) -> tuple[int, 
 
 
 def _gen_time_measured(tokens: int, decode: Curve, w: Workload) -> tuple[int, float]:
-    need = w.generator_peak_tokens + (w.requests - 1) * w.generator_mean_tokens
+    need = w.generator_peak_tokens
     prompts = w.requests * w.prompt_tokens
     if tokens < w.generator_path_tokens(w.steps - 1):
         return 0, math.inf
@@ -178,7 +175,7 @@ def _gen_time_measured(tokens: int, decode: Curve, w: Workload) -> tuple[int, fl
 def _prm_time_measured(tokens: int, curve: Curve, w: Workload) -> tuple[int, float, float]:
     if tokens < w.verifier_path_tokens(w.steps - 1):
         return 0, 0.0, math.inf
-    if tokens >= w.verifier_peak_tokens + (w.requests - 1) * w.verifier_mean_tokens:
+    if tokens >= w.verifier_peak_tokens:
         total = w.sequences * w.verify_tokens
         return w.parents, total / w.requests, total / curve.at(total / w.requests)
     total = w.sequences * w.verifier_path_tokens(w.steps // 2)  # thrash: every path rebuilt
@@ -210,9 +207,7 @@ def budget_error(budget_bytes: int, gen_bytes_per_token: int, ver_bytes_per_toke
 
 def _scaled(w: Workload, f: float) -> Workload:
     return replace(w, generator_peak_tokens=round(w.generator_peak_tokens * f),
-                   verifier_peak_tokens=round(w.verifier_peak_tokens * f),
-                   generator_mean_tokens=round(w.generator_mean_tokens * f),
-                   verifier_mean_tokens=round(w.verifier_mean_tokens * f))
+                   verifier_peak_tokens=round(w.verifier_peak_tokens * f))
 
 
 def plan_split(budget_bytes: int, gen_bytes_per_token: int, ver_bytes_per_token: int, gen_curve: Curve,

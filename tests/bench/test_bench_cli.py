@@ -38,6 +38,12 @@ def test_missing_dataset_is_a_clear_error(tmp_path, capsys):
     assert "dataset file not found" in capsys.readouterr().err
 
 
+def test_negative_concurrency_is_a_clear_error(tmp_path, capsys, gsm8k_path):
+    rc = main(["bench", "--dataset", str(gsm8k_path), "--concurrency", "-1", "--out", str(tmp_path / "o")])
+    assert rc == 2
+    assert "--concurrency must be 0 (no limit) or more, got -1" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_kv_splits_run_side_by_side(tmp_path, gsm8k_path):
     out = tmp_path / "bench"

@@ -44,3 +44,23 @@ def test_runs_at_two_rates_aggregate_and_plot(tmp_path):
     table = io.StringIO()
     print_table(runs, table)
     assert len(table.getvalue().splitlines()) == 1 + len(runs)
+
+
+def test_concurrency_limit_serves_requests_one_at_a_time(monkeypatch):
+    from edgereason.engine import Engine
+
+    in_flight = []
+    step = Engine.step
+
+    def counting_step(self):
+        in_flight.append(sum(r.status == "running" for r in self.requests))
+        step(self)
+
+    monkeypatch.setattr(Engine, "step", counting_step)
+    config = SearchConfig(beams=4, width=2, max_steps=3, max_step_tokens=8)
+    spec = RunSpec(parse_policy("edge"), config, float("inf"), 0, seed=1, concurrency=1)
+    run = run_one(_session(), spec, PROBLEMS)
+    assert run["problems"] == 4 and run["concurrency"] == 1
+    assert max(in_flight) == 1
+    unlimited = run_one(_session(), RunSpec(parse_policy("edge"), config, float("inf"), 0, seed=1), PROBLEMS)
+    assert unlimited["concurrency"] == 0 and max(in_flight) == 4

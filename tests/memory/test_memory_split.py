@@ -68,8 +68,7 @@ def test_measured_working_sets_keep_the_prm_off_its_cliff():
     set (1,000 tokens): even is nominally as good as any. A PRM short of its working set thrashes, so the choice
     leaves it room for a 25% larger one."""
     w = Workload(beams=8, width=4, steps=4, step_tokens=40, prompt_tokens=150, head_tokens=100,
-                 generator_peak_tokens=800, verifier_peak_tokens=1000, generator_mean_tokens=500,
-                 verifier_mean_tokens=300)
+                 generator_peak_tokens=800, verifier_peak_tokens=1000)
     plan = plan_split(2400, 1, 1, FLAT_GEN, LATE_PRM, w)
     assert plan.even.step_time_s == pytest.approx(plan.best.step_time_s)
     assert plan.best.verifier_kv_tokens >= 1.25 * 1000 > plan.even.verifier_kv_tokens

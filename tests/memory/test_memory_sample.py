@@ -1,0 +1,21 @@
+"""The sample search that measures the workload, on SmolLM2: concurrent searches are measured together."""
+
+from __future__ import annotations
+
+import pytest
+
+from edgereason.memory.sample import SAMPLE_PROBLEMS, sample_search
+
+
+@pytest.mark.slow
+def test_concurrent_searches_are_sampled_together(smollm2):
+    def sample(requests: int):
+        return sample_search(smollm2, smollm2, "judge", beams=2, width=2, steps=2, max_step_tokens=16,
+                             requests=requests)
+
+    one, two = sample(1), sample(2)
+    assert 0 < one.step_tokens <= 16 and 0 < one.head_tokens < one.prompt_tokens + 200
+    # the second search runs on the second problem, at the same time: both models hold more than for the first
+    assert SAMPLE_PROBLEMS[0] != SAMPLE_PROBLEMS[1]
+    assert one.generator_peak_tokens < two.generator_peak_tokens
+    assert one.verifier_peak_tokens < two.verifier_peak_tokens
