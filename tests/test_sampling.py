@@ -35,3 +35,20 @@ def test_greedy_and_top_p():
     assert sample(logits, 3, SamplingParams(temperature=0.0), rng) == [1, 1, 1]
     draws = sample(logits, 200, SamplingParams(temperature=1.0, top_p=0.5), rng)
     assert set(draws) == {1}
+
+
+class _TopOfRange:
+    """An rng whose uniform draws are the largest below 1: they land on the last token of the cumulative sum."""
+
+    def random(self, n: int) -> np.ndarray:
+        return np.full(n, np.nextafter(1.0, 0.0))
+
+
+def test_only_tokens_past_the_cutoff_are_left_out():
+    from edgereason.sampling import CUTOFF
+
+    t = 0.8
+    logits = np.array([5.0, 5.0 - (CUTOFF - 1) * t, 5.0 - (CUTOFF + 1) * t], dtype=np.float32)
+    # token 1 (e^-29 of token 0's probability) can still be drawn; token 2 (under e^-30) cannot
+    assert sample(logits, 2, SamplingParams(temperature=t), _TopOfRange()) == [1, 1]
+    assert sample(logits, 1, SamplingParams(temperature=t, top_p=0.999), _TopOfRange()) == [0]
