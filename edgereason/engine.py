@@ -138,14 +138,14 @@ class Engine:
     def _fit(self, batch: list[Work]) -> list[Work]:
         """Make the batch fit the generator's KV: evict idle sequences (speculative first, then least recently
         used) and, if that is not enough, defer the batch's tail. Evicted KV is rebuilt when it runs again."""
-        if not batch:
-            return batch
+        need = sum(w.cost for w in batch)
+        if need <= self.generator.kv_capacity_tokens - self.generator.kv_used_tokens:
+            return [self._restore(w) if w.restore else w for w in batch]
         in_batch = {id(w.node) for w in batch}
         victims = sorted((n for r in self.requests if r.status == "running" for n in r.tree.steps()
                           if n.seq is not None and id(n) not in in_batch),
                          key=lambda n: (not n.speculative, n.last_run, n.id))
         victims.reverse()  # pop() takes the best victim
-        need = sum(w.cost for w in batch)
         while need > self.generator.kv_capacity_tokens - self.generator.kv_used_tokens:
             if victims:
                 self._evict(victims.pop())
