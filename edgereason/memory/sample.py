@@ -28,7 +28,8 @@ SAMPLE_PROBLEMS = (
     "A garden is 12 m long and 8 m wide. A path 1 m wide runs all around the outside of it. What is the area of "
     "the path, and how much does it cost to pave at $15 per square metre?",
 )
-SAMPLE_KV_TOKENS = 16384  # roomy: the sample must not be shaped by a budget
+SAMPLE_KV_TOKENS = 16384  # per search, roomy: the sample must not be shaped by a budget
+MAX_SAMPLE_KV_TOKENS = 65536  # llama.cpp allocates the whole cache up front
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,11 @@ class WorkloadSample:
 def sample_search(gen_model: LlamaModel, prm_model: LlamaModel, prm_format_name: str, beams: int, width: int,
                   steps: int, max_step_tokens: int, n_threads: int | None = None, requests: int = 1,
                   problems: tuple[str, ...] = SAMPLE_PROBLEMS) -> WorkloadSample:
-    """Run `requests` searches at once, the i-th on problems[i % len(problems)]; token counts are means over them."""
-    gen = LlamaGenerator(gen_model, SAMPLE_KV_TOKENS * requests, n_threads=n_threads)
-    ver = LlamaVerifier(prm_model, prm_format(prm_format_name), SAMPLE_KV_TOKENS * requests, n_threads=n_threads)
+    """Run `requests` searches at once, the i-th on problems[i % len(problems)]. Step, prompt and head tokens are
+    means over the searches; the peaks count them together."""
+    kv_tokens = min(SAMPLE_KV_TOKENS * requests, MAX_SAMPLE_KV_TOKENS)
+    gen = LlamaGenerator(gen_model, kv_tokens, n_threads=n_threads)
+    ver = LlamaVerifier(prm_model, prm_format(prm_format_name), kv_tokens, n_threads=n_threads)
     config = SearchConfig(beams=beams, width=width, max_steps=steps, max_step_tokens=max_step_tokens,
                           sampling=SamplingParams(seed=0))
     chosen = [problems[i % len(problems)] for i in range(requests)]
