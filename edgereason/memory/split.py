@@ -1,30 +1,20 @@
 """Choosing how one KV budget is split between the generator and the PRM (design.md section 4, asymmetric split).
 
 Workload model: R concurrent beam searches (N beams, width M, so k = N / M kept parents each) of D steps of S
-tokens after a prompt of P tokens (the PRM's question head: H tokens). Each step d = 0 .. D-1 is modelled as below
-and the step times are averaged, since a budget that holds the first steps may not hold the last. Forks share KV,
-so a search's working set is its prompt, the k parents' paths and the N new steps:
-- generator: P + k*d*S + N*S tokens per search;
-- PRM: H + k held parent paths of d*s + the N new segments of s = S + o (o: the turn markup around a step); the
-  new segments stay held until the selection that picks the next parents.
+tokens after a prompt of P tokens (the PRM's question head: H tokens; a PRM segment is s = S + o tokens, o the turn
+markup around a step). Forks share KV, so what a search holds is its prompt, the kept parents' paths and the new
+steps, which depend on how long the steps really are: the working sets W (the most KV cells each model held in a
+sample search of this shape, its R searches run at once, see memory/sample.py) are measured, not derived.
 
-Generator with G KV tokens: with the prompts and parents resident, n = (G - R*(P + k*d*S)) // S of the R*N
-sequences run at once, in w = ceil(R*N / n) waves: gen_time = R*N*S / gen_tps(R*N / w). Parents that do not fit are
-evicted and rebuilt for the children that need them, at the best measured decode throughput (prefill is no
-slower).
+Generator with G KV tokens: a generator short of W runs its R*N sequences in waves of n = R*N * (G - R*P) / (W - R*P),
+gen_time = R*N*S / gen_tps(R*N / waves). It is infeasible when one path of D steps (P + D*S) does not fit.
 
-PRM with V KV tokens: it keeps h <= k parents per search held and rebuilds the paths of the other parents'
-children from scratch, so one step prefills T = R*N*(h/k)*s + R*N*(1 - h/k)*L_v tokens, L_v = H + (d + 1)*s, one
-call per search; it needs R*(H + h*d*s) + T <= V, and the largest h that fits is taken. When not even h = 0 fits,
-the verifier thrashes: every path is rebuilt in calls of at most V tokens, and what it holds is dropped again
-(infeasible when one path does not fit).
+PRM with V KV tokens: holding W, it scores each step's R*N new segments in one call per search, prm_time =
+R*N*s / prm_tps(N*s). Short of W it thrashes: every path, of the mean depth D/2, is rebuilt in calls of at most V
+tokens. It is infeasible when one path of D steps (H + D*s) does not fit.
 
-Measured working sets W (the most KV cells each model used in a sample search of this shape, its R searches
-run at once, see memory/sample.py) replace the per-depth formulas above. A generator short of W runs its sequences
-in waves, n = R*N * (G - R*P) / (W - R*P); a PRM short of W thrashes, rebuilding every path of the mean depth D/2.
-
-Predicted step time = mean over d of gen_time + prm_time (the baseline engine runs them one after the other) and
-goodput is R*N*S / step time. Curves are interpolated linearly (np.interp) and clamped outside their measured range.
+Predicted step time = gen_time + prm_time (the baseline engine runs them one after the other) and goodput is
+R*N*S / step time. Curves are interpolated linearly (np.interp) and clamped outside their measured range.
 """
 
 from __future__ import annotations
@@ -40,7 +30,7 @@ MIN_KV_TOKENS = 256  # the smallest KV cache a session accepts per model
 SHARES = tuple(round(0.05 * i, 2) for i in range(1, 20))  # generator share of the budget: 5%, 10%, ..., 95%
 EVEN = 0.5
 TIE = 0.01  # splits predicted within 1% of the best are equal; the one nearest even wins (least surprising)
-# A sample search measures one problem; working sets vary from problem to problem (two word problems gave PRM
+# A sample search measures its own problems; working sets vary from problem to problem (two word problems gave PRM
 # peaks of 828 and 1,206 tokens). A PRM short of its working set thrashes while a short generator only runs in
 # waves, so a split next to the PRM's cliff is fragile: the choice minimises the worst step time over this range.
 WORKING_SET_RANGE = (0.8, 1.0, 1.25)
@@ -56,7 +46,7 @@ class Workload:
     head_tokens: int = 120  # the PRM's system turn and question
     steps: int = 4  # steps of a search
     verify_overhead: int = 12  # PRM turn markup around one step
-    generator_peak_tokens: int = 0  # measured KV of the R searches at once (0: the per-depth formulas)
+    generator_peak_tokens: int = 0  # measured KV of the R searches at once (0: not measured yet)
     verifier_peak_tokens: int = 0
 
     @property
@@ -73,10 +63,6 @@ class Workload:
 
     def generator_path_tokens(self, depth: int) -> int:
         return self.prompt_tokens + (depth + 1) * self.step_tokens
-
-    def generator_shared_tokens(self, depth: int) -> int:
-        """Prompts and kept parents' paths of every search: what the new steps fork from."""
-        return self.requests * (self.prompt_tokens + self.parents * depth * self.step_tokens)
 
     @property
     def verify_tokens(self) -> int:
@@ -133,35 +119,7 @@ class SplitPlan:
         return self.even.step_time_s / self.best.step_time_s if self.even.feasible else None
 
 
-def _gen_time(tokens: int, decode: Curve, w: Workload, depth: int) -> tuple[int, float]:
-    if tokens < w.generator_path_tokens(depth):
-        return 0, math.inf
-    shared = w.generator_shared_tokens(depth)
-    rebuild = 0.0
-    if tokens - shared < w.step_tokens:  # not every parent fits: children rebuild theirs, one wave at a time
-        shared = w.prompt_tokens + depth * w.step_tokens
-        rebuild = w.sequences * depth * w.step_tokens / max(tps for _, tps in decode.points)
-    n = min(w.sequences, (tokens - shared) // w.step_tokens)
-    waves = math.ceil(w.sequences / n)
-    return n, w.sequences * w.step_tokens / decode.at(w.sequences / waves) + rebuild
-
-
-def _prm_time(tokens: int, curve: Curve, w: Workload, depth: int) -> tuple[int, float, float]:
-    k, n, step, path = w.parents, w.sequences, w.verify_tokens, w.verifier_path_tokens(depth)
-    for held in range(k, -1, -1):
-        resident = w.requests * (w.head_tokens + held * depth * step) if held else 0
-        total = n * (held / k) * step + n * (1 - held / k) * path
-        if resident + total <= tokens:
-            per_call = total / w.requests
-            return held, per_call, total / curve.at(per_call)
-    if tokens < path:
-        return 0, 0.0, math.inf
-    total = n * path  # thrash: every path rebuilt, calls as large as the share
-    per_call = min(float(tokens), total)
-    return 0, per_call, total / curve.at(per_call)
-
-
-def _gen_time_measured(tokens: int, decode: Curve, w: Workload) -> tuple[int, float]:
+def _gen_time(tokens: int, decode: Curve, w: Workload) -> tuple[int, float]:
     need = w.generator_peak_tokens
     prompts = w.requests * w.prompt_tokens
     if tokens < w.generator_path_tokens(w.steps - 1):
@@ -172,7 +130,7 @@ def _gen_time_measured(tokens: int, decode: Curve, w: Workload) -> tuple[int, fl
     return n, w.sequences * w.step_tokens / decode.at(w.sequences / waves)
 
 
-def _prm_time_measured(tokens: int, curve: Curve, w: Workload) -> tuple[int, float, float]:
+def _prm_time(tokens: int, curve: Curve, w: Workload) -> tuple[int, float, float]:
     if tokens < w.verifier_path_tokens(w.steps - 1):
         return 0, 0.0, math.inf
     if tokens >= w.verifier_peak_tokens:
@@ -187,15 +145,11 @@ def predict(share: float, gen_tokens: int, ver_tokens: int, gen_curve: Curve, ve
             w: Workload) -> Prediction:
     if min(gen_tokens, ver_tokens) < MIN_KV_TOKENS:
         return Prediction(share, gen_tokens, ver_tokens)
-    if w.measured:
-        n, gen_time = _gen_time_measured(gen_tokens, gen_curve, w)
-        held, per_call, prm_time = _prm_time_measured(ver_tokens, ver_curve, w)
-        return Prediction(share, gen_tokens, ver_tokens, n, held, per_call, gen_time, prm_time)
-    gen = [_gen_time(gen_tokens, gen_curve, w, d) for d in range(w.steps)]
-    prm = [_prm_time(ver_tokens, ver_curve, w, d) for d in range(w.steps)]
-    n, held, per_call = gen[-1][0], prm[-1][0], prm[-1][1]  # at the last, tightest step
-    return Prediction(share, gen_tokens, ver_tokens, n, held, per_call,
-                      sum(t for _, t in gen) / w.steps, sum(t for *_, t in prm) / w.steps)
+    if not w.measured:
+        raise ValueError("the split model needs the working sets a sample search measures (memory/sample.py)")
+    n, gen_time = _gen_time(gen_tokens, gen_curve, w)
+    held, per_call, prm_time = _prm_time(ver_tokens, ver_curve, w)
+    return Prediction(share, gen_tokens, ver_tokens, n, held, per_call, gen_time, prm_time)
 
 
 def budget_error(budget_bytes: int, gen_bytes_per_token: int, ver_bytes_per_token: int, w: Workload) -> ConfigError:
@@ -219,7 +173,7 @@ def plan_split(budget_bytes: int, gen_bytes_per_token: int, ver_bytes_per_token:
         ver_tokens = (budget_bytes - gen_tokens * gen_bytes_per_token) // ver_bytes_per_token
         row = predict(share, gen_tokens, ver_tokens, gen_curve, ver_curve, w)
         scaled = [predict(share, gen_tokens, ver_tokens, gen_curve, ver_curve, _scaled(w, f))
-                  for f in (WORKING_SET_RANGE if w.measured else (1.0,))]
+                  for f in WORKING_SET_RANGE]
         rows.append(replace(row, worst_step_time_s=max(p.step_time_s for p in scaled)))
     feasible = [r for r in rows if r.feasible and math.isfinite(r.worst_step_time_s)]
     if not feasible:
