@@ -12,7 +12,8 @@ BACKENDS: tuple[str, ...] = ("llamacpp",)
 def load_backend(name: str) -> ModuleType:
     """The backend's module, imported lazily so the CLI starts fast. It provides
     `open_models(generator_path, prm_path, prm_format, generator_kv_tokens, verifier_kv_tokens, n_threads,
-    n_gpu_layers) -> (Generator, Verifier)` and `kv_bytes_per_token(path, n_gpu_layers) -> int`."""
+    n_gpu_layers) -> (Generator, Verifier)`, `kv_bytes_per_token(path, n_gpu_layers) -> int` and
+    `require_gpu(instead)`, a ConfigError when the runtime cannot offload to a GPU."""
     if name == "llamacpp":
         from edgereason.backends import llamacpp
 

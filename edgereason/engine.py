@@ -139,13 +139,8 @@ class Engine:
         """Make the batch fit the generator's KV: evict idle sequences (speculative first, then least recently
         used) and, if that is not enough, defer the batch's tail. Evicted KV is rebuilt when it runs again."""
         need = sum(w.cost for w in batch)
-        if need <= self.generator.kv_capacity_tokens - self.generator.kv_used_tokens:
-            return [self._restore(w) if w.restore else w for w in batch]
-        in_batch = {id(w.node) for w in batch}
-        victims = sorted((n for r in self.requests if r.status == "running" for n in r.tree.steps()
-                          if n.seq is not None and id(n) not in in_batch),
-                         key=lambda n: (not n.speculative, n.last_run, n.id))
-        victims.reverse()  # pop() takes the best victim
+        short = need > self.generator.kv_capacity_tokens - self.generator.kv_used_tokens
+        victims = self._eviction_order(batch) if short else []
         while need > self.generator.kv_capacity_tokens - self.generator.kv_used_tokens:
             if victims:
                 self._evict(victims.pop())
@@ -161,6 +156,15 @@ class Engine:
                     f"{self.generator.kv_capacity_tokens}; raise --kv-budget or lower --max-tokens"))
                 return []
         return [self._restore(w) if w.restore else w for w in batch]
+
+    def _eviction_order(self, batch: list[Work]) -> list[Node]:
+        """Resident nodes outside the batch, the best victim last (pop() takes it)."""
+        in_batch = {id(w.node) for w in batch}
+        victims = sorted((n for r in self.requests if r.status == "running" for n in r.tree.steps()
+                          if n.seq is not None and id(n) not in in_batch),
+                         key=lambda n: (not n.speculative, n.last_run, n.id))
+        victims.reverse()
+        return victims
 
     def _evict(self, node: Node) -> None:
         req = next(r for r in self.requests if r.tree.nodes.get(node.id) is node)

@@ -104,9 +104,8 @@ def open_session(settings: ModelSettings, backend: str = "llamacpp", progress=No
     gen_path = models.resolve(settings.model, progress=progress)
     prm_path = models.resolve(settings.prm, progress=progress) if settings.prm else gen_path
     runtime = load_backend(backend)
-    if settings.n_gpu_layers and not runtime.supports_gpu():
-        raise ConfigError("this llama-cpp-python build has no GPU support; reinstall it with "
-                          "CMAKE_ARGS=-DGGML_CUDA=on, or drop --gpu-layers")
+    if settings.n_gpu_layers:
+        runtime.require_gpu("drop --gpu-layers")
     profile = _profile_for(settings)
     gen_tokens, ver_tokens = kv_tokens(settings, runtime.kv_bytes_per_token(gen_path, settings.n_gpu_layers),
                                        runtime.kv_bytes_per_token(prm_path, settings.n_gpu_layers), profile)

@@ -8,6 +8,7 @@ from edgereason.backends.llamacpp.generator import LlamaGenerator
 from edgereason.backends.llamacpp.runtime import LlamaModel, load_model, physical_cores
 from edgereason.backends.llamacpp.verifier import LlamaVerifier
 from edgereason.backends.prm_format import prm_format
+from edgereason.errors import ConfigError
 
 
 def open_models(generator_path: Path, prm_path: Path, prm_format_name: str, generator_kv_tokens: int,
@@ -27,9 +28,16 @@ def supports_gpu() -> bool:
     return bool(L.llama_supports_gpu_offload())
 
 
+def require_gpu(instead: str) -> None:
+    """ConfigError unless this build can offload to a GPU; `instead` says what the user can do otherwise."""
+    if not supports_gpu():
+        raise ConfigError(f"this llama-cpp-python build has no GPU support; reinstall it with "
+                          f"CMAKE_ARGS=-DGGML_CUDA=on, or {instead}")
+
+
 def kv_bytes_per_token(path: Path, n_gpu_layers: int = 0) -> int:
     return load_model(str(path), n_gpu_layers).kv_bytes_per_token
 
 
 __all__ = ["LlamaGenerator", "LlamaVerifier", "LlamaModel", "kv_bytes_per_token", "load_model", "open_models",
-           "physical_cores", "supports_gpu"]
+           "physical_cores", "require_gpu", "supports_gpu"]

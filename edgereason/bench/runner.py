@@ -68,8 +68,9 @@ class RunInterrupted(KeyboardInterrupt):
 
 
 def run_one(session: Session, spec: RunSpec, problems: list[Problem], progress: Progress | None = None) -> dict:
-    """Serve the problems on one engine (arriving by spec.rate, at most spec.concurrency at once) and aggregate. Ctrl-C ends the run early and
-    raises RunInterrupted carrying the problems finished so far (the engine is dropped, so nothing is cancelled)."""
+    """Serve the problems on one engine (arriving by spec.rate, at most spec.concurrency at once) and aggregate.
+    Ctrl-C ends the run early and raises RunInterrupted carrying the problems finished so far (the engine is
+    dropped, so nothing is cancelled)."""
     engine = session.engine(spec.policy)
     gen, prm = _Timed(engine.generator, "step"), _Timed(engine.verifier, "score")
     engine.generator, engine.verifier = gen, prm  # type: ignore[assignment]

@@ -10,7 +10,7 @@ from typing import Callable
 
 from edgereason import models
 from edgereason.backends.prm_format import prm_format as lookup_format
-from edgereason.backends.llamacpp import supports_gpu
+from edgereason.backends.llamacpp import require_gpu
 from edgereason.backends.llamacpp.runtime import load_model, physical_cores
 from edgereason.errors import ConfigError
 from edgereason.memory.device import DeviceInfo, auto_budget, read_device, weights_bytes
@@ -88,12 +88,6 @@ def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 4)
 
 
-def _check_gpu_build() -> None:
-    if not supports_gpu():
-        raise ConfigError("this llama-cpp-python build has no GPU support; reinstall it with "
-                          "CMAKE_ARGS=-DGGML_CUDA=on, or use --device cpu")
-
-
 def run_profile(generator: str, prm: str | None, prm_format: str = "judge", budget: str = "auto",
                 device_kind: str = "cpu", threads: int | None = None, beams: int | None = None,
                 max_step_tokens: int = 96, width: int = 4, requests: int = 1, steps: int = 4,
@@ -112,7 +106,7 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "judge", budg
     gen_path = models.resolve(generator, progress=pull_progress)
     prm_path = models.resolve(prm, progress=pull_progress) if prm else gen_path
     if device.kind == "gpu":
-        _check_gpu_build()
+        require_gpu("use --device cpu")
     n_gpu_layers = ALL_GPU_LAYERS if device.kind == "gpu" else 0
     gen_model = load_model(str(gen_path), n_gpu_layers)
     prm_model = load_model(str(prm_path), n_gpu_layers)

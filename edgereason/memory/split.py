@@ -171,10 +171,9 @@ def plan_split(budget_bytes: int, gen_bytes_per_token: int, ver_bytes_per_token:
     for share in sorted(set(shares) | {EVEN}):
         gen_tokens = int(budget_bytes * share) // gen_bytes_per_token
         ver_tokens = (budget_bytes - gen_tokens * gen_bytes_per_token) // ver_bytes_per_token
-        row = predict(share, gen_tokens, ver_tokens, gen_curve, ver_curve, w)
-        scaled = [predict(share, gen_tokens, ver_tokens, gen_curve, ver_curve, _scaled(w, f))
-                  for f in WORKING_SET_RANGE]
-        rows.append(replace(row, worst_step_time_s=max(p.step_time_s for p in scaled)))
+        scaled = {f: predict(share, gen_tokens, ver_tokens, gen_curve, ver_curve, _scaled(w, f))
+                  for f in WORKING_SET_RANGE}
+        rows.append(replace(scaled[1.0], worst_step_time_s=max(p.step_time_s for p in scaled.values())))
     feasible = [r for r in rows if r.feasible and math.isfinite(r.worst_step_time_s)]
     if not feasible:
         raise budget_error(budget_bytes, gen_bytes_per_token, ver_bytes_per_token, w)
