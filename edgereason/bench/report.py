@@ -20,7 +20,7 @@ TABLE = [  # (header, field, format)
     ("lat_s", "latency_s_mean", "{:.1f}"), ("p90_s", "latency_s_p90", "{:.1f}"),
     ("ms/tok", "normalized_latency_ms_mean", "{:.0f}"), ("wait", "waiting_ratio_median", "{:.2f}"),
     ("gen_s", "gen_time_s", "{:.1f}"), ("prm_s", "prm_time_s", "{:.1f}"), ("other_s", "other_time_s", "{:.1f}"),
-    ("prm_calls", "prm_calls", "{}"),
+    ("prm_calls", "prm_calls", "{}"), ("rows/pass", "rows_per_pass", "{:.1f}"),
 ]
 
 COMPARED = ("accuracy", "throughput_tok_s", "goodput_tok_s", "latency_s_mean", "normalized_latency_ms_mean",

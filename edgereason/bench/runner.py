@@ -39,10 +39,10 @@ class RunSpec:
 
 
 class _Timed:
-    """Stands in for a model and sums the wall time spent in one of its methods."""
+    """Stands in for a model and sums the calls of one of its methods and the wall time spent in them."""
 
     def __init__(self, inner: object, method: str) -> None:
-        self._inner, self._method, self.seconds = inner, method, 0.0
+        self._inner, self._method, self.seconds, self.calls = inner, method, 0.0, 0
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
@@ -55,6 +55,7 @@ class _Timed:
                 return attr(*args, **kwargs)
             finally:
                 self.seconds += time.perf_counter() - t0
+                self.calls += 1
 
         return timed
 
@@ -97,6 +98,9 @@ def run_one(session: Session, spec: RunSpec, problems: list[Problem], progress: 
         interrupted = True
     wall = time.perf_counter() - t0
     run = aggregate(spec, engine, requests, wall, gen.seconds, prm.seconds, _rebuilt(session) - rebuilt0)
+    # the slots speculation can fill: a synchronous step leaves them idle while its stragglers finish
+    run["forward_passes"] = gen.calls
+    run["rows_per_pass"] = run["forward_rows"] / gen.calls if gen.calls else 0.0
     run["interrupted"] = interrupted
     if interrupted:
         raise RunInterrupted(run)

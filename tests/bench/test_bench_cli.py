@@ -23,7 +23,7 @@ def test_bench_smollm2_two_problems(tmp_path, capsys, gsm8k_path):
     assert run["problems"] == 2 and len(run["per_problem"]) == 2
     assert 0 <= run["accuracy"] <= 1
     assert run["throughput_tok_s"] > 0 and run["generated_tokens"] > 0
-    assert run["prm_calls"] > 0 and run["gen_time_s"] > 0
+    assert run["prm_calls"] > 0 and run["gen_time_s"] > 0 and run["rows_per_pass"] >= 1
     assert {p["gold"] for p in run["per_problem"]} == {"18", "3"}
     rows = list(csv.DictReader((out / "results.csv").open()))
     assert len(rows) == 1 and rows[0]["policy"] == "edge"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
+
 from fakes import FakeGenerator, FakeVerifier
 
 from edgereason.bench.dataset import Problem
@@ -64,3 +66,7 @@ def test_concurrency_limit_serves_requests_one_at_a_time(monkeypatch):
     assert max(in_flight) == 1
     unlimited = run_one(_session(), RunSpec(parse_policy("edge"), config, float("inf"), 0, seed=1), PROBLEMS)
     assert unlimited["concurrency"] == 0 and max(in_flight) == 4
+    # one 4-beam search never has more than 4 rows in a pass; four at once fill passes further
+    assert 1 < run["rows_per_pass"] <= 4 and run["forward_rows"] == pytest.approx(
+        run["rows_per_pass"] * run["forward_passes"])
+    assert unlimited["rows_per_pass"] > run["rows_per_pass"]
