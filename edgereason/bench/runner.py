@@ -97,10 +97,7 @@ def run_one(session: Session, spec: RunSpec, problems: list[Problem], progress: 
     except KeyboardInterrupt:
         interrupted = True
     wall = time.perf_counter() - t0
-    run = aggregate(spec, engine, requests, wall, gen.seconds, prm.seconds, _rebuilt(session) - rebuilt0)
-    # the slots speculation can fill: a synchronous step leaves them idle while its stragglers finish
-    run["forward_passes"] = gen.calls
-    run["rows_per_pass"] = run["forward_rows"] / gen.calls if gen.calls else 0.0
+    run = aggregate(spec, engine, requests, wall, gen.seconds, prm.seconds, _rebuilt(session) - rebuilt0, gen.calls)
     run["interrupted"] = interrupted
     if interrupted:
         raise RunInterrupted(run)
@@ -117,7 +114,7 @@ def _rebuilt(session: Session) -> int:
 
 
 def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Request]], wall: float,
-              gen_s: float, prm_s: float, rebuilt: int) -> dict:
+              gen_s: float, prm_s: float, rebuilt: int, gen_passes: int) -> dict:
     """Run-level numbers over the requests that finished normally (design.md section 5)."""
     done = [(p, r.result) for p, r in requests if r.result is not None]
     per_problem = []
@@ -155,6 +152,9 @@ def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Reque
         "failed": sum(res.status == "failed" for _, res in done),
     }
     run.update({k: sum(getattr(m, k) for m in metrics) for k in SUMMED})
+    # the slots speculation can fill: a synchronous step leaves them idle while its stragglers finish
+    run["forward_passes"] = gen_passes
+    run["rows_per_pass"] = run["forward_rows"] / gen_passes if gen_passes else 0.0
     run["policy_switches"] = spec.policy.switches()
     run["per_problem"] = per_problem
     return run
