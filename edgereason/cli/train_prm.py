@@ -1,0 +1,170 @@
+"""`edgereason train-prm`: make a value-head PRM for a generator from its own rollouts (design.md section 2).
+
+Phases, each resumable and skipped when asked: rollouts (K solutions per problem through the engine, graded) ->
+mc (Monte-Carlo values of step prefixes on a subset) -> features (the backbone's hidden state at each step's end)
+-> train (torch; the head file and a report). Everything lands in --work; the head in --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from edgereason import models
+from edgereason.bench.dataset import load_problems
+from edgereason.cli.common import add_search_args, pull_progress, search_config
+from edgereason.cli.progress import bar
+from edgereason.errors import ConfigError
+from edgereason.policy import Policy
+from edgereason.prm_choice import SELF
+from edgereason.session import ModelSettings, open_session
+from edgereason.training import features as feats
+from edgereason.training.mc import collect_mc
+from edgereason.training.rollouts import collect, read_jsonl
+from edgereason.training.train import TrainConfig
+from edgereason.value_head import Backbone, feature_tokens, file_sha256, save_head
+
+PHASES = ("rollouts", "mc", "features", "train")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train-prm", help="train a value-head PRM on the generator's own rollouts",
+                       description=__doc__.split("\n\n")[0] + " Phases: " + ", ".join(PHASES) + ".")
+    p.add_argument("--model", default=models.DEFAULT_MODEL, help=f"generator (default {models.DEFAULT_MODEL})")
+    p.add_argument("--backbone", default=SELF, metavar="NAME|PATH|self",
+                   help="weights whose hidden states the head reads (default self: the generator's)")
+    p.add_argument("--dataset", help="JSONL of {id, problem, answer} to roll out (e.g. GSM8K train)")
+    p.add_argument("--limit", type=int, default=None, help="problems to roll out (default all)")
+    p.add_argument("--offset", type=int, default=0, help="problems to skip first (default 0)")
+    p.add_argument("--samples", type=int, default=8, help="solutions sampled per problem (default 8)")
+    p.add_argument("--mc-problems", type=int, default=0,
+                   help="problems whose step prefixes get Monte-Carlo values (default 0: outcome labels only)")
+    p.add_argument("--mc-completions", type=int, default=4, help="completions per prefix (default 4)")
+    p.add_argument("--concurrency", type=int, default=16, help="problems in flight at once (default 16)")
+    p.add_argument("--work", default=None, help="folder for rollouts, features and the report "
+                                                "(default $EDGEREASON_HOME/train/MODEL)")
+    p.add_argument("--out", default=None, help="head file to write (default WORK/head-BACKBONE.safetensors)")
+    p.add_argument("--phases", default=",".join(PHASES), help=f"comma list of {', '.join(PHASES)} (default all)")
+    p.add_argument("--rollouts", action="append", default=None, metavar="FILE",
+                   help="rollout files to read (default WORK/rollouts.jsonl; repeat to merge shards)")
+    p.add_argument("--hidden", type=int, default=TrainConfig.hidden, help="hidden units, 0 = linear (default 256)")
+    p.add_argument("--epochs", type=int, default=TrainConfig.epochs, help="training epochs (default 40)")
+    p.add_argument("--val-fraction", type=float, default=TrainConfig.val_fraction,
+                   help="problems held out for validation (default 0.15)")
+    p.add_argument("--no-plot", action="store_true", help="skip the calibration PNG")
+    g = p.add_argument_group("runtime")
+    g.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
+    g.add_argument("--gpu-layers", type=int, default=0, metavar="N", help="layers on the GPU, 999 = all")
+    g.add_argument("--kv-tokens", type=int, default=32768, help="KV tokens per model (default 32768)")
+    g.add_argument("--device-sampling", default="auto", choices=("auto", "on", "off"),
+                   help="cut each row to its top tokens on the device (as in solve; default auto)")
+    add_search_args(p)
+    p.set_defaults(func=run, max_tokens=1024, max_steps=20)  # GSM8K solutions are short
+
+
+def run(args: argparse.Namespace) -> int:
+    phases = [s.strip() for s in args.phases.split(",") if s.strip()]
+    if bad := [s for s in phases if s not in PHASES]:
+        raise ConfigError(f"--phases takes {', '.join(PHASES)}; got {', '.join(bad)}")
+    if args.samples < 1 or args.concurrency < 1 or args.mc_completions < 1 or args.mc_problems < 0:
+        raise ConfigError("--samples, --concurrency and --mc-completions must be at least 1, --mc-problems >= 0")
+    backbone = args.model if args.backbone == SELF else args.backbone
+    work = Path(args.work) if args.work else models.home() / "train" / models.display_name(args.model)
+    work.mkdir(parents=True, exist_ok=True)
+    rollout_files = [Path(f) for f in args.rollouts] if args.rollouts else [work / "rollouts.jsonl"]
+    out = Path(args.out) if args.out else work / f"head-{models.display_name(backbone)}.safetensors"
+    features_file = work / f"features-{models.display_name(backbone)}.npz"
+    config = search_config(args)
+    if "rollouts" in phases or "mc" in phases:
+        _generate(args, phases, work, rollout_files[0], config)
+    if "features" in phases:
+        _features(args, backbone, _rollouts(rollout_files), list(read_jsonl(work / "mc.jsonl")), features_file)
+    if "train" in phases:
+        _train(args, backbone, features_file, out, work)
+    return 0
+
+
+def _rollouts(files: list[Path]) -> list[dict]:
+    rows: dict[str, dict] = {}
+    for f in files:
+        for row in read_jsonl(f):
+            if "id" in row and "paths" in row:
+                rows.setdefault(row["id"], row)
+    if not rows:
+        raise ConfigError(f"no rollouts in {', '.join(map(str, files))}: run the rollouts phase first")
+    return list(rows.values())
+
+
+def _generate(args: argparse.Namespace, phases: list[str], work: Path, rollout_file: Path, config) -> None:
+    # the judge scores every step of every rollout: its AUC on the same steps is the baseline the head must beat
+    settings = ModelSettings(model=args.model, prm_format="judge", threads=args.threads,
+                             generator_kv_tokens=args.kv_tokens, verifier_kv_tokens=args.kv_tokens,
+                             n_gpu_layers=args.gpu_layers, device_sampling=args.device_sampling)
+    session = open_session(settings, progress=pull_progress)
+    try:
+        if "rollouts" in phases:
+            if not args.dataset:
+                raise ConfigError("the rollouts phase needs --dataset FILE.jsonl (problems with answers)")
+            problems = load_problems(args.dataset, args.limit, args.offset)
+            added = collect(session.engine(Policy()), problems, rollout_file, args.samples, config,
+                            args.concurrency, bar("rollouts"))
+            print(f"\nrollouts: {added} problems added to {rollout_file}", file=sys.stderr)
+        if "mc" in phases and args.mc_problems:
+            rows = list(read_jsonl(rollout_file))
+            added = collect_mc(session.engine(Policy()), rows, work / "mc.jsonl", args.mc_problems,
+                               args.mc_completions, config, args.concurrency, args.seed, bar("mc prefixes"))
+            print(f"\nmc: {added} prefixes added to {work / 'mc.jsonl'}", file=sys.stderr)
+    finally:
+        session.close()
+
+
+def _features(args: argparse.Namespace, backbone: str, rollouts: list[dict], mc_rows: list[dict],
+              out: Path) -> None:
+    from edgereason.backends.llamacpp import LlamaVerifier, load_model
+    from edgereason.backends.prm_format import prm_format
+
+    path = models.resolve(backbone, progress=pull_progress, role="backbone")
+    model = load_model(str(path), args.gpu_layers)
+    verifier = LlamaVerifier(model, prm_format("head"), args.kv_tokens, n_threads=args.threads)
+    tokens = feature_tokens(model.n_vocab, model.n_embd, model.eog_ids | model.control_ids, args.seed)
+    try:
+        f = feats.extract(verifier, tokens, rollouts, mc_rows, progress=bar("features"))
+    finally:
+        verifier.close()
+    print(file=sys.stderr)
+    if not f:
+        raise ConfigError("the rollouts hold no steps to extract features from")
+    feats.save(out, f)
+    print(f"features: {len(f['x'])} steps of {len(rollouts)} problems -> {out}", file=sys.stderr)
+
+
+def _train(args: argparse.Namespace, backbone: str, features_file: Path, out: Path, work: Path) -> None:
+    from edgereason.training.report import plot_calibration, write_report
+    from edgereason.training.train import train_head
+
+    if not features_file.is_file():
+        raise ConfigError(f"no features at {features_file}: run the features phase first")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise ConfigError('training needs torch: pip install "edgereason[torch]"') from None
+    f = feats.load(features_file)
+    path = models.resolve(backbone, allow_pull=False, role="backbone")
+    cfg = TrainConfig(hidden=args.hidden, epochs=args.epochs, val_fraction=args.val_fraction, seed=args.seed)
+    head, record = train_head(f, Backbone(models.display_name(backbone), path.name, file_sha256(path)), cfg,
+                              log=lambda line: print(f"\r{line}", end="", file=sys.stderr, flush=True))
+    print(file=sys.stderr)
+    record["generator"] = models.display_name(args.model)
+    record["command"] = "edgereason " + " ".join(sys.argv[1:])
+    head = replace(head, record=record)
+    weights, meta = save_head(head, out)
+    write_report(work / "report.json", record)
+    if not args.no_plot:
+        plot_calibration(work / "calibration.png", record, f"{head.backbone.name} value head: validation steps")
+    print(json.dumps({k: record[k] for k in ("val_step_auc", "val_outcome_auc", "judge_val_step_auc",
+                                             "judge_val_outcome_auc", "rows", "val_problems")}, default=str))
+    print(f"head: {weights} (+ {meta.name}); report: {work / 'report.json'}", file=sys.stderr)
+

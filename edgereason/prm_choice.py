@@ -1,0 +1,57 @@
+"""Which PRM a session runs: its weights, its format and, for the `head` format, the trained value head.
+
+Rules:
+- `--prm` absent or `self`: the generator's own weights (one copy of the weights in memory).
+- `--prm-format auto` (the default): `head` when a value head is given (`--prm-head`) or one ships for the PRM
+  model (edgereason/heads/<model>.safetensors, made by `edgereason train-prm`), else `judge`.
+- `head` needs a head whose backbone is the PRM model (checked by sha256 when the model opens).
+- `--prm hf:PATH` runs the PRM on torch + transformers (a Hugging Face folder, or a .gguf read into torch);
+  `qwen-prm` and `skywork` need it (their reward heads are not in a GGUF).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgereason import models
+from edgereason.errors import ConfigError
+from edgereason.value_head import ValueHead, load_head
+
+PRM_FORMAT_CHOICES = ("auto", "judge", "rlhflow", "head", "math-shepherd", "qwen-prm", "skywork")
+HF_PREFIX = "hf:"  # --prm hf:PATH: a Hugging Face folder or a .gguf, on torch + transformers
+HEAD_ONLY_FORMATS = ("qwen-prm", "skywork")  # a reward head on the hidden states, which a GGUF conversion drops
+SELF = "self"
+HEADS_DIR = Path(__file__).resolve().parent / "heads"
+
+
+@dataclass(frozen=True)
+class PRMChoice:
+    name: str  # registry name or path, as the user named the PRM's weights
+    format: str  # a concrete format: judge, rlhflow or head
+    head: ValueHead | None
+
+
+def shipped_head(model: str) -> Path | None:
+    """The value head that ships for a registry model, if any."""
+    path = HEADS_DIR / f"{model}.safetensors"
+    return path if model in models.REGISTRY and path.is_file() else None
+
+
+def choose_prm(model: str, prm: str | None, prm_format: str, prm_head: str | None) -> PRMChoice:
+    if prm_format not in PRM_FORMAT_CHOICES:
+        raise ConfigError(f"unknown PRM format {prm_format!r}; choose one of {', '.join(PRM_FORMAT_CHOICES)}")
+    name = model if prm in (None, SELF) else prm
+    head_file = Path(prm_head).expanduser() if prm_head else shipped_head(name)
+    fmt = ("head" if head_file else "judge") if prm_format == "auto" else prm_format
+    if fmt in HEAD_ONLY_FORMATS and not name.startswith(HF_PREFIX):
+        raise ConfigError(f"--prm-format {fmt} reads the checkpoint's reward head, which llama.cpp cannot run: "
+                          f"pass --prm {HF_PREFIX}FOLDER (pip install \"edgereason[torch]\")")
+    if fmt != "head":
+        if prm_head:
+            raise ConfigError(f"--prm-head is read by --prm-format head, not {fmt}; drop one of them")
+        return PRMChoice(name, fmt, None)
+    if head_file is None:
+        raise ConfigError(f"--prm-format head needs a trained value head and none ships for {name}: pass "
+                          "--prm-head FILE (make one with edgereason train-prm)")
+    return PRMChoice(name, fmt, load_head(head_file))

@@ -1,0 +1,1 @@
+"""Training the project's own value-head PRMs (`edgereason train-prm`)."""

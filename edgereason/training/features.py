@@ -1,0 +1,89 @@
+"""Features for the value head: at the last token of every step of every rollout path, the backbone's logits of a
+fixed token set (a full-rank image of its final hidden state; see edgereason/value_head.py), read through the same
+verifier code that scores with the head later (prompt, tokenisation and all), so training and scoring see the same
+numbers. One row per step, with its labels:
+
+  tokens [k] int32        the vocabulary ids read (one set for the file)
+  x [n, k] float16        their logits
+  problem, path, step [n] int32   where it comes from (problem = index of the rollout line)
+  last [n] bool           the path's final step
+  outcome [n] float32     1 when the path's answer is right (every prefix of a right path is good)
+  mc [n] float32          Monte-Carlo value of the prefix ending at this step, NaN where none was sampled
+  prm [n] float32         the rollout PRM's score for this step (the judge's, for comparison), NaN where none
+  weight [n] float32      the path's potential (deduplicated paths stand for several samples)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from edgereason.protocols import ScoreRequest
+from edgereason.training.rollouts import Progress
+
+FIELDS = ("tokens", "x", "problem", "path", "step", "last", "outcome", "mc", "prm", "weight")
+
+
+def mc_values(mc_rows: list[dict]) -> dict[tuple[str, int, int], float]:
+    """(problem id, path, steps in prefix) -> value. The prefix of k steps ends at step index k-1."""
+    return {(r["id"], int(r["path"]), int(r["steps"])): float(r["value"]) for r in mc_rows}
+
+
+def extract(verifier, tokens: np.ndarray, rollouts: list[dict], mc_rows: list[dict], paths_per_call: int = 32,
+            progress: Progress | None = None) -> dict[str, np.ndarray]:
+    """verifier: a llama.cpp verifier in the head format on the backbone (its `features`)."""
+    mc = mc_values(mc_rows)
+    cols: dict[str, list] = {k: [] for k in FIELDS}
+    batch: list[tuple[int, int, dict, ScoreRequest]] = []
+
+    def flush() -> None:
+        states = verifier.features([b[3] for b in batch], tokens)
+        for (ri, pi, path, _), x in zip(batch, states):
+            n = len(path["steps"])
+            pid = rollouts[ri]["id"]
+            scores = list(path.get("prm") or [None] * n)
+            cols["x"].append(x.astype(np.float16))
+            cols["problem"] += [ri] * n
+            cols["path"] += [pi] * n
+            cols["step"] += list(range(n))
+            cols["last"] += [k == n - 1 for k in range(n)]
+            cols["outcome"] += [float(bool(path["correct"]))] * n
+            cols["mc"] += [mc.get((pid, pi, k + 1), np.nan) for k in range(n)]
+            cols["prm"] += [np.nan if s is None else float(s) for s in scores]
+            cols["weight"] += [float(path.get("potential", 1))] * n
+        for key in {b[3].prefix_key for b in batch}:
+            verifier.release(key)
+        batch.clear()
+
+    total = len(rollouts)
+    for ri, row in enumerate(rollouts):
+        for pi, path in enumerate(row["paths"]):
+            if path["steps"]:
+                root = f"feat{ri}/"
+                batch.append((ri, pi, path, ScoreRequest(f"{root}{pi}", row["problem"], path["steps"],
+                                                         range(len(path["steps"])), root, 0)))
+        if len(batch) >= paths_per_call:
+            flush()
+        if progress:
+            progress(ri + 1, total)
+    if batch:
+        flush()
+    if not cols["x"]:
+        return {}
+    out = {"tokens": np.asarray(tokens, dtype=np.int32), "x": np.concatenate(cols["x"])}
+    types = {"problem": np.int32, "path": np.int32, "step": np.int32, "last": bool, "outcome": np.float32,
+             "mc": np.float32, "prm": np.float32, "weight": np.float32}
+    out.update({k: np.asarray(cols[k], dtype=t) for k, t in types.items()})
+    return out
+
+
+def save(path: Path, features: dict[str, np.ndarray]) -> None:
+    tmp = path.with_name(path.name + ".partial.npz")  # np.savez keeps a name that ends in .npz
+    np.savez(tmp, **features)
+    tmp.replace(path)
+
+
+def load(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path) as z:
+        return {k: z[k] for k in FIELDS}

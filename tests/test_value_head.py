@@ -1,0 +1,78 @@
+"""The value-head file: round trip, the backbone check by sha256, and every corrupt-file case as one clear error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgereason.errors import ConfigError, ModelError
+from edgereason.value_head import Backbone, ValueHead, feature_tokens, file_sha256, head_paths, load_head, save_head
+
+
+def random_head(backbone: Backbone, k: int = 12, hidden: int = 5, seed: int = 0, n_vocab: int = 100) -> ValueHead:
+    rng = np.random.default_rng(seed)
+    tokens = np.sort(rng.choice(n_vocab, size=k, replace=False))
+    f32 = lambda *shape: rng.normal(size=shape).astype(np.float32)  # noqa: E731
+    w1, b1 = (f32(hidden, k), f32(hidden)) if hidden else (None, None)
+    return ValueHead(backbone, tokens, f32(k), np.abs(f32(k)) + 0.5, f32(1, hidden or k), f32(1), w1, b1,
+                     record={"val_step_auc": 0.8})
+
+
+@pytest.mark.parametrize("hidden", [5, 0])
+def test_round_trip_keeps_scores(tmp_path: Path, hidden: int):
+    head = random_head(Backbone("m", "m.gguf", "ab" * 32), hidden=hidden)
+    save_head(head, tmp_path / "h.safetensors")
+    back = load_head(tmp_path / "h.json")  # either file names the pair
+    rows = np.random.default_rng(1).normal(size=(4, 100)).astype(np.float32)
+    assert [back.score(r) for r in rows] == pytest.approx([head.score(r) for r in rows], abs=1e-6)
+    assert all(0.0 <= back.score(r) <= 1.0 for r in rows)
+    assert back.record == {"val_step_auc": 0.8} and back.backbone == head.backbone
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.json", "h.safetensors"]  # no temp files left
+
+
+def test_backbone_is_checked_by_sha256(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path / "home"))
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF" + b"\0" * 64)
+    head = random_head(Backbone("model", "model.gguf", file_sha256(model)))
+    head.check_backbone(model, n_vocab=100)
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"GGUF" + b"\1" * 64)
+    with pytest.raises(ConfigError, match="trained on model"):
+        head.check_backbone(other, n_vocab=100)
+    with pytest.raises(ConfigError, match="vocabulary"):
+        head.check_backbone(model, n_vocab=10)
+
+
+def test_corrupt_and_missing_files_are_one_clear_error(tmp_path: Path):
+    weights, meta = head_paths(tmp_path / "h")
+    with pytest.raises(ConfigError, match="not found"):
+        load_head(weights)
+    save_head(random_head(Backbone("m", "m.gguf", "0" * 64)), weights)
+    weights.write_bytes(weights.read_bytes()[:40])  # truncated
+    with pytest.raises(ModelError, match="corrupt"):
+        load_head(weights)
+    save_head(random_head(Backbone("m", "m.gguf", "0" * 64)), weights)
+    meta.write_text('["not a head"]')
+    with pytest.raises(ModelError, match="corrupt or not a value head"):
+        load_head(weights)
+
+
+def test_tensors_that_do_not_fit_are_refused():
+    head = random_head(Backbone("m", "m.gguf", "0" * 64))
+    with pytest.raises(ModelError, match="do not fit"):
+        ValueHead(head.backbone, head.tokens, head.mean, head.std, head.w2, head.b2, head.w1[:, :3], head.b1)
+
+
+def test_feature_tokens_are_twice_the_width_and_skip_special_ids():
+    tokens = feature_tokens(n_vocab=1000, n_embd=64, exclude=frozenset({0, 1, 2}))
+    assert len(tokens) == 128 and len(set(tokens.tolist())) == 128
+    assert not {0, 1, 2} & set(tokens.tolist()) and (np.diff(tokens) > 0).all()
+
+
+def test_names_with_dots_keep_them(tmp_path: Path):
+    weights, meta = head_paths(tmp_path / "head-qwen2.5-coder-0.5b.safetensors")
+    assert (weights.name, meta.name) == ("head-qwen2.5-coder-0.5b.safetensors", "head-qwen2.5-coder-0.5b.json")
+    assert head_paths(tmp_path / "head-qwen2.5-coder-0.5b.json") == (weights, meta)

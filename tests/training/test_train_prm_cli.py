@@ -1,0 +1,80 @@
+"""`edgereason train-prm` on a tiny real run: SmolLM2 through the engine and llama.cpp, torch training, a head file.
+
+SmolLM2 cannot do math and never writes `\\boxed{}`, so math-verify grades every path wrong. To give training two
+classes, the test relabels the real rollouts by whether the gold number appears in the path's text; features,
+training and the head are then the real pipeline's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgereason.cli.main import main
+from edgereason.training import features as feats
+from edgereason.training.rollouts import read_jsonl
+from edgereason.value_head import load_head
+
+pytest.importorskip("torch")
+
+PROBLEMS = [("c0", "Copy this sentence exactly: Therefore, the final answer is: $\\boxed{4}$.", "4"),
+            ("c1", "Copy this sentence exactly: Therefore, the final answer is: $\\boxed{7}$.", "7"),
+            ("c2", "What is 2 + 7? Say only the number.", "9")]
+TINY = ["--model", "smollm2-135m", "--samples", "4", "--max-steps", "2", "--max-step-tokens", "24",
+        "--max-tokens", "48", "--concurrency", "3", "--threads", "2"]
+
+
+@pytest.fixture()
+def dataset(tmp_path: Path) -> Path:
+    path = tmp_path / "copy.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "problem": p, "answer": a}) + "\n" for i, p, a in PROBLEMS))
+    return path
+
+
+def test_rollouts_resume_then_features_and_training_make_a_head(smollm2_path, dataset, tmp_path, capsys):
+    work = tmp_path / "work"
+    args = ["train-prm", *TINY, "--dataset", str(dataset), "--work", str(work)]
+    assert main(args + ["--phases", "rollouts"]) == 0
+    rows = list(read_jsonl(work / "rollouts.jsonl"))
+    assert sorted(r["id"] for r in rows) == ["c0", "c1", "c2"]
+    assert all(len(r["paths"]) >= 1 and all(p["steps"] and len(p["prm"]) == len(p["steps"]) for p in r["paths"])
+               for r in rows)
+    assert main(args + ["--phases", "rollouts"]) == 0  # resumed: nothing left to do
+    assert "0 problems added" in capsys.readouterr().err
+    assert main(args + ["--phases", "mc", "--mc-problems", "1", "--mc-completions", "2"]) == 0
+    mc = list(read_jsonl(work / "mc.jsonl"))
+    assert mc and all(0.0 <= r["value"] <= 1.0 and r["steps"] >= 1 for r in mc)
+
+    relabelled = [{**r, "paths": [{**p, "correct": r["gold"] in "".join(p["steps"])} for p in r["paths"]]}
+                  for r in rows]
+    labels = [p["correct"] for r in relabelled for p in r["paths"]]
+    if all(labels) or not any(labels):
+        pytest.skip("this sample gave one class only")
+    (work / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in relabelled))
+    out = tmp_path / "head.safetensors"
+    assert main(args + ["--phases", "features,train", "--epochs", "3", "--hidden", "8", "--val-fraction", "0.34",
+                        "--out", str(out)]) == 0
+    head = load_head(out)
+    f = feats.load(work / "features-smollm2-135m.npz")
+    assert f["x"].shape == (len(f["step"]), len(head.tokens)) and np.isfinite(f["x"]).all()
+    scores = np.array([head.score_features(x) for x in f["x"]])
+    assert scores.std() > 1e-4  # a head trained on real features: not a constant
+    report = json.loads((work / "report.json").read_text())
+    assert report["rows"] == len(scores) and report["mc_rows"] == sum(~np.isnan(f["mc"]))
+    assert (work / "calibration.png").stat().st_size > 1000
+
+
+def test_training_data_without_answers_is_one_clear_error(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": "x", "problem": "What is 1 + 1?"}) + "\n")
+    assert main(["train-prm", *TINY, "--dataset", str(bad), "--work", str(tmp_path / "w"),
+                 "--phases", "rollouts"]) == 2
+    assert "answer" in capsys.readouterr().err
+
+
+def test_train_phase_without_features_says_what_to_run(tmp_path, capsys):
+    assert main(["train-prm", "--model", "smollm2-135m", "--work", str(tmp_path), "--phases", "train"]) == 2
+    assert "run the features phase first" in capsys.readouterr().err
