@@ -1,17 +1,22 @@
-"""Turn-style PRM prompts (design.md section 2), built from the model's own chat template.
+"""PRM prompts (design.md section 2), built from the model's own chat template. Every format is prefix-stable: the
+tokens for steps 1..k are a prefix of the tokens for steps 1..k+1, and step k is read at the last token of its
+segment.
 
-Prefix-stable: the tokens for steps 1..k are a prefix of the tokens for steps 1..k+1. Segment 1 is the system turn
-and the first user turn (question + " " + step 1) up to the assistant header; segment k > 1 is the previous
-assistant answer (the "good" token), the end of that turn, the user turn with step k and the next assistant header.
-The score of step k is P(good) against P(bad) at the last token of segment k.
+Turn style (judge, rlhflow): segment 1 is the system turn and the first user turn (question + " " + step 1) up to
+the assistant header; segment k > 1 is the previous assistant answer (the "good" token), the end of that turn, the
+user turn with step k and the next assistant header. The score of step k is P(good) against P(bad).
+
+Solve style (head): the generator's own prompt (its system prompt and the question, the assistant turn open), then
+the steps exactly as generated. A trained value head reads the logits at each step's last token.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Literal, Sequence
 
 from edgereason.errors import ConfigError, ModelError
+from edgereason.prompts import solve_messages
 
 JUDGE_SYSTEM = (
     "You check math solutions one step at a time. The user gives a problem with the first step of a solution, "
@@ -26,11 +31,15 @@ class PRMFormat:
     good: str
     bad: str
     system: str | None
+    prompt: Literal["turn", "solve"] = "turn"
+    tag: str | None = None  # tag style: this text ends every step, and the step is read there
 
 
 PRM_FORMATS: dict[str, PRMFormat] = {
     "judge": PRMFormat("judge", good="Yes", bad="No", system=JUDGE_SYSTEM),
     "rlhflow": PRMFormat("rlhflow", good="+", bad="-", system=None),
+    "head": PRMFormat("head", good="", bad="", system=None, prompt="solve"),
+    "math-shepherd": PRMFormat("math-shepherd", good="+", bad="-", system=None, tag=" \u043a\u0438"),  # " ки"
 }
 
 _Q, _S1, _S2 = "@@QUESTION@@", "@@STEP_ONE@@", "@@STEP_TWO@@"
@@ -69,3 +78,36 @@ class TurnPrompt:
         """The text segments for steps[start:], given the KV already holds the head and segments [0, start)."""
         return [(self._first.replace(_S1, steps[i].strip(), 1) if i == 0 else self._next.replace(_S2, steps[i].strip(), 1))
                 for i in range(start, len(steps))]
+
+
+class SolvePrompt:
+    """The generator's prompt for `question`, then the steps verbatim: what a value head was trained on."""
+
+    def __init__(self, render: Callable[[list[dict[str, str]]], str]) -> None:
+        self._render = render
+
+    def head(self, question: str) -> str:
+        return self._render(solve_messages(question))
+
+    def segments(self, steps: Sequence[str], start: int) -> list[str]:
+        return list(steps[start:])
+
+
+class TagPrompt:
+    """Tag style (Math-Shepherd), no chat template: question + " " + step 1 + tag, then "\\n" + step k + tag; the
+    head is the question alone."""
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+
+    def head(self, question: str) -> str:
+        return question.strip()
+
+    def segments(self, steps: Sequence[str], start: int) -> list[str]:
+        return [(" " if i == 0 else "\n") + steps[i].strip() + self.tag for i in range(start, len(steps))]
+
+
+def prompt_for(fmt: PRMFormat, render: Callable[[list[dict[str, str]]], str]) -> TurnPrompt | SolvePrompt | TagPrompt:
+    if fmt.tag is not None:
+        return TagPrompt(fmt.tag)
+    return SolvePrompt(render) if fmt.prompt == "solve" else TurnPrompt(fmt, render)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # How the shipped value heads are made and measured on a GPU machine: rollouts of GSM8K train problems, Monte-Carlo
 # values on a subset, features and training, then accuracy on GSM8K test against greedy decoding and the judge PRM.
-# Today the host samples every row, so one process leaves the GPU mostly idle: each phase runs SHARDS processes over
-# disjoint problems, each time-boxed by SIGINT (rollouts and MC values keep what they finished and resume).
+# One engine process does not fill an H200 (its host work is serial), so each phase runs SHARDS processes over
+# disjoint problems, each time-boxed by SIGTERM (rollouts and MC values keep what they finished and resume; SIGINT
+# would not do: a background job of a non-interactive shell starts with SIGINT ignored).
 #
 # Usage: head_pipeline.sh PHASE MODEL DATA_DIR WORK
 #   PHASE: rollouts | mc | train | eval        MODEL: registry name   DATA_DIR: holds gsm8k_train/test.jsonl
@@ -25,14 +26,14 @@ case $phase in
 rollouts)
   for i in $(seq 0 $((shards - 1))); do
     read -r off lim <<<"$(shard_range "$i" "$train")"
-    timeout -s INT "$seconds" edgereason train-prm $gpu --dataset "$data/gsm8k_train.jsonl" --offset "$off" \
+    timeout -s TERM "$seconds" edgereason train-prm $gpu --dataset "$data/gsm8k_train.jsonl" --offset "$off" \
       --limit "$lim" --samples 8 --phases rollouts --rollouts "$work/rollouts-$i.jsonl" --work "$work" \
       --concurrency 8 >"$work/log-rollouts-$i.txt" 2>&1 &
   done
   wait ;;
 mc)
   for i in $(seq 0 $((shards - 1))); do
-    timeout -s INT "$seconds" edgereason train-prm $gpu --phases mc --rollouts "$work/rollouts-$i.jsonl" \
+    timeout -s TERM "$seconds" edgereason train-prm $gpu --phases mc --rollouts "$work/rollouts-$i.jsonl" \
       --work "$work" --mc-problems "${MC_PROBLEMS:-12}" --mc-completions 4 --concurrency 8 \
       >"$work/log-mc-$i.txt" 2>&1 &
   done

@@ -12,6 +12,7 @@ Rules every Generator keeps:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, Sequence, runtime_checkable
 
 from edgereason.config import SamplingParams
@@ -66,6 +67,10 @@ class Generator(KVMemory, Protocol):
     def free_seq_slots(self) -> int: ...
     @property
     def max_batch_tokens(self) -> int: ...
+    @property
+    def context_length(self) -> int:
+        """Tokens of context the model was trained on: a prompt must leave room below it."""
+        ...
 
     def step(self, batch: Sequence[BatchEntry], samples: Sequence[int],
              sampling: SamplingParams | Sequence[SamplingParams]) -> list[list[int]]: ...
@@ -87,3 +92,15 @@ class Verifier(KVMemory, Protocol):
 class ScoreResult(NamedTuple):
     scores: list[float]  # one per `need` index, in that order
     new_tokens: int  # tokens the verifier evaluated for this request (0 when all were held)
+
+
+@dataclass
+class VerifierStats:
+    """What a verifier did, summed over its calls (the bench reads it)."""
+
+    calls: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    rebuilt_tokens: int = 0  # tokens evaluated again because a held prefix had been dropped
+    peak_tokens: int = 0  # most KV tokens in use, at the end of a call (before the engine releases dead paths)
+    per_call_tokens: list[int] = field(default_factory=list)

@@ -9,17 +9,29 @@ from edgereason.backends.llamacpp.runtime import LlamaModel, load_model, physica
 from edgereason.backends.llamacpp.verifier import LlamaVerifier
 from edgereason.backends.prm_format import prm_format
 from edgereason.errors import ConfigError
+from edgereason.value_head import ValueHead
 
 
 def open_models(generator_path: Path, prm_path: Path, prm_format_name: str, generator_kv_tokens: int,
-                verifier_kv_tokens: int, n_threads: int | None = None,
-                n_gpu_layers: int = 0, flash_attn: bool = True) -> tuple[LlamaGenerator, LlamaVerifier]:
+                verifier_kv_tokens: int, n_threads: int | None = None, n_gpu_layers: int = 0,
+                flash_attn: bool = True, head: ValueHead | None = None,
+                device_top_k: int = 0) -> tuple[LlamaGenerator, LlamaVerifier]:
+    """head: the trained value head the `head` format reads (its backbone is prm_path). device_top_k > 0: the
+    generator's rows are cut to their top k on the device (device_sampling.py)."""
     gen_model = load_model(str(generator_path), n_gpu_layers)
     prm_model = load_model(str(prm_path), n_gpu_layers)
-    generator = LlamaGenerator(gen_model, generator_kv_tokens, n_threads=n_threads, flash_attn=flash_attn)
+    generator = LlamaGenerator(gen_model, generator_kv_tokens, n_threads=n_threads, flash_attn=flash_attn,
+                               device_top_k=device_top_k)
     verifier = LlamaVerifier(prm_model, prm_format(prm_format_name), verifier_kv_tokens, n_threads=n_threads,
-                             flash_attn=flash_attn)
+                             flash_attn=flash_attn, head=head)
     return generator, verifier
+
+
+def open_generator(generator_path: Path, generator_kv_tokens: int, n_threads: int | None = None,
+                   n_gpu_layers: int = 0, flash_attn: bool = True, device_top_k: int = 0) -> LlamaGenerator:
+    """The generator alone, for a PRM on another backend (an hf: PRM on torch) in the same process."""
+    return LlamaGenerator(load_model(str(generator_path), n_gpu_layers), generator_kv_tokens, n_threads=n_threads,
+                          flash_attn=flash_attn, device_top_k=device_top_k)
 
 
 def supports_gpu() -> bool:
@@ -39,5 +51,5 @@ def kv_bytes_per_token(path: Path, n_gpu_layers: int = 0) -> int:
     return load_model(str(path), n_gpu_layers).kv_bytes_per_token
 
 
-__all__ = ["LlamaGenerator", "LlamaVerifier", "LlamaModel", "kv_bytes_per_token", "load_model", "open_models",
-           "physical_cores", "require_gpu", "supports_gpu"]
+__all__ = ["LlamaGenerator", "LlamaVerifier", "LlamaModel", "kv_bytes_per_token", "load_model", "open_generator",
+           "open_models", "physical_cores", "require_gpu", "supports_gpu"]

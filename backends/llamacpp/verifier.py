@@ -1,4 +1,5 @@
-"""The Verifier protocol on llama.cpp: a token-probability PRM in turn style with per-path KV reuse.
+"""The Verifier protocol on llama.cpp with per-path KV reuse: a token-probability PRM in turn style (judge,
+rlhflow), or a trained value head on the generator's own prompt (head).
 
 KV layout of a held path: the head (system turn and the question), then one segment per step; `ends[0]` is where
 the head ends and `ends[k]` where step k's segment ends. A request whose `prefix_key` names a held path forks that
@@ -12,44 +13,43 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext, KVMemoryOf, LlamaModel
-from edgereason.backends.prm_format import PRMFormat, TurnPrompt
-from edgereason.errors import OutOfMemoryError
-from edgereason.protocols import ScoreRequest, ScoreResult
+from edgereason.backends.prm_format import PRMFormat, prompt_for
+from edgereason.errors import ConfigError, OutOfMemoryError
+from edgereason.protocols import ScoreRequest, ScoreResult, VerifierStats
+from edgereason.value_head import ValueHead
 
 
 @dataclass
 class _Held:
     seq: int
     ends: list[int]  # KV length after the head (index 0) and after each step's segment
-    scores: list[float]  # one per step
-
-
-@dataclass
-class VerifierStats:
-    calls: int = 0
-    tokens: int = 0
-    seconds: float = 0.0
-    rebuilt_tokens: int = 0  # tokens evaluated again because a held prefix had been dropped
-    peak_tokens: int = 0  # most KV cells in use, at the end of a call (before the engine releases dead paths)
-    per_call_tokens: list[int] = field(default_factory=list)
+    scores: list[Any]  # one per step: a score, or a head's features for `features`
 
 
 class LlamaVerifier(KVMemoryOf):
     def __init__(self, model: LlamaModel, fmt: PRMFormat, kv_tokens: int, n_threads: int | None = None,
-                 n_seq_max: int = 256, flash_attn: bool = True) -> None:
+                 n_seq_max: int = 256, flash_attn: bool = True, head: ValueHead | None = None) -> None:
         self.model = model
         self.fmt = fmt
         self.name = f"{model.path.stem}:{fmt.name}"
         self.ctx = KVContext(model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads, flash_attn=flash_attn)
-        self.prompt = TurnPrompt(fmt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True))
-        self.good_id = model.tokenize(fmt.good, add_bos=False, special=False)[0]
-        self.bad_id = model.tokenize(fmt.bad, add_bos=False, special=False)[0]
+        self.prompt = prompt_for(fmt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True))
+        self._read: Callable[[np.ndarray], float] | None = None  # None: features only (training)
+        if fmt.name == "head":
+            if head is not None:
+                head.check_backbone(model.path, model.n_vocab)
+                self._read = head.score
+        else:
+            good = model.tokenize(fmt.good, add_bos=False, special=False)[0]
+            bad = model.tokenize(fmt.bad, add_bos=False, special=False)[0]
+            # softmax over the two tokens
+            self._read = lambda logits: 1.0 / (1.0 + float(np.exp(logits[bad] - logits[good])))
         self._held: OrderedDict[str, _Held] = OrderedDict()
         self.stats = VerifierStats()
 
@@ -80,13 +80,26 @@ class LlamaVerifier(KVMemoryOf):
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         """One call when the KV share allows, else halves until each part fits (one path must fit)."""
+        if self._read is None:
+            raise ConfigError("--prm-format head needs a trained value head: pass --prm-head FILE "
+                              "(make one with edgereason train-prm)")
+        return self._in_parts(requests, self._read)
+
+    def features(self, requests: Sequence[ScoreRequest], tokens: np.ndarray) -> list[np.ndarray]:
+        """The logits of `tokens` at each requested step's last token, [len(need), len(tokens)] per request: what
+        a value head reads (its training features). Needs the head format, so the prompt is the head's."""
+        if self.fmt.name != "head":
+            raise ConfigError("value-head features need the head PRM format")
+        return [np.stack(r.scores) for r in self._in_parts(requests, lambda row: row[tokens].copy())]
+
+    def _in_parts(self, requests: Sequence[ScoreRequest], read: Callable[[np.ndarray], Any]) -> list[ScoreResult]:
         try:
-            return self._score(requests)
+            return self._score(requests, read)
         except OutOfMemoryError:
             if len(requests) < 2:
                 raise
             half = len(requests) // 2
-            return self.score(requests[:half]) + self.score(requests[half:])
+            return self._in_parts(requests[:half], read) + self._in_parts(requests[half:], read)
 
     def _heads(self, requests: Sequence[ScoreRequest]) -> int:
         """Evaluate the shared head of every question whose first steps are scored now; returns its tokens."""
@@ -105,7 +118,7 @@ class LlamaVerifier(KVMemoryOf):
         self.ctx.decode(items, lambda *_: None)
         return total
 
-    def _score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
+    def _score(self, requests: Sequence[ScoreRequest], read: Callable[[np.ndarray], Any]) -> list[ScoreResult]:
         t0 = time.perf_counter()
         new_tokens = self._heads(requests)
         plans = []  # (base held or None, steps shared with it, head tokens or [], step segments)
@@ -139,12 +152,11 @@ class LlamaVerifier(KVMemoryOf):
             if flat:
                 items.append(DecodeItem(seq, flat, outputs))
 
-        def on_logits(tag: object, logits: np.ndarray) -> None:
+        def on_row(tag: object, row: np.ndarray) -> None:
             ri, step = tag  # type: ignore[misc]
-            good, bad = float(logits[self.good_id]), float(logits[self.bad_id])
-            states[ri].scores[step] = 1.0 / (1.0 + float(np.exp(bad - good)))  # softmax over the two tokens
+            states[ri].scores[step] = read(row)
 
-        self.ctx.decode(items, on_logits)
+        self.ctx.decode(items, on_row)
         self.stats.peak_tokens = max(self.stats.peak_tokens, self.ctx.used_tokens)
         for req, state in zip(requests, states):
             old = self._held.pop(req.key, None)

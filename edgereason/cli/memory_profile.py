@@ -8,13 +8,14 @@ import sys
 from pathlib import Path
 
 from edgereason import models
-from edgereason.cli.common import pull_progress
+from edgereason.cli.common import beam_count, pull_progress
 from edgereason.memory.device import DEVICE_KINDS
 from edgereason.memory.profiler import Profile, run_profile
 from edgereason.memory.sample import SAMPLE_PROBLEMS
 from edgereason.memory.size import format_size
 from edgereason.memory.split import Prediction
 from edgereason.memory.store import write_profile
+from edgereason.prm_choice import PRM_FORMAT_CHOICES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,18 +24,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Measures generator decode throughput against concurrent sequences and PRM prefill throughput "
                     "against batch tokens, predicts the search step time of each split of the KV budget, and "
                     "writes the best split to $EDGEREASON_HOME/profiles/ for start-up to reuse.")
-    p.add_argument("--generator", default=models.DEFAULT_MODEL,
-                   help=f"generator name or .gguf path (default {models.DEFAULT_MODEL})")
-    p.add_argument("--prm", default=None, help="PRM name or .gguf path (default: the generator judges)")
-    p.add_argument("--prm-format", default="judge", choices=["judge", "rlhflow"],
-                   help="how the PRM is prompted (default judge)")
-    p.add_argument("--budget", default="auto",
+    # --generator and --budget: the flags' first names, kept working
+    p.add_argument("--model", "--generator", dest="model", default=models.DEFAULT_MODEL,
+                   help=f"generator: a registry name or a .gguf path (default {models.DEFAULT_MODEL})")
+    p.add_argument("--prm", default=None, metavar="NAME|PATH|self",
+                   help="PRM weights (default self: the generator's own), as in solve")
+    p.add_argument("--prm-format", default="auto", choices=PRM_FORMAT_CHOICES,
+                   help="how the PRM is read, as in solve (default auto: the shipped value head, else judge)")
+    p.add_argument("--prm-head", default=None, metavar="FILE", help="value head for --prm-format head")
+    p.add_argument("--kv-budget", "--budget", dest="kv_budget", default="auto", metavar="SIZE",
                    help="KV memory for both models, e.g. 24MiB, 1.5GiB, 512M; auto = free memory after the "
                         "weights, less a margin (default auto)")
     p.add_argument("--device", default="cpu", choices=DEVICE_KINDS, help="where the models run (default cpu)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
-    p.add_argument("--beams", type=int, default=None, help="beam size N of the modelled search (default 4 on "
-                                                           "cpu, 8 on gpu)")
+    p.add_argument("--beams", type=beam_count, default=None, metavar="N",
+                   help="beam size N of the modelled search (default 4 on cpu, 8 on gpu)")
     p.add_argument("--width", type=int, default=4, help="beam width M of the modelled search (default 4)")
     p.add_argument("--requests", type=int, default=1,
                    help="searches running at once, e.g. a bench's concurrent problems (default 1)")
@@ -83,9 +87,10 @@ def _print_table(profile: Profile, path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    profile = run_profile(args.generator, args.prm, args.prm_format, args.budget, args.device, args.threads,
+    profile = run_profile(args.model, args.prm, args.prm_format, args.kv_budget, args.device, args.threads,
                           args.beams, args.max_step_tokens, args.width, args.requests, args.steps,
-                          tuple(args.problem or SAMPLE_PROBLEMS), progress=_progress, pull_progress=pull_progress)
+                          tuple(args.problem or SAMPLE_PROBLEMS), progress=_progress, pull_progress=pull_progress,
+                          prm_head=args.prm_head)
     data = profile.to_dict()
     path = write_profile(data, profile.device.device_id, profile.generator, profile.verifier)
     if args.plot:

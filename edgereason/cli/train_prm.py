@@ -18,6 +18,7 @@ from edgereason.bench.dataset import load_problems
 from edgereason.cli.common import add_search_args, pull_progress, search_config
 from edgereason.cli.progress import bar
 from edgereason.errors import ConfigError
+from edgereason.gpu import DEVICE_SAMPLING_MODES
 from edgereason.policy import Policy
 from edgereason.prm_choice import SELF
 from edgereason.session import ModelSettings, open_session
@@ -59,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
     g.add_argument("--gpu-layers", type=int, default=0, metavar="N", help="layers on the GPU, 999 = all")
     g.add_argument("--kv-tokens", type=int, default=32768, help="KV tokens per model (default 32768)")
-    g.add_argument("--device-sampling", default="auto", choices=("auto", "on", "off"),
+    g.add_argument("--device-sampling", default="auto", choices=DEVICE_SAMPLING_MODES,
                    help="cut each row to its top tokens on the device (as in solve; default auto)")
     add_search_args(p)
     p.set_defaults(func=run, max_tokens=1024, max_steps=20)  # GSM8K solutions are short

@@ -9,7 +9,6 @@ from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
 from edgereason import models
-from edgereason.backends.prm_format import prm_format as lookup_format
 from edgereason.backends.llamacpp import require_gpu
 from edgereason.backends.llamacpp.runtime import load_model, physical_cores
 from edgereason.errors import ConfigError
@@ -19,6 +18,7 @@ from edgereason.memory.sample import SAMPLE_PROBLEMS, sample_search
 from edgereason.memory.size import format_size, parse_size
 from edgereason.memory.split import SplitPlan, Workload, budget_error, plan_split
 from edgereason.memory.store import verifier_id
+from edgereason.prm_choice import choose_prm
 
 PROFILE_VERSION = 1
 ALL_GPU_LAYERS = 999
@@ -88,15 +88,16 @@ def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 4)
 
 
-def run_profile(generator: str, prm: str | None, prm_format: str = "judge", budget: str = "auto",
+def run_profile(generator: str, prm: str | None, prm_format: str = "auto", budget: str = "auto",
                 device_kind: str = "cpu", threads: int | None = None, beams: int | None = None,
                 max_step_tokens: int = 96, width: int = 4, requests: int = 1, steps: int = 4,
                 problems: tuple[str, ...] = SAMPLE_PROBLEMS,
                 points: MeasurePoints | None = None, progress: Progress | None = None,
-                pull_progress: Callable[[str, int, int], None] | None = None) -> Profile:
+                pull_progress: Callable[[str, int, int], None] | None = None,
+                prm_head: str | None = None) -> Profile:
     if threads is not None and threads <= 0:
         raise ConfigError(f"--threads must be positive, got {threads}")
-    lookup_format(prm_format)  # bad settings fail now, not after loading and measuring
+    choice = choose_prm(generator, prm, prm_format, prm_head)  # bad settings fail now, not after measuring
     fixed_budget = None if budget == "auto" else parse_size(budget)
     device = read_device(device_kind)
     if min(beams or 1, width, requests, max_step_tokens, steps) <= 0:
@@ -104,7 +105,8 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "judge", budg
     workload = Workload(beams=DEFAULT_BEAMS[device.kind] if beams is None else beams, width=width,
                         requests=requests, step_tokens=min(TYPICAL_STEP_TOKENS, max_step_tokens), steps=steps)
     gen_path = models.resolve(generator, progress=pull_progress)
-    prm_path = models.resolve(prm, progress=pull_progress) if prm else gen_path
+    prm_path = gen_path if choice.name == generator else models.resolve(choice.name, progress=pull_progress,
+                                                                         role="PRM")
     if device.kind == "gpu":
         require_gpu("use --device cpu")
     n_gpu_layers = ALL_GPU_LAYERS if device.kind == "gpu" else 0
@@ -123,13 +125,13 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "judge", budg
     if progress:
         progress(f"sample search: {workload.requests} x {workload.beams} beams, width {workload.width}, "
                  f"{workload.steps} steps")
-    sample = sample_search(gen_model, prm_model, prm_format, workload.beams, workload.width, workload.steps,
-                           max_step_tokens, threads, workload.requests, problems)
+    sample = sample_search(gen_model, prm_model, choice.format, workload.beams, workload.width, workload.steps,
+                           max_step_tokens, threads, workload.requests, problems, choice.head)
     workload = replace(workload, **asdict(sample))  # the sample's fields are Workload's measured fields
     if progress:
         progress(f"sample search: {sample.step_tokens} tokens a step; KV in use at most "
                  f"{sample.generator_peak_tokens} generator, {sample.verifier_peak_tokens} PRM tokens")
     plan = plan_split(budget_bytes, gen_bpt, ver_bpt, gen_curve, ver_curve, workload)
-    return Profile(device, models.display_name(generator), verifier_id(prm or generator, prm_format),
+    return Profile(device, models.display_name(generator), verifier_id(choice.name, choice.format),
                    threads or physical_cores(), budget_bytes, gen_bpt, ver_bpt, workload, gen_curve, ver_curve,
                    plan)

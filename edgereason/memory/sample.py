@@ -14,6 +14,7 @@ from statistics import mean
 
 from edgereason.backends.llamacpp import LlamaGenerator, LlamaVerifier, LlamaModel
 from edgereason.backends.prm_format import prm_format
+from edgereason.value_head import ValueHead
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine import Engine
 from edgereason.policy import PRESETS
@@ -43,12 +44,12 @@ class WorkloadSample:
 
 def sample_search(gen_model: LlamaModel, prm_model: LlamaModel, prm_format_name: str, beams: int, width: int,
                   steps: int, max_step_tokens: int, n_threads: int | None = None, requests: int = 1,
-                  problems: tuple[str, ...] = SAMPLE_PROBLEMS) -> WorkloadSample:
+                  problems: tuple[str, ...] = SAMPLE_PROBLEMS, head: ValueHead | None = None) -> WorkloadSample:
     """Run `requests` searches at once, the i-th on problems[i % len(problems)]. Step, prompt and head tokens are
     means over the searches; the peaks count them together."""
     kv_tokens = min(SAMPLE_KV_TOKENS * requests, MAX_SAMPLE_KV_TOKENS)
     gen = LlamaGenerator(gen_model, kv_tokens, n_threads=n_threads)
-    ver = LlamaVerifier(prm_model, prm_format(prm_format_name), kv_tokens, n_threads=n_threads)
+    ver = LlamaVerifier(prm_model, prm_format(prm_format_name), kv_tokens, n_threads=n_threads, head=head)
     config = SearchConfig(beams=beams, width=width, max_steps=steps, max_step_tokens=max_step_tokens,
                           sampling=SamplingParams(seed=0))
     chosen = [problems[i % len(problems)] for i in range(requests)]

@@ -69,3 +69,60 @@ def test_lru_drops_held_paths_under_memory_pressure(smollm2):
     assert v.kv_used_tokens <= v.kv_capacity_tokens
     v.check_integrity()
     v.close()
+
+
+def _random_head(model):
+    import numpy as np
+
+    from edgereason.value_head import Backbone, ValueHead, feature_tokens, file_sha256
+
+    tokens = feature_tokens(model.n_vocab, 16, model.eog_ids)
+    rng = np.random.default_rng(0)
+    k = len(tokens)
+    return ValueHead(Backbone("smollm2-135m", model.path.name, file_sha256(model.path)), tokens,
+                     np.zeros(k, np.float32), np.full(k, 4.0, np.float32),
+                     rng.normal(size=(1, 8)).astype(np.float32), np.zeros(1, np.float32),
+                     rng.normal(size=(8, k)).astype(np.float32), np.zeros(8, np.float32))
+
+
+@pytest.mark.parametrize("flash_attn, tolerance", [(False, 1e-3), (True, 0.03)])
+def test_head_format_scores_step_by_step_as_whole(smollm2, flash_attn, tolerance):
+    """The value head reads the generator's own prompt; growing a path step by step gives the whole path's scores."""
+    head = _random_head(smollm2)
+    steps = [s + "\n\n" for s in STEPS]
+    v = LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=4096, flash_attn=flash_attn, head=head)
+    incremental = []
+    for k in range(len(steps)):
+        prefix = f"h{k - 1}" if k else "root"
+        incremental += v.score([ScoreRequest(f"h{k}", Q, steps[:k + 1], [k], prefix, k)])[0].scores
+    v.check_integrity()
+    v.close()
+    fresh = LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=4096, flash_attn=flash_attn, head=head)
+    whole = fresh.score([ScoreRequest("whole", Q, steps, [0, 1, 2])])[0].scores
+    fresh.close()
+    again = LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=4096, flash_attn=flash_attn)
+    feats = again.features([ScoreRequest("f", Q, steps, [0, 1, 2])], head.tokens)[0]
+    again.close()
+    assert incremental == pytest.approx(whole, abs=tolerance)
+    assert len(set(round(s, 4) for s in whole)) == 3  # a random head over real logits: not a constant
+    assert whole == pytest.approx([head.score_features(f) for f in feats], abs=1e-5)  # training reads the same
+
+
+def test_head_format_without_a_head_gives_features_but_refuses_to_score(smollm2):
+    from edgereason.errors import ConfigError
+
+    v = LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=2048)
+    with pytest.raises(ConfigError, match="--prm-head"):
+        v.score([ScoreRequest("x", Q, STEPS[:1], [0])])
+    v.close()
+
+
+def test_head_for_another_backbone_is_refused(smollm2, tmp_path):
+    from dataclasses import replace
+
+    from edgereason.errors import ConfigError
+    from edgereason.value_head import Backbone
+
+    head = replace(_random_head(smollm2), backbone=Backbone("qwen", "qwen.gguf", "f" * 64))
+    with pytest.raises(ConfigError, match="trained on qwen"):
+        LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=2048, head=head)

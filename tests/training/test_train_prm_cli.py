@@ -23,8 +23,8 @@ pytest.importorskip("torch")
 PROBLEMS = [("c0", "Copy this sentence exactly: Therefore, the final answer is: $\\boxed{4}$.", "4"),
             ("c1", "Copy this sentence exactly: Therefore, the final answer is: $\\boxed{7}$.", "7"),
             ("c2", "What is 2 + 7? Say only the number.", "9")]
-TINY = ["--model", "smollm2-135m", "--samples", "4", "--max-steps", "2", "--max-step-tokens", "24",
-        "--max-tokens", "48", "--concurrency", "3", "--threads", "2"]
+TINY = ["--model", "smollm2-135m", "--samples", "4", "--max-steps", "3", "--max-step-tokens", "24",
+        "--max-tokens", "72", "--concurrency", "3", "--threads", "2"]
 
 
 @pytest.fixture()
@@ -44,7 +44,7 @@ def test_rollouts_resume_then_features_and_training_make_a_head(smollm2_path, da
                for r in rows)
     assert main(args + ["--phases", "rollouts"]) == 0  # resumed: nothing left to do
     assert "0 problems added" in capsys.readouterr().err
-    assert main(args + ["--phases", "mc", "--mc-problems", "1", "--mc-completions", "2"]) == 0
+    assert main(args + ["--phases", "mc", "--mc-problems", "3", "--mc-completions", "2"]) == 0
     mc = list(read_jsonl(work / "mc.jsonl"))
     assert mc and all(0.0 <= r["value"] <= 1.0 and r["steps"] >= 1 for r in mc)
 
