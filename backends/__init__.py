@@ -6,16 +6,22 @@ from types import ModuleType
 
 from edgereason.errors import ConfigError
 
-BACKENDS: tuple[str, ...] = ("llamacpp",)
+BACKENDS: tuple[str, ...] = ("llamacpp", "transformers")
 
 
 def load_backend(name: str) -> ModuleType:
     """The backend's module, imported lazily so the CLI starts fast. It provides
     `open_models(generator_path, prm_path, prm_format, generator_kv_tokens, verifier_kv_tokens, n_threads,
     n_gpu_layers) -> (Generator, Verifier)`, `kv_bytes_per_token(path, n_gpu_layers) -> int` and
-    `require_gpu(instead)`, a ConfigError when the runtime cannot offload to a GPU."""
+    `require_gpu(instead)`, a ConfigError when the runtime cannot offload to a GPU; llamacpp also
+    `open_generator(...)` alone. `transformers` is a PRM backend only: `open_verifier(path, prm_format, kv_tokens,
+    device, head, n_threads) -> Verifier` and `kv_bytes_per_token(path, device) -> int`."""
     if name == "llamacpp":
         from edgereason.backends import llamacpp
 
         return llamacpp
+    if name == "transformers":
+        from edgereason.backends import transformers
+
+        return transformers
     raise ConfigError(f"unknown backend {name!r}; available: {', '.join(BACKENDS)}")

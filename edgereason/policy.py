@@ -55,6 +55,25 @@ class Policy:
         return {k: v for k, v in asdict(self).items() if k != "name"}
 
 
+# One line of --help per switch (every Policy field but name), and the placeholder of each valued one.
+SWITCH_HELP: dict[str, str] = {
+    "speculative_extension": "FastTTS: a candidate that finished its step keeps decoding in idle batch slots",
+    "lookahead": "FastTTS: score a finished speculative step with the current one (needs speculative extension)",
+    "spec_reuse_fraction": "share of the speculative tokens a selected candidate's other children keep (0-1)",
+    "async_expand": "SpecScale: verify and expand a candidate as soon as its step ends",
+    "early_prune_rank": "SpecScale: prune a verified candidate that can no longer rank among the kept ones",
+    "early_prune_perfect": "SpecScale: select at once when enough candidates reach --perfect-score",
+    "perfect_score": "score that counts as perfect for --early-prune-perfect (0-1]",
+    "dedup": "SpecScale: one forward pass per distinct prefix, candidates carried as potentials",
+    "lazy_verify": "SpecScale: queue PRM requests and score them in large batches",
+    "lv_threshold": "queued PRM tokens that trigger a lazy flush (0: from the memory profile)",
+    "lv_max_defer": "times a queued PRM request may be deferred before a lazy flush",
+    "order": "scheduling order when KV memory is short",
+}
+SWITCH_METAVAR: dict[str, str] = {"spec_reuse_fraction": "FRACTION", "perfect_score": "SCORE",
+                                  "lv_threshold": "TOKENS", "lv_max_defer": "N"}
+
+
 PRESETS: dict[str, Policy] = {
     "baseline": Policy(name="baseline"),
     "naive-spec": Policy(name="naive-spec", async_expand=True),
@@ -67,6 +86,8 @@ PRESETS: dict[str, Policy] = {
         name="edge", speculative_extension=True, lookahead=True, early_prune_rank=True,
         early_prune_perfect=True, dedup=True, lazy_verify=True,
     ),
+    # a placeholder: the session resolves it to edge or baseline by this device's pass cost (policy_auto.py)
+    "auto": Policy(name="auto"),
 }
 
 

@@ -2,13 +2,15 @@
 
 KV memory: either `--kv-tokens` per model, or one `--kv-budget` for both, split by the memory profile of this
 device and model pair (`edgereason memory-profile`) or evenly. The profile also gives the lazy-verification
-threshold; without one the engine uses safe defaults and says once how to profile.
+threshold; without one the engine uses safe defaults and says how to profile (once per device and model pair).
 """
 
 from __future__ import annotations
 
+import math
+import shlex
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from edgereason import models
@@ -16,38 +18,53 @@ from edgereason.backends import load_backend
 from edgereason.engine import Engine, Listener
 from edgereason.errors import ConfigError
 from edgereason.memory import default_device_id, find_profile, verifier_id
+from edgereason.memory.size import format_size_in
+from edgereason.memory.store import profile_path
+from edgereason.gpu import DEFAULT_TOP_K, device_top_k, gpu_settings
 from edgereason.policy import Policy
+from edgereason.policy_auto import AutoChoice, choice_for, is_auto, resolve
+from edgereason.prm_choice import HF_PREFIX, SELF, choose_prm
 
 DEFAULT_KV_TOKENS = 16384  # per model; about 370 MB for SmolLM2, 200 MB for Qwen2.5-0.5B
 DEFAULT_LV_THRESHOLD = {"cpu": 512, "gpu": 2048}  # tokens (design.md section 4)
 SPLITS = ("profile", "even")
+MIN_KV_TOKENS = 256  # per model: room for a prompt and a few steps
 
-_hinted = False
+PROFILE_TIPS = "profile-tips"  # under $EDGEREASON_HOME: profile file names already said to be missing
 
 
 @dataclass(frozen=True)
 class ModelSettings:
     model: str = models.DEFAULT_MODEL
-    prm: str | None = None  # None: the generator's own weights judge
-    prm_format: str = "judge"
+    prm: str | None = None  # None or "self": the generator's own weights
+    prm_format: str = "auto"  # auto: a trained value head where one is given or ships for the PRM, else judge
+    prm_head: str | None = None  # value head file for the head format
+    prm_device: str = "auto"  # an hf: PRM's torch device: auto (CUDA when torch sees one), cpu or cuda
     threads: int | None = None
     generator_kv_tokens: int = DEFAULT_KV_TOKENS
     verifier_kv_tokens: int = DEFAULT_KV_TOKENS
     kv_budget_bytes: int | None = None  # both models together; overrides the per-model token counts
     split: str = "profile"
-    n_gpu_layers: int = 0
+    n_gpu_layers: int | None = None  # None: all layers where a CUDA build sees a GPU, else 0 (edgereason/gpu.py)
+    gpu_memory_bytes: int | None = None  # cap on weights + KV on the GPU; derives the KV budget when none is given
+    device_sampling: str = "auto"  # top-k cut on the device: auto = where layers are on a GPU, on, off
+    device_top_k: int = DEFAULT_TOP_K
     flash_attn: bool = True  # off: bit-exact incremental PRM scoring, much slower with many cells in use
+    kv_budget_unit: str = "MiB"  # the unit the user wrote --kv-budget in: messages about it use the same
+    verbose: bool = False  # start-up notes on every run, not once per device and model pair
 
     def __post_init__(self) -> None:
         if self.threads is not None and self.threads <= 0:
             raise ConfigError(f"--threads must be positive, got {self.threads}")
-        if self.generator_kv_tokens < 256 or self.verifier_kv_tokens < 256:
-            raise ConfigError("each model needs at least 256 KV tokens; raise --kv-tokens")
+        if self.generator_kv_tokens < MIN_KV_TOKENS or self.verifier_kv_tokens < MIN_KV_TOKENS:
+            raise ConfigError(f"each model needs at least {MIN_KV_TOKENS} KV tokens; raise --kv-tokens")
         if self.split not in SPLITS:
             raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, got {self.split!r}")
         if self.kv_budget_bytes is not None and self.kv_budget_bytes <= 0:
             raise ConfigError("--kv-budget must be positive")
-        if self.n_gpu_layers < 0:
+        if self.gpu_memory_bytes is not None and self.gpu_memory_bytes <= 0:
+            raise ConfigError("--gpu-memory must be positive")
+        if self.n_gpu_layers is not None and self.n_gpu_layers < 0:
             raise ConfigError(f"--gpu-layers must be >= 0, got {self.n_gpu_layers}")
 
 
@@ -60,9 +77,21 @@ class Session:
     prm_path: Path
     lv_threshold: int = DEFAULT_LV_THRESHOLD["cpu"]
     profile: dict | None = None
+    _auto: AutoChoice | None = None
 
     def engine(self, policy: Policy, on_event: Listener | None = None) -> Engine:
+        """An engine running `policy`; `auto` runs the preset this device's pass cost chooses."""
+        if is_auto(policy):
+            policy = resolve(policy, self.auto_choice())
         return Engine(self.generator, self.verifier, policy, on_event=on_event, lv_threshold=self.lv_threshold)
+
+    def auto_choice(self) -> AutoChoice:
+        """What `auto` runs in this session: decided once (profile, cache or a second's measurement)."""
+        if self._auto is None:
+            self._auto = choice_for(self)
+            if self.settings.verbose:
+                print(self._auto.note(), file=sys.stderr)
+        return self._auto
 
     def close(self) -> None:
         for model in (self.generator, self.verifier):
@@ -71,16 +100,47 @@ class Session:
                 close()
 
 
-def _profile_for(settings: ModelSettings) -> dict | None:
-    global _hinted
-    prm = settings.prm or settings.model
+def _prm_name(settings: ModelSettings) -> str:
+    return settings.model if settings.prm in (None, SELF) else settings.prm
+
+
+def _profile_key(settings: ModelSettings) -> tuple[str, str, str]:
+    """(device, generator, verifier): what this device and model pair's memory profile is stored under."""
     device = default_device_id("gpu" if settings.n_gpu_layers else "cpu")
-    profile = find_profile(device, models.display_name(settings.model), verifier_id(prm, settings.prm_format))
-    if profile is None and not _hinted:
-        _hinted = True
-        print(f"edgereason: no memory profile for this device and models; using defaults. To tune: edgereason "
-              f"memory-profile --generator {settings.model} --prm {prm}", file=sys.stderr)
-    return profile
+    return device, models.display_name(settings.model), verifier_id(_prm_name(settings), settings.prm_format)
+
+
+def _profile_for(settings: ModelSettings) -> dict | None:
+    return find_profile(*_profile_key(settings))
+
+
+def _note_no_profile(settings: ModelSettings) -> None:
+    """Say how to profile, once the models are open (a run that fails ends with its error alone). A damaged
+    profile is reported as such on every run; a missing one once per device and model pair (remembered in
+    $EDGEREASON_HOME/profile-tips), or on every run with --verbose."""
+    path = profile_path(*_profile_key(settings))
+    command = (f"edgereason memory-profile --model {shlex.quote(settings.model)} "
+               f"--prm {shlex.quote(_prm_name(settings))}")
+    if path.exists():
+        print(f"edgereason: the memory profile {path} is corrupt; using defaults. Rebuild it: {command}",
+              file=sys.stderr)
+    elif settings.verbose or _first_time(path.name):
+        print(f"edgereason: no memory profile for this device and models; using defaults. To tune: {command}",
+              file=sys.stderr)
+
+
+def _first_time(key: str) -> bool:
+    """True the first time `key` is asked about in this $EDGEREASON_HOME, which remembers it."""
+    tips = models.home() / PROFILE_TIPS
+    try:
+        if tips.is_file() and key in tips.read_text().splitlines():
+            return False
+        tips.parent.mkdir(parents=True, exist_ok=True)
+        with tips.open("a") as f:
+            f.write(key + "\n")
+    except OSError:  # an unwritable home only costs repeating the note
+        pass
+    return True
 
 
 def kv_tokens(settings: ModelSettings, gen_bytes_per_token: int, ver_bytes_per_token: int,
@@ -92,26 +152,65 @@ def kv_tokens(settings: ModelSettings, gen_bytes_per_token: int, ver_bytes_per_t
     if settings.split == "profile" and profile is not None:
         gen_b, ver_b = profile["generator_kv_bytes"], profile["verifier_kv_bytes"]
         share = gen_b / (gen_b + ver_b)
-    gen = int(settings.kv_budget_bytes * share) // gen_bytes_per_token
-    ver = int(settings.kv_budget_bytes * (1 - share)) // ver_bytes_per_token
-    if min(gen, ver) < 256:
-        raise ConfigError(f"--kv-budget {settings.kv_budget_bytes / 2**20:.1f} MiB leaves {gen} generator and "
-                          f"{ver} PRM KV tokens; each model needs at least 256: raise the budget")
+    gen, ver = _split(settings.kv_budget_bytes, share, gen_bytes_per_token, ver_bytes_per_token)
+    if min(gen, ver) < MIN_KV_TOKENS:
+        unit = settings.kv_budget_unit
+        need = _min_budget(share, gen_bytes_per_token, ver_bytes_per_token)
+        raise ConfigError(f"--kv-budget {format_size_in(settings.kv_budget_bytes, unit)} leaves {gen} generator "
+                          f"and {ver} PRM KV tokens; each model needs at least {MIN_KV_TOKENS}: use --kv-budget "
+                          f"{format_size_in(need, unit)} or more")
     return gen, ver
 
 
+def _split(budget_bytes: int, share: float, gen_bytes_per_token: int, ver_bytes_per_token: int) -> tuple[int, int]:
+    return (int(budget_bytes * share) // gen_bytes_per_token,
+            int(budget_bytes * (1 - share)) // ver_bytes_per_token)
+
+
+def _min_budget(share: float, gen_bytes_per_token: int, ver_bytes_per_token: int) -> int:
+    """The smallest budget whose split by `share` gives each model MIN_KV_TOKENS."""
+    need = math.ceil(max(MIN_KV_TOKENS * gen_bytes_per_token / share,
+                         MIN_KV_TOKENS * ver_bytes_per_token / (1 - share)))
+    while min(_split(need, share, gen_bytes_per_token, ver_bytes_per_token)) < MIN_KV_TOKENS:
+        need += 1  # float rounding of the share
+    return need
+
+
 def open_session(settings: ModelSettings, backend: str = "llamacpp", progress=None) -> Session:
+    choice = choose_prm(settings.model, settings.prm, settings.prm_format, settings.prm_head)
+    settings = replace(settings, prm_format=choice.format)
     gen_path = models.resolve(settings.model, progress=progress)
-    prm_path = models.resolve(settings.prm, progress=progress) if settings.prm else gen_path
+    hf = choice.name.startswith(HF_PREFIX)
+    if hf:  # the PRM on torch beside the generator (a registry name means its GGUF, read into torch)
+        name = choice.name[len(HF_PREFIX):]
+        prm_path = models.resolve(name, progress=progress, role="PRM") if name in models.REGISTRY else Path(name)
+    else:
+        prm_path = gen_path if choice.name == settings.model else models.resolve(choice.name, progress=progress,
+                                                                                  role="PRM")
     runtime = load_backend(backend)
+    prm_runtime = load_backend("transformers") if hf else runtime
     if settings.n_gpu_layers:
         runtime.require_gpu("drop --gpu-layers")
+    settings = gpu_settings(settings, runtime, gen_path, prm_path)
+    top_k = device_top_k(settings.device_sampling, settings.device_top_k, settings.n_gpu_layers)
     profile = _profile_for(settings)
     gen_tokens, ver_tokens = kv_tokens(settings, runtime.kv_bytes_per_token(gen_path, settings.n_gpu_layers),
-                                       runtime.kv_bytes_per_token(prm_path, settings.n_gpu_layers), profile)
-    generator, verifier = runtime.open_models(gen_path, prm_path, settings.prm_format, gen_tokens, ver_tokens,
-                                              n_threads=settings.threads, n_gpu_layers=settings.n_gpu_layers,
-                                              flash_attn=settings.flash_attn)
+                                       prm_runtime.kv_bytes_per_token(prm_path, settings.prm_device if hf
+                                                                      else settings.n_gpu_layers), profile)
+    if hf:
+        generator = runtime.open_generator(gen_path, gen_tokens, n_threads=settings.threads,
+                                           n_gpu_layers=settings.n_gpu_layers, flash_attn=settings.flash_attn,
+                                           **({"device_top_k": top_k} if top_k else {}))
+        verifier = prm_runtime.open_verifier(prm_path, settings.prm_format, ver_tokens, device=settings.prm_device,
+                                             head=choice.head, n_threads=settings.threads)
+    else:
+        generator, verifier = runtime.open_models(gen_path, prm_path, settings.prm_format, gen_tokens, ver_tokens,
+                                                  n_threads=settings.threads, n_gpu_layers=settings.n_gpu_layers,
+                                                  flash_attn=settings.flash_attn, head=choice.head,
+                                                  # only a backend that can cut rows on the device takes it
+                                                  **({"device_top_k": top_k} if top_k else {}))
+    if profile is None:
+        _note_no_profile(settings)
     lv = int(profile["lv_threshold_tokens"]) if profile else DEFAULT_LV_THRESHOLD[
         "gpu" if settings.n_gpu_layers else "cpu"]
     return Session(settings, generator, verifier, gen_path, prm_path, lv_threshold=lv, profile=profile)

@@ -32,6 +32,9 @@ class Status(str, Enum):
 
 
 FinishReason = str  # "step" | "eos" | "answer" | "length" | "max_steps"
+# How a finished path ended, in words for users (solve's summary and tree).
+FINISH_WORDS: dict[FinishReason, str] = {"answer": "boxed answer", "eos": "end of text",
+                                         "max_steps": "stopped at --max-steps", "length": "stopped at a token limit"}
 
 
 @dataclass(eq=False)

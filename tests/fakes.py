@@ -75,6 +75,10 @@ class FakeGenerator:
         return 2048
 
     @property
+    def context_length(self) -> int:
+        return 8192
+
+    @property
     def kv_capacity_tokens(self) -> int:
         return self.capacity
 

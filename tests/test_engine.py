@@ -34,7 +34,7 @@ def test_solve_yields_a_well_formed_tree_and_record(models):
     assert 1 <= len(result.paths) <= 4
     ids = {n["id"] for n in result.tree}
     for n in result.tree:
-        assert n["parent"] == 0 or n["parent"] in ids
+        assert (n["parent"] is None) == (n["depth"] == 1) and (n["parent"] is None or n["parent"] in ids)
         assert n["status"] in {"pruned", "complete", "selected"}
     for p in result.paths:
         assert len(p.steps) <= 3 and all(s is not None and 0 <= s <= 1 for _, s in p.steps)

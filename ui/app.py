@@ -6,6 +6,8 @@ a SearchState, which the widgets render. Nothing on this side calls the engine."
 from __future__ import annotations
 
 import asyncio
+import codecs
+import functools
 import time
 
 from textual.app import App, ComposeResult
@@ -32,6 +34,16 @@ from edgereason.ui.widgets.status_bar import StatusBar
 from edgereason.ui.widgets.tree_view import SearchTree
 
 STOP_TIMEOUT_S = 30.0  # one engine step, or a model load in progress, has to end before the worker can
+
+
+def decode_terminal_input_leniently() -> None:
+    """Textual's terminal driver decodes keyboard input as strict UTF-8 in its input thread: one byte that is not
+    UTF-8 (a Latin-1 paste, a terminal set to another encoding) ends that thread with a traceback and the app
+    with it. Rule, as for all text from outside (edgereason/text.py): such bytes become U+FFFD."""
+    from textual.drivers import linux_driver
+
+    strict = codecs.getincrementaldecoder
+    linux_driver.getincrementaldecoder = lambda encoding: functools.partial(strict(encoding), errors="replace")
 
 
 class ChatApp(App[None]):
@@ -166,8 +178,11 @@ class ChatApp(App[None]):
             chat.add_note("search cancelled")
         else:
             chat.add_answer(answer_markdown(result))
-        self.history.append(HistoryEntry.from_result(result, display_name(self.settings.model), self.policy.name,
-                                                     self.config.beams, self.config.width))
+        try:
+            self.history.append(HistoryEntry.from_result(result, display_name(self.settings.model),
+                                                         self.policy.name, self.config.beams, self.config.width))
+        except OSError as e:  # a full disk or a read-only home: the answer is on screen, the app goes on
+            chat.add_note(f"not saved to the history: {e}", error=True)
         bar, m = self.query_one(StatusBar), result.metrics
         if bar.progress is not None:  # the last Progress predates the final step: show the request's totals
             bar.set_progress(bar.progress._replace(generated_tokens=m.generated_tokens, elapsed_s=m.wall_s,
@@ -196,7 +211,7 @@ class ChatApp(App[None]):
 
     def action_history(self) -> None:
         if not isinstance(self.screen, HistoryScreen):
-            self.push_screen(HistoryScreen(self.history.load()), self._reuse_problem)
+            self.push_screen(HistoryScreen(*self.history.read()), self._reuse_problem)
 
     def _reuse_problem(self, problem: str | None) -> None:
         if problem:

@@ -4,6 +4,7 @@ survives the terminal closing and can be browsed (and re-asked) later."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -36,24 +37,68 @@ class HistoryEntry:
 
 
 class History:
+    """Appends are crash-safe and loads never fail on a bad line (rules on `append` and `read`)."""
+
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or models.home() / "history.jsonl"
 
     def append(self, entry: HistoryEntry) -> None:
+        """Rules: one entry is one whole line written by one `write`, then fsync'd, so a crash can cut at most
+        the line being written; a half line an earlier crash left at the end is ended first (it stays one bad
+        line, skipped by `read`) so it cannot swallow this entry."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(asdict(entry), ensure_ascii=False) + "\n")
+        line = (json.dumps(asdict(entry), ensure_ascii=False) + "\n").encode("utf-8")
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line
+            written = os.write(fd, line)
+            if written < len(line):  # a full disk: the cut line is repaired by the next append
+                raise OSError(f"history: wrote {written} of {len(line)} bytes to {self.path}")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def load(self) -> list[HistoryEntry]:
-        """Oldest first; lines that do not parse (a crash mid-write, a newer format) are skipped, not fatal."""
+        """Oldest first; see `read`."""
+        return self.read()[0]
+
+    def read(self) -> tuple[list[HistoryEntry], int]:
+        """The entries, oldest first, and how many non-empty lines were skipped: a line cut by a crash (even
+        inside a multi-byte character), one that is not a JSON object or whose fields have the wrong types (a
+        newer format, a hand edit) is skipped and counted, never fatal."""
         if not self.path.is_file():
-            return []
-        known = {f.name for f in fields(HistoryEntry)}
-        entries = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                raw = json.loads(line)
-                entries.append(HistoryEntry(**{k: v for k, v in raw.items() if k in known}))
-            except (ValueError, TypeError):
+            return [], 0
+        entries, skipped = [], 0
+        for raw in self.path.read_bytes().split(b"\n"):
+            if not raw.strip():
                 continue
-        return entries
+            try:
+                entries.append(_parse_entry(raw))
+            except (ValueError, TypeError):
+                skipped += 1
+        return entries, skipped
+
+
+_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "time": str, "problem": str, "answer": (str, type(None)), "status": str, "score": (int, float, type(None)),
+    "steps": list, "model": str, "policy": str, "beams": int, "width": int, "tokens": int, "wall_s": (int, float),
+}
+
+
+def _parse_entry(raw: bytes) -> HistoryEntry:
+    """One history line -> its entry; ValueError (UnicodeDecodeError, JSONDecodeError included) or TypeError
+    unless it is a JSON object with every field the browser shows, of the type it shows. Unknown keys are
+    ignored (a newer version may add some)."""
+    obj = json.loads(raw.decode("utf-8"))
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    known = {f.name for f in fields(HistoryEntry)}
+    entry = HistoryEntry(**{k: v for k, v in obj.items() if k in known})
+    for name, kind in _FIELD_TYPES.items():
+        if not isinstance(getattr(entry, name), kind):
+            raise TypeError(f"history field {name!r} has the wrong type")
+    if not all(isinstance(step, str) for step in entry.steps):
+        raise TypeError("history steps must be strings")
+    return entry

@@ -57,12 +57,17 @@ class HistoryScreen(ModalScreen[str | None]):
     """
     BINDINGS = [Binding("escape,f3,q", "dismiss", "Close")]
 
-    def __init__(self, entries: list[HistoryEntry]) -> None:
+    def __init__(self, entries: list[HistoryEntry], skipped: int = 0) -> None:
         super().__init__()
         self.entries = entries[::-1]
+        self.skipped = skipped  # unreadable lines in the history file: said, so a missing entry is explained
 
     def compose(self) -> ComposeResult:
         with Vertical():
+            if self.skipped:
+                lines = "line was" if self.skipped == 1 else "lines were"
+                yield Static(f"{self.skipped} unreadable history {lines} skipped (cut by a crash or not an "
+                             "entry)", id="history-skipped")
             if not self.entries:
                 yield Static("No history yet: solved problems are saved here.")
                 return

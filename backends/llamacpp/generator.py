@@ -1,4 +1,7 @@
-"""The Generator protocol on llama.cpp: one llama_decode per engine step, sampling next to the logits."""
+"""The Generator protocol on llama.cpp: one llama_decode per engine step, sampling next to the logits.
+
+With device_top_k > 0 the backend cuts each row to its k best tokens inside the forward pass (device_sampling.py)
+and the host draws over those k; otherwise the host draws over the whole row."""
 
 from __future__ import annotations
 
@@ -6,18 +9,21 @@ from typing import Sequence
 
 import numpy as np
 
+from edgereason.backends.llamacpp.device_sampling import Candidates
 from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext, KVMemoryOf, LlamaModel
 from edgereason.config import SamplingParams
 from edgereason.protocols import BatchEntry, SeqId
-from edgereason.sampling import sample
+from edgereason.sampling import sample, sample_candidates
 
 
 class LlamaGenerator(KVMemoryOf):
     def __init__(self, model: LlamaModel, kv_tokens: int, n_threads: int | None = None, n_seq_max: int = 256,
-                 flash_attn: bool = True) -> None:
+                 flash_attn: bool = True, device_top_k: int = 0) -> None:
         self.model = model
         self.name = model.path.stem
-        self.ctx = KVContext(model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads, flash_attn=flash_attn)
+        self.device_top_k = device_top_k
+        self.ctx = KVContext(model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads, flash_attn=flash_attn,
+                             top_k=device_top_k)
         self.eos_ids = model.eog_ids
 
     # -- text --
@@ -62,6 +68,10 @@ class LlamaGenerator(KVMemoryOf):
     def max_batch_tokens(self) -> int:
         return self.ctx.n_batch
 
+    @property
+    def context_length(self) -> int:
+        return self.model.n_ctx_train
+
     def check_integrity(self) -> None:
         self.ctx.check_integrity()
 
@@ -74,10 +84,13 @@ class LlamaGenerator(KVMemoryOf):
         items = [DecodeItem(e.seq, e.tokens, [(len(e.tokens) - 1, i)] if samples[i] > 0 else [])
                  for i, e in enumerate(batch)]
 
-        def on_logits(i: object, logits: np.ndarray) -> None:
+        def on_logits(i: object, row: np.ndarray | Candidates) -> None:
             # one stream per entry, seeded by the caller: draws do not depend on what else is in the batch
             rng = np.random.default_rng(params[i].seed)  # type: ignore[index]
-            out[i] = sample(logits, samples[i], params[i], rng)  # type: ignore[index]
+            if isinstance(row, Candidates):
+                out[i] = sample_candidates(row.ids, row.logits, samples[i], params[i], rng)  # type: ignore[index]
+            else:
+                out[i] = sample(row, samples[i], params[i], rng)  # type: ignore[index]
 
         self.ctx.decode(items, on_logits)
         return out

@@ -16,9 +16,13 @@ from typing import Callable, Iterable, NamedTuple, Sequence
 import numpy as np
 import llama_cpp.llama_cpp as L
 
+from edgereason import interrupts
+from edgereason.backends.llamacpp.device_sampling import Candidates, TopKSamplers
 from edgereason.errors import EdgeReasonError, ModelError, OutOfMemoryError
 
 _silenced_cb = L.llama_log_callback(lambda level, text, user_data: None)  # module-level: must outlive every call
+# a model load goes on while this returns true; module-level for the same reason
+_go_on_loading = L.llama_progress_callback(lambda progress, user_data: not interrupts.requested())
 _backend_ready = False
 
 
@@ -39,6 +43,14 @@ def physical_cores() -> int:
         return os.cpu_count() or 1
 
 
+@lru_cache(maxsize=1)
+def _cpu_advertises_amx() -> bool:
+    try:
+        return " amx_int8" in Path("/proc/cpuinfo").read_text()
+    except OSError:  # not Linux: ggml's AMX code is Linux-only
+        return False
+
+
 class LlamaModel:
     """Weights loaded once; the generator and verifier roles may share one instance."""
 
@@ -46,16 +58,25 @@ class LlamaModel:
         _init_backend()
         params = L.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
+        # ggml repacks weights for Intel AMX where the CPU advertises it, and its AMX matmul then dies with a
+        # general protection fault on VMs that advertise AMX without enabling it (seen on a 2-core Xeon VM):
+        # on such CPUs weights stay in their plain layout, which every CPU kernel reads.
+        params.use_extra_bufts = not _cpu_advertises_amx()
         self.path = Path(path)
-        self.ptr = L.llama_model_load_from_file(str(self.path).encode(), params)
+        params.progress_callback = _go_on_loading
+        with interrupts.deferred():  # Ctrl-C ends the load through the progress callback, then is raised
+            self.ptr = L.llama_model_load_from_file(str(self.path).encode(), params)
         if not self.ptr:
             raise ModelError(f"llama.cpp could not load {self.path}: the file is corrupt, truncated or of an "
                              "unsupported architecture; pull it again or pick another model")
         self.vocab = L.llama_model_get_vocab(self.ptr)
         self.n_vocab = L.llama_vocab_n_tokens(self.vocab)
         self.n_ctx_train = L.llama_model_n_ctx_train(self.ptr)
+        self.n_embd = L.llama_model_n_embd(self.ptr)
         self.add_bos = bool(L.llama_vocab_get_add_bos(self.vocab))
         self.eog_ids = frozenset(t for t in range(self.n_vocab) if L.llama_vocab_is_eog(self.vocab, t))
+        self.control_ids = frozenset(t for t in range(self.n_vocab)
+                                     if L.llama_vocab_get_attr(self.vocab, t) & L.LLAMA_TOKEN_ATTR_CONTROL)
         self._template = L.llama_model_chat_template(self.ptr, None)
         self._pieces: dict[int, bytes] = {}
         n_layer = L.llama_model_n_layer(self.ptr)
@@ -146,7 +167,7 @@ class KVContext:
     """
 
     def __init__(self, model: LlamaModel, n_ctx: int, n_seq_max: int = 256, n_batch: int = 2048,
-                 n_threads: int | None = None, flash_attn: bool = True) -> None:
+                 n_threads: int | None = None, flash_attn: bool = True, top_k: int = 0) -> None:
         params = L.llama_context_default_params()
         params.n_ctx = max(256, -(-n_ctx // 256) * 256)  # llama.cpp pads to 256 cells; the budget is ours
         params.n_batch = n_batch
@@ -162,8 +183,15 @@ class KVContext:
         # tokens are split into ubatches, so `flash_attn=False` is there for bit-exact incremental scoring.
         params.flash_attn_type = L.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn else L.LLAMA_FLASH_ATTN_TYPE_DISABLED
         self.model = model
+        # top_k > 0: the backend cuts each requested row to its k best logits in the graph, and decode hands
+        # on_logits a Candidates (ids [k], logits [k]) instead of the vocabulary-sized row
+        self.top_k = TopKSamplers(top_k, n_seq_max) if top_k else None
+        if self.top_k:
+            self.top_k.attach(params)
         self.ptr = L.llama_init_from_model(model.ptr, params)
         if not self.ptr:
+            if self.top_k:
+                self.top_k.free()
             raise OutOfMemoryError(f"could not create a llama.cpp context of {n_ctx} KV tokens for "
                                    f"{model.path.name}; lower the KV budget")
         self.mem = L.llama_get_memory(self.ptr)
@@ -249,9 +277,11 @@ class KVContext:
         assert not set(self._free_ids) & set(self._seqs), "a live sequence id is on the free list"
 
     # -- forward pass --
-    def decode(self, items: Sequence[DecodeItem], on_logits: Callable[[object, np.ndarray], None]) -> int:
+    def decode(self, items: Sequence[DecodeItem],
+               on_logits: Callable[[object, np.ndarray | Candidates], None]) -> int:
         """Evaluate every item's tokens (one llama_decode per n_batch tokens; usually exactly one) and call
-        on_logits(tag, logits[n_vocab]) for each requested row. The row is only valid inside the callback."""
+        on_logits(tag, row) for each requested row: logits [n_vocab], or Candidates (top_k ids and logits,
+        copies) in a top-k context. An array row is only valid inside the callback."""
         total = sum(len(it.tokens) for it in items)
         if not self.can_append(total):
             raise KVFullError(f"{total} new tokens do not fit: {self.used_tokens}/{self.capacity} KV cells in use")
@@ -285,6 +315,9 @@ class KVContext:
                 self._seqs[seq].cells.append(cell)
                 self._refs[cell] = 1
             for i, tag in rows:
+                if self.top_k:
+                    on_logits(tag, self.top_k.read(self.ptr, i))
+                    continue
                 ptr = L.llama_get_logits_ith(self.ptr, i)
                 on_logits(tag, np.ctypeslib.as_array(ptr, shape=(self.model.n_vocab,)))
         return total
@@ -294,6 +327,8 @@ class KVContext:
             L.llama_batch_free(self._batch)
             L.llama_free(self.ptr)
             self.ptr = None
+            if self.top_k:
+                self.top_k.free()  # after the context: it used the chains until llama_free
 
 
 _NO_LOGITS = object()

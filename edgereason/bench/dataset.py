@@ -1,4 +1,5 @@
-"""Benchmark problems from a JSONL file: one object a line with `problem` and `answer` (and usually `id`)."""
+"""Benchmark problems from a JSONL file: one object a line with `problem` and `answer` (and usually `id`).
+Bytes that are not UTF-8 become U+FFFD (edgereason/text.py), so such a line is read, not a crash mid-run."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgereason.errors import ConfigError
+from edgereason.text import clean
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,7 @@ def load_problems(path: str | Path, limit: int | None = None, offset: int = 0) -
     if not path.is_file():
         raise ConfigError(f"dataset file not found: {path}")
     problems: list[Problem] = []
-    with path.open(encoding="utf-8") as f:
+    with path.open(encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -36,8 +38,8 @@ def load_problems(path: str | Path, limit: int | None = None, offset: int = 0) -
                 raise ConfigError(f"{path}:{lineno}: not a JSON object ({e.msg})") from None
             if not isinstance(row, dict) or not str(row.get("problem", "")).strip() or row.get("answer") is None:
                 raise ConfigError(f"{path}:{lineno}: each line needs a non-empty 'problem' and an 'answer'")
-            problems.append(Problem(str(row.get("id", f"{path.stem}-{lineno}")), str(row["problem"]),
-                                    str(row["answer"])))
+            values = (row.get("id", f"{path.stem}-{lineno}"), row["problem"], row["answer"])
+            problems.append(Problem(*(clean(str(v)) for v in values)))  # a "\udce9" escape is a lone surrogate
     ids = [p.id for p in problems]
     if len(set(ids)) < len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)

@@ -4,7 +4,10 @@ ratios between two result folders."""
 from __future__ import annotations
 
 import csv
+import io
 import json
+import os
+import tempfile
 from pathlib import Path
 from typing import Iterable, TextIO
 
@@ -23,32 +26,79 @@ TABLE = [  # (header, field, format)
     ("prm_calls", "prm_calls", "{}"), ("rows/pass", "rows_per_pass", "{:.1f}"),
 ]
 
+RESULTS = "results.json"
 COMPARED = ("accuracy", "throughput_tok_s", "goodput_tok_s", "latency_s_mean", "normalized_latency_ms_mean",
             "waiting_ratio_median", "prm_calls", "wall_s")
 
 
+def prepare_out(out: Path, force: bool) -> None:
+    """Before the first problem: `out` is (made) a folder we can write, without earlier results unless `force`."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; give a folder for the results")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as e:
+        raise ConfigError(f"cannot write results to --out {out}: {e.strerror or e}") from None
+    if (out / RESULTS).exists() and not force:
+        raise ConfigError(f"{out} holds the results of an earlier bench; pass --force to overwrite them, or choose "
+                          "another --out")
+
+
 def write_results(out: Path, config: dict, runs: list[dict]) -> None:
-    """Rewritten after every run, so an interrupted bench keeps what finished."""
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "results.json.tmp"
-    tmp.write_text(json.dumps({"config": config, "runs": runs}, indent=1))
-    tmp.replace(out / "results.json")
+    """Rewritten after every run, so an interrupted bench keeps what finished. Both files are rendered first and
+    each is replaced whole: a failed write leaves the previous ones as they were."""
+    results = json.dumps({"config": config, "runs": runs}, indent=1)
     scalars = [{k: v for k, v in run.items() if not isinstance(v, (dict, list))} for run in runs]
-    columns = list(dict.fromkeys(k for row in scalars for k in row))
-    with (out / "results.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(scalars)
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=list(dict.fromkeys(k for row in scalars for k in row)))
+    writer.writeheader()
+    writer.writerows(scalars)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_atomic(out / RESULTS, results)
+    _write_atomic(out / "results.csv", table.getvalue())
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Readers see the old file or the new one, never part of one: a synced temp file beside it, then a rename."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# What --compare reads from each run, and the type each must have.
+_RUN_FIELDS: dict[str, type | tuple[type, ...]] = {"policy": str, "beams": int, "rate": (str, int, float),
+                                                   **{f: (int, float) for f in COMPARED}}
 
 
 def load_runs(folder: str | Path) -> list[dict]:
-    path = Path(folder) / "results.json"
+    """The runs of a results folder, checked for what --compare reads; ConfigError (one line) otherwise."""
+    path = Path(folder) / RESULTS
     if not path.is_file():
-        raise ConfigError(f"no results.json in {folder}; pass folders written by `edgereason bench --out`")
+        raise ConfigError(f"no {RESULTS} in {folder}; pass folders written by `edgereason bench --out`")
     try:
-        return json.loads(path.read_text())["runs"]
-    except (json.JSONDecodeError, KeyError, TypeError):
-        raise ConfigError(f"{path} is not a bench results file") from None
+        runs = json.loads(path.read_text())["runs"]
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
+    except (ValueError, KeyError, TypeError):  # ValueError: not JSON, or not UTF-8
+        raise ConfigError(f"{path} is not a bench results file (no JSON object with runs)") from None
+    if not isinstance(runs, list) or not all(isinstance(run, dict) for run in runs):
+        raise ConfigError(f"{path} is not a bench results file (its runs are not a list of objects)")
+    for i, run in enumerate(runs, 1):
+        if missing := [f for f in _RUN_FIELDS if f not in run]:
+            raise ConfigError(f"{path}: run {i} lacks {', '.join(missing)}; compare folders written by "
+                              "`edgereason bench --out`")
+        if wrong := [f for f, kind in _RUN_FIELDS.items() if not isinstance(run[f], kind)]:
+            raise ConfigError(f"{path}: run {i} has a value of the wrong type in {', '.join(wrong)}")
+    return runs
 
 
 def print_table(runs: Iterable[dict], file: TextIO) -> None:

@@ -19,6 +19,7 @@ from edgereason.config import SearchConfig
 from edgereason.engine import Engine
 from edgereason.grading import answers_match
 from edgereason.policy import Policy
+from edgereason.policy_auto import is_auto
 from edgereason.request import Request
 from edgereason.session import Session
 
@@ -99,6 +100,8 @@ def run_one(session: Session, spec: RunSpec, problems: list[Problem], progress: 
     wall = time.perf_counter() - t0
     run = aggregate(spec, engine, requests, wall, gen.seconds, prm.seconds, _rebuilt(session) - rebuilt0, gen.calls)
     run["interrupted"] = interrupted
+    if is_auto(spec.policy):  # which preset `auto` ran, and why
+        run["auto_policy"] = session.auto_choice().as_dict()
     if interrupted:
         raise RunInterrupted(run)
     return run
@@ -155,7 +158,7 @@ def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Reque
     # the slots speculation can fill: a synchronous step leaves them idle while its stragglers finish
     run["forward_passes"] = gen_passes
     run["rows_per_pass"] = run["forward_rows"] / gen_passes if gen_passes else 0.0
-    run["policy_switches"] = spec.policy.switches()
+    run["policy_switches"] = engine.policy.switches()  # as run: `auto` resolved
     run["per_problem"] = per_problem
     return run
 

@@ -15,8 +15,7 @@ from pathlib import Path
 from edgereason import __version__
 from edgereason.bench.arrivals import parse_rate
 from edgereason.bench.dataset import load_problems
-from edgereason.bench.plots import write_plots
-from edgereason.bench.report import print_compare, print_table, write_results
+from edgereason.bench.report import prepare_out, print_compare, print_table, write_results
 from edgereason.bench.runner import RunInterrupted, RunSpec, rate_label, run_one
 from edgereason.cli.common import (add_model_args, add_search_args, add_switch_args, model_settings, policy_from,
                                    pull_progress, search_config)
@@ -41,14 +40,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="most requests in flight at once; later arrivals wait, 1 = one at a time like a chat user "
                         "(default 0: no limit)")
     p.add_argument("--repeat", type=int, default=1, help="repetitions of every run, interleaved (default 1)")
-    p.add_argument("--out", help="folder for results.json, results.csv and plots")
+    p.add_argument("--out", help="folder for results.json, results.csv and plots; checked before the first problem")
+    p.add_argument("--force", action="store_true", help="overwrite the results of an earlier bench in --out")
+    p.add_argument("--no-plots", action="store_true", help="write results.json and results.csv only")
     p.add_argument("--compare", nargs=2, metavar=("BASE", "NEW"),
                    help="print ratios NEW / BASE between two result folders, matching runs by policy/beams/rate")
     add_model_args(p)
     add_search_args(p)
     add_switch_args(p)
     # replaces the shared single-valued --beams (conflict_handler="resolve")
-    p.add_argument("--beams", default="4", help="comma list of beam sizes N (default 4)")
+    p.add_argument("--beams", default="4", metavar="N[,N...]",
+                   help="beam size N, or a comma list of sizes run side by side (default 4)")
     p.add_argument("--split", default="profile",
                    help="comma list of ways to split --kv-budget: profile, even; several run side by side "
                         "(default profile)")
@@ -72,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     splits = _items(args.split, "--split")
     if bad := [s for s in splits if s not in SPLITS]:
         raise ConfigError(f"--split takes {', '.join(SPLITS)}; got {', '.join(bad)}")
+    prepare_out(Path(args.out), args.force)
     specs = [RunSpec(policy, search_config(argparse.Namespace(**{**vars(args), "beams": b})), rate, rep,
                      args.seed + rep, args.concurrency)
              for rep in range(args.repeat) for rate in rates for b in beams for policy in policies]
@@ -93,19 +96,22 @@ def run(args: argparse.Namespace) -> int:
         print(file=sys.stderr)
         if stop.run["problems"]:
             runs.append(stop.run)
-        _finish(out, config, runs)
+        _finish(out, config, runs, args.no_plots)
         print(f"interrupted: wrote {len(runs)} run(s) to {out}", file=sys.stderr)
         return 130
     finally:
         for session in sessions.values():
             session.close()
-    _finish(out, config, runs)
+    _finish(out, config, runs, args.no_plots)
     return 0
 
 
-def _finish(out: Path, config: dict, runs: list[dict]) -> None:
+def _finish(out: Path, config: dict, runs: list[dict], no_plots: bool) -> None:
     write_results(out, config, runs)
-    write_plots(out, runs)
+    if not no_plots:
+        from edgereason.bench.plots import write_plots  # matplotlib only when plots are drawn
+
+        write_plots(out, runs)
     print_table(runs, sys.stdout)
     print(f"results in {out}/results.json", file=sys.stderr)
 

@@ -35,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
     def factory(progress: Callable[[str, int, int], None]) -> Session:
         return open_session(settings, progress=progress)
 
-    from edgereason.ui.app import ChatApp  # Textual loads only for this command
+    from edgereason.ui.app import ChatApp, decode_terminal_input_leniently  # Textual loads only for this command
 
+    decode_terminal_input_leniently()
     ChatApp(factory, settings, config, policy).run()
     return 0

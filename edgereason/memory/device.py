@@ -15,7 +15,7 @@ import psutil
 from edgereason.errors import ConfigError
 
 DEVICE_KINDS = ("cpu", "gpu")
-AUTO_MARGIN_FRACTION = 0.10  # `--budget auto` leaves this much of the free memory (and at least AUTO_MARGIN_MIN)
+AUTO_MARGIN_FRACTION = 0.10  # `--kv-budget auto` leaves this much of the free memory (and at least AUTO_MARGIN_MIN)
 AUTO_MARGIN_MIN = 256 << 20
 AUTO_MAX_TOKENS = 65536  # per model: more KV than a search here ever holds
 
@@ -96,11 +96,11 @@ def weights_bytes(generator: Path, prm: Path) -> int:
 
 
 def auto_budget(free_bytes: int, weights: int, gen_bytes_per_token: int, ver_bytes_per_token: int) -> int:
-    """`--budget auto`: free memory after the weights, less a safety margin, capped at what both could use."""
+    """`--kv-budget auto`: free memory after the weights, less a safety margin, capped at what both could use."""
     after_weights = free_bytes - weights
     budget = after_weights - max(int(AUTO_MARGIN_FRACTION * after_weights), AUTO_MARGIN_MIN)
     cap = AUTO_MAX_TOKENS * (gen_bytes_per_token + ver_bytes_per_token)
     if budget <= 0:
         raise ConfigError(f"no memory left for KV caches: {free_bytes >> 20} MiB free, weights take "
-                          f"{weights >> 20} MiB; close other programs or give --budget")
+                          f"{weights >> 20} MiB; close other programs or give --kv-budget")
     return min(budget, cap)

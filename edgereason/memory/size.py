@@ -1,7 +1,8 @@
-"""Human byte sizes for `--budget`: "24MiB", "1.5GiB", "512M", "1000000" (bytes)."""
+"""Human byte sizes for `--kv-budget`: "24MiB", "1.5GiB", "512M", "1000000" (bytes)."""
 
 from __future__ import annotations
 
+import math
 import re
 
 from edgereason.errors import ConfigError
@@ -15,6 +16,9 @@ _UNITS = {
     "t": 1 << 40, "tib": 1 << 40, "tb": 10**12,
 }
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*([a-zA-Z]*)\s*")
+# How each unit is written back to the user (a bare letter is binary, see above).
+_LABELS = {"": "B", "b": "B", "k": "KiB", "kib": "KiB", "kb": "kB", "m": "MiB", "mib": "MiB", "mb": "MB",
+           "g": "GiB", "gib": "GiB", "gb": "GB", "t": "TiB", "tib": "TiB", "tb": "TB"}
 
 
 def parse_size(text: str) -> int:
@@ -27,6 +31,23 @@ def parse_size(text: str) -> int:
     if size <= 0:
         raise ConfigError(f"size must be positive, got {text!r}")
     return size
+
+
+def size_unit(text: str) -> str:
+    """The unit a size (as parse_size takes it) is written in, spelled for format_size_in: "KiB", "MB", "B"."""
+    match = _SIZE.fullmatch(text)
+    label = match and _LABELS.get(match.group(2).lower())
+    if not label:
+        raise ConfigError(f"not a size: {text!r}; write e.g. 24MiB, 1.5GiB or 512M")
+    return label
+
+
+def format_size_in(n_bytes: int, unit: str) -> str:
+    """`n_bytes` in `unit` (a size_unit label), rounded up to a tenth so a minimum shown this way suffices, without
+    a space so it can be passed back as a flag: "1KiB", "11.3MiB", "6000000B"."""
+    scale = _UNITS[unit.lower()]
+    value = math.ceil(n_bytes * 10 / scale) / 10 if scale > 1 else n_bytes
+    return f"{value:.1f}".removesuffix(".0") + unit
 
 
 def format_size(n_bytes: float) -> str:

@@ -156,7 +156,7 @@ def budget_error(budget_bytes: int, gen_bytes_per_token: int, ver_bytes_per_toke
     need = w.min_budget_bytes(gen_bytes_per_token, ver_bytes_per_token)
     return ConfigError(f"a KV budget of {format_size(budget_bytes)} fits no split for {w.beams} beams; the two "
                        f"models need at least {format_size(need)} together (more for a split on the 5% grid): "
-                       "raise --budget or lower --beams")
+                       "raise --kv-budget or lower --beams")
 
 
 def _scaled(w: Workload, f: float) -> Workload:

@@ -13,6 +13,9 @@ from edgereason import models
 from edgereason.memory.device import slug
 
 
+STARTUP_KEYS = ("generator_kv_bytes", "verifier_kv_bytes", "lv_threshold_tokens")  # what session.py reads
+
+
 def profiles_dir() -> Path:
     return models.home() / "profiles"
 
@@ -26,9 +29,13 @@ def profile_name(device: str, generator: str, verifier: str) -> str:
     return f"{slug(device)}__{slug(generator)}__{slug(verifier)}.json"
 
 
+def profile_path(device: str, generator: str, verifier: str) -> Path:
+    return profiles_dir() / profile_name(device, generator, verifier)
+
+
 def write_profile(profile: dict, device: str, generator: str, verifier: str) -> Path:
     """Atomic: a start-up reading the file never sees half of it."""
-    path = profiles_dir() / profile_name(device, generator, verifier)
+    path = profile_path(device, generator, verifier)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(profile | {"profile_path": str(path)}, indent=2) + "\n")
@@ -38,10 +45,12 @@ def write_profile(profile: dict, device: str, generator: str, verifier: str) -> 
 
 def find_profile(device: str, generator: str, verifier: str) -> dict | None:
     """The stored profile for this device and model pair, or None (start-up then profiles or uses defaults).
+    A damaged file (not JSON, not an object, or without what start-up reads) is as good as missing: None, while
+    the file stays at profile_path, which is how start-up tells the two apart.
 
     generator: models.display_name(...) of the generator; verifier: verifier_id(prm, prm_format)."""
-    path = profiles_dir() / profile_name(device, generator, verifier)
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):  # missing, or damaged and as good as missing: profile again
+        profile = json.loads(profile_path(device, generator, verifier).read_text())
+    except (OSError, ValueError):  # ValueError: not JSON, or not UTF-8
         return None
+    return profile if isinstance(profile, dict) and all(k in profile for k in STARTUP_KEYS) else None

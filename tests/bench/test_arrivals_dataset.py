@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -44,3 +45,8 @@ def test_dataset_limit_offset_and_errors(tmp_path):
     path.write_text('{"problem": "q"}\n')
     with pytest.raises(ConfigError, match=":1:"):
         load_problems(path)
+
+
+def test_the_shipped_sample_is_20_gsm8k_test_problems():
+    sample = load_problems(Path(__file__).resolve().parents[2] / "examples" / "gsm8k_sample.jsonl")
+    assert [p.id for p in sample] == [f"gsm8k-{i}" for i in range(20)] and sample[0].answer == "18"

@@ -94,5 +94,5 @@ def test_splits_stay_within_budget_with_different_token_sizes():
 
 
 def test_no_feasible_split_is_a_config_error():
-    with pytest.raises(ConfigError, match="raise --budget"):
+    with pytest.raises(ConfigError, match="raise --kv-budget"):
         plan_split(600, 1, 1, GEN, LATE_PRM, MEASURED)

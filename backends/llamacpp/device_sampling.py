@@ -1,0 +1,68 @@
+"""Device-side sampling: llama.cpp's backend samplers cut each output row to its top-k candidates inside the
+forward pass, so a row costs k ids and k logits to read instead of the whole vocabulary (152k floats for Qwen,
+0.7 ms a row on an H200 host). The host still draws, from the engine's per-node random streams, over those k
+candidates (edgereason.sampling.sample_candidates): deduplication's several draws per row, replay after eviction
+and batch independence hold as with host sampling.
+
+What the cut drops: the probability mass outside the k best tokens, renormalised away
+(`benchmarks/device_sampling.py` measures it: docs/engine.md gives the figures).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import NamedTuple
+
+import numpy as np
+import llama_cpp.llama_cpp as L
+
+from edgereason.errors import EdgeReasonError
+
+class Candidates(NamedTuple):
+    """One output row cut on the device: ids [k] int32 in no particular order, logits [k] float32 (raw, before
+    temperature). Both are copies: they stay valid after the next forward pass."""
+
+    ids: np.ndarray
+    logits: np.ndarray
+
+
+class TopKSamplers:
+    """One sampler chain holding one top-k sampler for each sequence id of a context.
+
+    Rules: attach() before llama_init_from_model (llama.cpp builds the samplers into the graph it reserves);
+    free() only after llama_free, since the context uses the chains until then. No temperature on the device:
+    for any positive temperature the top k tokens are the k largest logits, so requests with different
+    temperatures share one graph and the host applies each one's temperature to the k logits.
+    llama.cpp lets a sampled sequence own at most one output row per pass (n_outputs_max_per_seq = 1, the
+    default), which is what the generator asks for: one row per sequence, at its last token.
+    """
+
+    def __init__(self, k: int, n_seq_max: int) -> None:
+        self.k = k
+        self._chains = []
+        self._configs = (L.llama_sampler_seq_config * n_seq_max)()
+        for seq in range(n_seq_max):
+            chain = L.llama_sampler_chain_init(L.llama_sampler_chain_default_params())
+            L.llama_sampler_chain_add(chain, L.llama_sampler_init_top_k(k))  # the chain owns the top-k sampler
+            self._chains.append(chain)
+            self._configs[seq].seq_id = seq
+            self._configs[seq].sampler = ctypes.cast(chain, ctypes.c_void_p)
+
+    def attach(self, params: L.llama_context_params) -> None:
+        params.samplers = self._configs
+        params.n_samplers = len(self._chains)
+
+    def read(self, ctx: L.llama_context_p, i: int) -> Candidates:
+        """Row i of the last batch (its index in the batch, as llama_get_logits_ith takes it)."""
+        n = L.llama_get_sampled_candidates_count_ith(ctx, i)
+        m = L.llama_get_sampled_logits_count_ith(ctx, i)
+        if n == 0 or n != m:
+            raise EdgeReasonError(f"llama.cpp sampled no candidates for output row {i} ({n} ids, {m} logits)")
+        ids = np.ctypeslib.as_array(L.llama_get_sampled_candidates_ith(ctx, i), shape=(n,)).copy()
+        logits = np.ctypeslib.as_array(L.llama_get_sampled_logits_ith(ctx, i), shape=(n,)).copy()
+        return Candidates(ids, logits)
+
+    def free(self) -> None:
+        for chain in self._chains:
+            L.llama_sampler_free(chain)
+        self._chains = []

@@ -1,0 +1,89 @@
+"""GPU defaults for a session: every layer on the GPU where a CUDA build sees one, and the `--gpu-memory` cap.
+
+Rules:
+- `--gpu-layers` unset: all layers (ALL_LAYERS) when the backend can offload and NVML finds a GPU, else 0.
+- `--gpu-memory SIZE` caps weights + KV. Without `--kv-budget`, the KV budget is what the weights leave under the
+  cap, less a margin for llama.cpp's compute and output buffers, split between the models as `--kv-budget` is.
+- `--gpu-memory` with no layers on a GPU is an error: silently ignoring a cap would let a "24 GB" measurement run
+  on something else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from types import ModuleType
+
+from edgereason.errors import ConfigError
+from edgereason.memory.device import AUTO_MARGIN_FRACTION, AUTO_MARGIN_MIN, AUTO_MAX_TOKENS, weights_bytes
+from edgereason.memory.size import format_size
+
+ALL_LAYERS = 999  # llama.cpp clamps to the model's layer count
+DEVICE_SAMPLING_MODES = ("auto", "on", "off")  # auto: on where the generator's layers are on a GPU
+DEFAULT_TOP_K = 100
+MAX_TOP_K = 1024
+
+
+def gpu_present() -> bool:
+    """NVML sees at least one NVIDIA GPU (False without nvidia-ml-py or a driver)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # ImportError, or NVMLError without a driver
+        return False
+    try:
+        return pynvml.nvmlDeviceGetCount() > 0
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def default_gpu_layers(runtime: ModuleType) -> int:
+    return ALL_LAYERS if runtime.supports_gpu() and gpu_present() else 0
+
+
+def capped_kv_budget(cap_bytes: int, weights: int, bytes_per_token: int) -> int:
+    """KV bytes for both models under a cap of weights + KV: what the weights leave, less a margin, and no more
+    than AUTO_MAX_TOKENS per model (bytes_per_token: both models' together), more than a search here holds."""
+    after_weights = cap_bytes - weights
+    budget = after_weights - max(int(AUTO_MARGIN_FRACTION * after_weights), AUTO_MARGIN_MIN)
+    if budget <= 0:
+        raise ConfigError(f"--gpu-memory {format_size(cap_bytes)} leaves no room for KV caches: the weights take "
+                          f"{format_size(weights)} and llama.cpp's buffers need {format_size(AUTO_MARGIN_MIN)} or "
+                          "more; raise --gpu-memory")
+    return min(budget, AUTO_MAX_TOKENS * bytes_per_token)
+
+
+def gpu_settings(settings, runtime: ModuleType, gen_path: Path, prm_path: Path):
+    """ModelSettings with n_gpu_layers decided and, under a --gpu-memory cap, the KV budget derived."""
+    layers = default_gpu_layers(runtime) if settings.n_gpu_layers is None else settings.n_gpu_layers
+    settings = replace(settings, n_gpu_layers=layers)
+    if settings.gpu_memory_bytes is None:
+        return settings
+    if not layers:
+        why = ("--gpu-layers is 0" if runtime.supports_gpu() and gpu_present() else
+               "this llama-cpp-python build has no GPU support" if not runtime.supports_gpu() else "no GPU was found")
+        raise ConfigError(f"--gpu-memory caps GPU memory, but no layers are on a GPU ({why}); drop --gpu-memory")
+    weights = weights_bytes(gen_path, prm_path)
+    if settings.kv_budget_bytes is not None:
+        if weights + settings.kv_budget_bytes > settings.gpu_memory_bytes:
+            raise ConfigError(f"--kv-budget {format_size(settings.kv_budget_bytes)} and the weights "
+                              f"({format_size(weights)}) exceed --gpu-memory {format_size(settings.gpu_memory_bytes)}")
+        return settings
+    per_token = runtime.kv_bytes_per_token(gen_path, layers) + runtime.kv_bytes_per_token(prm_path, layers)
+    budget = capped_kv_budget(settings.gpu_memory_bytes, weights, per_token)
+    return replace(settings, kv_budget_bytes=budget, kv_budget_unit="MiB")
+
+
+def device_top_k(mode: str, top_k: int, n_gpu_layers: int) -> int:
+    """The k a generator context cuts its rows to; 0 = host sampling over the whole row.
+
+    auto turns the cut on where layers are on a GPU: there it replaces a device-to-host copy of every row's
+    logits. On a CPU the logits are already in host memory, and the cut measured no faster (benchmarks/
+    device_sampling.py), so auto keeps host sampling there; `on` forces it (it works on the CPU backend too)."""
+    if mode not in DEVICE_SAMPLING_MODES:
+        raise ConfigError(f"--device-sampling takes {', '.join(DEVICE_SAMPLING_MODES)}, got {mode!r}")
+    if not 1 <= top_k <= MAX_TOP_K:
+        raise ConfigError(f"--device-top-k must be in 1..{MAX_TOP_K}, got {top_k}")
+    on = mode == "on" or (mode == "auto" and n_gpu_layers > 0)
+    return top_k if on else 0

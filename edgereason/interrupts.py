@@ -1,0 +1,98 @@
+"""Stop signals end a run at any moment, after `finally` and `with` blocks have cleaned up: Ctrl-C (SIGINT)
+exits 130, kill (SIGTERM) 143, a closed terminal (SIGHUP) 129.
+
+Python runs a signal's handler in the main thread at its next bytecode. During a long C call that calls back
+into Python (llama.cpp's log and model-load progress callbacks) that bytecode is the callback's, and ctypes
+prints an exception raised there and drops it: the Ctrl-C is lost and the run goes on. Rules:
+- `stop_signals()` wraps a whole CLI run: SIGTERM and SIGHUP raise `Stopped`, a KeyboardInterrupt, as SIGINT
+  raises KeyboardInterrupt. A signal the parent process set to be ignored (nohup) stays ignored.
+- `deferred()` wraps C calls that call back into Python: a stop signal there only sets a flag, which a callback
+  that can end its call early reads through `requested()`; the signal's exception is raised when the block
+  ends, in place of whatever the ended call raised.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+_pending: list[int] = []  # stop signals that arrived inside deferred()
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop signal other than Ctrl-C."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def exit_code(stop: KeyboardInterrupt) -> int:
+    """The shell's convention: 128 + the signal's number."""
+    return 128 + (stop.signum if isinstance(stop, Stopped) else signal.SIGINT)
+
+
+def describe(stop: KeyboardInterrupt) -> str:
+    return f"stopped by {stop.args[0]}" if isinstance(stop, Stopped) else "interrupted"
+
+
+def _exception(signum: int) -> KeyboardInterrupt:
+    return KeyboardInterrupt() if signum == signal.SIGINT else Stopped(signum)
+
+
+def _raise(signum: int, frame: object) -> None:
+    raise _exception(signum)
+
+
+def _defer(signum: int, frame: object) -> None:
+    _pending.append(signum)
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()  # the only thread Python runs handlers in
+
+
+@contextmanager
+def stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise `Stopped` inside the block; their previous handlers come back after it."""
+    if not _in_main_thread():
+        yield
+        return
+    previous = {s: signal.getsignal(s) for s in STOP_SIGNALS if s != signal.SIGINT}
+    for s, handler in previous.items():
+        if handler == signal.SIG_DFL:
+            signal.signal(s, _raise)
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def requested() -> bool:
+    """Whether a stop signal arrived inside `deferred()`: a callback that can end its C call early does so."""
+    return bool(_pending)
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Stop signals that would raise only set `requested()` inside the block; the first one is raised when it
+    ends. Nested blocks defer to the outermost."""
+    raising: dict[int, object] = {}  # signal -> the handler that raises, put back when the block ends
+    if _in_main_thread():
+        raising = {s: h for s in STOP_SIGNALS if (h := signal.getsignal(s)) in (signal.default_int_handler, _raise)}
+    for s in raising:
+        signal.signal(s, _defer)
+    try:
+        yield
+    finally:
+        for s, handler in raising.items():
+            signal.signal(s, handler)
+        if raising and _pending:
+            signum = _pending[0]
+            _pending.clear()
+            raise _exception(signum)

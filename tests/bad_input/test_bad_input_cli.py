@@ -1,0 +1,235 @@
+"""Bad input and misleading output of the CLI (issue 17), each reproduced first. Every error is one line with
+exit code 2 (1 for a model file) and no traceback.
+
+- bench --out: a file, a folder that cannot be made, or earlier results are refused before any model loads;
+  --force overwrites; a failed write leaves the earlier results.json / results.csv whole.
+- bench --compare: missing results.json, not JSON, runs not objects, missing fields, wrong types.
+- solve --json: first steps have parent null, every node a depth and finish; a normal run gives its reason.
+- solve: a problem longer than the model's trained context is refused at submit.
+- start-up: the "no memory profile" note comes once per device and model pair (always with --verbose), never
+  before an error, and a damaged profile is called corrupt.
+- a missing --prm file is named as the PRM file.
+- solve --show-tree: how each path ended (not "[complete]"); long steps cut at a word, with "...".
+- policy-switch flags: a metavar and a help line each.
+- one vocabulary: memory-profile --model/--kv-budget (old --generator/--budget still work); solve --beams refuses
+  a list with a pointer to bench; bench --beams takes one number.
+- --kv-budget too small: sizes in the unit given, and a minimum budget that does work.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from edgereason.bench import report
+from edgereason.cli.main import build_parser, main
+from edgereason.cli.solve import clip, print_tree
+from edgereason.memory import default_device_id
+from edgereason.memory.store import profile_path, verifier_id
+from edgereason.policy import SWITCH_HELP
+from edgereason.result import RequestMetrics, SearchResult
+
+FAST = ["--max-steps", "1", "--max-step-tokens", "8", "--beams", "2", "--width", "2"]
+
+
+@pytest.fixture()
+def home(tmp_path, monkeypatch, smollm2_path):  # smollm2_path first: it resolves under the real home
+    monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def one_line_error(capsys, rc: int, code: int = 2) -> str:
+    """The single stderr line of a clean user error (settings: 2; a model file: 1)."""
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == code and len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+# -- bench --out ---------------------------------------------------------------------------------------------
+
+@pytest.fixture()
+def dataset(tmp_path) -> Path:
+    path = tmp_path / "two.jsonl"
+    path.write_text('{"id": "a", "problem": "What is 2+3?", "answer": "5"}\n'
+                    '{"id": "b", "problem": "What is 4*2?", "answer": "8"}\n')
+    return path
+
+
+def bench(dataset: Path, out: Path, *extra: str) -> int:
+    return main(["bench", "--dataset", str(dataset), "--limit", "1", "--policies", "baseline", "--kv-tokens",
+                 "1024", "--out", str(out), *FAST, *extra])
+
+
+def test_bench_out_that_is_a_file_fails_before_the_models_load(tmp_path, dataset, capsys):
+    out = tmp_path / "taken"
+    out.write_text("not a folder")
+    rc = bench(dataset, out, "--model", str(tmp_path / "absent.gguf"))  # a model error would mean: checked late
+    assert "is a file" in one_line_error(capsys, rc) and out.read_text() == "not a folder"
+
+
+def test_bench_out_that_cannot_be_created(tmp_path, dataset, capsys):
+    (tmp_path / "file").write_text("")
+    rc = bench(dataset, tmp_path / "file" / "out", "--model", str(tmp_path / "absent.gguf"))
+    assert "cannot write results to --out" in one_line_error(capsys, rc)
+
+
+def test_bench_refuses_earlier_results_unless_forced(tmp_path, dataset, capsys, home, smollm2_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.json").write_text('{"config": {}, "runs": ["earlier"]}')
+    rc = bench(dataset, out, "--model", str(tmp_path / "absent.gguf"))
+    assert "--force" in one_line_error(capsys, rc)
+    assert json.loads((out / "results.json").read_text())["runs"] == ["earlier"]
+    assert bench(dataset, out, "--model", str(smollm2_path), "--force") == 0  # --beams: one number is a list too
+    (run,) = json.loads((out / "results.json").read_text())["runs"]
+    assert run["beams"] == 2 and run["problems"] == 1
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []  # no temp file left
+
+
+@pytest.mark.parametrize("fail_in", ["csv_rows", "fsync"])
+def test_a_failed_results_write_keeps_the_earlier_files(tmp_path, monkeypatch, fail_in):
+    report.write_results(tmp_path, {"n": 1}, [{"policy": "edge", "beams": 4}])
+    before = {name: (tmp_path / name).read_text() for name in ("results.json", "results.csv")}
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    if fail_in == "csv_rows":
+        monkeypatch.setattr(csv.DictWriter, "writerows", disk_full)
+    else:
+        monkeypatch.setattr(os, "fsync", disk_full)
+    with pytest.raises(OSError):
+        report.write_results(tmp_path, {"n": 2}, [{"policy": "edge", "beams": 8}])
+    assert {name: (tmp_path / name).read_text() for name in before} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv", "results.json"]
+
+
+# -- bench --compare -----------------------------------------------------------------------------------------
+
+GOOD_RUN = {"policy": "edge", "beams": 4, "rate": "inf", **{f: 1.0 for f in report.COMPARED}}
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no results.json"),
+    ("{half a file", "not a bench results file"),
+    ('["a list"]', "not a bench results file"),
+    ('{"runs": [1, 2]}', "not a list of objects"),
+    (json.dumps({"runs": [{k: v for k, v in GOOD_RUN.items() if k != "throughput_tok_s"}]}),
+     "run 1 lacks throughput_tok_s"),
+    (json.dumps({"runs": [GOOD_RUN, {**GOOD_RUN, "wall_s": "slow"}]}), "run 2 has a value of the wrong type"),
+])
+def test_compare_on_a_damaged_results_file(tmp_path, capsys, content, message):
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    for folder in (good, bad):
+        folder.mkdir()
+    (good / "results.json").write_text(json.dumps({"config": {}, "runs": [GOOD_RUN]}))
+    if content is not None:
+        (bad / "results.json").write_text(content)
+    assert message in one_line_error(capsys, main(["bench", "--compare", str(good), str(bad)]))
+
+
+# -- solve: JSON tree and reason, trained context, --show-tree -----------------------------------------------
+
+def test_solve_json_tree_is_rooted_and_says_why_it_ended(smollm2_path, capsys):
+    assert main(["solve", "What is 2+3?", "--model", str(smollm2_path), *FAST, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    nodes = out["tree"]["nodes"]
+    ids = {n["id"] for n in nodes}
+    assert nodes and all({"depth", "finish"} <= set(n) for n in nodes)
+    assert all((n["parent"] is None) == (n["depth"] == 1) for n in nodes)
+    assert all(n["parent"] is None or n["parent"] in ids for n in nodes)
+    assert out["status"] == "done" and re.fullmatch(r"completed \d+ paths? \(.+\)", out["reason"]), out["reason"]
+
+
+def test_problem_longer_than_the_trained_context(smollm2_path, capsys):
+    long = "How many apples are left? " * 2000  # about 12k tokens; SmolLM2 was trained on 8k
+    rc = main(["solve", long, "--model", str(smollm2_path), "--kv-tokens", "512", *FAST])
+    assert re.search(r"trained on at most \d+ tokens of context", one_line_error(capsys, rc))
+
+
+def test_show_tree_says_how_each_path_ended(smollm2_path, capsys):
+    assert main(["solve", "What is 2+3?", "--model", str(smollm2_path), *FAST, "--show-tree"]) == 0
+    tree = capsys.readouterr().out.split("Surviving tree:")[1]
+    assert "[complete]" not in tree and "[stopped at --max-steps]" in tree
+
+
+def test_show_tree_cuts_long_steps_at_a_word():
+    words = "The farmer has twelve apples and gives away five of them to each neighbour on the street"
+    assert clip(words, 40) == "The farmer has twelve apples and..."
+    assert clip("x" * 50, 20) == "x" * 17 + "..."  # one long word: cut inside it
+    assert clip(" short \n step ", 20) == "short step"
+
+
+def test_show_tree_line(capsys):
+    row = {"id": 1, "parent": None, "depth": 1, "text": "Add 2 and 3.", "score": 0.5, "status": "complete",
+           "finish": "answer", "potential": 1}
+    print_tree(SearchResult("r", "q", None, [], [row], RequestMetrics()))
+    assert capsys.readouterr().out == "  - (0.500) [boxed answer] Add 2 and 3.\n"
+
+
+# -- start-up notes and model errors -------------------------------------------------------------------------
+
+def solve_stderr(capsys, smollm2_path, *extra: str) -> str:
+    assert main(["solve", "What is 2+3?", "--model", str(smollm2_path), *FAST, *extra]) == 0
+    return capsys.readouterr().err
+
+
+def test_profile_note_once_per_pair_or_with_verbose(home, smollm2_path, capsys):
+    assert "no memory profile" in solve_stderr(capsys, smollm2_path)
+    assert "no memory profile" not in solve_stderr(capsys, smollm2_path)
+    assert "no memory profile" in solve_stderr(capsys, smollm2_path, "--verbose")
+
+
+def test_damaged_profile_is_called_corrupt(home, smollm2_path, capsys):
+    path = profile_path(default_device_id("cpu"), smollm2_path.stem, verifier_id(str(smollm2_path), "judge"))
+    path.parent.mkdir(parents=True)
+    path.write_text('{"generator_kv_bytes": 1')
+    err = solve_stderr(capsys, smollm2_path, "--prm-format", "judge")
+    assert f"memory profile {path} is corrupt" in err and "no memory profile" not in err
+
+
+def test_missing_prm_file_is_named(tmp_path, smollm2_path, capsys):
+    rc = main(["solve", "What is 2+3?", "--model", str(smollm2_path), "--prm", str(tmp_path / "prm.gguf")])
+    assert "PRM file not found" in one_line_error(capsys, rc, code=1)
+
+
+# -- flags ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["solve", "chat", "bench"])
+def test_policy_switches_have_metavars_and_help(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())  # undo argparse's line wrapping
+    assert "SWITCH_" not in text
+    for name, help_text in SWITCH_HELP.items():
+        assert help_text in text, name
+    assert "--spec-reuse-fraction FRACTION" in text and "--lv-threshold TOKENS" in text
+
+
+def test_memory_profile_takes_the_shared_names_and_the_old_ones():
+    parser = build_parser()
+    new = parser.parse_args(["memory-profile", "--model", "m.gguf", "--kv-budget", "1GiB"])
+    old = parser.parse_args(["memory-profile", "--generator", "m.gguf", "--budget", "1GiB"])
+    assert (new.model, new.kv_budget) == (old.model, old.kv_budget) == ("m.gguf", "1GiB")
+
+
+@pytest.mark.parametrize("command", [["solve", "1+1"], ["chat"], ["memory-profile"]])
+def test_a_list_of_beams_outside_bench_says_where_lists_go(command, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main([*command, "--beams", "4,8"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "one beam size" in err and "bench --beams" in err and "Traceback" not in err
+
+
+def test_kv_budget_too_small_speaks_the_users_unit_and_the_minimum(home, smollm2_path, capsys):
+    rc = main(["solve", "What is 2+3?", "--model", str(smollm2_path), *FAST, "--kv-budget", "1KiB"])
+    line = one_line_error(capsys, rc)  # one line: no profile note before the error
+    assert "--kv-budget 1KiB leaves 0 generator and 0 PRM KV tokens" in line, line
+    minimum = re.search(r"use --kv-budget (\d+(?:\.\d)?KiB) or more", line).group(1)
+    assert main(["solve", "What is 2+3?", "--model", str(smollm2_path), *FAST, "--kv-budget", minimum]) == 0

@@ -1,0 +1,153 @@
+"""Stop signals at awkward moments (issue 17, items 5 and 6), each reproduced first. A stop ends the run with
+128 + the signal's number and one line, never a traceback, and leaves no temp folder and no pip process behind.
+
+- Ctrl-C while the model loads: llama.cpp calls back into Python during the load, where ctypes used to print
+  the KeyboardInterrupt and drop it (the run went on and exited 0); now exit 130. SIGINT is sent the moment the
+  GGUF file shows up in the process's memory map, three times.
+- Ctrl-C while the package imports llama.cpp, and while the commands import theirs (numpy, sympy, ...): exit
+  130, no traceback, through the installed console script. SIGINT is sent the moment a library of that stage
+  shows up in the memory map.
+- Ctrl-C, SIGTERM and a closed terminal (SIGHUP) in the middle of a model download: exit 130, 143, 129; the
+  pull's temp folder is removed and pip is stopped.
+- the chat stopped by SIGTERM or a closed terminal (SIGHUP): exit 143 or 129 with the terminal given back (it
+  used to die on the spot, in the app's screen mode).
+- interrupts.deferred(): a signal inside the block only sets requested(); it is raised when the block ends, in
+  place of what the ended call raised; nested blocks and other threads leave the handlers alone.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import psutil
+import pytest
+
+from child_processes import (edgereason, hanging_index, open_chat, pull_env, pull_folders, wait_for, wait_for_drawing,
+                             wait_for_exit)
+
+from edgereason import interrupts
+
+TINY_FLAGS = ["--beams", "2", "--width", "2", "--max-steps", "1", "--max-step-tokens", "4", "--threads", "1",
+              "--kv-tokens", "1024"]
+CONSOLE_SCRIPT = Path(sys.executable).with_name("edgereason")
+
+
+def maps(pid: int, *names: str) -> bool:
+    """Whether a file whose path contains one of `names` is mapped into the process (a library loaded, a GGUF
+    mmapped)."""
+    try:
+        mapped = Path(f"/proc/{pid}/maps").read_text()
+    except OSError:  # the process is gone
+        return False
+    return any(name in mapped for name in names)
+
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/PID/maps (Linux)")
+
+
+def test_ctrl_c_while_the_model_loads_exits_130(smollm2_path) -> None:
+    for _ in range(3):
+        proc = edgereason("solve", "What is 1 + 1?", "--model", str(smollm2_path), *TINY_FLAGS)
+        wait_for(lambda: maps(proc.pid, smollm2_path.name) or proc.poll() is not None, "the model load",
+                 every_s=0.0002)
+        proc.send_signal(signal.SIGINT)
+        out, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 130 and not out, stderr
+        assert "Traceback" not in stderr and stderr.splitlines()[-1] == "edgereason: interrupted", stderr
+
+
+LOADED_BY = """
+import re, sys
+def libraries():
+    return set(re.findall(r"[^/\\s]+\\.so[.0-9]*", open("/proc/self/maps").read()))
+before = libraries()
+import edgereason
+package = libraries()
+from edgereason.cli.main import build_parser
+build_parser()
+print(" ".join(sorted(package - before)) if sys.argv[1] == "package" else " ".join(sorted(libraries() - package)))
+"""
+
+
+def libraries_loaded_by(stage: str) -> list[str]:
+    """Shared libraries that `import edgereason` loads ("package"), or that the command's own imports load after
+    it ("commands"): a Ctrl-C the moment one shows up lands in that stage. Found, not listed: they change as the
+    code does."""
+    found = subprocess.run([sys.executable, "-c", LOADED_BY, stage], capture_output=True, text=True, check=True)
+    assert found.stdout.split(), f"no library loads during the {stage} imports"
+    return found.stdout.split()
+
+
+@pytest.mark.skipif(not CONSOLE_SCRIPT.exists(), reason="the console script is not installed beside python")
+@pytest.mark.parametrize("stage", ["package", "commands"])
+def test_ctrl_c_while_libraries_import_exits_130_without_traceback(stage) -> None:
+    markers = libraries_loaded_by(stage)
+    proc = edgereason("models", "list", command=[str(CONSOLE_SCRIPT)])
+    wait_for(lambda: maps(proc.pid, *markers) or proc.poll() is not None, f"the {stage} imports", every_s=0.0002)
+    proc.send_signal(signal.SIGINT)
+    out, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in stderr and not out, stderr
+
+
+@pytest.mark.parametrize("signum, code, line", [
+    (signal.SIGINT, 130, "edgereason: interrupted"),
+    (signal.SIGTERM, 143, "edgereason: stopped by SIGTERM"),
+    (signal.SIGHUP, 129, "edgereason: stopped by SIGHUP"),
+])
+def test_stop_signal_during_a_download_removes_its_folder_and_stops_pip(tmp_path, signum, code, line) -> None:
+    home = tmp_path / "home"
+    with hanging_index() as index:
+        proc = edgereason("models", "pull", "smollm2-135m", env=pull_env(home, index))
+        wait_for(lambda: proc.poll() is not None or psutil.Process(proc.pid).children(), "pip to start",
+                 every_s=0.01)
+        assert len(pull_folders(home)) == 1
+        pip = psutil.Process(proc.pid).children(recursive=True)
+        proc.send_signal(signum)
+        _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == code and "Traceback" not in stderr, stderr
+    assert stderr.splitlines()[-1] == line
+    assert not pull_folders(home)
+    _, alive = psutil.wait_procs(pip, timeout=10)
+    assert not alive
+
+
+def test_deferred_raises_a_stop_when_the_block_ends() -> None:
+    seen = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts.deferred():
+            with interrupts.deferred():  # nested: the outer block handles it
+                os.kill(os.getpid(), signal.SIGINT)
+                seen.append(interrupts.requested())
+            seen.append(interrupts.requested())
+            raise RuntimeError("what a call ended by the stop raised")
+    assert seen == [True, True] and not interrupts.requested()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_deferred_in_another_thread_leaves_handlers_alone() -> None:
+    handlers = []
+
+    def run() -> None:
+        with interrupts.deferred():
+            handlers.append(signal.getsignal(signal.SIGINT))
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join()
+    assert handlers == [signal.default_int_handler]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_chat_stopped_by_kill_or_a_closed_terminal_restores_the_terminal(tmp_path, smollm2_path, signum) -> None:
+    pid, fd = open_chat(tmp_path, "--model", str(smollm2_path), *TINY_FLAGS)
+    output = bytearray()
+    wait_for_drawing(fd, output, b"ready")
+    os.kill(pid, signum)
+    assert wait_for_exit(pid, fd, output) == 128 + signum
+    screen_left = output.rindex(b"\x1b[?1049l")  # back from the app's screen to the shell's
+    assert f"edgereason: stopped by {signal.Signals(signum).name}".encode() in output[screen_left:]
