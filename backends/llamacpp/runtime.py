@@ -188,7 +188,8 @@ class KVContext:
         self.top_k = TopKSamplers(top_k, n_seq_max) if top_k else None
         if self.top_k:
             self.top_k.attach(params)
-        self.ptr = L.llama_init_from_model(model.ptr, params)
+        with interrupts.deferred():  # llama.cpp logs through a Python callback while it builds the context
+            self.ptr = L.llama_init_from_model(model.ptr, params)
         if not self.ptr:
             if self.top_k:
                 self.top_k.free()
