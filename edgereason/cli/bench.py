@@ -19,6 +19,7 @@ from edgereason.bench.report import prepare_out, print_compare, print_table, wri
 from edgereason.bench.runner import RunInterrupted, RunSpec, rate_label, run_one
 from edgereason.cli.common import (add_model_args, add_search_args, add_switch_args, model_settings, policy_from,
                                    pull_progress, search_config)
+from edgereason.cli.progress import bar
 from edgereason.errors import ConfigError
 from edgereason.policy import PRESETS, Policy
 from edgereason.session import SPLITS, open_session
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
             if len(splits) > 1:  # the policy label names the split so tables and --compare keep runs apart
                 spec = replace(spec, policy=replace(spec.policy, name=f"{spec.policy.name}@{split}"))
             label = f"[{i}/{len(specs)}] {spec.policy.name} N={spec.config.beams} rate={rate_label(spec.rate)}"
-            runs.append(run_one(sessions[split], spec, problems, _bar(label)))
+            runs.append(run_one(sessions[split], spec, problems, bar(label)))
             print(file=sys.stderr)
             write_results(out, config, runs)
     except RunInterrupted as stop:
@@ -144,18 +145,3 @@ def _int(text: str) -> int:
     except ValueError:
         raise ConfigError(f"--beams takes whole numbers, got {text!r}") from None
 
-
-def _bar(label: str):
-    """A one-line stderr progress bar: problems finished / total."""
-    last = [-1]
-
-    def show(done: int, total: int) -> None:
-        if done == last[0]:
-            return
-        last[0] = done
-        width = 24
-        filled = int(width * done / max(1, total))
-        print(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end="", file=sys.stderr,
-              flush=True)
-
-    return show
