@@ -16,7 +16,7 @@ from __future__ import annotations
 import signal
 import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
@@ -59,13 +59,16 @@ def _in_main_thread() -> bool:
 @contextmanager
 def stop_signals() -> Iterator[None]:
     """SIGTERM and SIGHUP raise `Stopped` inside the block; their previous handlers come back after it."""
-    if not _in_main_thread():
+    default = [s for s in STOP_SIGNALS
+               if s != signal.SIGINT and _in_main_thread() and signal.getsignal(s) == signal.SIG_DFL]
+    with _installed({s: _raise for s in default}):
         yield
-        return
-    previous = {s: signal.getsignal(s) for s in STOP_SIGNALS if s != signal.SIGINT}
-    for s, handler in previous.items():
-        if handler == signal.SIG_DFL:
-            signal.signal(s, _raise)
+
+
+@contextmanager
+def _installed(handlers: dict[int, Callable]) -> Iterator[None]:
+    """`handlers` (signal -> handler) for the block; the handlers they replaced come back after it."""
+    previous = {s: signal.signal(s, h) for s, h in handlers.items()}
     try:
         yield
     finally:
@@ -82,16 +85,12 @@ def requested() -> bool:
 def deferred() -> Iterator[None]:
     """Stop signals that would raise only set `requested()` inside the block; the first one is raised when it
     ends. Nested blocks defer to the outermost."""
-    raising: dict[int, object] = {}  # signal -> the handler that raises, put back when the block ends
-    if _in_main_thread():
-        raising = {s: h for s in STOP_SIGNALS if (h := signal.getsignal(s)) in (signal.default_int_handler, _raise)}
-    for s in raising:
-        signal.signal(s, _defer)
+    raising = [s for s in STOP_SIGNALS
+               if _in_main_thread() and signal.getsignal(s) in (signal.default_int_handler, _raise)]
     try:
-        yield
+        with _installed({s: _defer for s in raising}):
+            yield
     finally:
-        for s, handler in raising.items():
-            signal.signal(s, handler)
         if raising and _pending:
             signum = _pending[0]
             _pending.clear()
