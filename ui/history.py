@@ -4,12 +4,12 @@ survives the terminal closing and can be browsed (and re-asked) later."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from edgereason import models
+from edgereason.jsonl import append_line
 from edgereason.result import SearchResult
 
 
@@ -43,22 +43,8 @@ class History:
         self.path = path or models.home() / "history.jsonl"
 
     def append(self, entry: HistoryEntry) -> None:
-        """Rules: one entry is one whole line written by one `write`, then fsync'd, so a crash can cut at most
-        the line being written; a half line an earlier crash left at the end is ended first (it stays one bad
-        line, skipped by `read`) so it cannot swallow this entry."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = (json.dumps(asdict(entry), ensure_ascii=False) + "\n").encode("utf-8")
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                line = b"\n" + line
-            written = os.write(fd, line)
-            if written < len(line):  # a full disk: the cut line is repaired by the next append
-                raise OSError(f"history: wrote {written} of {len(line)} bytes to {self.path}")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        """Crash-safe: the rules of `edgereason.jsonl.append_line`."""
+        append_line(self.path, asdict(entry))
 
     def load(self) -> list[HistoryEntry]:
         """Oldest first; see `read`."""

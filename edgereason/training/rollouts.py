@@ -12,7 +12,6 @@ Monte-Carlo lines (mc.py) share the reader.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -21,6 +20,7 @@ from edgereason.bench.dataset import Problem
 from edgereason.config import SearchConfig
 from edgereason.engine import Engine
 from edgereason.grading import answers_match
+from edgereason.jsonl import append_line
 from edgereason.request import Request
 from edgereason.result import SearchResult
 
@@ -48,20 +48,6 @@ def read_jsonl(path: Path) -> Iterator[dict]:
                 continue
             if isinstance(row, dict):
                 yield row
-
-
-def append_line(path: Path, row: dict) -> None:
-    """One write of a whole line, flushed to disk; starts a new line if a crash left the file mid-line."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
-    with path.open("ab+") as f:
-        if f.tell():
-            f.seek(-1, os.SEEK_END)
-            if f.read(1) != b"\n":
-                data = b"\n" + data
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def graded_paths(result: SearchResult, gold: str) -> list[dict]:
