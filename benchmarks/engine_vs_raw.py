@@ -3,6 +3,7 @@ sequences, same model, same threads, measured side by side in one process. Warm-
 the mean number of sequences per forward pass (a synchronous step leaves slots idle while stragglers finish).
 
     python benchmarks/engine_vs_raw.py --model smollm2-135m --beams 8 --repeat 3
+    python benchmarks/engine_vs_raw.py --model qwen2.5-coder-0.5b --gpu-layers 999 --device-top-k 100  # a GPU
 """
 
 from __future__ import annotations
@@ -10,15 +11,16 @@ from __future__ import annotations
 import argparse
 import time
 
-import numpy as np
-
-from edgereason import models
+from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
 from edgereason.backends.llamacpp import open_models
 from edgereason.backends.llamacpp.runtime import DecodeItem
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine import Engine
 from edgereason.policy import parse_policy
-from edgereason.sampling import sample
+from edgereason.backends.llamacpp.device_sampling import Candidates
+from edgereason.sampling import sample, sample_candidates
+
+import numpy as np
 
 PROBLEM = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for "
            "her friends every day with four. She sells the remainder at the farmers' market daily for $2 per "
@@ -37,11 +39,18 @@ def raw_decode(gen, n_seqs: int, n_tokens: int) -> float:
     t0 = time.perf_counter()
     for _ in range(n_tokens):
         items = [DecodeItem(s, [t], [(0, i)]) for i, (s, t) in enumerate(zip(seqs, last))]
-        gen.ctx.decode(items, lambda i, logits: last.__setitem__(i, sample(logits, 1, params, rng)[0]))
+        gen.ctx.decode(items, lambda i, row: last.__setitem__(i, draw(row, params, rng)))
     dt = time.perf_counter() - t0
     for s in seqs + [root]:
         gen.free(s)
     return n_seqs * n_tokens / dt
+
+
+def draw(row, params: SamplingParams, rng: np.random.Generator) -> int:
+    """The engine's own draw: over the device's top-k candidates in a top-k context, else over the whole row."""
+    if isinstance(row, Candidates):
+        return sample_candidates(row.ids, row.logits, 1, params, rng)[0]
+    return sample(row, 1, params, rng)[0]
 
 
 def engine_search(gen, ver, policy: str, beams: int, width: int, steps: int) -> tuple[float, float]:
@@ -71,9 +80,13 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--gpu-layers", type=int, default=0, help="layers on the GPU, 999 = all (default 0)")
+    ap.add_argument("--device-top-k", type=int, default=0,
+                    help="cut rows to their top k on the device, for raw decode and engine alike (default 0: off)")
     args = ap.parse_args()
     path = models.resolve(args.model)
-    gen, ver = open_models(path, path, "judge", 16384, 16384, n_threads=args.threads)
+    gen, ver = open_models(path, path, "judge", 16384, 16384, n_threads=args.threads, n_gpu_layers=args.gpu_layers,
+                           device_top_k=args.device_top_k)
     raw_decode(gen, args.beams, 16)  # warm-up
     engine_search(gen, ver, "baseline", args.beams, args.width, 1)
     rows: dict[str, list[tuple[float, float]]] = {"raw": [], "baseline": [], "edge": []}

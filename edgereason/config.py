@@ -9,11 +9,11 @@ from edgereason.errors import ConfigError
 
 Strategy = Literal["beam", "best-of-n", "dvts"]
 Aggregation = Literal["last", "min", "prod", "mean"]
-Vote = Literal["best", "weighted"]
+Vote = Literal["best", "weighted", "majority"]
 
 STRATEGIES: tuple[str, ...] = ("beam", "best-of-n", "dvts")
 AGGREGATIONS: tuple[str, ...] = ("last", "min", "prod", "mean")
-VOTES: tuple[str, ...] = ("best", "weighted")
+VOTES: tuple[str, ...] = ("best", "weighted", "majority")
 
 
 @dataclass(frozen=True)

@@ -625,7 +625,10 @@ class Engine:
             paths.append(FinalPath([(s.text, s.score) for s in node.path()],
                                    selection.path_score(node, cfg.aggregation),
                                    extract_boxed("".join(s.text for s in node.path())), node.id, times))
-        answer = _vote(paths) if cfg.vote == "weighted" else (paths[0].answer if paths else None)
+        if cfg.vote == "best":
+            answer = paths[0].answer if paths else None
+        else:
+            answer = _vote(paths, by_score=cfg.vote == "weighted")
         m.wall_s = wall
         m.final_tokens = _final_tokens([(req.tree.nodes[p.node_id], p.potential) for p in paths])
         m.goodput_tok_s = m.final_tokens / wall if wall > 0 else 0.0
@@ -713,18 +716,19 @@ def _completed_reason(completed: Sequence[Node]) -> str:
     return f"completed {total} path{'s' if total != 1 else ''}" + (f" ({detail})" if detail else "")
 
 
-def _vote(paths: Sequence[FinalPath]) -> str | None:
-    """Weighted majority: sum of path scores (times potential) per distinct answer, compared as math."""
+def _vote(paths: Sequence[FinalPath], by_score: bool = True) -> str | None:
+    """Majority over distinct answers, compared as math: each path counts its potential, times its score when
+    by_score (weighted). Ties go to the answer of the better-ranked path (paths come best first)."""
     buckets: list[tuple[str, float]] = []
     for p in paths:
         if p.answer is None:
             continue
         for i, (ans, w) in enumerate(buckets):
             if answers_match(ans, p.answer):
-                buckets[i] = (ans, w + p.score * p.potential)
+                buckets[i] = (ans, w + (p.score if by_score else 1.0) * p.potential)
                 break
         else:
-            buckets.append((p.answer, p.score * p.potential))
+            buckets.append((p.answer, (p.score if by_score else 1.0) * p.potential))
     if not buckets:
         return paths[0].answer if paths else None
     return max(buckets, key=lambda b: b[1])[0]

@@ -48,6 +48,13 @@ def test_weighted_vote_sums_scores_per_answer_as_math():
     assert _vote(paths[:1]) == "5"
 
 
+def test_majority_vote_counts_paths_and_breaks_ties_by_rank():
+    paths = [FinalPath([], 0.9, "5", 1, potential=2), FinalPath([], 0.1, "4", 2), FinalPath([], 0.1, "4.0", 3)]
+    assert _vote(paths, by_score=False) == "5"  # 2 (potential) against 2: the better-ranked answer
+    assert _vote(paths + [FinalPath([], 0.05, "4", 4)], by_score=False) == "4"
+    assert _vote(paths, by_score=True) == "5"
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.floats(0, 1), min_size=2, max_size=10), st.integers(1, 4), st.randoms())
 def test_rank_rule_never_prunes_what_sync_selection_keeps(scores, keep, rnd):

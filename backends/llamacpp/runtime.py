@@ -307,6 +307,7 @@ class KVContext:
                     rows.append((i, tag))
             b.n_tokens = len(window)
             rc = L.llama_decode(self.ptr, b)
+            interrupts.check()  # a stop signal that landed in llama.cpp's log callback was dropped there
             if rc != 0:
                 raise KVFullError(f"llama_decode failed (code {rc}) with {self.used_tokens}/{self.capacity} "
                                   "KV cells in use")

@@ -128,6 +128,8 @@ def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Reque
             "status": res.status, "latency": m.wall_s, "tokens": m.generated_tokens, "final_tokens": m.final_tokens,
             "waiting_ratio": m.waiting_ratio, "step_scores": res.step_scores,
             "common_prefix": res.step_common_prefix,
+            # the final candidates, best first: lets a vote rule be compared after the run on the same paths
+            "paths": [{"answer": fp.answer, "score": fp.score, "potential": fp.potential} for fp in res.paths],
         })
     metrics = [res.metrics for _, res in done]
     generated = sum(m.generated_tokens for m in metrics)

@@ -62,9 +62,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                         "model pair")
 
 
-def add_search_args(p: argparse.ArgumentParser, beams_default: int = 4) -> None:
+def add_search_args(p: argparse.ArgumentParser, beams_default: int = 4, strategy_default: str = "beam") -> None:
     g = p.add_argument_group("search")
-    g.add_argument("--strategy", default="beam", choices=STRATEGIES, help="search strategy (default beam)")
+    g.add_argument("--strategy", default=strategy_default, choices=STRATEGIES,
+                   help=f"search strategy (default {strategy_default})")
     g.add_argument("--beams", type=beam_count, default=beams_default, metavar="N",
                    help=f"beam size N (default {beams_default})")
     g.add_argument("--width", type=int, default=4, help="beam width M: children per kept candidate (default 4)")
@@ -75,8 +76,9 @@ def add_search_args(p: argparse.ArgumentParser, beams_default: int = 4) -> None:
     g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (default 1.0)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     g.add_argument("--agg", default="last", choices=AGGREGATIONS, help="step-score aggregation (default last)")
-    g.add_argument("--vote", default="best", choices=VOTES,
-                   help="final answer: best path or weighted majority (default best)")
+    g.add_argument("--vote", default="majority", choices=VOTES,
+                   help="final answer: the best-scored path, the answer with the largest sum of path scores "
+                        "(weighted), or the one most paths reach, ties to the better-scored (default majority)")
 
 
 def beam_count(text: str) -> int:

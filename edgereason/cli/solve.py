@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "the search keeps the best paths.")
     p.add_argument("problem", help="the problem text, or - to read it from stdin")
     add_model_args(p)
-    add_search_args(p)
+    add_search_args(p, beams_default=8, strategy_default="best-of-n")
     add_policy_arg(p)
     p.add_argument("--json", action="store_true", help="print one JSON object (answer, paths, tree, metrics)")
     p.add_argument("--show-tree", action="store_true", help="print the surviving tree with step scores")

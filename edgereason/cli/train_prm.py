@@ -51,6 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--phases", default=",".join(PHASES), help=f"comma list of {', '.join(PHASES)} (default all)")
     p.add_argument("--rollouts", action="append", default=None, metavar="FILE",
                    help="rollout files to read (default WORK/rollouts.jsonl; repeat to merge shards)")
+    p.add_argument("--features", action="append", default=None, metavar="FILE",
+                   help="feature file: the features phase writes the first, the train phase reads them all "
+                        "(repeat for shards; default WORK/features-BACKBONE.npz)")
     p.add_argument("--hidden", type=int, default=TrainConfig.hidden, help="hidden units, 0 = linear (default 256)")
     p.add_argument("--epochs", type=int, default=TrainConfig.epochs, help="training epochs (default 40)")
     p.add_argument("--val-fraction", type=float, default=TrainConfig.val_fraction,
@@ -77,14 +80,16 @@ def run(args: argparse.Namespace) -> int:
     work.mkdir(parents=True, exist_ok=True)
     rollout_files = [Path(f) for f in args.rollouts] if args.rollouts else [work / "rollouts.jsonl"]
     out = Path(args.out) if args.out else work / f"head-{models.display_name(backbone)}.safetensors"
-    features_file = work / f"features-{models.display_name(backbone)}.npz"
+    features_files = ([Path(f) for f in args.features] if args.features
+                      else [work / f"features-{models.display_name(backbone)}.npz"])
     config = search_config(args)
     if "rollouts" in phases or "mc" in phases:
         _generate(args, phases, work, rollout_files[0], config)
     if "features" in phases:
-        _features(args, backbone, _rollouts(rollout_files), list(read_jsonl(work / "mc.jsonl")), features_file)
+        _features(args, backbone, _rollouts(rollout_files), list(read_jsonl(work / "mc.jsonl")),
+                  features_files[0])
     if "train" in phases:
-        _train(args, backbone, features_file, out, work)
+        _train(args, backbone, features_files, out, work)
     return 0
 
 
@@ -142,17 +147,20 @@ def _features(args: argparse.Namespace, backbone: str, rollouts: list[dict], mc_
     print(f"features: {len(f['x'])} steps of {len(rollouts)} problems -> {out}", file=sys.stderr)
 
 
-def _train(args: argparse.Namespace, backbone: str, features_file: Path, out: Path, work: Path) -> None:
+def _train(args: argparse.Namespace, backbone: str, features_files: list[Path], out: Path, work: Path) -> None:
     from edgereason.training.report import plot_calibration, write_report
     from edgereason.training.train import train_head
 
-    if not features_file.is_file():
-        raise ConfigError(f"no features at {features_file}: run the features phase first")
+    if missing := [str(f) for f in features_files if not f.is_file()]:
+        raise ConfigError(f"no features at {', '.join(missing)}: run the features phase first")
     try:
         import torch  # noqa: F401
     except ImportError:
         raise ConfigError('training needs torch: pip install "edgereason[torch]"') from None
-    f = feats.load(features_file)
+    try:
+        f = feats.merge([feats.load(p) for p in features_files])
+    except ValueError as e:
+        raise ConfigError(f"cannot train on {', '.join(map(str, features_files))}: {e}") from None
     path = models.resolve(backbone, allow_pull=False, role="backbone")
     cfg = TrainConfig(hidden=args.hidden, epochs=args.epochs, val_fraction=args.val_fraction, seed=args.seed)
     head, record = train_head(f, Backbone(models.display_name(backbone), path.name, file_sha256(path)), cfg,

@@ -87,3 +87,22 @@ def save(path: Path, features: dict[str, np.ndarray]) -> None:
 def load(path: Path) -> dict[str, np.ndarray]:
     with np.load(path) as z:
         return {k: z[k] for k in FIELDS}
+
+
+def merge(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """One feature set from several (e.g. one per shard of the rollouts). `problem` indexes its own file's rollout
+    lines, so each part's indices are shifted past the previous parts': problems stay distinct for the split."""
+    if not parts:
+        raise ValueError("no feature sets to merge")
+    if any(not np.array_equal(p["tokens"], parts[0]["tokens"]) for p in parts):
+        raise ValueError("the feature sets read different token sets (different backbones or seeds)")
+    out = {"tokens": parts[0]["tokens"]}
+    shift, problems = 0, []
+    for p in parts:
+        problems.append(p["problem"] + shift)
+        shift += int(p["problem"].max()) + 1 if len(p["problem"]) else 0
+    out["problem"] = np.concatenate(problems)
+    for k in FIELDS:
+        if k not in out:
+            out[k] = np.concatenate([p[k] for p in parts])
+    return out

@@ -151,3 +151,23 @@ def test_chat_stopped_by_kill_or_a_closed_terminal_restores_the_terminal(tmp_pat
     assert wait_for_exit(pid, fd, output) == 128 + signum
     screen_left = output.rindex(b"\x1b[?1049l")  # back from the app's screen to the shell's
     assert f"edgereason: stopped by {signal.Signals(signum).name}".encode() in output[screen_left:]
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped exception, printed
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_dropped_in_a_c_callback_is_raised_after_the_call(signum):
+    """ctypes prints and drops an exception raised in a callback: the signal is raised again by check()."""
+    import ctypes
+
+    @ctypes.CFUNCTYPE(None)
+    def callback() -> None:  # the signal's handler runs here, at the callback's next bytecode
+        os.kill(os.getpid(), signum)
+        for _ in range(100):
+            pass
+
+    with interrupts.stop_signals():
+        callback()  # C calls Python: the exception is dropped (ctypes prints it) and the call returns
+        with pytest.raises(KeyboardInterrupt) as caught:
+            interrupts.check()
+        interrupts.check()  # once only
+    assert interrupts.exit_code(caught.value) == 128 + signum

@@ -25,6 +25,9 @@ def test_bench_smollm2_two_problems(tmp_path, capsys, gsm8k_path):
     assert run["throughput_tok_s"] > 0 and run["generated_tokens"] > 0
     assert run["prm_calls"] > 0 and run["gen_time_s"] > 0 and run["rows_per_pass"] >= 1
     assert {p["gold"] for p in run["per_problem"]} == {"18", "3"}
+    for p in run["per_problem"]:  # the final candidates, best first, each standing for `potential` of the 2 beams
+        assert 1 <= sum(c["potential"] for c in p["paths"]) <= 2
+        assert [c["score"] for c in p["paths"]] == sorted((c["score"] for c in p["paths"]), reverse=True)
     rows = list(csv.DictReader((out / "results.csv").open()))
     assert len(rows) == 1 and rows[0]["policy"] == "edge"
     assert (out / "throughput_goodput.png").stat().st_size > 0

@@ -1,0 +1,78 @@
+"""Which library orders crash a CUDA llama.cpp process (issue 13): each scenario runs in its own process, imports
+things in a given order around a real `solve` on the GPU, and reports its exit status, the signal if one killed
+it, the loaded copies of the libraries that could clash, and the end of stderr.
+
+    python benchmarks/cuda_triage.py --model qwen2.5-coder-0.5b --out triage.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+SOLVE = ("from edgereason.cli.main import main\n"
+         "rc = main(['solve', 'What is 2 + 3?', '--model', {model!r}, '--beams', '4', '--max-steps', '2',"
+         " '--max-step-tokens', '32', '--json'])\n"
+         "print('solve rc', rc, flush=True)\n")
+TORCH_WORK = ("import torch\n"
+              "net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))\n"
+              "opt = torch.optim.Adam(net.parameters())\n"
+              "for _ in range(20):\n"
+              "    loss = net(torch.randn(128, 64)).square().mean(); opt.zero_grad(); loss.backward(); opt.step()\n"
+              "print('torch cpu ok', flush=True)\n"
+              "if torch.cuda.is_available():\n"
+              "    print('torch cuda ok', float((torch.ones(4, device='cuda') * 2).sum()), flush=True)\n")
+PLOT = ("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+        "plt.plot([1, 2]); plt.savefig('/tmp/triage.png'); print('plot ok', flush=True)\n")
+MAPS = ("import re\nlibs = sorted({l.split()[-1] for l in open('/proc/self/maps') if re.search("
+        "r'cublas|cudart|gomp|stdc\\+\\+|openblas|libggml|libllama|libcuda\\.so', l)})\n"
+        "print('MAPS', '|'.join(libs), flush=True)\n")
+
+SCENARIOS: dict[str, str] = {
+    "solve": "import edgereason\n" + SOLVE + MAPS,
+    "numpy_first": "import numpy\nimport edgereason\n" + SOLVE,
+    "matplotlib_first": PLOT + "import edgereason\n" + SOLVE,
+    "matplotlib_after": "import edgereason\n" + SOLVE + PLOT,
+    "torch_first": TORCH_WORK + "import edgereason\n" + SOLVE + MAPS,
+    "torch_after_solve": "import edgereason\n" + SOLVE + TORCH_WORK + MAPS,
+    "torch_after_import": "import edgereason\n" + TORCH_WORK + MAPS,
+}
+
+
+def run(name: str, code: str, timeout: float) -> dict:
+    t = time.perf_counter()
+    try:
+        p = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True,
+                           timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        rc, out, err = p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, out, err = "timeout", str(e.stdout or ""), str(e.stderr or "")
+    maps = [line[5:] for line in out.splitlines() if line.startswith("MAPS ")]
+    return {"scenario": name, "rc": rc, "seconds": round(time.perf_counter() - t, 1),
+            "stdout_marks": [line for line in out.splitlines() if line.endswith(" ok") or " ok " in line
+                             or line.startswith("solve rc")],
+            "libs": maps[0].split("|") if maps else [], "stderr_tail": err[-1500:]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b")
+    ap.add_argument("--only", default=None, help="comma list of scenarios")
+    ap.add_argument("--timeout", type=float, default=180)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    names = args.only.split(",") if args.only else list(SCENARIOS)
+    results = []
+    for name in names:
+        results.append(run(name, SCENARIOS[name].replace("{model!r}", repr(args.model)), args.timeout))
+        print(json.dumps({k: results[-1][k] for k in ("scenario", "rc", "seconds", "stdout_marks")}), flush=True)
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

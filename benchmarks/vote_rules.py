@@ -1,0 +1,74 @@
+"""Accuracy of one search under several final-answer rules, from the final candidates that `edgereason bench`
+keeps per problem (results.json: per_problem[].paths, best first): the same paths, so the rules differ only in how
+they pick the answer.
+
+  best      the best-scored candidate's answer (`--vote best`)
+  weighted  the answer with the largest sum of candidate scores (`--vote weighted`)
+  majority  the answer most candidates reach, ties to the better-scored
+
+Usage: python benchmarks/vote_rules.py OUT.json NAME=DIR_GLOB [NAME=DIR_GLOB ...]
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import sys
+from pathlib import Path
+
+from edgereason.grading import answers_match
+
+
+def _buckets(paths: list[dict], weight) -> list[tuple[str, float, int]]:
+    """(answer, total weight, rank of its best candidate) per distinct answer."""
+    out: list[tuple[str, float, int]] = []
+    for rank, p in enumerate(paths):
+        if p["answer"] is None:
+            continue
+        for i, (ans, w, r) in enumerate(out):
+            if answers_match(ans, p["answer"]):
+                out[i] = (ans, w + weight(p), r)
+                break
+        else:
+            out.append((p["answer"], weight(p), rank))
+    return out
+
+
+def pick(paths: list[dict], rule: str) -> str | None:
+    if rule == "best":
+        return paths[0]["answer"] if paths else None
+    weight = (lambda p: p["score"] * p["potential"]) if rule == "weighted" else (lambda p: p["potential"])
+    buckets = _buckets(paths, weight)
+    return max(buckets, key=lambda b: (b[1], -b[2]))[0] if buckets else None
+
+
+def rules_table(dirs: list[str]) -> dict[str, dict]:
+    table: dict[str, dict] = {}
+    for d in dirs:
+        for run in json.loads((Path(d) / "results.json").read_text())["runs"]:
+            row = table.setdefault(run["policy"], {"problems": 0, "best": 0, "weighted": 0, "majority": 0,
+                                                   "oracle": 0})
+            for p in run["per_problem"]:
+                row["problems"] += 1
+                for rule in ("best", "weighted", "majority"):
+                    row[rule] += bool(answers_match(pick(p["paths"], rule), p["gold"]))
+                row["oracle"] += any(answers_match(c["answer"], p["gold"]) for c in p["paths"])
+    return table
+
+
+def main(argv: list[str]) -> int:
+    out, table = Path(argv[0]), {}
+    for spec in argv[1:]:
+        name, pattern = spec.split("=", 1)
+        dirs = sorted(d for d in glob.glob(pattern) if (Path(d) / "results.json").is_file())
+        for policy, row in rules_table(dirs).items():
+            table[f"{name}/{policy}"] = row
+            n = row["problems"] or 1
+            print(f"{name}/{policy:10s} n={row['problems']:4d}  " + "  ".join(
+                f"{rule} {100 * row[rule] / n:5.1f}%" for rule in ("best", "weighted", "majority", "oracle")))
+    out.write_text(json.dumps(table, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
