@@ -9,6 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import NullFormatter, ScalarFormatter  # noqa: E402
 
 from edgereason.bench.report import mean_by_key  # noqa: E402
 
@@ -17,7 +18,7 @@ def write_plots(out: Path, runs: list[dict]) -> list[Path]:
     """Every plot the runs have data for; returns the files written."""
     if not runs:
         return []
-    written = [_speed(out, runs)]
+    written = [_speed(out, runs), accuracy_compute(out / "accuracy_compute.png", runs)]
     for draw in (_latency_vs_rate, _waiting, _prm_scores, _common_prefix):
         path = draw(out, runs)
         if path is not None:
@@ -55,6 +56,29 @@ def _speed(out: Path, runs: list[dict]) -> Path:
     ax.set_title("Throughput and goodput")
     ax.legend()
     return _save(fig, out / "throughput_goodput.png")
+
+
+def accuracy_compute(path: Path, runs: list[dict]) -> Path:
+    """Accuracy against compute, one point per run (policy x N x rate x repeat, or a labelled search of several
+    benches): generated tokens a problem (every sampled token, pruned ones included) and seconds a problem (mean
+    latency; one problem at a time it is what a user waits)."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for run in runs:
+        n = max(1, run["problems"])
+        label = run.get("label") or f"{run['policy']} N={run['beams']}"
+        for ax, x in zip(axes, (run["generated_tokens"] / n, run["latency_s_mean"])):
+            ax.scatter([x], [100 * run["accuracy"]])
+            ax.annotate(label, (x, 100 * run["accuracy"]), fontsize=7, xytext=(4, 3), textcoords="offset points")
+    axes[0].set_xlabel("generated tokens / problem")
+    axes[1].set_xlabel("seconds / problem (mean latency, as run)")
+    axes[0].set_ylabel("accuracy (%)")
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.grid(alpha=0.3)
+    fig.suptitle("Accuracy against compute")
+    return _save(fig, path)
 
 
 def _latency_vs_rate(out: Path, runs: list[dict]) -> Path | None:

@@ -31,6 +31,7 @@ def test_bench_smollm2_two_problems(tmp_path, capsys, gsm8k_path):
     rows = list(csv.DictReader((out / "results.csv").open()))
     assert len(rows) == 1 and rows[0]["policy"] == "edge"
     assert (out / "throughput_goodput.png").stat().st_size > 0
+    assert (out / "accuracy_compute.png").stat().st_size > 0
     assert "edge" in capsys.readouterr().out
 
 
