@@ -215,8 +215,9 @@ def load_checkpoint(path: Path, fmt: str, device: str = "auto", head: ValueHead 
     if fmt == "head" and head is None:
         raise ConfigError("--prm-format head needs a trained value head: pass --prm-head FILE "
                           "(make one with edgereason train-prm)")
-    verbosity = transformers.logging.get_verbosity()
+    verbosity, bars = transformers.logging.get_verbosity(), transformers.logging.is_progress_bar_enabled()
     transformers.logging.set_verbosity_error()  # a head checkpoint loaded as its backbone lists the head's keys
+    transformers.logging.disable_progress_bar()  # "Loading weights" bars would interleave with the search's output
     try:
         config = load_config(path)  # once: reading a GGUF's metadata takes seconds
         tokenizer = AutoTokenizer.from_pretrained(src.folder, config=config, trust_remote_code=own_code, **src.kwargs)
@@ -227,6 +228,8 @@ def load_checkpoint(path: Path, fmt: str, device: str = "auto", head: ValueHead 
         raise ModelError(f"{path}: transformers cannot load it as a {fmt} PRM ({_first_line(e)})") from None
     finally:
         transformers.logging.set_verbosity(verbosity)
+        if bars:
+            transformers.logging.enable_progress_bar()
     model = model.to(torch_device).eval()
     backbone = model.base_model if fmt in LOGIT_FORMATS | {"head"} else model
     hidden = backbone.config.get_text_config(decoder=True).hidden_size
