@@ -185,6 +185,14 @@ class TorchVerifier:
             reserved += row.ends[-1]
         self._flush(wave)
 
+    def prefill_pass(self, rows: list[list[int]]) -> None:
+        """Run `rows` as new sequences from empty caches in one batched pass, a readout at each row's end, holding
+        nothing: what the memory profiler times for the PRM's prefill curve."""
+        with self._torch.inference_mode():
+            self._forward([_Row("", None, None, 0, r, [len(r) - 1], [len(r)]) for r in rows])
+        if self.checkpoint.device.type == "cuda":  # a CUDA pass is queued, not done, until the device syncs
+            self._torch.cuda.synchronize()
+
     def _fits(self, n_tokens: int, protect: set[str]) -> bool:
         """Whether n_tokens could be made free by dropping held paths outside `protect`."""
         pinned = sum(h.ends[-1] for k, h in self._held.items() if k in protect)

@@ -200,6 +200,14 @@ def test_kv_bytes_per_token_comes_from_the_config(checkpoints):
     assert open_verifier(folder, "qwen-prm", 4096, device="cpu").kv_bytes_per_token == 256
 
 
+def test_weights_bytes_are_the_tensors_as_they_load(checkpoints):
+    """Read from the safetensors headers, without loading: every parameter in the load dtype (fp32 on CPU)."""
+    from edgereason.backends.transformers import weights_bytes
+
+    for layout, (folder, model) in checkpoints.items():
+        assert weights_bytes(folder, "cpu") == 4 * sum(p.numel() for p in model.parameters()), layout
+
+
 # -- bad input: one clear line each --------------------------------------------------------------------------
 
 def one_line(e: pytest.ExceptionInfo) -> str:
