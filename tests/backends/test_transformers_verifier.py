@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pytest
 import torch
 from tiny_hf import (CHATML, Q, STEPS, TAG, QwenMathPRM, SkyworkPRM, save, tiny_config,  # noqa: F401
@@ -238,6 +239,18 @@ def test_a_tokenizer_without_extra_0(checkpoints, tmp_path):
     assert "<extra_0>" in one_line(e)
 
 
+def test_torch_not_installed_through_the_cli(smollm2_path, tiny_hf_path):
+    """A Python where torch cannot be imported: --prm hf: says which extra to install, in one line."""
+    import subprocess
+
+    code = ("import sys; sys.modules['torch'] = None; from edgereason.cli.main import main; "
+            f"sys.exit(main(['solve', '1+1', '--model', {str(smollm2_path)!r}, '--prm', 'hf:{tiny_hf_path}', "
+            "'--prm-format', 'judge']))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode != 0 and len(lines) == 1 and 'pip install "edgereason[torch]"' in lines[0], proc.stderr
+
+
 def test_torch_not_installed(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
     with pytest.raises(ConfigError) as e:
@@ -254,11 +267,23 @@ def test_cuda_requested_without_cuda(monkeypatch):
 
 @pytest.mark.parametrize("argv, says", [
     (["--prm", "hf:/no/such/folder", "--prm-format", "qwen-prm"], "PRM checkpoint not found: /no/such/folder"),
+    (["--prm", "hf:{notes}", "--prm-format", "judge"], "is not a Hugging Face checkpoint"),
     (["--prm-format", "skywork"], "--prm hf:FOLDER"),  # a reward-head format on llama.cpp
+    (["--prm", "hf:{tiny}", "--prm-format", "qwen-prm"], "no tensor score.0.weight"),  # no reward head
+    (["--prm", "hf:{tiny}", "--prm-format", "skywork"], "no tensor v_head.summary.weight"),
+    (["--prm", "hf:{tiny}", "--prm-format", "head", "--prm-head", "{head}"], "not a folder"),  # heads read a GGUF
+    (["--prm", "hf:{tiny}", "--prm-format", "judge", "--prm-device", "cuda"], "sees no CUDA device"),
 ])
-def test_cli_says_it_in_one_line(argv, says, capsys, smollm2_path):
+def test_cli_says_it_in_one_line(argv, says, capsys, smollm2_path, tiny_hf_path, tmp_path, monkeypatch):
     from edgereason.cli.main import main
+    from edgereason.value_head import Backbone, ValueHead, save_head
 
-    rc = main(["solve", "What is 2+3?", "--model", str(smollm2_path), *argv])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on this CPU machine, on any machine
+    (tmp_path / "notes").mkdir()
+    one = np.ones(1, np.float32)
+    save_head(ValueHead(Backbone("m", "m.gguf", "0" * 64), np.zeros(1, np.int64), 0 * one, one, one[None], one),
+              tmp_path / "head")
+    fill = {"tiny": str(tiny_hf_path), "notes": str(tmp_path / "notes"), "head": str(tmp_path / "head.safetensors")}
+    rc = main(["solve", "What is 2+3?", "--model", str(smollm2_path), *[a.format(**fill) for a in argv]])
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert rc != 0 and len(err) == 1 and says in err[0], err
