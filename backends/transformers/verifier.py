@@ -116,9 +116,8 @@ class TorchVerifier:
         for r in requests:
             if r.prefix_key and r.prefix_steps == 0 and r.prefix_key not in self._held:
                 roots.setdefault(r.prefix_key, r.question)
-        rows = [_Row(key, None, None, 0, self.tokens.head(q), [], []) for key, q in roots.items()]
-        for row in rows:
-            row.ends = [len(row.tokens)]
+        heads = {key: self.tokens.head(q) for key, q in roots.items()}
+        rows = [_Row(key, None, None, 0, tokens, [], [len(tokens)]) for key, tokens in heads.items()]
         protect = {r.prefix_key for r in requests if r.prefix_key}
         self._run_waves(rows, protect)
         return sum(len(row.tokens) for row in rows)

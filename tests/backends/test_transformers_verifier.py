@@ -11,8 +11,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from tiny_hf import (CHATML, Q, STEPS, TAG, QwenMathPRM, SkyworkPRM, save, tiny_config,  # noqa: F401
-                     tiny_tokenizer)
+from tiny_hf import Q, STEPS, TAG, QwenMathPRM, SkyworkPRM, save, tiny_config, tiny_tokenizer
 from transformers import AutoTokenizer, Qwen2ForCausalLM
 
 from edgereason.backends.prm_format import JUDGE_SYSTEM
