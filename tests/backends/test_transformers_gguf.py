@@ -5,6 +5,7 @@ Tokens must be identical. Scores agree to 0.08 at most and 0.02 on average (meas
 0.01 over 6 problems): llama.cpp multiplies the 4-bit weights with activations it quantizes to 8 bits on the CPU,
 torch multiplies the dequantized weights with fp32 activations; the two-token softmax turns those small logit
 differences into a few hundredths of probability near 0.5. A value head read from the same file agrees alike.
+On torch, the six paths scored in one batched (padded) pass equal them scored one by one to 1e-4.
 """
 
 from __future__ import annotations
@@ -31,15 +32,19 @@ def problems(path, n: int = 6) -> list[tuple[str, list[str]]]:
 def test_torch_judge_agrees_with_the_llamacpp_judge(smollm2, smollm2_path, gsm8k_path):
     torch_judge = open_verifier(smollm2_path, "judge", kv_tokens=4096, device="cpu")
     llama_judge = LlamaVerifier(smollm2, PRM_FORMATS["judge"], kv_tokens=4096, flash_attn=False)
-    diffs = []
+    diffs, alone, reqs = [], [], []
     for i, (question, steps) in enumerate(problems(gsm8k_path)):
         req = ScoreRequest(f"q{i}", question, steps, list(range(len(steps))))
         ours, theirs = torch_judge.score([req])[0], llama_judge.score([req])[0]
         assert ours.new_tokens == theirs.new_tokens  # the GGUF's tokenizer, converted, tokenizes alike
         assert all(0.0 <= s <= 1.0 for s in ours.scores)
         diffs += [abs(a - b) for a, b in zip(ours.scores, theirs.scores)]
+        alone.append(ours.scores)
+        reqs.append(req._replace(key=f"batched{i}"))
     llama_judge.close()
     assert max(diffs) <= 0.08 and sum(diffs) / len(diffs) <= 0.02, diffs
+    # all six paths (different lengths, so padded) in one batched pass: the real weights' scores within 1e-4
+    assert [r.scores for r in torch_judge.score(reqs)] == [pytest.approx(s, abs=1e-4) for s in alone]
 
 
 def smollm2_head(model, path) -> ValueHead:
