@@ -3,8 +3,10 @@ scores one new step on every path (the engine's PRM call), each path reusing its
 
     python benchmarks/torch_verifier_batch.py --prm smollm2-135m --beams 8 --steps 4
 
---prm: a Hugging Face folder or a .gguf (a registry name means its GGUF, read into torch). The figure is the
-fastest of --repeat runs of the whole workload after a warm-up run: other work on a shared CPU only slows a run.
+--prm: a Hugging Face folder or a .gguf (a registry name means its GGUF, read into torch). It times each flush
+batched (one score() call) and one request per call (a forward pass each, as before batching), the two modes
+alternating run by run so that outside load hits them alike; each figure is the fastest of --repeat runs of the
+whole workload after a warm-up run: other work on a shared CPU only slows a run.
 """
 
 from __future__ import annotations
@@ -30,13 +32,14 @@ def workload(beams: int, steps: int) -> tuple[str, list[list[str]]]:
                             for b in range(beams)]
 
 
-def run(verifier, run_id: int, question: str, paths: list[list[str]]) -> tuple[float, int]:
+def run(verifier, run_id: int, question: str, paths: list[list[str]], batched: bool) -> tuple[float, int]:
     """Seconds and requests of one search: a flush per step, every path grown by one step."""
     t0, n = time.perf_counter(), 0
     for k in range(len(paths[0])):
         reqs = [ScoreRequest(f"r{run_id}b{b}s{k}", question, p[:k + 1], [k],
                              f"r{run_id}b{b}s{k - 1}" if k else f"r{run_id}root", k) for b, p in enumerate(paths)]
-        verifier.score(reqs)
+        for call in [reqs] if batched else [[r] for r in reqs]:
+            verifier.score(call)
         n += len(reqs)
     verifier.release(f"r{run_id}")
     return time.perf_counter() - t0, n
@@ -54,12 +57,19 @@ def main() -> None:
     path = models.resolve(args.prm) if args.prm in models.REGISTRY else Path(args.prm)
     verifier = open_verifier(path, args.format, kv_tokens=65536, device="cpu", n_threads=args.threads)
     question, paths = workload(args.beams, args.steps)
-    run(verifier, 0, question, paths)  # warm-up
-    best, n = min(run(verifier, i + 1, question, paths) for i in range(args.repeat))
-    tokens = verifier.stats.tokens / (args.repeat + 1)
+    run(verifier, 0, question, paths, True)  # warm-up
+    times: dict[bool, list[float]] = {True: [], False: []}
+    for i in range(args.repeat):
+        for batched in (False, True):
+            seconds, n = run(verifier, 2 * i + batched + 1, question, paths, batched)
+            times[batched].append(seconds)
+    tokens = verifier.stats.tokens / (2 * args.repeat + 1)
     print(f"{path.name} {args.format}: {args.beams} paths x {args.steps} steps, {n} requests, {tokens:.0f} PRM "
-          f"tokens a run; fastest of {args.repeat}: {best:.2f} s = {n / best:.1f} requests/s, "
-          f"{tokens / best:.0f} tokens/s")
+          f"tokens a run; fastest of {args.repeat}:")
+    for batched, label in ((False, "one request a pass"), (True, "batched flushes")):
+        best = min(times[batched])
+        print(f"  {label:18}  {best:6.2f} s  {n / best:5.1f} requests/s  {tokens / best:6.0f} tokens/s")
+    print(f"  speed-up {min(times[False]) / min(times[True]):.2f}x")
 
 
 if __name__ == "__main__":
