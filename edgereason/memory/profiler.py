@@ -151,6 +151,6 @@ def _open_prm(choice: PRMChoice, generator: str, gen_path: Path, gen_model: Llam
     if choice.name == generator:
         return llama_prm(gen_model, gen_path, True, choice.format, choice.head, threads)
     path = models.resolve(choice.name, progress=pull_progress, role="PRM")
-    same = path.resolve() == gen_path.resolve()
-    model = gen_model if same else load_model(str(path), n_gpu_layers)
-    return llama_prm(model, path, same, choice.format, choice.head, threads)
+    # load_model keeps one LlamaModel per file: the same GGUF in both roles is one copy of the weights
+    return llama_prm(load_model(str(path), n_gpu_layers), path, path.resolve() == gen_path.resolve(), choice.format,
+                     choice.head, threads)
