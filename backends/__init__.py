@@ -15,7 +15,8 @@ def load_backend(name: str) -> ModuleType:
     n_gpu_layers) -> (Generator, Verifier)`, `kv_bytes_per_token(path, n_gpu_layers) -> int` and
     `require_gpu(instead)`, a ConfigError when the runtime cannot offload to a GPU; llamacpp also
     `open_generator(...)` alone. `transformers` is a PRM backend only: `open_verifier(path, prm_format, kv_tokens,
-    device, head, n_threads) -> Verifier` and `kv_bytes_per_token(path, device) -> int`."""
+    device, head, n_threads) -> Verifier`, `kv_bytes_per_token(path, device) -> int`, `weights_bytes(path, device)
+    -> int` (as loaded there) and `on_cuda(device) -> bool`."""
     if name == "llamacpp":
         from edgereason.backends import llamacpp
 

@@ -6,6 +6,8 @@ Rules:
   cap, less a margin for llama.cpp's compute and output buffers, split between the models as `--kv-budget` is.
 - `--gpu-memory` with no layers on a GPU is an error: silently ignoring a cap would let a "24 GB" measurement run
   on something else.
+- An `hf:` PRM (torch) counts under the cap with its weights as they load on CUDA (bf16, not its file size) and its
+  own KV bytes per token; under `--gpu-memory` it must run on CUDA, for the same reason.
 """
 
 from __future__ import annotations
@@ -54,8 +56,10 @@ def capped_kv_budget(cap_bytes: int, weights: int, bytes_per_token: int) -> int:
     return min(budget, AUTO_MAX_TOKENS * bytes_per_token)
 
 
-def gpu_settings(settings, runtime: ModuleType, gen_path: Path, prm_path: Path):
-    """ModelSettings with n_gpu_layers decided and, under a --gpu-memory cap, the KV budget derived."""
+def gpu_settings(settings, runtime: ModuleType, gen_path: Path, prm_path: Path, prm_runtime: ModuleType | None = None):
+    """ModelSettings with n_gpu_layers decided and, under a --gpu-memory cap, the KV budget derived.
+
+    prm_runtime: the transformers backend when the PRM is an hf: checkpoint (None: the PRM is on `runtime`)."""
     layers = default_gpu_layers(runtime) if settings.n_gpu_layers is None else settings.n_gpu_layers
     settings = replace(settings, n_gpu_layers=layers)
     if settings.gpu_memory_bytes is None:
@@ -64,13 +68,21 @@ def gpu_settings(settings, runtime: ModuleType, gen_path: Path, prm_path: Path):
         why = ("--gpu-layers is 0" if runtime.supports_gpu() and gpu_present() else
                "this llama-cpp-python build has no GPU support" if not runtime.supports_gpu() else "no GPU was found")
         raise ConfigError(f"--gpu-memory caps GPU memory, but no layers are on a GPU ({why}); drop --gpu-memory")
-    weights = weights_bytes(gen_path, prm_path)
+    if prm_runtime is None:
+        weights = weights_bytes(gen_path, prm_path)
+        prm_per_token = runtime.kv_bytes_per_token(prm_path, layers)
+    else:
+        if not prm_runtime.on_cuda(settings.prm_device):
+            raise ConfigError(f"--gpu-memory caps GPU memory, but the hf: PRM runs on the CPU (--prm-device "
+                              f"{settings.prm_device}); use --prm-device cuda or drop --gpu-memory")
+        weights = gen_path.stat().st_size + prm_runtime.weights_bytes(prm_path, settings.prm_device)
+        prm_per_token = prm_runtime.kv_bytes_per_token(prm_path, settings.prm_device)
     if settings.kv_budget_bytes is not None:
         if weights + settings.kv_budget_bytes > settings.gpu_memory_bytes:
             raise ConfigError(f"--kv-budget {format_size(settings.kv_budget_bytes)} and the weights "
                               f"({format_size(weights)}) exceed --gpu-memory {format_size(settings.gpu_memory_bytes)}")
         return settings
-    per_token = runtime.kv_bytes_per_token(gen_path, layers) + runtime.kv_bytes_per_token(prm_path, layers)
+    per_token = runtime.kv_bytes_per_token(gen_path, layers) + prm_per_token
     budget = capped_kv_budget(settings.gpu_memory_bytes, weights, per_token)
     return replace(settings, kv_budget_bytes=budget, kv_budget_unit="MiB")
 

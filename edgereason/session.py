@@ -191,7 +191,7 @@ def open_session(settings: ModelSettings, backend: str = "llamacpp", progress=No
     prm_runtime = load_backend("transformers") if hf else runtime
     if settings.n_gpu_layers:
         runtime.require_gpu("drop --gpu-layers")
-    settings = gpu_settings(settings, runtime, gen_path, prm_path)
+    settings = gpu_settings(settings, runtime, gen_path, prm_path, prm_runtime if hf else None)
     top_k = device_top_k(settings.device_sampling, settings.device_top_k, settings.n_gpu_layers)
     profile = _profile_for(settings)
     gen_tokens, ver_tokens = kv_tokens(settings, runtime.kv_bytes_per_token(gen_path, settings.n_gpu_layers),

@@ -29,3 +29,11 @@ def gsm8k_path() -> Path:
     """The workspace's 1,000 GSM8K test problems, or in a clone the 20 the repository ships."""
     path = SHARED_DATA / "gsm8k_test.jsonl"
     return path if path.exists() else REPO / "examples" / "gsm8k_sample.jsonl"
+
+
+@pytest.fixture(scope="session")
+def tiny_hf_path(tmp_path_factory) -> Path:
+    """A tiny random causal LM saved as a Hugging Face folder (tests/tiny_hf.py): an hf: judge PRM in seconds."""
+    from tiny_hf import save_causal_lm
+
+    return save_causal_lm(tmp_path_factory.mktemp("tiny-hf") / "tiny")

@@ -88,3 +88,18 @@ def test_gpu_layers_without_a_gpu_build(smollm2_path):
         pytest.skip("this llama-cpp-python build has GPU support")
     assert_clean_error(run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), "--gpu-layers", "999"),
                        "no GPU support")
+
+
+def test_solve_with_an_hf_prm_on_torch(smollm2_path, tiny_hf_path):
+    """The mixed pair end to end: SmolLM2 on llama.cpp, a tiny Hugging Face judge on torch (CPU)."""
+    import json
+
+    proc = run_cli("solve", "What is 2+3?", "--model", str(smollm2_path), "--prm", f"hf:{tiny_hf_path}",
+                   "--prm-format", "judge", "--prm-device", "cpu", "--beams", "2", "--width", "2", "--max-steps", "2",
+                   "--max-step-tokens", "16", "--kv-tokens", "2048", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["metrics"]["prm_calls"] > 0 and out["metrics"]["prm_tokens"] > 0
+    scores = [n["score"] for n in out["tree"]["nodes"] if n["score"] is not None]
+    assert scores and all(0.0 <= s <= 1.0 for s in scores)
+    assert "Loading weights" not in proc.stderr  # no progress bars from transformers in a search's output

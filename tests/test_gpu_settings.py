@@ -56,3 +56,27 @@ def test_the_cap_gives_the_kv_what_the_weights_leave(smollm2_path, monkeypatch):
     with pytest.raises(ConfigError, match="exceed --gpu-memory"):
         gpu.gpu_settings(ModelSettings(gpu_memory_bytes=cap, kv_budget_bytes=cap), _runtime(True), smollm2_path,
                          smollm2_path)
+
+
+def _torch_prm(on_cuda: bool) -> SimpleNamespace:
+    """The transformers backend's facts gpu_settings reads for an hf: PRM: 1 GiB of bf16 weights, 4 KiB per token."""
+    return SimpleNamespace(on_cuda=lambda device: on_cuda, weights_bytes=lambda path, device: GiB,
+                           kv_bytes_per_token=lambda path, device: 4096)
+
+
+def test_the_cap_counts_an_hf_prms_torch_weights_and_kv(smollm2_path, tiny_hf_path, monkeypatch):
+    monkeypatch.setattr(gpu, "gpu_present", lambda: True)
+    weights = smollm2_path.stat().st_size + GiB  # the generator's GGUF and the PRM as torch loads it
+    cap = weights + 2 * AUTO_MARGIN_MIN
+    settings = gpu.gpu_settings(ModelSettings(gpu_memory_bytes=cap), _runtime(True), smollm2_path, tiny_hf_path,
+                                _torch_prm(True))
+    assert settings.kv_budget_bytes == AUTO_MARGIN_MIN
+    big = gpu.gpu_settings(ModelSettings(gpu_memory_bytes=24 * GiB), _runtime(True), smollm2_path, tiny_hf_path,
+                           _torch_prm(True))
+    assert big.kv_budget_bytes == AUTO_MAX_TOKENS * (12288 + 4096)  # the PRM's own bytes per token
+    with pytest.raises(ConfigError, match="leaves no room for KV"):
+        gpu.gpu_settings(ModelSettings(gpu_memory_bytes=weights), _runtime(True), smollm2_path, tiny_hf_path,
+                         _torch_prm(True))
+    with pytest.raises(ConfigError, match="the hf: PRM runs on the CPU"):
+        gpu.gpu_settings(ModelSettings(gpu_memory_bytes=cap, prm_device="cpu"), _runtime(True), smollm2_path,
+                         tiny_hf_path, _torch_prm(False))

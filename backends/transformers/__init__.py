@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgereason.backends.transformers.formats import TORCH_FORMATS, path_tokens
-from edgereason.backends.transformers.loader import DEVICES, config_kv_bytes, kv_bytes_per_token, load_checkpoint
+from edgereason.backends.transformers.loader import (DEVICES, config_kv_bytes, kv_bytes_per_token, load_checkpoint,
+                                                      on_cuda, weights_bytes)
 from edgereason.backends.transformers.verifier import TorchVerifier
 from edgereason.errors import ConfigError
 from edgereason.value_head import ValueHead
@@ -25,4 +26,5 @@ def open_verifier(path: Path, fmt: str, kv_tokens: int, device: str = "auto", he
     return TorchVerifier(checkpoint, fmt, tokens, kv_tokens, config_kv_bytes(checkpoint.config, checkpoint.dtype))
 
 
-__all__ = ["DEVICES", "HF_PREFIX", "TORCH_FORMATS", "TorchVerifier", "kv_bytes_per_token", "open_verifier"]
+__all__ = ["DEVICES", "HF_PREFIX", "TORCH_FORMATS", "TorchVerifier", "kv_bytes_per_token", "on_cuda",
+           "open_verifier", "weights_bytes"]

@@ -57,6 +57,11 @@ def resolve_device(device: str) -> tuple[Any, Any]:
     return torch.device("cpu"), torch.float32
 
 
+def on_cuda(device: str) -> bool:
+    """Whether a PRM opened with --prm-device `device` runs on CUDA."""
+    return resolve_device(device)[0].type == "cuda"
+
+
 @dataclass(frozen=True)
 class Source:
     """Where from_pretrained reads: a folder, and a .gguf file name inside it when loading a GGUF."""
@@ -106,6 +111,27 @@ def load_config(path: Path) -> Any:
 def kv_bytes_per_token(path: Path, device: str = "auto") -> int:
     """2 (keys and values) * layers * KV heads * head size * bytes of the KV dtype (bf16 on a GPU, fp32 on CPU)."""
     return config_kv_bytes(load_config(path), resolve_device(device)[1])
+
+
+def weights_bytes(path: Path, device: str = "auto") -> int:
+    """The bytes the checkpoint's weights take loaded on `device`, without loading them: every tensor's elements
+    (from the safetensors headers, or a GGUF's tensor table, which transformers dequantizes) times the size of the
+    dtype they load in (bf16 on a GPU, fp32 on CPU). Pickled `.bin` weights count at their file size."""
+    import math
+
+    src = source(path)
+    size = import_torch().tensor([], dtype=resolve_device(device)[1]).element_size()
+    if src.gguf_file:
+        from gguf import GGUFReader
+
+        return size * sum(int(t.n_elements) for t in GGUFReader(src.folder / src.gguf_file).tensors)
+    from safetensors import safe_open
+
+    elements = 0
+    for file in sorted(src.folder.glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as f:
+            elements += sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
+    return size * elements + sum(f.stat().st_size for f in src.folder.glob("*.bin"))
 
 
 def config_kv_bytes(config: Any, dtype: Any) -> int:
@@ -215,8 +241,9 @@ def load_checkpoint(path: Path, fmt: str, device: str = "auto", head: ValueHead 
     if fmt == "head" and head is None:
         raise ConfigError("--prm-format head needs a trained value head: pass --prm-head FILE "
                           "(make one with edgereason train-prm)")
-    verbosity = transformers.logging.get_verbosity()
+    verbosity, bars = transformers.logging.get_verbosity(), transformers.logging.is_progress_bar_enabled()
     transformers.logging.set_verbosity_error()  # a head checkpoint loaded as its backbone lists the head's keys
+    transformers.logging.disable_progress_bar()  # "Loading weights" bars would interleave with the search's output
     try:
         config = load_config(path)  # once: reading a GGUF's metadata takes seconds
         tokenizer = AutoTokenizer.from_pretrained(src.folder, config=config, trust_remote_code=own_code, **src.kwargs)
@@ -227,6 +254,8 @@ def load_checkpoint(path: Path, fmt: str, device: str = "auto", head: ValueHead 
         raise ModelError(f"{path}: transformers cannot load it as a {fmt} PRM ({_first_line(e)})") from None
     finally:
         transformers.logging.set_verbosity(verbosity)
+        if bars:
+            transformers.logging.enable_progress_bar()
     model = model.to(torch_device).eval()
     backbone = model.base_model if fmt in LOGIT_FORMATS | {"head"} else model
     hidden = backbone.config.get_text_config(decoder=True).hidden_size

@@ -5,14 +5,20 @@ after the head, `ends[k]` after step k) and its step scores. A request whose `pr
 that path's cache cut back to the shared steps and evaluates only the new segments; a first step's request names
 its question's root, whose head is evaluated once and held under the root's key. Caches are not shared between
 paths (a fork copies the prefix), so a held path costs all of its tokens: `kv_used_tokens` is their sum and held
-paths are dropped least-recently-used first when a call needs room. Requests run one forward pass each.
+paths are dropped least-recently-used first when a call needs room.
+
+Batching: a call's new question heads run in one forward pass, then its requests in as few passes as their
+dependencies allow (a request naming a path made in this call, or re-scoring one, waits for the next pass). A pass
+left-pads each row's held prefix and right-pads its new tokens, with a 2-D attention mask over both and explicit
+positions, so every row sees exactly its own tokens; its temporary batched cache is bounded by the KV capacity.
+Scores equal one-request-at-a-time scores up to float rounding (the matmul shapes differ).
 """
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from edgereason.backends.transformers.formats import PathTokens
@@ -26,6 +32,20 @@ class _Held:
     cache: Any  # DynamicCache holding exactly ends[-1] tokens
     ends: list[int]  # cache length after the head (index 0) and after each step's segment
     scores: list[float]  # one per step
+
+
+@dataclass
+class _Row:
+    """One row of a batched forward pass: `tokens` appended to the first `start` tokens of `base`'s cache."""
+
+    key: str
+    base_key: str | None  # the prefix the request named (made recent when the row runs)
+    base: _Held | None
+    start: int
+    tokens: list[int]
+    read_at: list[int]  # indices into tokens whose readout is wanted
+    ends: list[int]
+    scores: list[float] = field(default_factory=list)  # the base's for the shared steps, then the new ones
 
 
 class TorchVerifier:
@@ -77,31 +97,11 @@ class TorchVerifier:
                                    f"{self._capacity - self.kv_used_tokens} free of {self._capacity}; "
                                    "give the verifier a larger KV share")
 
-    def _fork(self, held: _Held, n_tokens: int) -> Any:
-        """A new cache holding the first n_tokens of `held`'s (which stays as it is)."""
-        from transformers import DynamicCache
-
-        data = [(layer.keys[..., :n_tokens, :], layer.values[..., :n_tokens, :]) for layer in held.cache.layers]
-        return DynamicCache(data, config=self.checkpoint.config)
-
-    def _run(self, cache: Any, tokens: list[int], positions: list[int]) -> list[float]:
-        """Append `tokens` to `cache` in one forward pass; the readout at `positions` (indices into tokens)."""
-        if not tokens:
-            return []
-        ids = self._torch.tensor([tokens], dtype=self._torch.long, device=self.checkpoint.device)
-        out = self.checkpoint.backbone(input_ids=ids, cache=cache, use_cache=True)
-        return self.checkpoint.readout(out.last_hidden_state[0, positions]) if positions else []
-
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         t0 = time.perf_counter()
-        heads = 0
-        results = []
         with self._torch.inference_mode():
-            for i, req in enumerate(requests):
-                protect = {r.prefix_key for r in requests[i:] if r.prefix_key}
-                if req.prefix_key and req.prefix_steps == 0 and req.prefix_key not in self._held:
-                    heads += self._hold_head(req, protect)
-                results.append(self._score_one(req, protect))
+            heads = self._hold_heads(requests)
+            results = self._score_batched(requests)
         total = heads + sum(r.new_tokens for r in results)
         self.stats.calls += 1
         self.stats.tokens += total
@@ -110,42 +110,166 @@ class TorchVerifier:
         self.stats.peak_tokens = max(self.stats.peak_tokens, self.kv_used_tokens)
         return results
 
-    def _hold_head(self, req: ScoreRequest, protect: set[str]) -> int:
-        """Evaluate and hold a new question's head under the request's root key; returns its tokens."""
-        from transformers import DynamicCache
+    def _hold_heads(self, requests: Sequence[ScoreRequest]) -> int:
+        """Evaluate and hold the heads of new questions (a first step names its root) in one pass; their tokens."""
+        roots: dict[str, str] = {}
+        for r in requests:
+            if r.prefix_key and r.prefix_steps == 0 and r.prefix_key not in self._held:
+                roots.setdefault(r.prefix_key, r.question)
+        heads = {key: self.tokens.head(q) for key, q in roots.items()}
+        rows = [_Row(key, None, None, 0, tokens, [], [len(tokens)]) for key, tokens in heads.items()]
+        protect = {r.prefix_key for r in requests if r.prefix_key}
+        self._run_waves(rows, protect)
+        return sum(len(row.tokens) for row in rows)
 
-        head = self.tokens.head(req.question)
-        self._make_room(len(head), protect)
-        cache = DynamicCache(config=self.checkpoint.config)
-        self._run(cache, head, [])
-        self._held[req.prefix_key] = _Held(cache, [len(head)], [])
-        return len(head)
+    def _score_batched(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
+        rows = [self._plan(r) for r in requests]
+        self._run_waves(rows, set(), requests)
+        self.stats.rebuilt_tokens += sum(len(row.tokens) for r, row in zip(requests, rows)
+                                         if r.prefix_key and row.base is None)
+        return [ScoreResult([row.scores[i] for i in r.need], len(row.tokens)) for r, row in zip(requests, rows)]
 
-    def _score_one(self, req: ScoreRequest, protect: set[str]) -> ScoreResult:
-        from transformers import DynamicCache
-
+    def _plan(self, req: ScoreRequest) -> _Row:
+        """The row scoring `req` on what is held now (a prefix made in this call is looked up again when its wave
+        comes; see _run_waves)."""
         base = self._held.get(req.prefix_key) if req.prefix_key else None
         shared = min(req.prefix_steps, len(base.ends) - 1) if base else 0
         head = [] if base else self.tokens.head(req.question)
         segs = self.tokens.segments(req.steps, shared)
-        flat = head + [t for seg in segs for t in seg]
-        if base is None and req.prefix_key:
-            self.stats.rebuilt_tokens += len(flat)
         start = base.ends[shared] if base else 0
         ends = base.ends[:shared + 1] if base else [len(head)]
         for seg in segs:
             ends.append(ends[-1] + len(seg))
-        old = self._held.pop(req.key, None)  # replaced below; its room is free for this path
-        try:
-            self._make_room(ends[-1], protect)
-        except OutOfMemoryError:
-            if old is not None:
-                self._held[req.key] = old
-            raise
-        cache = self._fork(base, start) if base else DynamicCache(config=self.checkpoint.config)
-        read_at = [e - 1 - start for e in ends[1 + shared:]]  # each new step's last token, within `flat`
-        scores = (base.scores[:shared] if base else []) + self._run(cache, flat, read_at)
-        self._held[req.key] = _Held(cache, ends, scores)
-        if req.prefix_key in self._held:  # a used prefix is recent
-            self._held.move_to_end(req.prefix_key)
-        return ScoreResult([scores[i] for i in req.need], len(flat))
+        read_at = [e - 1 - start for e in ends[1 + shared:]]  # each new step's last token, within the row's tokens
+        scores = base.scores[:shared] if base else []
+        tokens = head + [t for seg in segs for t in seg]
+        return _Row(req.key, req.prefix_key, base, start, tokens, read_at, ends, scores)
+
+    def _run_waves(self, rows: list[_Row], protect: set[str],
+                   requests: Sequence[ScoreRequest] | None = None) -> None:
+        """Run `rows` in order, as few forward passes as possible; each row ends held under its key.
+
+        A wave closes before a row that depends on it (its prefix or its own key is a key of the wave; the row is
+        then planned again on what the wave made), before a row that does not fit beside it in the KV capacity,
+        and before its padded batch would outgrow the capacity. Never dropped to make room at row i: `protect` and
+        the prefixes of requests[i:]. `requests[i]` made rows[i] (None for question heads, which depend on
+        nothing)."""
+        wave: list[_Row] = []
+        reserved = 0
+        later = [set(protect)]  # later[j]: protect and the prefixes of requests[-j:]
+        for r in reversed(requests or []):
+            later.append(later[-1] | ({r.prefix_key} if r.prefix_key else set()))
+        for i, row in enumerate(rows):
+            req = requests[i] if requests is not None else None
+            protect = later[len(rows) - i] if requests is not None else later[0]
+            keys = {w.key for w in wave}
+            if req is not None and (req.key in keys or req.prefix_key in keys):
+                self._flush(wave)
+                wave, reserved = [], 0
+                row = rows[i] = self._plan(req)
+            elif req is not None and row.base is None and req.prefix_key in self._held:
+                row = rows[i] = self._plan(req)  # its prefix was made by an earlier wave of this call
+            old = self._held.pop(row.key, None)  # replaced by this row; its room is free for it
+            if wave and (not self._fits(reserved + row.ends[-1], protect) or
+                         self._padded(wave + [row]) > self._capacity):
+                self._flush(wave)
+                wave, reserved = [], 0
+            try:
+                self._make_room(reserved + row.ends[-1], protect)
+            except OutOfMemoryError:
+                if old is not None:
+                    self._held[row.key] = old
+                raise
+            wave.append(row)
+            reserved += row.ends[-1]
+        self._flush(wave)
+
+    def prefill_pass(self, rows: list[list[int]]) -> None:
+        """Run `rows` as new sequences from empty caches in one batched pass, a readout at each row's end, holding
+        nothing: what the memory profiler times for the PRM's prefill curve."""
+        with self._torch.inference_mode():
+            self._forward([_Row("", None, None, 0, r, [len(r) - 1], [len(r)]) for r in rows])
+        if self.checkpoint.device.type == "cuda":  # a CUDA pass is queued, not done, until the device syncs
+            self._torch.cuda.synchronize()
+
+    def _fits(self, n_tokens: int, protect: set[str]) -> bool:
+        """Whether n_tokens could be made free by dropping held paths outside `protect`."""
+        pinned = sum(h.ends[-1] for k, h in self._held.items() if k in protect)
+        return pinned + n_tokens <= self._capacity
+
+    @staticmethod
+    def _padded(rows: list[_Row]) -> int:
+        """KV cells of the batched cache a pass of `rows` builds (every row padded to the longest)."""
+        return len(rows) * (max(r.start for r in rows) + max(len(r.tokens) for r in rows))
+
+    def _flush(self, rows: list[_Row]) -> None:
+        """One forward pass over `rows`; each row's cache, ends and scores are held under its key."""
+        run = [r for r in rows if r.tokens]  # a held path that already covers a request needs no pass
+        caches, scores = self._forward(run) if run else ([], [])
+        done = dict(zip(map(id, run), zip(caches, scores)))
+        for row in rows:
+            cache, new = done.get(id(row)) or (self._fork(row.base, row.start), [])
+            row.scores = row.scores + new
+            self._held[row.key] = _Held(cache, row.ends, row.scores)
+            if row.base_key in self._held:  # a used prefix is recent
+                self._held.move_to_end(row.base_key)
+
+    def _fork(self, held: _Held | None, n_tokens: int) -> Any:
+        """A new cache holding the first n_tokens of `held`'s (which stays as it is)."""
+        from transformers import DynamicCache
+
+        if held is None:
+            return DynamicCache(config=self.checkpoint.config)
+        data = [(layer.keys[..., :n_tokens, :], layer.values[..., :n_tokens, :]) for layer in held.cache.layers]
+        return DynamicCache(data, config=self.checkpoint.config)
+
+    def _forward(self, rows: list[_Row]) -> tuple[list[Any], list[list[float]]]:
+        """Append each row's tokens to its prefix in one batched pass: the rows' new caches and readouts."""
+        from transformers import DynamicCache
+
+        torch, device = self._torch, self.checkpoint.device
+        past, new = max(r.start for r in rows), max(len(r.tokens) for r in rows)
+        ids = torch.zeros((len(rows), new), dtype=torch.long, device=device)
+        mask = torch.zeros((len(rows), past + new), dtype=torch.long, device=device)
+        positions = torch.zeros((len(rows), new), dtype=torch.long, device=device)
+        for i, r in enumerate(rows):
+            ids[i, :len(r.tokens)] = torch.tensor(r.tokens, dtype=torch.long)
+            mask[i, past - r.start:past + len(r.tokens)] = 1  # the prefix left-padded, the new tokens right-padded
+            positions[i] = torch.arange(r.start, r.start + new)
+        cache = DynamicCache(config=self.checkpoint.config)
+        if past:
+            cache = DynamicCache(self._batched_past(rows, past), config=self.checkpoint.config)
+        padded = any(r.start < past or len(r.tokens) < new for r in rows)
+        out = self.checkpoint.backbone(input_ids=ids, attention_mask=mask if padded else None,
+                                       position_ids=positions, cache=cache, use_cache=True)
+        rows_at = [i for i, r in enumerate(rows) for _ in r.read_at]
+        cols_at = [p for r in rows for p in r.read_at]
+        flat = self.checkpoint.readout(out.last_hidden_state[rows_at, cols_at]) if rows_at else []
+        scores, k = [], 0
+        for r in rows:
+            scores.append(flat[k:k + len(r.read_at)])
+            k += len(r.read_at)
+        caches = [DynamicCache([(torch.cat([layer.keys[i:i + 1, :, past - r.start:past],
+                                            layer.keys[i:i + 1, :, past:past + len(r.tokens)]], dim=2),
+                                 torch.cat([layer.values[i:i + 1, :, past - r.start:past],
+                                            layer.values[i:i + 1, :, past:past + len(r.tokens)]], dim=2))
+                                for layer in cache.layers], config=self.checkpoint.config)
+                  for i, r in enumerate(rows)]
+        return caches, scores
+
+    def _batched_past(self, rows: list[_Row], past: int) -> list[tuple[Any, Any]]:
+        """Per layer, the rows' held prefixes left-padded with zeros to `past` tokens."""
+        torch = self._torch
+        layers = []
+        template = next(r.base for r in rows if r.base is not None).cache.layers
+        for li, layer in enumerate(template):
+            shape = (len(rows), layer.keys.shape[1], past, layer.keys.shape[3])
+            keys = torch.zeros(shape, dtype=layer.keys.dtype, device=layer.keys.device)
+            values = torch.zeros(shape, dtype=layer.values.dtype, device=layer.values.device)
+            for i, r in enumerate(rows):
+                if r.base is not None and r.start:
+                    src = r.base.cache.layers[li]
+                    keys[i, :, past - r.start:] = src.keys[0, :, :r.start]
+                    values[i, :, past - r.start:] = src.values[0, :, :r.start]
+            layers.append((keys, values))
+        return layers

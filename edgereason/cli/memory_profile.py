@@ -27,8 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     # --generator and --budget: the flags' first names, kept working
     p.add_argument("--model", "--generator", dest="model", default=models.DEFAULT_MODEL,
                    help=f"generator: a registry name or a .gguf path (default {models.DEFAULT_MODEL})")
-    p.add_argument("--prm", default=None, metavar="NAME|PATH|self",
-                   help="PRM weights (default self: the generator's own), as in solve")
+    p.add_argument("--prm", default=None, metavar="NAME|PATH|self|hf:PATH",
+                   help="PRM weights (default self: the generator's own), as in solve; an hf: PRM runs on torch "
+                        "on the profiled device (CUDA for --device gpu)")
     p.add_argument("--prm-format", default="auto", choices=PRM_FORMAT_CHOICES,
                    help="how the PRM is read, as in solve (default auto: the shipped value head, else judge)")
     p.add_argument("--prm-head", default=None, metavar="FILE", help="value head for --prm-format head")

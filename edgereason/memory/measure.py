@@ -17,9 +17,9 @@ from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext, LlamaMod
 
 Progress = Callable[[str], None]
 
-_FILLER = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for "
-           "her friends every day with four. She sells the remainder at the farmers' market daily for $2 per "
-           "fresh duck egg. Step 1: 16 - 3 - 4 = 9 eggs are left. Step 2: 9 * 2 = 18 dollars a day.\n\n")
+FILLER = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for "
+          "her friends every day with four. She sells the remainder at the farmers' market daily for $2 per "
+          "fresh duck egg. Step 1: 16 - 3 - 4 = 9 eggs are left. Step 2: 9 * 2 = 18 dollars a day.\n\n")
 PREFILL_CHUNK = 64  # tokens per sequence in a prefill batch: about one reasoning step, as the PRM sees it
 
 
@@ -44,7 +44,7 @@ class Curve:
 
 
 def _tokens(model: LlamaModel, n: int) -> list[int]:
-    base = model.tokenize(_FILLER, add_bos=False)
+    base = model.tokenize(FILLER, add_bos=False)
     return (base * math.ceil(n / len(base)))[:n]
 
 
@@ -59,7 +59,7 @@ def measure_decode(model: LlamaModel, ns: Sequence[int], steps: int = 8, n_threa
     """For each n, n sequences forked from one short prompt decode one token each per forward pass (greedy).
 
     The points are measured round-robin, one pass each per round, so a burst of outside load hits them alike."""
-    prompt = model.tokenize(_FILLER, add_bos=model.add_bos)
+    prompt = model.tokenize(FILLER, add_bos=model.add_bos)
     ctx = KVContext(model, n_ctx=len(prompt) + sum(ns) * (steps + 1), n_seq_max=sum(ns) + 1, n_threads=n_threads)
     next_tok: dict[int, int] = {}
 
@@ -90,9 +90,7 @@ def measure_decode(model: LlamaModel, ns: Sequence[int], steps: int = 8, n_threa
 
 def measure_prefill(model: LlamaModel, batch_tokens: Sequence[int], reps: int = 3, n_threads: int | None = None,
                     progress: Progress | None = None) -> Curve:
-    """b new tokens split over sequences of PREFILL_CHUNK tokens, one decode call, logits at each sequence end.
-
-    Round-robin over the batch sizes, like measure_decode."""
+    """b new tokens split over sequences of PREFILL_CHUNK tokens, one decode call, logits at each sequence end."""
     tokens = _tokens(model, max(batch_tokens))
     max_seqs = math.ceil(max(batch_tokens) / PREFILL_CHUNK)
     ctx = KVContext(model, n_ctx=max(batch_tokens), n_seq_max=max_seqs, n_threads=n_threads)
@@ -110,16 +108,30 @@ def measure_prefill(model: LlamaModel, batch_tokens: Sequence[int], reps: int = 
             ctx.free(s)
         return dt
 
+    try:
+        return prefill_curve(one_call, batch_tokens, reps, progress)
+    finally:
+        ctx.close()
+
+
+def prefill_rows(tokens: Sequence[int], b: int) -> list[list[int]]:
+    """b tokens of `tokens` (repeated as needed) as rows of PREFILL_CHUNK tokens, the last one shorter."""
+    tokens = list(tokens) * math.ceil(b / len(tokens))
+    return [tokens[i:min(b, i + PREFILL_CHUNK)] for i in range(0, b, PREFILL_CHUNK)]
+
+
+def prefill_curve(one_call: Callable[[int], float], batch_tokens: Sequence[int], reps: int = 3,
+                  progress: Progress | None = None) -> Curve:
+    """The PRM prefill curve of any backend: one_call(b) runs b new tokens in PREFILL_CHUNK-token sequences, in one
+    forward pass from fresh caches with a readout at each sequence end, and returns its seconds. Round-robin over
+    the batch sizes, like measure_decode, after a warm-up call."""
     best = {b: math.inf for b in batch_tokens}
     if progress:
         progress(f"PRM prefill: {', '.join(map(str, batch_tokens))} batch tokens, {reps} calls each")
-    try:
-        one_call(min(batch_tokens))  # warm-up
-        for _ in range(reps):
-            for b in batch_tokens:
-                best[b] = min(best[b], one_call(b))
-    finally:
-        ctx.close()
+    one_call(min(batch_tokens))  # warm-up
+    for _ in range(reps):
+        for b in batch_tokens:
+            best[b] = min(best[b], one_call(b))
     points = [(b, b / best[b]) for b in batch_tokens]
     _report(progress, "PRM prefill", "batch tokens", points)
     return Curve(tuple(points))

@@ -6,19 +6,21 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Callable
 
 from edgereason import models
 from edgereason.backends.llamacpp import require_gpu
-from edgereason.backends.llamacpp.runtime import load_model, physical_cores
+from edgereason.backends.llamacpp.runtime import LlamaModel, load_model, physical_cores
 from edgereason.errors import ConfigError
-from edgereason.memory.device import DeviceInfo, auto_budget, read_device, weights_bytes
-from edgereason.memory.measure import Curve, Progress, measure_decode, measure_prefill
-from edgereason.memory.sample import SAMPLE_PROBLEMS, sample_search
+from edgereason.memory.device import DeviceInfo, auto_budget, read_device
+from edgereason.memory.measure import Curve, Progress, measure_decode
+from edgereason.memory.prm import ProfiledPRM, llama_prm, torch_prm
+from edgereason.memory.sample import MAX_SAMPLE_KV_TOKENS, SAMPLE_KV_TOKENS, SAMPLE_PROBLEMS, sample_search
 from edgereason.memory.size import format_size, parse_size
 from edgereason.memory.split import SplitPlan, Workload, budget_error, plan_split
 from edgereason.memory.store import verifier_id
-from edgereason.prm_choice import choose_prm
+from edgereason.prm_choice import HF_PREFIX, PRMChoice, choose_prm
 
 PROFILE_VERSION = 1
 ALL_GPU_LAYERS = 999
@@ -105,28 +107,27 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "auto", budge
     workload = Workload(beams=DEFAULT_BEAMS[device.kind] if beams is None else beams, width=width,
                         requests=requests, step_tokens=min(TYPICAL_STEP_TOKENS, max_step_tokens), steps=steps)
     gen_path = models.resolve(generator, progress=pull_progress)
-    prm_path = gen_path if choice.name == generator else models.resolve(choice.name, progress=pull_progress,
-                                                                         role="PRM")
     if device.kind == "gpu":
         require_gpu("use --device cpu")
     n_gpu_layers = ALL_GPU_LAYERS if device.kind == "gpu" else 0
     gen_model = load_model(str(gen_path), n_gpu_layers)
-    prm_model = load_model(str(prm_path), n_gpu_layers)
-    gen_bpt, ver_bpt = gen_model.kv_bytes_per_token, prm_model.kv_bytes_per_token
-    budget_bytes = fixed_budget or auto_budget(device.free_bytes, weights_bytes(gen_path, prm_path), gen_bpt,
-                                               ver_bpt)
+    prm = _open_prm(choice, generator, gen_path, gen_model, device.kind, n_gpu_layers, threads, requests,
+                    pull_progress)
+    gen_bpt, ver_bpt = gen_model.kv_bytes_per_token, prm.bytes_per_token
+    budget_bytes = fixed_budget or auto_budget(device.free_bytes, gen_path.stat().st_size + prm.weights_bytes,
+                                               gen_bpt, ver_bpt)
     if budget_bytes < workload.min_budget_bytes(gen_bpt, ver_bpt):  # fail before minutes of measuring
         raise budget_error(budget_bytes, gen_bpt, ver_bpt, workload)
     if progress and budget_bytes > device.free_bytes:
         progress(f"warning: the budget is more than the {format_size(device.free_bytes)} free on this device")
     points = points or (GPU_POINTS if device.kind == "gpu" else MeasurePoints())
     gen_curve = measure_decode(gen_model, points.decode_seqs, points.decode_steps, threads, progress)
-    ver_curve = measure_prefill(prm_model, points.prefill_tokens, points.prefill_reps, threads, progress)
+    ver_curve = prm.measure(points.prefill_tokens, points.prefill_reps, threads, progress)
     if progress:
         progress(f"sample search: {workload.requests} x {workload.beams} beams, width {workload.width}, "
                  f"{workload.steps} steps")
-    sample = sample_search(gen_model, prm_model, choice.format, workload.beams, workload.width, workload.steps,
-                           max_step_tokens, threads, workload.requests, problems, choice.head)
+    sample = sample_search(gen_model, prm, workload.beams, workload.width, workload.steps, max_step_tokens, threads,
+                           workload.requests, problems)
     workload = replace(workload, **asdict(sample))  # the sample's fields are Workload's measured fields
     if progress:
         progress(f"sample search: {sample.step_tokens} tokens a step; KV in use at most "
@@ -135,3 +136,21 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "auto", budge
     return Profile(device, models.display_name(generator), verifier_id(choice.name, choice.format),
                    threads or physical_cores(), budget_bytes, gen_bpt, ver_bpt, workload, gen_curve, ver_curve,
                    plan)
+
+
+def _open_prm(choice: PRMChoice, generator: str, gen_path: Path, gen_model: LlamaModel, device_kind: str,
+              n_gpu_layers: int, threads: int | None, requests: int,
+              pull_progress: Callable[[str, int, int], None] | None) -> ProfiledPRM:
+    """The PRM to measure: the generator's own model, another GGUF on llama.cpp, or an hf: PRM on torch (a
+    registry name after hf: means its GGUF, read into torch, as in solve)."""
+    if choice.name.startswith(HF_PREFIX):
+        name = choice.name[len(HF_PREFIX):]
+        path = models.resolve(name, progress=pull_progress, role="PRM") if name in models.REGISTRY else Path(name)
+        kv_tokens = min(SAMPLE_KV_TOKENS * requests, MAX_SAMPLE_KV_TOKENS)
+        return torch_prm(path, choice.format, choice.head, device_kind, kv_tokens, threads)
+    if choice.name == generator:
+        return llama_prm(gen_model, gen_path, True, choice.format, choice.head, threads)
+    path = models.resolve(choice.name, progress=pull_progress, role="PRM")
+    # load_model keeps one LlamaModel per file: the same GGUF in both roles is one copy of the weights
+    return llama_prm(load_model(str(path), n_gpu_layers), path, path.resolve() == gen_path.resolve(), choice.format,
+                     choice.head, threads)

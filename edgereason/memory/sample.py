@@ -12,11 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from statistics import mean
 
-from edgereason.backends.llamacpp import LlamaGenerator, LlamaVerifier, LlamaModel
-from edgereason.backends.prm_format import prm_format
-from edgereason.value_head import ValueHead
+from edgereason.backends.llamacpp import LlamaGenerator, LlamaModel
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine import Engine
+from edgereason.memory.prm import ProfiledPRM
 from edgereason.policy import PRESETS
 
 SAMPLE_PROBLEMS = (
@@ -42,14 +41,14 @@ class WorkloadSample:
     verifier_peak_tokens: int
 
 
-def sample_search(gen_model: LlamaModel, prm_model: LlamaModel, prm_format_name: str, beams: int, width: int,
-                  steps: int, max_step_tokens: int, n_threads: int | None = None, requests: int = 1,
-                  problems: tuple[str, ...] = SAMPLE_PROBLEMS, head: ValueHead | None = None) -> WorkloadSample:
+def sample_search(gen_model: LlamaModel, prm: ProfiledPRM, beams: int, width: int, steps: int,
+                  max_step_tokens: int, n_threads: int | None = None, requests: int = 1,
+                  problems: tuple[str, ...] = SAMPLE_PROBLEMS) -> WorkloadSample:
     """Run `requests` searches at once, the i-th on problems[i % len(problems)]. Step, prompt and head tokens are
     means over the searches; the peaks count them together."""
     kv_tokens = min(SAMPLE_KV_TOKENS * requests, MAX_SAMPLE_KV_TOKENS)
     gen = LlamaGenerator(gen_model, kv_tokens, n_threads=n_threads)
-    ver = LlamaVerifier(prm_model, prm_format(prm_format_name), kv_tokens, n_threads=n_threads, head=head)
+    ver = prm.open_verifier(kv_tokens)
     config = SearchConfig(beams=beams, width=width, max_steps=steps, max_step_tokens=max_step_tokens,
                           sampling=SamplingParams(seed=0))
     chosen = [problems[i % len(problems)] for i in range(requests)]
@@ -61,7 +60,7 @@ def sample_search(gen_model: LlamaModel, prm_model: LlamaModel, prm_format_name:
             engine.step()
             gen_peak = max(gen_peak, gen.kv_used_tokens)
         finished = [len(n.tokens) for r in reqs for n in r.tree.steps() if n.finish is not None] or [max_step_tokens]
-        heads = [len(prm_model.tokenize(ver.prompt.head(p), add_bos=prm_model.add_bos)) for p in chosen]
+        heads = [prm.head_tokens(ver, p) for p in chosen]
         return WorkloadSample(round(mean(finished)), round(mean(len(r.prompt_ids) for r in reqs)), round(mean(heads)),
                               gen_peak, ver.stats.peak_tokens)
     finally:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from edgereason import models
 from edgereason.memory.device import slug
+from edgereason.prm_choice import HF_PREFIX
 
 
 STARTUP_KEYS = ("generator_kv_bytes", "verifier_kv_bytes", "lv_threshold_tokens")  # what session.py reads
@@ -21,7 +22,10 @@ def profiles_dir() -> Path:
 
 
 def verifier_id(prm: str, prm_format: str) -> str:
-    """A PRM is its weights and how it is prompted: the same weights as a judge and as a trained PRM differ."""
+    """A PRM is its weights, its backend and how it is prompted: the same weights as a judge and as a trained PRM
+    differ, and so do the same GGUF on llama.cpp and read into torch (`hf:`; its KV and speed differ)."""
+    if prm.startswith(HF_PREFIX):
+        return f"hf-{models.display_name(prm[len(HF_PREFIX):])}-{prm_format}"
     return f"{models.display_name(prm)}-{prm_format}"
 
 

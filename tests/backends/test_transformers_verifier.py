@@ -2,18 +2,17 @@
 with save_pretrained (no hub): each is loaded back through the project's loader and scored against the format's
 reference computation, written out independently here (full text, one forward pass, the checkpoint's own rule
 for where a step is read). fp32 on CPU: scoring step by step equals scoring whole to 1e-5 (the forward passes
-differ only in matmul shapes)."""
+differ only in matmul shapes), and so does a batched flush (padding changes the shapes too)."""
 
 from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pytest
 import torch
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
-from torch import nn
-from transformers import (AutoTokenizer, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM, Qwen2Model,
-                          Qwen2PreTrainedModel)
+from tiny_hf import Q, STEPS, TAG, QwenMathPRM, SkyworkPRM, save, tiny_config, tiny_tokenizer
+from transformers import AutoTokenizer, Qwen2ForCausalLM
 
 from edgereason.backends.prm_format import JUDGE_SYSTEM
 from edgereason.backends.transformers import open_verifier
@@ -22,69 +21,7 @@ from edgereason.backends.transformers.loader import import_torch, kv_bytes_per_t
 from edgereason.errors import ConfigError, ModelError
 from edgereason.protocols import ScoreRequest
 
-Q = "Janet has 16 eggs and eats 3. How many are left?"
-STEPS = ["Janet starts with 16 eggs.\n\n", "She eats 3, so 16 - 3 = 13.\n\n", "The answer is $\\boxed{13}$."]
-CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-TAG = " ки"
 EXACT = 1e-5
-
-
-def tiny_tokenizer(extra_0: bool = True) -> PreTrainedTokenizerFast:
-    """A byte-level BPE trained on a few strings (any text encodes), ChatML, `<extra_0>` and the " ки" tag."""
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=320, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
-    tok.train_from_iterator([Q, *STEPS, QWEN_PRM_SYSTEM, JUDGE_SYSTEM] * 3, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|im_end|>",
-                                   pad_token="<|endoftext|>")
-    fast.add_tokens([AddedToken(TAG, normalized=False)])
-    if extra_0:
-        fast.add_special_tokens({"additional_special_tokens": ["<extra_0>"]})
-    fast.chat_template = CHATML
-    return fast
-
-
-def tiny_config(tokenizer) -> Qwen2Config:
-    # a wide initializer: random scores that differ clearly from token to token, so a wrong position shows
-    return Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                       num_attention_heads=4, num_key_value_heads=2, initializer_range=0.5,
-                       tie_word_embeddings=False)
-
-
-class QwenMathPRM(Qwen2PreTrainedModel):
-    """Qwen2.5-Math-PRM's layout: the backbone under `model.`, the reward head under `score.`."""
-
-    def __init__(self, config: Qwen2Config) -> None:
-        super().__init__(config)
-        self.model = Qwen2Model(config)
-        h = config.hidden_size
-        self.score = nn.Sequential(nn.Linear(h, h), nn.ReLU(), nn.Linear(h, 2))
-        self.post_init()
-
-
-class ValueHead(nn.Module):
-    def __init__(self, hidden: int) -> None:
-        super().__init__()
-        self.summary = nn.Linear(hidden, 1)
-
-
-class SkyworkPRM(Qwen2ForCausalLM):
-    """Skywork-o1-Open-PRM's layout: a causal LM with `v_head.summary` beside it."""
-
-    def __init__(self, config: Qwen2Config) -> None:
-        super().__init__(config)
-        self.v_head = ValueHead(config.hidden_size)
-        self.post_init()
-
-
-def save(model, tokenizer, path):
-    torch.manual_seed(0)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -197,10 +134,78 @@ def test_lru_drops_held_paths_under_memory_pressure(checkpoints):
     verifier.check_integrity()
 
 
+def flush(fmt_steps: list[list[str]], k: int, prefix: bool) -> list[ScoreRequest]:
+    """The engine's flush at step k: every path grown by its k-th step, from its parent path or from scratch."""
+    return [ScoreRequest(f"b{b}s{k}", Q, steps[:k + 1], [k], (f"b{b}s{k - 1}" if k else "root") if prefix else None,
+                         k if prefix else 0) for b, steps in enumerate(fmt_steps)]
+
+
+class PassCounter:
+    """Counts the backbone's forward passes and the rows of each."""
+
+    def __init__(self, verifier) -> None:
+        self.rows: list[int] = []
+        backbone = verifier.checkpoint.backbone
+        verifier.checkpoint.backbone = lambda **kw: (self.rows.append(kw["input_ids"].shape[0]), backbone(**kw))[1]
+
+
+@pytest.mark.parametrize("fmt, layout", LAYOUTS)
+def test_a_flush_runs_batched_and_scores_as_one_request_at_a_time(checkpoints, fmt, layout):
+    """Paths of different lengths (both paddings), some sharing the question's head and some not; each flush in one
+    pass (plus one for the heads), with the scores of one request per call to 1e-5."""
+    folder, _ = checkpoints[layout]
+    paths = [[f"Path {b}: {s}" + " more words" * ((b * 3 + k) % 4) for k, s in enumerate(STEPS)] for b in range(4)]
+    batched, single = (open_verifier(folder, fmt, kv_tokens=8192, device="cpu") for _ in range(2))
+    passes = PassCounter(batched)
+    for k in range(len(STEPS)):
+        for prefix in (True, False):
+            reqs = flush(paths, k, prefix) if prefix else [r._replace(key=r.key + "x") for r in flush(paths, k, False)]
+            together = batched.score(reqs)
+            alone = [single.score([r])[0] for r in reqs]
+            assert [r.scores for r in together] == [pytest.approx(r.scores, abs=EXACT) for r in alone]
+            assert [r.new_tokens for r in together] == [r.new_tokens for r in alone]
+    assert passes.rows == [1, 4, 4, 4, 4, 4, 4]  # the root's head, then each flush as one pass of 4 rows
+    assert batched.stats.tokens == single.stats.tokens
+    batched.check_integrity()
+
+
+def test_a_request_on_a_path_made_in_the_same_call_waits_for_it(checkpoints):
+    folder, _ = checkpoints["causal"]
+    verifier, single = (open_verifier(folder, "judge", kv_tokens=8192, device="cpu") for _ in range(2))
+    passes = PassCounter(verifier)
+    reqs = [ScoreRequest("a", Q, STEPS[:1], [0], "root", 0), ScoreRequest("b", Q, STEPS[:1], [0], "root", 0),
+            ScoreRequest("a2", Q, STEPS[:2], [1], "a", 1)]
+    together = verifier.score(reqs)
+    assert passes.rows == [1, 2, 1]  # head; a and b; then a2 on the a just made
+    assert together[2].new_tokens == len(verifier.tokens.segments(STEPS, 1)[0])  # only its new step
+    alone = [single.score([r])[0].scores for r in reqs]
+    assert [r.scores for r in together] == [pytest.approx(s, abs=EXACT) for s in alone]
+    verifier.check_integrity()
+
+
+def test_a_batch_bounded_by_the_kv_capacity_splits_into_passes(checkpoints):
+    folder, _ = checkpoints["causal"]
+    verifier = open_verifier(folder, "judge", kv_tokens=700, device="cpu")
+    passes = PassCounter(verifier)
+    reqs = [ScoreRequest(f"c{i}", Q, [STEPS[0], f"Step variant {i}."], [1]) for i in range(6)]
+    results = verifier.score(reqs)  # about 200 tokens each: at most 3 fit beside each other
+    assert len(passes.rows) > 1 and max(passes.rows) <= 3 and sum(passes.rows) == 6
+    assert all(0.0 <= r.scores[0] <= 1.0 for r in results)
+    verifier.check_integrity()
+
+
 def test_kv_bytes_per_token_comes_from_the_config(checkpoints):
     folder, _ = checkpoints["qwen-prm"]
     assert kv_bytes_per_token(folder, "cpu") == 2 * 2 * 2 * (32 // 4) * 4  # K+V, layers, KV heads, head dim, fp32
     assert open_verifier(folder, "qwen-prm", 4096, device="cpu").kv_bytes_per_token == 256
+
+
+def test_weights_bytes_are_the_tensors_as_they_load(checkpoints):
+    """Read from the safetensors headers, without loading: every parameter in the load dtype (fp32 on CPU)."""
+    from edgereason.backends.transformers import weights_bytes
+
+    for layout, (folder, model) in checkpoints.items():
+        assert weights_bytes(folder, "cpu") == 4 * sum(p.numel() for p in model.parameters()), layout
 
 
 # -- bad input: one clear line each --------------------------------------------------------------------------
@@ -233,6 +238,18 @@ def test_a_tokenizer_without_extra_0(checkpoints, tmp_path):
     assert "<extra_0>" in one_line(e)
 
 
+def test_torch_not_installed_through_the_cli(smollm2_path, tiny_hf_path):
+    """A Python where torch cannot be imported: --prm hf: says which extra to install, in one line."""
+    import subprocess
+
+    code = ("import sys; sys.modules['torch'] = None; from edgereason.cli.main import main; "
+            f"sys.exit(main(['solve', '1+1', '--model', {str(smollm2_path)!r}, '--prm', 'hf:{tiny_hf_path}', "
+            "'--prm-format', 'judge']))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode != 0 and len(lines) == 1 and 'pip install "edgereason[torch]"' in lines[0], proc.stderr
+
+
 def test_torch_not_installed(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
     with pytest.raises(ConfigError) as e:
@@ -249,11 +266,23 @@ def test_cuda_requested_without_cuda(monkeypatch):
 
 @pytest.mark.parametrize("argv, says", [
     (["--prm", "hf:/no/such/folder", "--prm-format", "qwen-prm"], "PRM checkpoint not found: /no/such/folder"),
+    (["--prm", "hf:{notes}", "--prm-format", "judge"], "is not a Hugging Face checkpoint"),
     (["--prm-format", "skywork"], "--prm hf:FOLDER"),  # a reward-head format on llama.cpp
+    (["--prm", "hf:{tiny}", "--prm-format", "qwen-prm"], "no tensor score.0.weight"),  # no reward head
+    (["--prm", "hf:{tiny}", "--prm-format", "skywork"], "no tensor v_head.summary.weight"),
+    (["--prm", "hf:{tiny}", "--prm-format", "head", "--prm-head", "{head}"], "not a folder"),  # heads read a GGUF
+    (["--prm", "hf:{tiny}", "--prm-format", "judge", "--prm-device", "cuda"], "sees no CUDA device"),
 ])
-def test_cli_says_it_in_one_line(argv, says, capsys, smollm2_path):
+def test_cli_says_it_in_one_line(argv, says, capsys, smollm2_path, tiny_hf_path, tmp_path, monkeypatch):
     from edgereason.cli.main import main
+    from edgereason.value_head import Backbone, ValueHead, save_head
 
-    rc = main(["solve", "What is 2+3?", "--model", str(smollm2_path), *argv])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on this CPU machine, on any machine
+    (tmp_path / "notes").mkdir()
+    one = np.ones(1, np.float32)
+    save_head(ValueHead(Backbone("m", "m.gguf", "0" * 64), np.zeros(1, np.int64), 0 * one, one, one[None], one),
+              tmp_path / "head")
+    fill = {"tiny": str(tiny_hf_path), "notes": str(tmp_path / "notes"), "head": str(tmp_path / "head.safetensors")}
+    rc = main(["solve", "What is 2+3?", "--model", str(smollm2_path), *[a.format(**fill) for a in argv]])
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert rc != 0 and len(err) == 1 and says in err[0], err

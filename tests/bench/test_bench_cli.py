@@ -64,3 +64,16 @@ def test_unknown_split_is_a_clear_error(tmp_path, capsys, gsm8k_path):
     rc = main(["bench", "--dataset", str(gsm8k_path), "--split", "even,half", "--out", str(tmp_path / "o")])
     assert rc == 2
     assert "--split takes profile, even; got half" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_bench_with_an_hf_prm_on_torch(tmp_path, gsm8k_path, tiny_hf_path):
+    out = tmp_path / "bench"
+    rc = main(["bench", "--dataset", str(gsm8k_path), "--limit", "1", "--policies", "baseline", "--beams", "2",
+               "--width", "2", "--max-steps", "2", "--max-step-tokens", "16", "--kv-tokens", "2048",
+               "--model", "smollm2-135m", "--prm", f"hf:{tiny_hf_path}", "--prm-format", "judge",
+               "--prm-device", "cpu", "--out", str(out)])
+    assert rc == 0
+    (run,) = json.loads((out / "results.json").read_text())["runs"]
+    assert run["problems"] == 1 and run["generated_tokens"] > 0
+    assert run["prm_calls"] > 0 and run["prm_tokens"] > 0

@@ -111,3 +111,28 @@ def test_cli_errors_are_one_line(home, smollm2_path, capsys, argv, message):
     assert main(["memory-profile", "--generator", str(smollm2_path), *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_an_hf_prm_is_profiled_on_torch_and_its_split_is_used(home, smollm2_path, tiny_hf_path):
+    """memory-profile with a torch PRM: its own KV bytes per token, a prefill curve measured on torch, its sample
+    search; a session of the same pair then splits its budget by that profile."""
+    from edgereason.session import ModelSettings, open_session
+
+    prm = f"hf:{tiny_hf_path}"
+    profile = run_profile(str(smollm2_path), prm, "judge", budget="64MiB", points=TINY, beams=2, width=2, steps=2,
+                          max_step_tokens=16)
+    data = profile.to_dict()
+    write_profile(data, profile.device.device_id, profile.generator, profile.verifier)
+    assert data["verifier"] == "hf-tiny-judge"
+    assert data["verifier_kv_bytes_per_token"] == 2 * 2 * 2 * 8 * 4  # the tiny config's K+V in fp32, not a GGUF's
+    assert [b for b, _ in data["curves"]["verifier"]] == [32, 64] and all(t > 0 for _, t in data["curves"]["verifier"])
+    assert profile.workload.verifier_peak_tokens > 0 and profile.workload.head_tokens > 0
+    settings = ModelSettings(model=str(smollm2_path), prm=prm, prm_format="judge", prm_device="cpu",
+                             kv_budget_bytes=64 << 20)
+    session = open_session(settings)
+    try:
+        assert session.profile is not None and session.lv_threshold == data["lv_threshold_tokens"]
+        assert session.verifier.kv_capacity_tokens == data["verifier_kv_bytes"] // 256
+    finally:
+        session.close()

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from edgereason.memory.prm import llama_prm
 from edgereason.memory.sample import SAMPLE_PROBLEMS, sample_search
 
 
 @pytest.mark.slow
-def test_concurrent_searches_are_sampled_together(smollm2):
+def test_concurrent_searches_are_sampled_together(smollm2, smollm2_path):
     def sample(requests: int):
-        return sample_search(smollm2, smollm2, "judge", beams=2, width=2, steps=2, max_step_tokens=16,
-                             requests=requests)
+        prm = llama_prm(smollm2, smollm2_path, True, "judge", None, None)
+        return sample_search(smollm2, prm, beams=2, width=2, steps=2, max_step_tokens=16, requests=requests)
 
     one, two = sample(1), sample(2)
     assert 0 < one.step_tokens <= 16 and 0 < one.head_tokens < one.prompt_tokens + 200
