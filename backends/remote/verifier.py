@@ -1,0 +1,92 @@
+"""The Verifier protocol over an OpenAI-compatible server: a token-probability PRM (judge, rlhflow,
+math-shepherd) read from the `logprobs` of the next token.
+
+Each requested step is one completion request: the PRM prompt up to that step's read position (backends/prm_format
+.py, the same text the local verifier evaluates), `max_tokens: 1`, `logprobs: 20`, temperature 0. Its score is
+P(good) / (P(good) + P(bad)) over the top-20 answer. A token outside the top 20 is given the 20th's log-probability
+(an upper bound), so a step whose good token is missing scores at most 0.5. Every score of one `score()` call is in
+flight at once: the engine's lazy verification, which batches PRM requests, becomes one round of concurrent HTTP
+requests; the server's prefix cache plays the part of the local verifier's per-path KV.
+
+The `head` format cannot be served: a value head reads thousands of logits per step, a server returns 20.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Sequence
+
+from edgereason.backends.llamacpp.runtime import LlamaModel
+from edgereason.backends.prm_format import PRMFormat, prompt_for
+from edgereason.backends.remote.client import CompletionClient, RemoteError
+from edgereason.errors import ConfigError
+from edgereason.protocols import ScoreRequest, ScoreResult, VerifierStats
+
+TOP_LOGPROBS = 20
+
+
+class RemoteVerifier:
+    def __init__(self, client: CompletionClient, vocab: LlamaModel, fmt: PRMFormat) -> None:
+        """vocab: the served PRM's tokenizer and chat template (a GGUF read vocab-only)."""
+        if fmt.prompt == "solve":
+            raise ConfigError(f"--prm-format {fmt.name} reads thousands of logits per step and a server returns "
+                              f"{TOP_LOGPROBS}: use judge, rlhflow or math-shepherd with a remote PRM")
+        self.client = client
+        self.vocab = vocab
+        self.fmt = fmt
+        self.name = f"{vocab.path.stem}:{fmt.name}@{client.endpoint.root}"
+        self.prompt = prompt_for(fmt, lambda msgs: vocab.apply_chat_template(msgs, add_assistant=True))
+        self.stats = VerifierStats()
+
+    kv_capacity_tokens = 1 << 30  # the server holds the KV
+    kv_used_tokens = 0
+    kv_bytes_per_token = 0
+
+    def release(self, key_prefix: str) -> None:
+        """Nothing is held here; the server's cache evicts on its own."""
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
+        t0 = time.perf_counter()
+        bodies, new_tokens = [], []
+        for req in requests:
+            segments = self.prompt.segments(req.steps, 0)
+            head = self.prompt.head(req.question)
+            for i in req.need:
+                bodies.append({"prompt": head + "".join(segments[:i + 1]), "max_tokens": 1,
+                               "logprobs": TOP_LOGPROBS, "temperature": 0.0, "cache_prompt": True})
+            # what a prefix-caching server evaluates anew: the steps past the prefix it saw (the local count)
+            fresh = "".join(segments[req.prefix_steps:]) if req.prefix_key else head + "".join(segments)
+            new_tokens.append(len(self.vocab.tokenize(fresh, add_bos=False, special=True)))
+        answers = iter(self.client.complete(bodies))
+        results = [ScoreResult([self._read(next(answers)) for _ in req.need], n)
+                   for req, n in zip(requests, new_tokens)]
+        self.stats.calls += 1
+        self.stats.tokens += sum(new_tokens)
+        self.stats.per_call_tokens.append(sum(new_tokens))
+        self.stats.seconds += time.perf_counter() - t0
+        return results
+
+    def _read(self, answer: dict[str, Any]) -> float:
+        try:
+            top = answer["choices"][0]["logprobs"]["top_logprobs"][0]
+            if isinstance(top, list):  # some servers give [{"token": ..., "logprob": ...}]
+                top = {t["token"]: t["logprob"] for t in top}
+            top = {str(k): float(v) for k, v in top.items()}
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+            raise RemoteError(f"the PRM server at {self.client.endpoint.root} returned no token logprobs; it must "
+                              "support `logprobs` on /v1/completions (llama-cpp-python: --logits_all true)") from None
+        if not top:
+            raise RemoteError(f"the PRM server at {self.client.endpoint.root} returned empty logprobs")
+        floor = min(top.values())
+        good = _logsumexp([v for k, v in top.items() if k.strip() == self.fmt.good.strip()] or [floor])
+        bad = _logsumexp([v for k, v in top.items() if k.strip() == self.fmt.bad.strip()] or [floor])
+        return 1.0 / (1.0 + math.exp(bad - good))
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _logsumexp(values: list[float]) -> float:
+    top = max(values)
+    return top + math.log(sum(math.exp(v - top) for v in values))
