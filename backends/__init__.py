@@ -6,7 +6,7 @@ from types import ModuleType
 
 from edgereason.errors import ConfigError
 
-BACKENDS: tuple[str, ...] = ("llamacpp", "transformers")
+BACKENDS: tuple[str, ...] = ("llamacpp", "transformers", "remote")
 
 
 def load_backend(name: str) -> ModuleType:
@@ -15,7 +15,9 @@ def load_backend(name: str) -> ModuleType:
     n_gpu_layers) -> (Generator, Verifier)`, `kv_bytes_per_token(path, n_gpu_layers) -> int` and
     `require_gpu(instead)`, a ConfigError when the runtime cannot offload to a GPU; llamacpp also
     `open_generator(...)` alone. `transformers` is a PRM backend only: `open_verifier(path, prm_format, kv_tokens,
-    device, head, n_threads) -> Verifier` and `kv_bytes_per_token(path, device) -> int`."""
+    device, head, n_threads) -> Verifier` and `kv_bytes_per_token(path, device) -> int`. `remote` serves either role
+from an OpenAI-compatible server: `open_generator(vocab_path, endpoint, context_tokens, step_tokens)` and
+`open_verifier(vocab_path, prm_format, endpoint)`."""
     if name == "llamacpp":
         from edgereason.backends import llamacpp
 
@@ -24,4 +26,8 @@ def load_backend(name: str) -> ModuleType:
         from edgereason.backends import transformers
 
         return transformers
+    if name == "remote":
+        from edgereason.backends import remote
+
+        return remote
     raise ConfigError(f"unknown backend {name!r}; available: {', '.join(BACKENDS)}")

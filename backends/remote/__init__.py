@@ -9,38 +9,14 @@ tokenizer and template).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from edgereason.backends.llamacpp.runtime import load_vocab
 from edgereason.backends.prm_format import prm_format
-from edgereason.backends.remote.client import CompletionClient, Endpoint, RemoteError
+from edgereason.backends.remote.client import CompletionClient, RemoteError
 from edgereason.backends.remote.generator import RemoteGenerator
 from edgereason.backends.remote.verifier import RemoteVerifier
-from edgereason.errors import ConfigError
-
-DEFAULT_STEP_TOKENS = 512
-
-
-@dataclass(frozen=True)
-class RemoteSettings:
-    """Which roles are served and where. `generator` None: the generator runs here; `prm` None: the PRM runs
-    here (or, with a remote generator, on the generator's server)."""
-
-    generator: Endpoint | None = None
-    prm: Endpoint | None = None
-    step_tokens: int = DEFAULT_STEP_TOKENS  # max_tokens of one generator request
-
-    def __post_init__(self) -> None:
-        if self.generator is None and self.prm is None:
-            raise ConfigError("the remote backend needs --base-url (generator and PRM) or --prm-base-url")
-        if self.step_tokens < 1:
-            raise ConfigError(f"--remote-step-tokens must be >= 1, got {self.step_tokens}")
-
-    @property
-    def prm_endpoint(self) -> Endpoint | None:
-        return self.prm or self.generator
-
+from edgereason.backends.remote.settings import DEFAULT_STEP_TOKENS, Endpoint, RemoteSettings
 
 def open_generator(vocab_path: Path, endpoint: Endpoint, context_tokens: int,
                    step_tokens: int = DEFAULT_STEP_TOKENS) -> RemoteGenerator:

@@ -23,55 +23,14 @@ from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Sequence
-from urllib.parse import urlparse
 
 import httpx
 
-from edgereason.errors import ConfigError, EdgeReasonError
-
-BACKOFF_S = 0.5  # first retry after this, doubling
-
+from edgereason.backends.remote.settings import BACKOFF_S, Endpoint
+from edgereason.errors import EdgeReasonError
 
 class RemoteError(EdgeReasonError):
     """The server refused a request, or could not be reached."""
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """One OpenAI-compatible server and how to talk to it."""
-
-    base_url: str  # e.g. http://127.0.0.1:8080 (a trailing /v1 is accepted)
-    model: str | None = None  # the served model name; None: the first of the server's /v1/models
-    api_key_env: str | None = None  # environment variable holding the API key (sent as a Bearer token)
-    timeout_s: float = 120.0  # one HTTP request, from sending to the last byte of the answer
-    connect_timeout_s: float = 5.0
-    retries: int = 3
-    concurrency: int = 16  # requests in flight at once
-
-    def __post_init__(self) -> None:
-        url = urlparse(self.base_url)
-        if url.scheme not in ("http", "https") or not url.netloc:
-            raise ConfigError(f"--base-url must be an http(s) URL such as http://127.0.0.1:8080, got "
-                              f"{self.base_url!r}")
-        if self.timeout_s <= 0 or self.connect_timeout_s <= 0:
-            raise ConfigError("--remote-timeout must be positive")
-        if self.retries < 0:
-            raise ConfigError(f"--remote-retries must be >= 0, got {self.retries}")
-        if self.concurrency < 1:
-            raise ConfigError(f"--remote-concurrency must be >= 1, got {self.concurrency}")
-        if self.api_key_env is not None and not os.environ.get(self.api_key_env):
-            raise ConfigError(f"--api-key-env {self.api_key_env}: that environment variable is not set")
-
-    @property
-    def root(self) -> str:
-        """The URL the /v1 paths hang from."""
-        base = self.base_url.rstrip("/")
-        return base[:-3] if base.endswith("/v1") else base
-
-    @property
-    def deadline_s(self) -> float:
-        """Longest a batch may take: every retry of a request timing out, with its backoff."""
-        return (self.retries + 1) * (self.timeout_s + self.connect_timeout_s) + BACKOFF_S * 2 ** (self.retries + 1)
 
 
 @dataclass
