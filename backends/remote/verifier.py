@@ -3,7 +3,7 @@ math-shepherd) read from the `logprobs` of the next token.
 
 Each requested step is one completion request: the PRM prompt up to that step's read position (backends/prm_format
 .py, the same text the local verifier evaluates), `max_tokens: 1`, `logprobs: 20`, temperature 0. Its score is
-P(good) / (P(good) + P(bad)) over the top-20 answer. A token outside the top 20 is given the 20th's log-probability
+P(good) / (P(good) + P(bad)) over the top-20 answer, the tokens the local verifier reads. A token outside the top 20 is given the 20th's log-probability
 (an upper bound), so a step whose good token is missing scores at most 0.5. Every score of one `score()` call is in
 flight at once: the engine's lazy verification, which batches PRM requests, becomes one round of concurrent HTTP
 requests; the server's prefix cache plays the part of the local verifier's per-path KV.
@@ -37,6 +37,9 @@ class RemoteVerifier:
         self.fmt = fmt
         self.name = f"{vocab.path.stem}:{fmt.name}@{client.endpoint.root}"
         self.prompt = prompt_for(fmt, lambda msgs: vocab.apply_chat_template(msgs, add_assistant=True))
+        # the answer tokens as the local verifier reads them: the first token of each word
+        self._pieces = [vocab.token_piece(vocab.tokenize(w, add_bos=False, special=False)[0]).decode(
+            "utf-8", errors="replace") for w in (fmt.good, fmt.bad)]
         self.stats = VerifierStats()
 
     kv_capacity_tokens = 1 << 30  # the server holds the KV
@@ -79,14 +82,14 @@ class RemoteVerifier:
         if not top:
             raise RemoteError(f"the PRM server at {self.client.endpoint.root} returned empty logprobs")
         floor = min(top.values())
-        good = _logsumexp([v for k, v in top.items() if k.strip() == self.fmt.good.strip()] or [floor])
-        bad = _logsumexp([v for k, v in top.items() if k.strip() == self.fmt.bad.strip()] or [floor])
+        good, bad = (top.get(piece, _alike(top, word, floor)) for piece, word in
+                     zip(self._pieces, (self.fmt.good, self.fmt.bad)))
         return 1.0 / (1.0 + math.exp(bad - good))
 
     def close(self) -> None:
         self.client.close()
 
 
-def _logsumexp(values: list[float]) -> float:
-    top = max(values)
-    return top + math.log(sum(math.exp(v - top) for v in values))
+def _alike(top: dict[str, float], word: str, floor: float) -> float:
+    """A server that spells tokens its own way (" Yes"): the likeliest key that is the word, else the floor."""
+    return max([v for k, v in top.items() if k.strip() == word.strip()], default=floor)
