@@ -24,7 +24,10 @@ def test_judge_scores_match_the_local_verifier(server: LocalServer, smollm2_path
         got = remote.score([ScoreRequest("r/1", "What is 12 * 7 - 5?", STEPS, [0, 1, 2]),
                             ScoreRequest("r/2", "What is 2 + 2?", ["2 + 2 = 5."], [0])])
         assert [len(r.scores) for r in got] == [3, 1]
-        assert remote.client.stats.per_batch == [4]  # one request per step score, all in one round
+        # one request per step score, all in one round; "What is 2 + 2?" has neither Yes nor No in its top 20 (SmolLM2
+        # cannot judge), so a second round reads them from the echoed prompt
+        first, echoed = remote.client.stats.per_batch
+        assert first == 4 and echoed >= 2
     finally:
         remote.close()
     local = LlamaVerifier(smollm2, prm_format("judge"), 2048)
