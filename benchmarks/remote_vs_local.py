@@ -49,6 +49,17 @@ def run_one(engine: Engine, problem, config: SearchConfig, clients: list) -> dic
     return row
 
 
+def round_trip_ms(client, n: int = 20) -> float:
+    """Median time of a request that costs the server almost nothing (a one-token prompt, one token out): what
+    one HTTP round trip adds, the floor under every request of a search."""
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        client.complete([{"prompt": "a", "max_tokens": 1, "temperature": 0.0}])
+        times.append(time.perf_counter() - t0)
+    return 1000 * statistics.median(times)
+
+
 def summary(rows: list[dict]) -> dict:
     wall = sum(r["wall_s"] for r in rows)
     out = {"problems": len(rows), "correct": sum(r["correct"] for r in rows),
@@ -96,10 +107,13 @@ def main() -> None:
             row = run_one(engine, problem, config, clients)
             rows[side].append(row)
             print(side, json.dumps(row), flush=True)
-    report = {"config": vars(args), "summary": {k: summary(v) for k, v in rows.items()}, "rows": rows}
-    print(json.dumps(report["summary"], indent=2))
+        report = {"config": vars(args), "summary": {k: summary(v) for k, v in rows.items()}, "rows": rows}
+        if args.out:  # after every problem: a stopped run keeps the pairs it finished
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            (Path(args.out) / "results.json").write_text(json.dumps(report, indent=2))
+    report["round_trip_ms"] = round_trip_ms(rgen.client)
+    print(json.dumps({**report["summary"], "round_trip_ms": report["round_trip_ms"]}, indent=2))
     if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "results.json").write_text(json.dumps(report, indent=2))
     rgen.close()
     rver.close()

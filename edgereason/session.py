@@ -225,6 +225,9 @@ def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress=None)
     models' GGUFs, read here for their tokenizer and chat template only; no memory profile applies."""
     served, local = load_backend("remote"), load_backend("llamacpp")
 
+    if settings.prm_format == "head":
+        raise ConfigError("--prm-format head cannot be served: a value head reads thousands of logits per step and "
+                          "a server returns 20; use judge, rlhflow or math-shepherd with a served PRM")
     fmt = "judge" if settings.prm_format == "auto" else settings.prm_format  # a server cannot run a value head
     choice = choose_prm(settings.model, settings.prm, fmt, settings.prm_head)
     if choice.name.startswith(HF_PREFIX):

@@ -68,7 +68,7 @@ class RemoteGenerator:
         self._seqs: dict[SeqId, _Seq] = {}
         self._next_id = 0
         self._n_honoured: bool | None = None  # does the server answer n > 1 with n choices? learnt once
-        self.requests_saved = 0  # draws answered from a plan, without a round trip
+        self.planned_draws = 0  # draws answered from a fetched completion, without a round trip
 
     # -- text --
     def tokenize(self, text: str, special: bool = True) -> list[int]:
@@ -150,7 +150,7 @@ class RemoteGenerator:
         for i, (e, k) in enumerate(zip(batch, samples)):
             if k > 0:
                 out[i] = self._draw_planned(e.seq, k)
-                self.requests_saved += len(out[i])
+                self.planned_draws += len(out[i])
                 if len(out[i]) < k:
                     missing.append((i, k - len(out[i])))
         if missing:
