@@ -21,7 +21,7 @@ from edgereason.errors import ConfigError
 from edgereason.memory import default_device_id, find_profile, verifier_id
 from edgereason.memory.size import format_size_in
 from edgereason.memory.store import profile_path
-from edgereason.gpu import DEFAULT_TOP_K, device_top_k, gpu_settings
+from edgereason.gpu import DEFAULT_TOP_K, default_gpu_layers, device_top_k, gpu_settings
 from edgereason.policy import Policy
 from edgereason.policy_auto import AutoChoice, choice_for, is_auto, resolve
 from edgereason.prm_choice import HF_PREFIX, SELF, choose_prm
@@ -224,7 +224,6 @@ def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress=None)
     """The PRM (and the generator, when it is served too) on a server. `--model` / `--prm` name the served
     models' GGUFs, read here for their tokenizer and chat template only; no memory profile applies."""
     served, local = load_backend("remote"), load_backend("llamacpp")
-
     if settings.prm_format == "head":
         raise ConfigError("--prm-format head cannot be served: a value head reads thousands of logits per step and "
                           "a server returns 20; use judge, rlhflow or math-shepherd with a served PRM")
@@ -243,8 +242,14 @@ def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress=None)
             context = remote.context_tokens or 1 << 30  # capped by the trained context
             generator = served.open_generator(gen_path, remote.generator, context, remote.step_tokens)
         else:
-            generator = local.open_generator(gen_path, settings.generator_kv_tokens, n_threads=settings.threads,
-                                        n_gpu_layers=settings.n_gpu_layers or 0, flash_attn=settings.flash_attn)
+            layers = default_gpu_layers(local) if settings.n_gpu_layers is None else settings.n_gpu_layers
+            settings = replace(settings, n_gpu_layers=layers)
+            tokens = settings.generator_kv_tokens if settings.kv_budget_bytes is None else (  # all of it: no PRM here
+                settings.kv_budget_bytes // local.kv_bytes_per_token(gen_path, layers))
+            top_k = device_top_k(settings.device_sampling, settings.device_top_k, layers)
+            generator = local.open_generator(gen_path, max(MIN_KV_TOKENS, tokens), n_threads=settings.threads,
+                                             n_gpu_layers=layers, flash_attn=settings.flash_attn,
+                                             **({"device_top_k": top_k} if top_k else {}))
     except BaseException:
         verifier.close()
         raise

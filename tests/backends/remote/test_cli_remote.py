@@ -62,3 +62,13 @@ def test_solve_json_through_the_server_has_the_local_fields(server: LocalServer,
     assert r["metrics"]["auto_policy"]["preset"] == "baseline"
     assert 1 <= len(r["paths"]) <= 2 and set(r["paths"][0]) == set(l["paths"][0])
     assert set(r["tree"]["nodes"][0]) == set(l["tree"]["nodes"][0])
+
+
+@pytest.mark.slow
+def test_a_local_generator_with_a_served_prm(server: LocalServer, smollm2_path: Path) -> None:
+    proc = run_cli("solve", "What is 12 * 7 - 5?", "--model", str(smollm2_path), "--prm-base-url", server.url,
+                   "--json", "--kv-tokens", "2048", "--threads", "2", *SMALL)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "done" and out["metrics"]["prm_calls"] >= 1
+    assert all(0 <= n["score"] <= 1 for n in out["tree"]["nodes"] if n["score"] is not None)
