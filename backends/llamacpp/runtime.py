@@ -55,7 +55,7 @@ class LlamaModel:
     """Weights loaded once; the generator and verifier roles may share one instance."""
 
     def __init__(self, path: Path, n_gpu_layers: int = 0, vocab_only: bool = False) -> None:
-        """vocab_only: the tokenizer, chat template and hyperparameters without the weights (a remote backend
+        """vocab_only: the tokenizer, chat template and trained context without the weights (a remote backend
         serves the weights; it tokenizes here)."""
         _init_backend()
         params = L.llama_model_default_params()
