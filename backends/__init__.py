@@ -6,7 +6,7 @@ from types import ModuleType
 
 from edgereason.errors import ConfigError
 
-BACKENDS: tuple[str, ...] = ("llamacpp", "transformers")
+BACKENDS: tuple[str, ...] = ("llamacpp", "transformers", "remote")
 
 
 def load_backend(name: str) -> ModuleType:
@@ -16,7 +16,9 @@ def load_backend(name: str) -> ModuleType:
     `require_gpu(instead)`, a ConfigError when the runtime cannot offload to a GPU; llamacpp also
     `open_generator(...)` alone. `transformers` is a PRM backend only: `open_verifier(path, prm_format, kv_tokens,
     device, head, n_threads) -> Verifier`, `kv_bytes_per_token(path, device) -> int`, `weights_bytes(path, device)
-    -> int` (as loaded there) and `on_cuda(device) -> bool`."""
+    -> int` (as loaded there) and `on_cuda(device) -> bool`. `remote` serves either role from an OpenAI-compatible
+    server: `open_generator(vocab_path, endpoint, context_tokens, step_tokens)` and `open_verifier(vocab_path,
+    prm_format, endpoint)`."""
     if name == "llamacpp":
         from edgereason.backends import llamacpp
 
@@ -25,4 +27,8 @@ def load_backend(name: str) -> ModuleType:
         from edgereason.backends import transformers
 
         return transformers
+    if name == "remote":
+        from edgereason.backends import remote
+
+        return remote
     raise ConfigError(f"unknown backend {name!r}; available: {', '.join(BACKENDS)}")

@@ -74,13 +74,13 @@ def choice_for(session: Session) -> AutoChoice:
     if session.profile is not None:
         points = tuple((int(x), float(y)) for x, y in session.profile["curves"]["generator"])
         return choose(cost_8(Curve(points)), "memory profile")
+    model = getattr(session.generator, "model", None)
+    if not isinstance(model, LlamaModel):  # measure_decode runs llama.cpp contexts (a served generator: none)
+        return choose(float("inf"), "no pass-cost measurement for this backend")
     key = _cache_key(session)
     cache = _read_cache()
     if key in cache:
         return choose(float(cache[key]["cost_8"]), "cached measurement")
-    model = getattr(session.generator, "model", None)
-    if not isinstance(model, LlamaModel):  # measure_decode runs llama.cpp contexts
-        return choose(float("inf"), "no pass-cost measurement for this backend")
     value = cost_8(measure_decode(model, MEASURE_ROWS, MEASURE_STEPS, session.settings.threads))
     cache[key] = {"cost_8": round(value, 3), "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
     _write_cache(cache)

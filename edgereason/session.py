@@ -15,12 +15,13 @@ from pathlib import Path
 
 from edgereason import models
 from edgereason.backends import load_backend
+from edgereason.backends.remote.settings import RemoteSettings
 from edgereason.engine import Engine, Listener
 from edgereason.errors import ConfigError
 from edgereason.memory import default_device_id, find_profile, verifier_id
 from edgereason.memory.size import format_size_in
 from edgereason.memory.store import profile_path
-from edgereason.gpu import DEFAULT_TOP_K, device_top_k, gpu_settings
+from edgereason.gpu import DEFAULT_TOP_K, default_gpu_layers, device_top_k, gpu_settings
 from edgereason.policy import Policy
 from edgereason.policy_auto import AutoChoice, choice_for, is_auto, resolve
 from edgereason.prm_choice import HF_PREFIX, SELF, choose_prm
@@ -52,6 +53,7 @@ class ModelSettings:
     flash_attn: bool = True  # off: bit-exact incremental PRM scoring, much slower with many cells in use
     kv_budget_unit: str = "MiB"  # the unit the user wrote --kv-budget in: messages about it use the same
     verbose: bool = False  # start-up notes on every run, not once per device and model pair
+    remote: RemoteSettings | None = None  # roles served by an OpenAI-compatible server (backends/remote)
 
     def __post_init__(self) -> None:
         if self.threads is not None and self.threads <= 0:
@@ -177,6 +179,8 @@ def _min_budget(share: float, gen_bytes_per_token: int, ver_bytes_per_token: int
 
 
 def open_session(settings: ModelSettings, backend: str = "llamacpp", progress=None) -> Session:
+    if settings.remote is not None:
+        return _open_remote(settings, settings.remote, progress)
     choice = choose_prm(settings.model, settings.prm, settings.prm_format, settings.prm_head)
     settings = replace(settings, prm_format=choice.format)
     gen_path = models.resolve(settings.model, progress=progress)
@@ -214,3 +218,39 @@ def open_session(settings: ModelSettings, backend: str = "llamacpp", progress=No
     lv = int(profile["lv_threshold_tokens"]) if profile else DEFAULT_LV_THRESHOLD[
         "gpu" if settings.n_gpu_layers else "cpu"]
     return Session(settings, generator, verifier, gen_path, prm_path, lv_threshold=lv, profile=profile)
+
+
+def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress=None) -> Session:
+    """The PRM (and the generator, when it is served too) on a server. `--model` / `--prm` name the served
+    models' GGUFs, read here for their tokenizer and chat template only; no memory profile applies."""
+    served, local = load_backend("remote"), load_backend("llamacpp")
+    if settings.prm_format == "head":
+        raise ConfigError("--prm-format head cannot be served: a value head reads thousands of logits per step and "
+                          "a server returns 20; use judge, rlhflow or math-shepherd with a served PRM")
+    fmt = "judge" if settings.prm_format == "auto" else settings.prm_format  # a server cannot run a value head
+    choice = choose_prm(settings.model, settings.prm, fmt, settings.prm_head)
+    if choice.name.startswith(HF_PREFIX):
+        raise ConfigError(f"--prm {choice.name} runs on torch in this process; a served PRM is named by its "
+                          "GGUF (its tokenizer and chat template) and --prm-base-url")
+    settings = replace(settings, prm_format=choice.format)
+    gen_path = models.resolve(settings.model, progress=progress)
+    prm_path = gen_path if choice.name == settings.model else models.resolve(choice.name, progress=progress,
+                                                                              role="PRM")
+    verifier = served.open_verifier(prm_path, choice.format, remote.prm_endpoint)
+    try:
+        if remote.generator is not None:
+            context = remote.context_tokens or 1 << 30  # capped by the trained context
+            generator = served.open_generator(gen_path, remote.generator, context, remote.step_tokens)
+        else:
+            layers = default_gpu_layers(local) if settings.n_gpu_layers is None else settings.n_gpu_layers
+            settings = replace(settings, n_gpu_layers=layers)
+            tokens = settings.generator_kv_tokens if settings.kv_budget_bytes is None else (  # all of it: no PRM here
+                settings.kv_budget_bytes // local.kv_bytes_per_token(gen_path, layers))
+            top_k = device_top_k(settings.device_sampling, settings.device_top_k, layers)
+            generator = local.open_generator(gen_path, max(MIN_KV_TOKENS, tokens), n_threads=settings.threads,
+                                             n_gpu_layers=layers, flash_attn=settings.flash_attn,
+                                             **({"device_top_k": top_k} if top_k else {}))
+    except BaseException:
+        verifier.close()
+        raise
+    return Session(settings, generator, verifier, gen_path, prm_path)

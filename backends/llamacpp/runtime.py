@@ -54,10 +54,13 @@ def _cpu_advertises_amx() -> bool:
 class LlamaModel:
     """Weights loaded once; the generator and verifier roles may share one instance."""
 
-    def __init__(self, path: Path, n_gpu_layers: int = 0) -> None:
+    def __init__(self, path: Path, n_gpu_layers: int = 0, vocab_only: bool = False) -> None:
+        """vocab_only: the tokenizer, chat template and trained context without the weights (a remote backend
+        serves the weights; it tokenizes here)."""
         _init_backend()
         params = L.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
+        params.vocab_only = vocab_only
         # ggml repacks weights for Intel AMX where the CPU advertises it, and its AMX matmul then dies with a
         # general protection fault on VMs that advertise AMX without enabling it (seen on a 2-core Xeon VM):
         # on such CPUs weights stay in their plain layout, which every CPU kernel reads.
@@ -79,6 +82,11 @@ class LlamaModel:
                                      if L.llama_vocab_get_attr(self.vocab, t) & L.LLAMA_TOKEN_ATTR_CONTROL)
         self._template = L.llama_model_chat_template(self.ptr, None)
         self._pieces: dict[int, bytes] = {}
+        self.kv_bytes_per_token = self.weights_bytes = 0
+        if vocab_only:  # llama.cpp aborts on layer hyperparameters of a vocab-only model; metadata still reads
+            arch = self._meta("general.architecture")
+            self.n_ctx_train = int(self._meta(f"{arch}.context_length") or 0)
+            return
         n_layer = L.llama_model_n_layer(self.ptr)
         n_head = L.llama_model_n_head(self.ptr)
         n_head_kv = L.llama_model_n_head_kv(self.ptr)
@@ -97,6 +105,20 @@ class LlamaModel:
             buf = (L.llama_token * cap)()
             n = L.llama_tokenize(self.vocab, data, len(data), buf, cap, add_bos, special)
         return list(buf[:n])
+
+    def _meta(self, key: str) -> str:
+        buf = ctypes.create_string_buffer(256)
+        n = L.llama_model_meta_val_str(self.ptr, key.encode(), buf, len(buf))
+        return buf.value.decode() if n >= 0 else ""
+
+    def token_text(self, token: int) -> bytes:
+        """The token's bytes with control tokens rendered (`<|im_start|>`): text a server re-tokenizes."""
+        buf = ctypes.create_string_buffer(256)
+        n = L.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, True)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = L.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, True)
+        return buf.raw[:n]
 
     def token_piece(self, token: int) -> bytes:
         piece = self._pieces.get(token)
@@ -141,6 +163,12 @@ class LlamaModel:
 def load_model(path: str, n_gpu_layers: int = 0) -> LlamaModel:
     """One LlamaModel per file: the two roles share weights when they name the same GGUF."""
     return LlamaModel(Path(path), n_gpu_layers)
+
+
+@lru_cache(maxsize=4)
+def load_vocab(path: str) -> LlamaModel:
+    """A GGUF's tokenizer and chat template alone (no weights): what a remote backend needs locally."""
+    return LlamaModel(Path(path), vocab_only=True)
 
 
 class DecodeItem(NamedTuple):

@@ -1,0 +1,193 @@
+"""An OpenAI-compatible completions client: many requests in flight on one keep-alive connection pool, driven
+from synchronous code.
+
+Rules:
+- `complete(bodies)` sends every body to `/v1/completions` at once (at most `concurrency` in flight) and returns
+  the responses in order, or raises RemoteError; it never waits longer than `deadline_s`, so a search never hangs on
+  a dead server, and what it started is cancelled before it returns or raises (Ctrl-C included): no request or
+  task outlives the call.
+- Connection errors, timeouts and 5xx answers are retried `retries` times with exponential backoff; a 4xx answer
+  is the caller's mistake (an unknown model name, a prompt longer than the server's context) and is reported at
+  once, with the server's own message.
+- The event loop runs on one daemon thread for the client's lifetime; `close()` stops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+from concurrent.futures import CancelledError as FutureCancelled
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import httpx
+
+from edgereason.backends.remote.settings import BACKOFF_S, Endpoint
+from edgereason.errors import EdgeReasonError
+
+class RemoteError(EdgeReasonError):
+    """The server refused a request, or could not be reached."""
+
+
+@dataclass
+class ClientStats:
+    requests: int = 0  # HTTP requests answered, retries included
+    batches: int = 0  # complete() calls
+    retries: int = 0
+    wait_s: float = 0.0  # time the caller spent waiting on complete()
+    prompt_tokens: int = 0  # as the server reports them (`usage`)
+    completion_tokens: int = 0
+    per_batch: list[int] = field(default_factory=list)  # requests per complete() call
+
+
+class CompletionClient:
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.stats = ClientStats()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="edgereason-http", daemon=True)
+        self._thread.start()
+        key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else None
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._http: httpx.AsyncClient = self._call(self._open(headers), endpoint.connect_timeout_s + 5)
+        self._model = endpoint.model
+
+    async def _open(self, headers: dict[str, str]) -> httpx.AsyncClient:
+        e = self.endpoint
+        limits = httpx.Limits(max_connections=e.concurrency, max_keepalive_connections=e.concurrency)
+        # trust_env=False: no proxy from the environment between us and the server
+        return httpx.AsyncClient(base_url=e.root, headers=headers, limits=limits, trust_env=False,
+                                 timeout=httpx.Timeout(e.timeout_s, connect=e.connect_timeout_s))
+
+    @property
+    def model(self) -> str:
+        """The served model name: the endpoint's, else the first the server lists (asked once)."""
+        if self._model is None:
+            answer = self._call(self._request("GET", "/v1/models", None), self.endpoint.deadline_s)
+            data = answer.get("data") or []
+            if not data or "id" not in data[0]:
+                raise RemoteError(f"the server at {self.endpoint.root} lists no models; pass --served-model NAME")
+            self._model = str(data[0]["id"])
+        return self._model
+
+    def complete(self, bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """POST each body (the served model name added) to /v1/completions, concurrently; answers in order."""
+        if not bodies:
+            return []
+        model = self.model
+        t0 = time.perf_counter()
+        try:
+            return self._call(self._gather([{"model": model, **b} for b in bodies]), self.endpoint.deadline_s)
+        finally:
+            self.stats.batches += 1
+            self.stats.per_batch.append(len(bodies))
+            self.stats.wait_s += time.perf_counter() - t0
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        try:
+            self._call(self._http.aclose(), 5)
+        except (EdgeReasonError, RuntimeError):  # a wedged loop: stopping it below is all that is left
+            pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    # ------------------------------------------------------------------ the loop thread
+    def _call(self, coro: Any, timeout: float) -> Any:
+        """Run `coro` on the loop thread and wait for it; on any exit but its result (an error, the deadline,
+        Ctrl-C) the task is cancelled and awaited, so nothing keeps running behind the caller's back."""
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            raise RemoteError(f"the server at {self.endpoint.root} did not answer within {timeout:.0f}s; is it "
+                              "overloaded? (--remote-timeout)") from None
+        finally:
+            if not future.done():
+                future.cancel()
+                try:
+                    future.result(5)  # the cancellation has run: the loop holds no task of this call
+                except (FutureCancelled, FutureTimeout, Exception):  # noqa: BLE001 - only waiting for the end
+                    pass
+
+    async def _gather(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        gate = asyncio.Semaphore(self.endpoint.concurrency)
+
+        async def one(body: dict[str, Any]) -> dict[str, Any]:
+            async with gate:
+                return await self._request("POST", "/v1/completions", body)
+
+        tasks = [asyncio.ensure_future(one(b)) for b in bodies]
+        try:
+            return list(await asyncio.gather(*tasks))
+        finally:  # one failed (or we were cancelled): the rest must not outlive the call
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _request(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        e = self.endpoint
+        last = ""
+        for attempt in range(e.retries + 1):
+            if attempt:
+                self.stats.retries += 1
+                await asyncio.sleep(BACKOFF_S * 2 ** (attempt - 1))
+            try:
+                response = await self._http.request(method, path, json=body)
+            except httpx.TimeoutException:
+                last = f"no answer within {e.timeout_s:.0f}s"
+                continue
+            except httpx.TransportError as err:  # refused, reset, closed mid-answer
+                last = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+                continue
+            self.stats.requests += 1
+            if response.status_code >= 500:
+                last = f"HTTP {response.status_code}: {_message(response)}"
+                continue
+            if response.status_code >= 400:
+                raise RemoteError(f"the server at {e.root} refused the request (HTTP {response.status_code}): "
+                                  f"{_message(response)}{_hint(response.status_code)}")
+            try:
+                answer = response.json()
+            except ValueError:
+                raise RemoteError(f"the server at {e.root} answered {path} with something other than JSON; is "
+                                  "it an OpenAI-compatible server?") from None
+            usage = answer.get("usage") or {}
+            self.stats.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+            self.stats.completion_tokens += int(usage.get("completion_tokens") or 0)
+            return answer
+        raise RemoteError(f"cannot reach the server at {e.root} ({last}) after {e.retries + 1} tries; is it "
+                          "running?")
+
+
+def _message(response: httpx.Response) -> str:
+    """The server's error message on one line (OpenAI style `{"error": {"message": ...}}`, FastAPI's `detail`)."""
+    try:
+        data = response.json()
+    except ValueError:
+        text = response.text
+    else:
+        err = data.get("error") if isinstance(data, dict) else None
+        if isinstance(err, dict) and err.get("message"):
+            text = str(err["message"])
+        elif isinstance(data, dict) and data.get("detail"):
+            text = json.dumps(data["detail"]) if not isinstance(data["detail"], str) else data["detail"]
+        else:
+            text = response.text
+    line = " ".join(text.split())
+    return line[:300] + ("..." if len(line) > 300 else "")
+
+
+def _hint(status: int) -> str:
+    if status == 404:
+        return " (check --base-url and --served-model)"
+    if status in (401, 403):
+        return " (check --api-key-env)"
+    return ""

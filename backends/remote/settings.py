@@ -1,0 +1,76 @@
+"""What the remote backend is told: the servers (endpoints) and which roles they serve. Plain validated data,
+imported by the CLI without the HTTP client."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from edgereason.errors import ConfigError
+
+BACKOFF_S = 0.5  # first retry after this, doubling
+DEFAULT_STEP_TOKENS = 512
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One OpenAI-compatible server and how to talk to it."""
+
+    base_url: str  # e.g. http://127.0.0.1:8080 (a trailing /v1 is accepted)
+    model: str | None = None  # the served model name; None: the first of the server's /v1/models
+    api_key_env: str | None = None  # environment variable holding the API key (sent as a Bearer token)
+    timeout_s: float = 120.0  # one HTTP request, from sending to the last byte of the answer
+    connect_timeout_s: float = 5.0
+    retries: int = 3
+    concurrency: int = 16  # requests in flight at once
+
+    def __post_init__(self) -> None:
+        url = urlparse(self.base_url)
+        if url.scheme not in ("http", "https") or not url.netloc:
+            raise ConfigError(f"--base-url must be an http(s) URL such as http://127.0.0.1:8080, got "
+                              f"{self.base_url!r}")
+        if self.timeout_s <= 0 or self.connect_timeout_s <= 0:
+            raise ConfigError("--remote-timeout must be positive")
+        if self.retries < 0:
+            raise ConfigError(f"--remote-retries must be >= 0, got {self.retries}")
+        if self.concurrency < 1:
+            raise ConfigError(f"--remote-concurrency must be >= 1, got {self.concurrency}")
+        if self.api_key_env is not None and not os.environ.get(self.api_key_env):
+            raise ConfigError(f"--api-key-env {self.api_key_env}: that environment variable is not set")
+
+    @property
+    def root(self) -> str:
+        """The URL the /v1 paths hang from."""
+        base = self.base_url.rstrip("/")
+        return base[:-3] if base.endswith("/v1") else base
+
+    @property
+    def deadline_s(self) -> float:
+        """Longest a batch may take: every retry of a request timing out, with its backoff."""
+        return (self.retries + 1) * (self.timeout_s + self.connect_timeout_s) + BACKOFF_S * 2 ** (self.retries + 1)
+
+
+@dataclass(frozen=True)
+class RemoteSettings:
+    """Which roles are served and where. `generator` None: the generator runs here. `prm` None: the PRM is served
+    by the generator's endpoint (a remote generator always comes with a remote PRM)."""
+
+    generator: Endpoint | None = None
+    prm: Endpoint | None = None
+    step_tokens: int = DEFAULT_STEP_TOKENS  # max_tokens of one generator request
+    context_tokens: int | None = None  # the server's context per sequence; None: the model's trained context
+
+    def __post_init__(self) -> None:
+        if self.generator is None and self.prm is None:
+            raise ConfigError("the remote backend needs --base-url (generator and PRM) or --prm-base-url")
+        if self.step_tokens < 1:
+            raise ConfigError(f"--remote-step-tokens must be >= 1, got {self.step_tokens}")
+        if self.context_tokens is not None and self.context_tokens < 64:
+            raise ConfigError(f"--remote-context must be >= 64 tokens, got {self.context_tokens}")
+
+    @property
+    def prm_endpoint(self) -> Endpoint:
+        endpoint = self.prm or self.generator
+        assert endpoint is not None  # __post_init__
+        return endpoint

@@ -1,0 +1,25 @@
+"""A real OpenAI-compatible server for the remote backend's tests (remote_server.py), stopped at the end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from remote_server import LocalServer
+
+
+@pytest.fixture(scope="session")
+def server(smollm2_path: Path) -> Iterator[LocalServer]:
+    srv = LocalServer(smollm2_path)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture()
+def own_server(smollm2_path: Path) -> Iterator[LocalServer]:
+    """A server this test may kill."""
+    srv = LocalServer(smollm2_path, n_ctx=2048)
+    yield srv
+    srv.stop()

@@ -1,0 +1,50 @@
+"""llama-cpp-python's own OpenAI-compatible server (`server` extra) serving a GGUF on 127.0.0.1, on a free port,
+for the remote backend's tests. Loopback only."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+SERVER_START_S = 120
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalServer:
+    def __init__(self, model: Path, n_ctx: int = 4096) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = tempfile.TemporaryFile()  # a pipe would fill up with the server's log and stall it
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "edgereason.backends.remote.llamacpp_server", "--model", str(model),
+             "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(n_ctx), "--n_threads", "2"],
+            stdout=subprocess.DEVNULL, stderr=self.log)
+        deadline = time.monotonic() + SERVER_START_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.log.seek(0)
+                raise RuntimeError(f"the llama-cpp-python server exited: {self.log.read()[-2000:]!r}")
+            try:
+                if httpx.get(f"{self.url}/v1/models", timeout=2, trust_env=False).status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"the llama-cpp-python server did not start within {SERVER_START_S}s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+        self.log.close()

@@ -1,0 +1,74 @@
+"""`--backend remote` from the command line: bad flags and a dead server are one line; a search through
+llama-cpp-python's server prints the same JSON as a local one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from remote_server import LocalServer, free_port
+
+SMALL = ["--beams", "2", "--width", "2", "--max-steps", "2", "--max-step-tokens", "40", "--max-tokens", "80"]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "edgereason", *args], capture_output=True, text=True, timeout=600)
+
+
+def one_line_error(proc: subprocess.CompletedProcess, code: int, needle: str) -> None:
+    assert proc.returncode == code, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in proc.stderr and len(lines) == 1 and needle in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--base-url", "http://127.0.0.1:1"], "add --backend remote"),
+    (["--backend", "remote"], "needs --base-url"),
+    (["--backend", "remote", "--base-url", "127.0.0.1:8080"], "http(s) URL"),
+    (["--backend", "remote", "--base-url", "http://127.0.0.1:1", "--remote-retries", "-1"], "--remote-retries"),
+    (["--backend", "remote", "--base-url", "http://127.0.0.1:1", "--api-key-env", "EDGEREASON_UNSET_KEY"],
+     "EDGEREASON_UNSET_KEY"),
+])
+def test_bad_remote_flags(args: list[str], needle: str, smollm2_path: Path) -> None:
+    one_line_error(run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), *args), 2, needle)
+
+
+def test_a_dead_server_is_one_line(smollm2_path: Path) -> None:
+    proc = run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), "--backend", "remote", "--base-url",
+                   f"http://127.0.0.1:{free_port()}", "--remote-retries", "0")
+    one_line_error(proc, 1, "is it running?")
+
+
+def test_the_value_head_is_refused_for_a_served_prm(smollm2_path: Path) -> None:
+    proc = run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), "--prm-base-url", "http://127.0.0.1:1",
+                   "--prm-format", "head", "--prm-head", "x.safetensors")
+    one_line_error(proc, 2, "cannot be served")
+
+
+@pytest.mark.slow
+def test_solve_json_through_the_server_has_the_local_fields(server: LocalServer, smollm2_path: Path) -> None:
+    remote = run_cli("solve", "What is 12 * 7 - 5?", "--model", str(smollm2_path), "--backend", "remote",
+                     "--base-url", server.url, "--json", *SMALL)
+    assert remote.returncode == 0, remote.stderr
+    local = run_cli("solve", "What is 12 * 7 - 5?", "--model", str(smollm2_path), "--json", "--kv-tokens", "2048",
+                    "--threads", "2", *SMALL)
+    assert local.returncode == 0, local.stderr
+    r, l = json.loads(remote.stdout), json.loads(local.stdout)
+    assert r["status"] == "done" and set(r) == set(l) and set(r["metrics"]) == set(l["metrics"])
+    assert r["metrics"]["auto_policy"]["preset"] == "baseline"
+    assert 1 <= len(r["paths"]) <= 2 and set(r["paths"][0]) == set(l["paths"][0])
+    assert set(r["tree"]["nodes"][0]) == set(l["tree"]["nodes"][0])
+
+
+@pytest.mark.slow
+def test_a_local_generator_with_a_served_prm(server: LocalServer, smollm2_path: Path) -> None:
+    proc = run_cli("solve", "What is 12 * 7 - 5?", "--model", str(smollm2_path), "--prm-base-url", server.url,
+                   "--json", "--kv-tokens", "2048", "--threads", "2", *SMALL)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "done" and out["metrics"]["prm_calls"] >= 1
+    assert all(0 <= n["score"] <= 1 for n in out["tree"]["nodes"] if n["score"] is not None)
