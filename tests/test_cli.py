@@ -22,7 +22,7 @@ def assert_clean_error(proc: subprocess.CompletedProcess, needle: str) -> None:
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--beams", "6", "--width", "4"], "not divisible"),
+    (["--strategy", "beam", "--beams", "6", "--width", "4"], "not divisible"),
     (["--beams", "0"], "positive"),
     (["--max-steps", "-1"], "positive"),
     (["--temperature", "-0.5"], "temperature"),
