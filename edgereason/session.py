@@ -24,6 +24,7 @@ from edgereason.gpu import DEFAULT_TOP_K, device_top_k, gpu_settings
 from edgereason.policy import Policy
 from edgereason.policy_auto import AutoChoice, choice_for, is_auto, resolve
 from edgereason.prm_choice import HF_PREFIX, SELF, choose_prm
+from edgereason.protocols import Generator, Verifier
 
 DEFAULT_KV_TOKENS = 16384  # per model; about 370 MB for SmolLM2, 200 MB for Qwen2.5-0.5B
 DEFAULT_LV_THRESHOLD = {"cpu": 512, "gpu": 2048}  # tokens (design.md section 4)
@@ -71,8 +72,8 @@ class ModelSettings:
 @dataclass
 class Session:
     settings: ModelSettings
-    generator: object
-    verifier: object
+    generator: Generator
+    verifier: Verifier
     generator_path: Path
     prm_path: Path
     lv_threshold: int = DEFAULT_LV_THRESHOLD["cpu"]
