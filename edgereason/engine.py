@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.decode import Decoder
-from edgereason.errors import ConfigError, OutOfMemoryError
+from edgereason.errors import ConfigError
 from edgereason.events import Emitter, Listener, NodeAdded, Progress, RequestDone
 from edgereason.kv_room import KVRoom
 from edgereason.policy import Policy
