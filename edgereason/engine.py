@@ -22,7 +22,7 @@ from edgereason.kv_room import KVRoom
 from edgereason.policy import Policy
 from edgereason.prompts import solve_messages
 from edgereason.protocols import BatchEntry, Generator, Verifier
-from edgereason.request import Request
+from edgereason.request import Request, RequestStatus
 from edgereason.result import SearchResult, build_result, completed_reason
 from edgereason.scheduler import Work, schedule
 from edgereason.selector import Selector
@@ -153,7 +153,7 @@ class Engine:
             self._progress(req)
 
     # ------------------------------------------------------------------ the end of a request
-    def _end(self, req: Request, status: str, reason: str) -> None:
+    def _end(self, req: Request, status: RequestStatus, reason: str) -> None:
         """Finish a running request: prune what still runs, free its KV and PRM paths, build its result, and let
         it leave the engine."""
         if req.status != "running":
@@ -165,7 +165,7 @@ class Engine:
             self.kv.free(req.tree.root)
         else:
             self.selector.prune(req, req.tree.root, "cancelled", include_root=True)
-        req.status, req.reason = status, reason  # type: ignore[assignment]
+        req.status, req.reason = status, reason
         self.verification.forget(req)
         req.result = build_result(req.id, req.question, req.config, req.tree, req.completed, req.metrics,
                                   req.status, req.reason, time.perf_counter() - req.started_at, req.common_prefix)

@@ -24,7 +24,8 @@ class KVRoom:
     def free_tokens(self) -> int:
         return self.generator.kv_capacity_tokens - self.generator.kv_used_tokens
 
-    def fit(self, batch: list[Work], running: list[Request], step: int) -> tuple[list[Work], list[tuple[Request, Exception]]]:
+    def fit(self, batch: list[Work], running: list[Request],
+            step: int) -> tuple[list[Work], list[tuple[Request, OutOfMemoryError]]]:
         """The part of `batch` that fits, with evicted nodes rebuilt, and the requests that cannot fit at all (one
         path longer than the whole room). `step` stamps the nodes that run (least-recently-used order)."""
         batch = list(batch)

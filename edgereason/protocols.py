@@ -67,6 +67,7 @@ class Generator(KVMemory, Protocol):
     def check_integrity(self) -> None:
         """The backend's own accounting agrees with the runtime; raises AssertionError otherwise."""
         ...
+
     @property
     def max_batch_tokens(self) -> int: ...
     @property
@@ -80,7 +81,6 @@ class Generator(KVMemory, Protocol):
 
 @runtime_checkable
 class Verifier(KVMemory, Protocol):
-    name: str
     stats: "VerifierStats"  # updated by every `score` call
 
     def check_integrity(self) -> None:
@@ -103,7 +103,7 @@ class ScoreResult(NamedTuple):
 
 @dataclass
 class VerifierStats:
-    """What a verifier did, summed over its calls (the bench reads it)."""
+    """What a verifier did, summed over its calls (EngineStats takes the rebuilt tokens of each call from it)."""
 
     calls: int = 0
     tokens: int = 0

@@ -11,6 +11,8 @@ from edgereason.result import RequestMetrics, SearchResult
 from edgereason.strategy import STRATEGIES, Strategy
 from edgereason.tree import Node, Status, Tree
 
+RequestStatus = Literal["running", "done", "cancelled", "failed"]
+
 
 @dataclass(eq=False)
 class Group:
@@ -51,7 +53,7 @@ class Request:
     completed: list[Node] = field(default_factory=list)
     metrics: RequestMetrics = field(default_factory=RequestMetrics)
     started_at: float = field(default_factory=time.perf_counter)
-    status: Literal["running", "done", "cancelled", "failed"] = "running"
+    status: RequestStatus = "running"
     reason: str | None = None
     prompt_fed: int = 0
     result: SearchResult | None = None

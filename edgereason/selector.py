@@ -74,10 +74,11 @@ class Selector:
                 if node.status is not Status.COMPLETE:
                     self.prune(req, node, "done")
             return
-        nxt = req.new_group(group.keep, group.width) if chosen else None
-        for node, times in chosen:
-            if not node.path_complete and nxt is not None:
-                self._expand(req, node, times, nxt)
+        if chosen:
+            nxt = req.new_group(group.keep, group.width)
+            for node, times in chosen:
+                if not node.path_complete:
+                    self._expand(req, node, times, nxt)
         for m in group.members:  # every child of these parents was scored: their PRM prefixes are done
             if m.parent is not None:
                 m.parent.prm_key = None
