@@ -11,18 +11,23 @@ selection, pruning) are the same for all of them:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from edgereason.config import STRATEGIES as STRATEGY_NAMES
 from edgereason.config import SearchConfig
 from edgereason.tree import Node
 
 
-class Strategy:
+class Strategy(ABC):
+    """Defaults: every finished step is scored on its own, a group is ready once every live member is scored,
+    unfinished paths compete, and a finished path among the selected ends its subtree."""
+
     name: str
     early_prune = True  # the early-pruning rules rank competitors; a group of one has none
 
+    @abstractmethod
     def first_plan(self, config: SearchConfig) -> list[tuple[int, int, int]]:
         """The root's groups as (keep, width, draws)."""
-        raise NotImplementedError
 
     def scores_step(self, node: Node) -> bool:
         """Whether this finished step goes to the PRM."""
