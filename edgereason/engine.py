@@ -109,6 +109,8 @@ class Engine:
 
     # ------------------------------------------------------------------ the loop
     def step(self) -> None:
+        """One forward pass for every running request (schedule -> fit the KV -> run -> postprocess), then maybe
+        one PRM call, then selection per request."""
         self.steps += 1
         running = list(self.requests)
         batch, failed = self.kv.fit(schedule(running, self.generator, self.policy), running, self.steps)
@@ -184,11 +186,7 @@ class Engine:
     def check_integrity(self) -> None:
         """Exact invariants (design.md section 4); raises AssertionError on the first violation."""
         for req in self.requests:
-            assert req.status == "running", f"finished request {req.id} is still in the engine"
-            for g in req.groups.values():
-                if g.selected and g.kept:
-                    assert g.kept <= g.keep, f"group {g.id} kept {g.kept} > {g.keep}"
-                assert all(m.potential >= 1 for m in g.members)
+            req.check()
         self.kv.check(n for req in self.requests for n in req.tree.nodes.values())
         self.verification.check(self.requests)
 

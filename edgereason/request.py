@@ -104,6 +104,13 @@ class Request:
     def group_of(self, node: Node) -> Group | None:
         return self.groups.get(node.group) if node.group is not None else None
 
+    def check(self) -> None:
+        """A running request's groups keep their counts; raises AssertionError on the first violation."""
+        assert self.status == "running", f"finished request {self.id} is still in the engine"
+        for g in self.groups.values():
+            assert not g.selected or g.kept <= g.keep, f"group {g.id} kept {g.kept} > {g.keep}"
+            assert g.awaiting >= 0 and all(m.potential >= 1 for m in g.members), f"group {g.id}: bad counts"
+
     def busy(self) -> bool:
         """Anything left to generate, score or select."""
         if self.prompt_fed < len(self.prompt_ids) or self.tree.root.plan:
