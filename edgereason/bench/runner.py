@@ -128,7 +128,7 @@ def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Reque
     run.update({k: sum(getattr(m, k) for m in metrics) for k in SUMMED})
     # the slots speculation can fill: a synchronous step leaves them idle while its stragglers finish
     run["forward_passes"] = stats.passes
-    run["rows_per_pass"] = run["forward_rows"] / stats.passes if stats.passes else 0.0
+    run["rows_per_pass"] = stats.rows / stats.passes if stats.passes else 0.0  # every pass, failed requests too
     run["policy_switches"] = engine.policy.switches()  # as run: `auto` resolved
     run["per_problem"] = per_problem
     return run
