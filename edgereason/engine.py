@@ -31,8 +31,6 @@ from edgereason.text import clean
 from edgereason.tree import Status, mix_seed
 from edgereason.verification import FlushFailed, Verification, VerifyQueue
 
-__all__ = ["Engine", "Listener"]
-
 
 class Engine:
     """Rules: `requests` holds the running requests only (a finished one leaves; its result stays on the Request

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from edgereason import models
 from edgereason.backends import load_backend
-from edgereason.engine import Engine, Listener
+from edgereason.engine import Engine
 from edgereason.errors import ConfigError
+from edgereason.events import Listener
 from edgereason.memory import default_device_id, find_profile, verifier_id
 from edgereason.memory.size import format_size_in
 from edgereason.memory.store import profile_path
