@@ -3,7 +3,9 @@ another thread can keep them as they are."""
 
 from __future__ import annotations
 
-from typing import NamedTuple, Union
+from typing import Callable, NamedTuple, Union
+
+from edgereason.tree import Node, Status
 
 
 class NodeAdded(NamedTuple):
@@ -42,17 +44,15 @@ class NodeSelected(NamedTuple):
     times: int  # logical candidates kept at this node
 
 
-class NodeConfirmed(NamedTuple):
-    """A speculative node's parent was selected: the node is now a standard candidate."""
+class NodeStatus(NamedTuple):
+    """A node's status changed (tree.Status values; every change, complete included, so a listener mirrors the
+    engine's statuses without rebuilding its rules). A node starts `generating`, or `speculative` when NodeAdded
+    says so; the root starts as `prefill`."""
 
     request_id: str
     node_id: int
-
-
-class NodePruned(NamedTuple):
-    request_id: str
-    node_id: int
-    rule: str  # selection | rank | perfect | parent | done | cancelled
+    status: str
+    rule: str | None = None  # why it was pruned: selection | rank | perfect | done | cancelled
 
 
 class Progress(NamedTuple):
@@ -74,5 +74,22 @@ class RequestDone(NamedTuple):
     result: object  # edgereason.result.SearchResult
 
 
-Event = Union[NodeAdded, NodeExtended, StepFinished, NodeScored, NodeSelected, NodeConfirmed, NodePruned,
-              Progress, RequestDone]
+Event = Union[NodeAdded, NodeExtended, StepFinished, NodeScored, NodeSelected, NodeStatus, Progress, RequestDone]
+Listener = Callable[[Event], None]
+
+
+class Emitter:
+    """The engine's one way out to its listener, and the one place a node's status changes: every change is an
+    event."""
+
+    def __init__(self, listener: Listener | None) -> None:
+        self.listener = listener
+
+    def __call__(self, event: Event) -> None:
+        if self.listener is not None:
+            self.listener(event)
+
+    def status(self, request_id: str, node: Node, status: Status, rule: str | None = None) -> None:
+        if node.status is not status:
+            node.status = status
+            self(NodeStatus(request_id, node.id, status.value, rule))

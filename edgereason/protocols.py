@@ -43,8 +43,6 @@ class KVMemory(Protocol):
     def kv_capacity_tokens(self) -> int: ...
     @property
     def kv_used_tokens(self) -> int: ...
-    @property
-    def kv_bytes_per_token(self) -> int: ...
 
 
 @runtime_checkable
@@ -53,7 +51,6 @@ class Generator(KVMemory, Protocol):
     eos_ids: frozenset[int]
 
     def tokenize(self, text: str, special: bool = True) -> list[int]: ...
-    def detokenize(self, ids: Sequence[int]) -> str: ...
     def token_piece(self, token: int) -> bytes: ...
     def apply_chat_template(self, messages: list[dict[str, str]]) -> str: ...
 
@@ -62,9 +59,15 @@ class Generator(KVMemory, Protocol):
     def free(self, seq: SeqId) -> None: ...
     def truncate(self, seq: SeqId, n_tokens: int) -> None: ...
     def seq_len(self, seq: SeqId) -> int: ...
-    def unique_tokens(self, seq: SeqId) -> int: ...
-    def can_append(self, n_new_tokens: int) -> bool: ...
     def free_seq_slots(self) -> int: ...
+    def live_seqs(self) -> int:
+        """Sequence ids handed out and not freed (the engine's integrity check: each belongs to one node)."""
+        ...
+
+    def check_integrity(self) -> None:
+        """The backend's own accounting agrees with the runtime; raises AssertionError otherwise."""
+        ...
+
     @property
     def max_batch_tokens(self) -> int: ...
     @property
@@ -78,7 +81,11 @@ class Generator(KVMemory, Protocol):
 
 @runtime_checkable
 class Verifier(KVMemory, Protocol):
-    name: str
+    stats: "VerifierStats"  # updated by every `score` call
+
+    def check_integrity(self) -> None:
+        """The held paths agree with the runtime's KV; raises AssertionError otherwise."""
+        ...
 
     def score(self, requests: Sequence[ScoreRequest]) -> list["ScoreResult"]:
         """For each request, one score in [0, 1] per requested step, in `need` order."""
@@ -96,7 +103,7 @@ class ScoreResult(NamedTuple):
 
 @dataclass
 class VerifierStats:
-    """What a verifier did, summed over its calls (the bench reads it)."""
+    """What a verifier did, summed over its calls (EngineStats takes the rebuilt tokens of each call from it)."""
 
     calls: int = 0
     tokens: int = 0

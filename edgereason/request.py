@@ -8,9 +8,10 @@ from typing import Literal
 
 from edgereason.config import SearchConfig
 from edgereason.result import RequestMetrics, SearchResult
-from edgereason.tree import Node, SearchTree, Status
+from edgereason.strategy import STRATEGIES, Strategy
+from edgereason.tree import Node, Status, Tree
 
-GroupMode = Literal["beam", "dvts", "chain"]
+RequestStatus = Literal["running", "done", "cancelled", "failed"]
 
 
 @dataclass(eq=False)
@@ -18,7 +19,7 @@ class Group:
     """Candidates that compete in one selection. `keep` counts logical candidates (potentials)."""
 
     id: int
-    mode: GroupMode
+    strategy: Strategy
     keep: int
     width: int  # children per kept logical candidate
     members: list[Node] = field(default_factory=list)
@@ -26,16 +27,19 @@ class Group:
     kept: int = 0  # logical candidates kept when selected
     awaiting: int = 0  # draws planned into this group whose forward pass has not run yet
 
-    def alive(self) -> list[Node]:
+    def live_members(self) -> list[Node]:
         return [m for m in self.members if m.alive]
 
     def steps_done(self) -> bool:
-        alive = self.alive()
+        alive = self.live_members()
         return self.awaiting == 0 and bool(alive) and all(m.step_done for m in alive)
 
+    def ready(self) -> bool:
+        """Every planned draw ran, every live member finished its step, and the strategy's scores are in."""
+        return self.steps_done() and self.strategy.ready(self.live_members())
+
     def competes(self, node: Node) -> bool:
-        """Beam search selects among unfinished paths only; DVTS ranks finished ones too."""
-        return self.mode == "dvts" or not node.path_complete
+        return self.strategy.competes(node)
 
 
 @dataclass(eq=False)
@@ -44,12 +48,12 @@ class Request:
     question: str
     config: SearchConfig
     prompt_ids: list[int]
-    tree: SearchTree = field(default_factory=SearchTree)
+    tree: Tree = field(default_factory=Tree)
     groups: dict[int, Group] = field(default_factory=dict)
     completed: list[Node] = field(default_factory=list)
     metrics: RequestMetrics = field(default_factory=RequestMetrics)
     started_at: float = field(default_factory=time.perf_counter)
-    status: Literal["running", "done", "cancelled", "failed"] = "running"
+    status: RequestStatus = "running"
     reason: str | None = None
     prompt_fed: int = 0
     result: SearchResult | None = None
@@ -73,8 +77,12 @@ class Request:
                 self.groups[gid].awaiting -= n
         node.plan, node.plan_speculative = None, False
 
-    def new_group(self, mode: GroupMode, keep: int, width: int) -> Group:
-        group = Group(self._next_group, mode, keep, width)
+    @property
+    def strategy(self) -> Strategy:
+        return STRATEGIES[self.config.strategy]
+
+    def new_group(self, keep: int, width: int) -> Group:
+        group = Group(self._next_group, self.strategy, keep, width)
         self.groups[group.id] = group
         self._next_group += 1
         return group
@@ -85,13 +93,23 @@ class Request:
             self.groups[group_id].members.append(node)
 
     def open_groups(self) -> list[Group]:
-        return [g for g in self.groups.values() if not g.selected and g.alive()]
+        return [g for g in self.groups.values() if not g.selected and g.live_members()]
 
     def completed_logical(self) -> int:
         return sum(n.potential for n in self.completed)
 
     def key(self, node: Node) -> str:
         return f"{self.id}/{node.id}/"
+
+    def group_of(self, node: Node) -> Group | None:
+        return self.groups.get(node.group) if node.group is not None else None
+
+    def check(self) -> None:
+        """A running request's groups keep their counts; raises AssertionError on the first violation."""
+        assert self.status == "running", f"finished request {self.id} is still in the engine"
+        for g in self.groups.values():
+            assert not g.selected or g.kept <= g.keep, f"group {g.id} kept {g.kept} > {g.keep}"
+            assert g.awaiting >= 0 and all(m.potential >= 1 for m in g.members), f"group {g.id}: bad counts"
 
     def busy(self) -> bool:
         """Anything left to generate, score or select."""

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Sequence
+
+from edgereason.config import SearchConfig
+from edgereason.grading import answers_match, extract_boxed
+from edgereason.tree import FINISH_WORDS, Node, Tree, path_score, ranked
 
 
 @dataclass
@@ -17,7 +22,7 @@ class RequestMetrics:
     wall_s: float = 0.0
     goodput_tok_s: float = 0.0
     throughput_tok_s: float = 0.0
-    final_tokens: int = 0  # tokens on the final candidates' paths (shared steps once; see engine._final_tokens)
+    final_tokens: int = 0  # tokens on the final candidates' paths (shared steps once; see final_tokens)
     waiting_ratio: float = 0.0
     forward_rows: int = 0  # sequences evaluated, summed over forward passes
     dedup_saved_rows: int = 0  # draws served by a shared row instead of a row of their own
@@ -72,3 +77,85 @@ class SearchResult:
             "tree": {"nodes": self.tree},
             "metrics": self.metrics.as_dict(),
         }
+
+
+def build_result(request_id: str, question: str, config: SearchConfig, tree: Tree, completed: Sequence[Node],
+                 metrics: RequestMetrics, status: str, reason: str | None, wall: float,
+                 common_prefix: list[float]) -> SearchResult:
+    """The record of a finished request: the best `beams` logical candidates among the completed paths, the
+    answer (the best path's, or a vote), the tree's steps, and the metrics that need the whole run."""
+    cfg, m = config, metrics
+    paths = final_paths(completed, cfg)
+    if cfg.vote == "best":
+        answer = paths[0].answer if paths else None
+    else:
+        answer = vote(paths, by_score=cfg.vote == "weighted")
+    m.wall_s = wall
+    m.final_tokens = final_tokens([(tree.nodes[p.node_id], p.potential) for p in paths])
+    m.goodput_tok_s = m.final_tokens / wall if wall > 0 else 0.0
+    m.throughput_tok_s = m.generated_tokens / wall if wall > 0 else 0.0
+    waits = [n.waiting_s for n in tree.steps() if n.finished_at is not None and not n.path_complete]
+    m.waiting_ratio = (sum(waits) / len(waits)) / wall if waits and wall > 0 else 0.0
+    # steps only: a first step's parent is None, the root (the prompt) is not a step (README: JSON output)
+    rows = [{"id": n.id, "parent": n.parent.id if n.parent and n.parent.depth > 0 else None, "depth": n.depth,
+             "text": n.text, "score": n.score, "status": n.status.value, "finish": n.finish,
+             "potential": n.potential}
+            for n in tree.steps()]
+    return SearchResult(request_id, question, answer, paths, rows, m, status, reason,
+                        [n.score for n in tree.steps() if n.score is not None], list(common_prefix))
+
+
+def final_paths(completed: Sequence[Node], cfg: SearchConfig) -> list[FinalPath]:
+    """The best completed paths, `beams` logical candidates in all (a scored path, or one no step of which was
+    scored, e.g. when the search was cut short)."""
+    finals = ranked([n for n in completed if n.score is not None or not n.path_scores()], cfg.aggregation)
+    paths, slots = [], cfg.beams
+    for node in finals:
+        if slots <= 0:
+            break
+        times = min(node.potential, slots)
+        slots -= times
+        paths.append(FinalPath([(s.text, s.score) for s in node.path()], path_score(node, cfg.aggregation),
+                               extract_boxed("".join(s.text for s in node.path())), node.id, times))
+    return paths
+
+
+def final_tokens(finals: Sequence[tuple[Node, int]]) -> int:
+    """Tokens on the final candidates' paths, shared steps once. A deduplicated node stands for several equal
+    nodes: a final one for `times` candidates, an earlier one for as many as its selection kept (capped by the final
+    candidates below it), so the figure is the one the same tree would give without deduplication."""
+    through: dict[int, tuple[Node, int]] = {}
+    for leaf, times in finals:
+        for node in leaf.path():
+            through[id(node)] = (node, through.get(id(node), (node, 0))[1] + times)
+    leaves = {id(leaf) for leaf, _ in finals}
+    return sum(len(node.tokens) * (t if id(node) in leaves else min(node.times_selected or node.potential, t))
+               for node, t in through.values())
+
+
+def completed_reason(completed: Sequence[Node]) -> str:
+    """Why a search that ran to its end stopped: its completed paths (logical candidates) by how each ended."""
+    by_finish: Counter[str] = Counter()
+    for node in completed:
+        by_finish[str(node.finish)] += node.potential
+    total = sum(by_finish.values())
+    detail = ", ".join(f"{n} {FINISH_WORDS.get(f, f)}" for f, n in by_finish.most_common())
+    return f"completed {total} path{'s' if total != 1 else ''}" + (f" ({detail})" if detail else "")
+
+
+def vote(paths: Sequence[FinalPath], by_score: bool = True) -> str | None:
+    """Majority over distinct answers, compared as math: each path counts its potential, times its score when
+    by_score (weighted). Ties go to the answer of the better-ranked path (paths come best first)."""
+    buckets: list[tuple[str, float]] = []
+    for p in paths:
+        if p.answer is None:
+            continue
+        for i, (ans, w) in enumerate(buckets):
+            if answers_match(ans, p.answer):
+                buckets[i] = (ans, w + (p.score if by_score else 1.0) * p.potential)
+                break
+        else:
+            buckets.append((p.answer, (p.score if by_score else 1.0) * p.potential))
+    if not buckets:
+        return paths[0].answer if paths else None
+    return max(buckets, key=lambda b: b[1])[0]

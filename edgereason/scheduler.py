@@ -2,7 +2,7 @@
 
 Rules: standard work (prefill, decoding candidates, expansions of selected nodes) always goes first; speculative
 work fills only the slots standard work leaves idle (at most `beams` entries per request in all); the batch never
-holds more tokens than one forward pass takes. KV room is the engine's job (`Engine._fit`): it evicts or trims.
+holds more tokens than one forward pass takes. KV room is `kv_room.KVRoom.fit`'s job: it evicts or trims.
 
 Order: `prefix` puts sequences that share a prefix next to each other (request, then the root-to-node path), so
 when memory is short the batch keeps whole families whose shared KV is resident; `fifo` is first-come order.

@@ -6,16 +6,7 @@ Every rule counts logical candidates: a node of potential p stands for p candida
 from __future__ import annotations
 
 from edgereason.request import Group
-from edgereason.tree import Node, aggregate
-
-
-def path_score(node: Node, how: str) -> float:
-    return aggregate(node.path_scores(), how)
-
-
-def ranked(nodes: list[Node], how: str) -> list[Node]:
-    """Best first; ties go to the older node so selection is deterministic."""
-    return sorted(nodes, key=lambda n: (-path_score(n, how), n.id))
+from edgereason.tree import Node, path_score, ranked
 
 
 def _take(nodes: list[Node], keep: int, how: str) -> list[tuple[Node, int]]:
@@ -32,13 +23,13 @@ def _take(nodes: list[Node], keep: int, how: str) -> list[tuple[Node, int]]:
 
 def choose(group: Group, how: str) -> list[tuple[Node, int]]:
     """Synchronous selection: the top `keep` logical candidates among the competing members."""
-    return _take([m for m in group.alive() if group.competes(m)], group.keep, how)
+    return _take([m for m in group.live_members() if group.competes(m)], group.keep, how)
 
 
 def rank_prunable(group: Group, how: str) -> list[Node]:
     """Early pruning, rank rule: a scored competitor with at least `keep` logical scored competitors strictly
     better can never be selected, whatever the unscored members later score."""
-    scored = [m for m in group.alive() if m.score is not None and group.competes(m)]
+    scored = [m for m in group.live_members() if m.score is not None and group.competes(m)]
     if sum(m.potential for m in scored) <= group.keep:
         return []
     scores = {m.id: path_score(m, how) for m in scored}
@@ -53,7 +44,7 @@ def rank_prunable(group: Group, how: str) -> list[Node]:
 def perfect_set(group: Group, how: str, threshold: float) -> list[tuple[Node, int]] | None:
     """Early pruning, perfect-score rule: once `keep` logical competitors score >= threshold, they are the
     selection (best first); None while too few do."""
-    perfect = [m for m in group.alive() if m.score is not None and group.competes(m)
+    perfect = [m for m in group.live_members() if m.score is not None and group.competes(m)
                and path_score(m, how) >= threshold]
     if sum(m.potential for m in perfect) < group.keep:
         return None

@@ -16,8 +16,9 @@ from pathlib import Path
 from edgereason import models
 from edgereason.backends import load_backend
 from edgereason.backends.remote.settings import RemoteSettings
-from edgereason.engine import Engine, Listener
+from edgereason.engine import Engine
 from edgereason.errors import ConfigError
+from edgereason.events import Listener
 from edgereason.memory import default_device_id, find_profile, verifier_id
 from edgereason.memory.size import format_size_in
 from edgereason.memory.store import profile_path
@@ -25,6 +26,7 @@ from edgereason.gpu import DEFAULT_TOP_K, default_gpu_layers, device_top_k, gpu_
 from edgereason.policy import Policy
 from edgereason.policy_auto import AutoChoice, choice_for, is_auto, resolve
 from edgereason.prm_choice import HF_PREFIX, SELF, choose_prm
+from edgereason.protocols import Generator, Verifier
 
 DEFAULT_KV_TOKENS = 16384  # per model; about 370 MB for SmolLM2, 200 MB for Qwen2.5-0.5B
 DEFAULT_LV_THRESHOLD = {"cpu": 512, "gpu": 2048}  # tokens (design.md section 4)
@@ -73,8 +75,8 @@ class ModelSettings:
 @dataclass
 class Session:
     settings: ModelSettings
-    generator: object
-    verifier: object
+    generator: Generator
+    verifier: Verifier
     generator_path: Path
     prm_path: Path
     lv_threshold: int = DEFAULT_LV_THRESHOLD["cpu"]

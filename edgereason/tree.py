@@ -147,7 +147,16 @@ def aggregate(scores: list[float], how: str) -> float:
     raise ValueError(f"unknown aggregation {how!r}")
 
 
-class SearchTree:
+def path_score(node: Node, how: str) -> float:
+    return aggregate(node.path_scores(), how)
+
+
+def ranked(nodes: list[Node], how: str) -> list[Node]:
+    """Best first; ties go to the older node so selection is deterministic."""
+    return sorted(nodes, key=lambda n: (-path_score(n, how), n.id))
+
+
+class Tree:
     """Owns the nodes of one request; ids are unique within the tree."""
 
     def __init__(self) -> None:

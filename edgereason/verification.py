@@ -1,5 +1,7 @@
-"""The PRM request queue and when to flush it (design.md section 4, lazy verification).
+"""Verification: the PRM request queue, when to flush it (design.md section 4, lazy verification), the score
+requests a flush sends, and the release of PRM paths no live node can extend.
 
+Flush rules:
 - eager (asynchronous policies without lazy verification): flush whatever is queued after every engine step.
 - synchronous (baseline, fasttts): flush when a sibling group has finished its step, or when the generator idles.
 - lazy: flush when queued tokens reach the threshold, when a sibling group is complete, when a request was
@@ -9,10 +11,15 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
+from edgereason.errors import OutOfMemoryError
+from edgereason.events import Emitter, NodeScored
+from edgereason.protocols import ScoreRequest, Verifier
 from edgereason.request import Request
-from edgereason.tree import Node
+from edgereason.stats import EngineStats
+from edgereason.tree import Node, Status
 
 # A step's PRM cost is its tokens plus the turn markup around it (user/assistant headers, the answer token).
 TURN_OVERHEAD_TOKENS = 12
@@ -27,6 +34,8 @@ class Pending:
 
 @dataclass
 class VerifyQueue:
+    """Finished steps waiting for the PRM, and the flush rules (module docstring)."""
+
     mode: str  # eager | sync | lazy
     threshold_tokens: int = 512
     max_defer: int = 6
@@ -65,7 +74,7 @@ class VerifyQueue:
 
     def _group_complete(self) -> bool:
         for p in self.items:
-            group = p.request.groups.get(p.node.group) if p.node.group is not None else None
+            group = p.request.group_of(p.node)
             if group is not None and not group.selected and group.steps_done():
                 return True
         return False
@@ -73,3 +82,105 @@ class VerifyQueue:
     def take(self) -> list[Pending]:
         items, self.items = self.items, []
         return items
+
+
+class FlushFailed(Exception):
+    """The PRM ran out of memory: these requests cannot be scored."""
+
+    def __init__(self, requests: list[Request], error: OutOfMemoryError) -> None:
+        super().__init__(str(error))
+        self.requests, self.error = requests, error
+
+
+class Verification:
+    """Owns the queue and the PRM paths held for running requests (`Request.prm_held`)."""
+
+    def __init__(self, verifier: Verifier, queue: VerifyQueue, lookahead: bool, emit: Emitter,
+                 stats: EngineStats) -> None:
+        self.verifier, self.queue, self.lookahead, self.emit, self.stats = verifier, queue, lookahead, emit, stats
+
+    def push(self, req: Request, node: Node) -> None:
+        """A finished step joins the queue if its strategy scores it."""
+        if req.strategy.scores_step(node):
+            self.queue.push(req, node)
+
+    def flush(self, generator_idle: bool) -> bool:
+        """Score the queue if its rules say so; True when the PRM ran. Raises FlushFailed on out-of-memory."""
+        if not self.queue.should_flush(generator_idle):
+            return False
+        items = self.queue.take()
+        try:
+            return self._score(items)
+        except OutOfMemoryError as e:
+            raise FlushFailed(list({id(p.request): p.request for p in items}.values()), e) from e
+
+    def _score(self, items: list[Pending]) -> bool:
+        by_req: dict[int, list[Pending]] = {}  # requests in order of arrival, each one's steps together
+        for p in items:
+            if p.node.alive and p.node.score is None and p.request.status == "running":
+                by_req.setdefault(id(p.request), []).append(p)
+        calls = [self._score_request(p.request, p.node) for ps in by_req.values() for p in ps]
+        if not calls:
+            return False
+        reqs = [ps[0].request for ps in by_req.values()]
+        rebuilt = self.verifier.stats.rebuilt_tokens
+        t0 = time.perf_counter()
+        results = self.verifier.score([c[2] for c in calls])
+        dt = time.perf_counter() - t0
+        self.stats.prm_call(len(calls), dt, self.verifier.stats.rebuilt_tokens - rebuilt)
+        for req in reqs:
+            req.metrics.prm_calls += 1
+            req.metrics.prm_time_s += dt
+        for (req, nodes, sreq), res in zip(calls, results):
+            req.metrics.prm_tokens += res.new_tokens
+            req.metrics.prm_requests += 1
+            for node, score in zip(nodes, res.scores):
+                node.score = score
+                self.emit(NodeScored(req.id, node.id, score))
+                if node.status is Status.WAITING:
+                    self.emit.status(req.id, node, Status.VERIFIED)
+            for node in nodes:
+                node.prm_key = sreq.key
+            req.prm_held.add(sreq.key)
+        return True
+
+    def _score_request(self, req: Request, node: Node) -> tuple[Request, list[Node], ScoreRequest]:
+        """The PRM request for one finished step: the strategy may widen it to the path (best-of-N scores whole
+        solutions); with lookahead a finished speculative child is scored in the same request."""
+        path = node.path()
+        nodes = req.strategy.scored_nodes(node) or [node]
+        if len(nodes) == 1 and self.lookahead:
+            ahead = [c for c in node.children if c.alive and c.step_done and c.score is None and c.tokens]
+            if ahead:
+                nodes = [node, ahead[0]]
+                path = ahead[0].path()
+                req.metrics.lookahead_scores += 1
+        parent = node.parent if node.parent is not None and node.parent.depth > 0 else None
+        # a first step shares the question's head, held under the root's key
+        prefix_key = parent.prm_key if parent is not None else req.key(req.tree.root)
+        return req, nodes, ScoreRequest(
+            key=req.key(nodes[-1]), question=req.question, steps=[n.text for n in path],
+            need=[n.depth - 1 for n in nodes], prefix_key=prefix_key,
+            prefix_steps=parent.depth if parent is not None else 0)
+
+    def release_dead(self, req: Request) -> None:
+        """Free the PRM paths no live node can extend any more. On a unified KV cache every row of a forward pass
+        attends over all cells in use, so dead paths would slow every later PRM call, not only take memory."""
+        live = {n.prm_key for n in req.tree.steps()
+                if n.prm_key and n.alive and n.status is not Status.COMPLETE}
+        for key in req.prm_held - live:
+            self.verifier.release(key)
+        req.prm_held &= live
+        req.prm_stale = False
+
+    def forget(self, req: Request) -> None:
+        """A finished request: drop its queued steps and every PRM path held for it."""
+        self.verifier.release(f"{req.id}/")
+        req.prm_held.clear()
+        self.queue.items = [p for p in self.queue.items if p.request is not req]
+
+    def check(self, running: list[Request]) -> None:
+        """Only running requests hold PRM paths or queued steps; the verifier's own accounting agrees."""
+        ids = {id(r) for r in running}
+        assert all(id(p.request) in ids for p in self.queue.items), "a finished request still has queued steps"
+        self.verifier.check_integrity()

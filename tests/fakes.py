@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from edgereason.config import SamplingParams
-from edgereason.protocols import BatchEntry, ScoreRequest, ScoreResult
+from edgereason.protocols import BatchEntry, ScoreRequest, ScoreResult, VerifierStats
 from edgereason.sampling import sample
 
 VOCAB = 12
@@ -70,6 +70,12 @@ class FakeGenerator:
     def free_seq_slots(self) -> int:
         return 256 - len(self.seqs)
 
+    def live_seqs(self) -> int:
+        return len(self.seqs)
+
+    def check_integrity(self) -> None:
+        assert self.kv_used_tokens <= self.capacity
+
     @property
     def max_batch_tokens(self) -> int:
         return 2048
@@ -122,6 +128,7 @@ class FakeVerifier:
     def __init__(self, table: dict[str, float] | None = None) -> None:
         self.table = table or {}
         self.calls: list[int] = []
+        self.stats = VerifierStats()
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         self.calls.append(len(requests))
@@ -132,6 +139,9 @@ class FakeVerifier:
         return out
 
     def release(self, key_prefix: str) -> None:
+        pass
+
+    def check_integrity(self) -> None:
         pass
 
     kv_capacity_tokens = 100_000

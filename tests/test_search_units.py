@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-import random
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgereason import selection
 from edgereason.config import SamplingParams, SearchConfig
-from edgereason.engine import Engine, _vote
-from edgereason.events import NodeSelected
+from edgereason.engine import Engine
+from edgereason.events import NodeSelected, NodeStatus
 from edgereason.policy import parse_policy
 from edgereason.request import Group
-from edgereason.result import FinalPath
+from edgereason.strategy import STRATEGIES
+from edgereason.result import FinalPath, vote
 from edgereason.tree import Node, aggregate
 from tests.fakes import FakeGenerator, FakeVerifier
 
 
 def _group(scores: list[float], keep: int, potentials: list[int] | None = None) -> Group:
-    g = Group(0, "beam", keep, 2)
+    g = Group(0, STRATEGIES["beam"], keep, 2)
     root = Node(0, None, 0)
     for i, s in enumerate(scores):
         n = Node(i + 1, root, 1, potential=(potentials or [1] * len(scores))[i], finish="step", score=s)
@@ -44,15 +43,15 @@ def test_choose_keeps_exactly_k_logical_candidates():
 
 def test_weighted_vote_sums_scores_per_answer_as_math():
     paths = [FinalPath([], 0.9, "5", 1), FinalPath([], 0.5, "4", 2), FinalPath([], 0.5, "4.0", 3)]
-    assert _vote(paths) == "4"
-    assert _vote(paths[:1]) == "5"
+    assert vote(paths) == "4"
+    assert vote(paths[:1]) == "5"
 
 
 def test_majority_vote_counts_paths_and_breaks_ties_by_rank():
     paths = [FinalPath([], 0.9, "5", 1, potential=2), FinalPath([], 0.1, "4", 2), FinalPath([], 0.1, "4.0", 3)]
-    assert _vote(paths, by_score=False) == "5"  # 2 (potential) against 2: the better-ranked answer
-    assert _vote(paths + [FinalPath([], 0.05, "4", 4)], by_score=False) == "4"
-    assert _vote(paths, by_score=True) == "5"
+    assert vote(paths, by_score=False) == "5"  # 2 (potential) against 2: the better-ranked answer
+    assert vote(paths + [FinalPath([], 0.05, "4", 4)], by_score=False) == "4"
+    assert vote(paths, by_score=True) == "5"
 
 
 @settings(max_examples=200, deadline=None)
@@ -79,9 +78,10 @@ def test_engine_selection_keeps_k_each_step_on_fake_backend():
     events = []
     engine = Engine(FakeGenerator(), FakeVerifier(), parse_policy("baseline"), on_event=events.append)
     cfg = SearchConfig(beams=8, width=4, max_steps=5, max_step_tokens=16, sampling=SamplingParams(seed=2))
-    result = engine.solve("question", cfg, check=True)
-    assert result.status == "done"
-    for g in engine.requests[0].groups.values():
+    req = engine.submit("question", cfg)
+    result = engine.run_until_done(check=True)[0]
+    assert result.status == "done" and engine.requests == []  # a finished request leaves the engine
+    for g in req.groups.values():
         if g.selected and g.kept:
             assert g.kept == min(2, sum(m.potential for m in g.members if not m.path_complete))
     assert any(isinstance(e, NodeSelected) for e in events)
@@ -97,14 +97,16 @@ def test_lazy_verification_batches_prm_requests():
 
 
 def test_rank_rule_prunes_early_on_fake_backend():
-    table = {}
-    rng = random.Random(0)
-    verifier = FakeVerifier(table)
-    verifier.table = table
-    engine = Engine(FakeGenerator(), verifier, parse_policy("specscale:dedup=false"))
-    cfg = SearchConfig(beams=8, width=4, max_steps=4, max_step_tokens=16, sampling=SamplingParams(seed=rng.randint(0, 9)))
+    """specscale prunes by rank before the whole group is scored: the metric, the events and the tree agree."""
+    events = []
+    engine = Engine(FakeGenerator(), FakeVerifier(), parse_policy("specscale:dedup=false"), on_event=events.append)
+    cfg = SearchConfig(beams=8, width=4, max_steps=4, max_step_tokens=16, sampling=SamplingParams(seed=3))
     result = engine.solve("q", cfg, check=True)
     assert result.status == "done"
+    ranked_out = [e.node_id for e in events if isinstance(e, NodeStatus) and e.rule == "rank"]
+    assert len(ranked_out) >= result.metrics.pruned_rank > 0  # a pruned node takes its speculative subtree
+    status = {n["id"]: n["status"] for n in result.tree}
+    assert all(status[i] == "pruned" for i in ranked_out)
 
 
 def test_greedy_presets_agree_exactly_on_fake_backend():

@@ -105,4 +105,3 @@ class SearchRunner:
                 engine.step()
         except Exception as e:  # keep the app alive: the request ends (RequestDone says why), memory is freed
             engine.cancel(request.id, reason=f"the search failed: {e!r}")
-        engine.forget(request)  # the engine lives as long as the app: finished trees must not pile up in it

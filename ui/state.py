@@ -1,15 +1,13 @@
-"""The UI's copy of one search tree, rebuilt from engine events only (the engine's own tree lives in the worker
-thread and is not safe to read from the UI)."""
+"""The UI's copy of one search tree, mirrored from engine events only (the engine's own tree lives in the worker
+thread and is not safe to read from the UI). Statuses come from NodeStatus events as they are: the UI does not
+re-derive them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from edgereason.events import (Event, NodeAdded, NodeConfirmed, NodeExtended, NodePruned, NodeScored,
-                               NodeSelected, RequestDone, StepFinished)
+from edgereason.events import Event, NodeAdded, NodeExtended, NodeScored, NodeStatus, RequestDone, StepFinished
 from edgereason.result import SearchResult
-
-SETTLED = ("selected", "pruned", "complete")  # later score/finish events do not move a node out of these
 
 
 @dataclass
@@ -54,23 +52,16 @@ class SearchState:
             return []  # text streams into the detail pane; the tree line changes on step events only
         if isinstance(event, StepFinished):
             node.finish = event.finish
-            if node.status not in SETTLED:
-                node.status = "waiting"
         elif isinstance(event, NodeScored):
             node.score = event.score
-            if node.status not in SETTLED:  # a scored finished path is done (the engine completes it silently)
-                node.status = "complete" if node.path_complete else "verified"
-        elif isinstance(event, NodeSelected):
-            node.status = "complete" if node.path_complete else "selected"
-        elif isinstance(event, NodeConfirmed):
-            if node.status == "speculative":
-                node.status = "generating"
-        elif isinstance(event, NodePruned):
-            node.status, node.prune_rule = "pruned", event.rule
+        elif isinstance(event, NodeStatus):
+            node.status, node.prune_rule = event.status, event.rule
+        else:
+            return []
         return [node.id]
 
     def _add(self, e: NodeAdded) -> list[int]:
-        status = "prompt" if e.parent_id is None else ("speculative" if e.speculative else "generating")
+        status = "prefill" if e.parent_id is None else ("speculative" if e.speculative else "generating")
         self.nodes[e.node_id] = StepView(e.node_id, e.parent_id, e.depth, status)
         if e.parent_id is None:
             self.root = e.node_id

@@ -72,6 +72,9 @@ class LlamaGenerator(KVMemoryOf):
     def context_length(self) -> int:
         return self.model.n_ctx_train
 
+    def live_seqs(self) -> int:
+        return self.ctx.live_seqs
+
     def check_integrity(self) -> None:
         self.ctx.check_integrity()
 

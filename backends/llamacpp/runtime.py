@@ -18,7 +18,7 @@ import llama_cpp.llama_cpp as L
 
 from edgereason import interrupts
 from edgereason.backends.llamacpp.device_sampling import Candidates, TopKSamplers
-from edgereason.errors import EdgeReasonError, ModelError, OutOfMemoryError
+from edgereason.errors import ModelError, OutOfMemoryError
 
 _silenced_cb = L.llama_log_callback(lambda level, text, user_data: None)  # module-level: must outlive every call
 # a model load goes on while this returns true; module-level for the same reason
@@ -177,8 +177,9 @@ class DecodeItem(NamedTuple):
     outputs: Sequence[tuple[int, object]]  # (offset into tokens, tag): rows whose next-token logits are wanted
 
 
-class KVFullError(EdgeReasonError):
-    """The forward pass found no room in the KV cache."""
+class KVFullError(OutOfMemoryError):
+    """The forward pass found no room in the KV cache (an out-of-memory error: the verifier's halving and the
+    engine's handlers catch it)."""
 
 
 @dataclass

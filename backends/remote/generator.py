@@ -74,9 +74,6 @@ class RemoteGenerator:
     def tokenize(self, text: str, special: bool = True) -> list[int]:
         return self.vocab.tokenize(text, add_bos=self.vocab.add_bos, special=special)
 
-    def detokenize(self, ids: Sequence[int]) -> str:
-        return self.vocab.detokenize(ids)
-
     def token_piece(self, token: int) -> bytes:
         return self.vocab.token_piece(token)
 
@@ -108,11 +105,15 @@ class RemoteGenerator:
     def seq_len(self, seq: SeqId) -> int:
         return len(self._seqs[seq].tokens)
 
-    def unique_tokens(self, seq: SeqId) -> int:
-        return 0  # no cells here
+    def live_seqs(self) -> int:
+        return len(self._seqs)
 
-    def can_append(self, n_new_tokens: int) -> bool:
-        return True
+    def check_integrity(self) -> None:
+        """A plan is drawn only by a live sequence, and never past its end."""
+        for sid, seq in self._seqs.items():
+            for plan in seq.family:
+                assert plan.owner is None or plan.owner in self._seqs, f"a plan of {sid} is owned by a freed sequence"
+                assert 0 <= plan.cursor <= len(plan.tokens), f"a plan of {sid} was drawn past its end"
 
     def free_seq_slots(self) -> int:
         return 1 << 20
@@ -123,10 +124,6 @@ class RemoteGenerator:
 
     @property
     def kv_used_tokens(self) -> int:
-        return 0
-
-    @property
-    def kv_bytes_per_token(self) -> int:
         return 0
 
     @property

@@ -49,6 +49,10 @@ class RemoteVerifier:
     def release(self, key_prefix: str) -> None:
         """Nothing is held here; the server's cache evicts on its own."""
 
+    def check_integrity(self) -> None:
+        """Every call is counted once."""
+        assert len(self.stats.per_call_tokens) == self.stats.calls, "PRM calls and their token counts disagree"
+
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         t0 = time.perf_counter()
         prompts, new_tokens = [], []

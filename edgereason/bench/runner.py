@@ -1,7 +1,7 @@
 """One bench run: a (policy, beams, rate) over all problems on one fresh engine, then run-level aggregates.
 
 Per-request gen/PRM times count every shared forward pass once per request in it, so run-level times come from
-timing the models' `step` and `score` calls directly.
+the engine's own record (`Engine.stats`: passes, rows, PRM calls and the time inside the models).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
@@ -39,28 +39,6 @@ class RunSpec:
     concurrency: int = 0  # most requests in flight at once, later arrivals wait (0: no limit)
 
 
-class _Timed:
-    """Stands in for a model and sums the calls of one of its methods and the wall time spent in them."""
-
-    def __init__(self, inner: object, method: str) -> None:
-        self._inner, self._method, self.seconds, self.calls = inner, method, 0.0, 0
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._inner, name)
-        if name != self._method:
-            return attr
-
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return attr(*args, **kwargs)
-            finally:
-                self.seconds += time.perf_counter() - t0
-                self.calls += 1
-
-        return timed
-
-
 class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C during a run, carrying what that run finished."""
 
@@ -74,9 +52,6 @@ def run_one(session: Session, spec: RunSpec, problems: list[Problem], progress: 
     Ctrl-C ends the run early and raises RunInterrupted carrying the problems finished so far (the engine is
     dropped, so nothing is cancelled)."""
     engine = session.engine(spec.policy)
-    gen, prm = _Timed(engine.generator, "step"), _Timed(engine.verifier, "score")
-    engine.generator, engine.verifier = gen, prm  # type: ignore[assignment]
-    rebuilt0 = _rebuilt(session)
     arrivals = arrival_times(len(problems), spec.rate, spec.seed)
     requests: list[tuple[Problem, Request]] = []
     if progress:
@@ -98,7 +73,7 @@ def run_one(session: Session, spec: RunSpec, problems: list[Problem], progress: 
     except KeyboardInterrupt:
         interrupted = True
     wall = time.perf_counter() - t0
-    run = aggregate(spec, engine, requests, wall, gen.seconds, prm.seconds, _rebuilt(session) - rebuilt0, gen.calls)
+    run = aggregate(spec, engine, requests, wall)
     run["interrupted"] = interrupted
     if is_auto(spec.policy):  # which preset `auto` ran, and why
         run["auto_policy"] = session.auto_choice().as_dict()
@@ -111,14 +86,10 @@ def _has_room(spec: RunSpec, requests: list[tuple[Problem, Request]]) -> bool:
     return not spec.concurrency or sum(r.result is None for _, r in requests) < spec.concurrency
 
 
-def _rebuilt(session: Session) -> int:
-    stats = getattr(session.verifier, "stats", None)
-    return int(getattr(stats, "rebuilt_tokens", 0))
-
-
-def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Request]], wall: float,
-              gen_s: float, prm_s: float, rebuilt: int, gen_passes: int) -> dict:
+def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Request]], wall: float) -> dict:
     """Run-level numbers over the requests that finished normally (design.md section 5)."""
+    stats = engine.stats
+    gen_s, prm_s = stats.gen_s, stats.prm_s
     done = [(p, r.result) for p, r in requests if r.result is not None]
     per_problem = []
     for p, res in done:
@@ -149,17 +120,17 @@ def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Reque
         "normalized_latency_ms_mean": _mean(normalized),
         "waiting_ratio_median": _quantile([m.waiting_ratio for m in metrics], 0.5),
         "gen_time_s": gen_s, "prm_time_s": prm_s, "other_time_s": max(0.0, wall - gen_s - prm_s),
-        "prm_calls": len(engine.prm_batches), "prm_requests_per_call_mean": _mean(engine.prm_batches),
+        "prm_calls": stats.prm_calls, "prm_requests_per_call_mean": _mean(stats.prm_batches),
         "prm_tokens": prm_tokens,
-        "prm_batch_tokens_mean": prm_tokens / len(engine.prm_batches) if engine.prm_batches else 0.0,
-        "recomputed_tokens": sum(m.recomputed_tokens for m in metrics) + rebuilt,
+        "prm_batch_tokens_mean": prm_tokens / stats.prm_calls if stats.prm_calls else 0.0,
+        "recomputed_tokens": sum(m.recomputed_tokens for m in metrics) + stats.prm_rebuilt_tokens,
         "peak_kv_tokens": max((m.peak_kv_tokens for m in metrics), default=0),
         "failed": sum(res.status == "failed" for _, res in done),
     }
     run.update({k: sum(getattr(m, k) for m in metrics) for k in SUMMED})
     # the slots speculation can fill: a synchronous step leaves them idle while its stragglers finish
-    run["forward_passes"] = gen_passes
-    run["rows_per_pass"] = run["forward_rows"] / gen_passes if gen_passes else 0.0
+    run["forward_passes"] = stats.passes
+    run["rows_per_pass"] = stats.rows / stats.passes if stats.passes else 0.0  # every pass, failed requests too
     run["policy_switches"] = engine.policy.switches()  # as run: `auto` resolved
     run["per_problem"] = per_problem
     return run

@@ -77,8 +77,7 @@ def run_jobs(engine: Engine, jobs: Iterable[Job], config: SearchConfig, concurre
             return done
         engine.step()
         for job, req in [x for x in live if x[1].result is not None]:
-            live.remove((job, req))
-            engine.forget(req)
+            live.remove((job, req))  # a finished request has left the engine already
             on_done(job, req.result)
             done += 1
             if progress:

@@ -7,8 +7,7 @@ from textual.widgets import Input
 
 from edgereason.config import SearchConfig
 from edgereason.errors import ModelError
-from edgereason.events import (NodeAdded, NodeConfirmed, NodeExtended, NodePruned, NodeScored, NodeSelected,
-                               Progress, StepFinished)
+from edgereason.events import NodeAdded, NodeExtended, NodeScored, NodeSelected, NodeStatus, Progress, StepFinished
 from edgereason.policy import Policy
 from edgereason.session import ModelSettings, Session
 from edgereason.ui.app import ChatApp
@@ -50,7 +49,7 @@ def test_relay_holds_token_events_and_flushes_before_step_events() -> None:
     assert sent[-1] == NodeExtended("r", 2, "x", 1)
 
 
-def test_state_follows_node_lifecycle() -> None:
+def test_state_mirrors_node_status_events() -> None:
     state = SearchState("q")
     state.apply(NodeAdded("r", 0, None, 0, 2, False))
     assert state.apply(NodeAdded("r", 1, 0, 1, 1, False)) == [1]
@@ -58,19 +57,23 @@ def test_state_follows_node_lifecycle() -> None:
     assert state.apply(NodeExtended("r", 1, "step one", 2)) == []  # text does not touch the tree line
     assert state.latest == 1
     state.apply(StepFinished("r", 1, "step"))
-    assert state.nodes[1].status == "waiting"
+    state.apply(NodeStatus("r", 1, "waiting"))
+    assert state.nodes[1].status == "waiting" and state.nodes[1].finish == "step"
     state.apply(NodeScored("r", 1, 0.9))
+    state.apply(NodeStatus("r", 1, "verified"))
     state.apply(NodeScored("r", 2, 0.2))
     assert state.nodes[1].status == "verified" and state.best_path() == {1}
-    state.apply(NodeSelected("r", 1, 1))
-    state.apply(NodePruned("r", 2, "selection"))
+    assert state.apply(NodeSelected("r", 1, 1)) == []  # the status event says what selection did
+    state.apply(NodeStatus("r", 1, "selected"))
+    state.apply(NodeStatus("r", 2, "pruned", "selection"))
     state.apply(NodeAdded("r", 3, 1, 2, 1, True))
     assert state.nodes[3].status == "speculative" and state.nodes[1].children == [3]
-    state.apply(NodeConfirmed("r", 3))
-    assert [n.status for n in state.nodes.values()] == ["prompt", "selected", "pruned", "generating"]
+    state.apply(NodeStatus("r", 3, "generating"))
+    assert [n.status for n in state.nodes.values()] == ["prefill", "selected", "pruned", "generating"]
+    assert state.nodes[2].prune_rule == "selection"
     state.apply(StepFinished("r", 3, "answer"))
     state.apply(NodeScored("r", 3, 0.7))
-    state.apply(NodeSelected("r", 3, 1))
+    state.apply(NodeStatus("r", 3, "complete"))
     assert state.nodes[3].status == "complete"
     assert [n.id for n in state.path(3)] == [1, 3] and state.best_path() == {1, 3}
 
@@ -100,12 +103,12 @@ async def test_tree_hides_pruned_until_toggled_and_marks_best_path() -> None:
         tree = pilot.app.query_one(SearchTree)
         tree.reset(state)
         for event in events + [StepFinished("r", 1, "step"), NodeScored("r", 1, 0.9),
-                               NodeScored("r", 2, 0.1)]:
+                               NodeStatus("r", 1, "verified"), NodeScored("r", 2, 0.1)]:
             tree.update_nodes(state.apply(event))
         assert set(tree._lines) == {1, 2, 3}
         assert str(tree._lines[1].label).startswith("◆ 0.90")
         assert "on #1f3a2a" in str(tree._lines[1].label.spans)  # best path band
-        for event in [NodePruned("r", 2, "selection"), NodePruned("r", 3, "parent")]:
+        for event in [NodeStatus("r", 2, "pruned", "selection"), NodeStatus("r", 3, "pruned", "selection")]:
             tree.update_nodes(state.apply(event))
         assert set(tree._lines) == {1}
         tree.toggle_pruned()

@@ -10,7 +10,6 @@ from edgereason.ui.latex import latex_to_text
 from edgereason.ui.state import SearchState, StepView
 
 LOOK: dict[str, tuple[str, str]] = {  # status -> (glyph, style)
-    "prompt": ("?", "bold"),
     "generating": ("…", "yellow"),
     "speculative": ("◇", "magenta"),
     "waiting": ("○", "cyan"),
