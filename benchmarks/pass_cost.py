@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 from edgereason import models
-from edgereason.backends.llamacpp.runtime import load_model
+from edgereason.backends.llamacpp.model import load_model
 from edgereason.memory.measure import measure_decode, measure_prefill
 
 

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 from edgereason import models
-from edgereason.backends.llamacpp.runtime import LlamaModel
+from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.memory import default_device_id
 from edgereason.memory.measure import Curve, measure_decode
 from edgereason.policy import Policy, parse_policy

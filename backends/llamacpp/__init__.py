@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgereason.backends.llamacpp.generator import LlamaGenerator
-from edgereason.backends.llamacpp.runtime import LlamaModel, load_model, physical_cores
+from edgereason.backends.llamacpp.model import LlamaModel, load_model, physical_cores
 from edgereason.backends.llamacpp.verifier import LlamaVerifier
 from edgereason.backends.prm_format import prm_format
 from edgereason.errors import ConfigError

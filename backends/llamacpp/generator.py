@@ -10,7 +10,8 @@ from typing import Sequence
 import numpy as np
 
 from edgereason.backends.llamacpp.device_sampling import Candidates
-from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext, KVMemoryOf, LlamaModel
+from edgereason.backends.llamacpp.model import LlamaModel
+from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext, KVMemoryOf
 from edgereason.config import SamplingParams
 from edgereason.protocols import BatchEntry, SeqId
 from edgereason.sampling import sample, sample_candidates

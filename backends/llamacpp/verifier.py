@@ -18,7 +18,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext, KVMemoryOf, LlamaModel
+from edgereason.backends.llamacpp.model import LlamaModel
+from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext, KVMemoryOf
 from edgereason.backends.prm_format import PRMFormat, prompt_for
 from edgereason.errors import ConfigError, OutOfMemoryError
 from edgereason.protocols import ScoreRequest, ScoreResult, VerifierStats

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from edgereason.backends.llamacpp.runtime import load_vocab
+from edgereason.backends.llamacpp.model import load_vocab
 from edgereason.backends.prm_format import prm_format
 from edgereason.backends.remote.client import CompletionClient, RemoteError
 from edgereason.backends.remote.generator import RemoteGenerator

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 import llama_cpp.llama_cpp as L
 
-from edgereason.backends.llamacpp.runtime import LlamaModel
+from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.remote.client import CompletionClient, RemoteError
 from edgereason.config import SamplingParams
 from edgereason.protocols import BatchEntry, SeqId

@@ -3,14 +3,14 @@
 
 ggml repacks weights for Intel AMX where the CPU advertises it, and its AMX matmul dies with a general protection
 fault on VMs that advertise AMX without enabling it; the stock server then dies on its first completion. Here the
-weights keep their plain layout on such CPUs, as `edgereason.backends.llamacpp.runtime.LlamaModel` does.
+weights keep their plain layout on such CPUs, as `edgereason.backends.llamacpp.model.LlamaModel` does.
 """
 
 from __future__ import annotations
 
 import llama_cpp.llama_cpp as L
 
-from edgereason.backends.llamacpp.runtime import _cpu_advertises_amx
+from edgereason.backends.llamacpp.model import _cpu_advertises_amx
 
 _default_params = L.llama_model_default_params
 

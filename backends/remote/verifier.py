@@ -17,7 +17,7 @@ import math
 import time
 from typing import Any, Sequence
 
-from edgereason.backends.llamacpp.runtime import LlamaModel
+from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.prm_format import PRMFormat, prompt_for
 from edgereason.backends.remote.client import CompletionClient, RemoteError
 from edgereason.errors import ConfigError

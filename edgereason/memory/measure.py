@@ -13,7 +13,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext, LlamaModel
+from edgereason.backends.llamacpp.model import LlamaModel
+from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext
 
 Progress = Callable[[str], None]
 

@@ -11,7 +11,7 @@ from typing import Callable
 
 from edgereason import models
 from edgereason.backends.llamacpp import require_gpu
-from edgereason.backends.llamacpp.runtime import LlamaModel, load_model, physical_cores
+from edgereason.backends.llamacpp.model import LlamaModel, load_model, physical_cores
 from edgereason.errors import ConfigError
 from edgereason.memory.device import DeviceInfo, auto_budget, read_device
 from edgereason.memory.measure import Curve, Progress, measure_decode

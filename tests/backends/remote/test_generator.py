@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from edgereason.backends.llamacpp.runtime import load_vocab
+from edgereason.backends.llamacpp.model import load_vocab
 from edgereason.backends.remote import Endpoint, RemoteError, open_generator, open_verifier
 from edgereason.backends.remote.generator import RemoteGenerator
 from edgereason.config import SamplingParams, SearchConfig
@@ -73,7 +73,7 @@ def test_one_round_trip_per_step_and_each_plan_position_drawn_once(scripted) -> 
             if gen.token_piece(nxt[0]).endswith(b"\n\n"):
                 gen.step([BatchEntry(kid, nxt)], [0], sp)
                 break
-        texts.append(gen.detokenize(gen._seqs[kid].tokens[len(prompt):]))
+        texts.append(gen.vocab.detokenize(gen._seqs[kid].tokens[len(prompt):]))
     assert len(client.bodies) == 3
     assert sorted(texts) == sorted(t + "\n\n" for t in ["Two plus two is four.", "Four it is.", "It is 4."])
 
