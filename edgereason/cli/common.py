@@ -133,7 +133,7 @@ def add_search_args(p: argparse.ArgumentParser, beams_default: int = 4, strategy
     g.add_argument("--strategy", default=strategy_default, choices=STRATEGIES,
                    help=f"search strategy (default {strategy_default})")
     g.add_argument("--beams", type=beam_count, default=beams_default, metavar="N",
-                   help=f"beam size N (default {beams_default})")
+                   help=f"candidates N: the beam size, or the samples of best-of-n (default {beams_default})")
     g.add_argument("--width", type=int, default=4, help="beam width M: children per kept candidate (default 4)")
     g.add_argument("--max-steps", type=int, default=40, help="reasoning steps per path (default 40)")
     g.add_argument("--max-step-tokens", type=int, default=2048, help="tokens per step (default 2048)")
