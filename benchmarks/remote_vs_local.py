@@ -34,7 +34,6 @@ def run_one(engine: Engine, problem, config: SearchConfig, clients: list) -> dic
     t0 = time.perf_counter()
     result = engine.solve(problem.problem, config)
     wall = time.perf_counter() - t0
-    engine.forget(engine.requests[-1])
     m = result.metrics
     row = {"id": problem.id, "status": result.status, "correct": bool(result.answer is not None and
                                                                      answers_match(result.answer, problem.answer)),
@@ -81,6 +80,7 @@ def main() -> None:
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument("--dataset", default=str(DATA))
     p.add_argument("--limit", type=int, default=10)
+    p.add_argument("--offset", type=int, default=0, help="problems to skip first (to extend an earlier run)")
     p.add_argument("--beams", type=int, default=8)
     p.add_argument("--width", type=int, default=4)
     p.add_argument("--max-steps", type=int, default=8)
@@ -100,7 +100,7 @@ def main() -> None:
     rver = open_verifier(path, "judge", endpoint)
     remote = Engine(rgen, rver, parse_policy("baseline"))
     rows: dict[str, list[dict]] = {"local": [], "remote": []}
-    for i, problem in enumerate(load_problems(args.dataset, limit=args.limit)):
+    for i, problem in enumerate(load_problems(args.dataset, limit=args.limit, offset=args.offset)):
         order = ["local", "remote"] if i % 2 == 0 else ["remote", "local"]
         for side in order:
             engine, clients = (local, []) if side == "local" else (remote, [rgen.client, rver.client])
