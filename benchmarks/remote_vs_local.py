@@ -4,7 +4,7 @@ Reports throughput, goodput and latency per side, and for the remote side what t
 the engine waited on the server against the server-side generation it paid for.
 
     python -m edgereason.backends.remote.llamacpp_server --model $(edgereason models path smollm2-135m) \\
-        --host 127.0.0.1 --port 18431 --n_ctx 8192 --n_threads 2 --n_threads_batch 2 --logits_all true &
+        --host 127.0.0.1 --port 18431 --n_ctx 8192 --n_threads 2 --n_threads_batch 2 &
     python benchmarks/remote_vs_local.py --base-url http://127.0.0.1:18431 --limit 10 --beams 8 \\
         --out benchmarks/results/remote-vs-local
 """
