@@ -17,29 +17,15 @@ import sys
 from pathlib import Path
 
 from edgereason.grading import answers_match
-
-
-def _buckets(paths: list[dict], weight) -> list[tuple[str, float, int]]:
-    """(answer, total weight, rank of its best candidate) per distinct answer."""
-    out: list[tuple[str, float, int]] = []
-    for rank, p in enumerate(paths):
-        if p["answer"] is None:
-            continue
-        for i, (ans, w, r) in enumerate(out):
-            if answers_match(ans, p["answer"]):
-                out[i] = (ans, w + weight(p), r)
-                break
-        else:
-            out.append((p["answer"], weight(p), rank))
-    return out
+from edgereason.result import FinalPath, vote
 
 
 def pick(paths: list[dict], rule: str) -> str | None:
+    """The engine's own rule (edgereason/result.py) on a results.json candidate list."""
     if rule == "best":
         return paths[0]["answer"] if paths else None
-    weight = (lambda p: p["score"] * p["potential"]) if rule == "weighted" else (lambda p: p["potential"])
-    buckets = _buckets(paths, weight)
-    return max(buckets, key=lambda b: (b[1], -b[2]))[0] if buckets else None
+    finals = [FinalPath([], p["score"], p["answer"], i, p["potential"]) for i, p in enumerate(paths)]
+    return vote(finals, by_score=rule == "weighted")
 
 
 def rules_table(dirs: list[str]) -> dict[str, dict]:
