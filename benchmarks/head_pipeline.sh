@@ -10,7 +10,8 @@
 #   PHASE: rollouts | mc | features | train | eval   MODEL: registry name   DATA_DIR: holds gsm8k_train/test.jsonl
 # Settings (environment): SHARDS (16), OFFSET (first train problem, 0), TRAIN (train problems, 1200), ROUND (name of
 #   this round's rollout files, r0), SECONDS_BOX (time box of rollouts/mc, 300), MC_PROBLEMS (per shard, 12),
-#   EVAL (test problems, 200), EVAL_CONFIGS (greedy,bo8-judge,beam8-head), BEAM_POLICIES (baseline,edge),
+#   EVAL (test problems, 200), EVAL_CONFIGS (greedy,bo8-judge,beam8-head; also bo8-head, beam8w2-head, dvts8-head),
+#   BEAM_POLICIES (baseline,edge),
 #   HEAD (head file for eval, WORK/head-MODEL.safetensors), DEVICE_SAMPLING (auto), EXTRA (more flags for every
 #   engine command, e.g. "--max-steps 2" for a dry run)
 set -uo pipefail
@@ -64,6 +65,8 @@ eval)
     [bo8-judge]="--strategy best-of-n --beams 8 --vote weighted --prm-format judge --policies baseline"
     [bo8-head]="--strategy best-of-n --beams 8 --vote weighted --prm-format head --prm-head $head --policies baseline"
     [beam8-head]="--beams 8 --width 4 --vote weighted --prm-format head --prm-head $head --policies ${BEAM_POLICIES:-baseline,edge}"
+    [beam8w2-head]="--beams 8 --width 2 --vote weighted --prm-format head --prm-head $head --policies ${BEAM_POLICIES:-baseline,edge}"
+    [dvts8-head]="--strategy dvts --beams 8 --width 2 --vote weighted --prm-format head --prm-head $head --policies baseline"
   )
   IFS=, read -r -a names <<<"${EVAL_CONFIGS:-greedy,bo8-judge,beam8-head}"
   for i in $(seq 0 $((shards - 1))); do

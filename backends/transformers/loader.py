@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
 from edgereason.errors import ConfigError, ModelError
 from edgereason.value_head import ValueHead
 
@@ -33,7 +34,8 @@ Readout = Callable[[Any], list[float]]  # hidden states [n, h] -> n scores in [0
 
 
 def import_torch() -> Any:
-    """torch, or one ConfigError line saying which extra to install."""
+    """torch, or one ConfigError line saying which extra to install or why torch cannot join this process."""
+    require_one_cxx_runtime("an hf: PRM loads torch into this process", "use a GGUF PRM on llama.cpp")
     try:
         import torch
         import transformers  # noqa: F401

@@ -16,6 +16,7 @@ Scores equal one-request-at-a-time scores up to float rounding (the matmul shape
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -55,6 +56,10 @@ class TorchVerifier:
         self.fmt = fmt
         self.tokens = tokens
         self.name = f"{checkpoint.path.name}:{fmt}"
+        # transformers renamed the forward's cache argument (past_key_values -> cache); a name the forward does not
+        # take would be swallowed by its **kwargs and the prefix silently dropped
+        params = inspect.signature(checkpoint.backbone.forward).parameters
+        self._cache_kwarg = "past_key_values" if "past_key_values" in params else "cache"
         self._capacity = kv_tokens
         self._bytes_per_token = kv_bytes_per_token
         self._held: OrderedDict[str, _Held] = OrderedDict()
@@ -241,7 +246,7 @@ class TorchVerifier:
             cache = DynamicCache(self._batched_past(rows, past), config=self.checkpoint.config)
         padded = any(r.start < past or len(r.tokens) < new for r in rows)
         out = self.checkpoint.backbone(input_ids=ids, attention_mask=mask if padded else None,
-                                       position_ids=positions, cache=cache, use_cache=True)
+                                       position_ids=positions, use_cache=True, **{self._cache_kwarg: cache})
         rows_at = [i for i, r in enumerate(rows) for _ in r.read_at]
         cols_at = [p for r in rows for p in r.read_at]
         flat = self.checkpoint.readout(out.last_hidden_state[rows_at, cols_at]) if rows_at else []

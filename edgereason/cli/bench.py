@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from edgereason import __version__
+from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
 from edgereason.bench.arrivals import parse_rate
 from edgereason.bench.dataset import load_problems
 from edgereason.bench.report import prepare_out, print_compare, print_table, write_results
@@ -75,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
     splits = _items(args.split, "--split")
     if bad := [s for s in splits if s not in SPLITS]:
         raise ConfigError(f"--split takes {', '.join(SPLITS)}; got {', '.join(bad)}")
+    if not args.no_plots:
+        require_one_cxx_runtime("bench's plots load matplotlib", "pass --no-plots")
     prepare_out(Path(args.out), args.force)
     specs = [RunSpec(policy, search_config(argparse.Namespace(**{**vars(args), "beams": b})), rate, rep,
                      args.seed + rep, args.concurrency)

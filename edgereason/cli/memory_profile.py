@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from edgereason import models
+from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
 from edgereason.cli.common import beam_count, pull_progress
 from edgereason.memory.device import DEVICE_KINDS
 from edgereason.memory.profiler import Profile, run_profile
@@ -88,6 +89,8 @@ def _print_table(profile: Profile, path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.plot:
+        require_one_cxx_runtime("--plot loads matplotlib", "drop --plot")
     profile = run_profile(args.model, args.prm, args.prm_format, args.kv_budget, args.device, args.threads,
                           args.beams, args.max_step_tokens, args.width, args.requests, args.steps,
                           tuple(args.problem or SAMPLE_PROBLEMS), progress=_progress, pull_progress=pull_progress,

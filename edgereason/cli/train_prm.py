@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from edgereason import models
+from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
 from edgereason.bench.dataset import load_problems
 from edgereason.cli.common import add_search_args, pull_progress, search_config
 from edgereason.cli.progress import bar
@@ -153,6 +154,7 @@ def _train(args: argparse.Namespace, backbone: str, features_files: list[Path], 
 
     if missing := [str(f) for f in features_files if not f.is_file()]:
         raise ConfigError(f"no features at {', '.join(missing)}: run the features phase first")
+    require_one_cxx_runtime("training loads torch into this process", "train on a machine with a CPU build")
     try:
         import torch  # noqa: F401
     except ImportError:
