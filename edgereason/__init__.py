@@ -1,7 +1,7 @@
 """EdgeReason: PRM-guided test-time search with a generator and a verifier on one device."""
 
-# llama.cpp's library loads before numpy can: beside some numpy builds (seen with the numpy 2.5 that torch images
-# ship) loading it second made llama.cpp crash while loading a model.
+# llama.cpp's library loads before numpy can: a CUDA build that carries its own C++ runtime
+# (backends/llamacpp/cxx_runtime.py) crashed loading a model when numpy had loaded first.
 try:
     import llama_cpp.llama_cpp  # noqa: F401
 except KeyboardInterrupt:
