@@ -106,8 +106,9 @@ LOGITS = {"The": 9.0, "To": 8.5, "This": 8.0, "Yes": 1.0, "No": 2.0}  # P(Yes) /
 
 
 def test_a_server_with_logprobs_after_the_bias_is_read_from_the_shared_bias(smollm2_path: Path) -> None:
-    client = BiasedServer(load_vocab(str(smollm2_path)), LOGITS)
-    verifier = RemoteVerifier(client, load_vocab(str(smollm2_path)), prm_format("judge"), top_logprobs=3)  # type: ignore[arg-type]
+    vocab = load_vocab(str(smollm2_path))
+    client = BiasedServer(vocab, LOGITS)
+    verifier = RemoteVerifier(client, vocab, prm_format("judge"), top_logprobs=3)  # type: ignore[arg-type]
     got = verifier.score([ScoreRequest("r", "What is 2 + 2?", ["2 + 2 = 4."], [0])])
     # raising Yes alone would give P(Yes) = 1 here: only the shared bias's answer may be read
     assert got[0].scores == pytest.approx([1 / (1 + math.e)], abs=1e-9)
@@ -115,8 +116,9 @@ def test_a_server_with_logprobs_after_the_bias_is_read_from_the_shared_bias(smol
 
 
 def test_a_server_that_ignores_logit_bias_is_one_clear_line(smollm2_path: Path) -> None:
-    client = BiasedServer(load_vocab(str(smollm2_path)), LOGITS, honours_bias=False)
-    verifier = RemoteVerifier(client, load_vocab(str(smollm2_path)), prm_format("judge"), top_logprobs=3)  # type: ignore[arg-type]
+    vocab = load_vocab(str(smollm2_path))
+    client = BiasedServer(vocab, LOGITS, honours_bias=False)
+    verifier = RemoteVerifier(client, vocab, prm_format("judge"), top_logprobs=3)  # type: ignore[arg-type]
     with pytest.raises(RemoteError, match=r"ignored `logit_bias` \(it sampled 'The', not 'Yes'\)") as err:
         verifier.score([ScoreRequest("r", "What is 2 + 2?", ["2 + 2 = 4."], [0])])
     assert "\n" not in str(err.value)
@@ -124,8 +126,8 @@ def test_a_server_that_ignores_logit_bias_is_one_clear_line(smollm2_path: Path) 
 
 def test_top_logprobs_is_checked(smollm2_path: Path) -> None:
     with pytest.raises(ConfigError, match="top_logprobs must be in 1..20"):
-        RemoteVerifier(BiasedServer(load_vocab(str(smollm2_path)), LOGITS), load_vocab(str(smollm2_path)),  # type: ignore[arg-type]
-                       prm_format("judge"), top_logprobs=21)
+        vocab = load_vocab(str(smollm2_path))
+        RemoteVerifier(BiasedServer(vocab, LOGITS), vocab, prm_format("judge"), top_logprobs=21)  # type: ignore[arg-type]
 
 
 def test_the_value_head_cannot_be_served(smollm2_path: Path) -> None:
