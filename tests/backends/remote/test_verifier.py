@@ -125,9 +125,10 @@ def test_a_server_that_ignores_logit_bias_is_one_clear_line(smollm2_path: Path) 
 
 
 def test_top_logprobs_is_checked(smollm2_path: Path) -> None:
+    vocab = load_vocab(str(smollm2_path))
+    server = BiasedServer(vocab, LOGITS)
     with pytest.raises(ConfigError, match="top_logprobs must be in 1..20"):
-        vocab = load_vocab(str(smollm2_path))
-        RemoteVerifier(BiasedServer(vocab, LOGITS), vocab, prm_format("judge"), top_logprobs=21)  # type: ignore[arg-type]
+        RemoteVerifier(server, vocab, prm_format("judge"), top_logprobs=21)  # type: ignore[arg-type]
 
 
 def test_the_value_head_cannot_be_served(smollm2_path: Path) -> None:
