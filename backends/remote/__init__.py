@@ -15,7 +15,7 @@ from edgereason.backends.llamacpp.model import load_vocab
 from edgereason.backends.prm_format import prm_format
 from edgereason.backends.remote.client import CompletionClient, RemoteError
 from edgereason.backends.remote.generator import RemoteGenerator
-from edgereason.backends.remote.verifier import RemoteVerifier
+from edgereason.backends.remote.verifier import TOP_LOGPROBS, RemoteVerifier
 from edgereason.backends.remote.settings import DEFAULT_STEP_TOKENS, Endpoint, RemoteSettings
 
 def open_generator(vocab_path: Path, endpoint: Endpoint, context_tokens: int,
@@ -29,11 +29,12 @@ def open_generator(vocab_path: Path, endpoint: Endpoint, context_tokens: int,
     return RemoteGenerator(client, load_vocab(str(vocab_path)), context_tokens, step_tokens)
 
 
-def open_verifier(vocab_path: Path, prm_format_name: str, endpoint: Endpoint) -> RemoteVerifier:
+def open_verifier(vocab_path: Path, prm_format_name: str, endpoint: Endpoint,
+                  top_logprobs: int = TOP_LOGPROBS) -> RemoteVerifier:
     fmt = prm_format(prm_format_name)
     client = CompletionClient(endpoint)
     try:
-        verifier = RemoteVerifier(client, load_vocab(str(vocab_path)), fmt)
+        verifier = RemoteVerifier(client, load_vocab(str(vocab_path)), fmt, top_logprobs)
         client.model  # noqa: B018 - as above
     except Exception:
         client.close()

@@ -29,7 +29,8 @@ current step cannot be cut short: the engine waits for each step's completion, s
 between steps (an error, a deadline or Ctrl-C does cancel every request in flight); the value-head PRM (--prm-format
 head) cannot be served (a server returns 20 log-probabilities, not thousands of logits); KV budgets, eviction
 and the memory profile do not apply to a served model (the server manages its own KV); --policy auto runs
-baseline."""
+baseline. A served PRM is read from the top-20 logprobs of the next token, and with logit_bias where its good or
+bad token is not among them: the server must support both on /v1/completions."""
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:

@@ -1,43 +1,134 @@
-"""The served PRM: judge scores from the next token's logprobs, as the local llama.cpp verifier reads them."""
+"""The served PRM: judge scores from the next token's logprobs, as the local llama.cpp verifier reads them, and
+from a logit_bias round where Yes or No is outside the top logprobs."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from edgereason.backends.llamacpp import LlamaVerifier
+from edgereason.backends.llamacpp.model import load_vocab
 from edgereason.backends.prm_format import prm_format
-from edgereason.backends.remote import Endpoint, open_verifier
+from edgereason.backends.remote import Endpoint, RemoteError, open_verifier
+from edgereason.backends.remote.verifier import RemoteVerifier
 from edgereason.errors import ConfigError
 from edgereason.protocols import ScoreRequest
 
 from remote_server import LocalServer
 
 STEPS = ["12 * 7 = 84.", "84 - 5 = 79.", "The answer is \\boxed{79}."]
+REQUESTS = [ScoreRequest("r/1", "What is 12 * 7 - 5?", STEPS, [0, 1, 2]),
+            ScoreRequest("r/2", "What is 2 + 2?", ["2 + 2 = 5."], [0])]
+
+
+def local_scores(smollm2) -> list[list[float]]:
+    local = LlamaVerifier(smollm2, prm_format("judge"), 2048)
+    try:
+        return [r.scores for r in local.score(REQUESTS)]
+    finally:
+        local.close()
 
 
 @pytest.mark.slow
 def test_judge_scores_match_the_local_verifier(server: LocalServer, smollm2_path: Path, smollm2) -> None:
     remote = open_verifier(smollm2_path, "judge", Endpoint(server.url))
     try:
-        got = remote.score([ScoreRequest("r/1", "What is 12 * 7 - 5?", STEPS, [0, 1, 2]),
-                            ScoreRequest("r/2", "What is 2 + 2?", ["2 + 2 = 5."], [0])])
-        assert [len(r.scores) for r in got] == [3, 1]
-        # one request per step score, all in one round; "What is 2 + 2?" has neither Yes nor No in its top 20 (SmolLM2
-        # cannot judge), so a second round reads them from the echoed prompt
-        first, echoed = remote.client.stats.per_batch
-        assert first == 4 and echoed >= 2
+        got = [r.scores for r in remote.score(REQUESTS)]
+        # one request per step score, all in one round; "What is 2 + 2?" has neither Yes nor No in its top 20 and
+        # the first step of the other no No (SmolLM2 cannot judge), so a second round reads those two scores with
+        # logit_bias: three requests each
+        assert [len(s) for s in got] == [3, 1]
+        assert remote.client.stats.per_batch == [4, 6] and remote.biased_scores == 2
     finally:
         remote.close()
-    local = LlamaVerifier(smollm2, prm_format("judge"), 2048)
-    want = local.score([ScoreRequest("r/1", "What is 12 * 7 - 5?", STEPS, [0, 1, 2]),
-                        ScoreRequest("r/2", "What is 2 + 2?", ["2 + 2 = 5."], [0])])
-    local.close()
-    for g, w in zip(got, want):
-        # the same prompt and model; numerics differ (SmolLM2 Q4_1: flash attention alone moves a score by 0.03,
-        # the server runs without it, on other batch shapes)
-        assert g.scores == pytest.approx(w.scores, abs=0.1)
+    # the same prompt and model; numerics differ (SmolLM2 Q4_1: flash attention alone moves a score by 0.03, the
+    # server runs without it, on other batch shapes)
+    for g, w in zip(got, local_scores(smollm2)):
+        assert g == pytest.approx(w, abs=0.1)
+
+
+@pytest.mark.slow
+def test_scores_outside_the_top_logprobs_read_with_logit_bias(server: LocalServer, smollm2_path: Path,
+                                                               smollm2) -> None:
+    """With one top logprob a request, at most one of Yes and No is in any answer: every score goes through the
+    logit_bias round, on llama-cpp-python's server whose logprobs are the model's own, before the bias."""
+    full = open_verifier(smollm2_path, "judge", Endpoint(server.url))
+    one = open_verifier(smollm2_path, "judge", Endpoint(server.url), top_logprobs=1)
+    try:
+        want = [r.scores for r in full.score(REQUESTS)]
+        got = [r.scores for r in one.score(REQUESTS)]
+        assert one.client.stats.per_batch == [4, 12] and one.biased_scores == 4
+    finally:
+        full.close()
+        one.close()
+    for g, w in zip(got, want):  # the same server and prompts: the same scores, however they were read
+        assert g == pytest.approx(w, abs=0.01)
+    for g, w in zip(got, local_scores(smollm2)):
+        assert g == pytest.approx(w, abs=0.1)
+
+
+class BiasedServer:
+    """A scripted server over a five-token vocabulary whose logprobs are taken after logit_bias (as OpenAI's are),
+    or one that ignores logit_bias; temperature 0 samples the likeliest token."""
+
+    class endpoint:  # noqa: N801 - stands in for an Endpoint
+        root = "http://scripted"
+
+    def __init__(self, vocab, logits: dict[str, float], honours_bias: bool = True) -> None:
+        self.logits = logits
+        self.piece = {vocab.tokenize(w, add_bos=False, special=False)[0]: w for w in logits}
+        self.honours_bias = honours_bias
+        self.per_batch: list[int] = []
+
+    def complete(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        self.per_batch.append(len(bodies))
+        return [self._answer(b) for b in bodies]
+
+    def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        logits = dict(self.logits)
+        for token_id, bias in (body.get("logit_bias") or {}).items() if self.honours_bias else ():
+            logits[self.piece[int(token_id)]] += bias
+        norm = math.log(sum(math.exp(v) for v in logits.values()))
+        ranked = sorted(((v - norm, k) for k, v in logits.items()), reverse=True)
+        top = {k: v for v, k in ranked[:body["logprobs"]]}
+        sampled = ranked[0]
+        return {"choices": [{"text": sampled[1], "logprobs": {"tokens": [sampled[1]], "token_logprobs": [sampled[0]],
+                                                               "top_logprobs": [top]}}]}
+
+    def close(self) -> None:
+        pass
+
+
+LOGITS = {"The": 9.0, "To": 8.5, "This": 8.0, "Yes": 1.0, "No": 2.0}  # P(Yes) / (P(Yes) + P(No)) = 1 / (1 + e)
+
+
+def test_a_server_with_logprobs_after_the_bias_is_read_from_the_shared_bias(smollm2_path: Path) -> None:
+    vocab = load_vocab(str(smollm2_path))
+    client = BiasedServer(vocab, LOGITS)
+    verifier = RemoteVerifier(client, vocab, prm_format("judge"), top_logprobs=3)  # type: ignore[arg-type]
+    got = verifier.score([ScoreRequest("r", "What is 2 + 2?", ["2 + 2 = 4."], [0])])
+    # raising Yes alone would give P(Yes) = 1 here: only the shared bias's answer may be read
+    assert got[0].scores == pytest.approx([1 / (1 + math.e)], abs=1e-9)
+    assert client.per_batch == [1, 3]
+
+
+def test_a_server_that_ignores_logit_bias_is_one_clear_line(smollm2_path: Path) -> None:
+    vocab = load_vocab(str(smollm2_path))
+    client = BiasedServer(vocab, LOGITS, honours_bias=False)
+    verifier = RemoteVerifier(client, vocab, prm_format("judge"), top_logprobs=3)  # type: ignore[arg-type]
+    with pytest.raises(RemoteError, match=r"ignored `logit_bias` \(it sampled 'The', not 'Yes'\)") as err:
+        verifier.score([ScoreRequest("r", "What is 2 + 2?", ["2 + 2 = 4."], [0])])
+    assert "\n" not in str(err.value)
+
+
+def test_top_logprobs_is_checked(smollm2_path: Path) -> None:
+    vocab = load_vocab(str(smollm2_path))
+    server = BiasedServer(vocab, LOGITS)
+    with pytest.raises(ConfigError, match="top_logprobs must be in 1..20"):
+        RemoteVerifier(server, vocab, prm_format("judge"), top_logprobs=21)  # type: ignore[arg-type]
 
 
 def test_the_value_head_cannot_be_served(smollm2_path: Path) -> None:
