@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from edgereason.backends.llamacpp.cxx_runtime import REBUILD
 from edgereason.backends.llamacpp.generator import LlamaGenerator
 from edgereason.backends.llamacpp.model import LlamaModel, load_model, physical_cores
 from edgereason.backends.llamacpp.verifier import LlamaVerifier
@@ -43,8 +44,7 @@ def supports_gpu() -> bool:
 def require_gpu(instead: str) -> None:
     """ConfigError unless this build can offload to a GPU; `instead` says what the user can do otherwise."""
     if not supports_gpu():
-        raise ConfigError(f"this llama-cpp-python build has no GPU support; reinstall it with "
-                          f"CMAKE_ARGS=-DGGML_CUDA=on, or {instead}")
+        raise ConfigError(f"this llama-cpp-python build has no GPU support; reinstall it: {REBUILD}; or {instead}")
 
 
 def kv_bytes_per_token(path: Path, n_gpu_layers: int = 0) -> int:

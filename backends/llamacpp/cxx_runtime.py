@@ -19,6 +19,7 @@ from pathlib import Path
 from edgereason.errors import ConfigError
 
 PROBE = "_ZNSt6locale5_ImplD1Ev"  # std::locale::_Impl::~_Impl(): only libstdc++ itself defines it
+# the one CUDA install command every message gives (the README's GPU section has it too)
 REBUILD = ('CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_RUNTIME_LIBRARY=Shared '
            '-DCMAKE_SHARED_LINKER_FLAGS=-Wl,--exclude-libs,ALL" '
            'pip install --force-reinstall --no-cache-dir llama-cpp-python==0.3.36')

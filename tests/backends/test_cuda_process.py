@@ -18,7 +18,8 @@ pytestmark = pytest.mark.skipif(not (supports_gpu() and gpu_present()),
 SOLVE = ("from edgereason.cli.main import main\n"
          "assert main(['solve', 'What is 2 + 3?', '--model', 'smollm2-135m', '--gpu-layers', '999', '--beams', '2',"
          " '--max-steps', '2', '--max-step-tokens', '24', '--json']) == 0\n")
-PLOT = "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.savefig({png!r})\n"
+PLOT = ("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+        "plt.plot([1, 2])\nplt.savefig({png!r})\n")
 TORCH = "import torch\nassert float(torch.ones(3).sum()) == 3.0\n"
 
 
