@@ -64,8 +64,10 @@ def test_scores_outside_the_top_logprobs_read_with_logit_bias(server: LocalServe
     finally:
         full.close()
         one.close()
-    for g, w in zip(got, want):  # the same server and prompts: the same scores, however they were read
-        assert g == pytest.approx(w, abs=0.01)
+    # the same server and prompts, so the same scores however they were read, up to the server's numerics: its
+    # prompt cache splits a prompt's evaluation differently after other requests (a fresh-clone CI run saw 0.012)
+    for g, w in zip(got, want):
+        assert g == pytest.approx(w, abs=0.02)
     for g, w in zip(got, local_scores(smollm2)):
         assert g == pytest.approx(w, abs=0.1)
 
