@@ -1,7 +1,9 @@
 """Throughput curves measured on the real model: generator decode vs concurrent sequences, PRM prefill vs
 batch tokens. Each point is the fastest of several timed forward passes after a warm-up: other work on a shared
 CPU only ever slows a pass down, so the fastest pass is the best estimate of the model's own speed. A small KV
-context is enough, since speed depends on the batch, not on the cache size.
+context is used: speed depends mostly on the batch. Cells that other sequences hold cost every pass something too
+(the attention mask and scan cover them: 1.28x for 32 rows beside 22,528 cells on an H200, benchmarks/kv_span.py),
+which the curves leave out.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from edgereason.backends.llamacpp.device_sampling import Candidates
 from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext
 
@@ -56,16 +59,20 @@ def _report(progress: Progress | None, label: str, unit: str, points: list[tuple
 
 
 def measure_decode(model: LlamaModel, ns: Sequence[int], steps: int = 8, n_threads: int | None = None,
-                   progress: Progress | None = None) -> Curve:
+                   progress: Progress | None = None, top_k: int = 0) -> Curve:
     """For each n, n sequences forked from one short prompt decode one token each per forward pass (greedy).
+    top_k: the device-side cut the engine's generator uses (0: whole rows to the host), which changes what a row
+    costs.
 
     The points are measured round-robin, one pass each per round, so a burst of outside load hits them alike."""
     prompt = model.tokenize(FILLER, add_bos=model.add_bos)
-    ctx = KVContext(model, n_ctx=len(prompt) + sum(ns) * (steps + 1), n_seq_max=sum(ns) + 1, n_threads=n_threads)
+    ctx = KVContext(model, n_ctx=len(prompt) + sum(ns) * (steps + 1), n_seq_max=sum(ns) + 1, n_threads=n_threads,
+                    top_k=top_k)
     next_tok: dict[int, int] = {}
 
-    def on_logits(seq: object, logits: np.ndarray) -> None:
-        next_tok[seq] = int(np.argmax(logits))  # type: ignore[index]
+    def on_logits(seq: object, row: np.ndarray | Candidates) -> None:
+        best = row.ids[np.argmax(row.logits)] if isinstance(row, Candidates) else np.argmax(row)
+        next_tok[seq] = int(best)  # type: ignore[index]
 
     try:
         root = ctx.new_seq()

@@ -13,6 +13,7 @@ from edgereason import models
 from edgereason.backends.llamacpp import require_gpu
 from edgereason.backends.llamacpp.model import LlamaModel, load_model, physical_cores
 from edgereason.errors import ConfigError
+from edgereason.gpu import DEFAULT_TOP_K, device_top_k
 from edgereason.memory.device import DeviceInfo, auto_budget, read_device
 from edgereason.memory.measure import Curve, Progress, measure_decode
 from edgereason.memory.prm import ProfiledPRM, llama_prm, torch_prm
@@ -36,6 +37,7 @@ class MeasurePoints:
 
 # A GPU keeps gaining from far larger batches (SpecScale saw PRM prefill saturate near 2,048 tokens).
 GPU_POINTS = MeasurePoints((1, 2, 4, 8, 16, 32, 64), 8, (128, 256, 512, 1024, 2048, 4096, 8192), 3)
+MAX_DECODE_SEQS = 128  # measure_decode holds every point's sequences at once: 255 with GPU_POINTS, llama.cpp's cap 256
 DEFAULT_BEAMS = {"cpu": 4, "gpu": 8}  # design.md section 3
 TYPICAL_STEP_TOKENS = 64  # for the budget check before the sample search measures the real step length
 
@@ -121,7 +123,10 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "auto", budge
     if progress and budget_bytes > device.free_bytes:
         progress(f"warning: the budget is more than the {format_size(device.free_bytes)} free on this device")
     points = points or (GPU_POINTS if device.kind == "gpu" else MeasurePoints())
-    gen_curve = measure_decode(gen_model, points.decode_seqs, points.decode_steps, threads, progress)
+    # up to every sequence of the workload at once: the split model reads the curve at R*N (clamped beyond it)
+    decode_seqs = sorted(set(points.decode_seqs) | {min(workload.sequences, MAX_DECODE_SEQS)})
+    top_k = device_top_k("auto", DEFAULT_TOP_K, n_gpu_layers)  # the generator's rows as a session cuts them
+    gen_curve = measure_decode(gen_model, decode_seqs, points.decode_steps, threads, progress, top_k)
     ver_curve = prm.measure(points.prefill_tokens, points.prefill_reps, threads, progress)
     if progress:
         progress(f"sample search: {workload.requests} x {workload.beams} beams, width {workload.width}, "

@@ -10,8 +10,11 @@ Generator with G KV tokens: a generator short of W runs its R*N sequences in wav
 gen_time = R*N*S / gen_tps(R*N / waves). It is infeasible when one path of D steps (P + D*S) does not fit.
 
 PRM with V KV tokens: holding W, it scores each step's R*N new segments in one call per search, prm_time =
-R*N*s / prm_tps(N*s). Short of W it thrashes: every path, of the mean depth D/2, is rebuilt in calls of at most V
-tokens. It is infeasible when one path of D steps (H + D*s) does not fit.
+R*N*s / prm_tps(N*s). Short of W it drops least recently used paths and rebuilds them: a step evaluates the new
+segments plus the shortfall (W - V) / W of the extra it would take to rebuild every path of the mean depth D/2, in
+calls of at most V tokens. (A cliff, every path rebuilt as soon as V < W, predicted 6.3x the tokens on an H200 where
+a PRM 22% short evaluated 2.3x the tokens of one holding its paths; this model predicts 2.2x.) It is infeasible
+when one path of D steps (H + D*s) does not fit.
 
 Predicted step time = gen_time + prm_time (the baseline engine runs them one after the other) and goodput is
 R*N*S / step time. Curves are interpolated linearly (np.interp) and clamped outside their measured range.
@@ -133,11 +136,14 @@ def _gen_time(tokens: int, decode: Curve, w: Workload) -> tuple[int, float]:
 def _prm_time(tokens: int, curve: Curve, w: Workload) -> tuple[int, float, float]:
     if tokens < w.verifier_path_tokens(w.steps - 1):
         return 0, 0.0, math.inf
+    held = w.sequences * w.verify_tokens  # each step's new segments, the paths before them held
     if tokens >= w.verifier_peak_tokens:
-        total = w.sequences * w.verify_tokens
-        return w.parents, total / w.requests, total / curve.at(total / w.requests)
-    total = w.sequences * w.verifier_path_tokens(w.steps // 2)  # thrash: every path rebuilt
-    per_call = min(float(tokens), total)
+        return w.parents, held / w.requests, held / curve.at(held / w.requests)
+    # Short of its working set the PRM drops its least recently used paths and rebuilds them when they are scored
+    # again: what it rebuilds grows with the shortfall, up to every path (of the mean depth) every step.
+    short = (w.verifier_peak_tokens - tokens) / w.verifier_peak_tokens
+    total = held + short * (w.sequences * w.verifier_path_tokens(w.steps // 2) - held)
+    per_call = min(float(tokens), total / w.requests)
     return 0, per_call, total / curve.at(per_call)
 
 

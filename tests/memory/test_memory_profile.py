@@ -81,7 +81,7 @@ def test_real_profile_run_writes_a_findable_profile(home, smollm2_path):
     assert (stored["generator_kv_tokens"] * stored["generator_kv_bytes_per_token"]
             + stored["verifier_kv_tokens"] * stored["verifier_kv_bytes_per_token"]) <= budget
     assert stored["generator_kv_bytes"] + stored["verifier_kv_bytes"] <= budget
-    assert [n for n, _ in stored["curves"]["generator"]] == [1, 2]
+    assert [n for n, _ in stored["curves"]["generator"]] == [1, 2, 4]  # TINY's points and the 4 beams at once
     assert all(tps > 0 for _, tps in stored["curves"]["verifier"])
     assert stored["lv_threshold_tokens"] in (32, 64)
     assert stored["predicted"]["best"]["step_time_s"] > 0

@@ -23,11 +23,15 @@ def test_curve_interpolates_clamps_and_saturates():
     assert curve.saturation(0.9) == 256  # 380 >= 360; 300 is not
 
 
-def test_generator_without_batching_gain_leaves_the_prm_its_full_batch():
-    best = plan_split(2000, 1, 1, FLAT_GEN, LATE_PRM, MEASURED).best
-    assert best.generator_share < 0.5
+def test_generator_without_batching_gain_gives_the_prm_room_for_its_working_set():
+    """The even split leaves the PRM 900 of its 1,000 tokens; the generator runs as fast with fewer, so the choice
+    gives the PRM its working set and a 25% larger one, and it scores each step's new segments alone."""
+    plan = plan_split(1800, 1, 1, FLAT_GEN, EARLY_PRM, MEASURED)
+    best = plan.best
+    assert best.generator_share < 0.5 and best.verifier_kv_tokens >= 1.25 * MEASURED.verifier_peak_tokens
     assert best.held_paths == MEASURED.parents
     assert best.verifier_call_tokens == MEASURED.beams * MEASURED.verify_tokens
+    assert best.step_time_s < plan.even.step_time_s
 
 
 def test_tight_budget_hedges_against_a_larger_working_set():
@@ -64,26 +68,22 @@ def test_model_by_hand():
     assert p.prm_time_s == pytest.approx(304 / 100)
 
 
-def test_prm_short_of_its_working_set_rebuilds_whole_paths():
+def test_prm_short_of_its_working_set_rebuilds_in_proportion_to_the_shortfall():
+    # 4 sequences, steps of 64 tokens (76 as PRM segments), the PRM's head 120 tokens, a working set of 576
     w = Workload(beams=4, width=2, steps=2, step_tokens=64, prompt_tokens=200, head_tokens=120,
                  generator_peak_tokens=584, verifier_peak_tokens=576)
-    p = predict(0.5, 1000, 500, DECODE, FLAT_100, w)
-    # 500 < 576: every path, of the mean depth (120 + 2 * 76 = 272 tokens), is rebuilt in calls of 500 tokens
-    assert p.held_paths == 0 and p.verifier_call_tokens == 500
-    assert p.prm_time_s == pytest.approx(4 * 272 / 100)
-    assert p.gen_time_s == pytest.approx(4 * 64 / 40)  # the generator has room for every sequence
-
-
-def test_measured_working_sets_keep_the_prm_off_its_cliff():
-    """A generator that gains nothing from batching runs as fast at every split that holds the measured PRM working
-    set (1,000 tokens): even is nominally as good as any. A PRM short of its working set thrashes, so the choice
-    leaves it room for a 25% larger one."""
-    w = Workload(beams=8, width=4, steps=4, step_tokens=40, prompt_tokens=150, head_tokens=100,
-                 generator_peak_tokens=800, verifier_peak_tokens=1000)
-    plan = plan_split(2400, 1, 1, FLAT_GEN, LATE_PRM, w)
-    assert plan.even.step_time_s == pytest.approx(plan.best.step_time_s)
-    assert plan.best.verifier_kv_tokens >= 1.25 * 1000 > plan.even.verifier_kv_tokens
-    assert plan.best.worst_step_time_s < plan.even.worst_step_time_s
+    held = 4 * 76  # holding its working set, a step evaluates the 4 new segments
+    every_path = 4 * (120 + 2 * 76)  # rebuilding every path, of the mean depth, each step
+    for tokens in (500, 272):  # 272: one path of the last step, the least that runs
+        short = (576 - tokens) / 576
+        p = predict(0.5, 1000, tokens, DECODE, FLAT_100, w)
+        assert p.held_paths == 0
+        total = held + short * (every_path - held)
+        assert p.verifier_call_tokens == pytest.approx(min(tokens, total))  # in calls of at most its KV
+        assert p.prm_time_s == pytest.approx(total / 100)
+        assert p.gen_time_s == pytest.approx(4 * 64 / 40)  # the generator has room for every sequence
+    assert predict(0.5, 1000, 576, DECODE, FLAT_100, w).prm_time_s == pytest.approx(held / 100)
+    assert predict(0.5, 1000, 271, DECODE, FLAT_100, w).feasible is False
 
 
 def test_splits_stay_within_budget_with_different_token_sizes():
