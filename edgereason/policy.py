@@ -24,6 +24,9 @@ class Policy:
     lookahead: bool = False
     # Share of the speculative tokens the non-first children of a selected candidate keep (so they diverge).
     spec_reuse_fraction: float = 0.85
+    # Speculative rows a request may run in a pass: this many times its beams, less its standard rows. 1 fills only
+    # the slots stragglers leave idle; more pays where a pass of more rows costs little more (a GPU).
+    spec_slots: float = 1.0
     # SpecScale: verify and expand a candidate as soon as its step ends; select when its sibling set is complete.
     async_expand: bool = False
     # SpecScale early pruning: rank rule and perfect-score rule.
@@ -42,6 +45,8 @@ class Policy:
     def __post_init__(self) -> None:
         if not 0.0 <= self.spec_reuse_fraction <= 1.0:
             raise ConfigError(f"spec_reuse_fraction must be in [0, 1], got {self.spec_reuse_fraction}")
+        if self.spec_slots < 0:
+            raise ConfigError(f"spec_slots must be >= 0, got {self.spec_slots}")
         if not 0.0 < self.perfect_score <= 1.0:
             raise ConfigError(f"perfect_score must be in (0, 1], got {self.perfect_score}")
         if self.lv_threshold < 0 or self.lv_max_defer < 0:
@@ -60,6 +65,7 @@ SWITCH_HELP: dict[str, str] = {
     "speculative_extension": "FastTTS: a candidate that finished its step keeps decoding in idle batch slots",
     "lookahead": "FastTTS: score a finished speculative step with the current one (needs speculative extension)",
     "spec_reuse_fraction": "share of the speculative tokens a selected candidate's other children keep (0-1)",
+    "spec_slots": "speculative rows a request may run in a pass, as a multiple of its beams less its standard rows",
     "async_expand": "SpecScale: verify and expand a candidate as soon as its step ends",
     "early_prune_rank": "SpecScale: prune a verified candidate that can no longer rank among the kept ones",
     "early_prune_perfect": "SpecScale: select at once when enough candidates reach --perfect-score",
@@ -70,8 +76,8 @@ SWITCH_HELP: dict[str, str] = {
     "lv_max_defer": "times a queued PRM request may be deferred before a lazy flush",
     "order": "scheduling order when KV memory is short",
 }
-SWITCH_METAVAR: dict[str, str] = {"spec_reuse_fraction": "FRACTION", "perfect_score": "SCORE",
-                                  "lv_threshold": "TOKENS", "lv_max_defer": "N"}
+SWITCH_METAVAR: dict[str, str] = {"spec_reuse_fraction": "FRACTION", "spec_slots": "FACTOR",
+                                  "perfect_score": "SCORE", "lv_threshold": "TOKENS", "lv_max_defer": "N"}
 
 
 PRESETS: dict[str, Policy] = {

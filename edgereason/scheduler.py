@@ -74,7 +74,7 @@ def schedule(requests: list[Request], generator: Generator, policy: Policy) -> l
     pool = sorted(((i, r, n) for i, r in enumerate(running) for n in runnable(r)),
                   key=lambda t: order_key(t[0], t[2], policy))
     standard = {r.id: sum(1 for _, q, n in pool if q is r and not is_speculative(n)) for r in running}
-    spec_room = {r.id: max(0, r.config.beams - standard[r.id]) for r in running}
+    spec_room = {r.id: max(0, int(policy.spec_slots * r.config.beams) - standard[r.id]) for r in running}
     batch: list[Work] = []
     for _, req, node in sorted(pool, key=lambda t: is_speculative(t[2])):  # stable: standard first, in order
         if is_speculative(node):

@@ -21,8 +21,9 @@ def test_presets_combine_the_techniques():
 def test_overrides_in_the_policy_string():
     p = parse_policy("edge:order=fifo:lv_threshold=128:dedup=false")
     assert (p.order, p.lv_threshold, p.dedup, p.name) == ("fifo", 128, False, "edge:order=fifo:lv_threshold=128:dedup=false")
+    assert parse_policy("edge:spec_slots=2").spec_slots == 2.0
     for bad in ("nope", "edge:order", "edge:warp=1", "edge:dedup=maybe", "edge:order=random",
-                "baseline:lookahead=true"):
+                "baseline:lookahead=true", "edge:spec_slots=-1"):
         with pytest.raises(ConfigError):
             parse_policy(bad)
 

@@ -36,6 +36,17 @@ def test_speculative_work_only_fills_the_slots_standard_work_leaves() -> None:
     assert sum(1 for _, s in picked if not s) == 4
 
 
+def test_spec_slots_give_speculation_rows_beyond_the_beams() -> None:
+    req = _request("a", beams=2)
+    for seq in (1, 2):
+        _decoding(req, seq)
+    specs = [_decoding(req, seq, speculative=True) for seq in (3, 4, 5)]
+    for factor, runs in ((1.0, 0), (1.5, 1), (2.0, 2), (0.0, 0)):
+        batch = schedule([req], FakeGenerator(), Policy(spec_slots=factor))
+        assert sum(1 for w in batch if w.node in specs) == runs, factor  # factor * 2 beams, less 2 standard rows
+        assert sum(1 for w in batch if not w.node.speculative) == 2
+
+
 def test_a_long_prompt_is_prefilled_in_chunks_and_draws_only_at_its_end() -> None:
     gen = FakeGenerator()
     req = Request("r", "q", SearchConfig(beams=4, width=2), [2] * 3000)
