@@ -2,7 +2,7 @@
 batch tokens. Each point is the fastest of several timed forward passes after a warm-up: other work on a shared
 CPU only ever slows a pass down, so the fastest pass is the best estimate of the model's own speed. A small KV
 context is used: speed depends mostly on the batch. Cells that other sequences hold cost every pass something too
-(the attention mask and scan cover them: 1.28x for 32 rows beside 22,528 cells on an H200, benchmarks/kv_span.py),
+(the attention mask and scan cover them: 1.12-1.28x for 32 rows beside 22,528 cells on an H200, kv_span.py),
 which the curves leave out.
 """
 

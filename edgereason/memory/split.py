@@ -34,8 +34,8 @@ SHARES = tuple(round(0.05 * i, 2) for i in range(1, 20))  # generator share of t
 EVEN = 0.5
 TIE = 0.01  # splits predicted within 1% of the best are equal; the one nearest even wins (least surprising)
 # A sample search measures its own problems; working sets vary from problem to problem (two word problems gave PRM
-# peaks of 828 and 1,206 tokens). A PRM short of its working set thrashes while a short generator only runs in
-# waves, so a split next to the PRM's cliff is fragile: the choice minimises the worst step time over this range.
+# peaks of 828 and 1,206 tokens), so a split that just fits the measured ones is fragile: the choice minimises the
+# worst step time over this range.
 WORKING_SET_RANGE = (0.8, 1.0, 1.25)
 
 
