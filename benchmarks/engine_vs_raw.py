@@ -17,10 +17,7 @@ from edgereason.backends.llamacpp.runtime import DecodeItem
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine import Engine
 from edgereason.policy import parse_policy
-from edgereason.backends.llamacpp.device_sampling import Candidates
-from edgereason.sampling import sample, sample_candidates
-
-import numpy as np
+from edgereason.protocols import BatchEntry
 
 PROBLEM = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for "
            "her friends every day with four. She sells the remainder at the farmers' market daily for $2 per "
@@ -28,29 +25,22 @@ PROBLEM = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast ever
 
 
 def raw_decode(gen, n_seqs: int, n_tokens: int) -> float:
-    """tok/s of plain batched decode: prompt once, n_seqs forks, one llama_decode per token step."""
+    """tok/s of plain batched decode: prompt once, n_seqs forks, one generator step (llama_decode and the draws,
+    as the engine gets them) per token, with no engine around it."""
     prompt = gen.tokenize(gen.apply_chat_template([{"role": "user", "content": PROBLEM}]))
     root = gen.new_seq()
     gen.ctx.decode([DecodeItem(root, prompt, [])], lambda *_: None)
     seqs = [gen.fork(root) for _ in range(n_seqs)]
     last = [prompt[-1]] * n_seqs
-    params = SamplingParams(temperature=0.8, seed=0)
-    rng = np.random.default_rng(0)
+    params = [SamplingParams(temperature=0.8, seed=i) for i in range(n_seqs)]
     t0 = time.perf_counter()
     for _ in range(n_tokens):
-        items = [DecodeItem(s, [t], [(0, i)]) for i, (s, t) in enumerate(zip(seqs, last))]
-        gen.ctx.decode(items, lambda i, row: last.__setitem__(i, draw(row, params, rng)))
+        draws = gen.step([BatchEntry(s, [t]) for s, t in zip(seqs, last)], [1] * n_seqs, params)
+        last = [d[0] for d in draws]
     dt = time.perf_counter() - t0
     for s in seqs + [root]:
         gen.free(s)
     return n_seqs * n_tokens / dt
-
-
-def draw(row, params: SamplingParams, rng: np.random.Generator) -> int:
-    """The engine's own draw: over the device's top-k candidates in a top-k context, else over the whole row."""
-    if isinstance(row, Candidates):
-        return sample_candidates(row.ids, row.logits, 1, params, rng)[0]
-    return sample(row, 1, params, rng)[0]
 
 
 def engine_search(gen, ver, policy: str, beams: int, width: int, steps: int) -> tuple[float, float]:

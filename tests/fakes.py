@@ -116,7 +116,7 @@ class FakeGenerator:
                 cells.append(self._cell)
                 self.tokens[self._cell] = tok
             history = [self.tokens[c] for c in cells]
-            out.append(sample(self.logits(history), n, p, np.random.default_rng(p.seed)))
+            out.append(sample(self.logits(history), n, p))
         return out
 
 

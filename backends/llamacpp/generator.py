@@ -14,7 +14,7 @@ from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext, KVMemoryOf
 from edgereason.config import SamplingParams
 from edgereason.protocols import BatchEntry, SeqId
-from edgereason.sampling import sample, sample_candidates
+from edgereason.sampling import by_id, sample, sample_rows
 
 
 class LlamaGenerator(KVMemoryOf):
@@ -87,16 +87,23 @@ class LlamaGenerator(KVMemoryOf):
         out: list[list[int]] = [[] for _ in batch]
         items = [DecodeItem(e.seq, e.tokens, [(len(e.tokens) - 1, i)] if samples[i] > 0 else [])
                  for i, e in enumerate(batch)]
+        rows: list[Candidates] = []
+        entries: list[int] = []
 
         def on_logits(i: object, row: np.ndarray | Candidates) -> None:
-            # one stream per entry, seeded by the caller: draws do not depend on what else is in the batch
-            rng = np.random.default_rng(params[i].seed)  # type: ignore[index]
-            if isinstance(row, Candidates):
-                out[i] = sample_candidates(row.ids, row.logits, samples[i], params[i], rng)  # type: ignore[index]
-            else:
-                out[i] = sample(row, samples[i], params[i], rng)  # type: ignore[index]
+            if isinstance(row, Candidates):  # drawn below, all rows of the pass at once
+                entries.append(i)  # type: ignore[arg-type]
+                rows.append(row)
+            else:  # a whole row is valid only here; each row alone (a batch of 152k-wide rows misses the cache)
+                out[i] = sample(row, samples[i], params[i])  # type: ignore[index]
 
         self.ctx.decode(items, on_logits)
+        if rows:
+            # each entry draws from its own stream, seeded by the caller: draws do not depend on the batch
+            ids, logits = by_id(np.stack([r.ids for r in rows]), np.stack([r.logits for r in rows]))
+            draws = sample_rows(ids, logits, [samples[i] for i in entries], [params[i] for i in entries])
+            for i, tokens in zip(entries, draws):
+                out[i] = tokens
         return out
 
     def close(self) -> None:

@@ -61,7 +61,7 @@ class KVContext:
         self.model = model
         # top_k > 0: the backend cuts each requested row to its k best logits in the graph, and decode hands
         # on_logits a Candidates (ids [k], logits [k]) instead of the vocabulary-sized row
-        self.top_k = TopKSamplers(top_k, n_seq_max) if top_k else None
+        self.top_k = TopKSamplers(min(top_k, model.n_vocab), n_seq_max) if top_k else None
         if self.top_k:
             self.top_k.attach(params)
         with interrupts.deferred():  # llama.cpp logs through a Python callback while it builds the context
@@ -192,10 +192,12 @@ class KVContext:
                 self._next_cell += 1
                 self._seqs[seq].cells.append(cell)
                 self._refs[cell] = 1
+            if self.top_k and rows:
+                ids, logits = self.top_k.read(self.ptr, [i for i, _ in rows])
+                for r, (_, tag) in enumerate(rows):
+                    on_logits(tag, Candidates(ids[r], logits[r]))
+                continue
             for i, tag in rows:
-                if self.top_k:
-                    on_logits(tag, self.top_k.read(self.ptr, i))
-                    continue
                 ptr = L.llama_get_logits_ith(self.ptr, i)
                 on_logits(tag, np.ctypeslib.as_array(ptr, shape=(self.model.n_vocab,)))
         return total
