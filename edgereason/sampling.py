@@ -19,6 +19,7 @@ from edgereason.config import SamplingParams
 # its probability, so all of a 152k vocabulary together miss less than 2e-8 of the mass.
 CUTOFF = 30.0
 
+_MASK64 = 0xFFFFFFFFFFFFFFFF
 _GOLDEN, _M1, _M2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
@@ -64,7 +65,7 @@ def sample_rows(ids: np.ndarray, logits: np.ndarray, n: Sequence[int],
                 params: Sequence[SamplingParams]) -> list[list[int]]:
     """ids: [R, k] candidate token ids, ascending within a row; logits: [R, k] their raw logits. Row r draws
     n[r] tokens with params[r], from the stream seeded params[r].seed (draw j uses uniforms(seed, j))."""
-    seeds = np.repeat([p.seed for p in params], n)
+    seeds = np.repeat(np.array([p.seed & _MASK64 for p in params], dtype=np.uint64), n)  # any int: its low 64 bits
     counters = np.concatenate([np.arange(c) for c in n]) if len(n) else np.zeros(0, dtype=np.int64)
     return draw_rows(ids, logits, n, params, uniforms(seeds, counters))
 

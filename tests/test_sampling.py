@@ -35,6 +35,10 @@ def test_uniforms_are_the_tree_hash_and_uniform():
     assert uniforms(seeds, counters).tolist() == want
     u = uniforms(np.full(20000, 12345), np.arange(20000))
     assert kstest(u, "uniform").pvalue > 0.01 and u.min() >= 0.0 and u.max() < 1.0
+    logits = np.zeros(50, dtype=np.float32)  # a seed is any int: its low 64 bits choose the stream
+    assert sample(logits, 8, SamplingParams(temperature=1.0, seed=2**64 + 3)) == \
+        sample(logits, 8, SamplingParams(temperature=1.0, seed=3))
+    assert len(sample(logits, 8, SamplingParams(temperature=1.0, seed=-1))) == 8
 
 
 def test_greedy_and_top_p():
