@@ -86,6 +86,7 @@ def draw_rows(ids: np.ndarray, logits: np.ndarray, n: Sequence[int], params: Seq
     temps = np.array([p.temperature for p in params])
     top_p = np.array([p.top_p for p in params])
     greedy = temps == 0.0
+    best = ids[at, np.argmax(logits, axis=1)]  # [R] the first maximum: the lowest id among equals
     z = (logits - logits.max(1, keepdims=True)) / np.where(greedy, 1.0, temps)[:, None]
     left_out = z < -CUTOFF
     probs = np.exp(z, out=z)  # [R, k]; the best candidate has probability 1
@@ -105,10 +106,7 @@ def draw_rows(ids: np.ndarray, logits: np.ndarray, n: Sequence[int], params: Seq
         place = np.searchsorted(cdf[0], target, side="right")
     else:  # places <= target, as searchsorted counts them, for all rows at once
         place = (cdf[rows] <= target[:, None]).sum(1)
-    tokens = ids[rows, place]
-    if greedy.any():  # the first maximum: the lowest id among equals
-        tokens = np.where(greedy[rows], ids[at, np.argmax(logits, axis=1)][rows], tokens)
-    tokens = tokens.tolist()
+    tokens = np.where(greedy[rows], best[rows], ids[rows, place]).tolist()
     out, start = [], 0
     for count in n:
         out.append(tokens[start:start + count])

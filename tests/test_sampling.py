@@ -54,7 +54,7 @@ def test_rows_drawn_together_are_drawn_as_alone():
     rng = np.random.default_rng(3)
     k = 12
     full = [rng.normal(scale=1.0, size=50).astype(np.float32) for _ in range(5)]
-    params = [SamplingParams(temperature=0.8, seed=1), SamplingParams(temperature=0.0, seed=2),
+    params = [SamplingParams(temperature=0.8, seed=1), SamplingParams(temperature=0.0, top_p=0.9, seed=2),
               SamplingParams(temperature=1.3, top_p=0.7, seed=3), SamplingParams(temperature=0.5, seed=4),
               SamplingParams(temperature=1.0, top_p=0.95, seed=5)]
     n = [6, 2, 9, 1, 4]
