@@ -1,6 +1,7 @@
-"""Engine generation speed in an 8-beam search (baseline and edge) against raw llama.cpp batched decode of 8
-sequences, same model, same threads, measured side by side in one process. Warm-up excluded; reports tok/s and
-the mean number of sequences per forward pass (a synchronous step leaves slots idle while stragglers finish).
+"""Engine generation speed in an 8-beam search (baseline and edge) against raw batched decode of 8 sequences
+(the generator's own step in a loop: llama_decode, reading the rows, the draws; no engine around it), same model,
+same threads, measured side by side in one process. Warm-up excluded; reports tok/s and the mean number of
+sequences per forward pass (a synchronous step leaves slots idle while stragglers finish).
 
     python benchmarks/engine_vs_raw.py --model smollm2-135m --beams 8 --repeat 3
     python benchmarks/engine_vs_raw.py --model qwen2.5-coder-0.5b --gpu-layers 999 --device-top-k 100  # a GPU
