@@ -3,7 +3,8 @@
 Rules:
 - `--prm` absent or `self`: the generator's own weights (one copy of the weights in memory).
 - `--prm-format auto` (the default): `head` when a value head is given (`--prm-head`) or one ships for the PRM
-  model (edgereason/heads/<model>.safetensors, made by `edgereason train-prm`), else `judge`.
+  model, else `judge`. Shipped heads (edgereason/heads/, made by `edgereason train-prm`): `<prm>--<generator>` was
+  trained on that generator's paths and is taken when that generator runs; `<prm>` on the PRM model's own paths.
 - `head` needs a head whose backbone is the PRM model (checked by sha256 when the model opens).
 - `--prm hf:PATH` runs the PRM on torch + transformers (a Hugging Face folder, or a .gguf read into torch);
   `qwen-prm` and `skywork` need it (their reward heads are not in a GGUF).
@@ -32,17 +33,22 @@ class PRMChoice:
     head: ValueHead | None
 
 
-def shipped_head(model: str) -> Path | None:
-    """The value head that ships for a registry model, if any."""
-    path = HEADS_DIR / f"{model}.safetensors"
-    return path if model in models.REGISTRY and path.is_file() else None
+def shipped_head(prm: str, generator: str) -> Path | None:
+    """The value head that ships for a registry PRM model judging `generator`, if any: one trained on that
+    generator's paths first (a head reads what separates right from wrong paths of the model that wrote them)."""
+    if prm not in models.REGISTRY:
+        return None
+    for path in (HEADS_DIR / f"{prm}--{generator}.safetensors", HEADS_DIR / f"{prm}.safetensors"):
+        if path.is_file():
+            return path
+    return None
 
 
 def choose_prm(model: str, prm: str | None, prm_format: str, prm_head: str | None) -> PRMChoice:
     if prm_format not in PRM_FORMAT_CHOICES:
         raise ConfigError(f"unknown PRM format {prm_format!r}; choose one of {', '.join(PRM_FORMAT_CHOICES)}")
     name = model if prm in (None, SELF) else prm
-    head_file = Path(prm_head).expanduser() if prm_head else shipped_head(name)
+    head_file = Path(prm_head).expanduser() if prm_head else shipped_head(name, model)
     fmt = ("head" if head_file else "judge") if prm_format == "auto" else prm_format
     if fmt in HEAD_ONLY_FORMATS and not name.startswith(HF_PREFIX):
         raise ConfigError(f"--prm-format {fmt} reads the checkpoint's reward head, which llama.cpp cannot run: "

@@ -57,6 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(repeat for shards; default WORK/features-BACKBONE.npz)")
     p.add_argument("--hidden", type=int, default=TrainConfig.hidden, help="hidden units, 0 = linear (default 256)")
     p.add_argument("--epochs", type=int, default=TrainConfig.epochs, help="training epochs (default 40)")
+    p.add_argument("--rank-weight", type=float, default=TrainConfig.rank_weight,
+                   help="weight of the ranking loss among one problem's paths "
+                        f"(default {TrainConfig.rank_weight:g}; 0 = pooled loss alone)")
     p.add_argument("--val-fraction", type=float, default=TrainConfig.val_fraction,
                    help="problems held out for validation (default 0.15)")
     p.add_argument("--no-plot", action="store_true", help="skip the calibration PNG")
@@ -164,7 +167,8 @@ def _train(args: argparse.Namespace, backbone: str, features_files: list[Path], 
     except ValueError as e:
         raise ConfigError(f"cannot train on {', '.join(map(str, features_files))}: {e}") from None
     path = models.resolve(backbone, allow_pull=False, role="backbone")
-    cfg = TrainConfig(hidden=args.hidden, epochs=args.epochs, val_fraction=args.val_fraction, seed=args.seed)
+    cfg = TrainConfig(hidden=args.hidden, epochs=args.epochs, val_fraction=args.val_fraction, seed=args.seed,
+                      rank_weight=args.rank_weight)
     head, record = train_head(f, Backbone(models.display_name(backbone), path.name, file_sha256(path)), cfg,
                               log=lambda line: print(f"\r{line}", end="", file=sys.stderr, flush=True))
     print(file=sys.stderr)
@@ -175,7 +179,8 @@ def _train(args: argparse.Namespace, backbone: str, features_files: list[Path], 
     write_report(work / "report.json", record)
     if not args.no_plot:
         plot_calibration(work / "calibration.png", record, f"{head.backbone.name} value head: validation steps")
-    print(json.dumps({k: record[k] for k in ("val_step_auc", "val_outcome_auc", "judge_val_step_auc",
+    print(json.dumps({k: record[k] for k in ("val_step_auc", "val_within_step_auc", "val_outcome_auc",
+                                             "judge_val_step_auc", "judge_val_within_step_auc",
                                              "judge_val_outcome_auc", "rows", "val_problems")}, default=str))
     print(f"head: {weights} (+ {meta.name}); report: {work / 'report.json'}", file=sys.stderr)
 

@@ -31,3 +31,25 @@ def calibration(scores: np.ndarray, labels: np.ndarray, bins: int = 10) -> list[
     which = np.minimum((s * bins).astype(int), bins - 1)
     return [(float(s[which == b].mean()), float(y[which == b].mean()), int((which == b).sum()))
             for b in range(bins) if (which == b).any()]
+
+
+def within_auc(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray) -> float:
+    """AUC over the pairs of one right and one wrong row *of the same group* (e.g. the steps of one problem at one
+    depth): how well the scores rank the candidates a search actually compares. A pooled AUC also rewards telling
+    easy problems from hard ones, which no selection among one problem's candidates can use. NaN without a mixed
+    group."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels) > 0.5
+    g = np.asarray(groups)
+    keep = ~np.isnan(s)
+    s, y, g = s[keep], y[keep], g[keep]
+    won = pairs = 0.0
+    order = np.argsort(g, kind="stable")
+    bounds = np.flatnonzero(np.diff(g[order])) + 1
+    for idx in np.split(order, bounds):
+        n_pos = int(y[idx].sum())
+        n_neg = len(idx) - n_pos
+        if n_pos and n_neg:
+            won += auc(s[idx], y[idx]) * n_pos * n_neg
+            pairs += n_pos * n_neg
+    return won / pairs if pairs else float("nan")

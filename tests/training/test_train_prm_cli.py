@@ -56,7 +56,7 @@ def test_rollouts_resume_then_features_and_training_make_a_head(smollm2_path, da
     (work / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in relabelled))
     out = tmp_path / "head.safetensors"
     assert main(args + ["--phases", "features,train", "--epochs", "3", "--hidden", "8", "--val-fraction", "0.34",
-                        "--out", str(out)]) == 0
+                        "--rank-weight", "1", "--out", str(out)]) == 0
     head = load_head(out)
     f = feats.load(work / "features-smollm2-135m.npz")
     assert f["x"].shape == (len(f["step"]), len(head.tokens)) and np.isfinite(f["x"]).all()
@@ -64,6 +64,7 @@ def test_rollouts_resume_then_features_and_training_make_a_head(smollm2_path, da
     assert scores.std() > 1e-4  # a head trained on real features: not a constant
     report = json.loads((work / "report.json").read_text())
     assert report["rows"] == len(scores) and report["mc_rows"] == sum(~np.isnan(f["mc"]))
+    assert report["config"]["rank_weight"] == 1.0 and "val_within_step_auc" in report
     assert (work / "calibration.png").stat().st_size > 1000
 
 

@@ -1,0 +1,39 @@
+"""Which value head a session takes: one trained on the running generator's paths first, then the PRM model's own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from edgereason import models, prm_choice
+from edgereason.prm_choice import choose_prm, shipped_head
+from edgereason.value_head import Backbone, load_head, save_head
+from tests.test_value_head import random_head
+
+Q05, Q15 = "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"
+
+
+def test_a_head_for_the_running_generator_comes_first(tmp_path: Path, monkeypatch):
+    spec = models.REGISTRY[Q15]
+    backbone = Backbone(Q15, spec.filename, spec.sha256)
+    save_head(random_head(backbone, seed=1), tmp_path / f"{Q15}.safetensors")
+    save_head(random_head(backbone, seed=2), tmp_path / f"{Q15}--{Q05}.safetensors")
+    monkeypatch.setattr(prm_choice, "HEADS_DIR", tmp_path)
+    own, for_q05 = load_head(tmp_path / f"{Q15}.json"), load_head(tmp_path / f"{Q15}--{Q05}.json")
+
+    q05_judged = choose_prm(Q05, Q15, "auto", None)
+    assert q05_judged.format == "head" and (q05_judged.head.w2 == for_q05.w2).all()
+    self_judged = choose_prm(Q15, None, "auto", None)  # the 1.5B judging its own paths
+    assert (self_judged.head.w2 == own.w2).all()
+    other = choose_prm("smollm2-135m", Q15, "auto", None)  # no head for that generator: the PRM model's own
+    assert (other.head.w2 == own.w2).all()
+    assert choose_prm(Q05, None, "auto", None).format == "judge"  # none ships for the 0.5B in this folder
+    assert shipped_head("./my-prm.gguf", Q05) is None  # only registry models have shipped heads
+
+
+@pytest.mark.parametrize(("prm", "generator"), [(Q05, Q05), (Q15, Q15), (Q15, Q05)])
+def test_the_shipped_heads_name_their_backbone_and_generator(prm: str, generator: str):
+    head = load_head(shipped_head(prm, generator))
+    assert head.backbone.name == prm and head.backbone.sha256 == models.REGISTRY[prm].sha256
+    assert head.record["generator"] == generator
