@@ -8,8 +8,8 @@ from typing import Callable
 
 import psutil
 
-from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, model_settings, policy_from,
-                                   search_config)
+from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, apply_recipe,
+                                   model_settings, policy_from, search_config)
 from edgereason.session import Session, open_session
 
 
@@ -19,13 +19,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "tree of candidate steps, their scores and the engine counters update live. "
                                    "F1 shows the keys; Ctrl+Q quits.")
     add_model_args(p)
-    add_search_args(p, beams_default=8, strategy_default="best-of-n")
+    add_search_args(p, beams_default=8, strategy_default=None, vote_default=None)
     add_policy_arg(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     # flags are checked here, before the screen switches, so a typo is one line on the terminal
+    apply_recipe(args)
     config = search_config(args)
     policy = policy_from(args)
     settings = model_settings(args)

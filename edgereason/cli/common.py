@@ -11,6 +11,7 @@ from edgereason.config import AGGREGATIONS, STRATEGIES, VOTES, SamplingParams, S
 from edgereason.policy import PRESETS, SWITCH_HELP, SWITCH_METAVAR, Policy, parse_policy, with_switches
 from edgereason.policy_auto import EDGE_MAX_COST_8
 from edgereason.prm_choice import PRM_FORMAT_CHOICES
+from edgereason.recipes import Recipe, recipe_for
 from edgereason.memory import parse_size
 from edgereason.memory.size import size_unit
 from edgereason.gpu import DEFAULT_TOP_K, DEVICE_SAMPLING_MODES
@@ -40,7 +41,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                         f"(default {models.DEFAULT_MODEL})")
     g.add_argument("--prm", default=None, metavar="NAME|PATH|self",
                    help="PRM weights: a registry name, a .gguf path, self = the generator's own, or hf:PATH = a "
-                        "Hugging Face folder (or a .gguf) on torch (default self)")
+                        "Hugging Face folder (or a .gguf) on torch (default self; solve and chat: the generator's "
+                        "recipe, qwen2.5-coder-1.5b beside qwen2.5-coder-0.5b)")
     g.add_argument("--prm-format", default="auto", choices=PRM_FORMAT_CHOICES,
                    help="how the PRM is read: head = a trained value head on its hidden states, judge = asks it "
                         "Yes/No, rlhflow = +/- turns; auto = head where one is given or ships for the PRM model, "
@@ -129,10 +131,15 @@ def remote_settings(args: argparse.Namespace) -> RemoteSettings | None:
     return RemoteSettings(generator, prm, step_tokens=args.remote_step_tokens, context_tokens=args.remote_context)
 
 
-def add_search_args(p: argparse.ArgumentParser, beams_default: int = 4, strategy_default: str = "beam") -> None:
+RECIPE_DEFAULT = "the generator's recipe: beam for qwen2.5-coder-0.5b, else best-of-n (README: Use)"
+
+
+def add_search_args(p: argparse.ArgumentParser, beams_default: int = 4, strategy_default: str | None = "beam",
+                    vote_default: str | None = "majority") -> None:
+    """strategy_default / vote_default None: taken from the generator's recipe (apply_recipe)."""
     g = p.add_argument_group("search")
     g.add_argument("--strategy", default=strategy_default, choices=STRATEGIES,
-                   help=f"search strategy (default {strategy_default})")
+                   help=f"search strategy (default {strategy_default or RECIPE_DEFAULT})")
     g.add_argument("--beams", type=beam_count, default=beams_default, metavar="N",
                    help=f"candidates N: the beam size, or the samples of best-of-n (default {beams_default})")
     g.add_argument("--width", type=int, default=4, help="beam width M: children per kept candidate (default 4)")
@@ -143,9 +150,10 @@ def add_search_args(p: argparse.ArgumentParser, beams_default: int = 4, strategy
     g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (default 1.0)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     g.add_argument("--agg", default="last", choices=AGGREGATIONS, help="step-score aggregation (default last)")
-    g.add_argument("--vote", default="majority", choices=VOTES,
+    g.add_argument("--vote", default=vote_default, choices=VOTES,
                    help="final answer: the best-scored path, the answer with the largest sum of path scores "
-                        "(weighted), or the one most paths reach, ties to the better-scored (default majority)")
+                        "(weighted), or the one most paths reach, ties to the better-scored (default "
+                        f"{vote_default or 'the recipe: weighted for qwen2.5-coder-0.5b, else majority'})")
 
 
 def beam_count(text: str) -> int:
@@ -201,6 +209,18 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
                          device_sampling=args.device_sampling, device_top_k=args.device_top_k,
                          kv_budget_unit=size_unit(args.kv_budget) if args.kv_budget else "MiB",
                          remote=remote_settings(args))
+
+
+def apply_recipe(args: argparse.Namespace) -> Recipe:
+    """Fill the search and PRM flags left unset (None) from the generator's recipe (edgereason/recipes.py). Any PRM
+    flag or a remote backend means the user picks the verifier: then the plain recipe fills them."""
+    chosen = (args.prm is not None or args.prm_format != "auto" or args.prm_head is not None
+              or args.backend != "llamacpp")
+    recipe = recipe_for(args.model, chosen)
+    args.strategy = args.strategy or recipe.strategy
+    args.vote = args.vote or recipe.vote
+    args.prm = args.prm or recipe.prm
+    return recipe
 
 
 def search_config(args: argparse.Namespace) -> SearchConfig:

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, model_settings,
-                                   policy_from, pull_progress, search_config)
+from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, apply_recipe,
+                                   model_settings, policy_from, pull_progress, search_config)
 from edgereason import text
 from edgereason.errors import ConfigError
 from edgereason.result import SearchResult
@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "the search keeps the best paths.")
     p.add_argument("problem", help="the problem text, or - to read it from stdin")
     add_model_args(p)
-    add_search_args(p, beams_default=8, strategy_default="best-of-n")
+    add_search_args(p, beams_default=8, strategy_default=None, vote_default=None)
     add_policy_arg(p)
     p.add_argument("--json", action="store_true", help="print one JSON object (answer, paths, tree, metrics)")
     p.add_argument("--show-tree", action="store_true", help="print the surviving tree with step scores")
@@ -33,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
     problem = text.read_stdin() if args.problem == "-" else args.problem
     if not problem.strip():
         raise ConfigError("the problem is empty; pass the problem text (or - to read it from stdin)")
+    apply_recipe(args)
     config = search_config(args)
     policy = policy_from(args)
     session = open_session(model_settings(args), progress=pull_progress)
