@@ -58,7 +58,8 @@ class SearchConfig:
         if self.strategy != "best-of-n" and self.beams % self.width:
             raise ConfigError(
                 f"--beams {self.beams} is not divisible by --width {self.width}: "
-                f"each selection keeps beams/width candidates, so pick e.g. --beams {self.width * max(1, self.beams // self.width)}"
+                f"each selection keeps beams/width candidates, so pick e.g. --beams "
+                f"{self.width * max(1, self.beams // self.width)}, or --strategy best-of-n for any number of samples"
             )
 
     @property

@@ -58,3 +58,12 @@ def test_help_names_the_recipe(capsys):
 def test_a_recipe_with_an_unknown_strategy_is_refused():
     with pytest.raises(ValueError, match="unknown strategy"):
         Recipe(prm=None, strategy="sideways", vote="majority")
+
+
+def test_a_beam_count_the_recipe_cannot_split_says_how_to_sample_any_number(capsys):
+    from edgereason.cli.main import main
+
+    assert main(["solve", "1+1", "--beams", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--beams 1 is not divisible by --width 4" in err and "--strategy best-of-n" in err
+    assert "Traceback" not in err
