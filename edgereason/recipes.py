@@ -3,7 +3,8 @@ measured at about a minute a problem on a CPU and seconds on a GPU (README, "Whi
 
 A recipe is taken whole or not at all: it was measured as one setting. Any PRM flag (`--prm`, `--prm-format`,
 `--prm-head`) or a remote backend means the user picks the verifier, and the plain recipe applies; `--strategy` and
-`--vote` always override.
+`--vote` always override. Where the recipe's PRM cannot be had (offline), the plain recipe runs
+(edgereason/cli/common.py: recipe_search_config).
 """
 
 from __future__ import annotations

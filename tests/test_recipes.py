@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from edgereason.cli.common import apply_recipe
+from edgereason.cli.common import apply_recipe, recipe_search_config
 from edgereason.cli.main import build_parser
+from edgereason.errors import ConfigError, ModelError
 from edgereason.recipes import PLAIN, RECIPES, Recipe, recipe_for
 
 Q05 = "qwen2.5-coder-0.5b"
@@ -13,7 +14,7 @@ Q05 = "qwen2.5-coder-0.5b"
 
 def parsed(*argv: str):
     args = build_parser().parse_args(list(argv))
-    recipe = apply_recipe(args) if argv[0] in ("solve", "chat") else None
+    recipe = apply_recipe(args).recipe if argv[0] in ("solve", "chat") else None
     return args, recipe
 
 
@@ -60,10 +61,32 @@ def test_a_recipe_with_an_unknown_strategy_is_refused():
         Recipe(prm=None, strategy="sideways", vote="majority")
 
 
-def test_a_beam_count_the_recipe_cannot_split_says_how_to_sample_any_number(capsys):
-    from edgereason.cli.main import main
+def test_the_recipes_prm_is_pulled_after_the_flags_are_checked():
+    pulled = []
+    args = build_parser().parse_args(["solve", "1+1"])
+    config = recipe_search_config(args, resolve=lambda name, **_: pulled.append(name))
+    assert pulled == ["qwen2.5-coder-1.5b"] and (config.strategy, config.vote, config.beams) == ("beam", "weighted", 8)
+    args = build_parser().parse_args(["solve", "1+1", "--beams", "1"])
+    with pytest.raises(ConfigError, match=r"--beams 1 is not divisible by --width 4.*--strategy best-of-n"):
+        recipe_search_config(args, resolve=lambda name, **_: pulled.append(name))
+    assert pulled == ["qwen2.5-coder-1.5b"]  # a typo costs no download
 
-    assert main(["solve", "1+1", "--beams", "1"]) == 2
+
+def test_offline_without_the_recipes_prm_the_plain_recipe_runs_with_a_note(capsys):
+    def offline(name, **_):
+        raise ModelError(f"could not download model {name} (1.1 GB): offline? run:\n  edgereason models pull {name}")
+
+    args = build_parser().parse_args(["solve", "1+1", "--vote", "best"])
+    config = recipe_search_config(args, resolve=offline)
+    assert (config.strategy, config.vote, args.prm) == ("best-of-n", "best", None)  # the user's --vote stays
     err = capsys.readouterr().err
-    assert "--beams 1 is not divisible by --width 4" in err and "--strategy best-of-n" in err
+    assert "could not download model qwen2.5-coder-1.5b" in err
+    assert "\n  edgereason models pull qwen2.5-coder-1.5b" in err
+    assert "running best-of-n with the generator's own weights as PRM instead" in err
     assert "Traceback" not in err
+
+
+def test_no_pull_where_the_user_chose_the_verifier():
+    args = build_parser().parse_args(["solve", "1+1", "--prm", "self"])
+    config = recipe_search_config(args, resolve=lambda *a, **k: pytest.fail("pulled a PRM the user did not ask for"))
+    assert config.strategy == "best-of-n"

@@ -8,8 +8,8 @@ from typing import Callable
 
 import psutil
 
-from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, apply_recipe,
-                                   model_settings, policy_from, search_config)
+from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, model_settings,
+                                   policy_from, recipe_search_config)
 from edgereason.session import Session, open_session
 
 
@@ -26,8 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # flags are checked here, before the screen switches, so a typo is one line on the terminal
-    apply_recipe(args)
-    config = search_config(args)
+    config = recipe_search_config(args)
     policy = policy_from(args)
     settings = model_settings(args)
     if settings.threads is None:  # leave the UI thread a core: llama.cpp's spinning threads stall if one waits

@@ -5,19 +5,21 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import fields
+from pathlib import Path
+from typing import Callable, NamedTuple
 
 from edgereason import models
 from edgereason.config import AGGREGATIONS, STRATEGIES, VOTES, SamplingParams, SearchConfig
 from edgereason.policy import PRESETS, SWITCH_HELP, SWITCH_METAVAR, Policy, parse_policy, with_switches
 from edgereason.policy_auto import EDGE_MAX_COST_8
 from edgereason.prm_choice import PRM_FORMAT_CHOICES
-from edgereason.recipes import Recipe, recipe_for
+from edgereason.recipes import PLAIN, Recipe, recipe_for
 from edgereason.memory import parse_size
 from edgereason.memory.size import size_unit
 from edgereason.gpu import DEFAULT_TOP_K, DEVICE_SAMPLING_MODES
 from edgereason.session import DEFAULT_KV_TOKENS, SPLITS, ModelSettings
 from edgereason.backends.remote.settings import DEFAULT_STEP_TOKENS, Endpoint, RemoteSettings
-from edgereason.errors import ConfigError
+from edgereason.errors import ConfigError, ModelError
 
 REMOTE_HELP = """\
 The generator and/or the PRM served by an OpenAI-compatible server (llama.cpp's llama-server, vLLM, SGLang,
@@ -211,16 +213,41 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
                          remote=remote_settings(args))
 
 
-def apply_recipe(args: argparse.Namespace) -> Recipe:
+class RecipeUse(NamedTuple):
+    recipe: Recipe
+    filled: tuple[str, ...]  # the flags the recipe set: the user left them unset
+
+
+def apply_recipe(args: argparse.Namespace) -> RecipeUse:
     """Fill the search and PRM flags left unset (None) from the generator's recipe (edgereason/recipes.py). Any PRM
     flag or a remote backend means the user picks the verifier: then the plain recipe fills them."""
     chosen = (args.prm is not None or args.prm_format != "auto" or args.prm_head is not None
               or args.backend != "llamacpp")
     recipe = recipe_for(args.model, chosen)
-    args.strategy = args.strategy or recipe.strategy
-    args.vote = args.vote or recipe.vote
-    args.prm = args.prm or recipe.prm
-    return recipe
+    filled = tuple(f for f in ("strategy", "vote", "prm") if getattr(args, f) is None and getattr(recipe, f))
+    for f in filled:
+        setattr(args, f, getattr(recipe, f))
+    return RecipeUse(recipe, filled)
+
+
+def recipe_search_config(args: argparse.Namespace, resolve: Callable[..., Path] = models.resolve) -> SearchConfig:
+    """The search of `solve` and `chat`: the recipe applied and the flags checked (a typo costs no download), then
+    the recipe's PRM pulled. Where it cannot be (offline, say), the plain recipe runs, with a note: what is on disk
+    keeps working."""
+    use = apply_recipe(args)
+    config = search_config(args)
+    if use.recipe.prm is None or args.prm != use.recipe.prm:
+        return config
+    try:
+        resolve(use.recipe.prm, progress=pull_progress, role="PRM")
+        return config
+    except ModelError as e:
+        end_progress_line()
+        print(f"note: {e}\nnote: running {PLAIN.strategy} with the generator's own weights as PRM instead, until "
+              f"{use.recipe.prm} is on disk", file=sys.stderr)
+    for f in use.filled:
+        setattr(args, f, getattr(PLAIN, f))
+    return search_config(args)
 
 
 def search_config(args: argparse.Namespace) -> SearchConfig:

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, apply_recipe,
-                                   model_settings, policy_from, pull_progress, search_config)
+from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, model_settings,
+                                   policy_from, pull_progress, recipe_search_config)
 from edgereason import text
 from edgereason.errors import ConfigError
 from edgereason.result import SearchResult
@@ -33,8 +33,7 @@ def run(args: argparse.Namespace) -> int:
     problem = text.read_stdin() if args.problem == "-" else args.problem
     if not problem.strip():
         raise ConfigError("the problem is empty; pass the problem text (or - to read it from stdin)")
-    apply_recipe(args)
-    config = search_config(args)
+    config = recipe_search_config(args)
     policy = policy_from(args)
     session = open_session(model_settings(args), progress=pull_progress)
     try:
