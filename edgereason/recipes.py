@@ -36,6 +36,12 @@ RECIPES: dict[str, Recipe] = {
 }
 
 
+def describe(field: str) -> str:
+    """A field's default across the recipes, for --help: e.g. 'beam for qwen2.5-coder-0.5b, else best-of-n'."""
+    named = ", ".join(f"{getattr(r, field)} for {generator}" for generator, r in RECIPES.items())
+    return f"{named}, else {getattr(PLAIN, field) or 'self'}"
+
+
 def recipe_for(generator: str, prm_chosen: bool) -> Recipe:
     """The generator's recipe (by registry name), or PLAIN where it has none or the user chose the PRM."""
     return PLAIN if prm_chosen else RECIPES.get(generator, PLAIN)

@@ -13,7 +13,7 @@ from edgereason.config import AGGREGATIONS, STRATEGIES, VOTES, SamplingParams, S
 from edgereason.policy import PRESETS, SWITCH_HELP, SWITCH_METAVAR, Policy, parse_policy, with_switches
 from edgereason.policy_auto import EDGE_MAX_COST_8
 from edgereason.prm_choice import PRM_FORMAT_CHOICES
-from edgereason.recipes import PLAIN, Recipe, recipe_for
+from edgereason.recipes import PLAIN, Recipe, describe, recipe_for
 from edgereason.memory import parse_size
 from edgereason.memory.size import size_unit
 from edgereason.gpu import DEFAULT_TOP_K, DEVICE_SAMPLING_MODES
@@ -44,7 +44,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--prm", default=None, metavar="NAME|PATH|self",
                    help="PRM weights: a registry name, a .gguf path, self = the generator's own, or hf:PATH = a "
                         "Hugging Face folder (or a .gguf) on torch (default self; solve and chat: the generator's "
-                        "recipe, qwen2.5-coder-1.5b beside qwen2.5-coder-0.5b)")
+                        f"recipe, {describe('prm')})")
     g.add_argument("--prm-format", default="auto", choices=PRM_FORMAT_CHOICES,
                    help="how the PRM is read: head = a trained value head on its hidden states, judge = asks it "
                         "Yes/No, rlhflow = +/- turns; auto = head where one is given or ships for the PRM model, "
@@ -133,7 +133,7 @@ def remote_settings(args: argparse.Namespace) -> RemoteSettings | None:
     return RemoteSettings(generator, prm, step_tokens=args.remote_step_tokens, context_tokens=args.remote_context)
 
 
-RECIPE_DEFAULT = "the generator's recipe: beam for qwen2.5-coder-0.5b, else best-of-n (README: Use)"
+RECIPE_DEFAULT = f"the generator's recipe: {describe('strategy')} (README: The verifier)"
 
 
 def add_search_args(p: argparse.ArgumentParser, beams_default: int = 4, strategy_default: str | None = "beam",
@@ -155,7 +155,7 @@ def add_search_args(p: argparse.ArgumentParser, beams_default: int = 4, strategy
     g.add_argument("--vote", default=vote_default, choices=VOTES,
                    help="final answer: the best-scored path, the answer with the largest sum of path scores "
                         "(weighted), or the one most paths reach, ties to the better-scored (default "
-                        f"{vote_default or 'the recipe: weighted for qwen2.5-coder-0.5b, else majority'})")
+                        f"{vote_default or 'the recipe: ' + describe('vote')})")
 
 
 def beam_count(text: str) -> int:
@@ -236,7 +236,7 @@ def recipe_search_config(args: argparse.Namespace, resolve: Callable[..., Path] 
     keeps working."""
     use = apply_recipe(args)
     config = search_config(args)
-    if use.recipe.prm is None or args.prm != use.recipe.prm:
+    if "prm" not in use.filled:
         return config
     try:
         resolve(use.recipe.prm, progress=pull_progress, role="PRM")
