@@ -25,12 +25,14 @@ for bb in $backbones; do  # features: one process per rollout shard and backbone
   done
 done
 wait
+echo "features done: ${SECONDS} s"
 for bb in $backbones; do  # training never shares a process with the CUDA llama.cpp (issue 13: torch beside it aborts)
   for rw in ${RANK_WEIGHTS:-0 1 4}; do
     python3 "$here/train_variants.py" train "$gen" "$bb" "$rw" "$work" >"$work/heads/log-$bb-rw$rw.txt" 2>&1 &
   done
 done
 wait
+echo "training done: ${SECONDS} s"
 python3 "$here/train_variants.py" pick "$gen" "$work" $backbones
 
 h_self=$(cat "$work/heads/chosen-$gen.txt")
@@ -39,6 +41,7 @@ beam="--beams 8 --width 4 --vote weighted --prm-format head"
 declare -A flags=(
   [beam-new]="$beam --prm-head $h_self --policies baseline"
   [beam-new-edge]="$beam --prm-head $h_self --policies edge"
+  [bo8-new]="--strategy best-of-n --beams 8 --vote weighted --prm-format head --prm-head $h_self --policies baseline"
   [bo8-judge]="--strategy best-of-n --beams 8 --vote weighted --prm-format judge --policies baseline"
   [greedy]="--strategy best-of-n --beams 1 --temperature 0 --prm-format judge --policies baseline"
   [beam-old]="$beam --prm-head $here/../edgereason/heads/$gen.safetensors --policies baseline"
@@ -55,3 +58,4 @@ for i in $(seq 0 $((${SHARDS:-16} - 1))); do
    done) &
 done
 wait
+echo "evaluation done: ${SECONDS} s"

@@ -1,7 +1,9 @@
 """Merge bench results of problem shards (one `edgereason bench --offset/--limit` process each, run side by side
-on one GPU) into one table: accuracy over all problems, tokens summed, wall time of the slowest shard.
+on one GPU) into one table: accuracy over all problems (or the dataset's first N), the right answer among the final
+paths, tokens summed, wall time of the slowest shard.
 
-Usage: python benchmarks/merge_shards.py OUT.json NAME=DIR_GLOB [NAME=DIR_GLOB ...]
+Usage: python benchmarks/merge_shards.py OUT.json [--first N DATASET] NAME=DIR_GLOB [NAME=DIR_GLOB ...]
+  --first N DATASET   count only the problems among DATASET's first N lines (the last shard may run past them)
 """
 
 from __future__ import annotations
@@ -11,36 +13,57 @@ import json
 import sys
 from pathlib import Path
 
+from edgereason.grading import answers_match
 
-def merge(dirs: list[str]) -> dict[str, dict]:
+
+def first_ids(dataset: Path, n: int) -> set[str]:
+    with dataset.open(encoding="utf-8") as f:
+        return {str(json.loads(line)["id"]) for _, line in zip(range(n), f)}
+
+
+def merge(dirs: list[str], keep: set[str] | None = None) -> dict[str, dict]:
+    """Per policy: problems, correct, oracle (a right answer among the final paths), generated and final tokens of
+    the kept problems; prm_tokens and wall_s are of the whole shards."""
     runs: dict[str, dict] = {}
     for d in dirs:
         data = json.loads((Path(d) / "results.json").read_text())
         for run in data["runs"]:
-            m = runs.setdefault(run["policy"], {"problems": 0, "correct": 0, "generated_tokens": 0,
+            m = runs.setdefault(run["policy"], {"problems": 0, "correct": 0, "oracle": 0, "generated_tokens": 0,
                                                 "final_tokens": 0, "wall_s": 0.0, "prm_tokens": 0, "shards": 0})
-            for k in ("problems", "correct", "generated_tokens", "final_tokens", "prm_tokens"):
-                m[k] += run[k]
+            for p in run["per_problem"]:
+                if keep is not None and str(p["id"]) not in keep:
+                    continue
+                m["problems"] += 1
+                m["correct"] += bool(p["correct"])
+                m["oracle"] += any(answers_match(q["answer"], p["gold"]) for q in p.get("paths") or [])
+                m["generated_tokens"] += p["tokens"]
+                m["final_tokens"] += p["final_tokens"]
+            m["prm_tokens"] += run["prm_tokens"]
             m["wall_s"] = max(m["wall_s"], run["wall_s"])
             m["shards"] += 1
     for m in runs.values():
-        m["accuracy"] = m["correct"] / m["problems"] if m["problems"] else 0.0
-        m["tokens_per_problem"] = m["generated_tokens"] / m["problems"] if m["problems"] else 0.0
+        n = m["problems"] or 1
+        m["accuracy"], m["oracle_accuracy"] = m["correct"] / n, m["oracle"] / n
+        m["tokens_per_problem"] = m["generated_tokens"] / n
     return runs
 
 
 def main(argv: list[str]) -> int:
     out, specs = Path(argv[0]), argv[1:]
+    keep = None
+    if specs[:1] == ["--first"]:
+        keep, specs = first_ids(Path(specs[2]), int(specs[1])), specs[3:]
     table = {}
     for spec in specs:
         name, pattern = spec.split("=", 1)
         dirs = sorted(d for d in glob.glob(pattern) if (Path(d) / "results.json").is_file())
-        for policy, m in merge(dirs).items():
+        for policy, m in merge(dirs, keep).items():
             table[f"{name}/{policy}"] = m
     out.write_text(json.dumps(table, indent=1) + "\n")
     for key, m in table.items():
-        print(f"{key:40s} {m['correct']:4d}/{m['problems']:<4d} {100 * m['accuracy']:5.1f}%  "
-              f"{m['tokens_per_problem']:8.0f} tok/problem  {m['wall_s']:7.1f} s (slowest shard)")
+        print(f"{key:32s} {m['correct']:4d}/{m['problems']:<4d} {100 * m['accuracy']:5.1f}%  "
+              f"right among finals {100 * m['oracle_accuracy']:5.1f}%  {m['tokens_per_problem']:6.0f} tok/problem  "
+              f"{m['wall_s']:6.1f} s (slowest shard)")
     return 0
 
 

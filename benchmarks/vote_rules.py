@@ -6,7 +6,8 @@ they pick the answer.
   weighted  the answer with the largest sum of candidate scores (`--vote weighted`)
   majority  the answer most candidates reach, ties to the better-scored
 
-Usage: python benchmarks/vote_rules.py OUT.json NAME=DIR_GLOB [NAME=DIR_GLOB ...]
+Usage: python benchmarks/vote_rules.py OUT.json [--first N DATASET] NAME=DIR_GLOB [NAME=DIR_GLOB ...]
+  --first N DATASET   count only the problems among DATASET's first N lines (benchmarks/merge_shards.py)
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from pathlib import Path
 from edgereason.grading import answers_match
 from edgereason.result import FinalPath, vote
 
+sys.path.insert(0, str(Path(__file__).parent))
+from merge_shards import first_ids  # noqa: E402
+
 
 def pick(paths: list[dict], rule: str) -> str | None:
     """The engine's own rule (edgereason/result.py) on a results.json candidate list."""
@@ -28,13 +32,15 @@ def pick(paths: list[dict], rule: str) -> str | None:
     return vote(finals, by_score=rule == "weighted")
 
 
-def rules_table(dirs: list[str]) -> dict[str, dict]:
+def rules_table(dirs: list[str], keep: set[str] | None = None) -> dict[str, dict]:
     table: dict[str, dict] = {}
     for d in dirs:
         for run in json.loads((Path(d) / "results.json").read_text())["runs"]:
             row = table.setdefault(run["policy"], {"problems": 0, "best": 0, "weighted": 0, "majority": 0,
                                                    "oracle": 0})
             for p in run["per_problem"]:
+                if keep is not None and str(p["id"]) not in keep:
+                    continue
                 row["problems"] += 1
                 for rule in ("best", "weighted", "majority"):
                     row[rule] += bool(answers_match(pick(p["paths"], rule), p["gold"]))
@@ -43,11 +49,13 @@ def rules_table(dirs: list[str]) -> dict[str, dict]:
 
 
 def main(argv: list[str]) -> int:
-    out, table = Path(argv[0]), {}
-    for spec in argv[1:]:
+    out, specs, table, keep = Path(argv[0]), argv[1:], {}, None
+    if specs[:1] == ["--first"]:
+        keep, specs = first_ids(Path(specs[2]), int(specs[1])), specs[3:]
+    for spec in specs:
         name, pattern = spec.split("=", 1)
         dirs = sorted(d for d in glob.glob(pattern) if (Path(d) / "results.json").is_file())
-        for policy, row in rules_table(dirs).items():
+        for policy, row in rules_table(dirs, keep).items():
             table[f"{name}/{policy}"] = row
             n = row["problems"] or 1
             print(f"{name}/{policy:10s} n={row['problems']:4d}  " + "  ".join(

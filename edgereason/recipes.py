@@ -26,7 +26,8 @@ class Recipe:
 
 
 # Any generator: eight samples and a majority vote beat PRM-guided beam search with the generator's own weights
-# as the PRM (200 GSM8K test problems, qwen2.5-coder-0.5b: 35.0% against 28.0%).
+# as the PRM (200 GSM8K test problems: qwen2.5-coder-0.5b 35.0% against 28.0%, qwen2.5-coder-1.5b 69.5% against
+# 63.0%, where the head's weighted vote picks what the majority picks).
 PLAIN = Recipe(prm=None, strategy="best-of-n", vote="majority")
 
 RECIPES: dict[str, Recipe] = {
