@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Heads for one generator on several backbones, with and without the ranking loss, each backbone's best kept by its
 # within-problem validation step AUC, then beam search with them on GSM8K test beside greedy and best-of-8 with the
-# judge, in one run on one GPU machine. This made edgereason/heads/qwen2.5-coder-1.5b--qwen2.5-coder-0.5b.*
-# (benchmarks/results/head-qwen2.5-coder-1.5b--qwen2.5-coder-0.5b/README.md).
+# judge, in one run on one GPU machine. This made edgereason/heads/qwen2.5-coder-1.5b--qwen2.5-coder-0.5b.* and
+# qwen2.5-coder-1.5b.* (benchmarks/results/head-qwen2.5-coder-1.5b*/README.md).
 #
 # Usage: head_variants.sh ROLLOUT_DIR DATA_DIR WORK
 #   ROLLOUT_DIR: shard-*.jsonl (rollouts of the generator, split by line) and mc.jsonl
-#   DATA_DIR: gsm8k_test.jsonl    WORK: output folder (feat-*/, heads/, eval/)
+#   DATA_DIR: gsm8k_test.jsonl    WORK: output folder (feat-*/, heads/BACKBONE-rwW/, eval/)
 # Settings (environment): GENERATOR (qwen2.5-coder-0.5b), BACKBONES ("qwen2.5-coder-0.5b qwen2.5-coder-1.5b"),
 #   RANK_WEIGHTS ("0 1 4"), SHARDS (eval processes, 16), PER_SHARD (problems each, 13), CONFIGS (eval order)
 set -uo pipefail
@@ -26,14 +26,19 @@ for bb in $backbones; do  # features: one process per rollout shard and backbone
 done
 wait
 echo "features done: ${SECONDS} s"
-for bb in $backbones; do  # training never shares a process with the CUDA llama.cpp (issue 13: torch beside it aborts)
+variants=$(( $(wc -w <<<"$backbones") * $(wc -w <<<"${RANK_WEIGHTS:-0 1 4}") ))
+threads=$(( ($(nproc) + variants - 1) / variants ))  # torch in each would take every core: share them
+for bb in $backbones; do  # one folder per variant: its head, report.json and log
+  feats=(); for f in "$work/feat-$bb"/features-*.npz; do feats+=(--features "$f"); done
   for rw in ${RANK_WEIGHTS:-0 1 4}; do
-    python3 "$here/train_variants.py" train "$gen" "$bb" "$rw" "$work" >"$work/heads/log-$bb-rw$rw.txt" 2>&1 &
+    v="$work/heads/$bb-rw$rw" && mkdir -p "$v"
+    edgereason train-prm --model "$gen" --backbone "$bb" --phases train "${feats[@]}" --rank-weight "$rw" \
+      --threads "$threads" --work "$v" --out "$v/head.safetensors" >"$v/log.txt" 2>&1 &
   done
 done
 wait
 echo "training done: ${SECONDS} s"
-python3 "$here/train_variants.py" pick "$gen" "$work" $backbones
+python3 "$here/pick_head.py" "$gen" "$work/heads" $backbones
 
 h_self=$(cat "$work/heads/chosen-$gen.txt")
 B="--model $gen $G --dataset $data/gsm8k_test.jsonl --max-steps 20 --max-tokens 1024 --concurrency 8 --kv-tokens 32768 --no-plots"

@@ -37,6 +37,11 @@ class RunSpec:
     repeat: int
     seed: int  # arrival times: the same for every policy of one repetition
     concurrency: int = 0  # most requests in flight at once, later arrivals wait (0: no limit)
+    label: str = ""  # the run's name in tables, plots and --compare (default: the policy's)
+
+    @property
+    def name(self) -> str:
+        return self.label or self.policy.name
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -111,7 +116,8 @@ def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Reque
     correct = sum(pp["correct"] for pp in per_problem)
     cfg = spec.config
     run = {
-        "policy": spec.policy.name, "beams": cfg.beams, "width": cfg.width, "rate": rate_label(spec.rate),
+        "policy": spec.name, "strategy": cfg.strategy, "beams": cfg.beams, "width": cfg.width,
+        "rate": rate_label(spec.rate),
         "concurrency": spec.concurrency, "repeat": spec.repeat, "problems": len(done), "correct": correct,
         "accuracy": correct / len(done) if done else 0.0, "wall_s": wall, "generated_tokens": generated,
         "final_tokens": final, "throughput_tok_s": generated / wall if wall > 0 else 0.0,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from edgereason.bench.runner import RunInterrupted, RunSpec, rate_label, run_one
 from edgereason.cli.common import (add_model_args, add_search_args, add_switch_args, model_settings, policy_from,
                                    pull_progress, search_config)
 from edgereason.cli.progress import bar
+from edgereason.config import STRATEGIES
 from edgereason.errors import ConfigError
 from edgereason.policy import PRESETS, Policy
 from edgereason.session import SPLITS, open_session
@@ -50,9 +50,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_args(p)
     add_search_args(p)
     add_switch_args(p)
-    # replaces the shared single-valued --beams (conflict_handler="resolve")
+    # replace the shared single-valued --beams and --strategy (conflict_handler="resolve")
     p.add_argument("--beams", default="4", metavar="N[,N...]",
                    help="beam size N, or a comma list of sizes run side by side (default 4)")
+    p.add_argument("--strategy", default="beam", metavar="S[,S...]",
+                   help=f"search strategy ({', '.join(STRATEGIES)}), or a comma list run side by side: with "
+                        "--beams, one accuracy-against-compute point per strategy and N (default beam)")
     p.add_argument("--split", default="profile",
                    help="comma list of ways to split --kv-budget: profile, even; several run side by side "
                         "(default profile)")
@@ -72,27 +75,32 @@ def run(args: argparse.Namespace) -> int:
     problems = load_problems(args.dataset, args.limit, args.offset)
     policies = [policy_from(args, s) for s in _items(args.policies, "--policies")]
     beams = [_int(b) for b in _items(args.beams, "--beams")]
+    strategies = _items(args.strategy, "--strategy")
+    if bad := [s for s in strategies if s not in STRATEGIES]:
+        raise ConfigError(f"--strategy takes {', '.join(STRATEGIES)}; got {', '.join(bad)}")
     rates = [parse_rate(r) for r in _items(args.rate, "--rate")]
     splits = _items(args.split, "--split")
     if bad := [s for s in splits if s not in SPLITS]:
         raise ConfigError(f"--split takes {', '.join(SPLITS)}; got {', '.join(bad)}")
     if not args.no_plots:
         require_one_cxx_runtime("bench's plots load matplotlib", "pass --no-plots")
-    prepare_out(Path(args.out), args.force)
-    specs = [RunSpec(policy, search_config(argparse.Namespace(**{**vars(args), "beams": b})), rate, rep,
-                     args.seed + rep, args.concurrency)
-             for rep in range(args.repeat) for rate in rates for b in beams for policy in policies]
-    specs = [(split, spec) for spec in specs for split in splits]  # splits alternate like policies
+    # with several strategies or splits the label names them, so tables, plots and --compare keep runs apart
+    specs = [(split, RunSpec(policy, search_config(argparse.Namespace(**{**vars(args), "beams": b,
+                                                                        "strategy": strategy})),
+                             rate, rep, args.seed + rep, args.concurrency,
+                             label=policy.name + (f"/{strategy}" if len(strategies) > 1 else "")
+                             + (f"@{split}" if len(splits) > 1 else "")))
+             for rep in range(args.repeat) for rate in rates for strategy in strategies for b in beams
+             for policy in policies for split in splits]  # splits alternate like policies
     out = Path(args.out)
+    prepare_out(out, args.force)  # after every setting is checked: a refused bench leaves no folder behind
     config = _config(args, problems, policies, beams, rates)
     runs: list[dict] = []
     sessions = {s: open_session(model_settings(argparse.Namespace(**{**vars(args), "split": s})),
                                 progress=pull_progress) for s in splits}
     try:
         for i, (split, spec) in enumerate(specs, 1):
-            if len(splits) > 1:  # the policy label names the split so tables and --compare keep runs apart
-                spec = replace(spec, policy=replace(spec.policy, name=f"{spec.policy.name}@{split}"))
-            label = f"[{i}/{len(specs)}] {spec.policy.name} N={spec.config.beams} rate={rate_label(spec.rate)}"
+            label = f"[{i}/{len(specs)}] {spec.name} N={spec.config.beams} rate={rate_label(spec.rate)}"
             runs.append(run_one(sessions[split], spec, problems, bar(label)))
             print(file=sys.stderr)
             write_results(out, config, runs)

@@ -64,7 +64,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="problems held out for validation (default 0.15)")
     p.add_argument("--no-plot", action="store_true", help="skip the calibration PNG")
     g = p.add_argument_group("runtime")
-    g.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
+    g.add_argument("--threads", type=int, default=None,
+                   help="CPU threads of llama.cpp, and of torch in the train phase (default: physical cores)")
     g.add_argument("--gpu-layers", type=int, default=0, metavar="N", help="layers on the GPU, 999 = all")
     g.add_argument("--kv-tokens", type=int, default=32768, help="KV tokens per model (default 32768)")
     g.add_argument("--device-sampling", default="auto", choices=DEVICE_SAMPLING_MODES,
@@ -159,9 +160,11 @@ def _train(args: argparse.Namespace, backbone: str, features_files: list[Path], 
         raise ConfigError(f"no features at {', '.join(missing)}: run the features phase first")
     require_one_cxx_runtime("training loads torch into this process", "train on a machine with a CPU build")
     try:
-        import torch  # noqa: F401
+        import torch
     except ImportError:
         raise ConfigError('training needs torch: pip install "edgereason[torch]"') from None
+    if args.threads:
+        torch.set_num_threads(args.threads)
     try:
         f = feats.merge([feats.load(p) for p in features_files])
     except ValueError as e:

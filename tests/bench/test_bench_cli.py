@@ -60,6 +60,33 @@ def test_kv_splits_run_side_by_side(tmp_path, gsm8k_path):
     assert all(r["generated_tokens"] > 0 and r["peak_kv_tokens"] > 0 for r in runs)
 
 
+@pytest.mark.slow
+def test_strategies_and_splits_run_side_by_side_under_auto(tmp_path, gsm8k_path):
+    out = tmp_path / "bench"
+    rc = main(["bench", "--dataset", str(gsm8k_path), "--limit", "1", "--policies", "auto", "--beams", "2",
+               "--width", "2", "--max-steps", "2", "--max-step-tokens", "24", "--kv-budget", "24MiB",
+               "--strategy", "beam,best-of-n", "--split", "profile,even", "--model", "smollm2-135m",
+               "--no-plots", "--out", str(out)])
+    assert rc == 0
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    assert [r["policy"] for r in runs] == ["auto/beam@profile", "auto/beam@even", "auto/best-of-n@profile",
+                                           "auto/best-of-n@even"]
+    assert [r["strategy"] for r in runs] == ["beam", "beam", "best-of-n", "best-of-n"]
+    # the label is the run's name only: each run still resolved `auto` to a preset
+    assert all(r["auto_policy"]["preset"] in ("baseline", "edge") and r["generated_tokens"] > 0 for r in runs)
+
+
+def test_unknown_or_impossible_strategy_is_a_clear_error_before_any_work(tmp_path, capsys, gsm8k_path):
+    rc = main(["bench", "--dataset", str(gsm8k_path), "--strategy", "beam,greedy", "--out", str(tmp_path / "o")])
+    assert rc == 2
+    assert "--strategy takes beam, best-of-n, dvts; got greedy" in capsys.readouterr().err
+    rc = main(["bench", "--dataset", str(gsm8k_path), "--strategy", "best-of-n,beam", "--beams", "1,4",
+               "--width", "4", "--out", str(tmp_path / "o")])
+    assert rc == 2
+    assert "--strategy best-of-n" in capsys.readouterr().err  # beam N=1 with width 4: what to run instead
+    assert not (tmp_path / "o").exists()
+
+
 def test_unknown_split_is_a_clear_error(tmp_path, capsys, gsm8k_path):
     rc = main(["bench", "--dataset", str(gsm8k_path), "--split", "even,half", "--out", str(tmp_path / "o")])
     assert rc == 2

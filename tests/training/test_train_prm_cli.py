@@ -55,8 +55,12 @@ def test_rollouts_resume_then_features_and_training_make_a_head(smollm2_path, da
         pytest.skip("this sample gave one class only")
     (work / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in relabelled))
     out = tmp_path / "head.safetensors"
+    torch = pytest.importorskip("torch")
+    threads = torch.get_num_threads()
     assert main(args + ["--phases", "features,train", "--epochs", "3", "--hidden", "8", "--val-fraction", "0.34",
-                        "--rank-weight", "1", "--out", str(out)]) == 0
+                        "--rank-weight", "1", "--out", str(out), "--threads", "1"]) == 0
+    assert torch.get_num_threads() == 1  # --threads holds for torch too (head_variants.sh shares cores this way)
+    torch.set_num_threads(threads)
     head = load_head(out)
     f = feats.load(work / "features-smollm2-135m.npz")
     assert f["x"].shape == (len(f["step"]), len(head.tokens)) and np.isfinite(f["x"]).all()
