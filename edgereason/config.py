@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -25,8 +26,8 @@ class SamplingParams:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise ConfigError(f"--temperature must be >= 0, got {self.temperature}")
+        if not math.isfinite(self.temperature) or self.temperature < 0:
+            raise ConfigError(f"--temperature must be a finite number >= 0 (0 = greedy), got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"--top-p must be in (0, 1], got {self.top_p}")
 
@@ -52,9 +53,10 @@ class SearchConfig:
             raise ConfigError(f"unknown aggregation {self.aggregation!r}; choose one of {', '.join(AGGREGATIONS)}")
         if self.vote not in VOTES:
             raise ConfigError(f"unknown vote {self.vote!r}; choose one of {', '.join(VOTES)}")
-        for name in ("beams", "width", "max_steps", "max_step_tokens", "max_path_tokens"):
+        for name, flag in (("beams", "--beams"), ("width", "--width"), ("max_steps", "--max-steps"),
+                           ("max_step_tokens", "--max-step-tokens"), ("max_path_tokens", "--max-tokens")):
             if getattr(self, name) <= 0:
-                raise ConfigError(f"--{name.replace('_', '-')} must be a positive number, got {getattr(self, name)}")
+                raise ConfigError(f"{flag} must be a positive number, got {getattr(self, name)}")
         if self.strategy != "best-of-n" and self.beams % self.width:
             raise ConfigError(
                 f"--beams {self.beams} is not divisible by --width {self.width}: "

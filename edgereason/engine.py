@@ -69,7 +69,7 @@ class Engine:
         room = self.generator.kv_capacity_tokens
         if len(prompt) + 16 > room:
             raise ConfigError(f"the problem is {len(prompt)} tokens but the generator's KV memory holds {room}; "
-                              "shorten the problem or raise --kv-budget")
+                              "shorten the problem or raise --kv-budget (or --kv-tokens)")
         req = Request(request_id or f"r{next(self._ids)}", question, config, prompt)
         root = req.tree.root
         root.seed = mix_seed(config.sampling.seed)
@@ -148,7 +148,7 @@ class Engine:
         if not req.busy():
             self._end(req, "done", completed_reason(req.completed))
         elif req.idle_steps > 2:  # nothing can run, score or be selected: never spin forever
-            self._end(req, "failed", "the search cannot make progress with the KV memory it has; raise --kv-budget")
+            self._end(req, "failed", "the search cannot make progress with the KV memory it has; raise --kv-budget (or --kv-tokens)")
         else:
             self._progress(req)
 

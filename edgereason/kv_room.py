@@ -43,7 +43,7 @@ class KVRoom:
                 work = batch.pop()
                 return [], [(work.request, OutOfMemoryError(
                     f"one search path needs {work.cost} KV tokens but the generator has "
-                    f"{self.generator.kv_capacity_tokens}; raise --kv-budget or lower --max-tokens"))]
+                    f"{self.generator.kv_capacity_tokens}; raise --kv-budget (or --kv-tokens) or lower --max-tokens"))]
         for w in batch:
             w.node.last_run = step
         return [self._restore(w) if w.restore else w for w in batch], []

@@ -5,6 +5,7 @@ A policy string is `PRESET[:key=value[:key=value...]]`, e.g. `edge:order=fifo` o
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Literal
 
@@ -43,16 +44,18 @@ class Policy:
     order: Order = "prefix"
 
     def __post_init__(self) -> None:
+        # errors name the flag and the policy switch (`--policies edge:spec_slots=2`) alike
         if not 0.0 <= self.spec_reuse_fraction <= 1.0:
-            raise ConfigError(f"spec_reuse_fraction must be in [0, 1], got {self.spec_reuse_fraction}")
-        if self.spec_slots < 0:
-            raise ConfigError(f"spec_slots must be >= 0, got {self.spec_slots}")
+            raise ConfigError(f"--spec-reuse-fraction (spec_reuse_fraction) must be in [0, 1], "
+                              f"got {self.spec_reuse_fraction}")
+        if not math.isfinite(self.spec_slots) or self.spec_slots < 0:
+            raise ConfigError(f"--spec-slots (spec_slots) must be a finite number >= 0, got {self.spec_slots}")
         if not 0.0 < self.perfect_score <= 1.0:
-            raise ConfigError(f"perfect_score must be in (0, 1], got {self.perfect_score}")
+            raise ConfigError(f"--perfect-score (perfect_score) must be in (0, 1], got {self.perfect_score}")
         if self.lv_threshold < 0 or self.lv_max_defer < 0:
-            raise ConfigError("lv_threshold and lv_max_defer must be >= 0")
+            raise ConfigError("--lv-threshold and --lv-max-defer (lv_threshold, lv_max_defer) must be >= 0")
         if self.order not in ("prefix", "fifo"):
-            raise ConfigError(f"order must be prefix or fifo, got {self.order!r}")
+            raise ConfigError(f"--order (order) must be prefix or fifo, got {self.order!r}")
         if self.lookahead and not self.speculative_extension:
             raise ConfigError("lookahead verification needs speculative_extension")
 

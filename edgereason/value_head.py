@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from edgereason.errors import ConfigError, ModelError
+from edgereason.files import new_file_mode
 
 HEAD_FORMAT = "edgereason-value-head"
 HEAD_VERSION = 1
@@ -151,6 +152,7 @@ def _atomic_write(path: Path, write) -> None:
     os.close(fd)
     try:
         write(Path(tmp))
+        os.chmod(tmp, new_file_mode())  # after the write: safetensors makes the file anew
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

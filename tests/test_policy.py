@@ -23,7 +23,7 @@ def test_overrides_in_the_policy_string():
     assert (p.order, p.lv_threshold, p.dedup, p.name) == ("fifo", 128, False, "edge:order=fifo:lv_threshold=128:dedup=false")
     assert parse_policy("edge:spec_slots=2").spec_slots == 2.0
     for bad in ("nope", "edge:order", "edge:warp=1", "edge:dedup=maybe", "edge:order=random",
-                "baseline:lookahead=true", "edge:spec_slots=-1"):
+                "baseline:lookahead=true", "edge:spec_slots=-1", "edge:spec_slots=inf", "edge:spec_slots=nan"):
         with pytest.raises(ConfigError):
             parse_policy(bad)
 

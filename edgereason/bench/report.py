@@ -14,6 +14,7 @@ from typing import Iterable, TextIO
 import numpy as np
 
 from edgereason.errors import ConfigError
+from edgereason.files import new_file_mode
 
 RunKey = tuple[str, int, str]
 
@@ -64,6 +65,7 @@ def _write_atomic(path: Path, text: str) -> None:
     """Readers see the old file or the new one, never part of one: a synced temp file beside it, then a rename."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, new_file_mode())
         with os.fdopen(fd, "w", newline="") as f:
             f.write(text)
             f.flush()
@@ -118,8 +120,29 @@ def mean_by_key(runs: list[dict]) -> dict[RunKey, dict[str, float]]:
     return {key: {f: float(np.mean([r[f] for r in rs])) for f in COMPARED} for key, rs in grouped.items()}
 
 
-def print_compare(base_dir: str | Path, new_dir: str | Path, file: TextIO) -> int:
-    """Ratios new / base for runs present in both folders; returns how many runs matched."""
+# What may differ between two benches whose runs are compared: what they compare, and when they ran.
+_CONFIG_FREE = {"version", "started", "policies", "beams", "rates", "repeat", "strategy", "split"}
+
+
+def _config(folder: str | Path) -> dict:
+    config = json.loads((Path(folder) / RESULTS).read_text()).get("config")
+    return config if isinstance(config, dict) else {}
+
+
+def unlike(base_dir: str | Path, new_dir: str | Path) -> list[str]:
+    """Why the two benches' ratios may not mean what they seem: settings that differ, runs cut short."""
+    base, new = _config(base_dir), _config(new_dir)
+    notes = [f"the benches differ in {k}: {base.get(k)!r} against {new.get(k)!r}"
+             for k in sorted((set(base) | set(new)) - _CONFIG_FREE) if base.get(k) != new.get(k)]
+    for folder in (base_dir, new_dir):
+        notes += [f"{run['policy']} beams={run['beams']} rate={run['rate']} in {folder} was interrupted after "
+                  f"{run.get('problems', '?')} problems" for run in load_runs(folder) if run.get("interrupted")]
+    return notes
+
+
+def print_compare(base_dir: str | Path, new_dir: str | Path, file: TextIO, notes: TextIO | None = None) -> int:
+    """Ratios new / base for runs present in both folders; returns how many runs matched. Notes on unlike
+    settings and interrupted runs go to `notes` (default: `file`)."""
     base, new = mean_by_key(load_runs(base_dir)), mean_by_key(load_runs(new_dir))
     common = [k for k in base if k in new]
     if not common:
@@ -133,6 +156,8 @@ def print_compare(base_dir: str | Path, new_dir: str | Path, file: TextIO) -> in
                                                                              set(new) - set(base))):
         if keys:
             print(f"{label}: {', '.join(f'{p} beams={b} rate={r}' for p, b, r in sorted(keys))}", file=file)
+    for note in unlike(base_dir, new_dir):
+        print(f"note: {note}", file=notes or file)
     return len(common)
 
 

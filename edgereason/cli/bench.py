@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.compare:
-        print_compare(*args.compare, file=sys.stdout)
+        print_compare(*args.compare, file=sys.stdout, notes=sys.stderr)
         return 0
     if not args.dataset or not args.out:
         raise ConfigError("bench needs --dataset FILE.jsonl and --out DIR (or --compare BASE NEW)")

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from typing import Callable
 
 import psutil
 
 from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, model_settings,
                                    policy_from, recipe_search_config)
+from edgereason.errors import ConfigError
 from edgereason.session import Session, open_session
 
 
@@ -29,6 +31,9 @@ def run(args: argparse.Namespace) -> int:
     config = recipe_search_config(args)
     policy = policy_from(args)
     settings = model_settings(args)
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):  # no keys could reach the UI, nor Ctrl+Q to leave it
+        raise ConfigError("chat needs an interactive terminal; from a script or a pipe, use "
+                          "edgereason solve (--json for one JSON object)")
     if settings.threads is None:  # leave the UI thread a core: llama.cpp's spinning threads stall if one waits
         settings = dataclasses.replace(settings, threads=max(1, (psutil.cpu_count(logical=False) or 2) - 1))
 

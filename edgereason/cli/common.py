@@ -200,16 +200,16 @@ def policy_from(args: argparse.Namespace, spec: str | None = None) -> Policy:
 
 
 def model_settings(args: argparse.Namespace) -> ModelSettings:
-    budget = parse_size(args.kv_budget) if args.kv_budget else None
+    budget = parse_size(args.kv_budget) if args.kv_budget is not None else None  # "" is a mistake, not unset
     return ModelSettings(model=args.model, prm=args.prm, prm_format=args.prm_format, prm_head=args.prm_head,
                          prm_device=args.prm_device,
                          threads=args.threads,
                          generator_kv_tokens=args.kv_tokens, verifier_kv_tokens=args.kv_tokens,
                          kv_budget_bytes=budget, split=args.split, flash_attn=args.flash_attn,
                          n_gpu_layers=args.gpu_layers, verbose=args.verbose,
-                         gpu_memory_bytes=parse_size(args.gpu_memory) if args.gpu_memory else None,
+                         gpu_memory_bytes=parse_size(args.gpu_memory) if args.gpu_memory is not None else None,
                          device_sampling=args.device_sampling, device_top_k=args.device_top_k,
-                         kv_budget_unit=size_unit(args.kv_budget) if args.kv_budget else "MiB",
+                         kv_budget_unit=size_unit(args.kv_budget) if budget is not None else "MiB",
                          remote=remote_settings(args))
 
 

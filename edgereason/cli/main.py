@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from edgereason import __version__, interrupts
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Exit codes: 0 done, 1 a user error or an unfinished search, 2 bad settings, 128 + N stopped by signal N
     (130 Ctrl-C, 143 SIGTERM, 129 a closed terminal) at any moment, imports included."""
+    args = None
     try:
         with interrupts.stop_signals():
             args = build_parser().parse_args(argv)
@@ -39,11 +41,18 @@ def main(argv: list[str] | None = None) -> int:
     except EdgeReasonError as e:
         _end_progress_line()
         print(f"edgereason: error: {e}", file=sys.stderr)
-        return e.exit_code
+        return _json_error(args, str(e), e.exit_code)
     except KeyboardInterrupt as e:
         _end_progress_line()
         print(f"\nedgereason: {interrupts.describe(e)}", file=sys.stderr)
-        return interrupts.exit_code(e)
+        return _json_error(args, interrupts.describe(e), interrupts.exit_code(e))
+
+
+def _json_error(args: argparse.Namespace | None, message: str, code: int) -> int:
+    """With --json a script reads stdout: it gets one JSON object there on failure too."""
+    if getattr(args, "json", False):
+        print(json.dumps({"error": message, "exit_code": code}), flush=True)
+    return code
 
 
 def _end_progress_line() -> None:

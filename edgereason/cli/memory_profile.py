@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from edgereason import models
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
 from edgereason.cli.common import beam_count, pull_progress
+from edgereason.errors import ConfigError
 from edgereason.memory.device import DEVICE_KINDS
 from edgereason.memory.profiler import Profile, run_profile
 from edgereason.memory.sample import SAMPLE_PROBLEMS
@@ -88,8 +90,21 @@ def _print_table(profile: Profile, path: Path) -> None:
     print(f"profile: {path}")
 
 
+def _check_plot(path: Path) -> None:
+    """Before minutes of measuring: the plot can be written where the user asked."""
+    if path.is_dir():
+        raise ConfigError(f"--plot {path} is a folder; give a file name such as {path / 'memory-profile.png'}")
+    if path.suffix.lower() != ".png":
+        raise ConfigError(f"--plot writes a PNG: give a file name ending in .png, got {path}")
+    if not path.parent.is_dir():
+        raise ConfigError(f"--plot {path}: the folder {path.parent} does not exist")
+    if not os.access(path.parent, os.W_OK):
+        raise ConfigError(f"--plot {path}: cannot write in {path.parent}")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.plot:
+        _check_plot(args.plot)
         require_one_cxx_runtime("--plot loads matplotlib", "drop --plot")
     profile = run_profile(args.model, args.prm, args.prm_format, args.kv_budget, args.device, args.threads,
                           args.beams, args.max_step_tokens, args.width, args.requests, args.steps,
@@ -100,7 +115,11 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         from edgereason.memory.plot import write_plot
 
-        write_plot(profile, args.plot)
+        try:
+            write_plot(profile, args.plot)
+        except OSError as e:  # the profile itself is saved already
+            raise ConfigError(f"profile saved to {path}, but the plot could not be written to {args.plot}: "
+                              f"{e.strerror or e}") from None
         _progress(f"plot written to {args.plot}")
     if args.json:
         print(json.dumps(data | {"profile_path": str(path)}, indent=2))

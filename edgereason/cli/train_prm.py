@@ -76,13 +76,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     phases = [s.strip() for s in args.phases.split(",") if s.strip()]
+    if not phases:
+        raise ConfigError(f"--phases needs at least one of {', '.join(PHASES)}")
     if bad := [s for s in phases if s not in PHASES]:
         raise ConfigError(f"--phases takes {', '.join(PHASES)}; got {', '.join(bad)}")
     if args.samples < 1 or args.concurrency < 1 or args.mc_completions < 1 or args.mc_problems < 0:
         raise ConfigError("--samples, --concurrency and --mc-completions must be at least 1, --mc-problems >= 0")
     backbone = args.model if args.backbone == SELF else args.backbone
     work = Path(args.work) if args.work else models.home() / "train" / models.display_name(args.model)
-    work.mkdir(parents=True, exist_ok=True)
+    if work.exists() and not work.is_dir():
+        raise ConfigError(f"--work {work} is a file; give a folder for rollouts, features and the report")
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"cannot make the --work folder {work}: {e.strerror or e}") from None
     rollout_files = [Path(f) for f in args.rollouts] if args.rollouts else [work / "rollouts.jsonl"]
     out = Path(args.out) if args.out else work / f"head-{models.display_name(backbone)}.safetensors"
     features_files = ([Path(f) for f in args.features] if args.features

@@ -106,8 +106,14 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "auto", budge
     device = read_device(device_kind)
     if min(beams or 1, width, requests, max_step_tokens, steps) <= 0:
         raise ConfigError("--beams, --width, --requests, --steps and --max-step-tokens must be positive")
-    workload = Workload(beams=DEFAULT_BEAMS[device.kind] if beams is None else beams, width=width,
-                        requests=requests, step_tokens=min(TYPICAL_STEP_TOKENS, max_step_tokens), steps=steps)
+    beams = DEFAULT_BEAMS[device.kind] if beams is None else beams
+    if beams % width:
+        raise ConfigError(f"the modelled beam search of --beams {beams} cannot keep beams/width paths with --width "
+                          f"{width}: pick --beams {width * max(1, beams // width)} or another --width")
+    if not all(p.strip() for p in problems):
+        raise ConfigError("a --problem is empty; give the text of a problem like those you solve")
+    workload = Workload(beams=beams, width=width, requests=requests,
+                        step_tokens=min(TYPICAL_STEP_TOKENS, max_step_tokens), steps=steps)
     gen_path = models.resolve(generator, progress=pull_progress)
     if device.kind == "gpu":
         require_gpu("use --device cpu")

@@ -106,11 +106,23 @@ def test_cli_json_and_plot(home, smollm2_path, monkeypatch, capsys, tmp_path):
     (["--budget", "lots"], "not a size"),
     (["--budget", "1MiB"], "fits no split"),
     (["--threads", "0"], "--threads"),
+    (["--beams", "3", "--width", "2"], "pick --beams 2 or another --width"),
+    (["--problem", "What is 2 + 3?", "--problem", " "], "a --problem is empty"),
 ])
 def test_cli_errors_are_one_line(home, smollm2_path, capsys, argv, message):
     assert main(["memory-profile", "--generator", str(smollm2_path), *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+    assert "generator decode" not in err  # refused before measuring
+
+
+def test_a_plot_that_cannot_be_written_is_refused_before_measuring(home, smollm2_path, capsys, tmp_path):
+    for plot, message in ((tmp_path, "is a folder"), (tmp_path / "x.txt", "ending in .png"),
+                          (tmp_path / "none" / "x.png", "does not exist")):
+        assert main(["memory-profile", "--generator", str(smollm2_path), "--plot", str(plot)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "generator decode" not in err
+    assert list(tmp_path.iterdir()) == [] and not tmp_path.with_suffix(".png").exists()
 
 
 @pytest.mark.slow

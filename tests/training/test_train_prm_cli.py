@@ -83,3 +83,19 @@ def test_training_data_without_answers_is_one_clear_error(tmp_path, capsys):
 def test_train_phase_without_features_says_what_to_run(tmp_path, capsys):
     assert main(["train-prm", "--model", "smollm2-135m", "--work", str(tmp_path), "--phases", "train"]) == 2
     assert "run the features phase first" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("phases", ["", " , "])
+def test_no_phase_is_a_clear_error(tmp_path, capsys, phases):
+    assert main(["train-prm", "--model", "smollm2-135m", "--work", str(tmp_path), "--phases", phases]) == 2
+    assert "--phases needs at least one of rollouts, mc, features, train" in capsys.readouterr().err
+
+
+def test_a_work_folder_that_cannot_be_made_is_a_clear_error(tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("not a folder")
+    assert main(["train-prm", "--model", "smollm2-135m", "--work", str(afile), "--phases", "train"]) == 2
+    assert f"--work {afile} is a file" in capsys.readouterr().err
+    assert main(["train-prm", "--model", "smollm2-135m", "--work", str(afile / "sub"), "--phases", "train"]) == 2
+    assert "cannot make the --work folder" in capsys.readouterr().err
+    assert afile.read_text() == "not a folder"
