@@ -70,7 +70,7 @@ class KVContext:
             if self.top_k:
                 self.top_k.free()
             raise OutOfMemoryError(f"could not create a llama.cpp context of {n_ctx} KV tokens for "
-                                   f"{model.path.name}; lower the KV budget")
+                                   f"{model.path.name}; lower --kv-budget (or --kv-tokens)")
         self.mem = L.llama_get_memory(self.ptr)
         self.capacity = min(n_ctx, L.llama_n_ctx(self.ptr))
         self.n_batch = L.llama_n_batch(self.ptr)
