@@ -16,9 +16,22 @@ from pathlib import Path
 from edgereason.grading import answers_match
 
 
-def first_ids(dataset: Path, n: int) -> set[str]:
-    with dataset.open(encoding="utf-8") as f:
-        return {str(json.loads(line)["id"]) for _, line in zip(range(n), f)}
+def parse_args(argv: list[str]) -> tuple[Path, set[str] | None, list[tuple[str, list[str]]]]:
+    """OUT.json [--first N DATASET] NAME=DIR_GLOB...: the output, the ids kept (None: all), and each name's result
+    folders. Also read by benchmarks/vote_rules.py."""
+    out, specs, keep = Path(argv[0]), argv[1:], None
+    if specs[:1] == ["--first"]:
+        with open(specs[2], encoding="utf-8") as f:
+            keep = {str(json.loads(line)["id"]) for _, line in zip(range(int(specs[1])), f)}
+        specs = specs[3:]
+    named = [spec.split("=", 1) for spec in specs]
+    return out, keep, [(name, sorted(d for d in glob.glob(pattern) if (Path(d) / "results.json").is_file()))
+                       for name, pattern in named]
+
+
+def kept(run: dict, keep: set[str] | None) -> list[dict]:
+    """The run's problems among the kept ids."""
+    return [p for p in run["per_problem"] if keep is None or str(p["id"]) in keep]
 
 
 def merge(dirs: list[str], keep: set[str] | None = None) -> dict[str, dict]:
@@ -30,9 +43,7 @@ def merge(dirs: list[str], keep: set[str] | None = None) -> dict[str, dict]:
         for run in data["runs"]:
             m = runs.setdefault(run["policy"], {"problems": 0, "correct": 0, "oracle": 0, "generated_tokens": 0,
                                                 "final_tokens": 0, "wall_s": 0.0, "prm_tokens": 0, "shards": 0})
-            for p in run["per_problem"]:
-                if keep is not None and str(p["id"]) not in keep:
-                    continue
+            for p in kept(run, keep):
                 m["problems"] += 1
                 m["correct"] += bool(p["correct"])
                 m["oracle"] += any(answers_match(q["answer"], p["gold"]) for q in p.get("paths") or [])
@@ -49,14 +60,9 @@ def merge(dirs: list[str], keep: set[str] | None = None) -> dict[str, dict]:
 
 
 def main(argv: list[str]) -> int:
-    out, specs = Path(argv[0]), argv[1:]
-    keep = None
-    if specs[:1] == ["--first"]:
-        keep, specs = first_ids(Path(specs[2]), int(specs[1])), specs[3:]
+    out, keep, named = parse_args(argv)
     table = {}
-    for spec in specs:
-        name, pattern = spec.split("=", 1)
-        dirs = sorted(d for d in glob.glob(pattern) if (Path(d) / "results.json").is_file())
+    for name, dirs in named:
         for policy, m in merge(dirs, keep).items():
             table[f"{name}/{policy}"] = m
     out.write_text(json.dumps(table, indent=1) + "\n")

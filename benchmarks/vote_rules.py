@@ -12,7 +12,6 @@ Usage: python benchmarks/vote_rules.py OUT.json [--first N DATASET] NAME=DIR_GLO
 
 from __future__ import annotations
 
-import glob
 import json
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ from edgereason.grading import answers_match
 from edgereason.result import FinalPath, vote
 
 sys.path.insert(0, str(Path(__file__).parent))
-from merge_shards import first_ids  # noqa: E402
+from merge_shards import kept, parse_args  # noqa: E402
 
 
 def pick(paths: list[dict], rule: str) -> str | None:
@@ -38,9 +37,7 @@ def rules_table(dirs: list[str], keep: set[str] | None = None) -> dict[str, dict
         for run in json.loads((Path(d) / "results.json").read_text())["runs"]:
             row = table.setdefault(run["policy"], {"problems": 0, "best": 0, "weighted": 0, "majority": 0,
                                                    "oracle": 0})
-            for p in run["per_problem"]:
-                if keep is not None and str(p["id"]) not in keep:
-                    continue
+            for p in kept(run, keep):
                 row["problems"] += 1
                 for rule in ("best", "weighted", "majority"):
                     row[rule] += bool(answers_match(pick(p["paths"], rule), p["gold"]))
@@ -49,12 +46,9 @@ def rules_table(dirs: list[str], keep: set[str] | None = None) -> dict[str, dict
 
 
 def main(argv: list[str]) -> int:
-    out, specs, table, keep = Path(argv[0]), argv[1:], {}, None
-    if specs[:1] == ["--first"]:
-        keep, specs = first_ids(Path(specs[2]), int(specs[1])), specs[3:]
-    for spec in specs:
-        name, pattern = spec.split("=", 1)
-        dirs = sorted(d for d in glob.glob(pattern) if (Path(d) / "results.json").is_file())
+    out, keep, named = parse_args(argv)
+    table = {}
+    for name, dirs in named:
         for policy, row in rules_table(dirs, keep).items():
             table[f"{name}/{policy}"] = row
             n = row["problems"] or 1

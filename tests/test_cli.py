@@ -14,8 +14,8 @@ def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess
                           input=stdin, timeout=300)
 
 
-def assert_clean_error(proc: subprocess.CompletedProcess, needle: str) -> None:
-    assert proc.returncode != 0
+def assert_clean_error(proc: subprocess.CompletedProcess, needle: str, code: int | None = None) -> None:
+    assert proc.returncode != 0 if code is None else proc.returncode == code
     assert "Traceback" not in proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert lines and needle in lines[-1], proc.stderr
@@ -28,9 +28,18 @@ def assert_clean_error(proc: subprocess.CompletedProcess, needle: str) -> None:
     (["--temperature", "-0.5"], "temperature"),
     (["--policy", "warp-speed"], "unknown policy"),
     (["--policy", "edge:bogus=1"], "bad policy override"),
+    # refused by the flag the user typed
+    (["--temperature", "nan"], "--temperature must be a finite number >= 0"),
+    (["--temperature", "inf"], "--temperature must be a finite number >= 0"),
+    (["--spec-slots", "inf"], "--spec-slots (spec_slots) must be a finite number >= 0"),
+    (["--policy", "edge:spec_slots=nan"], "--spec-slots (spec_slots) must be a finite number >= 0"),
+    (["--max-tokens", "0"], "--max-tokens must be a positive number"),
+    (["--perfect-score", "5"], "--perfect-score (perfect_score) must be in (0, 1]"),
+    (["--kv-budget", ""], "not a size: ''"),
+    (["--gpu-memory", ""], "not a size: ''"),
 ])
 def test_impossible_settings(args, needle, smollm2_path):
-    assert_clean_error(run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), *args), needle)
+    assert_clean_error(run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), *args), needle, code=2)
 
 
 def test_missing_model_file(tmp_path):

@@ -9,7 +9,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Iterable, TextIO
+from typing import Iterable, NamedTuple, TextIO
 
 import numpy as np
 
@@ -81,13 +81,20 @@ _RUN_FIELDS: dict[str, type | tuple[type, ...]] = {"policy": str, "beams": int, 
                                                    **{f: (int, float) for f in COMPARED}}
 
 
-def load_runs(folder: str | Path) -> list[dict]:
-    """The runs of a results folder, checked for what --compare reads; ConfigError (one line) otherwise."""
+class Results(NamedTuple):
+    config: dict  # the bench's settings ({} where the file has none)
+    runs: list[dict]
+
+
+def load_results(folder: str | Path) -> Results:
+    """A results folder's settings and runs, the runs checked for what --compare reads; ConfigError (one line)
+    otherwise."""
     path = Path(folder) / RESULTS
     if not path.is_file():
         raise ConfigError(f"no {RESULTS} in {folder}; pass folders written by `edgereason bench --out`")
     try:
-        runs = json.loads(path.read_text())["runs"]
+        data = json.loads(path.read_text())
+        runs = data["runs"]
     except OSError as e:
         raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
     except (ValueError, KeyError, TypeError):  # ValueError: not JSON, or not UTF-8
@@ -100,7 +107,8 @@ def load_runs(folder: str | Path) -> list[dict]:
                               "`edgereason bench --out`")
         if wrong := [f for f, kind in _RUN_FIELDS.items() if not isinstance(run[f], kind)]:
             raise ConfigError(f"{path}: run {i} has a value of the wrong type in {', '.join(wrong)}")
-    return runs
+    config = data.get("config")
+    return Results(config if isinstance(config, dict) else {}, runs)
 
 
 def print_table(runs: Iterable[dict], file: TextIO) -> None:
@@ -124,26 +132,23 @@ def mean_by_key(runs: list[dict]) -> dict[RunKey, dict[str, float]]:
 _CONFIG_FREE = {"version", "started", "policies", "beams", "rates", "repeat", "strategy", "split"}
 
 
-def _config(folder: str | Path) -> dict:
-    config = json.loads((Path(folder) / RESULTS).read_text()).get("config")
-    return config if isinstance(config, dict) else {}
-
-
-def unlike(base_dir: str | Path, new_dir: str | Path) -> list[str]:
-    """Why the two benches' ratios may not mean what they seem: settings that differ, runs cut short."""
-    base, new = _config(base_dir), _config(new_dir)
+def unlike(results: list[tuple[str | Path, Results]]) -> list[str]:
+    """Why two benches' ratios ((folder, results) of base, then new) may not mean what they seem: settings that
+    differ, runs cut short."""
+    base, new = (r.config for _, r in results)
     notes = [f"the benches differ in {k}: {base.get(k)!r} against {new.get(k)!r}"
              for k in sorted((set(base) | set(new)) - _CONFIG_FREE) if base.get(k) != new.get(k)]
-    for folder in (base_dir, new_dir):
+    for folder, r in results:
         notes += [f"{run['policy']} beams={run['beams']} rate={run['rate']} in {folder} was interrupted after "
-                  f"{run.get('problems', '?')} problems" for run in load_runs(folder) if run.get("interrupted")]
+                  f"{run.get('problems', '?')} problems" for run in r.runs if run.get("interrupted")]
     return notes
 
 
 def print_compare(base_dir: str | Path, new_dir: str | Path, file: TextIO, notes: TextIO | None = None) -> int:
     """Ratios new / base for runs present in both folders; returns how many runs matched. Notes on unlike
     settings and interrupted runs go to `notes` (default: `file`)."""
-    base, new = mean_by_key(load_runs(base_dir)), mean_by_key(load_runs(new_dir))
+    results = [(base_dir, load_results(base_dir)), (new_dir, load_results(new_dir))]
+    base, new = (mean_by_key(r.runs) for _, r in results)
     common = [k for k in base if k in new]
     if not common:
         raise ConfigError(f"no run (policy, beams, rate) appears in both {base_dir} and {new_dir}")
@@ -156,7 +161,7 @@ def print_compare(base_dir: str | Path, new_dir: str | Path, file: TextIO, notes
                                                                              set(new) - set(base))):
         if keys:
             print(f"{label}: {', '.join(f'{p} beams={b} rate={r}' for p, b, r in sorted(keys))}", file=file)
-    for note in unlike(base_dir, new_dir):
+    for note in unlike(results):
         print(f"note: {note}", file=notes or file)
     return len(common)
 

@@ -10,6 +10,7 @@ import argparse
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Sequence
 
 from edgereason import __version__
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
@@ -75,13 +76,9 @@ def run(args: argparse.Namespace) -> int:
     problems = load_problems(args.dataset, args.limit, args.offset)
     policies = [policy_from(args, s) for s in _items(args.policies, "--policies")]
     beams = [_int(b) for b in _items(args.beams, "--beams")]
-    strategies = _items(args.strategy, "--strategy")
-    if bad := [s for s in strategies if s not in STRATEGIES]:
-        raise ConfigError(f"--strategy takes {', '.join(STRATEGIES)}; got {', '.join(bad)}")
+    strategies = _items(args.strategy, "--strategy", allowed=STRATEGIES)
     rates = [parse_rate(r) for r in _items(args.rate, "--rate")]
-    splits = _items(args.split, "--split")
-    if bad := [s for s in splits if s not in SPLITS]:
-        raise ConfigError(f"--split takes {', '.join(SPLITS)}; got {', '.join(bad)}")
+    splits = _items(args.split, "--split", allowed=SPLITS)
     if not args.no_plots:
         require_one_cxx_runtime("bench's plots load matplotlib", "pass --no-plots")
     # with several strategies or splits the label names them, so tables, plots and --compare keep runs apart
@@ -143,10 +140,12 @@ def _config(args: argparse.Namespace, problems: list, policies: list[Policy], be
     }
 
 
-def _items(text: str, flag: str) -> list[str]:
+def _items(text: str, flag: str, allowed: Sequence[str] | None = None) -> list[str]:
     items = [s.strip() for s in text.split(",") if s.strip()]
     if not items:
         raise ConfigError(f"{flag} needs at least one value")
+    if allowed is not None and (bad := [s for s in items if s not in allowed]):
+        raise ConfigError(f"{flag} takes {', '.join(allowed)}; got {', '.join(bad)}")
     return items
 
 
