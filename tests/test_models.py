@@ -12,7 +12,7 @@ from edgereason.errors import ModelError
 
 def test_registry_has_the_offline_models():
     assert set(models.REGISTRY) == {"smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"}
-    assert models.DEFAULT_MODEL == "qwen2.5-coder-0.5b"
+    assert models.DEFAULT_MODEL == "qwen2.5-coder-1.5b"
     assert len(models.REGISTRY["qwen2.5-coder-0.5b"].pieces) == 6
     assert len(models.REGISTRY["qwen2.5-coder-1.5b"].pieces) == 22
 

@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "tree of candidate steps, their scores and the engine counters update live. "
                                    "F1 shows the keys; Ctrl+Q quits.")
     add_model_args(p)
-    add_search_args(p, beams_default=8, strategy_default=None, vote_default=None)
+    add_search_args(p, from_recipe=True)
     add_policy_arg(p)
     p.set_defaults(func=run)
 

@@ -13,12 +13,13 @@ from edgereason.config import AGGREGATIONS, STRATEGIES, VOTES, SamplingParams, S
 from edgereason.policy import PRESETS, SWITCH_HELP, SWITCH_METAVAR, Policy, parse_policy, with_switches
 from edgereason.policy_auto import EDGE_MAX_COST_8
 from edgereason.prm_choice import PRM_FORMAT_CHOICES
-from edgereason.recipes import PLAIN, Recipe, describe, recipe_for
+from edgereason.recipes import FIELDS, PLAIN, Device, Recipe, describe, recipe_for
 from edgereason.memory import parse_size
 from edgereason.memory.size import size_unit
-from edgereason.gpu import DEFAULT_TOP_K, DEVICE_SAMPLING_MODES
+from edgereason.gpu import DEFAULT_TOP_K, DEVICE_SAMPLING_MODES, default_gpu_layers
 from edgereason.session import DEFAULT_KV_TOKENS, SPLITS, ModelSettings
 from edgereason.backends.remote.settings import DEFAULT_STEP_TOKENS, Endpoint, RemoteSettings
+from edgereason.backends import load_backend
 from edgereason.errors import ConfigError, ModelError
 
 REMOTE_HELP = """\
@@ -133,29 +134,30 @@ def remote_settings(args: argparse.Namespace) -> RemoteSettings | None:
     return RemoteSettings(generator, prm, step_tokens=args.remote_step_tokens, context_tokens=args.remote_context)
 
 
-RECIPE_DEFAULT = f"the generator's recipe: {describe('strategy')} (README: The verifier)"
+def add_search_args(p: argparse.ArgumentParser, from_recipe: bool = False) -> None:
+    """from_recipe: --strategy, --vote, --beams and --temperature default to the generator's recipe (apply_recipe
+    fills them); else beam search, a majority vote, 4 beams, T 0.8."""
+    def default(field: str, value: object) -> str:
+        return f"the recipe: {describe(field)}" if from_recipe else str(value)
 
-
-def add_search_args(p: argparse.ArgumentParser, beams_default: int = 4, strategy_default: str | None = "beam",
-                    vote_default: str | None = "majority") -> None:
-    """strategy_default / vote_default None: taken from the generator's recipe (apply_recipe)."""
     g = p.add_argument_group("search")
-    g.add_argument("--strategy", default=strategy_default, choices=STRATEGIES,
-                   help=f"search strategy (default {strategy_default or RECIPE_DEFAULT})")
-    g.add_argument("--beams", type=beam_count, default=beams_default, metavar="N",
-                   help=f"candidates N: the beam size, or the samples of best-of-n (default {beams_default})")
+    g.add_argument("--strategy", default=None if from_recipe else "beam", choices=STRATEGIES,
+                   help=f"search strategy (default {default('strategy', 'beam')}; README: The verifier)")
+    g.add_argument("--beams", type=beam_count, default=None if from_recipe else 4, metavar="N",
+                   help=f"candidates N: the beam size, or the samples of best-of-n (default {default('beams', 4)})")
     g.add_argument("--width", type=int, default=4, help="beam width M: children per kept candidate (default 4)")
     g.add_argument("--max-steps", type=int, default=40, help="reasoning steps per path (default 40)")
     g.add_argument("--max-step-tokens", type=int, default=2048, help="tokens per step (default 2048)")
     g.add_argument("--max-tokens", type=int, default=4096, help="generated tokens per path (default 4096)")
-    g.add_argument("--temperature", type=float, default=0.8, help="sampling temperature, 0 = greedy (default 0.8)")
+    g.add_argument("--temperature", type=float, default=None if from_recipe else 0.8,
+                   help=f"sampling temperature, 0 = greedy (default {default('temperature', 0.8)})")
     g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (default 1.0)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     g.add_argument("--agg", default="last", choices=AGGREGATIONS, help="step-score aggregation (default last)")
-    g.add_argument("--vote", default=vote_default, choices=VOTES,
+    g.add_argument("--vote", default=None if from_recipe else "majority", choices=VOTES,
                    help="final answer: the best-scored path, the answer with the largest sum of path scores "
                         "(weighted), or the one most paths reach, ties to the better-scored (default "
-                        f"{vote_default or 'the recipe: ' + describe('vote')})")
+                        f"{default('vote', 'majority')})")
 
 
 def beam_count(text: str) -> int:
@@ -218,23 +220,35 @@ class RecipeUse(NamedTuple):
     filled: tuple[str, ...]  # the flags the recipe set: the user left them unset
 
 
-def apply_recipe(args: argparse.Namespace) -> RecipeUse:
-    """Fill the search and PRM flags left unset (None) from the generator's recipe (edgereason/recipes.py). Any PRM
-    flag or a remote backend means the user picks the verifier: then the plain recipe fills them."""
+def recipe_device(args: argparse.Namespace) -> Device:
+    """Where the generator's layers will run, as the session decides it (edgereason/gpu.py); a served generator has
+    no recipe, so no device to ask."""
+    if args.backend != "llamacpp":
+        return "cpu"
+    if args.gpu_layers is not None:
+        return "gpu" if args.gpu_layers > 0 else "cpu"
+    return "gpu" if default_gpu_layers(load_backend("llamacpp")) > 0 else "cpu"
+
+
+def apply_recipe(args: argparse.Namespace, device: Device) -> RecipeUse:
+    """Fill the search and PRM flags left unset (None) from the generator's recipe for this device
+    (edgereason/recipes.py). Any PRM flag or a remote backend means the user picks the verifier: then the plain
+    recipe fills them."""
     chosen = (args.prm is not None or args.prm_format != "auto" or args.prm_head is not None
               or args.backend != "llamacpp")
-    recipe = recipe_for(args.model, chosen)
-    filled = tuple(f for f in ("strategy", "vote", "prm") if getattr(args, f) is None and getattr(recipe, f))
+    recipe = recipe_for(args.model, device, chosen)
+    filled = tuple(f for f in FIELDS if getattr(args, f) is None and getattr(recipe, f) is not None)
     for f in filled:
         setattr(args, f, getattr(recipe, f))
     return RecipeUse(recipe, filled)
 
 
-def recipe_search_config(args: argparse.Namespace, resolve: Callable[..., Path] = models.resolve) -> SearchConfig:
+def recipe_search_config(args: argparse.Namespace, resolve: Callable[..., Path] = models.resolve,
+                         device: Device | None = None) -> SearchConfig:
     """The search of `solve` and `chat`: the recipe applied and the flags checked (a typo costs no download), then
     the recipe's PRM pulled. Where it cannot be (offline, say), the plain recipe runs, with a note: what is on disk
-    keeps working."""
-    use = apply_recipe(args)
+    keeps working. device: None = where the session will put the layers."""
+    use = apply_recipe(args, device or recipe_device(args))
     config = search_config(args)
     if "prm" not in use.filled:
         return config

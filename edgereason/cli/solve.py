@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "the search keeps the best paths.")
     p.add_argument("problem", help="the problem text, or - to read it from stdin")
     add_model_args(p)
-    add_search_args(p, beams_default=8, strategy_default=None, vote_default=None)
+    add_search_args(p, from_recipe=True)
     add_policy_arg(p)
     p.add_argument("--json", action="store_true", help="print one JSON object (answer, paths, tree, metrics; on a failure: error, exit_code)")
     p.add_argument("--show-tree", action="store_true", help="print the surviving tree with step scores")
