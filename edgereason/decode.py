@@ -104,7 +104,7 @@ class Decoder:
         self.emit.status(req.id, node, Status.WAITING)
         if node.path_complete:
             node.waited = True
-            if not node.speculative:
+            if not node.speculative and not self.verification.keeps_kv(req, node):
                 self.kv.free(node)
         # a speculative step is scored once its parent is selected, unless asynchronous expansion scores it now
         if not node.speculative or self.policy.async_expand:

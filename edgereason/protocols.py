@@ -25,6 +25,15 @@ class BatchEntry(NamedTuple):
     tokens: list[int]  # appended to seq's KV in this forward pass; at least one
 
 
+class GeneratorPath(NamedTuple):
+    """Where the generator holds a path, for a verifier that reads the generator's own rows (`reads_generator`)."""
+
+    seq: SeqId | None  # a generator sequence whose KV starts with the path (it may go on: a descendant's); None: none
+    tokens: Sequence[int]  # the prompt's tokens, then every step's, as generated
+    prompt_len: int  # the prompt's tokens in `tokens`
+    ends: Sequence[int]  # ends[k]: where step k+1 ends in `tokens`; its score is read at tokens[ends[k] - 1]
+
+
 class ScoreRequest(NamedTuple):
     """Score some steps of one path. The verifier may reuse the KV it holds under `prefix_key`, a path whose first
     `prefix_steps` steps equal this one's, so growing a path by one step costs only that step's tokens."""
@@ -35,6 +44,7 @@ class ScoreRequest(NamedTuple):
     need: Sequence[int]  # indices into steps whose score is wanted
     prefix_key: str | None = None
     prefix_steps: int = 0
+    generator_path: GeneratorPath | None = None  # given to a verifier that reads the generator's rows
 
 
 @runtime_checkable
@@ -81,6 +91,10 @@ class Generator(KVMemory, Protocol):
 
 @runtime_checkable
 class Verifier(KVMemory, Protocol):
+    """A verifier whose `reads_generator` is True (optional; False when absent) scores a request that names a
+    resident generator sequence in the generator's own context, so the engine keeps a finished path's generator
+    KV until its score is in."""
+
     stats: "VerifierStats"  # updated by every `score` call
 
     def check_integrity(self) -> None:
@@ -109,5 +123,6 @@ class VerifierStats:
     tokens: int = 0
     seconds: float = 0.0
     rebuilt_tokens: int = 0  # tokens evaluated again because a held prefix had been dropped
+    generator_rows: int = 0  # steps scored by a row read in the generator's context (reads_generator)
     peak_tokens: int = 0  # most KV tokens in use, at the end of a call (before the engine releases dead paths)
     per_call_tokens: list[int] = field(default_factory=list)

@@ -131,7 +131,7 @@ class Selector:
         req.metrics.spec_tokens_reused += len(child.tokens) * child.potential
         req.join(child, group.id)
         if child.step_done:
-            if child.path_complete:
+            if child.path_complete and not self.verification.keeps_kv(req, child):
                 self.kv.free(child)
             if child.score is None:
                 self.verification.push(req, child)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from edgereason.errors import OutOfMemoryError
 from edgereason.events import Emitter, NodeScored
-from edgereason.protocols import ScoreRequest, Verifier
+from edgereason.protocols import GeneratorPath, ScoreRequest, Verifier
 from edgereason.request import Request
 from edgereason.stats import EngineStats
 from edgereason.tree import Node, Status
@@ -84,6 +84,21 @@ class VerifyQueue:
         return items
 
 
+def generator_path(req: Request, path: list[Node]) -> GeneratorPath:
+    """The path's tokens and step ends, and a generator sequence that holds it: its last node's, or once that node
+    went on into children (speculation), a live descendant's, whose KV starts with the same tokens."""
+    tokens, ends = list(req.prompt_ids), []
+    for n in path:
+        tokens += n.tokens
+        ends.append(len(tokens))
+    seq, stack = None, [path[-1]]
+    while stack and seq is None:
+        n = stack.pop()
+        seq = n.seq
+        stack.extend(c for c in n.children if c.alive)
+    return GeneratorPath(seq, tokens, len(req.prompt_ids), ends)
+
+
 class FlushFailed(Exception):
     """The PRM ran out of memory: these requests cannot be scored."""
 
@@ -98,6 +113,12 @@ class Verification:
     def __init__(self, verifier: Verifier, queue: VerifyQueue, lookahead: bool, emit: Emitter,
                  stats: EngineStats) -> None:
         self.verifier, self.queue, self.lookahead, self.emit, self.stats = verifier, queue, lookahead, emit, stats
+        self.reads_generator = bool(getattr(verifier, "reads_generator", False))
+
+    def keeps_kv(self, req: Request, node: Node) -> bool:
+        """A finished path keeps its generator KV until scored where the verifier reads the generator's rows:
+        freeing it would make that score a prefill of the whole path."""
+        return self.reads_generator and node.score is None and req.strategy.scores_step(node)
 
     def push(self, req: Request, node: Node) -> None:
         """A finished step joins the queue if its strategy scores it."""
@@ -161,7 +182,8 @@ class Verification:
         return req, nodes, ScoreRequest(
             key=req.key(nodes[-1]), question=req.question, steps=[n.text for n in path],
             need=[n.depth - 1 for n in nodes], prefix_key=prefix_key,
-            prefix_steps=parent.depth if parent is not None else 0)
+            prefix_steps=parent.depth if parent is not None else 0,
+            generator_path=generator_path(req, path) if self.reads_generator else None)
 
     def release_dead(self, req: Request) -> None:
         """Free the PRM paths no live node can extend any more. On a unified KV cache every row of a forward pass

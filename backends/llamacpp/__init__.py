@@ -18,13 +18,14 @@ def open_models(generator_path: Path, prm_path: Path, prm_format_name: str, gene
                 flash_attn: bool = True, head: ValueHead | None = None,
                 device_top_k: int = 0) -> tuple[LlamaGenerator, LlamaVerifier]:
     """head: the trained value head the `head` format reads (its backbone is prm_path). device_top_k > 0: the
-    generator's rows are cut to their top k on the device (device_sampling.py)."""
+    generator's rows are cut to their top k on the device (device_sampling.py). A value head on the generator's
+    own weights reads the generator's context where its rows come back whole (LlamaVerifier)."""
     gen_model = load_model(str(generator_path), n_gpu_layers)
     prm_model = load_model(str(prm_path), n_gpu_layers)
     generator = LlamaGenerator(gen_model, generator_kv_tokens, n_threads=n_threads, flash_attn=flash_attn,
                                device_top_k=device_top_k)
     verifier = LlamaVerifier(prm_model, prm_format(prm_format_name), verifier_kv_tokens, n_threads=n_threads,
-                             flash_attn=flash_attn, head=head)
+                             flash_attn=flash_attn, head=head, generator_ctx=generator.ctx)
     return generator, verifier
 
 

@@ -35,11 +35,19 @@ class _Held:
 
 class LlamaVerifier(KVMemoryOf):
     def __init__(self, model: LlamaModel, fmt: PRMFormat, kv_tokens: int, n_threads: int | None = None,
-                 n_seq_max: int = 256, flash_attn: bool = True, head: ValueHead | None = None) -> None:
+                 n_seq_max: int = 256, flash_attn: bool = True, head: ValueHead | None = None,
+                 generator_ctx: KVContext | None = None) -> None:
+        """generator_ctx: the generator's context on these same weights. A value head reads the generator's own
+        prompt, so the generator's KV already holds what a step's score needs: a request naming a resident
+        generator sequence is scored there, one row a step, instead of a prefill of the step here. Only where the
+        generator's rows come back whole (host sampling): a row cut to its top k on the device lacks the logits
+        the head reads."""
         self.model = model
         self.fmt = fmt
         self.name = f"{model.path.stem}:{fmt.name}"
         self.ctx = KVContext(model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads, flash_attn=flash_attn)
+        use_gen = fmt.name == "head" and generator_ctx is not None and generator_ctx.model is model
+        self._gen = generator_ctx if use_gen and generator_ctx.top_k is None else None
         self.prompt = prompt_for(fmt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True))
         self._read: Callable[[np.ndarray], float] | None = None  # None: features only (training)
         if fmt.name == "head":
@@ -79,12 +87,85 @@ class LlamaVerifier(KVMemoryOf):
     def _tokens(self, text: str, first: bool) -> list[int]:
         return self.model.tokenize(text, add_bos=first and self.model.add_bos, special=True)
 
+    @property
+    def reads_generator(self) -> bool:
+        return self._gen is not None
+
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
-        """One call when the KV share allows, else halves until each part fits (one path must fit)."""
+        """Requests whose path the generator holds are read there; the rest in one call here when the KV share
+        allows, else in halves until each part fits (one path must fit)."""
         if self._read is None:
             raise ConfigError("--prm-format head needs a trained value head: pass --prm-head FILE "
                               "(make one with edgereason train-prm)")
-        return self._in_parts(requests, self._read)
+        results: list[ScoreResult | None] = [None] * len(requests)
+        here = [i for i, r in enumerate(requests) if not self._resident(r)]
+        there = [i for i, r in enumerate(requests) if self._resident(r)]
+        if there and not self._score_in_generator([requests[i] for i in there], results, there):
+            here = list(range(len(requests)))  # no room in the generator's KV for the rows: all of them here
+        if here:
+            for i, res in zip(here, self._in_parts([requests[i] for i in here], self._read)):
+                results[i] = res
+        return results  # type: ignore[return-value]
+
+    def _resident(self, req: ScoreRequest) -> bool:
+        """The generator holds the path, tokenized as its text would be here. A head learned steps tokenized from
+        their text; a step sampled otherwise (two "\n" where the text gives one "\n\n") is scored here, as it
+        was trained."""
+        path = req.generator_path
+        if self._gen is None or path is None or path.seq is None:
+            return False
+        starts = [path.prompt_len, *path.ends[:-1]]
+        last = max(req.need) + 1
+        return all(list(path.tokens[a:b]) == self._tokens(text, first=False)
+                   for a, b, text in zip(starts[:last], path.ends[:last], req.steps[:last]))
+
+    def _score_in_generator(self, requests: Sequence[ScoreRequest], results: list[ScoreResult | None],
+                            slots: Sequence[int]) -> bool:
+        """Each requested step's row, read in the generator's context: a fork of the path's sequence, cut back to
+        just before the step's last token, is fed that token (one cell, freed at once; fork and cut touch no
+        data in a unified cache). False, scoring nothing, where the generator's KV has no room for the rows."""
+        assert self._gen is not None and self._read is not None
+        ctx, t0 = self._gen, time.perf_counter()
+        plans = []  # (request, index into its need, the path's sequence, where the fork is cut, tokens fed)
+        for ri, req in enumerate(requests):
+            path = req.generator_path
+            assert path is not None and path.seq is not None
+            held = ctx.seq_len(path.seq)
+            for j, k in enumerate(req.need):
+                end = path.ends[k]
+                start = min(held, end - 1)
+                plans.append((ri, j, path.seq, start, path.tokens[start:end]))
+        fed = sum(len(p[4]) for p in plans)
+        if not (ctx.can_append(fed) and ctx.can_alloc(len(plans))):
+            return False
+        scores = [[0.0] * len(r.need) for r in requests]
+        forks, items = [], []
+        try:
+            for ri, j, seq, start, toks in plans:
+                fork = ctx.fork(seq)
+                forks.append(fork)
+                ctx.truncate(fork, start)
+                items.append(DecodeItem(fork, toks, [(len(toks) - 1, (ri, j))]))
+
+            def on_row(tag: object, row: np.ndarray) -> None:
+                ri, j = tag  # type: ignore[misc]
+                scores[ri][j] = self._read(row)  # type: ignore[misc]
+
+            ctx.decode(items, on_row)
+        finally:
+            for fork in forks:
+                ctx.free(fork)
+        per_request = [0] * len(requests)
+        for ri, _, _, _, toks in plans:
+            per_request[ri] += len(toks)
+        for slot, s, n in zip(slots, scores, per_request):
+            results[slot] = ScoreResult(s, n)
+        self.stats.calls += 1
+        self.stats.tokens += fed
+        self.stats.generator_rows += len(plans)
+        self.stats.seconds += time.perf_counter() - t0
+        self.stats.per_call_tokens.append(fed)
+        return True
 
     def features(self, requests: Sequence[ScoreRequest], tokens: np.ndarray) -> list[np.ndarray]:
         """The logits of `tokens` at each requested step's last token, [len(need), len(tokens)] per request: what

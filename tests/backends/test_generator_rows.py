@@ -1,0 +1,98 @@
+"""A value head on the generator's own weights reads the generator's context: a step's score is one row there
+(a fork cut back to the step's last token, fed again), not a prefill of the step in the PRM's context. Real
+SmolLM2 weights; flash attention off where scores are compared, so they agree to rounding."""
+
+from __future__ import annotations
+
+import pytest
+
+from edgereason.backends.llamacpp import LlamaVerifier, open_models
+from edgereason.backends.prm_format import PRM_FORMATS
+from edgereason.config import SamplingParams, SearchConfig
+from edgereason.engine import Engine
+from edgereason.policy import PRESETS
+from edgereason.prompts import solve_messages
+from edgereason.protocols import BatchEntry, GeneratorPath, ScoreRequest
+from tests.backends.test_llamacpp_verifier import STEPS, Q, _random_head
+
+
+@pytest.fixture()
+def head(smollm2):
+    return _random_head(smollm2)
+
+
+def _whole(smollm2, head, steps: list[str]) -> list[float]:
+    """The same path scored from its text in a PRM context of its own: what the head was trained on."""
+    fresh = LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=4096, flash_attn=False, head=head)
+    try:
+        return fresh.score([ScoreRequest("whole", Q, steps, list(range(len(steps))))])[0].scores
+    finally:
+        fresh.close()
+
+
+def _generated(gen, steps_tokens: list[list[int]]) -> GeneratorPath:
+    """A generator sequence holding the prompt and the steps, the last step's last token pending (not fed), as
+    the engine leaves a path whose step just ended."""
+    prompt = gen.tokenize(gen.apply_chat_template(solve_messages(Q)))
+    tokens, ends = list(prompt), []
+    for t in steps_tokens:
+        tokens += t
+        ends.append(len(tokens))
+    seq = gen.new_seq()
+    gen.step([BatchEntry(seq, tokens[:-1])], [0], SamplingParams())
+    return GeneratorPath(seq, tokens, len(prompt), ends)
+
+
+def test_resident_paths_are_scored_in_the_generator_as_from_their_text(smollm2, head):
+    gen, ver = open_models(smollm2.path, smollm2.path, "head", 4096, 4096, flash_attn=False, head=head)
+    steps = [s + "\n\n" for s in STEPS]
+    path = _generated(gen, [smollm2.tokenize(s, add_bos=False, special=True) for s in steps])
+    used = gen.kv_used_tokens
+    res = ver.score([ScoreRequest("p", Q, steps, [0, 1, 2], generator_path=path)])[0]
+    assert ver.reads_generator and ver.stats.generator_rows == 3
+    assert res.new_tokens == 3 and ver.kv_used_tokens == 0  # one token a step, nothing held in the PRM context
+    assert gen.kv_used_tokens == used and gen.live_seqs() == 1  # the forks are gone, the path untouched
+    assert res.scores == pytest.approx(_whole(smollm2, head, steps), abs=1e-3)
+    assert len({round(s, 3) for s in res.scores}) == 3  # a random head over real logits: not a constant
+    gen.check_integrity()
+    ver.check_integrity()
+    gen.close()
+    ver.close()
+
+
+def test_a_step_sampled_unlike_its_text_is_scored_from_the_text(smollm2, head):
+    """Two "\\n" tokens where the text tokenizes as one "\\n\\n": the head learned the text's tokens."""
+    gen, ver = open_models(smollm2.path, smollm2.path, "head", 4096, 4096, flash_attn=False, head=head)
+    nl = smollm2.tokenize("\n", add_bos=False, special=True)
+    steps = [STEPS[0] + "\n\n"]
+    assert smollm2.tokenize(steps[0], add_bos=False, special=True)[-1:] != nl  # the text's own "\n\n" token
+    path = _generated(gen, [smollm2.tokenize(STEPS[0], add_bos=False, special=True) + nl + nl])
+    res = ver.score([ScoreRequest("p", Q, steps, [0], generator_path=path)])[0]
+    assert ver.stats.generator_rows == 0 and res.new_tokens > 3  # the PRM context evaluated the path
+    assert res.scores == pytest.approx(_whole(smollm2, head, steps), abs=1e-3)
+    gen.close()
+    ver.close()
+
+
+@pytest.mark.parametrize("strategy, policy", [("best-of-n", "baseline"), ("beam", "baseline"), ("beam", "edge")])
+def test_searches_score_in_the_generator_and_free_what_they_kept(smollm2, head, strategy, policy):
+    gen, ver = open_models(smollm2.path, smollm2.path, "head", 8192, 8192, head=head)
+    config = SearchConfig(strategy=strategy, beams=4, width=2, max_steps=3, max_step_tokens=24, max_path_tokens=64,
+                          sampling=SamplingParams(temperature=0.8, seed=3))
+    result = Engine(gen, ver, PRESETS[policy]).solve(Q, config, check=True)
+    assert result.status == "done" and len(result.paths) >= 1
+    assert ver.stats.generator_rows > 0
+    assert all(s is not None and 0.0 <= s <= 1.0 for p in result.paths for _, s in p.steps)
+    assert gen.live_seqs() == 0 and gen.kv_used_tokens == 0  # finished paths kept for scoring were freed
+    gen.close()
+    ver.close()
+
+
+@pytest.mark.parametrize("fmt, top_k", [("judge", 0), ("head", 40)])
+def test_only_a_head_over_whole_rows_reads_the_generator(smollm2, head, fmt, top_k):
+    """A judge reads its own prompt; a context that cuts rows on the device lacks the logits a head reads."""
+    gen, ver = open_models(smollm2.path, smollm2.path, fmt, 2048, 2048, head=head if fmt == "head" else None,
+                           device_top_k=top_k)
+    assert not ver.reads_generator
+    gen.close()
+    ver.close()
