@@ -3,6 +3,7 @@ exit code 2 (1 for a model file) and no traceback.
 
 - bench --out: a file, a folder that cannot be made, or earlier results are refused before any model loads;
   --force overwrites; a failed write leaves the earlier results.json / results.csv whole.
+- bench --dataset: a line JSON cannot read (nested too deep, an integer of 5,000 digits) names its line.
 - bench --compare: missing results.json, not JSON, runs not objects, missing fields, wrong types.
 - solve --json: first steps have parent null, every node a depth and finish; a normal run gives its reason.
 - solve: a problem longer than the model's trained context is refused at submit.
@@ -108,6 +109,15 @@ def test_a_failed_results_write_keeps_the_earlier_files(tmp_path, monkeypatch, f
         report.write_results(tmp_path, {"n": 2}, [{"policy": "edge", "beams": 8}])
     assert {name: (tmp_path / name).read_text() for name in before} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv", "results.json"]
+
+
+@pytest.mark.parametrize("line", ["[" * 100_000 + "]" * 100_000, '{"problem": "q", "answer": ' + "9" * 5000 + "}"])
+def test_a_dataset_line_json_cannot_read_names_its_line(tmp_path, dataset, capsys, line):
+    """Nested too deep for the JSON parser, or an integer too long for Python: a traceback before."""
+    with dataset.open("a") as f:
+        f.write(line + "\n")
+    rc = bench(dataset, tmp_path / "out", "--model", str(tmp_path / "absent.gguf"))
+    assert f"{dataset}:3: not a JSON object that can be read" in one_line_error(capsys, rc)
 
 
 # -- bench --compare -----------------------------------------------------------------------------------------
