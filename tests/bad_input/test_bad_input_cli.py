@@ -10,6 +10,7 @@ exit code 2 (1 for a model file) and no traceback.
 - start-up: the "no memory profile" note comes once per device and model pair (always with --verbose), never
   before an error, and a damaged profile is called corrupt.
 - a missing --prm file is named as the PRM file.
+- chat with stdin closed says it needs a terminal; stdout whose reader quit (`| head`) ends with 141, no traceback.
 - solve --show-tree: how each path ended (not "[complete]"); long steps cut at a word, with "...".
 - policy-switch flags: a metavar and a help line each.
 - one vocabulary: memory-profile --model/--kv-budget (old --generator/--budget still work); solve --beams refuses
@@ -23,6 +24,8 @@ import csv
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -245,10 +248,26 @@ def test_kv_budget_too_small_speaks_the_users_unit_and_the_minimum(home, smollm2
     assert main(["solve", "What is 2+3?", "--model", str(smollm2_path), *FAST, "--kv-budget", minimum]) == 0
 
 
-def test_chat_without_a_terminal_says_to_use_solve(capsys):
-    """Under pytest stdin and stdout are no terminal, as from a script or a pipe: the UI would wait for keys forever."""
+@pytest.mark.parametrize("stdin", ["pytest's", "closed"])
+def test_chat_without_a_terminal_says_to_use_solve(capsys, monkeypatch, stdin):
+    """Under pytest stdin and stdout are no terminal, as from a script or a pipe: the UI would wait for keys forever.
+    Started with stdin closed (`<&-`), sys.stdin is None: an AttributeError traceback before."""
+    if stdin == "closed":
+        monkeypatch.setattr(sys, "stdin", None)
     assert main(["chat", "--model", "smollm2-135m", "--prm", "self"]) == 2
-    assert "chat needs an interactive terminal" in capsys.readouterr().err
+    assert "chat needs an interactive terminal" in one_line_error(capsys, 2)
+
+
+def test_stdout_closed_by_its_reader_ends_quietly():
+    """`edgereason ... | head` where head has quit: a BrokenPipeError traceback before; now the shell's 141."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "edgereason", "models", "list", "--json"], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert proc.returncode == 141 and proc.stderr == "", proc.stderr
 
 
 def test_json_mode_reports_a_failure_as_one_json_object(capsys):
