@@ -9,7 +9,8 @@ exit code 2 (1 for a model file) and no traceback.
 - solve: a problem longer than the model's trained context is refused at submit.
 - start-up: the "no memory profile" note comes once per device and model pair (always with --verbose), never
   before an error, and a damaged profile is called corrupt.
-- a missing --prm file is named as the PRM file.
+- a missing --prm file is named as the PRM file; a model file without read permission, and an $EDGEREASON_HOME
+  that is a file (a pull cannot write there), are one line each.
 - chat with stdin closed says it needs a terminal; stdout whose reader quit (`| head`) ends with 141, no traceback.
 - solve --show-tree: how each path ended (not "[complete]"); long steps cut at a word, with "...".
 - policy-switch flags: a metavar and a help line each.
@@ -24,6 +25,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -210,6 +212,37 @@ def test_damaged_profile_is_called_corrupt(home, smollm2_path, capsys):
 def test_missing_prm_file_is_named(tmp_path, smollm2_path, capsys):
     rc = main(["solve", "What is 2+3?", "--model", str(smollm2_path), "--prm", str(tmp_path / "prm.gguf")])
     assert "PRM file not found" in one_line_error(capsys, rc, code=1)
+
+
+def without_root_file_access(*args: str) -> list[str]:
+    """`python -m edgereason ARGS` in a process that file permissions hold for: as root, without the capabilities
+    that bypass them."""
+    command = [sys.executable, "-m", "edgereason", *args]
+    if os.geteuid() != 0:
+        return command
+    if not shutil.which("setpriv"):
+        pytest.skip("root bypasses file permissions, and setpriv is not here to drop that")
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *command]
+
+
+def test_a_model_file_without_read_permission_is_named(tmp_path):
+    locked = tmp_path / "locked.gguf"
+    locked.write_bytes(b"GGUF" + b"\0" * 64)
+    locked.chmod(0)
+    proc = subprocess.run(without_root_file_access("solve", "What is 2+3?", "--model", str(locked), "--prm", "self"),
+                          capture_output=True, text=True, timeout=300)
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr  # a PermissionError traceback before
+    assert lines[0] == f"edgereason: error: cannot read model file {locked}: Permission denied; check its permissions"
+
+
+def test_a_home_that_is_a_file_is_named_before_a_pull(tmp_path, monkeypatch, capsys):
+    home = tmp_path / "home"
+    home.write_text("a file where the cache should be")
+    monkeypatch.setenv("EDGEREASON_HOME", str(home))
+    rc = main(["solve", "What is 2+3?", "--model", "smollm2-135m", "--prm", "self"])  # a traceback before
+    assert f"cannot write the model cache {home / 'models'}" in one_line_error(capsys, rc)
+    assert home.read_text() == "a file where the cache should be"
 
 
 # -- flags ---------------------------------------------------------------------------------------------------
