@@ -6,7 +6,8 @@
   mid-write; every entry whose append returned is readable afterwards.
 - history loader: a line cut inside a multi-byte character, JSON that is not an object, fields of the wrong
   type: skipped and counted; the other entries load.
-- F3, the chat's history browser, on such a file: opens, lists the good entries, says how many were skipped.
+- F3, the chat's history browser, on such a file: opens, lists the good entries, says how many were skipped; a
+  problem with square brackets ("[/]", "[b]") is listed as typed (it was read as markup: MarkupError killed the chat).
 - non-UTF-8 problem text becomes U+FFFD instead of a UnicodeEncodeError: a solve argument (lone surrogates, as
   Python decodes such argv), solve's stdin, a dataset file (bytes and "\\udce9" escapes), the engine (chat and
   bench submit there), the chat's history of such a problem, and bytes typed into the chat's terminal (they
@@ -166,6 +167,24 @@ async def test_f3_lists_the_good_entries_and_says_how_many_lines_were_skipped(tm
         assert not isinstance(app.screen, HistoryScreen)
         await pilot.press("ctrl+q")
     assert app.return_code == 0
+
+
+async def test_f3_shows_problems_with_square_brackets_as_typed(tmp_path) -> None:
+    """Textual read each list line as markup: "[/]" raised MarkupError and the chat died; "[b]" turned bold."""
+    history = History(tmp_path / "history.jsonl")
+    for problem in ("Is 0.5 in [0, 1]?", "What is [/] here?", "Read [b]x[/b] as x"):
+        history.append(entry(problem))
+    app = ChatApp(_no_models, ModelSettings(model="none"), TINY, Policy(), history)
+    async with app.run_test() as pilot:
+        await pilot.press("f3")
+        await pilot.pause()
+        options = app.screen.query_one(OptionList)
+        shown = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+        await pilot.press("escape")
+        await pilot.press("ctrl+q")
+    assert app.return_code == 0
+    assert [line.split("  ", 1)[1] for line in shown] == ["Read [b]x[/b] as x", "What is [/] here?",
+                                                         "Is 0.5 in [0, 1]?"]
 
 
 # ---------------------------------------------------------------------------------------------- text encodings
