@@ -16,7 +16,8 @@ exit code 2 (1 for a model file) and no traceback.
 - policy-switch flags: a metavar and a help line each.
 - one vocabulary: memory-profile --model/--kv-budget (old --generator/--budget still work); solve --beams refuses
   a list with a pointer to bench; bench --beams takes one number.
-- --kv-budget too small: sizes in the unit given, and a minimum budget that does work.
+- --kv-budget too small: sizes in the unit given, and a minimum budget that does work; --kv-budget or --kv-tokens
+  beyond the free memory: refused before llama.cpp allocates it (the kernel killed the process).
 """
 
 from __future__ import annotations
@@ -279,6 +280,17 @@ def test_kv_budget_too_small_speaks_the_users_unit_and_the_minimum(home, smollm2
     assert "--kv-budget 1KiB leaves 0 generator and 0 PRM KV tokens" in line, line
     minimum = re.search(r"use --kv-budget (\d+(?:\.\d)?KiB) or more", line).group(1)
     assert main(["solve", "What is 2+3?", "--model", str(smollm2_path), *FAST, "--kv-budget", minimum]) == 0
+
+
+@pytest.mark.parametrize("flag, size", [("--kv-budget", "1000TiB"), ("--kv-tokens", str(10**12))])
+def test_kv_memory_beyond_the_free_memory_is_refused_before_llama_cpp_makes_it(home, smollm2_path, capsys, flag,
+                                                                               size):
+    """llama.cpp allocates and clears a CPU KV cache whole: --kv-tokens 99999999999 was killed by the kernel's OOM
+    killer (exit 137, no message); a budget too large even for that was "could not create a context" (exit 1)."""
+    rc = main(["solve", "What is 2+3?", "--model", str(smollm2_path), *FAST, flag, size])
+    line = one_line_error(capsys, rc)
+    assert re.fullmatch(rf"edgereason: error: {flag} {size} needs [\d.]+ GiB of KV memory for the two models, more "
+                        rf"than the [\d.]+ [GMK]iB free on this machine; lower {flag}", line), line
 
 
 @pytest.mark.parametrize("stdin", ["pytest's", "closed"])
