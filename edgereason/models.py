@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from edgereason.errors import ModelError
+from edgereason.errors import ConfigError, ModelError
 
 GGUF_MAGIC = b"GGUF"
 
@@ -76,7 +76,8 @@ DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 
 
 def home() -> Path:
-    return Path(os.environ.get("EDGEREASON_HOME", Path.home() / ".cache" / "edgereason"))
+    # an empty value is unset (`EDGEREASON_HOME= cmd`), not the current folder: the cache would move with `cd`
+    return Path(os.environ.get("EDGEREASON_HOME") or Path.home() / ".cache" / "edgereason")
 
 
 def cache_path(spec: ModelSpec) -> Path:
@@ -94,8 +95,11 @@ def check_gguf(path: Path, role: str = "model") -> None:
         raise ModelError(f"{role} file not found: {path}")
     if not path.is_file():
         raise ModelError(f"{role} path is not a file: {path}")
-    with path.open("rb") as f:
-        magic = f.read(4)
+    try:
+        with path.open("rb") as f:
+            magic = f.read(4)
+    except OSError as e:  # no read permission, a file on a lost mount
+        raise ModelError(f"cannot read {role} file {path}: {e.strerror or e}; check its permissions") from None
     if magic != GGUF_MAGIC:
         raise ModelError(f"{role} {path} is not a GGUF file (corrupt or wrong format); re-download or pull it "
                          "again")
@@ -196,7 +200,13 @@ def pull(name: str, progress: Callable[[str, int, int], None] | None = None) -> 
     target = cache_path(spec)
     if target.is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=target.parent):
+            pass
+    except OSError as e:  # $EDGEREASON_HOME is a file, or read-only
+        raise ConfigError(f"cannot write the model cache {target.parent}: {e.strerror or e}; set EDGEREASON_HOME "
+                          "to a folder you can write") from None
     with _pull_folder(target.parent) as tmpdir:
         partial = tmpdir / (spec.filename + ".partial")
         with partial.open("wb") as out:

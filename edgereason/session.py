@@ -13,6 +13,8 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import psutil
+
 from edgereason import models
 from edgereason.backends import load_backend
 from edgereason.backends.remote.settings import RemoteSettings
@@ -20,7 +22,7 @@ from edgereason.engine import Engine
 from edgereason.errors import ConfigError
 from edgereason.events import Listener
 from edgereason.memory import default_device_id, find_profile, verifier_id
-from edgereason.memory.size import format_size_in
+from edgereason.memory.size import format_size, format_size_in
 from edgereason.memory.store import profile_path
 from edgereason.gpu import DEFAULT_TOP_K, default_gpu_layers, device_top_k, gpu_settings
 from edgereason.policy import Policy
@@ -180,6 +182,17 @@ def _min_budget(share: float, gen_bytes_per_token: int, ver_bytes_per_token: int
     return need
 
 
+def _check_host_memory(settings: ModelSettings, kv_bytes: int) -> None:
+    """llama.cpp allocates and clears a KV cache in host memory whole when it makes the context: one larger than
+    the free memory is no error there, the kernel's OOM killer ends the process (exit 137, no message)."""
+    free = psutil.virtual_memory().available
+    if kv_bytes > free:
+        flag = (f"--kv-budget {format_size_in(settings.kv_budget_bytes, settings.kv_budget_unit)}"
+                if settings.kv_budget_bytes is not None else f"--kv-tokens {settings.generator_kv_tokens}")
+        raise ConfigError(f"{flag} needs {format_size(kv_bytes)} of KV memory for the two models, more than the "
+                          f"{format_size(free)} free on this machine; lower {flag.split()[0]}")
+
+
 def open_session(settings: ModelSettings, backend: str = "llamacpp", progress=None) -> Session:
     if settings.remote is not None:
         return _open_remote(settings, settings.remote, progress)
@@ -200,9 +213,11 @@ def open_session(settings: ModelSettings, backend: str = "llamacpp", progress=No
     settings = gpu_settings(settings, runtime, gen_path, prm_path, prm_runtime if hf else None)
     top_k = device_top_k(settings.device_sampling, settings.device_top_k, settings.n_gpu_layers)
     profile = _profile_for(settings)
-    gen_tokens, ver_tokens = kv_tokens(settings, runtime.kv_bytes_per_token(gen_path, settings.n_gpu_layers),
-                                       prm_runtime.kv_bytes_per_token(prm_path, settings.prm_device if hf
-                                                                      else settings.n_gpu_layers), profile)
+    gen_bpt = runtime.kv_bytes_per_token(gen_path, settings.n_gpu_layers)
+    ver_bpt = prm_runtime.kv_bytes_per_token(prm_path, settings.prm_device if hf else settings.n_gpu_layers)
+    gen_tokens, ver_tokens = kv_tokens(settings, gen_bpt, ver_bpt, profile)
+    if not settings.n_gpu_layers:  # a torch PRM's KV grows as it is used: only llama.cpp's is made whole
+        _check_host_memory(settings, gen_tokens * gen_bpt + (0 if hf else ver_tokens * ver_bpt))
     if hf:
         generator = runtime.open_generator(gen_path, gen_tokens, n_threads=settings.threads,
                                            n_gpu_layers=settings.n_gpu_layers, flash_attn=settings.flash_attn,

@@ -3,7 +3,8 @@
 Rule: bytes that are not UTF-8 become U+FFFD, the replacement character, and the run goes on; nothing further
 in (tokenizers, JSON, the terminal, the history file) then meets a string it cannot encode. Python hands such
 bytes in arguments and stdin over as lone surrogates (its surrogateescape error handler); those become U+FFFD
-too.
+too, and so does NUL: llama.cpp's chat template takes C strings, which end at the first NUL, so the model would
+see the problem cut there while the PRM saw all of it.
 """
 
 from __future__ import annotations
@@ -11,14 +12,21 @@ from __future__ import annotations
 import re
 import sys
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # a Python str holds no valid surrogate pairs, only lone ones
+from edgereason.errors import ConfigError
+
+# a Python str holds no valid surrogate pairs, only lone ones
+_UNENCODABLE = re.compile("[\ud800-\udfff\x00]")
 
 
 def clean(text: str) -> str:
-    """`text` with each lone surrogate replaced by U+FFFD; every other character is kept."""
-    return _LONE_SURROGATE.sub("\ufffd", text)
+    """`text` with each lone surrogate and NUL replaced by U+FFFD; every other character is kept."""
+    return _UNENCODABLE.sub("\ufffd", text)
 
 
 def read_stdin() -> str:
-    """All of stdin as UTF-8, undecodable bytes replaced, whatever error handler the locale gave sys.stdin."""
-    return sys.stdin.buffer.read().decode("utf-8", errors="replace")
+    """All of stdin as UTF-8, undecodable bytes replaced, whatever error handler the locale gave sys.stdin; a
+    leading byte-order mark (Windows editors and PowerShell write one) is not part of the text."""
+    if sys.stdin is None:  # started with stdin closed (`<&-`)
+        raise ConfigError("stdin is closed, so there is no problem to read from it; pass the problem text instead "
+                          "of -")
+    return sys.stdin.buffer.read().decode("utf-8-sig", errors="replace")

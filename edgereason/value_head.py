@@ -57,10 +57,11 @@ class ValueHead:
     def __post_init__(self) -> None:
         d = self.mean.shape[0]
         inner = d if self.w1 is None else self.w1.shape[0]
-        ok = (self.tokens.shape == (d,) and self.std.shape == (d,) and self.w2.shape == (1, inner) and self.b2.shape == (1,)
+        ok = (d > 0 and self.mean.shape == self.tokens.shape == self.std.shape == (d,) and self.tokens.min() >= 0
+              and self.w2.shape == (1, inner) and self.b2.shape == (1,)
               and (self.w1 is None or (self.w1.shape == (inner, d) and self.b1 is not None
                                        and self.b1.shape == (inner,))))
-        if not ok:
+        if not ok:  # else a search fails at its first score, or a negative id reads a logit from the row's end
             raise ModelError("the value head's tensors do not fit together (corrupt head file); train it again "
                              "with edgereason train-prm")
 

@@ -30,6 +30,11 @@ def test_home_follows_environment(tmp_path, monkeypatch):
         models.resolve("smollm2-135m", allow_pull=False)
 
 
+def test_an_empty_home_variable_means_the_default_not_the_current_folder(monkeypatch):
+    monkeypatch.setenv("EDGEREASON_HOME", "")  # `EDGEREASON_HOME= edgereason ...`: models were pulled into ./models
+    assert models.home() == Path.home() / ".cache" / "edgereason"
+
+
 def test_bad_paths(tmp_path):
     with pytest.raises(ModelError, match="not found"):
         models.resolve(str(tmp_path / "x.gguf"))

@@ -66,6 +66,21 @@ def test_tensors_that_do_not_fit_are_refused():
         ValueHead(head.backbone, head.tokens, head.mean, head.std, head.w2, head.b2, head.w1[:, :3], head.b1)
 
 
+@pytest.mark.parametrize("change", [
+    {"mean": np.zeros((12, 3), np.float32)},  # failed at the search's first score (numpy could not broadcast)
+    {"tokens": np.zeros(0, np.int32), "mean": np.zeros(0, np.float32), "std": np.zeros(0, np.float32),
+     "w1": np.zeros((5, 0), np.float32)},  # failed in the backbone check (the max of no tokens)
+    {"tokens": -np.arange(1, 13, dtype=np.int32)},  # read logits from the end of each row, silently
+])
+def test_a_head_file_with_tensors_of_the_wrong_shape_or_ids_is_refused_on_load(tmp_path: Path, change):
+    from safetensors.numpy import load_file, save_file
+
+    weights, _ = save_head(random_head(Backbone("m", "m.gguf", "0" * 64)), tmp_path / "h")
+    save_file({**load_file(str(weights)), **change}, str(weights))
+    with pytest.raises(ModelError, match="do not fit together"):
+        load_head(weights)
+
+
 def test_feature_tokens_are_twice_the_width_and_skip_special_ids():
     tokens = feature_tokens(n_vocab=1000, n_embd=64, exclude=frozenset({0, 1, 2}))
     assert len(tokens) == 128 and len(set(tokens.tolist())) == 128

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -72,7 +73,8 @@ class HistoryScreen(ModalScreen[str | None]):
                 yield Static("No history yet: solved problems are saved here.")
                 return
             with Horizontal():
-                yield OptionList(*[Option(f"{e.time}  {' '.join(e.problem.split())[:60]}", id=str(i))
+                # Text, not a str: Textual reads a str as markup, and a problem with "[/]" in it raised MarkupError
+                yield OptionList(*[Option(Text(f"{e.time}  {' '.join(e.problem.split())[:60]}"), id=str(i))
                                    for i, e in enumerate(self.entries)])
                 yield Markdown(id="history-entry")
 

@@ -28,7 +28,7 @@ def load_problems(path: str | Path, limit: int | None = None, offset: int = 0) -
     if not path.is_file():
         raise ConfigError(f"dataset file not found: {path}")
     problems: list[Problem] = []
-    with path.open(encoding="utf-8", errors="replace") as f:
+    with path.open(encoding="utf-8-sig", errors="replace") as f:  # -sig: a file saved with a byte-order mark
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -36,6 +36,8 @@ def load_problems(path: str | Path, limit: int | None = None, offset: int = 0) -
                 row = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ConfigError(f"{path}:{lineno}: not a JSON object ({e.msg})") from None
+            except (ValueError, RecursionError) as e:  # an integer of over 4300 digits, arrays nested too deep
+                raise ConfigError(f"{path}:{lineno}: not a JSON object that can be read ({e})") from None
             if not isinstance(row, dict) or not str(row.get("problem", "")).strip() or row.get("answer") is None:
                 raise ConfigError(f"{path}:{lineno}: each line needs a non-empty 'problem' and an 'answer'")
             values = (row.get("id", f"{path.stem}-{lineno}"), row["problem"], row["answer"])

@@ -45,11 +45,13 @@ class RunSpec:
 
 
 class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C during a run, carrying what that run finished."""
+    """Ctrl-C (or another stop signal) during a run, carrying what that run finished and the stop itself, whose
+    exit code the bench ends with."""
 
-    def __init__(self, run: dict) -> None:
+    def __init__(self, run: dict, stop: KeyboardInterrupt) -> None:
         super().__init__()
         self.run = run
+        self.stop = stop
 
 
 def run_one(session: Session, spec: RunSpec, problems: list[Problem], progress: Progress | None = None) -> dict:
@@ -62,7 +64,7 @@ def run_one(session: Session, spec: RunSpec, problems: list[Problem], progress: 
     if progress:
         progress(0, len(problems))
     t0 = time.perf_counter()
-    interrupted = False
+    stop: KeyboardInterrupt | None = None
     try:
         while len(requests) < len(problems) or engine.busy:
             now = time.perf_counter() - t0
@@ -75,15 +77,15 @@ def run_one(session: Session, spec: RunSpec, problems: list[Problem], progress: 
                 time.sleep(max(0.0, arrivals[len(requests)] - now))
             if progress:
                 progress(sum(r.result is not None for _, r in requests), len(problems))
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as e:
+        stop = e
     wall = time.perf_counter() - t0
     run = aggregate(spec, engine, requests, wall)
-    run["interrupted"] = interrupted
+    run["interrupted"] = stop is not None
     if is_auto(spec.policy):  # which preset `auto` ran, and why
         run["auto_policy"] = session.auto_choice().as_dict()
-    if interrupted:
-        raise RunInterrupted(run)
+    if stop is not None:
+        raise RunInterrupted(run, stop)
     return run
 
 

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
-from edgereason import __version__
+from edgereason import __version__, interrupts
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
 from edgereason.bench.arrivals import parse_rate
 from edgereason.bench.dataset import load_problems
@@ -106,8 +106,8 @@ def run(args: argparse.Namespace) -> int:
         if stop.run["problems"]:
             runs.append(stop.run)
         _finish(out, config, runs, args.no_plots)
-        print(f"interrupted: wrote {len(runs)} run(s) to {out}", file=sys.stderr)
-        return 130
+        print(f"{interrupts.describe(stop.stop)}: wrote {len(runs)} run(s) to {out}", file=sys.stderr)
+        return interrupts.exit_code(stop.stop)  # 130 for Ctrl-C, 143 for SIGTERM, 129 for a closed terminal
     finally:
         for session in sessions.values():
             session.close()

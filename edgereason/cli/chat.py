@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from typing import Callable
+from typing import Callable, TextIO
 
 import psutil
 
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     config = recipe_search_config(args)
     policy = policy_from(args)
     settings = model_settings(args)
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):  # no keys could reach the UI, nor Ctrl+Q to leave it
+    if not (_is_terminal(sys.stdin) and _is_terminal(sys.stdout)):  # no keys could reach the UI, nor Ctrl+Q
         raise ConfigError("chat needs an interactive terminal; from a script or a pipe, use "
                           "edgereason solve (--json for one JSON object)")
     if settings.threads is None:  # leave the UI thread a core: llama.cpp's spinning threads stall if one waits
@@ -45,3 +45,7 @@ def run(args: argparse.Namespace) -> int:
     decode_terminal_input_leniently()
     ChatApp(factory, settings, config, policy).run()
     return 0
+
+
+def _is_terminal(stream: TextIO | None) -> bool:
+    return stream is not None and stream.isatty()  # None: the stream was closed when the process started

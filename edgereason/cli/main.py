@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 
 from edgereason import __version__, interrupts
@@ -32,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Exit codes: 0 done, 1 a user error or an unfinished search, 2 bad settings, 128 + N stopped by signal N
-    (130 Ctrl-C, 143 SIGTERM, 129 a closed terminal) at any moment, imports included."""
+    (130 Ctrl-C, 143 SIGTERM, 129 a closed terminal) at any moment, imports included, and 141 (SIGPIPE) when
+    stdout's reader quit."""
     args = None
     try:
         with interrupts.stop_signals():
@@ -46,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         _end_progress_line()
         print(f"\nedgereason: {interrupts.describe(e)}", file=sys.stderr)
         return _json_error(args, interrupts.describe(e), interrupts.exit_code(e))
+    except BrokenPipeError:  # the reader of stdout quit (`| head`): nobody is left to tell, as for other tools
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the flush at exit cannot fail again
+        return 128 + signal.SIGPIPE
 
 
 def _json_error(args: argparse.Namespace | None, message: str, code: int) -> int:

@@ -15,6 +15,7 @@ numbers. One row per step, with its labels:
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -85,8 +86,12 @@ def save(path: Path, features: dict[str, np.ndarray]) -> None:
 
 
 def load(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path) as z:
-        return {k: z[k] for k in FIELDS}
+    """ValueError for a file that is not a whole feature file (cut short, or from another version or tool)."""
+    try:
+        with np.load(path) as z:
+            return {k: z[k] for k in FIELDS}
+    except (OSError, KeyError, zipfile.BadZipFile) as e:
+        raise ValueError(f"not a whole feature file ({e}); run the features phase again") from None
 
 
 def merge(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

@@ -97,6 +97,9 @@ def train_head(f: dict[str, np.ndarray], backbone: Backbone, cfg: TrainConfig,
         raise ConfigError("every training step has the same label (all paths right or all wrong): a head cannot "
                           "learn from that; use more or harder problems, or more samples per problem")
     val = split_by_problem(f["problem"], cfg.val_fraction, cfg.seed)
+    if val.all():  # one problem: it is held out whole, and a head fitted to no rows is all NaN
+        raise ConfigError("training needs steps of at least 2 problems: whole problems are held out for "
+                          "validation; roll out more problems")
     x = f["x"].astype(np.float32)
     tokens = f["tokens"].astype(np.int64)
     tr = ~val

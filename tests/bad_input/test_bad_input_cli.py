@@ -3,17 +3,21 @@ exit code 2 (1 for a model file) and no traceback.
 
 - bench --out: a file, a folder that cannot be made, or earlier results are refused before any model loads;
   --force overwrites; a failed write leaves the earlier results.json / results.csv whole.
+- bench --dataset: a line JSON cannot read (nested too deep, an integer of 5,000 digits) names its line.
 - bench --compare: missing results.json, not JSON, runs not objects, missing fields, wrong types.
 - solve --json: first steps have parent null, every node a depth and finish; a normal run gives its reason.
 - solve: a problem longer than the model's trained context is refused at submit.
 - start-up: the "no memory profile" note comes once per device and model pair (always with --verbose), never
   before an error, and a damaged profile is called corrupt.
-- a missing --prm file is named as the PRM file.
+- a missing --prm file is named as the PRM file; a model file without read permission, and an $EDGEREASON_HOME
+  that is a file (a pull cannot write there), are one line each.
+- chat with stdin closed says it needs a terminal; stdout whose reader quit (`| head`) ends with 141, no traceback.
 - solve --show-tree: how each path ended (not "[complete]"); long steps cut at a word, with "...".
 - policy-switch flags: a metavar and a help line each.
 - one vocabulary: memory-profile --model/--kv-budget (old --generator/--budget still work); solve --beams refuses
   a list with a pointer to bench; bench --beams takes one number.
-- --kv-budget too small: sizes in the unit given, and a minimum budget that does work.
+- --kv-budget too small: sizes in the unit given, and a minimum budget that does work; --kv-budget or --kv-tokens
+  beyond the free memory: refused before llama.cpp allocates it (the kernel killed the process).
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ import csv
 import json
 import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -108,6 +115,15 @@ def test_a_failed_results_write_keeps_the_earlier_files(tmp_path, monkeypatch, f
         report.write_results(tmp_path, {"n": 2}, [{"policy": "edge", "beams": 8}])
     assert {name: (tmp_path / name).read_text() for name in before} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv", "results.json"]
+
+
+@pytest.mark.parametrize("line", ["[" * 100_000 + "]" * 100_000, '{"problem": "q", "answer": ' + "9" * 5000 + "}"])
+def test_a_dataset_line_json_cannot_read_names_its_line(tmp_path, dataset, capsys, line):
+    """Nested too deep for the JSON parser, or an integer too long for Python: a traceback before."""
+    with dataset.open("a") as f:
+        f.write(line + "\n")
+    rc = bench(dataset, tmp_path / "out", "--model", str(tmp_path / "absent.gguf"))
+    assert f"{dataset}:3: not a JSON object that can be read" in one_line_error(capsys, rc)
 
 
 # -- bench --compare -----------------------------------------------------------------------------------------
@@ -199,6 +215,37 @@ def test_missing_prm_file_is_named(tmp_path, smollm2_path, capsys):
     assert "PRM file not found" in one_line_error(capsys, rc, code=1)
 
 
+def without_root_file_access(*args: str) -> list[str]:
+    """`python -m edgereason ARGS` in a process that file permissions hold for: as root, without the capabilities
+    that bypass them."""
+    command = [sys.executable, "-m", "edgereason", *args]
+    if os.geteuid() != 0:
+        return command
+    if not shutil.which("setpriv"):
+        pytest.skip("root bypasses file permissions, and setpriv is not here to drop that")
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *command]
+
+
+def test_a_model_file_without_read_permission_is_named(tmp_path):
+    locked = tmp_path / "locked.gguf"
+    locked.write_bytes(b"GGUF" + b"\0" * 64)
+    locked.chmod(0)
+    proc = subprocess.run(without_root_file_access("solve", "What is 2+3?", "--model", str(locked), "--prm", "self"),
+                          capture_output=True, text=True, timeout=300)
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr  # a PermissionError traceback before
+    assert lines[0] == f"edgereason: error: cannot read model file {locked}: Permission denied; check its permissions"
+
+
+def test_a_home_that_is_a_file_is_named_before_a_pull(tmp_path, monkeypatch, capsys):
+    home = tmp_path / "home"
+    home.write_text("a file where the cache should be")
+    monkeypatch.setenv("EDGEREASON_HOME", str(home))
+    rc = main(["solve", "What is 2+3?", "--model", "smollm2-135m", "--prm", "self"])  # a traceback before
+    assert f"cannot write the model cache {home / 'models'}" in one_line_error(capsys, rc)
+    assert home.read_text() == "a file where the cache should be"
+
+
 # -- flags ---------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("command", ["solve", "chat", "bench"])
@@ -235,10 +282,37 @@ def test_kv_budget_too_small_speaks_the_users_unit_and_the_minimum(home, smollm2
     assert main(["solve", "What is 2+3?", "--model", str(smollm2_path), *FAST, "--kv-budget", minimum]) == 0
 
 
-def test_chat_without_a_terminal_says_to_use_solve(capsys):
-    """Under pytest stdin and stdout are no terminal, as from a script or a pipe: the UI would wait for keys forever."""
+@pytest.mark.parametrize("flag, size", [("--kv-budget", "1000TiB"), ("--kv-tokens", str(10**12))])
+def test_kv_memory_beyond_the_free_memory_is_refused_before_llama_cpp_makes_it(home, smollm2_path, capsys, flag,
+                                                                               size):
+    """llama.cpp allocates and clears a CPU KV cache whole: --kv-tokens 99999999999 was killed by the kernel's OOM
+    killer (exit 137, no message); a budget too large even for that was "could not create a context" (exit 1)."""
+    rc = main(["solve", "What is 2+3?", "--model", str(smollm2_path), *FAST, flag, size])
+    line = one_line_error(capsys, rc)
+    assert re.fullmatch(rf"edgereason: error: {flag} {size} needs [\d.]+ GiB of KV memory for the two models, more "
+                        rf"than the [\d.]+ [GMK]iB free on this machine; lower {flag}", line), line
+
+
+@pytest.mark.parametrize("stdin", ["pytest's", "closed"])
+def test_chat_without_a_terminal_says_to_use_solve(capsys, monkeypatch, stdin):
+    """Under pytest stdin and stdout are no terminal, as from a script or a pipe: the UI would wait for keys forever.
+    Started with stdin closed (`<&-`), sys.stdin is None: an AttributeError traceback before."""
+    if stdin == "closed":
+        monkeypatch.setattr(sys, "stdin", None)
     assert main(["chat", "--model", "smollm2-135m", "--prm", "self"]) == 2
-    assert "chat needs an interactive terminal" in capsys.readouterr().err
+    assert "chat needs an interactive terminal" in one_line_error(capsys, 2)
+
+
+def test_stdout_closed_by_its_reader_ends_quietly():
+    """`edgereason ... | head` where head has quit: a BrokenPipeError traceback before; now the shell's 141."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "edgereason", "models", "list", "--json"], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert proc.returncode == 141 and proc.stderr == "", proc.stderr
 
 
 def test_json_mode_reports_a_failure_as_one_json_object(capsys):

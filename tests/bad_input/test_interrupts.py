@@ -9,6 +9,8 @@
   shows up in the memory map.
 - Ctrl-C, SIGTERM and a closed terminal (SIGHUP) in the middle of a model download: exit 130, 143, 129; the
   pull's temp folder is removed and pip is stopped.
+- a bench stopped by Ctrl-C or SIGTERM mid-run: results.json keeps the problems that finished, and the exit code
+  and last line name the signal (SIGTERM gave 130 and "interrupted").
 - the chat stopped by SIGTERM or a closed terminal (SIGHUP): exit 143 or 129 with the terminal given back (it
   used to die on the spot, in the app's screen mode).
 - interrupts.deferred(): a signal inside the block only sets requested(); it is raised when the block ends, in
@@ -17,6 +19,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -114,6 +117,32 @@ def test_stop_signal_during_a_download_removes_its_folder_and_stops_pip(tmp_path
     assert not pull_folders(home)
     _, alive = psutil.wait_procs(pip, timeout=10)
     assert not alive
+
+
+@pytest.mark.parametrize("signum, code, word", [
+    (signal.SIGINT, 130, "interrupted"),
+    (signal.SIGTERM, 143, "stopped by SIGTERM"),  # was 130 and "interrupted": the bench dropped which stop it was
+])
+def test_a_stopped_bench_keeps_what_finished_and_exits_by_the_signal(tmp_path, smollm2_path, signum, code,
+                                                                     word) -> None:
+    data = tmp_path / "three.jsonl"
+    data.write_text("".join(json.dumps({"id": f"p{i}", "problem": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n"
+                            for i in range(3)))
+    out = tmp_path / "out"
+    proc = edgereason("bench", "--dataset", str(data), "--out", str(out), "--model", str(smollm2_path),
+                      "--policies", "baseline", "--concurrency", "1", "--no-plots", *TINY_FLAGS)
+    err: list[str] = []  # the progress bar redraws one line: read it a character at a time
+    reader = threading.Thread(target=lambda: err.extend(iter(lambda: proc.stderr.read(1), "")), daemon=True)
+    reader.start()
+    wait_for(lambda: "] 1/3" in "".join(err) or proc.poll() is not None, "the first problem to finish")
+    proc.send_signal(signum)
+    proc.wait(timeout=120)
+    reader.join(timeout=10)
+    stderr = "".join(err)
+    assert proc.returncode == code and "Traceback" not in stderr, stderr
+    assert stderr.splitlines()[-1] == f"{word}: wrote 1 run(s) to {out}", stderr
+    (run,) = json.loads((out / "results.json").read_text())["runs"]
+    assert run["interrupted"] and 1 <= run["problems"] < 3
 
 
 def test_deferred_raises_a_stop_when_the_block_ends() -> None:

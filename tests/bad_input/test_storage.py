@@ -6,11 +6,14 @@
   mid-write; every entry whose append returned is readable afterwards.
 - history loader: a line cut inside a multi-byte character, JSON that is not an object, fields of the wrong
   type: skipped and counted; the other entries load.
-- F3, the chat's history browser, on such a file: opens, lists the good entries, says how many were skipped.
+- F3, the chat's history browser, on such a file: opens, lists the good entries, says how many were skipped; a
+  problem with square brackets ("[/]", "[b]") is listed as typed (it was read as markup: MarkupError killed the chat).
 - non-UTF-8 problem text becomes U+FFFD instead of a UnicodeEncodeError: a solve argument (lone surrogates, as
   Python decodes such argv), solve's stdin, a dataset file (bytes and "\\udce9" escapes), the engine (chat and
   bench submit there), the chat's history of such a problem, and bytes typed into the chat's terminal (they
-  used to kill Textual's input thread: the app no longer quit).
+  used to kill Textual's input thread: the app no longer quit). NUL becomes U+FFFD too (the generator's chat
+  template cut the problem at it). A byte-order mark opening solve's stdin or a dataset is dropped (a dataset
+  saved on Windows was refused at line 1), and solve - with stdin closed is one error.
 - a history that cannot be written (a full disk, a file in the way): the chat says so under the answer and goes on.
 - an offline pull: the error names the model and its size, says the index cannot be reached, gives the exact
   command on a line of its own (not glued to the progress bar), and names no internal package and no "NAME".
@@ -20,6 +23,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
@@ -38,7 +42,7 @@ from fakes import FakeGenerator, FakeVerifier
 from child_processes import (OFFLINE_INDEX, drain, edgereason, hanging_index, open_chat, pull_env,
                              pull_folders, wait_for, wait_for_drawing, wait_for_exit)
 
-from edgereason import models
+from edgereason import models, text
 from edgereason.bench.dataset import load_problems
 from edgereason.config import SearchConfig
 from edgereason.errors import ModelError
@@ -165,6 +169,24 @@ async def test_f3_lists_the_good_entries_and_says_how_many_lines_were_skipped(tm
     assert app.return_code == 0
 
 
+async def test_f3_shows_problems_with_square_brackets_as_typed(tmp_path) -> None:
+    """Textual read each list line as markup: "[/]" raised MarkupError and the chat died; "[b]" turned bold."""
+    history = History(tmp_path / "history.jsonl")
+    for problem in ("Is 0.5 in [0, 1]?", "What is [/] here?", "Read [b]x[/b] as x"):
+        history.append(entry(problem))
+    app = ChatApp(_no_models, ModelSettings(model="none"), TINY, Policy(), history)
+    async with app.run_test() as pilot:
+        await pilot.press("f3")
+        await pilot.pause()
+        options = app.screen.query_one(OptionList)
+        shown = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+        await pilot.press("escape")
+        await pilot.press("ctrl+q")
+    assert app.return_code == 0
+    assert [line.split("  ", 1)[1] for line in shown] == ["Read [b]x[/b] as x", "What is [/] here?",
+                                                         "Is 0.5 in [0, 1]?"]
+
+
 # ---------------------------------------------------------------------------------------------- text encodings
 def _solve_json(*args: str | bytes, stdin: bytes | None = None) -> dict:
     proc = subprocess.run([sys.executable, "-m", "edgereason", "solve", *args, "--json", *TINY_FLAGS],
@@ -189,6 +211,41 @@ def test_dataset_with_non_utf8_bytes_and_surrogate_escapes_loads(tmp_path) -> No
     assert (problems[1].id, problems[1].answer) == ("b\ufffd", "1\ufffd")
     for p in problems:
         (p.id + p.problem + p.answer).encode("utf-8")
+
+
+def test_solve_reads_stdin_saved_with_a_byte_order_mark_or_closed(smollm2_path, monkeypatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("\ufeffWhat is 2 + 2?\r\n".encode())))
+    assert text.read_stdin() == "What is 2 + 2?\r\n"
+    model = ["--model", str(smollm2_path)]
+    empty = subprocess.run([sys.executable, "-m", "edgereason", "solve", "-", *model, "--json"],
+                           input="\ufeff \r\n".encode(), capture_output=True, timeout=300)  # a blank Notepad file
+    assert empty.returncode == 2 and json.loads(empty.stdout)["error"].startswith("the problem is empty")
+    closed = subprocess.run(f'"{sys.executable}" -m edgereason solve - --json <&-', shell=True, capture_output=True,
+                            text=True, timeout=300)
+    assert closed.returncode == 2 and "Traceback" not in closed.stderr, closed.stderr
+    assert json.loads(closed.stdout)["error"].startswith("stdin is closed")
+
+
+def test_dataset_saved_on_windows_loads(tmp_path) -> None:
+    data = tmp_path / "windows.jsonl"
+    data.write_bytes(b'\xef\xbb\xbf{"id": "a", "problem": "What is 2+3?", "answer": "5"}\r\n\r\n'
+                     b'{"id": 7, "problem": "What is 4*2?", "answer": 8}\r\n')
+    assert [(p.id, p.problem, p.answer) for p in load_problems(data)] == [("a", "What is 2+3?", "5"),
+                                                                         ("7", "What is 4*2?", "8")]
+
+
+def test_a_problem_with_nul_reaches_the_generator_whole(smollm2_path) -> None:
+    """llama.cpp's chat template reads C strings: the generator saw "What is 2 + 2?" and the PRM the rest too."""
+    session = open_session(ModelSettings(model=str(smollm2_path), generator_kv_tokens=1024,
+                                         verifier_kv_tokens=1024, threads=1))
+    try:
+        engine = session.engine(Policy())
+        request = engine.submit("What is 2 + 2?\x00 Then add 5.", TINY)
+        prompt = session.generator.detokenize(request.prompt_ids)
+        engine.cancel(request.id)
+    finally:
+        session.close()
+    assert "What is 2 + 2?\ufffd Then add 5." in prompt and request.question == "What is 2 + 2?\ufffd Then add 5."
 
 
 def test_engine_takes_a_problem_with_lone_surrogates(smollm2_path) -> None:

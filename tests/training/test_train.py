@@ -70,3 +70,9 @@ def test_training_with_the_ranking_loss_on_still_learns_the_signal_and_records_w
 def test_a_negative_rank_weight_is_refused():
     with pytest.raises(ConfigError, match="rank-weight"):
         TrainConfig(rank_weight=-1)
+
+
+def test_one_problem_is_refused_not_made_into_a_head_of_nan():
+    """Its steps were all held out for validation: the head was fitted to no rows and wrote NaN, exit 0."""
+    with pytest.raises(ConfigError, match="at least 2 problems"):
+        train_head(_features(problems=1), Backbone("t", "t.gguf", "0" * 64), TrainConfig(hidden=0, epochs=2))

@@ -99,3 +99,19 @@ def test_a_work_folder_that_cannot_be_made_is_a_clear_error(tmp_path, capsys):
     assert main(["train-prm", "--model", "smollm2-135m", "--work", str(afile / "sub"), "--phases", "train"]) == 2
     assert "cannot make the --work folder" in capsys.readouterr().err
     assert afile.read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("damage", ["cut short", "a field missing"])
+def test_a_damaged_feature_file_is_one_clear_error(tmp_path, capsys, smollm2_path, damage):
+    """A zipfile.BadZipFile or KeyError traceback before."""
+    good = {k: np.zeros(2, np.float32) for k in feats.FIELDS}
+    path = tmp_path / "features.npz"
+    feats.save(path, good)
+    if damage == "cut short":
+        path.write_bytes(path.read_bytes()[:100])
+    else:
+        feats.save(path, {k: v for k, v in good.items() if k != "mc"})
+    assert main(["train-prm", "--model", "smollm2-135m", "--work", str(tmp_path / "w"), "--phases", "train",
+                 "--features", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot train on {path}: not a whole feature file" in err and "Traceback" not in err
