@@ -37,6 +37,7 @@ def assert_clean_error(proc: subprocess.CompletedProcess, needle: str, code: int
     (["--perfect-score", "5"], "--perfect-score (perfect_score) must be in (0, 1]"),
     (["--kv-budget", ""], "not a size: ''"),
     (["--gpu-memory", ""], "not a size: ''"),
+    (["--threads", "100000"], "--threads 100000 is more than this machine's"),  # 10,000 threads looked like a hang
 ])
 def test_impossible_settings(args, needle, smollm2_path):
     assert_clean_error(run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), *args), needle, code=2)
