@@ -21,7 +21,8 @@ from edgereason.training.rollouts import Job, Progress, read_jsonl, run_jobs
 
 def mc_jobs(rollouts: list[dict], problems: int, seed: int) -> list[tuple[Job, int, int]]:
     """(job, path index, prefix steps) for `problems` rollout problems: per problem one correct and one wrong path
-    where both exist (the contrast the head must learn), else one path; every proper prefix of each."""
+    where both exist (the contrast the head must learn), else one path; every proper prefix of each. A path of
+    one step has no proper prefix, so one of several steps is drawn where the outcome has one."""
     rng = random.Random(seed)
     chosen = [r for r in rollouts if r.get("paths")]
     rng.shuffle(chosen)
@@ -32,7 +33,7 @@ def mc_jobs(rollouts: list[dict], problems: int, seed: int) -> list[tuple[Job, i
         for i, path in enumerate(row["paths"]):
             by_outcome.setdefault(bool(path["correct"]), []).append(i)
         for indices in by_outcome.values():
-            pi = rng.choice(indices)
+            pi = rng.choice([i for i in indices if len(row["paths"][i]["steps"]) > 1] or indices)
             steps = row["paths"][pi]["steps"]
             for k in range(1, len(steps)):
                 jobs.append((Job(f"{row['id']}#{pi}@{k}", problem, "".join(steps[:k])), pi, k))

@@ -42,9 +42,10 @@ def test_paths_of_one_question_share_its_head(smollm2, verifier):
     verifier.check_integrity()
 
 
-@pytest.mark.parametrize("flash_attn, tolerance", [(False, 1e-3), (True, 0.03)])
+@pytest.mark.parametrize("flash_attn, tolerance", [(False, 1e-3), (True, 0.1)])
 def test_incremental_scoring_equals_scoring_from_scratch(smollm2, flash_attn, tolerance):
-    """Bit-exact without flash attention; with it (the default) the ubatch split moves a score by ~1e-2."""
+    """Bit-exact without flash attention; with it (the default) the ubatch split moves a score of SmolLM2 Q4_1 by
+    how the host's SIMD rounds: 0.01 on an AVX-512 host, 0.049 on an AVX2 one."""
     verifier = LlamaVerifier(smollm2, PRM_FORMATS["judge"], kv_tokens=4096, flash_attn=flash_attn)
     incremental = []
     for k in range(len(STEPS)):

@@ -37,11 +37,12 @@ def test_judge_scores_match_the_local_verifier(server: LocalServer, smollm2_path
     remote = open_verifier(smollm2_path, "judge", Endpoint(server.url))
     try:
         got = [r.scores for r in remote.score(REQUESTS)]
-        # one request per step score, all in one round; "What is 2 + 2?" has neither Yes nor No in its top 20 and
-        # the first step of the other no No (SmolLM2 cannot judge), so a second round reads those two scores with
-        # logit_bias: three requests each
+        # one request per step score, all in one round; then three requests (logit_bias) for each score whose Yes or
+        # No is outside the top 20. SmolLM2 cannot judge, so some are; how many, the host's SIMD decides (two on an
+        # AVX-512 host, one on an AVX2 one)
         assert [len(s) for s in got] == [3, 1]
-        assert remote.client.stats.per_batch == [4, 6] and remote.biased_scores == 2
+        assert remote.biased_scores >= 1
+        assert remote.client.stats.per_batch == [4, 3 * remote.biased_scores]
     finally:
         remote.close()
     # the same prompt and model; numerics differ (SmolLM2 Q4_1: flash attention alone moves a score by 0.03, the
