@@ -232,7 +232,7 @@ def pull(name: str, progress: Callable[[str, int, int], None] | None = None) -> 
 
 def spec_for(name: str) -> ModelSpec:
     if name not in REGISTRY:
-        raise ModelError(f"unknown model {name!r}; known: {', '.join(REGISTRY)} (or give a path to a .gguf file)")
+        raise ConfigError(f"unknown model {name!r}; known: {', '.join(REGISTRY)} (or give a path to a .gguf file)")
     return REGISTRY[name]
 
 
@@ -250,7 +250,7 @@ def resolve(name_or_path: str, allow_pull: bool = True,
     else:
         path = Path(name_or_path).expanduser()
         if path.suffix.lower() != ".gguf" and not path.exists():
-            raise ModelError(f"unknown {role} {name_or_path!r}; known: {', '.join(REGISTRY)} "
+            raise ConfigError(f"unknown {role} {name_or_path!r}; known: {', '.join(REGISTRY)} "
                              "(or give a path to a .gguf file)")
     check_gguf(path, role)
     return path

@@ -67,7 +67,7 @@ def test_prompt_longer_than_context(smollm2_path):
 
 
 def test_unknown_model_name():
-    assert_clean_error(run_cli("solve", "1+1", "--model", "gpt-17"), "unknown model")
+    assert_clean_error(run_cli("solve", "1+1", "--model", "gpt-17"), "unknown model", code=2)
 
 
 def test_solve_json_on_smollm2(smollm2_path):

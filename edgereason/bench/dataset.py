@@ -40,7 +40,8 @@ def load_problems(path: str | Path, limit: int | None = None, offset: int = 0) -
                 raise ConfigError(f"{path}:{lineno}: not a JSON object that can be read ({e})") from None
             if not isinstance(row, dict) or not str(row.get("problem", "")).strip() or row.get("answer") is None:
                 raise ConfigError(f"{path}:{lineno}: each line needs a non-empty 'problem' and an 'answer'")
-            values = (row.get("id", f"{path.stem}-{lineno}"), row["problem"], row["answer"])
+            pid = row.get("id")
+            values = (f"{path.stem}-{lineno}" if pid is None else pid, row["problem"], row["answer"])
             problems.append(Problem(*(clean(str(v)) for v in values)))  # a "\udce9" escape is a lone surrogate
     ids = [p.id for p in problems]
     if len(set(ids)) < len(ids):

@@ -82,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--phases takes {', '.join(PHASES)}; got {', '.join(bad)}")
     if args.samples < 1 or args.concurrency < 1 or args.mc_completions < 1 or args.mc_problems < 0:
         raise ConfigError("--samples, --concurrency and --mc-completions must be at least 1, --mc-problems >= 0")
+    if phases == ["mc"] and not args.mc_problems:
+        raise ConfigError("the mc phase values the prefixes of --mc-problems N problems; give N >= 1")
     backbone = args.model if args.backbone == SELF else args.backbone
     work = Path(args.work) if args.work else models.home() / "train" / models.display_name(args.model)
     if work.exists() and not work.is_dir():
@@ -95,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
     features_files = ([Path(f) for f in args.features] if args.features
                       else [work / f"features-{models.display_name(backbone)}.npz"])
     config = search_config(args)
+    if "mc" in phases and "rollouts" not in phases and args.mc_problems:
+        _rollouts(rollout_files[:1])  # refuses before a model loads
     if "rollouts" in phases or "mc" in phases:
         _generate(args, phases, work, rollout_files[0], config)
     if "features" in phases:

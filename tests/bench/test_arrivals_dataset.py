@@ -47,6 +47,13 @@ def test_dataset_limit_offset_and_errors(tmp_path):
         load_problems(path)
 
 
+def test_a_missing_or_null_id_is_the_file_and_line(tmp_path):
+    path = tmp_path / "set.jsonl"
+    path.write_text('{"id": null, "problem": "q", "answer": 1}\n{"problem": "r", "answer": 2}\n'
+                    '{"id": 0, "problem": "s", "answer": 3}\n')
+    assert [p.id for p in load_problems(path)] == ["set-1", "set-2", "0"]
+
+
 def test_the_shipped_sample_is_20_gsm8k_test_problems():
     sample = load_problems(Path(__file__).resolve().parents[2] / "examples" / "gsm8k_sample.jsonl")
     assert [p.id for p in sample] == [f"gsm8k-{i}" for i in range(20)] and sample[0].answer == "18"

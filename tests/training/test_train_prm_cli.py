@@ -80,6 +80,15 @@ def test_training_data_without_answers_is_one_clear_error(tmp_path, capsys):
     assert "answer" in capsys.readouterr().err
 
 
+def test_mc_phase_without_rollouts_or_problems_says_what_to_give(tmp_path, capsys):
+    args = ["train-prm", "--model", "smollm2-135m", "--work", str(tmp_path), "--phases", "mc"]
+    assert main(args) == 2
+    assert "--mc-problems N" in capsys.readouterr().err
+    (tmp_path / "rollouts.jsonl").write_text("")
+    assert main(args + ["--mc-problems", "3"]) == 2
+    assert "run the rollouts phase first" in capsys.readouterr().err
+
+
 def test_train_phase_without_features_says_what_to_run(tmp_path, capsys):
     assert main(["train-prm", "--model", "smollm2-135m", "--work", str(tmp_path), "--phases", "train"]) == 2
     assert "run the features phase first" in capsys.readouterr().err
