@@ -30,7 +30,7 @@ class HistoryEntry:
 
     @classmethod
     def from_result(cls, result: SearchResult, model: str, policy: str, beams: int, width: int) -> "HistoryEntry":
-        best = result.paths[0] if result.paths else None
+        best = result.answer_path()
         return cls(time.strftime("%Y-%m-%d %H:%M:%S"), result.question, result.answer, result.status,
                    best.score if best else None, [t for t, _ in best.steps] if best else [], model, policy,
                    beams, width, result.metrics.generated_tokens, round(result.metrics.wall_s, 2))

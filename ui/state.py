@@ -91,9 +91,11 @@ class SearchState:
         return steps[::-1]
 
     def best_leaf(self) -> int | None:
-        """The final best path once done; while running, the highest-scored step among the deepest scored ones."""
+        """Once done, the best path to the answer; while running, the highest-scored step among the deepest scored
+        ones."""
         if self.result is not None:
-            return self.result.paths[0].node_id if self.result.paths else None
+            best = self.result.answer_path()
+            return best.node_id if best else None
         scored = [n for n in self.nodes.values() if n.score is not None and n.status != "pruned"]
         if not scored:
             return None

@@ -56,9 +56,9 @@ def print_text(result: SearchResult, show_tree: bool) -> None:
     if result.status != "done":
         print(f"search {result.status}: {result.reason}", file=sys.stderr)
     print(f"Answer: {result.answer if result.answer is not None else '(no boxed answer found)'}")
-    if result.paths:
-        best = result.paths[0]
-        print(f"\nBest path (score {best.score:.3f}):")
+    if best := result.answer_path():
+        agree, total = result.answer_support()
+        print(f"\nBest path to it (score {best.score:.3f}; {agree} of {total} paths reach it):")
         for i, (text, score) in enumerate(best.steps, 1):
             s = f"{score:.3f}" if score is not None else "  -  "
             print(f"  [{i}] ({s}) {text.strip()}")
