@@ -1,9 +1,12 @@
 """A value head on the generator's own weights, scored two ways side by side in one process: in the generator's
 context (one row a step, what `--prm self` does with host sampling) and in a PRM context of its own (a prefill of
 every step, as before). Same model, problems, search and seeds, so the two searches draw the same tokens and
-differ only in where the scores come from; runs alternate, the first of each is a warm-up left out.
+differ only in where the scores come from; runs alternate, the first of each is a warm-up left out. `--ways judge,
+generator` sets the judge PRM (Yes/No on the same weights, its own context) beside the head: best-of-n draws the same
+tokens under either, so only the scoring time and the weighted vote differ.
 
     python benchmarks/prm_in_generator.py --model qwen2.5-coder-1.5b --limit 3 --beams 4 --temperature 0.4
+    python benchmarks/prm_in_generator.py --ways judge,generator --limit 3 --beams 4 --temperature 0.4
     python benchmarks/prm_in_generator.py --model smollm2-135m --prm-head HEAD --limit 2   # any head
 """
 
@@ -25,23 +28,26 @@ from edgereason.prm_choice import shipped_head
 from edgereason.value_head import load_head
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k_test.jsonl"
+WAYS = {"context": "PRM context", "generator": "generator rows", "judge": "judge PRM"}
 
 
-def run(args: argparse.Namespace, in_generator: bool, problems: list[dict]) -> dict:
+def run(args: argparse.Namespace, way: str, problems: list[dict]) -> dict:
     path = models.resolve(args.model)
     model = load_model(str(path))
-    head_file = Path(args.prm_head) if args.prm_head else shipped_head(args.model, args.model)
-    if head_file is None:
-        raise SystemExit(f"no value head ships for {args.model}: pass --prm-head")
-    head = load_head(head_file)
     gen = LlamaGenerator(model, args.kv_tokens, n_threads=args.threads)
-    ver = LlamaVerifier(model, prm_format("head"), args.kv_tokens, n_threads=args.threads, head=head,
-                        generator_ctx=gen.ctx if in_generator else None)
+    if way == "judge":
+        ver = LlamaVerifier(model, prm_format("judge"), args.kv_tokens, n_threads=args.threads)
+    else:
+        head_file = Path(args.prm_head) if args.prm_head else shipped_head(args.model, args.model)
+        if head_file is None:
+            raise SystemExit(f"no value head ships for {args.model}: pass --prm-head")
+        ver = LlamaVerifier(model, prm_format("head"), args.kv_tokens, n_threads=args.threads,
+                            head=load_head(head_file), generator_ctx=gen.ctx if way == "generator" else None)
     config = SearchConfig(strategy=args.strategy, beams=args.beams, width=args.width, max_steps=args.max_steps,
                           max_path_tokens=args.max_tokens, vote="weighted",
                           sampling=SamplingParams(temperature=args.temperature, seed=0))
     engine = Engine(gen, ver, parse_policy(args.policy))
-    out = {"in_generator": in_generator, "seconds": 0.0, "prm_seconds": 0.0, "generated_tokens": 0, "correct": 0}
+    out = {"way": way, "seconds": 0.0, "prm_seconds": 0.0, "generated_tokens": 0, "correct": 0}
     try:
         for p in problems:  # one at a time, as `solve` runs them
             t0 = time.perf_counter()
@@ -74,21 +80,24 @@ def main() -> None:
     p.add_argument("--policy", default="baseline")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--kv-tokens", type=int, default=16384)
+    p.add_argument("--ways", default="context,generator", help=f"comma list of {', '.join(WAYS)}")
     p.add_argument("--repeat", type=int, default=1, help="measured runs of each way, alternating")
     p.add_argument("--out", default=None, help="write the runs as JSON here")
     args = p.parse_args()
     with open(args.dataset, encoding="utf-8") as f:
         lines = [json.loads(line) for line in f if line.strip()]
     problems = lines[args.offset:args.offset + args.limit]
-    run(args, True, problems[:1])  # warm-up: model load, caches
-    runs = [run(args, way, problems) for _ in range(args.repeat) for way in (False, True)]
+    ways = [w.strip() for w in args.ways.split(",")]
+    if len(ways) != 2 or not set(ways) <= set(WAYS):
+        raise SystemExit(f"--ways takes two of {', '.join(WAYS)}")
+    run(args, ways[1], problems[:1])  # warm-up: model load, caches
+    runs = [run(args, way, problems) for _ in range(args.repeat) for way in ways]
     for r in runs:
-        print(f"{'generator rows' if r['in_generator'] else 'PRM context':15s}  {r['seconds_per_problem']:7.1f} s a "
+        print(f"{WAYS[r['way']]:15s}  {r['seconds_per_problem']:7.1f} s a "
               f"problem  PRM {r['prm_seconds']:6.1f} s  PRM tokens {r['prm_tokens']:6d}  rows {r['generator_rows']:4d}"
               f"  generated {r['generated_tokens']:6d}  right {r['correct']}/{len(problems)}")
-    old = [r["seconds"] for r in runs if not r["in_generator"]]
-    new = [r["seconds"] for r in runs if r["in_generator"]]
-    print(f"PRM context / generator rows, wall time: {sum(old) / sum(new):.2f}x")
+    old, new = ([r["seconds"] for r in runs if r["way"] == w] for w in ways)
+    print(f"{WAYS[ways[0]]} / {WAYS[ways[1]]}, wall time: {sum(old) / sum(new):.2f}x")
     if args.out:
         Path(args.out).write_text(json.dumps({"args": vars(args), "runs": runs}, indent=2) + "\n")
 
