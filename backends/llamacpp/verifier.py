@@ -98,8 +98,9 @@ class LlamaVerifier(KVMemoryOf):
             raise ConfigError("--prm-format head needs a trained value head: pass --prm-head FILE "
                               "(make one with edgereason train-prm)")
         results: list[ScoreResult | None] = [None] * len(requests)
-        here = [i for i, r in enumerate(requests) if not self._resident(r)]
-        there = [i for i, r in enumerate(requests) if self._resident(r)]
+        resident = [self._resident(r) for r in requests]
+        here = [i for i, held in enumerate(resident) if not held]
+        there = [i for i, held in enumerate(resident) if held]
         if there and not self._score_in_generator([requests[i] for i in there], results, there):
             here = list(range(len(requests)))  # no room in the generator's KV for the rows: all of them here
         if here:
