@@ -84,6 +84,12 @@ class SearchResult:
         return sum(p.potential for p in self.paths
                    if p.answer is not None and answers_match(p.answer, self.answer)), total
 
+    def best_path_title(self, best: FinalPath) -> str:
+        if self.answer is None:
+            return f"Best path (score {best.score:.3f})"
+        agree, total = self.answer_support()
+        return f"Best path to it (score {best.score:.3f}; {agree} of {total} paths reach it)"
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "answer": self.answer,

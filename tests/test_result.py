@@ -25,6 +25,7 @@ def test_without_an_answer_the_best_path_is_shown() -> None:
     result = SearchResult("r", "q", None, PATHS[3:4], [], RequestMetrics())
     assert result.answer_path().node_id == 4 and result.answer_support() == (0, 1)
     assert SearchResult("r", "q", None, [], [], RequestMetrics()).answer_path() is None
+    assert result.best_path_title(result.answer_path()) == "Best path (score 0.300)"
 
 
 def test_solve_prints_the_path_to_its_answer(capsys) -> None:
@@ -32,3 +33,4 @@ def test_solve_prints_the_path_to_its_answer(capsys) -> None:
     out = capsys.readouterr().out
     assert "Answer: 18" in out and "score 0.530; 4 of 6 paths reach it" in out
     assert "\\boxed{26}" not in out
+

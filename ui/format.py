@@ -14,8 +14,7 @@ def answer_markdown(result: SearchResult) -> str:
     answer = latex_to_text(result.answer) if result.answer is not None else None
     lines.append(f"**Answer: {answer}**" if answer else "**No boxed answer found.**")
     if best := result.answer_path():
-        agree, total = result.answer_support()
-        lines.append(f"\nBest path to it (score {best.score:.3f}; {agree} of {total} paths reach it):\n")
+        lines.append(f"\n{result.best_path_title(best)}:\n")
         for i, (text, score) in enumerate(best.steps, 1):
             s = f"{score:.2f}" if score is not None else "–"
             step = " ".join(latex_to_text(text).split())

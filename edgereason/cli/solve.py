@@ -8,6 +8,7 @@ import sys
 
 from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, model_settings,
                                    policy_from, pull_progress, recipe_search_config)
+from edgereason.cli.progress import SearchProgress
 from edgereason import text
 from edgereason.errors import ConfigError
 from edgereason.result import SearchResult
@@ -19,7 +20,8 @@ from edgereason.tree import FINISH_WORDS
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("solve", help="solve one math problem with PRM-guided search",
                        description="Solve one math problem: the generator proposes steps, the PRM scores them, "
-                                   "the search keeps the best paths.")
+                                   "the search keeps the best paths. On a terminal, stderr shows the search's "
+                                   "progress on one line.")
     p.add_argument("problem", help="the problem text, or - to read it from stdin")
     add_model_args(p)
     add_search_args(p, from_recipe=True)
@@ -36,10 +38,13 @@ def run(args: argparse.Namespace) -> int:
     config = recipe_search_config(args)
     policy = policy_from(args)
     session = open_session(model_settings(args), progress=pull_progress)
+    status = SearchProgress(config.beams) if sys.stderr is not None and sys.stderr.isatty() else None
     try:
-        result = session.engine(policy).solve(problem, config)
+        result = session.engine(policy, on_event=status).solve(problem, config)
         auto = session.auto_choice() if is_auto(policy) else None
     finally:
+        if status:
+            status.close()
         session.close()
     if args.json:
         out = result.as_dict()
@@ -57,8 +62,7 @@ def print_text(result: SearchResult, show_tree: bool) -> None:
         print(f"search {result.status}: {result.reason}", file=sys.stderr)
     print(f"Answer: {result.answer if result.answer is not None else '(no boxed answer found)'}")
     if best := result.answer_path():
-        agree, total = result.answer_support()
-        print(f"\nBest path to it (score {best.score:.3f}; {agree} of {total} paths reach it):")
+        print(f"\n{result.best_path_title(best)}:")
         for i, (text, score) in enumerate(best.steps, 1):
             s = f"{score:.3f}" if score is not None else "  -  "
             print(f"  [{i}] ({s}) {text.strip()}")
