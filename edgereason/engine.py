@@ -146,6 +146,7 @@ class Engine:
         if req.prm_stale:
             self.verification.release_dead(req)
         if not req.busy():
+            self._progress(req)  # the last figures, every finished path counted
             self._end(req, "done", completed_reason(req.completed))
         elif req.idle_steps > 2:  # nothing can run, score or be selected: never spin forever
             self._end(req, "failed", "the search cannot make progress with the KV memory it has; raise --kv-budget (or --kv-tokens)")
@@ -179,7 +180,7 @@ class Engine:
         self.emit(Progress(req.id, req.metrics.generated_tokens, time.perf_counter() - req.started_at,
                            req.metrics.prm_calls, self.generator.kv_used_tokens, self.generator.kv_capacity_tokens,
                            self.verifier.kv_used_tokens, self.verifier.kv_capacity_tokens,
-                           req.metrics.spec_tokens_reused))
+                           req.metrics.spec_tokens_reused, req.completed_logical()))
 
     def check_integrity(self) -> None:
         """Exact invariants (design.md section 4); raises AssertionError on the first violation."""

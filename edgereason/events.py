@@ -67,6 +67,7 @@ class Progress(NamedTuple):
     verifier_kv_used: int
     verifier_kv_capacity: int
     spec_tokens_reused: int
+    completed_paths: int = 0  # finished paths, each counted by its potential (the search stops at `beams`)
 
 
 class RequestDone(NamedTuple):

@@ -66,7 +66,8 @@ def describe(field: str) -> str:
 
 
 def _shown(recipe: Recipe, field: str) -> str:
-    return str(getattr(recipe, field) or "self")
+    value = getattr(recipe, field)
+    return "self" if value is None else str(value)  # a PRM of None: the generator's own weights
 
 
 def recipe_for(generator: str, device: Device, prm_chosen: bool) -> Recipe:

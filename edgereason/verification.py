@@ -116,8 +116,9 @@ class Verification:
         self.reads_generator = bool(getattr(verifier, "reads_generator", False))
 
     def keeps_kv(self, req: Request, node: Node) -> bool:
-        """A finished path keeps its generator KV until scored where the verifier reads the generator's rows:
-        freeing it would make that score a prefill of the whole path."""
+        """A finished path keeps its generator KV where the verifier reads the generator's rows (freeing it
+        would make its score a prefill of the whole path); the KV goes when the path completes or is pruned, or
+        is evicted under pressure like any other."""
         return self.reads_generator and node.score is None and req.strategy.scores_step(node)
 
     def push(self, req: Request, node: Node) -> None:

@@ -60,6 +60,7 @@ class LlamaVerifier(KVMemoryOf):
             # softmax over the two tokens
             self._read = lambda logits: 1.0 / (1.0 + float(np.exp(logits[bad] - logits[good])))
         self._held: OrderedDict[str, _Held] = OrderedDict()
+        self._in_generator: set[str] = set()  # paths scored in the generator: nothing of theirs is held here
         self.stats = VerifierStats()
 
     def check_integrity(self) -> None:
@@ -71,6 +72,7 @@ class LlamaVerifier(KVMemoryOf):
     def release(self, key_prefix: str) -> None:
         for key in [k for k in self._held if k.startswith(key_prefix)]:
             self.ctx.free(self._held.pop(key).seq)
+        self._in_generator -= {k for k in self._in_generator if k.startswith(key_prefix)}
 
     def _make_room(self, n_tokens: int, n_seqs: int, protect: set[str]) -> None:
         """Drop least-recently-used held paths until n_tokens new cells and n_seqs ids fit."""
@@ -98,11 +100,9 @@ class LlamaVerifier(KVMemoryOf):
             raise ConfigError("--prm-format head needs a trained value head: pass --prm-head FILE "
                               "(make one with edgereason train-prm)")
         results: list[ScoreResult | None] = [None] * len(requests)
-        resident = [self._resident(r) for r in requests]
-        here = [i for i, held in enumerate(resident) if not held]
-        there = [i for i, held in enumerate(resident) if held]
-        if there and not self._score_in_generator([requests[i] for i in there], results, there):
-            here = list(range(len(requests)))  # no room in the generator's KV for the rows: all of them here
+        there = [i for i, r in enumerate(requests) if self._resident(r)]
+        scored = set(self._score_in_generator(requests, there, results)) if there else set()
+        here = [i for i in range(len(requests)) if i not in scored]
         if here:
             for i, res in zip(here, self._in_parts([requests[i] for i in here], self._read)):
                 results[i] = res
@@ -120,53 +120,58 @@ class LlamaVerifier(KVMemoryOf):
         return all(list(path.tokens[a:b]) == self._tokens(text, first=False)
                    for a, b, text in zip(starts[:last], path.ends[:last], req.steps[:last]))
 
-    def _score_in_generator(self, requests: Sequence[ScoreRequest], results: list[ScoreResult | None],
-                            slots: Sequence[int]) -> bool:
+    def _score_in_generator(self, requests: Sequence[ScoreRequest], slots: Sequence[int],
+                            results: list[ScoreResult | None]) -> list[int]:
         """Each requested step's row, read in the generator's context: a fork of the path's sequence, cut back to
         just before the step's last token, is fed that token (one cell, freed at once; fork and cut touch no
-        data in a unified cache). False, scoring nothing, where the generator's KV has no room for the rows."""
+        data in a unified cache). Requests are taken in order while the generator's KV has room for their rows;
+        returns the slots scored (the rest go to the PRM context)."""
         assert self._gen is not None and self._read is not None
         ctx, t0 = self._gen, time.perf_counter()
-        plans = []  # (request, index into its need, the path's sequence, where the fork is cut, tokens fed)
-        for ri, req in enumerate(requests):
-            path = req.generator_path
+        plans = []  # (slot, index into its need, the path's sequence, where the fork is cut, tokens fed)
+        fed, taken = 0, []
+        for slot in slots:
+            req, path = requests[slot], requests[slot].generator_path
             assert path is not None and path.seq is not None
             held = ctx.seq_len(path.seq)
+            rows = []
             for j, k in enumerate(req.need):
-                end = path.ends[k]
-                start = min(held, end - 1)
-                plans.append((ri, j, path.seq, start, path.tokens[start:end]))
-        fed = sum(len(p[4]) for p in plans)
-        if not (ctx.can_append(fed) and ctx.can_alloc(len(plans))):
-            return False
-        scores = [[0.0] * len(r.need) for r in requests]
+                start = min(held, path.ends[k] - 1)
+                rows.append((slot, j, path.seq, start, path.tokens[start:path.ends[k]]))
+            more = sum(len(r[4]) for r in rows)
+            if not (ctx.can_append(fed + more) and ctx.can_alloc(len(plans) + len(rows))):
+                break
+            plans += rows
+            fed += more
+            taken.append(slot)
+        if not plans:
+            return []
+        scores = {slot: [0.0] * len(requests[slot].need) for slot in taken}
         forks, items = [], []
         try:
-            for ri, j, seq, start, toks in plans:
+            for slot, j, seq, start, toks in plans:
                 fork = ctx.fork(seq)
                 forks.append(fork)
                 ctx.truncate(fork, start)
-                items.append(DecodeItem(fork, toks, [(len(toks) - 1, (ri, j))]))
+                items.append(DecodeItem(fork, toks, [(len(toks) - 1, (slot, j))]))
 
             def on_row(tag: object, row: np.ndarray) -> None:
-                ri, j = tag  # type: ignore[misc]
-                scores[ri][j] = self._read(row)  # type: ignore[misc]
+                slot, j = tag  # type: ignore[misc]
+                scores[slot][j] = self._read(row)  # type: ignore[misc]
 
             ctx.decode(items, on_row)
         finally:
             for fork in forks:
                 ctx.free(fork)
-        per_request = [0] * len(requests)
-        for ri, _, _, _, toks in plans:
-            per_request[ri] += len(toks)
-        for slot, s, n in zip(slots, scores, per_request):
-            results[slot] = ScoreResult(s, n)
+        for slot in taken:
+            results[slot] = ScoreResult(scores[slot], sum(len(p[4]) for p in plans if p[0] == slot))
+            self._in_generator.add(requests[slot].key)
         self.stats.calls += 1
         self.stats.tokens += fed
         self.stats.generator_rows += len(plans)
         self.stats.seconds += time.perf_counter() - t0
         self.stats.per_call_tokens.append(fed)
-        return True
+        return taken
 
     def features(self, requests: Sequence[ScoreRequest], tokens: np.ndarray) -> list[np.ndarray]:
         """The logits of `tokens` at each requested step's last token, [len(need), len(tokens)] per request: what
@@ -211,7 +216,7 @@ class LlamaVerifier(KVMemoryOf):
             head = [] if held else self._tokens(self.prompt.head(req.question), first=True)
             segs = [self._tokens(t, first=False) for t in self.prompt.segments(req.steps, shared)]
             plans.append((held, shared, head, segs))
-            if held is None and req.prefix_key:
+            if held is None and req.prefix_key and req.prefix_key not in self._in_generator:
                 self.stats.rebuilt_tokens += len(head) + sum(len(t) for t in segs)
         step_tokens = sum(len(h) + sum(len(t) for t in segs) for _, _, h, segs in plans)
         self._make_room(step_tokens, len(plans), {r.prefix_key for r in requests if r.prefix_key})

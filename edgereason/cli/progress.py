@@ -5,8 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Callable, TextIO
 
-from edgereason.events import Event, NodeAdded, NodeStatus, Progress
-from edgereason.tree import Status
+from edgereason.events import Event, Progress
 
 
 def bar(label: str, width: int = 24) -> Callable[[int, int], None]:
@@ -30,22 +29,16 @@ class SearchProgress:
 
     def __init__(self, paths: int, stream: TextIO = sys.stderr, every_s: float = 0.25) -> None:
         self.paths, self.stream, self.every_s = paths, stream, every_s
-        self._potential: dict[int, int] = {}
-        self._done = 0
         self._shown_at = -every_s
         self._width = 0
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, NodeAdded):
-            self._potential[event.node_id] = event.potential
-        elif isinstance(event, NodeStatus) and event.status == Status.COMPLETE.value:
-            self._done += self._potential.get(event.node_id, 1)
-        elif isinstance(event, Progress) and event.elapsed_s - self._shown_at >= self.every_s:
+        if isinstance(event, Progress) and event.elapsed_s - self._shown_at >= self.every_s:
             self._shown_at = event.elapsed_s
             rate = event.generated_tokens / event.elapsed_s if event.elapsed_s > 0 else 0.0
             self._write(f"searching: {event.generated_tokens} tokens ({rate:.1f} tok/s), "
-                        f"{min(self._done, self.paths)}/{self.paths} paths done, {event.prm_calls} PRM calls, "
-                        f"{event.elapsed_s:.0f} s")
+                        f"{min(event.completed_paths, self.paths)}/{self.paths} paths done, "
+                        f"{event.prm_calls} PRM calls, {event.elapsed_s:.0f} s")
 
     def _write(self, line: str) -> None:
         print("\r" + line.ljust(self._width), end="", file=self.stream, flush=True)

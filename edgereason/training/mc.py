@@ -22,9 +22,10 @@ from edgereason.training.rollouts import Job, Progress, read_jsonl, run_jobs
 def mc_jobs(rollouts: list[dict], problems: int, seed: int) -> list[tuple[Job, int, int]]:
     """(job, path index, prefix steps) for `problems` rollout problems: per problem one correct and one wrong path
     where both exist (the contrast the head must learn), else one path; every proper prefix of each. A path of
-    one step has no proper prefix, so one of several steps is drawn where the outcome has one."""
+    one step has no proper prefix: one of several steps is drawn where the outcome has one, and a problem with
+    none takes no place in the subset."""
     rng = random.Random(seed)
-    chosen = [r for r in rollouts if r.get("paths")]
+    chosen = [r for r in rollouts if any(len(p["steps"]) > 1 for p in r.get("paths", []))]
     rng.shuffle(chosen)
     jobs = []
     for row in chosen[:problems]:

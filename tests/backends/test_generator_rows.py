@@ -74,6 +74,29 @@ def test_a_step_sampled_unlike_its_text_is_scored_from_the_text(smollm2, head):
     ver.close()
 
 
+def test_what_the_generator_has_no_room_for_is_scored_in_the_prm_context(smollm2, head):
+    """Rows are taken request by request while the generator's KV has cells for them; the rest, and nothing
+    more, go to the PRM context, where a path scored in the generator counts as no dropped prefix."""
+    gen, ver = open_models(smollm2.path, smollm2.path, "head", 1024, 4096, flash_attn=False, head=head)
+    steps = [s + "\n\n" for s in STEPS]
+    tokens = [smollm2.tokenize(s, add_bos=False, special=True) for s in steps]
+    first, second = _generated(gen, tokens), _generated(gen, tokens)
+    filler = gen.new_seq()  # leaves room for one request's three rows
+    gen.step([BatchEntry(filler, tokens[0][:1] * (gen.kv_capacity_tokens - gen.kv_used_tokens - 4))], [0],
+             SamplingParams())
+    requests = [ScoreRequest(f"r/{i}", Q, steps, [0, 1, 2], generator_path=p) for i, p in enumerate((first, second))]
+    res = ver.score(requests)
+    assert ver.stats.generator_rows == 3 and res[0].new_tokens == 3 and res[1].new_tokens > 3
+    assert res[0].scores == pytest.approx(res[1].scores, abs=1e-3)
+    grown = ScoreRequest("r/0+", Q, steps + ["More.\n\n"], [3], "r/0", 3)  # no generator path: scored here
+    ver.score([grown])
+    assert ver.stats.rebuilt_tokens == 0
+    gen.check_integrity()
+    ver.check_integrity()
+    gen.close()
+    ver.close()
+
+
 @pytest.mark.parametrize("strategy, policy", [("best-of-n", "baseline"), ("beam", "baseline"), ("beam", "edge")])
 def test_searches_score_in_the_generator_and_free_what_they_kept(smollm2, head, strategy, policy):
     gen, ver = open_models(smollm2.path, smollm2.path, "head", 8192, 8192, head=head)

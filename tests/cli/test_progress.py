@@ -5,17 +5,33 @@ from __future__ import annotations
 import io
 
 from edgereason.cli.progress import SearchProgress
-from edgereason.events import NodeAdded, NodeStatus, Progress
+from edgereason.events import Progress
 
 
-def test_the_status_line_counts_finished_paths_by_potential_and_clears_itself() -> None:
+def test_the_status_line_is_drawn_at_most_every_so_often_and_clears_itself() -> None:
     stream = io.StringIO()
     status = SearchProgress(paths=4, stream=stream, every_s=1.0)
-    status(NodeAdded("r", 1, 0, 1, 3, False))  # three identical candidates in one node
-    status(NodeStatus("r", 1, "complete"))
-    status(Progress("r", 120, 2.0, 1, 0, 0, 0, 0, 0))
-    status(Progress("r", 130, 2.5, 1, 0, 0, 0, 0, 0))  # within every_s of the last line: not drawn
+    status(Progress("r", 120, 2.0, 1, 0, 0, 0, 0, 0, completed_paths=3))
+    status(Progress("r", 130, 2.5, 1, 0, 0, 0, 0, 0, completed_paths=4))  # within every_s of the last line
     line = "searching: 120 tokens (60.0 tok/s), 3/4 paths done, 1 PRM calls, 2 s"
     assert stream.getvalue() == "\r" + line
     status.close()
     assert stream.getvalue().endswith("\r" + " " * len(line) + "\r")
+
+
+def test_finished_paths_reach_the_status_line_from_a_real_search(smollm2) -> None:
+    """SmolLM2 through the engine: the last line drawn counts every path the search finished."""
+    from edgereason.backends.llamacpp import open_models
+    from edgereason.config import SamplingParams, SearchConfig
+    from edgereason.engine import Engine
+
+    gen, ver = open_models(smollm2.path, smollm2.path, "judge", 4096, 4096)
+    stream = io.StringIO()
+    config = SearchConfig(strategy="best-of-n", beams=3, max_steps=2, max_step_tokens=16, max_path_tokens=32,
+                          sampling=SamplingParams(temperature=0.8, seed=1))
+    try:
+        Engine(gen, ver, on_event=SearchProgress(3, stream, every_s=0.0)).solve("What is 2 + 2?", config)
+    finally:
+        gen.close()
+        ver.close()
+    assert stream.getvalue().rsplit("\r", 1)[-1].split(", ")[1] == "3/3 paths done"

@@ -26,3 +26,9 @@ def test_one_step_paths_give_no_prefix_and_problems_caps_the_subset() -> None:
     for seed in range(10):
         assert len({job.problem.id for job, _, _ in mc_jobs(rollouts, problems=2, seed=seed)}) == 2
     assert {job.problem.id for job, _, _ in mc_jobs(rollouts, problems=9, seed=0)} == {"a", "b", "c"}
+
+
+def test_a_problem_of_one_step_paths_takes_no_place_in_the_subset() -> None:
+    rollouts = [row("x", (True, 1), (False, 1)), row("y", (False, 2))]
+    for seed in range(10):
+        assert [(job.problem.id, pi, k) for job, pi, k in mc_jobs(rollouts, problems=1, seed=seed)] == [("y", 0, 1)]
