@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from typing import Callable, TextIO
+from typing import Callable
 
 import psutil
 
-from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, model_settings,
+from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, is_terminal, model_settings,
                                    policy_from, recipe_search_config)
 from edgereason.errors import ConfigError
 from edgereason.session import Session, open_session
@@ -27,13 +27,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not (is_terminal(sys.stdin) and is_terminal(sys.stdout)):  # no keys could reach the UI, nor Ctrl+Q
+        raise ConfigError("chat needs an interactive terminal; from a script or a pipe, use "
+                          "edgereason solve (--json for one JSON object)")
     # flags are checked here, before the screen switches, so a typo is one line on the terminal
     config = recipe_search_config(args)
     policy = policy_from(args)
     settings = model_settings(args)
-    if not (_is_terminal(sys.stdin) and _is_terminal(sys.stdout)):  # no keys could reach the UI, nor Ctrl+Q
-        raise ConfigError("chat needs an interactive terminal; from a script or a pipe, use "
-                          "edgereason solve (--json for one JSON object)")
     if settings.threads is None:  # leave the UI thread a core: llama.cpp's spinning threads stall if one waits
         settings = dataclasses.replace(settings, threads=max(1, (psutil.cpu_count(logical=False) or 2) - 1))
 
@@ -45,7 +45,3 @@ def run(args: argparse.Namespace) -> int:
     decode_terminal_input_leniently()
     ChatApp(factory, settings, config, policy).run()
     return 0
-
-
-def _is_terminal(stream: TextIO | None) -> bool:
-    return stream is not None and stream.isatty()  # None: the stream was closed when the process started

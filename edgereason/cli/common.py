@@ -6,7 +6,7 @@ import argparse
 import sys
 from dataclasses import fields
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, TextIO
 
 from edgereason import models
 from edgereason.config import AGGREGATIONS, STRATEGIES, VOTES, SamplingParams, SearchConfig
@@ -218,6 +218,10 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
 class RecipeUse(NamedTuple):
     recipe: Recipe
     filled: tuple[str, ...]  # the flags the recipe set: the user left them unset
+
+
+def is_terminal(stream: TextIO | None) -> bool:
+    return stream is not None and stream.isatty()  # None: the stream was closed when the process started
 
 
 def recipe_device(args: argparse.Namespace) -> Device:

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, model_settings,
+from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, is_terminal, model_settings,
                                    policy_from, pull_progress, recipe_search_config)
 from edgereason.cli.progress import SearchProgress
 from edgereason import text
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     config = recipe_search_config(args)
     policy = policy_from(args)
     session = open_session(model_settings(args), progress=pull_progress)
-    status = SearchProgress(config.beams) if sys.stderr is not None and sys.stderr.isatty() else None
+    status = SearchProgress(config.beams) if is_terminal(sys.stderr) else None
     try:
         result = session.engine(policy, on_event=status).solve(problem, config)
         auto = session.auto_choice() if is_auto(policy) else None
