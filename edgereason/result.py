@@ -68,21 +68,17 @@ class SearchResult:
     step_scores: list[float] = field(default_factory=list)  # every PRM score of the request (bench histogram)
     step_common_prefix: list[float] = field(default_factory=list)  # per selection: shared-token share
 
+    def reaches_answer(self, path: FinalPath) -> bool:
+        return self.answer is not None and path.answer is not None and answers_match(path.answer, self.answer)
+
     def answer_path(self) -> FinalPath | None:
         """The best-ranked path that reaches the answer: under a vote the best path may hold another answer."""
-        if self.answer is not None:
-            for p in self.paths:
-                if p.answer is not None and answers_match(p.answer, self.answer):
-                    return p
-        return self.paths[0] if self.paths else None
+        return next((p for p in self.paths if self.reaches_answer(p)), self.paths[0] if self.paths else None)
 
     def answer_support(self) -> tuple[int, int]:
         """(paths that reach the answer, paths), each counted by its potential (deduplicated copies)."""
-        total = sum(p.potential for p in self.paths)
-        if self.answer is None:
-            return 0, total
-        return sum(p.potential for p in self.paths
-                   if p.answer is not None and answers_match(p.answer, self.answer)), total
+        return (sum(p.potential for p in self.paths if self.reaches_answer(p)),
+                sum(p.potential for p in self.paths))
 
     def best_path_title(self, best: FinalPath) -> str:
         if self.answer is None:

@@ -166,11 +166,8 @@ class LlamaVerifier(KVMemoryOf):
         for slot in taken:
             results[slot] = ScoreResult(scores[slot], sum(len(p[4]) for p in plans if p[0] == slot))
             self._in_generator.add(requests[slot].key)
-        self.stats.calls += 1
-        self.stats.tokens += fed
         self.stats.generator_rows += len(plans)
-        self.stats.seconds += time.perf_counter() - t0
-        self.stats.per_call_tokens.append(fed)
+        self._count_call(fed, t0)
         return taken
 
     def features(self, requests: Sequence[ScoreRequest], tokens: np.ndarray) -> list[np.ndarray]:
@@ -254,13 +251,16 @@ class LlamaVerifier(KVMemoryOf):
         for req in requests:  # a used prefix is recent
             if req.prefix_key in self._held:
                 self._held.move_to_end(req.prefix_key)
-        new_tokens += step_tokens
-        self.stats.calls += 1
-        self.stats.tokens += new_tokens
-        self.stats.seconds += time.perf_counter() - t0
-        self.stats.per_call_tokens.append(new_tokens)
+        self._count_call(new_tokens + step_tokens, t0)
         return [ScoreResult([state.scores[i] for i in req.need], len(head) + sum(len(t) for t in segs))
                 for req, state, (_, _, head, segs) in zip(requests, states, plans)]
+
+    def _count_call(self, tokens: int, t0: float) -> None:
+        """One forward pass of `tokens` (in this context or the generator's), begun at perf_counter() t0."""
+        self.stats.calls += 1
+        self.stats.tokens += tokens
+        self.stats.seconds += time.perf_counter() - t0
+        self.stats.per_call_tokens.append(tokens)
 
     def close(self) -> None:
         self.ctx.close()

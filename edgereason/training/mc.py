@@ -24,8 +24,11 @@ def mc_jobs(rollouts: list[dict], problems: int, seed: int) -> list[tuple[Job, i
     where both exist (the contrast the head must learn), else one path; every proper prefix of each. A path of
     one step has no proper prefix: one of several steps is drawn where the outcome has one, and a problem with
     none takes no place in the subset."""
+    def has_prefix(path: dict) -> bool:
+        return len(path["steps"]) > 1
+
     rng = random.Random(seed)
-    chosen = [r for r in rollouts if any(len(p["steps"]) > 1 for p in r.get("paths", []))]
+    chosen = [r for r in rollouts if any(has_prefix(p) for p in r.get("paths", []))]
     rng.shuffle(chosen)
     jobs = []
     for row in chosen[:problems]:
@@ -34,7 +37,7 @@ def mc_jobs(rollouts: list[dict], problems: int, seed: int) -> list[tuple[Job, i
         for i, path in enumerate(row["paths"]):
             by_outcome.setdefault(bool(path["correct"]), []).append(i)
         for indices in by_outcome.values():
-            pi = rng.choice([i for i in indices if len(row["paths"][i]["steps"]) > 1] or indices)
+            pi = rng.choice([i for i in indices if has_prefix(row["paths"][i])] or indices)
             steps = row["paths"][pi]["steps"]
             for k in range(1, len(steps)):
                 jobs.append((Job(f"{row['id']}#{pi}@{k}", problem, "".join(steps[:k])), pi, k))
