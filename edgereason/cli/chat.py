@@ -43,5 +43,9 @@ def run(args: argparse.Namespace) -> int:
     from edgereason.ui.app import ChatApp, decode_terminal_input_leniently  # Textual loads only for this command
 
     decode_terminal_input_leniently()
-    ChatApp(factory, settings, config, policy).run()
+    app = ChatApp(factory, settings, config, policy)
+    try:
+        app.run()
+    finally:  # a stop signal may end the app before on_unmount stops the worker, whose thread would keep us alive
+        app.runner.stop()
     return 0
