@@ -7,11 +7,15 @@ from types import SimpleNamespace
 import pytest
 
 from edgereason import gpu
+from edgereason.backends.llamacpp import supports_gpu
 from edgereason.errors import ConfigError
 from edgereason.memory.device import AUTO_MARGIN_MIN, AUTO_MAX_TOKENS
 from edgereason.session import ModelSettings, open_session
 
 GiB = 1 << 30
+ON_GPU = supports_gpu() and gpu.gpu_present()
+cpu_machine = pytest.mark.skipif(ON_GPU, reason="this machine has a CUDA build and a GPU: the CPU defaults do not apply")
+gpu_machine = pytest.mark.skipif(not ON_GPU, reason="needs a CUDA build of llama-cpp-python and an NVIDIA GPU")
 
 
 def _runtime(can_offload: bool) -> SimpleNamespace:
@@ -19,6 +23,7 @@ def _runtime(can_offload: bool) -> SimpleNamespace:
     return SimpleNamespace(supports_gpu=lambda: can_offload, kv_bytes_per_token=lambda path, layers: 12288)
 
 
+@cpu_machine
 def test_this_cpu_machine_keeps_layers_on_the_cpu(smollm2_path, tmp_path, monkeypatch):
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
     session = open_session(ModelSettings(model=str(smollm2_path), generator_kv_tokens=512, verifier_kv_tokens=512))
@@ -29,10 +34,23 @@ def test_this_cpu_machine_keeps_layers_on_the_cpu(smollm2_path, tmp_path, monkey
         session.close()
 
 
+@cpu_machine
 def test_gpu_memory_without_a_gpu_is_an_error(smollm2_path, tmp_path, monkeypatch):
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
     with pytest.raises(ConfigError, match="--gpu-memory caps GPU memory, but no layers are on a GPU"):
         open_session(ModelSettings(model=str(smollm2_path), gpu_memory_bytes=24 * GiB))
+
+
+@gpu_machine
+def test_this_gpu_machine_puts_every_layer_on_the_gpu_and_samples_there(smollm2_path, tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
+    session = open_session(ModelSettings(model=str(smollm2_path), generator_kv_tokens=512, verifier_kv_tokens=512,
+                                         gpu_memory_bytes=24 * GiB))
+    try:
+        assert session.settings.n_gpu_layers == gpu.ALL_LAYERS
+        assert session.generator.device_top_k > 0  # device sampling auto: on with every layer on the GPU
+    finally:
+        session.close()
 
 
 def test_a_cuda_build_with_a_gpu_defaults_to_all_layers(smollm2_path, monkeypatch):
