@@ -24,7 +24,9 @@ def parse_args(argv: list[str]) -> tuple[Path, set[str] | None, list[tuple[str, 
         with open(specs[2], encoding="utf-8") as f:
             keep = {str(json.loads(line)["id"]) for _, line in zip(range(int(specs[1])), f)}
         specs = specs[3:]
-    named = [spec.split("=", 1) for spec in specs]
+    if bad := [spec for spec in specs if "=" not in spec]:
+        sys.exit(f"merge_shards: give NAME=DIR_GLOB, got {' '.join(bad)}")
+    named = [spec.rsplit("=", 1) for spec in specs]  # a name may hold '=' ("beam M=4"), a folder rarely does
     return out, keep, [(name, sorted(d for d in glob.glob(pattern) if (Path(d) / "results.json").is_file()))
                        for name, pattern in named]
 

@@ -49,7 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--work", default=None, help="folder for rollouts, features and the report "
                                                 "(default $EDGEREASON_HOME/train/MODEL)")
     p.add_argument("--out", default=None, help="head file to write (default WORK/head-BACKBONE.safetensors)")
-    p.add_argument("--phases", default=",".join(PHASES), help=f"comma list of {', '.join(PHASES)} (default all)")
+    p.add_argument("--phases", default=None,
+                   help=f"comma list of {', '.join(PHASES)} (default all; mc only with --mc-problems)")
     p.add_argument("--rollouts", action="append", default=None, metavar="FILE",
                    help="rollout files to read (default WORK/rollouts.jsonl; repeat to merge shards)")
     p.add_argument("--features", action="append", default=None, metavar="FILE",
@@ -75,15 +76,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    phases = [s.strip() for s in args.phases.split(",") if s.strip()]
+    phases = list(PHASES) if args.phases is None else [s.strip() for s in args.phases.split(",") if s.strip()]
     if not phases:
         raise ConfigError(f"--phases needs at least one of {', '.join(PHASES)}")
     if bad := [s for s in phases if s not in PHASES]:
         raise ConfigError(f"--phases takes {', '.join(PHASES)}; got {', '.join(bad)}")
     if args.samples < 1 or args.concurrency < 1 or args.mc_completions < 1 or args.mc_problems < 0:
         raise ConfigError("--samples, --concurrency and --mc-completions must be at least 1, --mc-problems >= 0")
-    if phases == ["mc"] and not args.mc_problems:
-        raise ConfigError("the mc phase values the prefixes of --mc-problems N problems; give N >= 1")
+    if args.phases is not None and "mc" in phases and not args.mc_problems:
+        raise ConfigError("the mc phase values the prefixes of --mc-problems N problems; give N >= 1, or leave "
+                          "mc out of --phases")
     backbone = args.model if args.backbone == SELF else args.backbone
     work = Path(args.work) if args.work else models.home() / "train" / models.display_name(args.model)
     if work.exists() and not work.is_dir():

@@ -84,6 +84,8 @@ def test_mc_phase_without_rollouts_or_problems_says_what_to_give(tmp_path, capsy
     args = ["train-prm", "--model", "smollm2-135m", "--work", str(tmp_path), "--phases", "mc"]
     assert main(args) == 2
     assert "--mc-problems N" in capsys.readouterr().err
+    assert main(args[:-1] + ["mc,features"]) == 2  # mc named beside another phase, still without problems
+    assert "leave mc out of --phases" in capsys.readouterr().err
     (tmp_path / "rollouts.jsonl").write_text("")
     assert main(args + ["--mc-problems", "3"]) == 2
     assert "run the rollouts phase first" in capsys.readouterr().err
