@@ -91,6 +91,14 @@ def test_help_lists_subcommands():
     assert run_cli("memory-profile", "--budget", "lots").returncode == 2  # a bad size fails before any work
 
 
+def test_no_command_shows_the_commands_and_models_alone_lists_them():
+    proc = run_cli()
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert all(f"    {name}" in proc.stderr for name in ("solve", "chat", "bench", "train-prm", "models"))
+    listed = run_cli("models")
+    assert listed.returncode == 0 and "smollm2-135m" in listed.stdout and listed.stdout == run_cli("models", "list").stdout
+
+
 def test_gpu_layers_without_a_gpu_build(smollm2_path):
     from edgereason.backends.llamacpp import supports_gpu
 

