@@ -3,7 +3,8 @@ exit code 2 (1 for a model file) and no traceback.
 
 - bench --out: a file, a folder that cannot be made, or earlier results are refused before any model loads;
   --force overwrites; a failed write leaves the earlier results.json / results.csv whole.
-- bench --dataset: a line JSON cannot read (nested too deep, an integer of 5,000 digits) names its line.
+- bench --dataset: a line JSON cannot read (nested too deep, an integer of 5,000 digits) names its line; a folder
+  is called a folder (was "not found"), a file without read permission is one line (was a traceback).
 - bench --compare: missing results.json, not JSON, runs not objects, missing fields, wrong types.
 - solve --json: first steps have parent null, every node a depth and finish; a normal run gives its reason.
 - solve: a problem longer than the model's trained context is refused at submit.
@@ -124,6 +125,21 @@ def test_a_dataset_line_json_cannot_read_names_its_line(tmp_path, dataset, capsy
         f.write(line + "\n")
     rc = bench(dataset, tmp_path / "out", "--model", str(tmp_path / "absent.gguf"))
     assert f"{dataset}:3: not a JSON object that can be read" in one_line_error(capsys, rc)
+
+
+def test_a_dataset_that_is_a_folder_is_called_one(tmp_path, capsys):
+    rc = bench(tmp_path, tmp_path / "out", "--model", str(tmp_path / "absent.gguf"))  # "not found" before
+    assert f"dataset {tmp_path} is a folder; give a JSONL file" in one_line_error(capsys, rc)
+
+
+def test_a_dataset_without_read_permission_is_named(tmp_path, dataset):
+    dataset.chmod(0)
+    proc = subprocess.run(without_root_file_access("bench", "--dataset", str(dataset), "--model", "absent.gguf",
+                                                   "--out", str(tmp_path / "out")),
+                          capture_output=True, text=True, timeout=300)
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr  # a PermissionError traceback before
+    assert lines[0] == f"edgereason: error: cannot read dataset {dataset}: Permission denied; check its permissions"
 
 
 # -- bench --compare -----------------------------------------------------------------------------------------
