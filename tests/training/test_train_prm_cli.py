@@ -124,3 +124,15 @@ def test_a_damaged_feature_file_is_one_clear_error(tmp_path, capsys, smollm2_pat
                  "--features", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"cannot train on {path}: not a whole feature file" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("under", ["afile", "afile/sub"])
+def test_a_head_out_that_cannot_be_written_is_refused_before_any_phase(tmp_path, capsys, under):
+    """Found only when the trained head was saved: a FileExistsError traceback after the whole training."""
+    (tmp_path / "afile").write_text("not a folder")
+    out = tmp_path / under / "head.safetensors"
+    assert main(["train-prm", "--model", "smollm2-135m", "--work", str(tmp_path / "w"), "--phases", "train",
+                 "--features", str(tmp_path / "absent.npz"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot write the head to --out {out}: {tmp_path / 'afile'} is a file" in err and "Traceback" not in err
+    assert (tmp_path / "afile").read_text() == "not a folder"
