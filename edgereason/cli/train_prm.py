@@ -19,7 +19,7 @@ from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
 from edgereason.bench.dataset import load_problems
 from edgereason.cli.common import add_search_args, pull_progress, search_config
 from edgereason.cli.progress import bar
-from edgereason.errors import ConfigError
+from edgereason.errors import ConfigError, OutOfMemoryError
 from edgereason.gpu import DEVICE_SAMPLING_MODES
 from edgereason.policy import Policy
 from edgereason.prm_choice import SELF
@@ -200,8 +200,14 @@ def _train(args: argparse.Namespace, backbone: str, features_files: list[Path], 
     path = models.resolve(backbone, allow_pull=False, role="backbone")
     cfg = TrainConfig(hidden=args.hidden, epochs=args.epochs, val_fraction=args.val_fraction, seed=args.seed,
                       rank_weight=args.rank_weight)
-    head, record = train_head(f, Backbone(models.display_name(backbone), path.name, file_sha256(path)), cfg,
-                              log=lambda line: print(f"\r{line}", end="", file=sys.stderr, flush=True))
+    try:
+        head, record = train_head(f, Backbone(models.display_name(backbone), path.name, file_sha256(path)), cfg,
+                                  log=lambda line: print(f"\r{line}", end="", file=sys.stderr, flush=True))
+    except RuntimeError as e:  # torch's allocators: "can't allocate memory" (CPU), "Tried to allocate" (CUDA)
+        if "allocate" not in str(e):
+            raise
+        raise OutOfMemoryError(f"training a head of --hidden {args.hidden} units on {len(f['x'])} steps ran out "
+                               "of memory; lower --hidden") from None
     print(file=sys.stderr)
     record["generator"] = models.display_name(args.model)
     record["command"] = "edgereason " + " ".join(sys.argv[1:])
