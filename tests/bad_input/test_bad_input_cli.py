@@ -1,7 +1,8 @@
 """Bad input and misleading output of the CLI (issue 17), each reproduced first. Every error is one line with
 exit code 2 (1 for a model file) and no traceback.
 
-- bench --out: a file, a folder that cannot be made, or earlier results are refused before any model loads;
+- bench --out: a file, a folder that cannot be made, earlier results, or a folder where results.json or
+  results.csv goes are refused before any model loads;
   --force overwrites; a failed write leaves the earlier results.json / results.csv whole.
 - bench --dataset: a line JSON cannot read (nested too deep, an integer of 5,000 digits) names its line; a folder
   is called a folder (was "not found"), a file without read permission is one line (was a traceback).
@@ -98,6 +99,16 @@ def test_bench_refuses_earlier_results_unless_forced(tmp_path, dataset, capsys, 
     (run,) = json.loads((out / "results.json").read_text())["runs"]
     assert run["beams"] == 2 and run["problems"] == 1
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []  # no temp file left
+
+
+@pytest.mark.parametrize("name", ["results.json", "results.csv"])
+def test_bench_out_with_a_folder_where_a_results_file_goes(tmp_path, dataset, capsys, name):
+    """An IsADirectoryError traceback once the first run was done, even with --force."""
+    out = tmp_path / "out"
+    (out / name).mkdir(parents=True)
+    rc = bench(dataset, out, "--model", str(tmp_path / "absent.gguf"), "--force")
+    assert f"--out {out} holds a folder named {name} where the results go" in one_line_error(capsys, rc)
+    assert [p.name for p in out.iterdir()] == [name]
 
 
 @pytest.mark.parametrize("fail_in", ["csv_rows", "fsync"])
