@@ -28,7 +28,7 @@ from edgereason.training import features as feats
 from edgereason.training.mc import collect_mc
 from edgereason.training.rollouts import collect, read_jsonl
 from edgereason.training.train import TrainConfig
-from edgereason.value_head import Backbone, feature_tokens, file_sha256, head_paths, save_head
+from edgereason.value_head import Backbone, feature_tokens, file_sha256, save_head
 
 PHASES = ("rollouts", "mc", "features", "train")
 
@@ -98,8 +98,11 @@ def run(args: argparse.Namespace) -> int:
     features_files = ([Path(f) for f in args.features] if args.features
                       else [work / f"features-{models.display_name(backbone)}.npz"])
     config = search_config(args)
-    if "train" in phases:
-        _check_head_folder(out)
+    outputs = {"rollouts": ("--rollouts", rollout_files[0]), "features": ("--features", features_files[0]),
+               "train": ("--out", out)}
+    for phase in phases:
+        if phase in outputs:
+            _check_can_write(*outputs[phase])
     if "mc" in phases and "rollouts" not in phases and args.mc_problems:
         _rollouts(rollout_files[:1])  # refuses before a model loads
     if "rollouts" in phases or "mc" in phases:
@@ -112,18 +115,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_head_folder(out: Path) -> None:
-    """Before any phase: a head that cannot be written would be found out only once training is done."""
-    folder = head_paths(out)[0].parent
+def _check_can_write(flag: str, path: Path) -> None:
+    """Before any phase: an output that cannot be written would be found out only after the work that makes it."""
+    folder = path.parent
     if in_the_way := next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None):
-        raise ConfigError(f"cannot write the head to --out {out}: {in_the_way} is a file; give a path in a folder")
+        raise ConfigError(f"cannot write {flag} {path}: {in_the_way} is a file; give a path in a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as e:
-        raise ConfigError(f"cannot write the head to --out {out}: {e.strerror or e}; give a path in a folder you "
-                          "can write") from None
+        raise ConfigError(f"cannot write {flag} {path}: {e.strerror or e}; give a path in a folder you can "
+                          "write") from None
 
 
 def _rollouts(files: list[Path]) -> list[dict]:

@@ -154,13 +154,15 @@ def test_a_head_too_large_for_memory_is_one_clear_error(tmp_path, capsys, smollm
     assert "Traceback" not in err and not (tmp_path / "head.safetensors").exists()
 
 
+@pytest.mark.parametrize("phase, flag", [("rollouts", "--rollouts"), ("features", "--features"), ("train", "--out")])
 @pytest.mark.parametrize("under", ["afile", "afile/sub"])
-def test_a_head_out_that_cannot_be_written_is_refused_before_any_phase(tmp_path, capsys, under):
-    """Found only when the trained head was saved: a FileExistsError traceback after the whole training."""
+def test_an_output_that_cannot_be_written_is_refused_before_any_phase(tmp_path, capsys, phase, flag, under):
+    """Found only when the phase wrote it: a FileExistsError traceback after the first rollout, after the whole
+    feature extraction or after the whole training."""
     (tmp_path / "afile").write_text("not a folder")
-    out = tmp_path / under / "head.safetensors"
-    assert main(["train-prm", "--model", "smollm2-135m", "--work", str(tmp_path / "w"), "--phases", "train",
-                 "--features", str(tmp_path / "absent.npz"), "--out", str(out)]) == 2
+    out = tmp_path / under / "output"
+    assert main(["train-prm", *TINY, "--work", str(tmp_path / "w"), "--phases", phase, "--dataset",
+                 str(tmp_path / "absent.jsonl"), flag, str(out)]) == 2
     err = capsys.readouterr().err
-    assert f"cannot write the head to --out {out}: {tmp_path / 'afile'} is a file" in err and "Traceback" not in err
+    assert f"cannot write {flag} {out}: {tmp_path / 'afile'} is a file" in err and "Traceback" not in err
     assert (tmp_path / "afile").read_text() == "not a folder"
