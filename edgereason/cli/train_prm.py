@@ -16,7 +16,7 @@ from pathlib import Path
 
 from edgereason import models
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
-from edgereason.bench.dataset import load_problems
+from edgereason.bench.dataset import Problem, load_problems
 from edgereason.cli.common import add_search_args, pull_progress, search_config
 from edgereason.cli.progress import bar
 from edgereason.errors import ConfigError, OutOfMemoryError
@@ -105,8 +105,9 @@ def run(args: argparse.Namespace) -> int:
             _check_can_write(*outputs[phase])
     if "mc" in phases and "rollouts" not in phases and args.mc_problems:
         _rollouts(rollout_files[:1])  # refuses before a model loads
+    problems = _problems(args) if "rollouts" in phases else []  # refused before a model loads (or is pulled)
     if "rollouts" in phases or "mc" in phases:
-        _generate(args, phases, work, rollout_files[0], config)
+        _generate(args, phases, work, rollout_files[0], config, problems)
     if "features" in phases:
         _features(args, backbone, _rollouts(rollout_files), list(read_jsonl(work / "mc.jsonl")),
                   features_files[0])
@@ -140,7 +141,14 @@ def _rollouts(files: list[Path]) -> list[dict]:
     return list(rows.values())
 
 
-def _generate(args: argparse.Namespace, phases: list[str], work: Path, rollout_file: Path, config) -> None:
+def _problems(args: argparse.Namespace) -> list[Problem]:
+    if not args.dataset:
+        raise ConfigError("the rollouts phase needs --dataset FILE.jsonl (problems with answers)")
+    return load_problems(args.dataset, args.limit, args.offset)
+
+
+def _generate(args: argparse.Namespace, phases: list[str], work: Path, rollout_file: Path, config,
+              problems: list[Problem]) -> None:
     # the judge scores every step of every rollout: its AUC on the same steps is the baseline the head must beat
     settings = ModelSettings(model=args.model, prm_format="judge", threads=args.threads,
                              generator_kv_tokens=args.kv_tokens, verifier_kv_tokens=args.kv_tokens,
@@ -148,9 +156,6 @@ def _generate(args: argparse.Namespace, phases: list[str], work: Path, rollout_f
     session = open_session(settings, progress=pull_progress)
     try:
         if "rollouts" in phases:
-            if not args.dataset:
-                raise ConfigError("the rollouts phase needs --dataset FILE.jsonl (problems with answers)")
-            problems = load_problems(args.dataset, args.limit, args.offset)
             added = collect(session.engine(Policy()), problems, rollout_file, args.samples, config,
                             args.concurrency, bar("rollouts"))
             print(f"\nrollouts: {added} problems added to {rollout_file}", file=sys.stderr)

@@ -80,6 +80,16 @@ def test_training_data_without_answers_is_one_clear_error(tmp_path, capsys):
     assert "answer" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("dataset", [None, "absent.jsonl"])
+def test_the_dataset_is_checked_before_the_model_loads(tmp_path, capsys, dataset):
+    """A missing --dataset was named only once the generator had loaded (or been pulled: 1.1 GB by default)."""
+    given = ["--dataset", str(tmp_path / dataset)] if dataset else []
+    assert main(["train-prm", "--model", str(tmp_path / "absent.gguf"), "--work", str(tmp_path / "w"),
+                 "--phases", "rollouts", *given]) == 2
+    err = capsys.readouterr().err
+    assert ("dataset file not found" if dataset else "the rollouts phase needs --dataset") in err
+
+
 def test_mc_phase_without_rollouts_or_problems_says_what_to_give(tmp_path, capsys):
     args = ["train-prm", "--model", "smollm2-135m", "--work", str(tmp_path), "--phases", "mc"]
     assert main(args) == 2
