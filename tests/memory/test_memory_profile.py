@@ -105,6 +105,7 @@ def test_cli_json_and_plot(home, smollm2_path, monkeypatch, capsys, tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["--budget", "lots"], "not a size"),
     (["--budget", "1MiB"], "fits no split"),
+    (["--steps", str(10**9)], "raise --kv-budget or lower --steps"),  # said to lower --beams, which changes nothing
     (["--threads", "0"], "--threads"),
     (["--beams", "0"], "must be positive"),  # was refused only after the curves were measured
     (["--beams", "3", "--width", "2"], "pick --beams 2 or another --width"),
