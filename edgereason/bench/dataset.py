@@ -25,24 +25,21 @@ def load_problems(path: str | Path, limit: int | None = None, offset: int = 0) -
         raise ConfigError(f"--limit must be a positive number, got {limit}")
     if offset < 0:
         raise ConfigError(f"--offset must be >= 0, got {offset}")
-    if not path.is_file():
-        raise ConfigError(f"dataset file not found: {path}")
     problems: list[Problem] = []
-    with path.open(encoding="utf-8-sig", errors="replace") as f:  # -sig: a file saved with a byte-order mark
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"{path}:{lineno}: not a JSON object ({e.msg})") from None
-            except (ValueError, RecursionError) as e:  # an integer of over 4300 digits, arrays nested too deep
-                raise ConfigError(f"{path}:{lineno}: not a JSON object that can be read ({e})") from None
-            if not isinstance(row, dict) or not str(row.get("problem", "")).strip() or row.get("answer") is None:
-                raise ConfigError(f"{path}:{lineno}: each line needs a non-empty 'problem' and an 'answer'")
-            pid = row.get("id")
-            values = (f"{path.stem}-{lineno}" if pid is None else pid, row["problem"], row["answer"])
-            problems.append(Problem(*(clean(str(v)) for v in values)))  # a "\udce9" escape is a lone surrogate
+    for lineno, line in enumerate(_read_lines(path), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}:{lineno}: not a JSON object ({e.msg})") from None
+        except (ValueError, RecursionError) as e:  # an integer of over 4300 digits, arrays nested too deep
+            raise ConfigError(f"{path}:{lineno}: not a JSON object that can be read ({e})") from None
+        if not isinstance(row, dict) or not str(row.get("problem", "")).strip() or row.get("answer") is None:
+            raise ConfigError(f"{path}:{lineno}: each line needs a non-empty 'problem' and an 'answer'")
+        pid = row.get("id")
+        values = (f"{path.stem}-{lineno}" if pid is None else pid, row["problem"], row["answer"])
+        problems.append(Problem(*(clean(str(v)) for v in values)))  # a "\udce9" escape is a lone surrogate
     ids = [p.id for p in problems]
     if len(set(ids)) < len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
@@ -51,3 +48,15 @@ def load_problems(path: str | Path, limit: int | None = None, offset: int = 0) -
     if not selected:
         raise ConfigError(f"no problems selected from {path} ({len(problems)} in the file, --offset {offset})")
     return selected
+
+
+def _read_lines(path: Path) -> list[str]:
+    if path.is_dir():
+        raise ConfigError(f"dataset {path} is a folder; give a JSONL file")
+    if not path.is_file():
+        raise ConfigError(f"dataset file not found: {path}")
+    try:
+        with path.open(encoding="utf-8-sig", errors="replace") as f:  # -sig: a file saved with a byte-order mark
+            return f.readlines()
+    except OSError as e:
+        raise ConfigError(f"cannot read dataset {path}: {e.strerror}; check its permissions") from None

@@ -28,6 +28,7 @@ TABLE = [  # (header, field, format)
 ]
 
 RESULTS = "results.json"
+CSV = "results.csv"
 COMPARED = ("accuracy", "throughput_tok_s", "goodput_tok_s", "latency_s_mean", "normalized_latency_ms_mean",
             "waiting_ratio_median", "prm_calls", "wall_s")
 
@@ -42,6 +43,9 @@ def prepare_out(out: Path, force: bool) -> None:
             pass
     except OSError as e:
         raise ConfigError(f"cannot write results to --out {out}: {e.strerror or e}") from None
+    if folders := [name for name in (RESULTS, CSV) if (out / name).is_dir()]:  # found out after the first run
+        raise ConfigError(f"--out {out} holds a folder named {folders[0]} where the results go; move it, or choose "
+                          "another --out")
     if (out / RESULTS).exists() and not force:
         raise ConfigError(f"{out} holds the results of an earlier bench; pass --force to overwrite them, or choose "
                           "another --out")
@@ -58,7 +62,7 @@ def write_results(out: Path, config: dict, runs: list[dict]) -> None:
     writer.writerows(scalars)
     out.mkdir(parents=True, exist_ok=True)
     _write_atomic(out / RESULTS, results)
-    _write_atomic(out / "results.csv", table.getvalue())
+    _write_atomic(out / CSV, table.getvalue())
 
 
 def _write_atomic(path: Path, text: str) -> None:

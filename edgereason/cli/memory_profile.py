@@ -17,7 +17,7 @@ from edgereason.memory.profiler import Profile, run_profile
 from edgereason.memory.sample import SAMPLE_PROBLEMS
 from edgereason.memory.size import format_size
 from edgereason.memory.split import Prediction
-from edgereason.memory.store import write_profile
+from edgereason.memory.store import check_profiles_dir, write_profile
 from edgereason.prm_choice import PRM_FORMAT_CHOICES
 
 
@@ -96,6 +96,8 @@ def _check_plot(path: Path) -> None:
         raise ConfigError(f"--plot {path} is a folder; give a file name such as {path / 'memory-profile.png'}")
     if path.suffix.lower() != ".png":
         raise ConfigError(f"--plot writes a PNG: give a file name ending in .png, got {path}")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise ConfigError(f"--plot {path}: {path.parent} is a file, not a folder")
     if not path.parent.is_dir():
         raise ConfigError(f"--plot {path}: the folder {path.parent} does not exist")
     if not os.access(path.parent, os.W_OK):
@@ -103,6 +105,7 @@ def _check_plot(path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_profiles_dir()
     if args.plot:
         _check_plot(args.plot)
         require_one_cxx_runtime("--plot loads matplotlib", "drop --plot")

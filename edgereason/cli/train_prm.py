@@ -10,15 +10,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 from edgereason import models
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
-from edgereason.bench.dataset import load_problems
+from edgereason.bench.dataset import Problem, load_problems
 from edgereason.cli.common import add_search_args, pull_progress, search_config
 from edgereason.cli.progress import bar
-from edgereason.errors import ConfigError
+from edgereason.errors import ConfigError, OutOfMemoryError
 from edgereason.gpu import DEVICE_SAMPLING_MODES
 from edgereason.policy import Policy
 from edgereason.prm_choice import SELF
@@ -99,16 +100,36 @@ def run(args: argparse.Namespace) -> int:
     features_files = ([Path(f) for f in args.features] if args.features
                       else [work / f"features-{models.display_name(backbone)}.npz"])
     config = search_config(args)
+    outputs = {"rollouts": ("--rollouts", rollout_files[0]), "features": ("--features", features_files[0]),
+               "train": ("--out", out)}
+    for phase in phases:
+        if phase in outputs:
+            _check_can_write(*outputs[phase])
     if "mc" in phases and "rollouts" not in phases and args.mc_problems:
         _rollouts(rollout_files[:1])  # refuses before a model loads
+    problems = _problems(args) if "rollouts" in phases else []  # refused before a model loads (or is pulled)
     if "rollouts" in phases or "mc" in phases:
-        _generate(args, phases, work, rollout_files[0], config)
+        _generate(args, phases, work, rollout_files[0], config, problems)
     if "features" in phases:
         _features(args, backbone, _rollouts(rollout_files), list(read_jsonl(work / "mc.jsonl")),
                   features_files[0])
     if "train" in phases:
         _train(args, backbone, features_files, out, work)
     return 0
+
+
+def _check_can_write(flag: str, path: Path) -> None:
+    """Before any phase: an output that cannot be written would be found out only after the work that makes it."""
+    folder = path.parent
+    if in_the_way := next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None):
+        raise ConfigError(f"cannot write {flag} {path}: {in_the_way} is a file; give a path in a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise ConfigError(f"cannot write {flag} {path}: {e.strerror or e}; give a path in a folder you can "
+                          "write") from None
 
 
 def _rollouts(files: list[Path]) -> list[dict]:
@@ -122,7 +143,14 @@ def _rollouts(files: list[Path]) -> list[dict]:
     return list(rows.values())
 
 
-def _generate(args: argparse.Namespace, phases: list[str], work: Path, rollout_file: Path, config) -> None:
+def _problems(args: argparse.Namespace) -> list[Problem]:
+    if not args.dataset:
+        raise ConfigError("the rollouts phase needs --dataset FILE.jsonl (problems with answers)")
+    return load_problems(args.dataset, args.limit, args.offset)
+
+
+def _generate(args: argparse.Namespace, phases: list[str], work: Path, rollout_file: Path, config,
+              problems: list[Problem]) -> None:
     # the judge scores every step of every rollout: its AUC on the same steps is the baseline the head must beat
     settings = ModelSettings(model=args.model, prm_format="judge", threads=args.threads,
                              generator_kv_tokens=args.kv_tokens, verifier_kv_tokens=args.kv_tokens,
@@ -130,9 +158,6 @@ def _generate(args: argparse.Namespace, phases: list[str], work: Path, rollout_f
     session = open_session(settings, progress=pull_progress)
     try:
         if "rollouts" in phases:
-            if not args.dataset:
-                raise ConfigError("the rollouts phase needs --dataset FILE.jsonl (problems with answers)")
-            problems = load_problems(args.dataset, args.limit, args.offset)
             added = collect(session.engine(Policy()), problems, rollout_file, args.samples, config,
                             args.concurrency, bar("rollouts"))
             print(f"\nrollouts: {added} problems added to {rollout_file}", file=sys.stderr)
@@ -185,8 +210,14 @@ def _train(args: argparse.Namespace, backbone: str, features_files: list[Path], 
     path = models.resolve(backbone, allow_pull=False, role="backbone")
     cfg = TrainConfig(hidden=args.hidden, epochs=args.epochs, val_fraction=args.val_fraction, seed=args.seed,
                       rank_weight=args.rank_weight)
-    head, record = train_head(f, Backbone(models.display_name(backbone), path.name, file_sha256(path)), cfg,
-                              log=lambda line: print(f"\r{line}", end="", file=sys.stderr, flush=True))
+    try:
+        head, record = train_head(f, Backbone(models.display_name(backbone), path.name, file_sha256(path)), cfg,
+                                  log=lambda line: print(f"\r{line}", end="", file=sys.stderr, flush=True))
+    except RuntimeError as e:  # torch's allocators: "can't allocate memory" (CPU), "Tried to allocate" (CUDA)
+        if "allocate" not in str(e):
+            raise
+        raise OutOfMemoryError(f"training a head of --hidden {args.hidden} units on {len(f['x'])} steps ran out "
+                               "of memory; lower --hidden") from None
     print(file=sys.stderr)
     record["generator"] = models.display_name(args.model)
     record["command"] = "edgereason " + " ".join(sys.argv[1:])

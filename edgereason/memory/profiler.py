@@ -104,7 +104,7 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "auto", budge
     choice = choose_prm(generator, prm, prm_format, prm_head)  # bad settings fail now, not after measuring
     fixed_budget = None if budget == "auto" else parse_size(budget)
     device = read_device(device_kind)
-    if min(beams or 1, width, requests, max_step_tokens, steps) <= 0:
+    if min(1 if beams is None else beams, width, requests, max_step_tokens, steps) <= 0:
         raise ConfigError("--beams, --width, --requests, --steps and --max-step-tokens must be positive")
     beams = DEFAULT_BEAMS[device.kind] if beams is None else beams
     if beams % width:

@@ -15,6 +15,7 @@ from statistics import mean
 from edgereason.backends.llamacpp import LlamaGenerator, LlamaModel
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine import Engine
+from edgereason.errors import ConfigError
 from edgereason.memory.prm import ProfiledPRM
 from edgereason.policy import PRESETS
 
@@ -59,6 +60,10 @@ def sample_search(gen_model: LlamaModel, prm: ProfiledPRM, beams: int, width: in
         while engine.busy:
             engine.step()
             gen_peak = max(gen_peak, gen.kv_used_tokens)
+        if failed := next((r for r in reqs if r.status == "failed"), None):  # it measured nothing to model
+            why = failed.reason.split(";")[0]  # its advice is for solve's flags
+            raise ConfigError(f"the sample search of {requests} x {beams} beams could not run in {kv_tokens} KV "
+                              f"tokens a model ({why}); lower --beams or --requests")
         finished = [len(n.tokens) for r in reqs for n in r.tree.steps() if n.finish is not None] or [max_step_tokens]
         heads = [prm.head_tokens(ver, p) for p in chosen]
         return WorkloadSample(round(mean(finished)), round(mean(len(r.prompt_ids) for r in reqs)), round(mean(heads)),

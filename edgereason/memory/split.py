@@ -160,9 +160,9 @@ def predict(share: float, gen_tokens: int, ver_tokens: int, gen_curve: Curve, ve
 
 def budget_error(budget_bytes: int, gen_bytes_per_token: int, ver_bytes_per_token: int, w: Workload) -> ConfigError:
     need = w.min_budget_bytes(gen_bytes_per_token, ver_bytes_per_token)
-    return ConfigError(f"a KV budget of {format_size(budget_bytes)} fits no split for {w.beams} beams; the two "
-                       f"models need at least {format_size(need)} together (more for a split on the 5% grid): "
-                       "raise --kv-budget or lower --beams")
+    return ConfigError(f"a KV budget of {format_size(budget_bytes)} fits no split: one path of {w.steps} steps "
+                       f"needs at least {format_size(need)} for the two models together (more for a split on the 5% "
+                       "grid), whatever --beams; raise --kv-budget or lower --steps")
 
 
 def _scaled(w: Workload, f: float) -> Workload:

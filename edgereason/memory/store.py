@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 from edgereason import models
+from edgereason.errors import ConfigError
 from edgereason.memory.device import slug
 from edgereason.prm_choice import HF_PREFIX
 
@@ -19,6 +21,18 @@ STARTUP_KEYS = ("generator_kv_bytes", "verifier_kv_bytes", "lv_threshold_tokens"
 
 def profiles_dir() -> Path:
     return models.home() / "profiles"
+
+
+def check_profiles_dir() -> None:
+    """Before minutes of measuring: the profile they make can be saved."""
+    folder = profiles_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:  # $EDGEREASON_HOME is a file, or read-only
+        raise ConfigError(f"cannot write memory profiles to {folder}: {e.strerror or e}; set EDGEREASON_HOME to a "
+                          "folder you can write") from None
 
 
 def verifier_id(prm: str, prm_format: str) -> str:

@@ -24,6 +24,7 @@ from edgereason.protocols import ScoreRequest
 from edgereason.training.rollouts import Progress
 
 FIELDS = ("tokens", "x", "problem", "path", "step", "last", "outcome", "mc", "prm", "weight")
+_ZIP_MAGIC = b"PK\x03\x04"  # an .npz is a zip archive
 
 
 def mc_values(mc_rows: list[dict]) -> dict[tuple[str, int, int], float]:
@@ -88,10 +89,17 @@ def save(path: Path, features: dict[str, np.ndarray]) -> None:
 def load(path: Path) -> dict[str, np.ndarray]:
     """ValueError for a file that is not a whole feature file (cut short, or from another version or tool)."""
     try:
+        if _first_bytes(path) != _ZIP_MAGIC:  # np.load reads other bytes as a pickle (and refuses it) or a .npy
+            raise ValueError("not a feature file (not an .npz archive); run the features phase again")
         with np.load(path) as z:
             return {k: z[k] for k in FIELDS}
     except (OSError, KeyError, zipfile.BadZipFile) as e:
         raise ValueError(f"not a whole feature file ({e}); run the features phase again") from None
+
+
+def _first_bytes(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(len(_ZIP_MAGIC))
 
 
 def merge(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

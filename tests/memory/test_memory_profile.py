@@ -105,7 +105,9 @@ def test_cli_json_and_plot(home, smollm2_path, monkeypatch, capsys, tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["--budget", "lots"], "not a size"),
     (["--budget", "1MiB"], "fits no split"),
+    (["--steps", str(10**9)], "raise --kv-budget or lower --steps"),  # said to lower --beams, which changes nothing
     (["--threads", "0"], "--threads"),
+    (["--beams", "0"], "must be positive"),  # was refused only after the curves were measured
     (["--beams", "3", "--width", "2"], "pick --beams 2 or another --width"),
     (["--problem", "What is 2 + 3?", "--problem", " "], "a --problem is empty"),
 ])
@@ -117,12 +119,28 @@ def test_cli_errors_are_one_line(home, smollm2_path, capsys, argv, message):
 
 
 def test_a_plot_that_cannot_be_written_is_refused_before_measuring(home, smollm2_path, capsys, tmp_path):
+    (tmp_path / "afile").write_text("")
     for plot, message in ((tmp_path, "is a folder"), (tmp_path / "x.txt", "ending in .png"),
-                          (tmp_path / "none" / "x.png", "does not exist")):
+                          (tmp_path / "none" / "x.png", "does not exist"),
+                          (tmp_path / "afile" / "x.png", f"{tmp_path / 'afile'} is a file, not a folder")):
         assert main(["memory-profile", "--generator", str(smollm2_path), "--plot", str(plot)]) == 2
         err = capsys.readouterr().err
         assert message in err and "generator decode" not in err
-    assert list(tmp_path.iterdir()) == [] and not tmp_path.with_suffix(".png").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "profiles"]
+    assert not tmp_path.with_suffix(".png").exists()
+
+
+def test_a_home_where_profiles_cannot_be_written_is_refused_before_measuring(tmp_path, monkeypatch, smollm2_path,
+                                                                           capsys):
+    """A NotADirectoryError traceback once the minute of measuring was done, the profile lost."""
+    home = tmp_path / "home"
+    home.write_text("a file where the cache should be")
+    monkeypatch.setenv("EDGEREASON_HOME", str(home))
+    assert main(["memory-profile", "--model", str(smollm2_path), "--kv-budget", "64MiB", "--json"]) == 2
+    out = capsys.readouterr()
+    assert json.loads(out.out)["error"].startswith(f"cannot write memory profiles to {home / 'profiles'}: ")
+    assert "set EDGEREASON_HOME to a folder you can write" in out.err and "generator decode" not in out.err
+    assert home.read_text() == "a file where the cache should be"
 
 
 @pytest.mark.slow

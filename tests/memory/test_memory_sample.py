@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from edgereason.errors import ConfigError
 from edgereason.memory.prm import llama_prm
 from edgereason.memory.sample import SAMPLE_PROBLEMS, sample_search
 
@@ -20,3 +21,12 @@ def test_concurrent_searches_are_sampled_together(smollm2, smollm2_path):
     assert SAMPLE_PROBLEMS[0] != SAMPLE_PROBLEMS[1]
     assert one.generator_peak_tokens < two.generator_peak_tokens
     assert one.verifier_peak_tokens < two.verifier_peak_tokens
+
+
+def test_a_sample_search_too_wide_for_its_kv_is_one_clear_error(smollm2, smollm2_path):
+    """memory-profile --beams 4096 --width 4096: the search failed, measured nothing, and the split model's
+    ValueError was a traceback after the minute of measuring curves."""
+    prm = llama_prm(smollm2, smollm2_path, True, "judge", None, None)
+    with pytest.raises(ConfigError, match=r"the sample search of 1 x 4096 beams could not run in \d+ KV tokens a "
+                                          r"model \(.+\); lower --beams or --requests"):
+        sample_search(smollm2, prm, beams=4096, width=4096, steps=2, max_step_tokens=16)

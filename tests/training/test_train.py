@@ -67,9 +67,11 @@ def test_training_with_the_ranking_loss_on_still_learns_the_signal_and_records_w
     assert record["config"]["rank_weight"] == 1.0
 
 
-def test_a_negative_rank_weight_is_refused():
+@pytest.mark.parametrize("weight", [-1, float("nan"), float("inf")])
+def test_a_negative_or_not_finite_rank_weight_is_refused(weight):
+    """NaN passed the check: a head of NaN scores was written, exit 0."""
     with pytest.raises(ConfigError, match="rank-weight"):
-        TrainConfig(rank_weight=-1)
+        TrainConfig(rank_weight=weight)
 
 
 def test_one_problem_is_refused_not_made_into_a_head_of_nan():

@@ -80,6 +80,16 @@ def test_training_data_without_answers_is_one_clear_error(tmp_path, capsys):
     assert "answer" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("dataset", [None, "absent.jsonl"])
+def test_the_dataset_is_checked_before_the_model_loads(tmp_path, capsys, dataset):
+    """A missing --dataset was named only once the generator had loaded (or been pulled: 1.1 GB by default)."""
+    given = ["--dataset", str(tmp_path / dataset)] if dataset else []
+    assert main(["train-prm", "--model", str(tmp_path / "absent.gguf"), "--work", str(tmp_path / "w"),
+                 "--phases", "rollouts", *given]) == 2
+    err = capsys.readouterr().err
+    assert ("dataset file not found" if dataset else "the rollouts phase needs --dataset") in err
+
+
 def test_mc_phase_without_rollouts_or_problems_says_what_to_give(tmp_path, capsys):
     args = ["train-prm", "--model", "smollm2-135m", "--work", str(tmp_path), "--phases", "mc"]
     assert main(args) == 2
@@ -112,17 +122,59 @@ def test_a_work_folder_that_cannot_be_made_is_a_clear_error(tmp_path, capsys):
     assert afile.read_text() == "not a folder"
 
 
-@pytest.mark.parametrize("damage", ["cut short", "a field missing"])
-def test_a_damaged_feature_file_is_one_clear_error(tmp_path, capsys, smollm2_path, damage):
-    """A zipfile.BadZipFile or KeyError traceback before."""
+@pytest.mark.parametrize("damage, message", [("cut short", "not a whole feature file"),
+                                             ("a field missing", "not a whole feature file"),
+                                             ("random bytes", "not a feature file (not an .npz archive)"),
+                                             ("one .npy array", "not a feature file (not an .npz archive)")])
+def test_a_damaged_feature_file_is_one_clear_error(tmp_path, capsys, smollm2_path, damage, message):
+    """A zipfile.BadZipFile or KeyError traceback before; random bytes were called pickled data to load with
+    allow_pickle, and a .npy array was a TypeError traceback."""
     good = {k: np.zeros(2, np.float32) for k in feats.FIELDS}
     path = tmp_path / "features.npz"
     feats.save(path, good)
     if damage == "cut short":
         path.write_bytes(path.read_bytes()[:100])
-    else:
+    elif damage == "a field missing":
         feats.save(path, {k: v for k, v in good.items() if k != "mc"})
+    elif damage == "random bytes":
+        path.write_bytes(np.random.default_rng(0).bytes(2000))
+    else:
+        with path.open("wb") as f:
+            np.save(f, good["x"])
     assert main(["train-prm", "--model", "smollm2-135m", "--work", str(tmp_path / "w"), "--phases", "train",
                  "--features", str(path)]) == 2
     err = capsys.readouterr().err
-    assert f"cannot train on {path}: not a whole feature file" in err and "Traceback" not in err
+    assert f"cannot train on {path}: {message}" in err and "Traceback" not in err and "pickle" not in err
+
+
+def test_a_head_too_large_for_memory_is_one_clear_error(tmp_path, capsys, smollm2_path):
+    """torch's allocator failed with a RuntimeError traceback."""
+    rng = np.random.default_rng(0)
+    problem = np.repeat(np.arange(8), 4).astype(np.int32)
+    n = len(problem)
+    features = {"tokens": np.arange(4, dtype=np.int32), "x": rng.normal(size=(n, 4)).astype(np.float16),
+                "problem": problem, "path": np.tile(np.arange(4), 8).astype(np.int32),
+                "step": np.zeros(n, np.int32), "last": np.ones(n, bool),
+                "outcome": (np.arange(n) % 2).astype(np.float32), "mc": np.full(n, np.nan, np.float32),
+                "prm": rng.random(n).astype(np.float32), "weight": np.ones(n, np.float32)}
+    path = tmp_path / "features.npz"
+    feats.save(path, features)
+    assert main(["train-prm", "--model", "smollm2-135m", "--work", str(tmp_path / "w"), "--phases", "train",
+                 "--features", str(path), "--hidden", str(10**12), "--out", str(tmp_path / "head")]) == 1
+    err = capsys.readouterr().err
+    assert f"training a head of --hidden {10**12} units on {n} steps ran out of memory; lower --hidden" in err
+    assert "Traceback" not in err and not (tmp_path / "head.safetensors").exists()
+
+
+@pytest.mark.parametrize("phase, flag", [("rollouts", "--rollouts"), ("features", "--features"), ("train", "--out")])
+@pytest.mark.parametrize("under", ["afile", "afile/sub"])
+def test_an_output_that_cannot_be_written_is_refused_before_any_phase(tmp_path, capsys, phase, flag, under):
+    """Found only when the phase wrote it: a FileExistsError traceback after the first rollout, after the whole
+    feature extraction or after the whole training."""
+    (tmp_path / "afile").write_text("not a folder")
+    out = tmp_path / under / "output"
+    assert main(["train-prm", *TINY, "--work", str(tmp_path / "w"), "--phases", phase, "--dataset",
+                 str(tmp_path / "absent.jsonl"), flag, str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot write {flag} {out}: {tmp_path / 'afile'} is a file" in err and "Traceback" not in err
+    assert (tmp_path / "afile").read_text() == "not a folder"

@@ -127,6 +127,9 @@ def test_endpoint_settings_are_checked() -> None:
         Endpoint("localhost:8080")
     with pytest.raises(ConfigError, match="--remote-concurrency"):
         Endpoint("http://127.0.0.1:1", concurrency=0)
+    for timeout in (0.0, float("nan"), float("inf")):  # NaN was taken: "did not answer within nans"; inf waits forever
+        with pytest.raises(ConfigError, match="--remote-timeout must be a positive number of seconds"):
+            Endpoint("http://127.0.0.1:1", timeout_s=timeout)
     with pytest.raises(ConfigError, match="EDGEREASON_NO_SUCH_KEY"):
         Endpoint("http://127.0.0.1:1", api_key_env="EDGEREASON_NO_SUCH_KEY")
     assert Endpoint("http://h:1/v1/").root == "http://h:1"
