@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from edgereason.errors import ConfigError, ModelError
+from edgereason.files import make_writable_folder
 
 GGUF_MAGIC = b"GGUF"
 
@@ -200,9 +201,7 @@ def pull(name: str, progress: Callable[[str, int, int], None] | None = None) -> 
     if target.is_file() and _cached_file_intact(spec, progress):
         return target
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=target.parent):
-            pass
+        make_writable_folder(target.parent)
     except OSError as e:  # $EDGEREASON_HOME is a file, or read-only
         raise ConfigError(f"cannot write the model cache {target.parent}: {e.strerror or e}; set EDGEREASON_HOME "
                           "to a folder you can write") from None

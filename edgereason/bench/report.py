@@ -14,7 +14,7 @@ from typing import Iterable, NamedTuple, TextIO
 import numpy as np
 
 from edgereason.errors import ConfigError
-from edgereason.files import new_file_mode
+from edgereason.files import make_writable_folder, new_file_mode
 
 RunKey = tuple[str, int, str]
 
@@ -38,9 +38,7 @@ def prepare_out(out: Path, force: bool) -> None:
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; give a folder for the results")
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=out):
-            pass
+        make_writable_folder(out)
     except OSError as e:
         raise ConfigError(f"cannot write results to --out {out}: {e.strerror or e}") from None
     if folders := [name for name in (RESULTS, CSV) if (out / name).is_dir()]:  # found out after the first run

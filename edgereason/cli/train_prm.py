@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from edgereason.bench.dataset import Problem, load_problems
 from edgereason.cli.common import add_search_args, pull_progress, search_config
 from edgereason.cli.progress import bar
 from edgereason.errors import ConfigError, OutOfMemoryError
+from edgereason.files import make_writable_folder
 from edgereason.gpu import DEVICE_SAMPLING_MODES
 from edgereason.policy import Policy
 from edgereason.prm_choice import SELF
@@ -124,9 +124,7 @@ def _check_can_write(flag: str, path: Path) -> None:
     if in_the_way := next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None):
         raise ConfigError(f"cannot write {flag} {path}: {in_the_way} is a file; give a path in a folder")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
+        make_writable_folder(folder)
     except OSError as e:
         raise ConfigError(f"cannot write {flag} {path}: {e.strerror or e}; give a path in a folder you can "
                           "write") from None

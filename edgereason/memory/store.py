@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from edgereason import models
 from edgereason.errors import ConfigError
+from edgereason.files import make_writable_folder
 from edgereason.memory.device import slug
 from edgereason.prm_choice import HF_PREFIX
 
@@ -27,9 +27,7 @@ def check_profiles_dir() -> None:
     """Before minutes of measuring: the profile they make can be saved."""
     folder = profiles_dir()
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
+        make_writable_folder(folder)
     except OSError as e:  # $EDGEREASON_HOME is a file, or read-only
         raise ConfigError(f"cannot write memory profiles to {folder}: {e.strerror or e}; set EDGEREASON_HOME to a "
                           "folder you can write") from None
