@@ -26,6 +26,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Iterator
 
 import psutil
 import pytest
@@ -51,6 +52,18 @@ def maps(pid: int, *names: str) -> bool:
 
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/PID/maps (Linux)")
+
+
+@pytest.fixture
+def python_sigint() -> Iterator[None]:
+    """Python's own Ctrl-C handler for a test that signals this process: a shell starts a background job (`pytest
+    &`) with SIGINT ignored, which `interrupts` rightly leaves ignored (as `default_stop_signals` does for
+    children)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_ctrl_c_while_the_model_loads_exits_130(smollm2_path) -> None:
@@ -145,7 +158,7 @@ def test_a_stopped_bench_keeps_what_finished_and_exits_by_the_signal(tmp_path, s
     assert run["interrupted"] and 1 <= run["problems"] < 3
 
 
-def test_deferred_raises_a_stop_when_the_block_ends() -> None:
+def test_deferred_raises_a_stop_when_the_block_ends(python_sigint) -> None:
     seen = []
     with pytest.raises(KeyboardInterrupt):
         with interrupts.deferred():
@@ -158,7 +171,7 @@ def test_deferred_raises_a_stop_when_the_block_ends() -> None:
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_deferred_in_another_thread_leaves_handlers_alone() -> None:
+def test_deferred_in_another_thread_leaves_handlers_alone(python_sigint) -> None:
     handlers = []
 
     def run() -> None:
@@ -184,7 +197,7 @@ def test_chat_stopped_by_kill_or_a_closed_terminal_restores_the_terminal(tmp_pat
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped exception, printed
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_stop_signal_dropped_in_a_c_callback_is_raised_after_the_call(signum):
+def test_a_stop_signal_dropped_in_a_c_callback_is_raised_after_the_call(python_sigint, signum):
     """ctypes prints and drops an exception raised in a callback: the signal is raised again by check()."""
     import ctypes
 
