@@ -146,6 +146,10 @@ def _items(text: str, flag: str, allowed: Sequence[str] | None = None) -> list[s
         raise ConfigError(f"{flag} needs at least one value")
     if allowed is not None and (bad := [s for s in items if s not in allowed]):
         raise ConfigError(f"{flag} takes {', '.join(allowed)}; got {', '.join(bad)}")
+    if twice := sorted({s for s in items if items.count(s) > 1}):
+        # runs are labelled by these values: two alike would share a label in the tables, plots and --compare
+        raise ConfigError(f"{flag} names {', '.join(twice)} more than once; give each value once "
+                          "(--repeat N runs every configuration N times)")
     return items
 
 

@@ -87,6 +87,15 @@ def test_unknown_or_impossible_strategy_is_a_clear_error_before_any_work(tmp_pat
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("flag, values", [("--policies", "edge,baseline, edge"), ("--beams", "4,8,4"),
+                                           ("--strategy", "beam,beam"), ("--split", "even,even")])
+def test_a_value_named_twice_is_a_clear_error_before_any_work(tmp_path, capsys, gsm8k_path, flag, values):
+    rc = main(["bench", "--dataset", str(gsm8k_path), flag, values, "--out", str(tmp_path / "o")])
+    assert rc == 2
+    assert f"{flag} names {values.split(',')[-1].strip()} more than once" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def test_unknown_split_is_a_clear_error(tmp_path, capsys, gsm8k_path):
     rc = main(["bench", "--dataset", str(gsm8k_path), "--split", "even,half", "--out", str(tmp_path / "o")])
     assert rc == 2
