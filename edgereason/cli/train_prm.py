@@ -118,8 +118,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+OUTPUT_NAMES = {"--out": "head.safetensors", "--rollouts": "rollouts.jsonl", "--features": "features.npz"}
+
+
 def _check_can_write(flag: str, path: Path) -> None:
     """Before any phase: an output that cannot be written would be found out only after the work that makes it."""
+    if path.is_dir():  # `--out heads/` would write heads.safetensors beside the folder, the others fail at the end
+        raise ConfigError(f"{flag} {path} is a folder; give a file path in it, such as {path / OUTPUT_NAMES[flag]}")
     folder = path.parent
     if in_the_way := next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None):
         raise ConfigError(f"cannot write {flag} {path}: {in_the_way} is a file; give a path in a folder")

@@ -178,3 +178,15 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_phase(tmp_path, 
     err = capsys.readouterr().err
     assert f"cannot write {flag} {out}: {tmp_path / 'afile'} is a file" in err and "Traceback" not in err
     assert (tmp_path / "afile").read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("phase, flag", [("rollouts", "--rollouts"), ("features", "--features"), ("train", "--out")])
+def test_an_output_that_names_a_folder_is_refused_before_any_phase(tmp_path, capsys, phase, flag):
+    """`--out heads/` wrote heads.safetensors beside the folder; --rollouts and --features failed after the work."""
+    folder = tmp_path / "heads"
+    folder.mkdir()
+    assert main(["train-prm", *TINY, "--work", str(tmp_path / "w"), "--phases", phase, "--dataset",
+                 str(tmp_path / "absent.jsonl"), flag, str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} {folder} is a folder; give a file path in it, such as {folder}/" in err and "Traceback" not in err
+    assert list(folder.iterdir()) == [] and not (tmp_path / "heads.safetensors").exists()
