@@ -19,8 +19,6 @@ so a head is refused on any other backbone.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from edgereason.errors import ConfigError, ModelError
-from edgereason.files import new_file_mode
+from edgereason.files import write_atomic, write_text_atomic
 
 HEAD_FORMAT = "edgereason-value-head"
 HEAD_VERSION = 1
@@ -143,21 +141,9 @@ def save_head(head: ValueHead, path: Path) -> tuple[Path, Path]:
             "hidden": None if head.w1 is None else int(head.w1.shape[0]),
             "prompt": "the generator's solve prompt, then the steps verbatim",
             "training": head.record or {}}
-    _atomic_write(weights, lambda p: save_file(tensors, str(p)))
-    _atomic_write(meta_path, lambda p: p.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8"))
+    write_atomic(weights, lambda p: save_file(tensors, str(p)))
+    write_text_atomic(meta_path, json.dumps(meta, indent=1) + "\n")
     return weights, meta_path
-
-
-def _atomic_write(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.chmod(tmp, new_file_mode())  # after the write: safetensors makes the file anew
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def file_sha256(path: Path) -> str:
@@ -180,7 +166,7 @@ def file_sha256(path: Path) -> str:
     if key not in known:
         known[key] = models._sha256(path)
         cache.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(cache, lambda p: p.write_text(json.dumps(known), encoding="utf-8"))
+        write_text_atomic(cache, json.dumps(known))
     return known[key]
 
 

@@ -6,15 +6,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Iterable, NamedTuple, TextIO
 
 import numpy as np
 
 from edgereason.errors import ConfigError
-from edgereason.files import make_writable_folder, new_file_mode
+from edgereason.files import make_writable_folder, write_text_atomic
 
 RunKey = tuple[str, int, str]
 
@@ -59,23 +57,8 @@ def write_results(out: Path, config: dict, runs: list[dict]) -> None:
     writer.writeheader()
     writer.writerows(scalars)
     out.mkdir(parents=True, exist_ok=True)
-    _write_atomic(out / RESULTS, results)
-    _write_atomic(out / CSV, table.getvalue())
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Readers see the old file or the new one, never part of one: a synced temp file beside it, then a rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, new_file_mode())
-        with os.fdopen(fd, "w", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(out / RESULTS, results)
+    write_text_atomic(out / CSV, table.getvalue())
 
 
 # What --compare reads from each run, and the type each must have.

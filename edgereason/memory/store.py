@@ -6,12 +6,11 @@ profiles/ folder holds reference measurements (often with small test budgets), n
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from edgereason import models
 from edgereason.errors import ConfigError
-from edgereason.files import make_writable_folder
+from edgereason.files import make_writable_folder, write_text_atomic
 from edgereason.memory.device import slug
 from edgereason.prm_choice import HF_PREFIX
 
@@ -50,12 +49,11 @@ def profile_path(device: str, generator: str, verifier: str) -> Path:
 
 
 def write_profile(profile: dict, device: str, generator: str, verifier: str) -> Path:
-    """Atomic: a start-up reading the file never sees half of it."""
+    """Atomic: a start-up reading the file never sees half of it, and two profilers of one pair write whole
+    files (the last one stays)."""
     path = profile_path(device, generator, verifier)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(profile | {"profile_path": str(path)}, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(profile | {"profile_path": str(path)}, indent=2) + "\n")
     return path
 
 
