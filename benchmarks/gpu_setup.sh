@@ -1,0 +1,24 @@
+#!/bin/bash
+# On a GPU machine of the device tool, from the repository root, detached (setsid) so that the build goes on while
+# the next calls move the model pieces: copy the tree to /root/proj, build llama-cpp-python with CUDA for Hopper
+# and the README's two CMake flags, install the project. /root/build.log ends with SETUP_DONE.
+# Carries (made here first, see ../shared/docs/device.md): .device/build (slim_llama_sdist.sh), .device/whl
+# (wheelhouse.sh). Then: export PYTHONPATH=/root/site; cd /root/proj
+exec > /root/build.log 2>&1
+set -x
+rm -rf /root/proj && mkdir -p /root/proj && cp -r . /root/proj && cd /root/proj && echo COPIED
+mkdir -p /root/b /root/wheel /root/site
+(cd /root/b && tar xzf /root/proj/.device/build/llama_slim.tar.gz)
+cd /root/b/llama_cpp_python-*/
+export CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF \
+-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
+-DCMAKE_CUDA_RUNTIME_LIBRARY=Shared -DCMAKE_SHARED_LINKER_FLAGS=-Wl,--exclude-libs,ALL"
+export CMAKE_BUILD_PARALLEL_LEVEL=16
+python3 -m pip wheel -q --no-deps --no-build-isolation -w /root/wheel .
+python3 -m pip install -q --no-index --no-deps --target /root/site /root/wheel/*.whl /root/proj/.device/build/diskcache-*.whl
+cd /root/proj
+export PYTHONPATH=/root/site
+python3 -m pip install -q --no-index --find-links .device/whl textual psutil "math-verify[antlr4_13_2]" matplotlib gguf safetensors
+python3 -m pip install -q --no-deps --no-build-isolation -e .
+python3 -c "import llama_cpp.llama_cpp as L; print('gpu offload:', L.llama_supports_gpu_offload())"
+echo SETUP_DONE
