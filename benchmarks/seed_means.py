@@ -25,19 +25,22 @@ from merge_shards import kept, parse_args  # noqa: E402
 DRAWS = 10_000
 
 
-def right_by_problem(dirs: list[str], keep: set[str] | None) -> dict[str, bool]:
-    """Problem id -> answered right, over one run's shards (one policy a run)."""
-    right: dict[str, bool] = {}
+def right_by_problem(dirs: list[str], keep: set[str] | None) -> dict[str, dict[str, bool]]:
+    """Policy -> problem id -> answered right, over one search's shards."""
+    right: dict[str, dict[str, bool]] = defaultdict(dict)
     for d in dirs:
         for run in json.loads((Path(d) / "results.json").read_text())["runs"]:
-            right.update({str(p["id"]): bool(p["correct"]) for p in kept(run, keep)})
+            right[run["policy"]].update({str(p["id"]): bool(p["correct"]) for p in kept(run, keep)})
     return right
 
 
 def seed_groups(runs: list[tuple[str, list[str]]], keep: set[str] | None) -> dict[str, list[dict[str, bool]]]:
+    """NAME/POLICY (NAME less its -sSEED, as merge_shards.py names runs) -> each seed's answers."""
     groups: dict[str, list[dict[str, bool]]] = defaultdict(list)
     for name, dirs in runs:
-        groups[re.sub(r"-s\d+$", "", name)].append(right_by_problem(dirs, keep))
+        search = re.sub(r"-s\d+$", "", name)
+        for policy, right in right_by_problem(dirs, keep).items():
+            groups[f"{search}/{policy}"].append(right)
     return dict(groups)
 
 
