@@ -28,15 +28,14 @@ done
 ( sleep "${SECONDS_BOX:-3600}" && pkill -TERM -f "edgereason bench" ) & box=$!
 wait $(jobs -p | grep -v "^$box$")
 kill $box 2>/dev/null
-# a shard the box stopped keeps a results.json of the problems it finished: say which, to run them again
+args=()
 for line in "${lines[@]}"; do
   read -r name _ <<<"$line"
+  args+=("$name=$work/eval/$name-*")
+  # a shard the box stopped keeps a results.json of the problems it finished: say which, to run them again
   for i in $(seq 0 $((shards - 1))); do
     grep -q "^results in" "$work/eval/log-$name-$i.txt" 2>/dev/null || echo "incomplete: $name-$i" >&2
   done
 done
-
-args=()
-for line in "${lines[@]}"; do read -r name _ <<<"$line"; args+=("$name=$work/eval/$name-*"); done
 python3 "$here/merge_shards.py" "$work/summary.json" --first "$first" "$data/gsm8k_test.jsonl" "${args[@]}"
 python3 "$here/vote_rules.py" "$work/vote-rules.json" --first "$first" "$data/gsm8k_test.jsonl" "${args[@]}"
