@@ -31,6 +31,7 @@ from edgereason.training.train import TrainConfig
 from edgereason.value_head import Backbone, feature_tokens, file_sha256, save_head
 
 PHASES = ("rollouts", "mc", "features", "train")
+OUTPUT_NAMES = {"--out": "head.safetensors", "--rollouts": "rollouts.jsonl", "--features": "features.npz"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -116,9 +117,6 @@ def run(args: argparse.Namespace) -> int:
     if "train" in phases:
         _train(args, backbone, features_files, out, work)
     return 0
-
-
-OUTPUT_NAMES = {"--out": "head.safetensors", "--rollouts": "rollouts.jsonl", "--features": "features.npz"}
 
 
 def _check_can_write(flag: str, path: Path) -> None:
