@@ -5,7 +5,8 @@ Python runs a signal's handler in the main thread at its next bytecode. During a
 into Python (llama.cpp's log and model-load progress callbacks) that bytecode is the callback's, and ctypes
 prints an exception raised there and drops it: the Ctrl-C is lost and the run goes on. Rules:
 - `stop_signals()` wraps a whole CLI run: SIGTERM and SIGHUP raise `Stopped`, a KeyboardInterrupt, as SIGINT
-  raises KeyboardInterrupt. A signal the parent process set to be ignored (nohup) stays ignored.
+  raises KeyboardInterrupt. A signal the parent process set to be ignored (nohup) stays ignored. A stop that
+  ctypes drops in a callback is not printed (it would show the user a traceback): `check()` raises it.
 - `deferred()` wraps C calls that call back into Python: a stop signal there only sets a flag, which a callback
   that can end its call early reads through `requested()`; the signal's exception is raised when the block
   ends, in place of whatever the ended call raised.
@@ -17,6 +18,7 @@ prints an exception raised there and drops it: the Ctrl-C is lost and the run go
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator
@@ -67,10 +69,18 @@ def stop_signals() -> Iterator[None]:
     default = [s for s in STOP_SIGNALS
                if _in_main_thread() and signal.getsignal(s) == (signal.default_int_handler if s == signal.SIGINT
                                                                  else signal.SIG_DFL)]
+    previous_hook = sys.unraisablehook
+
+    def quiet_stops(unraisable) -> None:  # ctypes reports an exception raised in a callback here, then drops it
+        if not (_fired and isinstance(unraisable.exc_value, KeyboardInterrupt)):
+            previous_hook(unraisable)
+
+    sys.unraisablehook = quiet_stops
     try:
         with _installed({s: _raise for s in default}):
             yield
     finally:
+        sys.unraisablehook = previous_hook
         _fired.clear()
 
 
