@@ -101,7 +101,8 @@ class ChatApp(App[None]):
 
     def _search_line(self) -> str:
         c = self.config
-        return f"{self.policy.name} · {c.strategy} beams {c.beams} width {c.width}"
+        width = "" if c.strategy == "best-of-n" else f" width {c.width}"  # best-of-N has no width
+        return f"{self.policy.name} · {c.strategy} beams {c.beams}{width}"
 
     # ------------------------------------------------------------------ input
     def on_input_submitted(self, event: Input.Submitted) -> None:

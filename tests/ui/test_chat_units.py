@@ -136,3 +136,35 @@ async def test_app_survives_models_that_do_not_load(tmp_path) -> None:
         assert not app.searching
         await pilot.press("ctrl+q")
     assert app.return_code == 0 and app.runner.finished.is_set()
+
+
+class BarApp(App[None]):
+    def compose(self):
+        yield StatusBar("gen qwen2.5-coder-0.5b · prm qwen2.5-coder-1.5b", "auto · beam beams 8 width 4")
+
+
+async def test_status_bar_keeps_live_counters_when_narrow() -> None:
+    """The models and search go before tokens a second and each model's KV: at 80 columns the KV used to be cut."""
+    progress = Progress("r", 6000, 3.0, 12, 1200, 16000, 400, 8000, 35)
+    async with BarApp().run_test(size=(160, 5)) as pilot:
+        bar = pilot.app.query_one(StatusBar)
+        bar.set_phase("searching")
+        bar.set_progress(progress)
+        wide = str(bar.render())
+        assert wide == ("searching  gen qwen2.5-coder-0.5b · prm qwen2.5-coder-1.5b  auto · beam beams 8 width 4  "
+                        "2000 tok/s  PRM 12  KV gen 1.2k/16k prm 0.4k/8k  spec reused 35")
+        await pilot.resize_terminal(80, 5)
+        await pilot.pause()
+        narrow = str(bar.render())
+        assert narrow == "searching  2000 tok/s  PRM 12  KV gen 1.2k/16k prm 0.4k/8k" and len(narrow) <= 78
+        bar.set_progress(None)  # idle: the models and search fit again
+        assert str(bar.render()) == "searching  gen qwen2.5-coder-0.5b · prm qwen2.5-coder-1.5b"
+
+
+def test_search_line_names_a_width_only_where_the_strategy_has_one(tmp_path) -> None:
+    def line(**search) -> str:
+        return ChatApp(None, ModelSettings(model="m"), SearchConfig(**search), Policy(),
+                       History(tmp_path / "h.jsonl"))._search_line()
+
+    assert line(strategy="best-of-n", beams=8).endswith("best-of-n beams 8")
+    assert line(strategy="beam", beams=8, width=4).endswith("beam beams 8 width 4")

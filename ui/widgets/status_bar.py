@@ -25,6 +25,9 @@ class StatusBar(Static):
     def on_mount(self) -> None:
         self._render_line()
 
+    def on_resize(self) -> None:
+        self._render_line()
+
     def set_phase(self, phase: str) -> None:
         self.phase = phase
         self._render_line()
@@ -34,11 +37,25 @@ class StatusBar(Static):
         self._render_line()
 
     def _render_line(self) -> None:
-        line = Text.assemble((self.phase, "bold"), "  ", self.models, "  ", self.search)
+        """What fits the bar's width. Where it is too narrow the parts the user chose (models, search) go first:
+        during a search, tokens a second and each model's KV against its share say more."""
+        parts = {"models": self.models, "search": self.search}
         p = self.progress
         if p is not None:
             rate = p.generated_tokens / p.elapsed_s if p.elapsed_s > 0 else 0.0
-            line.append(f"  {rate:.0f} tok/s  PRM {p.prm_calls}  "
-                        f"KV gen {_kv(p.generator_kv_used, p.generator_kv_capacity)} "
-                        f"prm {_kv(p.verifier_kv_used, p.verifier_kv_capacity)}  spec reused {p.spec_tokens_reused}")
+            parts |= {"rate": f"{rate:.0f} tok/s", "prm": f"PRM {p.prm_calls}",
+                      "kv": f"KV gen {_kv(p.generator_kv_used, p.generator_kv_capacity)} "
+                            f"prm {_kv(p.verifier_kv_used, p.verifier_kv_capacity)}",
+                      "spec": f"spec reused {p.spec_tokens_reused}"}
+        width = self.size.width  # 0 before the first layout: show everything
+        for dropped in (None, *_DROPPED_FIRST):
+            parts.pop(dropped, None)
+            if not width or len(self.phase) + sum(2 + len(t) for t in parts.values()) <= width:
+                break
+        line = Text(self.phase, "bold")
+        for text in parts.values():
+            line.append("  " + text)
         self.update(line)
+
+
+_DROPPED_FIRST = ("spec", "search", "models", "prm", "rate")
