@@ -101,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
     features_files = ([Path(f) for f in args.features] if args.features
                       else [work / f"features-{models.display_name(backbone)}.npz"])
     config = search_config(args)
+    # checked before any phase: a bad --val-fraction was refused only after hours of rollouts and features
+    train = TrainConfig(hidden=args.hidden, epochs=args.epochs, val_fraction=args.val_fraction, seed=args.seed,
+                        rank_weight=args.rank_weight) if "train" in phases else None
     outputs = {"rollouts": ("--rollouts", rollout_files[0]), "features": ("--features", features_files[0]),
                "train": ("--out", out)}
     for phase in phases:
@@ -114,8 +117,8 @@ def run(args: argparse.Namespace) -> int:
     if "features" in phases:
         _features(args, backbone, _rollouts(rollout_files), list(read_jsonl(work / "mc.jsonl")),
                   features_files[0])
-    if "train" in phases:
-        _train(args, backbone, features_files, out, work)
+    if train is not None:
+        _train(args, train, backbone, features_files, out, work)
     return 0
 
 
@@ -191,7 +194,8 @@ def _features(args: argparse.Namespace, backbone: str, rollouts: list[dict], mc_
     print(f"features: {len(f['x'])} steps of {len(rollouts)} problems -> {out}", file=sys.stderr)
 
 
-def _train(args: argparse.Namespace, backbone: str, features_files: list[Path], out: Path, work: Path) -> None:
+def _train(args: argparse.Namespace, cfg: TrainConfig, backbone: str, features_files: list[Path], out: Path,
+           work: Path) -> None:
     from edgereason.training.report import plot_calibration, write_report
     from edgereason.training.train import train_head
 
@@ -209,8 +213,6 @@ def _train(args: argparse.Namespace, backbone: str, features_files: list[Path], 
     except ValueError as e:
         raise ConfigError(f"cannot train on {', '.join(map(str, features_files))}: {e}") from None
     path = models.resolve(backbone, allow_pull=False, role="backbone")
-    cfg = TrainConfig(hidden=args.hidden, epochs=args.epochs, val_fraction=args.val_fraction, seed=args.seed,
-                      rank_weight=args.rank_weight)
     try:
         head, record = train_head(f, Backbone(models.display_name(backbone), path.name, file_sha256(path)), cfg,
                                   log=lambda line: print(f"\r{line}", end="", file=sys.stderr, flush=True))
