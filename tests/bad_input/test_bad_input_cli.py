@@ -361,3 +361,19 @@ def test_json_mode_reports_a_failure_as_one_json_object(capsys):
     assert json.loads(captured.out) == {"error": "the problem is empty; pass the problem text (or - to read it "
                                                  "from stdin)", "exit_code": 2}
     assert "edgereason: error: the problem is empty" in captured.err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["solve", "1+1", "--json", "--width", "abc"], "argument --width: invalid int value: 'abc'"),
+    (["solve", "1+1", "--json", "--beams", "4,8"], "argument --beams: one search takes one beam size"),
+    (["solve", "1+1", "--json", "--bogus"], "unrecognized arguments: --bogus"),
+    (["memory-profile", "--json", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
+])
+def test_json_mode_reports_a_bad_command_line_as_one_json_object(capsys, argv, message):
+    """argparse's refusals printed nothing on stdout, though --json promises an error object on a failure."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert stop.value.code == report["exit_code"] == 2 and report["error"].startswith(message), report
+    assert f"error: {message}" in captured.err and "usage:" in captured.err  # argparse's own lines, as before
