@@ -101,6 +101,11 @@ def run(args: argparse.Namespace) -> int:
     features_files = ([Path(f) for f in args.features] if args.features
                       else [work / f"features-{models.display_name(backbone)}.npz"])
     config = search_config(args)
+    # the judge scores every step of every rollout: its AUC on the same steps is the baseline the head must beat;
+    # made now for its checks of --threads, --kv-tokens and --gpu-layers, which the features and train phases use too
+    settings = ModelSettings(model=args.model, prm_format="judge", threads=args.threads,
+                             generator_kv_tokens=args.kv_tokens, verifier_kv_tokens=args.kv_tokens,
+                             n_gpu_layers=args.gpu_layers, device_sampling=args.device_sampling)
     # checked before any phase: a bad --val-fraction was refused only after hours of rollouts and features
     train = TrainConfig(hidden=args.hidden, epochs=args.epochs, val_fraction=args.val_fraction, seed=args.seed,
                         rank_weight=args.rank_weight) if "train" in phases else None
@@ -113,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         _rollouts(rollout_files[:1])  # refuses before a model loads
     problems = _problems(args) if "rollouts" in phases else []  # refused before a model loads (or is pulled)
     if "rollouts" in phases or "mc" in phases:
-        _generate(args, phases, work, rollout_files[0], config, problems)
+        _generate(args, settings, phases, work, rollout_files[0], config, problems)
     if "features" in phases:
         _features(args, backbone, _rollouts(rollout_files), list(read_jsonl(work / "mc.jsonl")),
                   features_files[0])
@@ -153,12 +158,8 @@ def _problems(args: argparse.Namespace) -> list[Problem]:
     return load_problems(args.dataset, args.limit, args.offset)
 
 
-def _generate(args: argparse.Namespace, phases: list[str], work: Path, rollout_file: Path, config,
-              problems: list[Problem]) -> None:
-    # the judge scores every step of every rollout: its AUC on the same steps is the baseline the head must beat
-    settings = ModelSettings(model=args.model, prm_format="judge", threads=args.threads,
-                             generator_kv_tokens=args.kv_tokens, verifier_kv_tokens=args.kv_tokens,
-                             n_gpu_layers=args.gpu_layers, device_sampling=args.device_sampling)
+def _generate(args: argparse.Namespace, settings: ModelSettings, phases: list[str], work: Path, rollout_file: Path,
+              config, problems: list[Problem]) -> None:
     session = open_session(settings, progress=pull_progress)
     try:
         if "rollouts" in phases:

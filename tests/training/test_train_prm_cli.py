@@ -204,3 +204,18 @@ def test_training_settings_are_refused_before_any_phase(tmp_path, capsys, datase
     err = capsys.readouterr().err
     assert message in err and "model file not found" not in err and "Traceback" not in err
     assert not (tmp_path / "w" / "rollouts.jsonl").exists()
+
+
+@pytest.mark.parametrize("flag, value, message", [("--threads", "-1", "--threads must be positive, got -1"),
+                                                  ("--threads", "0", "--threads must be positive, got 0"),
+                                                  ("--threads", "100000", "--threads 100000 is more than"),
+                                                  ("--kv-tokens", "0", "at least 256 KV tokens; raise --kv-tokens"),
+                                                  ("--gpu-layers", "-1", "--gpu-layers must be >= 0")])
+@pytest.mark.parametrize("phases", ["features", "train"])
+def test_runtime_settings_are_refused_before_any_phase(tmp_path, capsys, flag, value, message, phases):
+    """Checked by the rollouts phase's session alone: --threads -1 was a RuntimeError traceback from torch after
+    the features phase, --kv-tokens 0 a message about a "KV share" once the features phase had started."""
+    assert main(["train-prm", "--model", str(tmp_path / "absent.gguf"), "--work", str(tmp_path / "w"),
+                 "--phases", phases, flag, value]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
