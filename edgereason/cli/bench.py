@@ -80,6 +80,10 @@ def run(args: argparse.Namespace) -> int:
     strategies = _items(args.strategy, "--strategy", allowed=STRATEGIES)
     rates = [parse_rate(r) for r in _items(args.rate, "--rate")]
     splits = _items(args.split, "--split", allowed=SPLITS)
+    if len(splits) > 1 and args.kv_budget is None and args.gpu_memory is None:
+        # without a budget each model gets --kv-tokens: the runs would be alike, labelled as different splits
+        raise ConfigError(f"--split {args.split} compares ways to split a KV budget; give --kv-budget SIZE (or "
+                          "--gpu-memory SIZE), or one --split")
     if not args.no_plots:
         require_one_cxx_runtime("bench's plots load matplotlib", "pass --no-plots")
     # with several strategies or splits the label names them, so tables, plots and --compare keep runs apart
