@@ -32,6 +32,24 @@ from edgereason.tree import Status, mix_seed
 from edgereason.verification import FlushFailed, Verification, VerifyQueue
 
 
+def prompt_ids(generator: Generator, question: str, prefix: str = "") -> list[int]:
+    """The generator's prompt for `question` (continued by `prefix`); ConfigError for an empty problem or one the
+    generator cannot hold. A bench checks its problems with it before the first run, not mid-run."""
+    if not question.strip():
+        raise ConfigError("the problem is empty; pass the problem text (or - to read it from stdin)")
+    prompt = generator.tokenize(generator.apply_chat_template(solve_messages(question)) + prefix)
+    trained = generator.context_length
+    if len(prompt) + 16 > trained:
+        raise ConfigError(f"the problem is {len(prompt)} tokens but the generator {generator.name} was "
+                          f"trained on at most {trained} tokens of context; shorten the problem or use a model "
+                          "with a longer context")
+    room = generator.kv_capacity_tokens
+    if len(prompt) + 16 > room:
+        raise ConfigError(f"the problem is {len(prompt)} tokens but the generator's KV memory holds {room}; "
+                          "shorten the problem or raise --kv-budget (or --kv-tokens)")
+    return prompt
+
+
 class Engine:
     """Rules: `requests` holds the running requests only (a finished one leaves; its result stays on the Request
     the caller got from `submit`); `stats` sums what the models did over the engine's life."""
@@ -58,18 +76,7 @@ class Engine:
         """prefix: solution text the search continues from (Monte-Carlo labels of a step prefix); the tree and
         the paths hold only what is generated after it. Raises ConfigError for a problem that cannot fit."""
         question = clean(question)  # from a non-UTF-8 terminal or file: U+FFFD, not an error in a tokenizer
-        if not question.strip():
-            raise ConfigError("the problem is empty; pass the problem text (or - to read it from stdin)")
-        prompt = self.generator.tokenize(self.generator.apply_chat_template(solve_messages(question)) + prefix)
-        trained = self.generator.context_length
-        if len(prompt) + 16 > trained:
-            raise ConfigError(f"the problem is {len(prompt)} tokens but the generator {self.generator.name} was "
-                              f"trained on at most {trained} tokens of context; shorten the problem or use a model "
-                              "with a longer context")
-        room = self.generator.kv_capacity_tokens
-        if len(prompt) + 16 > room:
-            raise ConfigError(f"the problem is {len(prompt)} tokens but the generator's KV memory holds {room}; "
-                              "shorten the problem or raise --kv-budget (or --kv-tokens)")
+        prompt = prompt_ids(self.generator, question, prefix)
         req = Request(request_id or f"r{next(self._ids)}", question, config, prompt)
         root = req.tree.root
         root.seed = mix_seed(config.sampling.seed)

@@ -15,16 +15,17 @@ from typing import Sequence
 from edgereason import __version__, interrupts
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
 from edgereason.bench.arrivals import parse_rate
-from edgereason.bench.dataset import load_problems
+from edgereason.bench.dataset import Problem, load_problems
 from edgereason.bench.report import prepare_out, print_compare, print_table, write_results
 from edgereason.bench.runner import RunInterrupted, RunSpec, rate_label, run_one
 from edgereason.cli.common import (add_model_args, add_search_args, add_switch_args, model_settings, policy_from,
                                    pull_progress, search_config)
 from edgereason.cli.progress import bar
 from edgereason.config import STRATEGIES
+from edgereason.engine import prompt_ids
 from edgereason.errors import ConfigError
 from edgereason.policy import PRESETS, Policy
-from edgereason.session import SPLITS, open_session
+from edgereason.session import SPLITS, Session, open_session
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -79,6 +80,10 @@ def run(args: argparse.Namespace) -> int:
     strategies = _items(args.strategy, "--strategy", allowed=STRATEGIES)
     rates = [parse_rate(r) for r in _items(args.rate, "--rate")]
     splits = _items(args.split, "--split", allowed=SPLITS)
+    if len(splits) > 1 and args.kv_budget is None and args.gpu_memory is None:
+        # without a budget each model gets --kv-tokens: the runs would be alike, labelled as different splits
+        raise ConfigError(f"--split {args.split} compares ways to split a KV budget; give --kv-budget SIZE (or "
+                          "--gpu-memory SIZE), or one --split")
     if not args.no_plots:
         require_one_cxx_runtime("bench's plots load matplotlib", "pass --no-plots")
     # with several strategies or splits the label names them, so tables, plots and --compare keep runs apart
@@ -96,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
     sessions = {s: open_session(model_settings(argparse.Namespace(**{**vars(args), "split": s})),
                                 progress=pull_progress) for s in splits}
     try:
+        for session in sessions.values():  # a problem refused mid-run stopped the bench and lost that run's work
+            _check_problems_fit(session, problems, args.dataset)
         for i, (split, spec) in enumerate(specs, 1):
             label = f"[{i}/{len(specs)}] {spec.name} N={spec.config.beams} rate={rate_label(spec.rate)}"
             runs.append(run_one(sessions[split], spec, problems, bar(label)))
@@ -123,6 +130,15 @@ def _finish(out: Path, config: dict, runs: list[dict], no_plots: bool) -> None:
         write_plots(out, runs)
     print_table(runs, sys.stdout)
     print(f"results in {out}/results.json", file=sys.stderr)
+
+
+def _check_problems_fit(session: Session, problems: list[Problem], dataset: str) -> None:
+    """Every problem fits the session's generator (its trained context and KV memory), before the first run."""
+    for p in problems:
+        try:
+            prompt_ids(session.generator, p.problem)
+        except ConfigError as e:
+            raise ConfigError(f"{dataset}: problem {p.id!r}: {e}") from None
 
 
 def _config(args: argparse.Namespace, problems: list, policies: list[Policy], beams: list[int],

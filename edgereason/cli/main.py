@@ -7,16 +7,35 @@ import json
 import os
 import signal
 import sys
+from typing import NoReturn
 
 from edgereason import __version__, interrupts
 from edgereason.errors import EdgeReasonError
+
+
+class UsageError(SystemExit):
+    """argparse's exit on a bad command line (code 2), keeping its message for a --json report."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser (its subcommands' too), whose usage errors print as always and raise UsageError."""
+
+    def error(self, message: str) -> NoReturn:
+        try:
+            super().error(message)
+        except SystemExit:
+            raise UsageError(message) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
     # imported here, inside main's handlers, so a Ctrl-C while numpy and llama.cpp load is not a traceback
     from edgereason.cli import bench, chat, memory_profile, models_cmd, solve, train_prm
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="edgereason",
         description="Local reasoning with test-time search: a generator proposes steps, a process reward model "
                     "scores them, a beam search keeps the best paths. Everything runs offline on this machine.")
@@ -37,10 +56,15 @@ def main(argv: list[str] | None = None) -> int:
     (130 Ctrl-C, 143 SIGTERM, 129 a closed terminal) at any moment, imports included, and 141 (SIGPIPE) when
     stdout's reader quit."""
     args = None
+    argv = sys.argv[1:] if argv is None else argv
     try:
         with interrupts.stop_signals():
             args = build_parser().parse_args(argv)
             return args.func(args)
+    except UsageError as e:  # a mistyped flag: a script that asked for --json still reads one JSON object
+        if "--json" in argv:
+            print(json.dumps({"error": e.message, "exit_code": e.code}), flush=True)
+        raise
     except EdgeReasonError as e:
         _end_progress_line()
         print(f"edgereason: error: {e}", file=sys.stderr)

@@ -101,6 +101,14 @@ def run(args: argparse.Namespace) -> int:
     features_files = ([Path(f) for f in args.features] if args.features
                       else [work / f"features-{models.display_name(backbone)}.npz"])
     config = search_config(args)
+    # the judge scores every step of every rollout: its AUC on the same steps is the baseline the head must beat;
+    # made now for its checks of --threads, --kv-tokens and --gpu-layers, which the features and train phases use too
+    settings = ModelSettings(model=args.model, prm_format="judge", threads=args.threads,
+                             generator_kv_tokens=args.kv_tokens, verifier_kv_tokens=args.kv_tokens,
+                             n_gpu_layers=args.gpu_layers, device_sampling=args.device_sampling)
+    # checked before any phase: a bad --val-fraction was refused only after hours of rollouts and features
+    train = TrainConfig(hidden=args.hidden, epochs=args.epochs, val_fraction=args.val_fraction, seed=args.seed,
+                        rank_weight=args.rank_weight) if "train" in phases else None
     outputs = {"rollouts": ("--rollouts", rollout_files[0]), "features": ("--features", features_files[0]),
                "train": ("--out", out)}
     for phase in phases:
@@ -110,12 +118,12 @@ def run(args: argparse.Namespace) -> int:
         _rollouts(rollout_files[:1])  # refuses before a model loads
     problems = _problems(args) if "rollouts" in phases else []  # refused before a model loads (or is pulled)
     if "rollouts" in phases or "mc" in phases:
-        _generate(args, phases, work, rollout_files[0], config, problems)
+        _generate(args, settings, phases, work, rollout_files[0], config, problems)
     if "features" in phases:
         _features(args, backbone, _rollouts(rollout_files), list(read_jsonl(work / "mc.jsonl")),
                   features_files[0])
-    if "train" in phases:
-        _train(args, backbone, features_files, out, work)
+    if train is not None:
+        _train(args, train, backbone, features_files, out, work)
     return 0
 
 
@@ -150,12 +158,8 @@ def _problems(args: argparse.Namespace) -> list[Problem]:
     return load_problems(args.dataset, args.limit, args.offset)
 
 
-def _generate(args: argparse.Namespace, phases: list[str], work: Path, rollout_file: Path, config,
-              problems: list[Problem]) -> None:
-    # the judge scores every step of every rollout: its AUC on the same steps is the baseline the head must beat
-    settings = ModelSettings(model=args.model, prm_format="judge", threads=args.threads,
-                             generator_kv_tokens=args.kv_tokens, verifier_kv_tokens=args.kv_tokens,
-                             n_gpu_layers=args.gpu_layers, device_sampling=args.device_sampling)
+def _generate(args: argparse.Namespace, settings: ModelSettings, phases: list[str], work: Path, rollout_file: Path,
+              config, problems: list[Problem]) -> None:
     session = open_session(settings, progress=pull_progress)
     try:
         if "rollouts" in phases:
@@ -191,7 +195,8 @@ def _features(args: argparse.Namespace, backbone: str, rollouts: list[dict], mc_
     print(f"features: {len(f['x'])} steps of {len(rollouts)} problems -> {out}", file=sys.stderr)
 
 
-def _train(args: argparse.Namespace, backbone: str, features_files: list[Path], out: Path, work: Path) -> None:
+def _train(args: argparse.Namespace, cfg: TrainConfig, backbone: str, features_files: list[Path], out: Path,
+           work: Path) -> None:
     from edgereason.training.report import plot_calibration, write_report
     from edgereason.training.train import train_head
 
@@ -209,8 +214,6 @@ def _train(args: argparse.Namespace, backbone: str, features_files: list[Path], 
     except ValueError as e:
         raise ConfigError(f"cannot train on {', '.join(map(str, features_files))}: {e}") from None
     path = models.resolve(backbone, allow_pull=False, role="backbone")
-    cfg = TrainConfig(hidden=args.hidden, epochs=args.epochs, val_fraction=args.val_fraction, seed=args.seed,
-                      rank_weight=args.rank_weight)
     try:
         head, record = train_head(f, Backbone(models.display_name(backbone), path.name, file_sha256(path)), cfg,
                                   log=lambda line: print(f"\r{line}", end="", file=sys.stderr, flush=True))

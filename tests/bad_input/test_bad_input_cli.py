@@ -5,7 +5,8 @@ exit code 2 (1 for a model file) and no traceback.
   results.csv goes are refused before any model loads;
   --force overwrites; a failed write leaves the earlier results.json / results.csv whole.
 - bench --dataset: a line JSON cannot read (nested too deep, an integer of 5,000 digits) names its line; a folder
-  is called a folder (was "not found"), a file without read permission is one line (was a traceback).
+  is called a folder (was "not found"), a file without read permission is one line (was a traceback); a problem
+  the generator cannot hold is named before the first run (was refused mid-run, that run's work lost).
 - bench --compare: missing results.json, not JSON, runs not objects, missing fields, wrong types.
 - solve --json: first steps have parent null, every node a depth and finish; a normal run gives its reason.
 - solve: a problem longer than the model's trained context is refused at submit.
@@ -151,6 +152,18 @@ def test_a_dataset_without_read_permission_is_named(tmp_path, dataset):
     lines = proc.stderr.splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr  # a PermissionError traceback before
     assert lines[0] == f"edgereason: error: cannot read dataset {dataset}: Permission denied; check its permissions"
+
+
+def test_a_problem_the_generator_cannot_hold_is_named_before_the_first_run(tmp_path, dataset, capsys, home,
+                                                                          smollm2_path):
+    """Refused at its submit before: mid-run, without its id, and the problems that run had finished were lost."""
+    with dataset.open("a") as f:
+        f.write(json.dumps({"id": "long", "problem": "What is 2+3? " * 300, "answer": "5"}) + "\n")
+    rc = bench(dataset, tmp_path / "out", "--model", str(smollm2_path), "--limit", "3", "--concurrency", "1")
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err, err
+    assert err.splitlines()[-1].startswith(f"edgereason: error: {dataset}: problem 'long': the problem is "), err
+    assert "KV memory holds 1024" in err and "0/3" not in err  # before the first run's progress bar
 
 
 # -- bench --compare -----------------------------------------------------------------------------------------
@@ -348,3 +361,19 @@ def test_json_mode_reports_a_failure_as_one_json_object(capsys):
     assert json.loads(captured.out) == {"error": "the problem is empty; pass the problem text (or - to read it "
                                                  "from stdin)", "exit_code": 2}
     assert "edgereason: error: the problem is empty" in captured.err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["solve", "1+1", "--json", "--width", "abc"], "argument --width: invalid int value: 'abc'"),
+    (["solve", "1+1", "--json", "--beams", "4,8"], "argument --beams: one search takes one beam size"),
+    (["solve", "1+1", "--json", "--bogus"], "unrecognized arguments: --bogus"),
+    (["memory-profile", "--json", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
+])
+def test_json_mode_reports_a_bad_command_line_as_one_json_object(capsys, argv, message):
+    """argparse's refusals printed nothing on stdout, though --json promises an error object on a failure."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert stop.value.code == report["exit_code"] == 2 and report["error"].startswith(message), report
+    assert f"error: {message}" in captured.err and "usage:" in captured.err  # argparse's own lines, as before

@@ -126,3 +126,14 @@ def test_plots_beside_a_crashing_cuda_build_are_refused_before_any_work(tmp_path
     err = capsys.readouterr().err
     assert rc == 2 and "bench's plots load matplotlib" in err and "--no-plots" in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_several_splits_without_a_budget_are_a_clear_error_before_any_work(tmp_path, capsys, gsm8k_path):
+    """Without --kv-budget each model gets --kv-tokens whatever the split: the bench ran the same configuration
+    once per split (twice the time, both sessions' KV memory at once) and tabled the runs as different splits."""
+    out = tmp_path / "o"
+    rc = main(["bench", "--dataset", str(gsm8k_path), "--split", "profile,even", "--model",
+               str(tmp_path / "absent.gguf"), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--split profile,even compares ways to split a KV budget; give --kv-budget SIZE" in err
+    assert not out.exists()

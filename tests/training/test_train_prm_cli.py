@@ -190,3 +190,32 @@ def test_an_output_that_names_a_folder_is_refused_before_any_phase(tmp_path, cap
     err = capsys.readouterr().err
     assert f"{flag} {folder} is a folder; give a file path in it, such as {folder}/" in err and "Traceback" not in err
     assert list(folder.iterdir()) == [] and not (tmp_path / "heads.safetensors").exists()
+
+
+@pytest.mark.parametrize("flag, value, message", [("--val-fraction", "1.5", "--val-fraction must be in (0, 1)"),
+                                                  ("--val-fraction", "nan", "--val-fraction must be in (0, 1)"),
+                                                  ("--rank-weight", "inf", "--rank-weight must be a finite number"),
+                                                  ("--epochs", "0", "training settings must be positive"),
+                                                  ("--hidden", "-1", "training settings must be positive")])
+def test_training_settings_are_refused_before_any_phase(tmp_path, capsys, dataset, flag, value, message):
+    """Refused by the train phase before: after hours of rollouts and feature extraction."""
+    assert main(["train-prm", *TINY, "--model", str(tmp_path / "absent.gguf"), "--work", str(tmp_path / "w"),
+                 "--dataset", str(dataset), flag, value]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "model file not found" not in err and "Traceback" not in err
+    assert not (tmp_path / "w" / "rollouts.jsonl").exists()
+
+
+@pytest.mark.parametrize("flag, value, message", [("--threads", "-1", "--threads must be positive, got -1"),
+                                                  ("--threads", "0", "--threads must be positive, got 0"),
+                                                  ("--threads", "100000", "--threads 100000 is more than"),
+                                                  ("--kv-tokens", "0", "at least 256 KV tokens; raise --kv-tokens"),
+                                                  ("--gpu-layers", "-1", "--gpu-layers must be >= 0")])
+@pytest.mark.parametrize("phases", ["features", "train"])
+def test_runtime_settings_are_refused_before_any_phase(tmp_path, capsys, flag, value, message, phases):
+    """Checked by the rollouts phase's session alone: --threads -1 was a RuntimeError traceback from torch after
+    the features phase, --kv-tokens 0 a message about a "KV share" once the features phase had started."""
+    assert main(["train-prm", "--model", str(tmp_path / "absent.gguf"), "--work", str(tmp_path / "w"),
+                 "--phases", phases, flag, value]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
