@@ -20,7 +20,7 @@ from edgereason.bench.report import prepare_out, print_compare, print_table, wri
 from edgereason.bench.runner import RunInterrupted, RunSpec, rate_label, run_one
 from edgereason.cli.common import (add_model_args, add_search_args, add_switch_args, model_settings, policy_from,
                                    pull_progress, search_config)
-from edgereason.cli.progress import bar
+from edgereason.cli.progress import bar, end_line
 from edgereason.config import STRATEGIES
 from edgereason.engine import prompt_ids
 from edgereason.errors import ConfigError
@@ -106,10 +106,10 @@ def run(args: argparse.Namespace) -> int:
         for i, (split, spec) in enumerate(specs, 1):
             label = f"[{i}/{len(specs)}] {spec.name} N={spec.config.beams} rate={rate_label(spec.rate)}"
             runs.append(run_one(sessions[split], spec, problems, bar(label)))
-            print(file=sys.stderr)
+            end_line()
             write_results(out, config, runs)
     except RunInterrupted as stop:
-        print(file=sys.stderr)
+        end_line()
         if stop.run["problems"]:
             runs.append(stop.run)
         _finish(out, config, runs, args.no_plots)

@@ -21,6 +21,7 @@ from edgereason.session import DEFAULT_KV_TOKENS, SPLITS, ModelSettings
 from edgereason.backends.remote.settings import DEFAULT_STEP_TOKENS, Endpoint, RemoteSettings
 from edgereason.backends import load_backend
 from edgereason.errors import ConfigError, ModelError
+from edgereason.cli.progress import end_line, redraw
 
 REMOTE_HELP = """\
 The generator and/or the PRM served by an OpenAI-compatible server (llama.cpp's llama-server, vLLM, SGLang,
@@ -260,7 +261,7 @@ def recipe_search_config(args: argparse.Namespace, resolve: Callable[..., Path] 
         resolve(use.recipe.prm, progress=pull_progress, role="PRM")
         return config
     except ModelError as e:
-        end_progress_line()
+        end_line()
         print(f"note: {e}\nnote: running {PLAIN.strategy} with the generator's own weights as PRM instead, until "
               f"{use.recipe.prm} is on disk", file=sys.stderr)
     for f in use.filled:
@@ -275,24 +276,11 @@ def search_config(args: argparse.Namespace) -> SearchConfig:
         vote=args.vote, sampling=SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed))
 
 
-_open_bar = ""  # the progress line on stderr that has no newline yet
-
-
 def pull_progress(label: str, done: int, total: int) -> None:
-    """Progress for a first-use model download, on stderr so JSON output stays clean. One line, rewritten in
-    place until the pull ends; `end_progress_line` ends it early, so an error never shares its line."""
-    global _open_bar
+    """Progress for a first-use model download, on stderr so JSON output stays clean: one line, rewritten in
+    place until the pull ends."""
     width = 24
     filled = int(width * done / max(1, total))
-    line = f"pulling model: [{'#' * filled}{'.' * (width - filled)}] {label}"
-    print("\r" + line.ljust(len(_open_bar)), end="", file=sys.stderr, flush=True)
-    _open_bar = line
+    redraw(f"pulling model: [{'#' * filled}{'.' * (width - filled)}] {label}")
     if done >= total:
-        end_progress_line()
-
-
-def end_progress_line() -> None:
-    global _open_bar
-    if _open_bar:
-        print(file=sys.stderr)
-        _open_bar = ""
+        end_line()

@@ -92,8 +92,8 @@ def _json_error(args: argparse.Namespace | None, message: str, code: int) -> int
 
 
 def _end_progress_line() -> None:
-    if "edgereason.cli.common" in sys.modules:  # imported once a command ran; a bar may be open only then
-        sys.modules["edgereason.cli.common"].end_progress_line()
+    if "edgereason.cli.progress" in sys.modules:  # imported once a command ran; a bar may be open only then
+        sys.modules["edgereason.cli.progress"].end_line()
 
 
 if __name__ == "__main__":

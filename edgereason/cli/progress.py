@@ -1,4 +1,5 @@
-"""A one-line progress bar on stderr (stdout stays clean for JSON)."""
+"""Progress lines on stderr (stdout stays clean for JSON): a line rewritten in place until `end_line()`, which
+every message after it calls first, so that an error or a summary never lands on the end of a bar."""
 
 from __future__ import annotations
 
@@ -6,6 +7,23 @@ import sys
 from typing import Callable, TextIO
 
 from edgereason.events import Event, Progress
+
+_open_line = ""  # the progress line on stderr that has no newline yet
+
+
+def redraw(line: str) -> None:
+    """Rewrite the open progress line (or start one) with `line`."""
+    global _open_line
+    print("\r" + line.ljust(len(_open_line)), end="", file=sys.stderr, flush=True)
+    _open_line = line
+
+
+def end_line() -> None:
+    """End the open progress line, if there is one."""
+    global _open_line
+    if _open_line:
+        print(file=sys.stderr, flush=True)
+        _open_line = ""
 
 
 def bar(label: str, width: int = 24) -> Callable[[int, int], None]:
@@ -17,8 +35,7 @@ def bar(label: str, width: int = 24) -> Callable[[int, int], None]:
             return
         last[0] = done
         filled = int(width * done / max(1, total))
-        print(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end="", file=sys.stderr,
-              flush=True)
+        redraw(f"{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
 
     return show
 

@@ -17,7 +17,7 @@ from edgereason import models
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
 from edgereason.bench.dataset import Problem, load_problems
 from edgereason.cli.common import add_search_args, pull_progress, search_config
-from edgereason.cli.progress import bar
+from edgereason.cli.progress import bar, end_line, redraw
 from edgereason.errors import ConfigError, OutOfMemoryError
 from edgereason.files import make_writable_folder
 from edgereason.gpu import DEVICE_SAMPLING_MODES
@@ -165,12 +165,14 @@ def _generate(args: argparse.Namespace, settings: ModelSettings, phases: list[st
         if "rollouts" in phases:
             added = collect(session.engine(Policy()), problems, rollout_file, args.samples, config,
                             args.concurrency, bar("rollouts"))
-            print(f"\nrollouts: {added} problems added to {rollout_file}", file=sys.stderr)
+            end_line()
+            print(f"rollouts: {added} problems added to {rollout_file}", file=sys.stderr)
         if "mc" in phases and args.mc_problems:
             rows = list(read_jsonl(rollout_file))
             added = collect_mc(session.engine(Policy()), rows, work / "mc.jsonl", args.mc_problems,
                                args.mc_completions, config, args.concurrency, args.seed, bar("mc prefixes"))
-            print(f"\nmc: {added} prefixes added to {work / 'mc.jsonl'}", file=sys.stderr)
+            end_line()
+            print(f"mc: {added} prefixes added to {work / 'mc.jsonl'}", file=sys.stderr)
     finally:
         session.close()
 
@@ -188,7 +190,7 @@ def _features(args: argparse.Namespace, backbone: str, rollouts: list[dict], mc_
         f = feats.extract(verifier, tokens, rollouts, mc_rows, progress=bar("features"))
     finally:
         verifier.close()
-    print(file=sys.stderr)
+    end_line()
     if not f:
         raise ConfigError("the rollouts hold no steps to extract features from")
     feats.save(out, f)
@@ -216,13 +218,13 @@ def _train(args: argparse.Namespace, cfg: TrainConfig, backbone: str, features_f
     path = models.resolve(backbone, allow_pull=False, role="backbone")
     try:
         head, record = train_head(f, Backbone(models.display_name(backbone), path.name, file_sha256(path)), cfg,
-                                  log=lambda line: print(f"\r{line}", end="", file=sys.stderr, flush=True))
+                                  log=redraw)
     except RuntimeError as e:  # torch's allocators: "can't allocate memory" (CPU), "Tried to allocate" (CUDA)
         if "allocate" not in str(e):
             raise
         raise OutOfMemoryError(f"training a head of --hidden {args.hidden} units on {len(f['x'])} steps ran out "
                                "of memory; lower --hidden") from None
-    print(file=sys.stderr)
+    end_line()
     record["generator"] = models.display_name(args.model)
     record["command"] = "edgereason " + " ".join(sys.argv[1:])
     head = replace(head, record=record)

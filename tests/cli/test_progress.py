@@ -1,10 +1,14 @@
-"""solve's status line on a terminal: what the engine's events make of it."""
+"""Progress on stderr: solve's status line on a terminal (what the engine's events make of it), and the bars of
+bench, train-prm and a model pull, which end their line before whatever is printed next."""
 
 from __future__ import annotations
 
 import io
 
-from edgereason.cli.progress import SearchProgress
+from edgereason.cli import models_cmd
+from edgereason.cli.main import main
+from edgereason.cli.progress import SearchProgress, bar, end_line
+from edgereason.errors import ConfigError
 from edgereason.events import Progress
 
 
@@ -35,3 +39,16 @@ def test_finished_paths_reach_the_status_line_from_a_real_search(smollm2) -> Non
         gen.close()
         ver.close()
     assert stream.getvalue().rsplit("\r", 1)[-1].split(", ")[1] == "3/3 paths done"
+
+
+def test_an_error_after_a_progress_bar_starts_a_line_of_its_own(monkeypatch, capsys) -> None:
+    """It was printed on the end of the bar: "features [####....] 2/2edgereason: error: ..."."""
+    def fails_half_way(args) -> int:
+        bar("features", width=4)(1, 2)
+        raise ConfigError("the rollouts hold no steps")
+
+    monkeypatch.setattr(models_cmd, "run_list", fails_half_way)
+    assert main(["models", "list"]) == 2
+    assert capsys.readouterr().err == "\rfeatures [##..] 1/2\nedgereason: error: the rollouts hold no steps\n"
+    end_line()  # nothing is open any more: no newline
+    assert capsys.readouterr().err == ""
