@@ -14,6 +14,12 @@ BACKOFF_S = 0.5  # first retry after this, doubling
 DEFAULT_STEP_TOKENS = 512
 
 
+def check_url(url: str, flag: str = "--base-url") -> None:
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ConfigError(f"{flag} must be an http(s) URL such as http://127.0.0.1:8080, got {url!r}")
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """One OpenAI-compatible server and how to talk to it."""
@@ -27,10 +33,7 @@ class Endpoint:
     concurrency: int = 16  # requests in flight at once
 
     def __post_init__(self) -> None:
-        url = urlparse(self.base_url)
-        if url.scheme not in ("http", "https") or not url.netloc:
-            raise ConfigError(f"--base-url must be an http(s) URL such as http://127.0.0.1:8080, got "
-                              f"{self.base_url!r}")
+        check_url(self.base_url)
         if not all(0 < t < math.inf for t in (self.timeout_s, self.connect_timeout_s)):  # NaN compares false
             raise ConfigError(f"--remote-timeout must be a positive number of seconds, got {self.timeout_s}")
         if self.retries < 0:

@@ -18,7 +18,7 @@ from edgereason.memory import parse_size
 from edgereason.memory.size import size_unit
 from edgereason.gpu import DEFAULT_TOP_K, DEVICE_SAMPLING_MODES, default_gpu_layers
 from edgereason.session import DEFAULT_KV_TOKENS, SPLITS, ModelSettings
-from edgereason.backends.remote.settings import DEFAULT_STEP_TOKENS, Endpoint, RemoteSettings
+from edgereason.backends.remote.settings import DEFAULT_STEP_TOKENS, Endpoint, RemoteSettings, check_url
 from edgereason.backends import load_backend
 from edgereason.errors import ConfigError, ModelError
 from edgereason.cli.progress import end_line, redraw
@@ -124,6 +124,8 @@ def remote_settings(args: argparse.Namespace) -> RemoteSettings | None:
         raise ConfigError("--backend remote needs --base-url URL, the OpenAI-compatible server")
     if not remote and not args.prm_base_url:
         return None
+    if args.prm_base_url:  # Endpoint would name --base-url, which the user may not have given
+        check_url(args.prm_base_url, "--prm-base-url")
 
     def endpoint(url: str, model: str | None) -> Endpoint:
         return Endpoint(url, model, args.api_key_env, timeout_s=args.remote_timeout, retries=args.remote_retries,

@@ -28,7 +28,8 @@ def one_line_error(proc: subprocess.CompletedProcess, code: int, needle: str) ->
 @pytest.mark.parametrize("args, needle", [
     (["--base-url", "http://127.0.0.1:1"], "add --backend remote"),
     (["--backend", "remote"], "needs --base-url"),
-    (["--backend", "remote", "--base-url", "127.0.0.1:8080"], "http(s) URL"),
+    (["--backend", "remote", "--base-url", "127.0.0.1:8080"], "--base-url must be an http(s) URL"),
+    (["--prm-base-url", "localhost:8080"], "--prm-base-url must be an http(s) URL"),  # named --base-url before
     (["--backend", "remote", "--base-url", "http://127.0.0.1:1", "--remote-retries", "-1"], "--remote-retries"),
     (["--backend", "remote", "--base-url", "http://127.0.0.1:1", "--api-key-env", "EDGEREASON_UNSET_KEY"],
      "EDGEREASON_UNSET_KEY"),
