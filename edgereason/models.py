@@ -250,6 +250,8 @@ def resolve(name_or_path: str, allow_pull: bool = True,
             progress: Callable[[str, int, int], None] | None = None, role: str = "model") -> Path:
     """A registry name or a path to a local .gguf -> a checked local GGUF path. `role` ("model", "PRM") names
     it in errors."""
+    if not name_or_path.strip():  # Path("") is the current folder: "path is not a file: ."
+        raise ConfigError(f"the {role} name is empty; name one of {', '.join(REGISTRY)} or give a path to a .gguf file")
     if name_or_path in REGISTRY:
         spec = REGISTRY[name_or_path]
         if not is_cached(spec):

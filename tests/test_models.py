@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from edgereason import models
-from edgereason.errors import ModelError
+from edgereason.errors import ConfigError, ModelError
 
 
 def test_registry_has_the_offline_models():
@@ -42,3 +42,10 @@ def test_bad_paths(tmp_path):
     junk.write_text("hello")
     with pytest.raises(ModelError, match="not a GGUF"):
         models.resolve(str(junk))
+
+
+@pytest.mark.parametrize("name", ["", "  "])
+def test_an_empty_name_is_named_empty_not_the_current_folder(name):
+    """Path("") is ".": an empty --model was "model path is not a file: ."."""
+    with pytest.raises(ConfigError, match="^the PRM name is empty; name one of smollm2-135m"):
+        models.resolve(name, role="PRM")
