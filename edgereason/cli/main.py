@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"edgereason: error: {e}", file=sys.stderr)
         return _json_error(args, str(e), e.exit_code)
     except KeyboardInterrupt as e:
-        _end_progress_line()
-        print(f"\nedgereason: {interrupts.describe(e)}", file=sys.stderr)
+        new_line = "" if _end_progress_line() else "\n"  # after the "^C" the terminal echoed
+        print(f"{new_line}edgereason: {interrupts.describe(e)}", file=sys.stderr)
         return _json_error(args, interrupts.describe(e), interrupts.exit_code(e))
     except BrokenPipeError:  # the reader of stdout quit (`| head`): nobody is left to tell, as for other tools
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the flush at exit cannot fail again
@@ -91,9 +91,10 @@ def _json_error(args: argparse.Namespace | None, message: str, code: int) -> int
     return code
 
 
-def _end_progress_line() -> None:
-    if "edgereason.cli.progress" in sys.modules:  # imported once a command ran; a bar may be open only then
-        sys.modules["edgereason.cli.progress"].end_line()
+def _end_progress_line() -> bool:
+    """Whether a progress line was open (and is now ended)."""
+    # imported once a command ran; a bar may be open only then
+    return "edgereason.cli.progress" in sys.modules and sys.modules["edgereason.cli.progress"].end_line()
 
 
 if __name__ == "__main__":

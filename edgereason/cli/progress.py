@@ -18,12 +18,14 @@ def redraw(line: str) -> None:
     _open_line = line
 
 
-def end_line() -> None:
-    """End the open progress line, if there is one."""
+def end_line() -> bool:
+    """End the open progress line, if there is one; whether there was."""
     global _open_line
-    if _open_line:
-        print(file=sys.stderr, flush=True)
-        _open_line = ""
+    if not _open_line:
+        return False
+    print(file=sys.stderr, flush=True)
+    _open_line = ""
+    return True
 
 
 def bar(label: str, width: int = 24) -> Callable[[int, int], None]:

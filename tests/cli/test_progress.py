@@ -52,3 +52,13 @@ def test_an_error_after_a_progress_bar_starts_a_line_of_its_own(monkeypatch, cap
     assert capsys.readouterr().err == "\rfeatures [##..] 1/2\nedgereason: error: the rollouts hold no steps\n"
     end_line()  # nothing is open any more: no newline
     assert capsys.readouterr().err == ""
+
+
+def test_a_stop_after_a_progress_bar_ends_its_line_once(monkeypatch, capsys) -> None:
+    def stopped_half_way(args) -> int:
+        bar("rollouts", width=4)(1, 2)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(models_cmd, "run_list", stopped_half_way)
+    assert main(["models", "list"]) == 130
+    assert capsys.readouterr().err == "\rrollouts [##..] 1/2\nedgereason: interrupted\n"  # no blank line
