@@ -32,6 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if sys.stdout is None:  # started with stdout closed (`>&-`): print() would drop the answer without a word
+        raise ConfigError("stdout is closed, so the answer would be lost; let it print, or redirect it to a file "
+                          "(> answer.txt)")
     problem = text.read_stdin() if args.problem == "-" else args.problem
     if not problem.strip():
         raise ConfigError("the problem is empty; pass the problem text (or - to read it from stdin)")

@@ -13,7 +13,8 @@
   bench submit there), the chat's history of such a problem, and bytes typed into the chat's terminal (they
   used to kill Textual's input thread: the app no longer quit). NUL becomes U+FFFD too (the generator's chat
   template cut the problem at it). A byte-order mark opening solve's stdin or a dataset is dropped (a dataset
-  saved on Windows was refused at line 1), and solve - with stdin closed is one error.
+  saved on Windows was refused at line 1), and solve - with stdin closed is one error, as is solve with stdout
+  closed (it searched, then dropped the answer and exited 0).
 - a history that cannot be written (a full disk, a file in the way): the chat says so under the answer and goes on.
 - an offline pull: the error names the model and its size, says the index cannot be reached, gives the exact
   command on a line of its own (not glued to the progress bar), and names no internal package and no "NAME".
@@ -226,6 +227,14 @@ def test_solve_reads_stdin_saved_with_a_byte_order_mark_or_closed(smollm2_path, 
                             text=True, timeout=300)
     assert closed.returncode == 2 and "Traceback" not in closed.stderr, closed.stderr
     assert json.loads(closed.stdout)["error"].startswith("stdin is closed")
+
+
+def test_solve_with_stdout_closed_says_so_instead_of_dropping_the_answer() -> None:
+    """print() to a closed stdout (`>&-`) does nothing: the search ran and exited 0 with its answer lost."""
+    closed = subprocess.run(f'"{sys.executable}" -m edgereason solve "What is 1+1?" >&-', shell=True,
+                            capture_output=True, text=True, timeout=300)
+    assert closed.returncode == 2 and "Traceback" not in closed.stderr, closed.stderr
+    assert closed.stderr.splitlines()[-1].startswith("edgereason: error: stdout is closed"), closed.stderr
 
 
 def test_dataset_saved_on_windows_loads(tmp_path) -> None:
