@@ -20,7 +20,7 @@ from edgereason.memory.prm import ProfiledPRM, llama_prm, torch_prm
 from edgereason.memory.sample import MAX_SAMPLE_KV_TOKENS, SAMPLE_KV_TOKENS, SAMPLE_PROBLEMS, sample_search
 from edgereason.memory.size import format_size, parse_size
 from edgereason.memory.split import SplitPlan, Workload, budget_error, plan_split
-from edgereason.memory.store import verifier_id
+from edgereason.memory.store import check_profile_path, verifier_id
 from edgereason.prm_choice import HF_PREFIX, PRMChoice, choose_prm
 
 PROFILE_VERSION = 1
@@ -104,6 +104,8 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "auto", budge
     choice = choose_prm(generator, prm, prm_format, prm_head)  # bad settings fail now, not after measuring
     fixed_budget = None if budget == "auto" else parse_size(budget)
     device = read_device(device_kind)
+    gen_id, ver_id = models.display_name(generator), verifier_id(choice.name, choice.format)
+    check_profile_path(device.device_id, gen_id, ver_id)  # the CLI saves the profile there
     if min(1 if beams is None else beams, width, requests, max_step_tokens, steps) <= 0:
         raise ConfigError("--beams, --width, --requests, --steps and --max-step-tokens must be positive")
     beams = DEFAULT_BEAMS[device.kind] if beams is None else beams
@@ -144,9 +146,8 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "auto", budge
         progress(f"sample search: {sample.step_tokens} tokens a step; KV in use at most "
                  f"{sample.generator_peak_tokens} generator, {sample.verifier_peak_tokens} PRM tokens")
     plan = plan_split(budget_bytes, gen_bpt, ver_bpt, gen_curve, ver_curve, workload)
-    return Profile(device, models.display_name(generator), verifier_id(choice.name, choice.format),
-                   threads or physical_cores(), budget_bytes, gen_bpt, ver_bpt, workload, gen_curve, ver_curve,
-                   plan)
+    return Profile(device, gen_id, ver_id, threads or physical_cores(), budget_bytes, gen_bpt, ver_bpt,
+                   workload, gen_curve, ver_curve, plan)
 
 
 def _open_prm(choice: PRMChoice, generator: str, gen_path: Path, gen_model: LlamaModel, device_kind: str,

@@ -48,6 +48,13 @@ def profile_path(device: str, generator: str, verifier: str) -> Path:
     return profiles_dir() / profile_name(device, generator, verifier)
 
 
+def check_profile_path(device: str, generator: str, verifier: str) -> None:
+    """Before minutes of measuring: no folder stands where the profile file goes (a file cannot replace one)."""
+    path = profile_path(device, generator, verifier)
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder where the profile goes; move it away")
+
+
 def write_profile(profile: dict, device: str, generator: str, verifier: str) -> Path:
     """Atomic: a start-up reading the file never sees half of it, and two profilers of one pair write whole
     files (the last one stays)."""

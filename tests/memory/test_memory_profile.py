@@ -12,7 +12,7 @@ from edgereason.errors import ConfigError
 from edgereason.memory import default_device_id, find_profile, verifier_id
 from edgereason.memory import device, profiler
 from edgereason.memory.profiler import MeasurePoints, run_profile
-from edgereason.memory.store import write_profile
+from edgereason.memory.store import profile_path, write_profile
 
 TINY = MeasurePoints(decode_seqs=(1, 2), decode_steps=2, prefill_tokens=(32, 64), prefill_reps=1)
 REQUIRED = {"generator_kv_tokens", "verifier_kv_tokens", "generator_kv_bytes", "verifier_kv_bytes",
@@ -141,6 +141,18 @@ def test_a_home_where_profiles_cannot_be_written_is_refused_before_measuring(tmp
     assert json.loads(out.out)["error"].startswith(f"cannot write memory profiles to {home / 'profiles'}: ")
     assert "set EDGEREASON_HOME to a folder you can write" in out.err and "generator decode" not in out.err
     assert home.read_text() == "a file where the cache should be"
+
+
+def test_a_folder_where_the_profile_goes_is_refused_before_measuring(home, smollm2_path, capsys):
+    """An IsADirectoryError traceback once the measuring was done, the profile lost and nothing on stdout."""
+    model = str(smollm2_path)
+    path = profile_path(default_device_id(), models.display_name(model), verifier_id(model, "judge"))
+    path.mkdir(parents=True)
+    assert main(["memory-profile", "--model", model, "--kv-budget", "64MiB", "--json"]) == 2
+    out = capsys.readouterr()
+    assert json.loads(out.out)["error"] == f"{path} is a folder where the profile goes; move it away"
+    assert "Traceback" not in out.err and "generator decode" not in out.err
+    assert path.is_dir() and not list(path.parent.glob(".*.tmp"))
 
 
 @pytest.mark.slow
