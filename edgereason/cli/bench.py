@@ -10,7 +10,7 @@ import argparse
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence, TypeVar
 
 from edgereason import __version__, interrupts
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
@@ -26,6 +26,8 @@ from edgereason.engine import prompt_ids
 from edgereason.errors import ConfigError
 from edgereason.policy import PRESETS, Policy
 from edgereason.session import SPLITS, Session, open_session
+
+T = TypeVar("T")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -76,9 +78,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--concurrency must be 0 (no limit) or more, got {args.concurrency}")
     problems = load_problems(args.dataset, args.limit, args.offset)
     policies = [policy_from(args, s) for s in _items(args.policies, "--policies")]
-    beams = [_int(b) for b in _items(args.beams, "--beams")]
+    beams = _values(args.beams, "--beams", _int)
     strategies = _items(args.strategy, "--strategy", allowed=STRATEGIES)
-    rates = [parse_rate(r) for r in _items(args.rate, "--rate")]
+    rates = _values(args.rate, "--rate", parse_rate)
     splits = _items(args.split, "--split", allowed=SPLITS)
     if len(splits) > 1 and args.kv_budget is None and args.gpu_memory is None:
         # without a budget each model gets --kv-tokens: the runs would be alike, labelled as different splits
@@ -167,6 +169,16 @@ def _items(text: str, flag: str, allowed: Sequence[str] | None = None) -> list[s
         raise ConfigError(f"{flag} names {', '.join(twice)} more than once; give each value once "
                           "(--repeat N runs every configuration N times)")
     return items
+
+
+def _values(text: str, flag: str, parse: Callable[[str], T]) -> list[T]:
+    """`_items` read as numbers, each number once: 0.5 and .5 would run one configuration twice, under one label."""
+    items = _items(text, flag)
+    values = [parse(s) for s in items]
+    if alike := [s for s, v in zip(items, values) if values.count(v) > 1]:
+        raise ConfigError(f"{flag} names one value twice ({' and '.join(alike)}); give each value once "
+                          "(--repeat N runs every configuration N times)")
+    return values
 
 
 def _int(text: str) -> int:

@@ -96,6 +96,17 @@ def test_a_value_named_twice_is_a_clear_error_before_any_work(tmp_path, capsys, 
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("flag, values, alike", [("--rate", "0.5,2,.5", "0.5 and .5"), ("--rate", "inf,Infinity",
+                                                                                   "inf and Infinity"),
+                                                  ("--beams", "4,04", "4 and 04")])
+def test_one_value_spelled_twice_is_a_clear_error_before_any_work(tmp_path, capsys, gsm8k_path, flag, values, alike):
+    """Ran the configuration twice under one label: the tables showed two rows alike, --compare averaged them."""
+    rc = main(["bench", "--dataset", str(gsm8k_path), flag, values, "--out", str(tmp_path / "o")])
+    assert rc == 2
+    assert f"{flag} names one value twice ({alike})" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def test_unknown_split_is_a_clear_error(tmp_path, capsys, gsm8k_path):
     rc = main(["bench", "--dataset", str(gsm8k_path), "--split", "even,half", "--out", str(tmp_path / "o")])
     assert rc == 2
