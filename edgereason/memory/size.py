@@ -27,7 +27,10 @@ def parse_size(text: str) -> int:
     unit = match and _UNITS.get(match.group(2).lower())
     if not match or unit is None:
         raise ConfigError(f"not a size: {text!r}; write e.g. 24MiB, 1.5GiB or 512M")
-    size = int(float(match.group(1)) * unit)
+    value = float(match.group(1)) * unit
+    if math.isinf(value):  # over 308 digits: int() of it would be an OverflowError traceback
+        raise ConfigError(f"size {text[:20]!r}... is too large; write e.g. 24MiB, 1.5GiB or 512M")
+    size = int(value)
     if size <= 0:
         raise ConfigError(f"size must be positive, got {text!r}")
     return size
