@@ -126,11 +126,14 @@ def run(args: argparse.Namespace) -> int:
 
 def _finish(out: Path, config: dict, runs: list[dict], no_plots: bool) -> None:
     write_results(out, config, runs)
+    print_table(runs, sys.stdout)
     if not no_plots:
         from edgereason.bench.plots import write_plots  # matplotlib only when plots are drawn
 
-        write_plots(out, runs)
-    print_table(runs, sys.stdout)
+        try:
+            write_plots(out, runs)
+        except OSError as e:  # a folder in the way, a full disk: the results are written, so a note, not an error
+            print(f"edgereason: note: the plots were not written ({e.strerror}: {e.filename})", file=sys.stderr)
     print(f"results in {out}/results.json", file=sys.stderr)
 
 

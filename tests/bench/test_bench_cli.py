@@ -35,6 +35,20 @@ def test_bench_smollm2_two_problems(tmp_path, capsys, gsm8k_path):
     assert "edge" in capsys.readouterr().out
 
 
+def test_plots_that_cannot_be_written_are_a_note_after_the_table(tmp_path, capsys, gsm8k_path):
+    """A folder where a plot goes was an IsADirectoryError traceback after every run, and no table."""
+    out = tmp_path / "bench"
+    (out / "throughput_goodput.png").mkdir(parents=True)
+    rc = main(["bench", "--dataset", str(gsm8k_path), "--limit", "1", "--policies", "baseline", "--beams", "2",
+               "--width", "2", "--max-steps", "1", "--max-step-tokens", "8", "--kv-tokens", "2048",
+               "--model", "smollm2-135m", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert rc == 0 and "Traceback" not in captured.err and "baseline" in captured.out
+    note = f"edgereason: note: the plots were not written (Is a directory: {out}/throughput_goodput.png)"
+    assert note in captured.err
+    assert json.loads((out / "results.json").read_text())["runs"][0]["problems"] == 1
+
+
 def test_missing_dataset_is_a_clear_error(tmp_path, capsys):
     rc = main(["bench", "--dataset", str(tmp_path / "none.jsonl"), "--policies", "baseline",
                "--out", str(tmp_path / "o")])
