@@ -10,12 +10,13 @@
 # Settings (environment): GENERATOR (qwen2.5-coder-0.5b), BACKBONES ("qwen2.5-coder-0.5b qwen2.5-coder-1.5b"),
 #   RANK_WEIGHTS ("0 1 4"), SHARDS (eval processes, 16), PER_SHARD (problems each, 13), CONFIGS (eval order; names
 #   of the flags table below: beam-new, beam-new-edge, bo8-new, bo8-judge, greedy, beam-old, and for a backbone BB
-#   other than the generator beam-BB, beam-BB-edge, shipped-BB), GPUS (1; more: process k runs on GPU k % GPUS)
+#   other than the generator beam-BB, beam-BB-edge, shipped-BB), GPUS (1; more: process k runs on GPU k % GPUS),
+#   GPU_LAYERS (999; 0 for a dry run on a CPU build)
 set -uo pipefail
 rollouts=$1 data=$2 work=$3
 gen=${GENERATOR:-qwen2.5-coder-0.5b} backbones=${BACKBONES:-"qwen2.5-coder-0.5b qwen2.5-coder-1.5b"}
 here=$(cd "$(dirname "$0")" && pwd)
-G="--gpu-layers 999 --threads 1"
+G="--gpu-layers ${GPU_LAYERS:-999} --threads 1"
 mkdir -p "$work/heads" "$work/eval"
 gpus=${GPUS:-1}
 on_gpu() {  # K COMMAND...: run COMMAND on GPU K % GPUS (with one GPU, leave CUDA_VISIBLE_DEVICES as it is)
