@@ -17,7 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_list, json=False)  # `edgereason models` alone lists them
     msub = p.add_subparsers(dest="models_cmd", metavar="{list,pull,path}")
     lp = msub.add_parser("list", help="the registry and what is cached")
-    lp.add_argument("--json", action="store_true")
+    lp.add_argument("--json", action="store_true",
+                    help="print one JSON object, {\"models\": [...]} (on a failure: error, exit_code)")
     lp.set_defaults(func=run_list)
     pp = msub.add_parser("pull", help="download, assemble and verify a model")
     pp.add_argument("name", choices=list(models.REGISTRY))
@@ -31,8 +32,8 @@ def run_list(args: argparse.Namespace) -> int:
     rows = [{"name": s.name, "cached": models.is_cached(s), "path": str(models.cache_path(s)),
              "default": s.name == models.DEFAULT_MODEL, "description": s.description}
             for s in models.REGISTRY.values()]
-    if args.json:
-        print(json.dumps(rows, indent=2))
+    if args.json:  # one object, as every --json prints, failures included: a script reads one shape
+        print(json.dumps({"models": rows}, indent=2))
         return 0
     for r in rows:
         mark = "*" if r["default"] else " "
