@@ -93,9 +93,10 @@ def check_gguf(path: Path, role: str = "model", fix: str = "re-download or pull 
     """Fail early, with a clear message, on a missing, empty or non-GGUF file. `role` names the file in the
     message ("model", "PRM"), so the user knows which flag to fix; `fix` says how to get a good file."""
     if not path.exists():
-        raise ModelError(f"{role} file not found: {path}")
+        raise ModelError(f"{role} file not found: {path}; check the path, or name one of {', '.join(REGISTRY)}")
     if not path.is_file():
-        raise ModelError(f"{role} path is not a file: {path}")
+        kind = "a folder" if path.is_dir() else "not a regular file"
+        raise ModelError(f"{role} path {path} is {kind}; give the path of a .gguf file")
     try:
         with path.open("rb") as f:
             magic = f.read(4)
@@ -261,13 +262,20 @@ def resolve(name_or_path: str, allow_pull: bool = True,
         path = cache_path(spec)
         fix = f"run: edgereason models pull {spec.name}"
     else:
-        path = Path(name_or_path).expanduser()
-        if path.suffix.lower() != ".gguf" and not path.exists():
+        if not _names_a_file(name_or_path):
             raise ConfigError(f"unknown {role} {name_or_path!r}; known: {', '.join(REGISTRY)} "
-                             "(or give a path to a .gguf file)")
+                              "(or give a path to a .gguf file)")
+        path = Path(name_or_path).expanduser()
         fix = "re-download it or pick another model"
     check_gguf(path, role, fix)
     return path
+
+
+def _names_a_file(name: str) -> bool:
+    """A path, not a registry name: it has a folder or ~ in it, ends in .gguf, or is there on disk. A missing file
+    is a missing model file (exit 1) however it is spelled; only a bare word outside the registry is an unknown
+    name (exit 2)."""
+    return "/" in name or name.startswith(("~", ".")) or name.lower().endswith(".gguf") or Path(name).exists()
 
 
 def display_name(name_or_path: str) -> str:

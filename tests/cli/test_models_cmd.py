@@ -35,3 +35,35 @@ def test_list_json_is_one_object_as_every_other_json_output(tmp_path) -> None:
     assert not any(m["cached"] for m in listed["models"])
     assert [m["path"] for m in listed["models"]] == [str(tmp_path / "home" / "models" / s.filename)
                                                      for s in models.REGISTRY.values()]
+
+
+def one_error_line(proc: subprocess.CompletedProcess, code: int) -> str:
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == code and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout == ""
+    return lines[0]
+
+
+@pytest.mark.parametrize("spelled", ["{tmp}/missing.gguf", "{tmp}/missing", "{tmp}/sub/model.bin", "./missing",
+                                     "~/edgereason-no-such-model"])
+def test_path_of_a_missing_file_is_a_missing_model_file_however_spelled(tmp_path, spelled) -> None:
+    """`models path /missing.gguf` exited 1 "not found", `/missing` 2 "unknown model '/missing'": both are files
+    that are not there, which the project's rule makes 1 (2 is for a bare name outside the registry)."""
+    name = spelled.format(tmp=tmp_path)
+    line = one_error_line(models_cli(tmp_path / "home", "path", name), 1)
+    assert line.startswith(f"edgereason: error: model file not found: {Path(name).expanduser()}; check the path, "
+                           f"or name one of {', '.join(models.REGISTRY)}"), line
+
+
+@pytest.mark.parametrize("name", ["nosuch", "SmolLM2-135M", "qwen2.5", " smollm2-135m"])
+def test_a_bare_name_outside_the_registry_is_an_unknown_name(tmp_path, name) -> None:
+    line = one_error_line(models_cli(tmp_path / "home", "path", name), 2)
+    assert line == (f"edgereason: error: unknown model {name!r}; known: {', '.join(models.REGISTRY)} (or give a "
+                    "path to a .gguf file)")
+
+
+def test_a_folder_in_place_of_a_gguf_is_called_a_folder(tmp_path) -> None:
+    folder = tmp_path / "model.gguf"
+    folder.mkdir()
+    line = one_error_line(models_cli(tmp_path / "home", "path", str(folder)), 1)
+    assert line == f"edgereason: error: model path {folder} is a folder; give the path of a .gguf file"
