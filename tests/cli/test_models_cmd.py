@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,11 +18,16 @@ from edgereason import models
 OFFLINE_INDEX = "http://127.0.0.1:9/"  # the discard port: nothing listens
 
 
-def models_cli(home: Path, *args: str) -> subprocess.CompletedProcess:
+def models_cli(home: Path, *args: str, permissions: bool = False) -> subprocess.CompletedProcess:
+    """`edgereason models ARGS`; permissions: file permissions hold, as root too."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     env.update(EDGEREASON_HOME=str(home), PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL=OFFLINE_INDEX, PIP_RETRIES="0")
-    return subprocess.run([sys.executable, "-m", "edgereason", "models", *args], capture_output=True, text=True,
-                          env=env, timeout=300)
+    command = [sys.executable, "-m", "edgereason", "models", *args]
+    if permissions and os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            pytest.skip("root bypasses file permissions, and setpriv is not here to drop that")
+        command = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *command]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
 
 
 def test_list_json_is_one_object_as_every_other_json_output(tmp_path) -> None:
@@ -67,3 +73,45 @@ def test_a_folder_in_place_of_a_gguf_is_called_a_folder(tmp_path) -> None:
     folder.mkdir()
     line = one_error_line(models_cli(tmp_path / "home", "path", str(folder)), 1)
     assert line == f"edgereason: error: model path {folder} is a folder; give the path of a .gguf file"
+
+
+@pytest.fixture()
+def locked(tmp_path):
+    """A folder nobody may search, with the cache in it."""
+    folder = tmp_path / "locked"
+    (folder / "models").mkdir(parents=True)
+    folder.chmod(0)
+    yield folder
+    folder.chmod(0o755)
+
+
+@pytest.mark.parametrize("args", [["list"], ["list", "--json"], ["path", "smollm2-135m"], ["pull", "smollm2-135m"]])
+def test_a_cache_that_cannot_be_searched_is_one_line(locked, args) -> None:
+    """A PermissionError traceback from every models command before."""
+    proc = models_cli(locked, *args, permissions=True)
+    message = (f"cannot read the model cache {locked / 'models'}: Permission denied; set EDGEREASON_HOME to a "
+               "folder you can read and write")
+    if "--json" in args:
+        assert json.loads(proc.stdout) == {"error": message, "exit_code": 2}
+        proc.stdout = ""
+    assert one_error_line(proc, 2) == f"edgereason: error: {message}"
+
+
+def test_a_file_in_a_folder_that_cannot_be_searched_is_one_line(tmp_path, locked) -> None:
+    proc = models_cli(tmp_path / "home", "path", str(locked / "model.gguf"), permissions=True)
+    assert one_error_line(proc, 1) == (f"edgereason: error: cannot read model file {locked / 'model.gguf'}: "
+                                       "Permission denied; check the path and the permissions of its folders")
+
+
+@pytest.mark.parametrize("name", ["a" * 300 + ".gguf", "b" * 300], ids=["gguf", "bare"])
+def test_a_name_too_long_for_the_file_system_is_one_line(tmp_path, name) -> None:
+    """An OSError (File name too long) traceback before."""
+    line = one_error_line(models_cli(tmp_path / "home", "path", name), 1)
+    assert line.startswith(f"edgereason: error: cannot read model file {name}: File name too long; "), line
+
+
+def test_a_symlink_loop_is_not_called_missing(tmp_path) -> None:
+    loop = tmp_path / "loop.gguf"
+    loop.symlink_to(loop)
+    line = one_error_line(models_cli(tmp_path / "home", "path", str(loop)), 1)
+    assert line.startswith(f"edgereason: error: cannot read model file {loop}: Too many levels of symbolic links"), line
