@@ -23,8 +23,7 @@ from typing import Callable, Iterator
 
 from edgereason.errors import ConfigError, ModelError
 from edgereason.files import make_writable_folder
-
-GGUF_MAGIC = b"GGUF"
+from edgereason.gguf_file import GGUF_MAGIC, GGUFFormatError, expected_size
 
 
 @dataclass(frozen=True)
@@ -105,9 +104,11 @@ def _file_mode(path: Path) -> int | None:
         return None
 
 
-def check_gguf(path: Path, role: str = "model", fix: str = "re-download or pull it again") -> None:
+def check_gguf(path: Path, role: str = "model", fix: str = "re-download or pull it again",
+               whole: bool = False) -> None:
     """Fail early, with a clear message, on a missing, empty or non-GGUF file. `role` names the file in the
-    message ("model", "PRM"), so the user knows which flag to fix; `fix` says how to get a good file."""
+    message ("model", "PRM"), so the user knows which flag to fix; `fix` says how to get a good file. whole: also
+    a file cut short, for a caller that loads nothing (llama.cpp finds those as it loads)."""
     try:
         mode = _file_mode(path)
     except OSError as e:
@@ -125,6 +126,18 @@ def check_gguf(path: Path, role: str = "model", fix: str = "re-download or pull 
         raise ModelError(f"cannot read {role} file {path}: {e.strerror or e}; check its permissions") from None
     if magic != GGUF_MAGIC:
         raise ModelError(f"{role} {path} is not a GGUF file (corrupt or wrong format); {fix}")
+    if whole:
+        _check_whole(path, role, fix)
+
+
+def _check_whole(path: Path, role: str, fix: str) -> None:
+    try:
+        need = expected_size(path)
+    except GGUFFormatError as e:
+        raise ModelError(f"{role} {path} is damaged or cut short ({e}); {fix}") from None
+    if (size := path.stat().st_size) < need:
+        raise ModelError(f"{role} {path} is cut short: {size:,} of the {need:,} bytes its header describes (a copy "
+                         f"or download that stopped?); {fix}")
 
 
 def _sha256(path: Path, progress: Callable[[int], None] | None = None) -> str:
@@ -269,9 +282,10 @@ def spec_for(name: str) -> ModelSpec:
 
 
 def resolve(name_or_path: str, allow_pull: bool = True,
-            progress: Callable[[str, int, int], None] | None = None, role: str = "model") -> Path:
+            progress: Callable[[str, int, int], None] | None = None, role: str = "model",
+            whole: bool = False) -> Path:
     """A registry name or a path to a local .gguf -> a checked local GGUF path. `role` ("model", "PRM") names
-    it in errors."""
+    it in errors; whole: check_gguf's."""
     if not name_or_path.strip():  # Path("") is the current folder: "path is not a file: ."
         raise ConfigError(f"the {role} name is empty; name one of {', '.join(REGISTRY)} or give a path to a .gguf file")
     if name_or_path in REGISTRY:
@@ -288,7 +302,7 @@ def resolve(name_or_path: str, allow_pull: bool = True,
                               "(or give a path to a .gguf file)")
         path = Path(name_or_path).expanduser()
         fix = "re-download it or pick another model"
-    check_gguf(path, role, fix)
+    check_gguf(path, role, fix, whole)
     return path
 
 

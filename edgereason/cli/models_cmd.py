@@ -51,7 +51,8 @@ def run_pull(args: argparse.Namespace) -> int:
 
 def run_path(args: argparse.Namespace) -> int:
     announce_pull(args.name)
-    print(models.resolve(args.name, progress=pull_progress))
+    # whole: nothing here loads the model to find a file cut short, and the path goes to programs that would
+    print(models.resolve(args.name, progress=pull_progress, whole=True))
     return 0
 
 

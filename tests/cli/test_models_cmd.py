@@ -115,3 +115,31 @@ def test_a_symlink_loop_is_not_called_missing(tmp_path) -> None:
     loop.symlink_to(loop)
     line = one_error_line(models_cli(tmp_path / "home", "path", str(loop)), 1)
     assert line.startswith(f"edgereason: error: cannot read model file {loop}: Too many levels of symbolic links"), line
+
+
+@pytest.mark.parametrize("keep", [4096, -1], ids=["in-header", "one-byte-short"])
+def test_path_refuses_a_gguf_cut_short(tmp_path, smollm2_path, keep) -> None:
+    """Only the first four bytes were checked: the path of a cut copy was printed, exit 0, for a program to fail
+    on later (README: `--model $(edgereason models path ...)`)."""
+    cut = tmp_path / "cut.gguf"
+    with smollm2_path.open("rb") as whole:
+        cut.write_bytes(whole.read(keep if keep > 0 else smollm2_path.stat().st_size + keep))
+    line = one_error_line(models_cli(tmp_path / "home", "path", str(cut)), 1)
+    assert line.startswith(f"edgereason: error: model {cut} is "), line
+    assert line.endswith("; re-download it or pick another model"), line
+
+
+def test_path_of_a_cached_model_cut_short_names_the_pull_that_mends_it(tmp_path, smollm2_path) -> None:
+    cached = tmp_path / "home" / "models" / smollm2_path.name
+    cached.parent.mkdir(parents=True)
+    with smollm2_path.open("rb") as whole:
+        cached.write_bytes(whole.read(50_000_000))
+    line = one_error_line(models_cli(tmp_path / "home", "path", "smollm2-135m"), 1)
+    size = smollm2_path.stat().st_size
+    assert line == (f"edgereason: error: model {cached} is cut short: 50,000,000 of the {size:,} bytes its header "
+                    "describes (a copy or download that stopped?); run: edgereason models pull smollm2-135m")
+
+
+def test_path_prints_a_whole_model(tmp_path, smollm2_path) -> None:
+    proc = models_cli(tmp_path / "home", "path", str(smollm2_path))
+    assert proc.returncode == 0 and proc.stdout == f"{smollm2_path}\n", proc.stderr
