@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from edgereason import models
 from edgereason.cli.common import pull_progress
+
+
+PATH_JSON_HELP = "print one JSON object, {\"name\": ..., \"path\": ...} (on a failure: error, exit_code)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,9 +26,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     lp.set_defaults(func=run_list)
     pp = msub.add_parser("pull", help="download, assemble and verify a model")
     pp.add_argument("name", choices=list(models.REGISTRY))
+    pp.add_argument("--json", action="store_true", help=PATH_JSON_HELP)
     pp.set_defaults(func=run_pull)
     ph = msub.add_parser("path", help="print a model's local path (pulling it first if needed)")
     ph.add_argument("name", help="registry name or .gguf path")
+    ph.add_argument("--json", action="store_true", help=PATH_JSON_HELP)
     ph.set_defaults(func=run_path)
 
 
@@ -45,15 +51,19 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_pull(args: argparse.Namespace) -> int:
     announce_pull(args.name)
-    print(models.pull(args.name, progress=pull_progress))
+    print_path(args, models.pull(args.name, progress=pull_progress))
     return 0
 
 
 def run_path(args: argparse.Namespace) -> int:
     announce_pull(args.name)
     # whole: nothing here loads the model to find a file cut short, and the path goes to programs that would
-    print(models.resolve(args.name, progress=pull_progress, whole=True))
+    print_path(args, models.resolve(args.name, progress=pull_progress, whole=True))
     return 0
+
+
+def print_path(args: argparse.Namespace, path: Path) -> None:
+    print(json.dumps({"name": args.name, "path": str(path)}) if args.json else path)
 
 
 def announce_pull(name: str) -> None:

