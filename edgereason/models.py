@@ -90,8 +90,8 @@ def is_cached(spec: ModelSpec) -> bool:
     try:
         mode = _file_mode(path)
     except OSError as e:  # a cache folder without search permission: no pull could write there either
-        raise ConfigError(f"cannot read the model cache {path.parent}: {e.strerror or e}; set EDGEREASON_HOME to a "
-                          "folder you can read and write") from None
+        raise ConfigError(f"cannot read the model cache {_shown(path.parent)}: {e.strerror or e}; set "
+                          "EDGEREASON_HOME to a folder you can read and write") from None
     return mode is not None and stat.S_ISREG(mode)
 
 
@@ -109,35 +109,44 @@ def check_gguf(path: Path, role: str = "model", fix: str = "re-download or pull 
     """Fail early, with a clear message, on a missing, empty or non-GGUF file. `role` names the file in the
     message ("model", "PRM"), so the user knows which flag to fix; `fix` says how to get a good file. whole: also
     a file cut short, for a caller that loads nothing (llama.cpp finds those as it loads)."""
+    shown = _shown(path)
     try:
         mode = _file_mode(path)
     except OSError as e:
-        raise ModelError(f"cannot read {role} file {path}: {e.strerror or e}; check the path and the permissions "
+        raise ModelError(f"cannot read {role} file {shown}: {e.strerror or e}; check the path and the permissions "
                          "of its folders") from None
     if mode is None:
-        raise ModelError(f"{role} file not found: {path}; check the path, or name one of {', '.join(REGISTRY)}")
+        raise ModelError(f"{role} file not found: {shown}; check the path, or name one of {', '.join(REGISTRY)}")
     if not stat.S_ISREG(mode):
         kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
-        raise ModelError(f"{role} path {path} is {kind}; give the path of a .gguf file")
+        raise ModelError(f"{role} path {shown} is {kind}; give the path of a .gguf file")
     try:
         with path.open("rb") as f:
             magic = f.read(4)
     except OSError as e:  # no read permission, a file on a lost mount
-        raise ModelError(f"cannot read {role} file {path}: {e.strerror or e}; check its permissions") from None
+        raise ModelError(f"cannot read {role} file {shown}: {e.strerror or e}; check its permissions") from None
     if magic != GGUF_MAGIC:
-        raise ModelError(f"{role} {path} is not a GGUF file (corrupt or wrong format); {fix}")
+        raise ModelError(f"{role} {shown} is not a GGUF file (corrupt or wrong format); {fix}")
     if whole:
         _check_whole(path, role, fix)
 
 
 def _check_whole(path: Path, role: str, fix: str) -> None:
+    shown = _shown(path)
     try:
         need = expected_size(path)
     except GGUFFormatError as e:
-        raise ModelError(f"{role} {path} is damaged or cut short ({e}); {fix}") from None
+        raise ModelError(f"{role} {shown} is damaged or cut short ({e}); {fix}") from None
     if (size := path.stat().st_size) < need:
-        raise ModelError(f"{role} {path} is cut short: {size:,} of the {need:,} bytes its header describes (a copy "
+        raise ModelError(f"{role} {shown} is cut short: {size:,} of the {need:,} bytes its header describes (a copy "
                          f"or download that stopped?); {fix}")
+
+
+def _shown(path: Path) -> str:
+    """A path as an error shows it: as given, or quoted with escapes where it holds a line break, a terminal
+    control sequence or bytes that are not UTF-8, so that the error stays one line and the terminal as it was."""
+    text = str(path)
+    return text if text.isprintable() else repr(text)
 
 
 def _sha256(path: Path, progress: Callable[[int], None] | None = None) -> str:
@@ -267,12 +276,12 @@ def prepare_cache(spec: ModelSpec) -> None:
         make_writable_folder(target.parent)
         mode = _file_mode(target)
     except OSError as e:  # $EDGEREASON_HOME is a file, or read-only
-        raise ConfigError(f"cannot write the model cache {target.parent}: {e.strerror or e}; set EDGEREASON_HOME "
-                          "to a folder you can write") from None
+        raise ConfigError(f"cannot write the model cache {_shown(target.parent)}: {e.strerror or e}; set "
+                          "EDGEREASON_HOME to a folder you can write") from None
     if mode is not None and not stat.S_ISREG(mode):
         kind = "a folder" if stat.S_ISDIR(mode) else "something other than a file"
-        raise ModelError(f"{target} is {kind}, where the model file of {spec.name} goes; move it away and run: "
-                         f"edgereason models pull {spec.name}")
+        raise ModelError(f"{_shown(target)} is {kind}, where the model file of {spec.name} goes; move it away and "
+                         f"run: edgereason models pull {spec.name}")
 
 
 def _cached_file_intact(spec: ModelSpec, progress: Callable[[str, int, int], None] | None) -> bool:

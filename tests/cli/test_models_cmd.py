@@ -200,3 +200,20 @@ def test_a_pull_that_cannot_write_its_file_is_not_announced(tmp_path, command, i
     message = in_the_way(tmp_path / "home")
     line = one_error_line(models_cli(tmp_path / "home", command, "smollm2-135m"), code)
     assert line.startswith(f"edgereason: error: {message}"), line
+
+
+@pytest.mark.parametrize("name", ["new\nline.gguf", "\x1b[2Jclear.gguf", "tab\there.gguf", "caf\udce9.gguf"],
+                         ids=["newline", "escape", "tab", "not-utf8"])
+def test_a_path_with_control_characters_is_quoted_on_one_line(tmp_path, name) -> None:
+    """A newline in the path split the error over two lines, and an escape sequence reached the terminal."""
+    path = tmp_path / name
+    proc = models_cli(tmp_path / "home", "path", str(path))
+    line = one_error_line(proc, 1)
+    assert line.startswith(f"edgereason: error: model file not found: {str(path)!r}; check the path"), line
+    assert "\x1b" not in proc.stderr and "\t" not in proc.stderr
+
+
+def test_an_odd_but_printable_path_is_shown_as_given(tmp_path) -> None:
+    path = tmp_path / "mödel with spaces ü.gguf"
+    line = one_error_line(models_cli(tmp_path / "home", "path", str(path)), 1)
+    assert line.startswith(f"edgereason: error: model file not found: {path}; check the path"), line
