@@ -290,7 +290,11 @@ def _cached_file_intact(spec: ModelSpec, progress: Callable[[str, int, int], Non
     label = f"{spec.name}: verify the cached file's sha256"
     if progress:
         progress(label, 0, 1)
-    intact = _sha256(cache_path(spec)) == spec.sha256
+    try:
+        intact = _sha256(cache_path(spec)) == spec.sha256
+    except OSError as e:  # no read permission, a failing disk: a new download would not mend either
+        raise ModelError(f"cannot read the cached model {_shown(cache_path(spec))}: {e.strerror or e}; check its "
+                         f"permissions, or delete it and run: edgereason models pull {spec.name}") from None
     if progress:
         progress(label, 1, 1)
     return intact

@@ -217,3 +217,16 @@ def test_an_odd_but_printable_path_is_shown_as_given(tmp_path) -> None:
     path = tmp_path / "mödel with spaces ü.gguf"
     line = one_error_line(models_cli(tmp_path / "home", "path", str(path)), 1)
     assert line.startswith(f"edgereason: error: model file not found: {path}; check the path"), line
+
+
+def test_pull_of_a_cached_model_it_cannot_read_is_one_line(tmp_path) -> None:
+    """Its sha256 check ended in a PermissionError traceback."""
+    cached = tmp_path / "home" / "models" / SMOLLM2_FILE
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"GGUF" + b"\0" * 64)
+    cached.chmod(0)
+    proc = models_cli(tmp_path / "home", "pull", "smollm2-135m", permissions=True)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[-1] == (f"edgereason: error: cannot read the cached model {cached}: Permission denied; check its "
+                         "permissions, or delete it and run: edgereason models pull smollm2-135m"), proc.stderr
