@@ -136,10 +136,12 @@ def check_gguf(path: Path, role: str = "model", fix: str = "re-download or pull 
 def _check_whole(path: Path, role: str, fix: str) -> None:
     shown = _shown(path)
     try:
-        need = expected_size(path)
+        need, size = expected_size(path), path.stat().st_size
     except GGUFFormatError as e:
         raise ModelError(f"{role} {shown} is damaged or cut short ({e}); {fix}") from None
-    if (size := path.stat().st_size) < need:
+    except OSError as e:  # a lost mount, a file system that cannot map files
+        raise ModelError(f"cannot read {role} file {shown}: {e.strerror or e}") from None
+    if size < need:
         raise ModelError(f"{role} {shown} is cut short: {size:,} of the {need:,} bytes its header describes (a copy "
                          f"or download that stopped?); {fix}")
 
