@@ -30,6 +30,7 @@ from edgereason.ui.screens import HelpScreen, HistoryScreen
 from edgereason.ui.state import SearchState
 from edgereason.ui.widgets.chat_log import ChatLog
 from edgereason.ui.widgets.detail import Detail
+from edgereason.ui.widgets.problem_input import ProblemInput
 from edgereason.ui.widgets.status_bar import StatusBar
 from edgereason.ui.widgets.tree_view import SearchTree
 
@@ -87,7 +88,7 @@ class ChatApp(App[None]):
             with Vertical(id="search"):
                 yield SearchTree()
                 yield Detail()
-        yield Input(placeholder="type a math problem and press Enter (F1: help, Ctrl+Q: quit)")
+        yield ProblemInput(placeholder="type a math problem and press Enter (F1: help, Ctrl+Q: quit)")
         yield StatusBar(self._models_line(), self._search_line())
         yield Footer()
 
