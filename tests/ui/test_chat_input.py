@@ -3,6 +3,7 @@ whole, and only as text."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from textual import events
@@ -20,8 +21,12 @@ from edgereason.ui.history import History
 TINY = SearchConfig(beams=2, width=2, max_steps=1, max_step_tokens=4)
 
 
-def fake_app(tmp_path: Path, generator: FakeGenerator | None = None) -> ChatApp:
+def fake_app(tmp_path: Path, generator: FakeGenerator | None = None,
+             loaded: threading.Event | None = None) -> ChatApp:
+    """loaded: the models load once it is set (at once without it)."""
     def session(progress) -> Session:
+        if loaded is not None:
+            loaded.wait(timeout=10)
         return Session(ModelSettings(), generator or FakeGenerator(), FakeVerifier(), Path("gen"), Path("prm"))
 
     return ChatApp(session, ModelSettings(model="fake"), TINY, Policy(), History(tmp_path / "history.jsonl"))
@@ -30,6 +35,11 @@ def fake_app(tmp_path: Path, generator: FakeGenerator | None = None) -> ChatApp:
 async def until_ready(pilot: Pilot) -> None:
     while pilot.app.query_one("StatusBar").phase != "ready":
         await pilot.pause(0.02)
+
+
+async def ask(pilot: Pilot, problem: str) -> None:
+    pilot.app.query_one(Input).value = problem
+    await pilot.press("enter")
 
 
 async def test_a_problem_pasted_over_several_lines_is_kept_whole(tmp_path) -> None:
@@ -42,4 +52,32 @@ async def test_a_problem_pasted_over_several_lines_is_kept_whole(tmp_path) -> No
         app.post_message(events.Paste("Janet has 3 ducks.\r\n\n  Each lays 2 eggs.\nHow many eggs?\n"))
         await pilot.pause()
         assert field.value == "Q: Janet has 3 ducks. Each lays 2 eggs. How many eggs?"
+        await pilot.press("ctrl+q")
+
+
+async def test_a_refused_problem_goes_back_into_the_input(tmp_path) -> None:
+    """A problem the generator cannot hold was refused with 'shorten the problem', and was gone from the input."""
+    app = fake_app(tmp_path, FakeGenerator(capacity=20))
+    async with app.run_test() as pilot:
+        await until_ready(pilot)
+        await ask(pilot, "What is 2 + 2? " * 40)
+        while app.searching:
+            await pilot.pause(0.02)
+        assert "shorten the problem" in str(app.query("ChatLog .error").last().render())
+        assert app.query_one(Input).value == ("What is 2 + 2? " * 40).strip()
+        assert app.query_one("StatusBar").phase == "ready"
+        await pilot.press("ctrl+q")
+
+
+async def test_what_was_typed_during_a_refused_search_stays(tmp_path) -> None:
+    loaded = threading.Event()
+    app = fake_app(tmp_path, FakeGenerator(capacity=20), loaded)
+    async with app.run_test() as pilot:
+        await ask(pilot, "What is 2 + 2?")  # while the models load: refused once they are
+        app.query_one(Input).value = "What is 3 + 3?"
+        loaded.set()
+        while app.searching:
+            await pilot.pause(0.02)
+        assert app.query("ChatLog .error")
+        assert app.query_one(Input).value == "What is 3 + 3?"
         await pilot.press("ctrl+q")
