@@ -16,7 +16,7 @@ from edgereason.config import SearchConfig
 from edgereason.policy import Policy
 from edgereason.session import ModelSettings, Session
 from edgereason.ui.app import ChatApp
-from edgereason.ui.history import History
+from edgereason.ui.history import History, HistoryEntry
 
 TINY = SearchConfig(beams=2, width=2, max_steps=1, max_step_tokens=4)
 
@@ -80,4 +80,46 @@ async def test_what_was_typed_during_a_refused_search_stays(tmp_path) -> None:
             await pilot.pause(0.02)
         assert app.query("ChatLog .error")
         assert app.query_one(Input).value == "What is 3 + 3?"
+        await pilot.press("ctrl+q")
+
+
+class EscapingGenerator(FakeGenerator):
+    """Every letter comes with escape sequences that clear the screen and set the terminal's title: a model can
+    generate ESC (it is one of a byte-level vocabulary's tokens)."""
+
+    def token_piece(self, token: int) -> bytes:
+        piece = super().token_piece(token)
+        return b"\x1b[2J\x1b]0;PWNED\x07" + piece if token > 1 else piece
+
+
+def escapes_on_screen(app: ChatApp) -> bool:
+    return "\x1b" in app.export_screenshot()
+
+
+async def test_escape_sequences_the_model_generates_are_shown_not_sent(tmp_path) -> None:
+    app = fake_app(tmp_path, EscapingGenerator())
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until_ready(pilot)
+        await ask(pilot, "What is 2 + 2?")
+        while app.searching:
+            await pilot.pause(0.02)
+        await pilot.pause()
+        assert "\x1b" in app.history.load()[0].steps[0]  # the model's text, kept as it came
+        shown = app.export_screenshot()
+        assert "␛[2J␛]0;PWNED␇" in shown and not escapes_on_screen(app)
+        await pilot.press("ctrl+q")
+
+
+async def test_escape_sequences_in_the_history_are_shown_not_sent(tmp_path) -> None:
+    app = fake_app(tmp_path)
+    app.history.append(HistoryEntry("2025-01-01 00:00:00", "What is 2 + 2?\x1b]0;PWNED\x07\x1b[2J", "4\x1b[5m",
+                                    "done", 0.5, ["2 + 2 = 4\x9b31m"], "m", "edge", 2, 2))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until_ready(pilot)
+        await pilot.press("f3")
+        await pilot.pause()
+        assert "PWNED" in app.export_screenshot() and not escapes_on_screen(app)
+        await pilot.press("enter")
+        assert app.query_one(Input).value == "What is 2 + 2?␛]0;PWNED␇␛[2J"
+        assert not escapes_on_screen(app)
         await pilot.press("ctrl+q")
