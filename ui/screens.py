@@ -53,8 +53,10 @@ class HelpScreen(ModalScreen[None]):
 class HistoryScreen(ModalScreen[str | None]):
     """Past problems, newest first; Enter returns the highlighted problem so the app can put it in the input."""
 
+    # min-width: an OptionList left no column for its text (a terminal under 18 columns) raised ValueError in
+    # Rich's line wrapping, which ended the chat
     DEFAULT_CSS = _modal_css("HistoryScreen") + """
-    HistoryScreen OptionList { width: 45%; }
+    HistoryScreen OptionList { width: 45%; min-width: 10; }
     HistoryScreen #history-entry { width: 1fr; padding: 0 1; }
     """
     BINDINGS = [Binding("escape,f3,q", "dismiss", "Close")]
