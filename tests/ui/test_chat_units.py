@@ -161,6 +161,14 @@ async def test_status_bar_keeps_live_counters_when_narrow() -> None:
         assert str(bar.render()) == "searching  gen qwen2.5-coder-0.5b · prm qwen2.5-coder-1.5b"
 
 
+async def test_status_bar_shows_a_kv_capacity_under_a_thousand_tokens() -> None:
+    """--kv-tokens 256 read "KV gen 0.3k/0k": more used than there was."""
+    async with BarApp().run_test(size=(160, 5)) as pilot:
+        bar = pilot.app.query_one(StatusBar)
+        bar.set_progress(Progress("r", 60, 3.0, 1, 250, 256, 40, 512, 0))
+        assert "KV gen 0.2k/0.3k prm 0.0k/0.5k" in str(bar.render())
+
+
 def test_search_line_names_a_width_only_where_the_strategy_has_one(tmp_path) -> None:
     def line(**search) -> str:
         return ChatApp(None, ModelSettings(model="m"), SearchConfig(**search), Policy(),
