@@ -30,6 +30,7 @@ from edgereason.ui.screens import HelpScreen, HistoryScreen
 from edgereason.ui.state import SearchState
 from edgereason.ui.widgets.chat_log import ChatLog
 from edgereason.ui.widgets.detail import Detail
+from edgereason.ui.widgets.problem_input import ProblemInput
 from edgereason.ui.widgets.status_bar import StatusBar
 from edgereason.ui.widgets.tree_view import SearchTree
 
@@ -87,7 +88,7 @@ class ChatApp(App[None]):
             with Vertical(id="search"):
                 yield SearchTree()
                 yield Detail()
-        yield Input(placeholder="type a math problem and press Enter (F1: help, Ctrl+Q: quit)")
+        yield ProblemInput(placeholder="type a math problem and press Enter (F1: help, Ctrl+Q: quit)")
         yield StatusBar(self._models_line(), self._search_line())
         yield Footer()
 
@@ -136,6 +137,8 @@ class ChatApp(App[None]):
     def on_runner_failed(self, message: RunnerFailed) -> None:
         if self.closing:
             return
+        if self.searching:
+            self._give_back_problem()
         self.searching = False
         self.query_one(ChatLog).add_note(message.error, error=True)
         if message.fatal:
@@ -143,6 +146,13 @@ class ChatApp(App[None]):
             self.query_one(StatusBar).set_phase("models failed to load")
         else:
             self.query_one(StatusBar).set_phase("ready")
+
+    def _give_back_problem(self) -> None:
+        """The problem that was not solved (too long for the model, say) goes back into the input, unless something
+        new was typed there meanwhile: the input was cleared on Enter, and the error says to shorten it."""
+        field = self.query_one(Input)
+        if self.state is not None and not field.value:
+            field.value = self.state.question
 
     def on_engine_event(self, message: EngineEvent) -> None:
         event, state = message.event, self.state

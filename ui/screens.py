@@ -10,6 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Markdown, OptionList, Static
 from textual.widgets.option_list import Option
 
+from edgereason.ui.format import visible
 from edgereason.ui.history import HistoryEntry
 from edgereason.ui.latex import latex_to_text
 
@@ -52,8 +53,10 @@ class HelpScreen(ModalScreen[None]):
 class HistoryScreen(ModalScreen[str | None]):
     """Past problems, newest first; Enter returns the highlighted problem so the app can put it in the input."""
 
+    # min-width: an OptionList left no column for its text (a terminal under 18 columns) raised ValueError in
+    # Rich's line wrapping, which ended the chat
     DEFAULT_CSS = _modal_css("HistoryScreen") + """
-    HistoryScreen OptionList { width: 45%; }
+    HistoryScreen OptionList { width: 45%; min-width: 10; }
     HistoryScreen #history-entry { width: 1fr; padding: 0 1; }
     """
     BINDINGS = [Binding("escape,f3,q", "dismiss", "Close")]
@@ -74,7 +77,7 @@ class HistoryScreen(ModalScreen[str | None]):
                 return
             with Horizontal():
                 # Text, not a str: Textual reads a str as markup, and a problem with "[/]" in it raised MarkupError
-                yield OptionList(*[Option(Text(f"{e.time}  {' '.join(e.problem.split())[:60]}"), id=str(i))
+                yield OptionList(*[Option(Text(visible(f"{e.time}  {' '.join(e.problem.split())[:60]}")), id=str(i))
                                    for i, e in enumerate(self.entries)])
                 yield Markdown(id="history-entry")
 
@@ -82,10 +85,10 @@ class HistoryScreen(ModalScreen[str | None]):
         e = self.entries[event.option_index]
         answer = latex_to_text(e.answer) if e.answer else "(none)"
         steps = "\n".join(f"{i}. {' '.join(latex_to_text(s).split())}" for i, s in enumerate(e.steps, 1))
-        self.query_one("#history-entry", Markdown).update(
+        self.query_one("#history-entry", Markdown).update(visible(
             f"**{e.problem}**\n\nAnswer: **{answer}** ({e.status}, score "
             f"{'-' if e.score is None else f'{e.score:.3f}'})\n\n{steps}\n\n"
-            f"*{e.model}, policy {e.policy}, beams {e.beams}, width {e.width}, {e.tokens} tokens, {e.wall_s} s*")
+            f"*{e.model}, policy {e.policy}, beams {e.beams}, width {e.width}, {e.tokens} tokens, {e.wall_s} s*"))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(self.entries[event.option_index].problem)

@@ -14,7 +14,7 @@ from edgereason.ui.app import ChatApp
 from edgereason.ui.history import History, HistoryEntry
 from edgereason.ui.latex import latex_to_text
 from edgereason.ui.relay import EventRelay
-from edgereason.ui.screens import HelpScreen
+from edgereason.ui.screens import HelpScreen, HistoryScreen
 from edgereason.ui.state import SearchState
 from edgereason.ui.widgets.status_bar import StatusBar
 from edgereason.ui.widgets.tree_view import SearchTree
@@ -161,6 +161,14 @@ async def test_status_bar_keeps_live_counters_when_narrow() -> None:
         assert str(bar.render()) == "searching  gen qwen2.5-coder-0.5b · prm qwen2.5-coder-1.5b"
 
 
+async def test_status_bar_shows_a_kv_capacity_under_a_thousand_tokens() -> None:
+    """--kv-tokens 256 read "KV gen 0.3k/0k": more used than there was."""
+    async with BarApp().run_test(size=(160, 5)) as pilot:
+        bar = pilot.app.query_one(StatusBar)
+        bar.set_progress(Progress("r", 60, 3.0, 1, 250, 256, 40, 512, 0))
+        assert "KV gen 0.2k/0.3k prm 0.0k/0.5k" in str(bar.render())
+
+
 def test_search_line_names_a_width_only_where_the_strategy_has_one(tmp_path) -> None:
     def line(**search) -> str:
         return ChatApp(None, ModelSettings(model="m"), SearchConfig(**search), Policy(),
@@ -168,3 +176,20 @@ def test_search_line_names_a_width_only_where_the_strategy_has_one(tmp_path) -> 
 
     assert line(strategy="best-of-n", beams=8).endswith("best-of-n beams 8")
     assert line(strategy="beam", beams=8, width=4).endswith("beam beams 8 width 4")
+
+
+class HistoryApp(App[None]):
+    def on_mount(self) -> None:
+        self.push_screen(HistoryScreen([HistoryEntry("2025-01-01 00:00:00", "What is 2 + 2?", "4", "done")]))
+
+
+async def test_history_survives_a_very_narrow_terminal() -> None:
+    """Under 18 columns the history list had no column left for its text: Rich's wrapping raised ValueError."""
+    app = HistoryApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        for width in (40, 17, 10, 1, 80):
+            await pilot.resize_terminal(width, 10)
+            await pilot.pause()
+            assert isinstance(app.screen, HistoryScreen) and app.is_running
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HistoryScreen)

@@ -9,7 +9,9 @@ from edgereason.events import Progress
 
 
 def _kv(used: int, capacity: int) -> str:
-    return f"{used / 1000:.1f}k/{capacity / 1000:.0f}k"
+    # whole thousands for a capacity, but under 1000 tokens (--kv-tokens 256) that read "0.3k/0k"
+    places = 1 if capacity < 1000 else 0
+    return f"{used / 1000:.1f}k/{capacity / 1000:.{places}f}k"
 
 
 class StatusBar(Static):

@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
+from edgereason.ui.format import visible
 from edgereason.ui.latex import latex_to_text
 from edgereason.ui.state import SearchState, StepView
 
@@ -24,7 +25,7 @@ PREVIEW = 64
 def node_label(node: StepView, best: bool) -> Text:
     glyph, style = LOOK.get(node.status, ("·", ""))  # a status newer than this table still renders
     score = f"{node.score:.2f}" if node.score is not None else " -- "
-    preview = " ".join(latex_to_text(node.text).split())
+    preview = " ".join(visible(latex_to_text(node.text)).split())
     preview = preview[:PREVIEW - 1] + "…" if len(preview) > PREVIEW else preview
     label = Text.assemble((f"{glyph} ", style), (score, "bold" if best else ""), " ",
                           (preview or node.status, "dim italic" if not preview else ""))
