@@ -97,6 +97,9 @@ class SearchRunner:
         except EdgeReasonError as e:
             self._post(RunnerFailed(str(e)))
             return
+        except Exception as e:  # a bug, not the user's problem: if it ended the worker, the UI would search forever
+            self._post(RunnerFailed(f"the search could not start: {e!r}"))
+            return
         try:
             while engine.busy:
                 if self._cancel.is_set() or self._stop.is_set():

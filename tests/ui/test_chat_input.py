@@ -123,3 +123,37 @@ async def test_escape_sequences_in_the_history_are_shown_not_sent(tmp_path) -> N
         assert app.query_one(Input).value == "What is 2 + 2?␛]0;PWNED␇␛[2J"
         assert not escapes_on_screen(app)
         await pilot.press("ctrl+q")
+
+
+async def until_idle(pilot: Pilot, timeout_s: float = 10.0) -> None:
+    """Until the search ends; a search that never ends fails the test instead of hanging it."""
+    for _ in range(int(timeout_s / 0.02)):
+        if not pilot.app.searching:
+            return
+        await pilot.pause(0.02)
+    raise AssertionError(f"still searching after {timeout_s} s")
+
+
+class BrokenTokenizer(FakeGenerator):
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        if "break" in text:
+            raise RuntimeError("tokenizer bug")
+        return super().tokenize(text, special)
+
+
+async def test_a_search_that_cannot_start_leaves_the_chat_usable(tmp_path) -> None:
+    """An error other than the engine's own refusals ended the worker thread in silence: the status bar said
+    'searching' for good and no later problem was ever solved."""
+    app = fake_app(tmp_path, BrokenTokenizer())
+    async with app.run_test() as pilot:
+        await until_ready(pilot)
+        await ask(pilot, "please break")
+        await until_idle(pilot)
+        assert "the search could not start: RuntimeError('tokenizer bug')" in str(
+            app.query("ChatLog .error").last().render())
+        assert app.query_one("StatusBar").phase == "ready"
+        app.query_one(Input).value = ""
+        await ask(pilot, "What is 2 + 2?")
+        await until_idle(pilot)
+        assert app.state is not None and app.state.result is not None
+        await pilot.press("ctrl+q")
