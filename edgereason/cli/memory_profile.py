@@ -14,7 +14,6 @@ from edgereason.cli.common import beam_count, pull_progress
 from edgereason.errors import ConfigError
 from edgereason.memory.device import DEVICE_KINDS
 from edgereason.memory.profiler import Profile, run_profile
-from edgereason.memory.sample import SAMPLE_PROBLEMS
 from edgereason.memory.size import format_size
 from edgereason.memory.split import Prediction
 from edgereason.memory.store import check_profiles_dir, write_profile
@@ -102,6 +101,9 @@ def _check_plot(path: Path) -> None:
         raise ConfigError(f"--plot {path}: the folder {path.parent} does not exist")
     if not os.access(path.parent, os.W_OK):
         raise ConfigError(f"--plot {path}: cannot write in {path.parent}")
+    if path.exists() and not os.access(path, os.W_OK):  # a folder's permission does not cover its files
+        raise ConfigError(f"--plot {path}: the file is there and cannot be written; check its permissions or "
+                          "give another file name")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         require_one_cxx_runtime("--plot loads matplotlib", "drop --plot")
     profile = run_profile(args.model, args.prm, args.prm_format, args.kv_budget, args.device, args.threads,
                           args.beams, args.max_step_tokens, args.width, args.requests, args.steps,
-                          tuple(args.problem or SAMPLE_PROBLEMS), progress=_progress, pull_progress=pull_progress,
+                          tuple(args.problem or ()), progress=_progress, pull_progress=pull_progress,
                           prm_head=args.prm_head)
     data = profile.to_dict()
     path = write_profile(data, profile.device.device_id, profile.generator, profile.verifier)

@@ -27,22 +27,23 @@ class ProfiledPRM:
     bytes_per_token: int
     weights_bytes: int  # on the device, besides the generator's (0 when the generator's weights serve both)
     open_verifier: Callable[[int], Any]  # KV tokens -> a Verifier for the sample search; the caller closes it
-    head_tokens: Callable[[Any, str], int]  # (a verifier it opened, question) -> tokens of the question's head
+    head_tokens: Callable[[str], int]  # question -> tokens of its head (no KV cache needed: checked before measuring)
     measure: Callable[[Sequence[int], int, int | None, Progress | None], Curve]  # the prefill curve
 
 
 def llama_prm(model: Any, path: Path, same_as_generator: bool, fmt: str, head: ValueHead | None,
               n_threads: int | None) -> ProfiledPRM:
     from edgereason.backends.llamacpp import LlamaVerifier
-    from edgereason.backends.prm_format import prm_format
+    from edgereason.backends.prm_format import prm_format, prompt_for
 
     prompt = prm_format(fmt)
+    ver_prompt = prompt_for(prompt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True))  # as the verifier
 
     def open_verifier(kv_tokens: int) -> Any:
         return LlamaVerifier(model, prompt, kv_tokens, n_threads=n_threads, head=head)
 
     return ProfiledPRM(model.kv_bytes_per_token, 0 if same_as_generator else path.stat().st_size, open_verifier,
-                       lambda ver, q: len(model.tokenize(ver.prompt.head(q), add_bos=model.add_bos)),
+                       lambda q: len(model.tokenize(ver_prompt.head(q), add_bos=model.add_bos)),
                        lambda points, reps, threads, progress: measure_prefill(model, points, reps, threads,
                                                                               progress))
 
@@ -63,5 +64,5 @@ def torch_prm(path: Path, fmt: str, head: ValueHead | None, device_kind: str, kv
         return time.perf_counter() - t0
 
     return ProfiledPRM(verifier.kv_bytes_per_token, tf.weights_bytes(path, device), lambda _kv: verifier,
-                       lambda ver, q: len(ver.tokens.head(q)),
+                       lambda q: len(verifier.tokens.head(q)),
                        lambda points, reps, _threads, progress: prefill_curve(one_call, points, reps, progress))

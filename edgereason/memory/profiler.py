@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from statistics import mean
 from typing import Callable
 
 from edgereason import models
@@ -17,9 +18,10 @@ from edgereason.gpu import DEFAULT_TOP_K, device_top_k
 from edgereason.memory.device import DeviceInfo, auto_budget, read_device
 from edgereason.memory.measure import Curve, Progress, measure_decode
 from edgereason.memory.prm import ProfiledPRM, llama_prm, torch_prm
-from edgereason.memory.sample import MAX_SAMPLE_KV_TOKENS, SAMPLE_KV_TOKENS, SAMPLE_PROBLEMS, sample_search
+from edgereason.memory.sample import (SAMPLE_PROBLEMS, SEQ_SLOTS, check_sequences, prompt_lengths, sample_kv_tokens,
+                                      sample_problems, sample_search)
 from edgereason.memory.size import format_size, parse_size
-from edgereason.memory.split import SplitPlan, Workload, budget_error, plan_split
+from edgereason.memory.split import SplitPlan, Workload, budget_error, plan_split, problem_budget_error
 from edgereason.memory.store import check_profile_path, verifier_id
 from edgereason.prm_choice import HF_PREFIX, PRMChoice, choose_prm
 
@@ -95,10 +97,12 @@ def _round(x: float | None) -> float | None:
 def run_profile(generator: str, prm: str | None, prm_format: str = "auto", budget: str = "auto",
                 device_kind: str = "cpu", threads: int | None = None, beams: int | None = None,
                 max_step_tokens: int = 96, width: int = 4, requests: int = 1, steps: int = 4,
-                problems: tuple[str, ...] = SAMPLE_PROBLEMS,
+                problems: tuple[str, ...] = (),
                 points: MeasurePoints | None = None, progress: Progress | None = None,
                 pull_progress: Callable[[str, int, int], None] | None = None,
                 prm_head: str | None = None) -> Profile:
+    """problems: the sample search's (the --problem texts); none: SAMPLE_PROBLEMS."""
+    given, problems = bool(problems), problems or SAMPLE_PROBLEMS
     if threads is not None and threads <= 0:
         raise ConfigError(f"--threads must be positive, got {threads}")
     choice = choose_prm(generator, prm, prm_format, prm_head)  # bad settings fail now, not after measuring
@@ -109,9 +113,12 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "auto", budge
     if min(1 if beams is None else beams, width, requests, max_step_tokens, steps) <= 0:
         raise ConfigError("--beams, --width, --requests, --steps and --max-step-tokens must be positive")
     beams = DEFAULT_BEAMS[device.kind] if beams is None else beams
+    check_sequences(beams, width, requests)  # first: the beams the next check suggests may be beyond the slots
     if beams % width:
+        fix = (f"pick --beams {width * max(1, beams // width)} or another --width" if width <= SEQ_SLOTS
+               else f"pick a --width that divides {beams}")  # no --beams of a multiple of it can run
         raise ConfigError(f"the modelled beam search of --beams {beams} cannot keep beams/width paths with --width "
-                          f"{width}: pick --beams {width * max(1, beams // width)} or another --width")
+                          f"{width}: {fix}")
     if not all(p.strip() for p in problems):
         raise ConfigError("a --problem is empty; give the text of a problem like those you solve")
     workload = Workload(beams=beams, width=width, requests=requests,
@@ -121,13 +128,14 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "auto", budge
         require_gpu("use --device cpu")
     n_gpu_layers = ALL_GPU_LAYERS if device.kind == "gpu" else 0
     gen_model = load_model(str(gen_path), n_gpu_layers)
+    lengths = prompt_lengths(gen_model, problems, requests)  # before the PRM loads
     prm = _open_prm(choice, generator, gen_path, gen_model, device.kind, n_gpu_layers, threads, requests,
                     pull_progress)
+    workload = _with_prompts(workload, problems, lengths, prm)
     gen_bpt, ver_bpt = gen_model.kv_bytes_per_token, prm.bytes_per_token
     budget_bytes = fixed_budget or auto_budget(device.free_bytes, gen_path.stat().st_size + prm.weights_bytes,
                                                gen_bpt, ver_bpt)
-    if budget_bytes < workload.min_budget_bytes(gen_bpt, ver_bpt):  # fail before minutes of measuring
-        raise budget_error(budget_bytes, gen_bpt, ver_bpt, workload)
+    _check_budget(budget_bytes, gen_bpt, ver_bpt, workload, given)  # fail before minutes of measuring
     if progress and budget_bytes > device.free_bytes:
         progress(f"warning: the budget is more than the {format_size(device.free_bytes)} free on this device")
     points = points or (GPU_POINTS if device.kind == "gpu" else MeasurePoints())
@@ -150,6 +158,26 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "auto", budge
                    workload, gen_curve, ver_curve, plan)
 
 
+def _with_prompts(w: Workload, problems: tuple[str, ...], lengths: list[int], prm: ProfiledPRM) -> Workload:
+    """The workload with the prompt and PRM head lengths of the problems its searches take (means, as the sample
+    search measures them), in place of the typical ones."""
+    chosen = sample_problems(range(len(problems)), w.requests)
+    heads = [prm.head_tokens(p) for p in problems]
+    return replace(w, prompt_tokens=round(mean(lengths[i] for i in chosen)),
+                   head_tokens=round(mean(heads[i] for i in chosen)))
+
+
+def _check_budget(budget_bytes: int, gen_bpt: int, ver_bpt: int, w: Workload, problems_given: bool) -> None:
+    """One path fits the budget. Where the budget would hold one of a typical problem, the --problem texts are
+    what is too long, and the error says so."""
+    if budget_bytes >= w.min_budget_bytes(gen_bpt, ver_bpt):
+        return
+    typical = replace(w, prompt_tokens=Workload.prompt_tokens, head_tokens=Workload.head_tokens)
+    if problems_given and budget_bytes >= typical.min_budget_bytes(gen_bpt, ver_bpt):
+        raise problem_budget_error(budget_bytes, gen_bpt, ver_bpt, w)
+    raise budget_error(budget_bytes, gen_bpt, ver_bpt, w)
+
+
 def _open_prm(choice: PRMChoice, generator: str, gen_path: Path, gen_model: LlamaModel, device_kind: str,
               n_gpu_layers: int, threads: int | None, requests: int,
               pull_progress: Callable[[str, int, int], None] | None) -> ProfiledPRM:
@@ -158,8 +186,7 @@ def _open_prm(choice: PRMChoice, generator: str, gen_path: Path, gen_model: Llam
     if choice.name.startswith(HF_PREFIX):
         name = choice.name[len(HF_PREFIX):]
         path = models.resolve(name, progress=pull_progress, role="PRM") if name in models.REGISTRY else Path(name)
-        kv_tokens = min(SAMPLE_KV_TOKENS * requests, MAX_SAMPLE_KV_TOKENS)
-        return torch_prm(path, choice.format, choice.head, device_kind, kv_tokens, threads)
+        return torch_prm(path, choice.format, choice.head, device_kind, sample_kv_tokens(requests), threads)
     if choice.name == generator:
         return llama_prm(gen_model, gen_path, True, choice.format, choice.head, threads)
     path = models.resolve(choice.name, progress=pull_progress, role="PRM")

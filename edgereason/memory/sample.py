@@ -11,13 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from statistics import mean
+from typing import Sequence, TypeVar
 
 from edgereason.backends.llamacpp import LlamaGenerator, LlamaModel
 from edgereason.config import SamplingParams, SearchConfig
-from edgereason.engine import Engine
+from edgereason.engine import Engine, prompt_ids
 from edgereason.errors import ConfigError
 from edgereason.memory.prm import ProfiledPRM
 from edgereason.policy import PRESETS
+from edgereason.text import clean
+
+T = TypeVar("T")
 
 SAMPLE_PROBLEMS = (
     "A baker makes 24 muffins in the morning and 18 in the afternoon. She sells 3/4 of them and gives 5 to a "
@@ -31,6 +35,79 @@ SAMPLE_PROBLEMS = (
 )
 SAMPLE_KV_TOKENS = 16384  # per search, roomy: the sample must not be shaped by a budget
 MAX_SAMPLE_KV_TOKENS = 65536  # llama.cpp allocates the whole cache up front
+SEQ_SLOTS = 256  # sequences the sample search's generator holds at once: llama.cpp's most (LLAMA_MAX_SEQ)
+
+
+def sample_kv_tokens(requests: int) -> int:
+    """KV tokens each model gets in a sample search of `requests` searches at once."""
+    return min(SAMPLE_KV_TOKENS * requests, MAX_SAMPLE_KV_TOKENS)
+
+
+def sample_problems(problems: Sequence[T], requests: int) -> list[T]:
+    """What each of the `requests` searches takes: the problems in turn."""
+    return [problems[i % len(problems)] for i in range(requests)]
+
+
+def check_sequences(beams: int, width: int, requests: int) -> None:
+    """Before any model loads. Every search holds a generator sequence from its submit on, and its first step
+    branches into `beams`: short of free slots the engine waits until it gives the search up, which the sample
+    search learnt only after the minutes of curves."""
+    if beams > SEQ_SLOTS:
+        fix = (f"pick --beams {width * (SEQ_SLOTS // width)} or fewer" if width <= SEQ_SLOTS
+               else f"pick a --width and --beams of at most {SEQ_SLOTS}")
+        raise ConfigError(f"--beams {beams} is more than one search can hold: the generator runs at most {SEQ_SLOTS} "
+                          f"sequences at once, one a beam; {fix}")
+    if requests + beams - 1 > SEQ_SLOTS:
+        raise ConfigError(f"--requests {requests} searches of {beams} beams need {requests + beams - 1} sequences at "
+                          f"once (one a search from its start, {beams - 1} more for the first to branch) but the "
+                          f"generator runs at most {SEQ_SLOTS}; pick --requests {SEQ_SLOTS - beams + 1} or fewer, or "
+                          "lower --beams")
+
+
+@dataclass(frozen=True)
+class _Prompter:
+    """What engine.prompt_ids reads of a generator, from the loaded model: no KV cache is made for it. Its KV
+    capacity is its trained context, so that only the context is checked there (the sample's KV is not set by
+    --kv-budget, which prompt_ids would advise)."""
+
+    model: LlamaModel
+
+    @property
+    def name(self) -> str:
+        return self.model.path.stem
+
+    @property
+    def context_length(self) -> int:
+        return self.model.n_ctx_train
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.model.n_ctx_train
+
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        return self.model.tokenize(text, add_bos=self.model.add_bos, special=special)
+
+    def apply_chat_template(self, messages: list[dict[str, str]]) -> str:
+        return self.model.apply_chat_template(messages, add_assistant=True)
+
+
+def prompt_lengths(gen_model: LlamaModel, problems: Sequence[str], requests: int) -> list[int]:
+    """The generator's prompt tokens of each problem, as a search submits it; ConfigError for one beyond the
+    generator's trained context or the sample search's KV (numbered when there are several). Tokenizing only: a
+    problem it cannot hold was refused after the minutes of curves before."""
+    kv_tokens = sample_kv_tokens(requests)
+    lengths = []
+    for i, problem in enumerate(problems, 1):
+        where = f"--problem {i}: " if len(problems) > 1 else ""
+        try:
+            n = len(prompt_ids(_Prompter(gen_model), clean(problem)))  # type: ignore[arg-type]
+        except ConfigError as e:
+            raise ConfigError(f"{where}{e}") from None
+        if n + 16 > kv_tokens:  # prompt_ids' margin
+            raise ConfigError(f"{where}the problem is {n} tokens but the sample search holds {kv_tokens} KV tokens; "
+                              "give a shorter problem, one like those you solve")
+        lengths.append(n)
+    return lengths
 
 
 @dataclass(frozen=True)
@@ -47,12 +124,12 @@ def sample_search(gen_model: LlamaModel, prm: ProfiledPRM, beams: int, width: in
                   problems: tuple[str, ...] = SAMPLE_PROBLEMS) -> WorkloadSample:
     """Run `requests` searches at once, the i-th on problems[i % len(problems)]. Step, prompt and head tokens are
     means over the searches; the peaks count them together."""
-    kv_tokens = min(SAMPLE_KV_TOKENS * requests, MAX_SAMPLE_KV_TOKENS)
-    gen = LlamaGenerator(gen_model, kv_tokens, n_threads=n_threads)
+    kv_tokens = sample_kv_tokens(requests)
+    gen = LlamaGenerator(gen_model, kv_tokens, n_threads=n_threads, n_seq_max=SEQ_SLOTS)
     ver = prm.open_verifier(kv_tokens)
     config = SearchConfig(beams=beams, width=width, max_steps=steps, max_step_tokens=max_step_tokens,
                           sampling=SamplingParams(seed=0))
-    chosen = [problems[i % len(problems)] for i in range(requests)]
+    chosen = sample_problems(problems, requests)
     try:
         engine = Engine(gen, ver, PRESETS["baseline"])
         reqs = [engine.submit(p, config) for p in chosen]
@@ -65,7 +142,7 @@ def sample_search(gen_model: LlamaModel, prm: ProfiledPRM, beams: int, width: in
             raise ConfigError(f"the sample search of {requests} x {beams} beams could not run in {kv_tokens} KV "
                               f"tokens a model ({why}); lower --beams or --requests")
         finished = [len(n.tokens) for r in reqs for n in r.tree.steps() if n.finish is not None] or [max_step_tokens]
-        heads = [prm.head_tokens(ver, p) for p in chosen]
+        heads = [prm.head_tokens(p) for p in chosen]
         return WorkloadSample(round(mean(finished)), round(mean(len(r.prompt_ids) for r in reqs)), round(mean(heads)),
                               gen_peak, ver.stats.peak_tokens)
     finally:

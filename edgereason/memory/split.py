@@ -165,6 +165,16 @@ def budget_error(budget_bytes: int, gen_bytes_per_token: int, ver_bytes_per_toke
                        "grid), whatever --beams; raise --kv-budget or lower --steps")
 
 
+def problem_budget_error(budget_bytes: int, gen_bytes_per_token: int, ver_bytes_per_token: int,
+                         w: Workload) -> ConfigError:
+    """The budget would hold one path of a typical problem: the --problem texts are too long for it."""
+    need = w.min_budget_bytes(gen_bytes_per_token, ver_bytes_per_token)
+    return ConfigError(f"the --problem texts make a prompt of {w.prompt_tokens} tokens ({w.head_tokens} for the "
+                       f"PRM): a path of it and {w.steps} steps needs at least {format_size(need)} for the two models "
+                       f"together, more than the KV budget of {format_size(budget_bytes)}; give a shorter --problem, "
+                       "one like those you solve, or raise --kv-budget")
+
+
 def _scaled(w: Workload, f: float) -> Workload:
     return replace(w, generator_peak_tokens=round(w.generator_peak_tokens * f),
                    verifier_peak_tokens=round(w.verifier_peak_tokens * f))

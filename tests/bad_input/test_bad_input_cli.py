@@ -13,7 +13,8 @@ exit code 2 (1 for a model file) and no traceback.
 - start-up: the "no memory profile" note comes once per device and model pair (always with --verbose), never
   before an error, and a damaged profile is called corrupt.
 - a missing --prm file is named as the PRM file; a model file without read permission, and an $EDGEREASON_HOME
-  that is a file (a pull cannot write there), are one line each.
+  that is a file (a pull cannot write there), are one line each; a memory-profile --plot file without write
+  permission is refused before measuring (was found once the profile was measured).
 - chat with stdin closed says it needs a terminal; stdout whose reader quit (`| head`) ends with 141, no traceback.
 - solve --show-tree: how each path ended (not "[complete]"); long steps cut at a word, with "...".
 - policy-switch flags: a metavar and a help line each.
@@ -275,6 +276,20 @@ def test_a_model_file_without_read_permission_is_named(tmp_path):
     lines = proc.stderr.splitlines()
     assert proc.returncode == 1 and len(lines) == 1, proc.stderr  # a PermissionError traceback before
     assert lines[0] == f"edgereason: error: cannot read model file {locked}: Permission denied; check its permissions"
+
+
+def test_a_plot_file_without_write_permission_is_refused_before_measuring(tmp_path, home, smollm2_path):
+    """The folder could be written in, so the file was found unwritable only once the profile was measured."""
+    plot = tmp_path / "curves.png"
+    plot.write_bytes(b"an earlier plot")
+    plot.chmod(0o444)
+    proc = subprocess.run(without_root_file_access("memory-profile", "--model", str(smollm2_path), "--plot",
+                                                   str(plot)), capture_output=True, text=True, timeout=300)
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr  # no "generator decode: ..." progress before it
+    assert lines[0] == (f"edgereason: error: --plot {plot}: the file is there and cannot be written; check its "
+                        "permissions or give another file name")
+    assert plot.read_bytes() == b"an earlier plot"
 
 
 def test_a_home_that_is_a_file_is_named_before_a_pull(tmp_path, monkeypatch, capsys):

@@ -118,6 +118,31 @@ def test_cli_errors_are_one_line(home, smollm2_path, capsys, argv, message):
     assert "generator decode" not in err  # refused before measuring
 
 
+LONG = "What is 2 + 3? " * 2000  # well over the 8,192 tokens of SmolLM2's trained context
+
+
+@pytest.mark.parametrize("argv, message", [
+    # the sample search gave up on them after the curves (half a minute here, minutes with a larger model)
+    (["--beams", "512"], "--beams 512 is more than one search can hold: the generator runs at most 256 sequences "
+                         "at once, one a beam; pick --beams 256 or fewer"),
+    (["--beams", "300", "--width", "3"], "pick --beams 255 or fewer"),  # a multiple of --width
+    (["--beams", "512", "--width", "512"], "pick a --width and --beams of at most 256"),
+    (["--width", "1000"], "--width 1000: pick a --width that divides 4"),  # was: pick --beams 1000
+    (["--requests", "300"], "--requests 300 searches of 4 beams need 303 sequences at once"),  # rc 1: "lower --beams"
+    (["--requests", "254"], "pick --requests 253 or fewer, or lower --beams"),  # 253 runs
+    (["--requests", str(10**9)], "pick --requests 253 or fewer"),  # made a list of 10**9 problems first
+    (["--problem", LONG], "was trained on at most 8192 tokens of context; shorten the problem"),
+    (["--problem", "What is 2 + 3?", "--problem", LONG], "error: --problem 2: the problem is "),
+    (["--problem", "Tom has 3 apples and buys 2 more. " * 120, "--kv-budget", "24MiB"],
+     "the --problem texts make a prompt of"),  # said "fits no split ... lower --steps", not the problem
+])
+def test_what_no_search_can_hold_is_refused_before_measuring(home, smollm2_path, capsys, argv, message):
+    assert main(["memory-profile", "--model", str(smollm2_path), *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err
+    assert len(err.splitlines()) == 1, err  # the error alone: no progress of measuring before it
+
+
 def test_a_plot_that_cannot_be_written_is_refused_before_measuring(home, smollm2_path, capsys, tmp_path):
     (tmp_path / "afile").write_text("")
     for plot, message in ((tmp_path, "is a folder"), (tmp_path / "x.txt", "ending in .png"),
