@@ -50,6 +50,15 @@ def prompt_ids(generator: Generator, question: str, prefix: str = "") -> list[in
     return prompt
 
 
+def check_beams(generator: Generator, config: SearchConfig) -> None:
+    """ConfigError for more beams than the generator runs sequences at once (one a beam, llama.cpp's at most 256):
+    such a search ran out of sequences at its first branch and failed with advice to raise the KV memory."""
+    slots = generator.free_seq_slots() + generator.live_seqs()
+    if config.beams > slots:
+        raise ConfigError(f"--beams {config.beams} is more than the generator {generator.name} runs at once: "
+                          f"{slots} sequences, one a beam; pick --beams {slots} or fewer")
+
+
 class Engine:
     """Rules: `requests` holds the running requests only (a finished one leaves; its result stays on the Request
     the caller got from `submit`); `stats` sums what the models did over the engine's life."""
@@ -74,8 +83,10 @@ class Engine:
     def submit(self, question: str, config: SearchConfig, request_id: str | None = None,
                prefix: str = "") -> Request:
         """prefix: solution text the search continues from (Monte-Carlo labels of a step prefix); the tree and
-        the paths hold only what is generated after it. Raises ConfigError for a problem that cannot fit."""
+        the paths hold only what is generated after it. Raises ConfigError for a problem or a beam count that cannot
+        fit."""
         question = clean(question)  # from a non-UTF-8 terminal or file: U+FFFD, not an error in a tokenizer
+        check_beams(self.generator, config)
         prompt = prompt_ids(self.generator, question, prefix)
         req = Request(request_id or f"r{next(self._ids)}", question, config, prompt)
         root = req.tree.root

@@ -7,6 +7,7 @@ import pytest
 from edgereason.backends.llamacpp import open_models
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine import Engine
+from edgereason.errors import ConfigError
 from edgereason.events import NodeAdded, NodeScored, RequestDone
 from edgereason.policy import PRESETS, parse_policy
 
@@ -78,6 +79,15 @@ def test_greedy_presets_agree_on_the_answer(smollm2_path):
     gen.close()
     ver.close()
     assert len(answers) == 1
+
+
+def test_more_beams_than_sequences_is_refused_at_submit(models):
+    gen, ver = models
+    engine = Engine(gen, ver, PRESETS["baseline"])
+    with pytest.raises(ConfigError, match="--beams 260 is more than .* 256 sequences"):
+        engine.submit(PROBLEMS[0], small(beams=260, width=2))
+    assert not engine.requests and gen.live_seqs() == 0
+    engine.solve(PROBLEMS[0], small(beams=256, width=2, max_steps=1, max_step_tokens=2))
 
 
 def test_cancel_frees_everything(models):

@@ -9,7 +9,8 @@ exit code 2 (1 for a model file) and no traceback.
   the generator cannot hold is named before the first run (was refused mid-run, that run's work lost).
 - bench --compare: missing results.json, not JSON, runs not objects, missing fields, wrong types.
 - solve --json: first steps have parent null, every node a depth and finish; a normal run gives its reason.
-- solve: a problem longer than the model's trained context is refused at submit.
+- solve: a problem longer than the model's trained context is refused at submit, and so are more beams than the
+  generator's 256 sequences (was a failed search advising a larger KV budget).
 - start-up: the "no memory profile" note comes once per device and model pair (always with --verbose), never
   before an error, and a damaged profile is called corrupt.
 - a missing --prm file is named as the PRM file; a model file without read permission, and an $EDGEREASON_HOME
@@ -208,6 +209,16 @@ def test_problem_longer_than_the_trained_context(smollm2_path, capsys):
     long = "How many apples are left? " * 2000  # about 12k tokens; SmolLM2 was trained on 8k
     rc = main(["solve", long, "--model", str(smollm2_path), "--kv-tokens", "512", *FAST])
     assert re.search(r"trained on at most \d+ tokens of context", one_line_error(capsys, rc))
+
+
+@pytest.mark.parametrize("strategy", ["beam", "best-of-n"])
+def test_more_beams_than_the_generator_runs_at_once(smollm2_path, capsys, strategy):
+    """512 beams failed after loading, as "cannot make progress with the KV memory it has; raise --kv-budget":
+    the limit is llama.cpp's 256 sequences, one a beam."""
+    rc = main(["solve", "What is 2+3?", "--model", str(smollm2_path), *FAST, "--strategy", strategy,
+               "--beams", "512"])
+    assert re.search(r"--beams 512 is more than .* 256 sequences, one a beam; pick --beams 256 or fewer",
+                     one_line_error(capsys, rc))
 
 
 def test_show_tree_says_how_each_path_ended(smollm2_path, capsys):
