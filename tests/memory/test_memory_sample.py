@@ -23,10 +23,9 @@ def test_concurrent_searches_are_sampled_together(smollm2, smollm2_path):
     assert one.verifier_peak_tokens < two.verifier_peak_tokens
 
 
-def test_a_sample_search_too_wide_for_its_kv_is_one_clear_error(smollm2, smollm2_path):
+def test_a_sample_search_of_more_beams_than_sequences_is_one_clear_error(smollm2, smollm2_path):
     """memory-profile --beams 4096 --width 4096: the search failed, measured nothing, and the split model's
-    ValueError was a traceback after the minute of measuring curves."""
+    ValueError was a traceback after the minute of measuring curves; the engine now refuses it at submit."""
     prm = llama_prm(smollm2, smollm2_path, True, "judge", None, None)
-    with pytest.raises(ConfigError, match=r"the sample search of 1 x 4096 beams could not run in \d+ KV tokens a "
-                                          r"model \(.+\); lower --beams or --requests"):
+    with pytest.raises(ConfigError, match=r"--beams 4096 is more than .* 256 sequences, one a beam"):
         sample_search(smollm2, prm, beams=4096, width=4096, steps=2, max_step_tokens=16)
