@@ -11,10 +11,12 @@ from edgereason.errors import ConfigError
 Strategy = Literal["beam", "best-of-n", "dvts"]
 Aggregation = Literal["last", "min", "prod", "mean"]
 Vote = Literal["best", "weighted", "majority"]
+Select = Literal["top", "diverse"]
 
 STRATEGIES: tuple[str, ...] = ("beam", "best-of-n", "dvts")
 AGGREGATIONS: tuple[str, ...] = ("last", "min", "prod", "mean")
 VOTES: tuple[str, ...] = ("best", "weighted", "majority")
+SELECTS: tuple[str, ...] = ("top", "diverse")
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class SearchConfig:
     max_path_tokens: int = 4096
     aggregation: Aggregation = "last"
     vote: Vote = "best"
+    select: Select = "top"
     sampling: SamplingParams = field(default_factory=SamplingParams)
 
     def __post_init__(self) -> None:
@@ -53,6 +56,8 @@ class SearchConfig:
             raise ConfigError(f"unknown aggregation {self.aggregation!r}; choose one of {', '.join(AGGREGATIONS)}")
         if self.vote not in VOTES:
             raise ConfigError(f"unknown vote {self.vote!r}; choose one of {', '.join(VOTES)}")
+        if self.select not in SELECTS:
+            raise ConfigError(f"unknown selection rule {self.select!r}; choose one of {', '.join(SELECTS)}")
         for name, flag in (("beams", "--beams"), ("width", "--width"), ("max_steps", "--max-steps"),
                            ("max_step_tokens", "--max-step-tokens"), ("max_path_tokens", "--max-tokens")):
             if getattr(self, name) <= 0:

@@ -27,7 +27,7 @@ class Selector:
     def select_ready(self, req: Request) -> None:
         for group in req.open_groups():
             if req.status == "running" and group.ready():
-                self._select(req, group, selection.choose(group, req.config.aggregation))
+                self._select(req, group, selection.choose(group, req.config.aggregation, req.config.select))
         for group in req.groups.values():
             if not group.selected and group.members and not group.live_members():
                 group.selected = True  # everything in it was pruned
@@ -40,14 +40,15 @@ class Selector:
             if req.status != "running":
                 return
             if p.early_prune_perfect:
-                chosen = selection.perfect_set(group, req.config.aggregation, p.perfect_score)
+                chosen = selection.perfect_set(group, req.config.aggregation, p.perfect_score,
+                                                    req.config.select)
                 if chosen is not None:
                     kept = {id(n) for n, _ in chosen}
                     req.metrics.pruned_perfect += sum(1 for m in group.live_members() if id(m) not in kept)
                     self._select(req, group, chosen, rule="perfect")
                     continue
             if p.early_prune_rank:
-                for node in selection.rank_prunable(group, req.config.aggregation):
+                for node in selection.rank_prunable(group, req.config.aggregation, req.config.select):
                     req.metrics.pruned_rank += 1
                     self.prune(req, node, "rank")
 

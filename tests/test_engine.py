@@ -118,3 +118,27 @@ def test_prm_holds_only_paths_live_nodes_can_extend(models, preset):
         peak_scored = max(peak_scored, sum(1 for r in reqs for n in r.tree.steps() if n.score is not None))
     assert peak_scored > ver.ctx.n_seq_max // 64  # the search scored enough nodes for the bound to bite
     assert ver.kv_used_tokens == 0
+
+
+@pytest.mark.parametrize("preset", ["baseline", "edge"])
+def test_diverse_selection_keeps_lineages_apart(models, preset):
+    """--select diverse on real steps: wherever a beam step's competitors come from `keep` or more parents, the kept
+    candidates are those parents' best, one each; a search still ends with its beams."""
+    gen, ver = models
+    engine = Engine(gen, ver, parse_policy(preset))
+    cfg = small(beams=4, width=2, max_steps=4, select="diverse", sampling=SamplingParams(temperature=1.2, seed=4))
+    req = engine.submit(PROBLEMS[0], cfg)
+    result = engine.run_until_done(check=True)[0]
+    assert result.status == "done", result.reason
+    spread = 0
+    for group in req.groups.values():
+        kept = [m for m in group.members if m.times_selected and not m.path_complete]
+        parents = {id(m.parent) for m in group.members if m.step_done and not m.path_complete}
+        if not group.selected or len(parents) < group.keep or len(kept) < group.keep:
+            continue
+        spread += 1
+        assert len({id(m.parent) for m in kept}) == group.keep
+        for m in kept:
+            rivals = [o for o in group.members if o.parent is m.parent and o.score is not None and not o.path_complete]
+            assert m.score == max(o.score for o in rivals)
+    assert spread >= 1, "no step had competitors from several parents: the test checked nothing"

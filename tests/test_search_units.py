@@ -17,14 +17,24 @@ from edgereason.tree import Node, aggregate
 from tests.fakes import FakeGenerator, FakeVerifier
 
 
-def _group(scores: list[float], keep: int, potentials: list[int] | None = None) -> Group:
+def _group(scores: list[float], keep: int, potentials: list[int] | None = None,
+           parents: list[int] | None = None, steps: list[bytes] | None = None) -> Group:
+    """A beam group of scored steps; parents[i] numbers member i's parent (default: all one parent), steps[i] is its
+    text (default: all different)."""
     g = Group(0, STRATEGIES["beam"], keep, 2)
-    root = Node(0, None, 0)
+    by_number: dict[int, Node] = {}
     for i, s in enumerate(scores):
-        n = Node(i + 1, root, 1, potential=(potentials or [1] * len(scores))[i], finish="step", score=s)
+        number = parents[i] if parents else 0
+        parent = by_number.setdefault(number, Node(100 + number, None, 0))
+        n = Node(i + 1, parent, 1, potential=(potentials or [1] * len(scores))[i], finish="step", score=s)
         n.tokens = [i]
+        n.raw = bytearray(steps[i] if steps else b"step %d" % i)
         g.members.append(n)
     return g
+
+
+def _kept(g: Group, rule: str = "top") -> list[tuple[float, int]]:
+    return [(n.score, t) for n, t in selection.choose(g, "last", rule)]
 
 
 def test_aggregation():
@@ -35,10 +45,28 @@ def test_aggregation():
 
 
 def test_choose_keeps_exactly_k_logical_candidates():
-    g = _group([0.1, 0.9, 0.5, 0.7], keep=2)
-    assert [(n.score, t) for n, t in selection.choose(g, "last")] == [(0.9, 1), (0.7, 1)]
-    g = _group([0.9, 0.5], keep=3, potentials=[2, 4])
-    assert [(n.score, t) for n, t in selection.choose(g, "last")] == [(0.9, 2), (0.5, 1)]
+    assert _kept(_group([0.1, 0.9, 0.5, 0.7], keep=2)) == [(0.9, 1), (0.7, 1)]
+    assert _kept(_group([0.9, 0.5], keep=3, potentials=[2, 4])) == [(0.9, 2), (0.5, 1)]
+
+
+def test_diverse_selection_keeps_each_parents_best_first():
+    two_parents = dict(keep=2, parents=[0, 0, 0, 1, 1])
+    assert _kept(_group([0.9, 0.8, 0.7, 0.3, 0.2], **two_parents)) == [(0.9, 1), (0.8, 1)]
+    assert _kept(_group([0.9, 0.8, 0.7, 0.3, 0.2], **two_parents), "diverse") == [(0.9, 1), (0.3, 1)]
+    # one parent: the best steps, as top-k keeps them
+    assert _kept(_group([0.1, 0.9, 0.5, 0.7], keep=3), "diverse") == [(0.9, 1), (0.7, 1), (0.5, 1)]
+    # more parents than slots: the best parents' best steps
+    assert _kept(_group([0.2, 0.9, 0.6, 0.5], keep=2, parents=[0, 1, 2, 2]), "diverse") == [(0.9, 1), (0.6, 1)]
+
+
+def test_diverse_selection_ranks_a_repeated_step_last():
+    same = dict(keep=2, steps=[b"x = 2\n\n", b"x = 2\n\n", b"x = 3\n\n"])
+    assert _kept(_group([0.9, 0.8, 0.1], **same)) == [(0.9, 1), (0.8, 1)]
+    assert _kept(_group([0.9, 0.8, 0.1], **same), "diverse") == [(0.9, 1), (0.1, 1)]
+    # a deduplicated node stands for equal steps: one slot first, its other candidates only to fill the rest
+    assert _kept(_group([0.9, 0.1], keep=2, potentials=[3, 1]), "diverse") == [(0.9, 1), (0.1, 1)]
+    assert _kept(_group([0.9, 0.1], keep=3, potentials=[3, 1]), "diverse") == [(0.9, 2), (0.1, 1)]
+    assert _kept(_group([0.9], keep=2, potentials=[3]), "diverse") == [(0.9, 2)]
 
 
 def test_weighted_vote_sums_scores_per_answer_as_math():
@@ -54,24 +82,34 @@ def test_majority_vote_counts_paths_and_breaks_ties_by_rank():
     assert vote(paths, by_score=True) == "5"
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.floats(0, 1), min_size=2, max_size=10), st.integers(1, 4), st.randoms())
-def test_rank_rule_never_prunes_what_sync_selection_keeps(scores, keep, rnd):
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1), st.integers(0, 3), st.integers(1, 3), st.integers(0, 2)),
+                min_size=2, max_size=10),
+       st.integers(1, 4), st.sampled_from(["top", "diverse"]), st.randoms())
+def test_rank_rule_never_prunes_what_sync_selection_keeps(members, keep, rule, rnd):
     """Reveal scores in a random order; whatever the rank rule prunes on the way must not be in the final
-    synchronous top-k."""
-    keep = min(keep, len(scores))
-    full = _group(scores, keep)
-    kept = {n.id for n, _ in selection.choose(full, "last")}
-    partial = _group(scores, keep)
+    synchronous selection. members: (score, parent, potential, step text)."""
+    scores, parents, potentials, steps = (list(c) for c in zip(*members))
+    shape = dict(keep=min(keep, len(scores)), parents=parents, potentials=potentials,
+                 steps=[b"%d" % s for s in steps])
+    kept = {n.id for n, _ in selection.choose(_group(scores, **shape), "last", rule)}
+    partial = _group(scores, **shape)
     order = list(range(len(scores)))
     rnd.shuffle(order)
     for m in partial.members:
         m.score = None
     for i in order:
         partial.members[i].score = scores[i]
-        for pruned in selection.rank_prunable(partial, "last"):
+        for pruned in selection.rank_prunable(partial, "last", rule):
             assert pruned.id not in kept
             pruned.status = pruned.status.PRUNED
+
+
+def test_diverse_rank_rule_prunes_once_enough_parents_are_ahead():
+    g = _group([0.9, 0.8, 0.5, 0.4, 0.3], keep=2, parents=[0, 0, 1, 1, 1])
+    g.members[4].score = None  # still unscored: the parents' bests are known
+    assert [m.score for m in selection.rank_prunable(g, "last", "top")] == [0.5, 0.4]
+    assert [m.score for m in selection.rank_prunable(g, "last", "diverse")] == [0.4]
 
 
 def test_engine_selection_keeps_k_each_step_on_fake_backend():

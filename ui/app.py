@@ -238,7 +238,7 @@ class ChatApp(App[None]):
                 f"{s.threads or 'auto'}\n"
                 f"- search: {c.strategy}, beams {c.beams}, width {c.width}, max steps {c.max_steps}, "
                 f"max step tokens {c.max_step_tokens}, max tokens {c.max_path_tokens}, aggregation "
-                f"{c.aggregation}, vote {c.vote}\n"
+                f"{c.aggregation}, selection {c.select}, vote {c.vote}\n"
                 f"- sampling: temperature {c.sampling.temperature}, top-p {c.sampling.top_p}, seed "
                 f"{c.sampling.seed}\n"
                 f"- policy `{self.policy.name}`: {switches}\n"

@@ -158,6 +158,7 @@ def _config(args: argparse.Namespace, problems: list, policies: list[Policy], be
         "strategy": args.strategy, "width": args.width,
         "max_steps": args.max_steps, "max_step_tokens": args.max_step_tokens, "max_tokens": args.max_tokens,
         "temperature": args.temperature, "top_p": args.top_p, "seed": args.seed, "agg": args.agg, "vote": args.vote,
+        "select": args.select,
     }
 
 

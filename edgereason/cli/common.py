@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple, TextIO
 
 from edgereason import models
-from edgereason.config import AGGREGATIONS, STRATEGIES, VOTES, SamplingParams, SearchConfig
+from edgereason.config import AGGREGATIONS, SELECTS, STRATEGIES, VOTES, SamplingParams, SearchConfig
 from edgereason.policy import PRESETS, SWITCH_HELP, SWITCH_METAVAR, Policy, parse_policy, with_switches
 from edgereason.policy_auto import EDGE_MAX_COST_8
 from edgereason.prm_choice import PRM_FORMAT_CHOICES
@@ -157,6 +157,9 @@ def add_search_args(p: argparse.ArgumentParser, from_recipe: bool = False) -> No
     g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (default 1.0)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     g.add_argument("--agg", default="last", choices=AGGREGATIONS, help="step-score aggregation (default last)")
+    g.add_argument("--select", default="top", choices=SELECTS,
+                   help="which candidates a beam step keeps: the best-scored (top), or each kept parent's best "
+                        "first, then the rest, a step repeated last (diverse: lineages kept apart; default top)")
     g.add_argument("--vote", default=None if from_recipe else "majority", choices=VOTES,
                    help="final answer: the best-scored path, the answer with the largest sum of path scores "
                         "(weighted), or the one most paths reach, ties to the better-scored (default "
@@ -275,7 +278,7 @@ def search_config(args: argparse.Namespace) -> SearchConfig:
     return SearchConfig(
         strategy=args.strategy, beams=args.beams, width=args.width, max_steps=args.max_steps,
         max_step_tokens=args.max_step_tokens, max_path_tokens=args.max_tokens, aggregation=args.agg,
-        vote=args.vote, sampling=SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed))
+        vote=args.vote, select=args.select, sampling=SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed))
 
 
 def pull_progress(label: str, done: int, total: int) -> None:
