@@ -61,7 +61,6 @@ class ChatApp(App[None]):
         Binding("escape", "cancel", "Cancel search"),
         Binding("f1", "help", "Help"),
         Binding("f2", "toggle_pruned", "Pruned"),
-        Binding("p", "toggle_pruned", "Pruned", show=False),
         Binding("f3", "history", "History"),
         Binding("h", "history", "History", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True),
