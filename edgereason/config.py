@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -17,6 +18,15 @@ STRATEGIES: tuple[str, ...] = ("beam", "best-of-n", "dvts")
 AGGREGATIONS: tuple[str, ...] = ("last", "min", "prod", "mean")
 VOTES: tuple[str, ...] = ("best", "weighted", "majority")
 SELECTS: tuple[str, ...] = ("top", "diverse")
+
+
+def check_threads(threads: int | None) -> None:
+    """--threads, for every command that runs a model: None is the physical cores."""
+    if threads is not None and threads <= 0:
+        raise ConfigError(f"--threads must be positive, got {threads}")
+    cpus = os.cpu_count() or 1
+    if threads is not None and threads > cpus:  # spinning threads past the CPUs only wait on each other
+        raise ConfigError(f"--threads {threads} is more than this machine's {cpus} CPUs; use at most {cpus}")
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import deque
 from dataclasses import replace
 
 from edgereason.config import SamplingParams, SearchConfig
@@ -24,7 +25,7 @@ from edgereason.prompts import solve_messages
 from edgereason.protocols import BatchEntry, Generator, Verifier
 from edgereason.request import Request, RequestStatus
 from edgereason.result import SearchResult, build_result, completed_reason
-from edgereason.scheduler import Work, schedule
+from edgereason.scheduler import Work, can_admit, schedule
 from edgereason.selector import Selector
 from edgereason.stats import EngineStats
 from edgereason.text import clean
@@ -61,7 +62,8 @@ def check_beams(generator: Generator, config: SearchConfig) -> None:
 
 class Engine:
     """Rules: `requests` holds the running requests only (a finished one leaves; its result stays on the Request
-    the caller got from `submit`); `stats` sums what the models did over the engine's life."""
+    the caller got from `submit`); `waiting` holds, in arrival order, the submitted ones whose beams do not fit in
+    the sequence slots yet; `stats` sums what the models did over the engine's life."""
 
     def __init__(self, generator: Generator, verifier: Verifier, policy: Policy | None = None,
                  on_event: Listener | None = None, lv_threshold: int = 512) -> None:
@@ -70,6 +72,7 @@ class Engine:
         self.emit = Emitter(on_event)
         self.stats = EngineStats()
         self.requests: list[Request] = []
+        self.waiting: deque[Request] = deque()
         mode = "lazy" if self.policy.lazy_verify else ("eager" if self.policy.async_expand else "sync")
         queue = VerifyQueue(mode, self.policy.lv_threshold or lv_threshold, self.policy.lv_max_defer)
         self.kv = KVRoom(generator)
@@ -84,27 +87,37 @@ class Engine:
                prefix: str = "") -> Request:
         """prefix: solution text the search continues from (Monte-Carlo labels of a step prefix); the tree and
         the paths hold only what is generated after it. Raises ConfigError for a problem or a beam count that cannot
-        fit."""
+        fit. The request starts at once where its beams fit in the sequence slots, else it waits for them."""
         question = clean(question)  # from a non-UTF-8 terminal or file: U+FFFD, not an error in a tokenizer
         check_beams(self.generator, config)
         prompt = prompt_ids(self.generator, question, prefix)
-        req = Request(request_id or f"r{next(self._ids)}", question, config, prompt)
-        root = req.tree.root
-        root.seed = mix_seed(config.sampling.seed)
-        root.seq = self.generator.new_seq()
-        req.plan(root, [(req.new_group(keep, width).id, draws)
-                        for keep, width, draws in req.strategy.first_plan(config)])
-        self.requests.append(req)
-        self.emit(NodeAdded(req.id, root.id, None, 0, config.beams, False))
+        req = Request(request_id or f"r{next(self._ids)}", question, config, prompt, status="waiting")
+        self.waiting.append(req)
+        self._admit()
         return req
 
+    def _admit(self) -> None:
+        """Start waiting requests, first come first, while the next one's beams fit (can_admit, then start)."""
+        while self.waiting and can_admit(self.waiting[0], self.requests, self.generator):
+            self._start(self.waiting.popleft())
+
+    def _start(self, req: Request) -> None:
+        root = req.tree.root
+        root.seed = mix_seed(req.config.sampling.seed)
+        root.seq = self.generator.new_seq()
+        req.plan(root, [(req.new_group(keep, width).id, draws)
+                        for keep, width, draws in req.strategy.first_plan(req.config)])
+        req.status = "running"
+        self.requests.append(req)
+        self.emit(NodeAdded(req.id, root.id, None, 0, req.config.beams, False))
+
     def cancel(self, request_id: str, reason: str = "cancelled") -> None:
-        for req in [r for r in self.requests if r.id == request_id]:
+        for req in [r for r in (*self.waiting, *self.requests) if r.id == request_id]:
             self._end(req, "cancelled", reason)
 
     @property
     def busy(self) -> bool:
-        return bool(self.requests)
+        return bool(self.requests or self.waiting)
 
     def solve(self, question: str, config: SearchConfig, check: bool = False) -> SearchResult:
         req = self.submit(question, config)
@@ -116,7 +129,7 @@ class Engine:
 
     def run_until_done(self, check: bool = False) -> list[SearchResult]:
         """Step until every running request finished; their results in submission order."""
-        reqs = list(self.requests)
+        reqs = [*self.requests, *self.waiting]
         while self.busy:
             self.step()
             if check:
@@ -128,6 +141,7 @@ class Engine:
         """One forward pass for every running request (schedule -> fit the KV -> run -> postprocess), then maybe
         one PRM call, then selection per request."""
         self.steps += 1
+        self._admit()
         running = list(self.requests)
         batch, failed = self.kv.fit(schedule(running, self.generator, self.policy), running, self.steps)
         for req, error in failed:
@@ -175,8 +189,9 @@ class Engine:
     def _end(self, req: Request, status: RequestStatus, reason: str) -> None:
         """Finish a running request: prune what still runs, free its KV and PRM paths, build its result, and let
         it leave the engine."""
-        if req.status != "running":
+        if req.status not in ("running", "waiting"):
             return
+        (self.requests if req.status == "running" else self.waiting).remove(req)
         if status == "done":
             for n in list(req.tree.steps()):
                 if n.alive and n.status not in (Status.COMPLETE, Status.SELECTED):
@@ -188,7 +203,6 @@ class Engine:
         self.verification.forget(req)
         req.result = build_result(req.id, req.question, req.config, req.tree, req.completed, req.metrics,
                                   req.status, req.reason, time.perf_counter() - req.started_at, req.common_prefix)
-        self.requests.remove(req)
         self.emit(RequestDone(req.id, req.result))
 
     # ------------------------------------------------------------------ events and checks

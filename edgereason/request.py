@@ -11,7 +11,7 @@ from edgereason.result import RequestMetrics, SearchResult
 from edgereason.strategy import STRATEGIES, Strategy
 from edgereason.tree import Node, Status, Tree
 
-RequestStatus = Literal["running", "done", "cancelled", "failed"]
+RequestStatus = Literal["waiting", "running", "done", "cancelled", "failed"]
 
 
 @dataclass(eq=False)
@@ -110,6 +110,14 @@ class Request:
         for g in self.groups.values():
             assert not g.selected or g.kept <= g.keep, f"group {g.id} kept {g.kept} > {g.keep}"
             assert g.awaiting >= 0 and all(m.potential >= 1 for m in g.members), f"group {g.id}: bad counts"
+
+    def held_seqs(self) -> int:
+        """Generator sequences its nodes hold."""
+        return sum(1 for n in self.tree.nodes.values() if n.seq is not None)
+
+    def unclaimed_seqs(self) -> int:
+        """Sequences set aside for it at admission (one a beam) that it does not hold now."""
+        return max(0, self.config.beams - self.held_seqs())
 
     def busy(self) -> bool:
         """Anything left to generate, score or select."""

@@ -4,6 +4,10 @@ Rules: standard work (prefill, decoding candidates, expansions of selected nodes
 work fills only the slots standard work leaves idle (at most `beams` entries per request in all); the batch never
 holds more tokens than one forward pass takes. KV room is `kv_room.KVRoom.fit`'s job: it evicts or trims.
 
+Sequences: a running request was admitted with a sequence set aside per beam (`can_admit`), and forks from those
+or from the spare slots no request has set aside, never from another request's: one that took them would keep
+them, and two requests each short of theirs would wait on each other for good.
+
 Order: `prefix` puts sequences that share a prefix next to each other (request, then the root-to-node path), so
 when memory is short the batch keeps whole families whose shared KV is resident; `fifo` is first-come order.
 """
@@ -67,10 +71,21 @@ def runnable(req: Request) -> list[Node]:
     return nodes + [n for n in req.tree.steps() if n.alive and (n.plan or not n.step_done)]
 
 
+def spare_seq_slots(generator: Generator, running: list[Request]) -> int:
+    """Free sequence slots that no running request has set aside."""
+    return generator.free_seq_slots() - sum(r.unclaimed_seqs() for r in running)
+
+
+def can_admit(request: Request, running: list[Request], generator: Generator) -> bool:
+    """Whether a sequence per beam of `request` can be set aside beside the running requests' own."""
+    return request.config.beams <= spare_seq_slots(generator, running)
+
+
 def schedule(requests: list[Request], generator: Generator, policy: Policy) -> list[Work]:
     budget = generator.max_batch_tokens
-    slots_free = generator.free_seq_slots()
     running = [r for r in requests if r.status == "running"]
+    spare = spare_seq_slots(generator, running)
+    own = {r.id: r.unclaimed_seqs() for r in running}
     pool = sorted(((i, r, n) for i, r in enumerate(running) for n in runnable(r)),
                   key=lambda t: order_key(t[0], t[2], policy))
     standard = {r.id: sum(1 for _, q, n in pool if q is r and not is_speculative(n)) for r in running}
@@ -85,9 +100,10 @@ def schedule(requests: list[Request], generator: Generator, policy: Policy) -> l
         if work is None:
             continue
         forks = max(0, work.draws - 1) + (1 if work.restore else 0)  # worst case: a sequence per draw
-        if work.cost > budget or forks > slots_free:
+        if work.cost > budget or forks > own[req.id] + spare:
             continue
         batch.append(work)
         budget -= work.cost
-        slots_free -= forks
+        spare -= max(0, forks - own[req.id])
+        own[req.id] = max(0, own[req.id] - forks)
     return batch

@@ -8,7 +8,6 @@ threshold; without one the engine uses safe defaults and says how to profile (on
 from __future__ import annotations
 
 import math
-import os
 import shlex
 import sys
 from dataclasses import dataclass, replace
@@ -19,6 +18,7 @@ import psutil
 from edgereason import models
 from edgereason.backends import load_backend
 from edgereason.backends.remote.settings import RemoteSettings
+from edgereason.config import check_threads
 from edgereason.engine import Engine
 from edgereason.errors import ConfigError
 from edgereason.events import Listener
@@ -61,11 +61,7 @@ class ModelSettings:
     remote: RemoteSettings | None = None  # roles served by an OpenAI-compatible server (backends/remote)
 
     def __post_init__(self) -> None:
-        if self.threads is not None and self.threads <= 0:
-            raise ConfigError(f"--threads must be positive, got {self.threads}")
-        cpus = os.cpu_count() or 1
-        if self.threads is not None and self.threads > cpus:  # spinning threads past the CPUs only wait on each other
-            raise ConfigError(f"--threads {self.threads} is more than this machine's {cpus} CPUs; use at most {cpus}")
+        check_threads(self.threads)
         if self.generator_kv_tokens < MIN_KV_TOKENS or self.verifier_kv_tokens < MIN_KV_TOKENS:
             raise ConfigError(f"each model needs at least {MIN_KV_TOKENS} KV tokens; raise --kv-tokens")
         if self.split not in SPLITS:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from edgereason.backends.llamacpp import open_models
+from edgereason.backends.llamacpp import LlamaGenerator, LlamaVerifier, load_model, open_models
+from edgereason.backends.prm_format import prm_format
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine import Engine
 from edgereason.errors import ConfigError
@@ -88,6 +89,29 @@ def test_more_beams_than_sequences_is_refused_at_submit(models):
         engine.submit(PROBLEMS[0], small(beams=260, width=2))
     assert not engine.requests and gen.live_seqs() == 0
     engine.solve(PROBLEMS[0], small(beams=256, width=2, max_steps=1, max_step_tokens=2))
+
+
+@pytest.mark.parametrize("preset", ["baseline", "edge"])
+def test_a_request_whose_beams_do_not_fit_the_free_sequences_waits_for_them(smollm2_path, preset):
+    """bench --concurrency 8 --beams 64: all 8 started at once on 256 sequences, each kept the forks it got and
+    waited for the rest, until the engine gave them up ("cannot make progress"). Here 16 sequences, 3 x 8 beams."""
+    model = load_model(str(smollm2_path))
+    gen = LlamaGenerator(model, 4096, n_seq_max=16)
+    ver = LlamaVerifier(model, prm_format("judge"), 4096)
+    engine = Engine(gen, ver, parse_policy(preset))
+    config = small(beams=8, width=2, max_steps=2, max_step_tokens=8)
+    reqs = [engine.submit(p, config) for p in PROBLEMS]
+    assert [r.status for r in reqs] == ["running", "running", "waiting"]
+    assert reqs[2].tree.root.seq is None and gen.live_seqs() == 2  # a waiting request holds no sequence
+    while reqs[2].status == "waiting":
+        engine.step()
+        engine.check_integrity()
+    assert any(r.result is not None for r in reqs[:2])  # it started once one finished and gave its sequences back
+    engine.run_until_done(check=True)
+    results = [r.result for r in reqs]
+    gen.close()
+    ver.close()
+    assert [r.status for r in results] == ["done"] * 3, [r.reason for r in results]
 
 
 def test_cancel_frees_everything(models):

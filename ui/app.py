@@ -61,7 +61,6 @@ class ChatApp(App[None]):
         Binding("escape", "cancel", "Cancel search"),
         Binding("f1", "help", "Help"),
         Binding("f2", "toggle_pruned", "Pruned"),
-        Binding("p", "toggle_pruned", "Pruned", show=False),
         Binding("f3", "history", "History"),
         Binding("h", "history", "History", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True),
@@ -195,7 +194,9 @@ class ChatApp(App[None]):
         except OSError as e:  # a full disk or a read-only home: the answer is on screen, the app goes on
             chat.add_note(f"not saved to the history: {e}", error=True)
         bar, m = self.query_one(StatusBar), result.metrics
-        if bar.progress is not None:  # the last Progress predates the final step: show the request's totals
+        if result.status == "cancelled":  # its KV is freed: the last figures would say it is still held
+            bar.set_progress(None)
+        elif bar.progress is not None:  # the last Progress predates the final step: show the request's totals
             bar.set_progress(bar.progress._replace(generated_tokens=m.generated_tokens, elapsed_s=m.wall_s,
                                                    prm_calls=m.prm_calls, spec_tokens_reused=m.spec_tokens_reused))
         bar.set_phase("ready")

@@ -11,14 +11,14 @@ import numpy as np
 
 from edgereason.backends.llamacpp.device_sampling import Candidates
 from edgereason.backends.llamacpp.model import LlamaModel
-from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext, KVMemoryOf
+from edgereason.backends.llamacpp.runtime import SEQ_SLOTS, DecodeItem, KVContext, KVMemoryOf
 from edgereason.config import SamplingParams
 from edgereason.protocols import BatchEntry, SeqId
 from edgereason.sampling import by_id, sample, sample_rows
 
 
 class LlamaGenerator(KVMemoryOf):
-    def __init__(self, model: LlamaModel, kv_tokens: int, n_threads: int | None = None, n_seq_max: int = 256,
+    def __init__(self, model: LlamaModel, kv_tokens: int, n_threads: int | None = None, n_seq_max: int = SEQ_SLOTS,
                  flash_attn: bool = True, device_top_k: int = 0) -> None:
         self.model = model
         self.name = model.path.stem

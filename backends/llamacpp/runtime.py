@@ -17,6 +17,8 @@ from edgereason.backends.llamacpp.device_sampling import Candidates, TopKSampler
 from edgereason.backends.llamacpp.model import LlamaModel, physical_cores
 from edgereason.errors import OutOfMemoryError
 
+SEQ_SLOTS = 256  # sequences one context runs at once: llama.cpp's most (LLAMA_MAX_SEQ), the beams one search can have
+
 
 class DecodeItem(NamedTuple):
     seq: int
@@ -42,7 +44,7 @@ class KVContext:
     while any sequence refers to it. `used_tokens` is the number of cells in use.
     """
 
-    def __init__(self, model: LlamaModel, n_ctx: int, n_seq_max: int = 256, n_batch: int = 2048,
+    def __init__(self, model: LlamaModel, n_ctx: int, n_seq_max: int = SEQ_SLOTS, n_batch: int = 2048,
                  n_threads: int | None = None, flash_attn: bool = True, top_k: int = 0) -> None:
         params = L.llama_context_default_params()
         params.n_ctx = max(256, -(-n_ctx // 256) * 256)  # llama.cpp pads to 256 cells; the budget is ours

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from edgereason.backends.llamacpp.model import LlamaModel
-from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext, KVMemoryOf
+from edgereason.backends.llamacpp.runtime import SEQ_SLOTS, DecodeItem, KVContext, KVMemoryOf
 from edgereason.backends.prm_format import PRMFormat, prompt_for
 from edgereason.errors import ConfigError, OutOfMemoryError
 from edgereason.protocols import ScoreRequest, ScoreResult, VerifierStats
@@ -35,7 +35,7 @@ class _Held:
 
 class LlamaVerifier(KVMemoryOf):
     def __init__(self, model: LlamaModel, fmt: PRMFormat, kv_tokens: int, n_threads: int | None = None,
-                 n_seq_max: int = 256, flash_attn: bool = True, head: ValueHead | None = None,
+                 n_seq_max: int = SEQ_SLOTS, flash_attn: bool = True, head: ValueHead | None = None,
                  generator_ctx: KVContext | None = None) -> None:
         """generator_ctx: the generator's context on these same weights. A value head reads the generator's own
         prompt, so the generator's KV already holds what a step's score needs: a request naming a resident

@@ -13,6 +13,7 @@ from typing import Callable
 from edgereason import models
 from edgereason.backends.llamacpp import require_gpu
 from edgereason.backends.llamacpp.model import LlamaModel, load_model, physical_cores
+from edgereason.config import check_threads
 from edgereason.errors import ConfigError
 from edgereason.gpu import DEFAULT_TOP_K, device_top_k
 from edgereason.memory.device import DeviceInfo, auto_budget, read_device
@@ -103,8 +104,7 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "auto", budge
                 prm_head: str | None = None) -> Profile:
     """problems: the sample search's (the --problem texts); none: SAMPLE_PROBLEMS."""
     given, problems = bool(problems), problems or SAMPLE_PROBLEMS
-    if threads is not None and threads <= 0:
-        raise ConfigError(f"--threads must be positive, got {threads}")
+    check_threads(threads)
     choice = choose_prm(generator, prm, prm_format, prm_head)  # bad settings fail now, not after measuring
     fixed_budget = None if budget == "auto" else parse_size(budget)
     device = read_device(device_kind)

@@ -14,6 +14,7 @@ from statistics import mean
 from typing import Sequence, TypeVar
 
 from edgereason.backends.llamacpp import LlamaGenerator, LlamaModel
+from edgereason.backends.llamacpp.runtime import SEQ_SLOTS
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine import Engine, prompt_ids
 from edgereason.errors import ConfigError
@@ -35,7 +36,6 @@ SAMPLE_PROBLEMS = (
 )
 SAMPLE_KV_TOKENS = 16384  # per search, roomy: the sample must not be shaped by a budget
 MAX_SAMPLE_KV_TOKENS = 65536  # llama.cpp allocates the whole cache up front
-SEQ_SLOTS = 256  # sequences the sample search's generator holds at once: llama.cpp's most (LLAMA_MAX_SEQ)
 
 
 def sample_kv_tokens(requests: int) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -116,6 +117,17 @@ def test_cli_errors_are_one_line(home, smollm2_path, capsys, argv, message):
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert "generator decode" not in err  # refused before measuring
+
+
+def test_threads_past_the_cpus_are_refused_as_solve_refuses_them(home, smollm2_path, capsys):
+    """memory-profile --threads 64 on a 2-core machine loaded the models and measured with 64 spinning threads."""
+    too_many = str((os.cpu_count() or 1) + 1)
+    assert main(["solve", "--model", str(smollm2_path), "--threads", too_many, "What is 2 + 3?"]) == 2
+    refused = capsys.readouterr().err
+    assert main(["memory-profile", "--model", str(smollm2_path), "--threads", too_many]) == 2
+    err = capsys.readouterr().err
+    assert err == refused and f"--threads {too_many} is more than this machine's" in err, err
+    assert len(err.splitlines()) == 1, err  # the error alone: nothing loaded or measured before it
 
 
 LONG = "What is 2 + 3? " * 2000  # well over the 8,192 tokens of SmolLM2's trained context

@@ -94,6 +94,19 @@ async def test_escape_cancels_and_app_takes_next_problem(app: ChatApp) -> None:
         assert [e.status for e in app.history.load()] == ["cancelled", "cancelled"]
 
 
+async def test_a_cancelled_search_leaves_no_kv_figures_in_the_status_bar(app: ChatApp) -> None:
+    """The bar kept the cancelled search's KV in use ("KV gen 0.6k/4.1k ...") after the engine had freed it."""
+    async with app.run_test(size=(160, 48)) as pilot:
+        bar = app.query_one(StatusBar)
+        await ask(pilot, "Count from 1 to 100, one number per step.")
+        await wait_for(pilot, lambda: "KV gen" in str(bar.render()), "the first KV figures")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not app.searching, "the cancellation")
+        await pilot.pause(0.2)
+        assert app.state.result.status == "cancelled"
+        assert str(bar.render()) == f"ready  {app._models_line()}  {app._search_line()}"
+
+
 async def test_ctrl_q_mid_search_leaves_no_engine_thread(app: ChatApp) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await ask(pilot, "Count from 1 to 100, one number per step.")

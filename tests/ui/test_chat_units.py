@@ -16,6 +16,7 @@ from edgereason.ui.latex import latex_to_text
 from edgereason.ui.relay import EventRelay
 from edgereason.ui.screens import HelpScreen, HistoryScreen
 from edgereason.ui.state import SearchState
+from edgereason.ui.widgets.chat_log import ChatLog
 from edgereason.ui.widgets.status_bar import StatusBar
 from edgereason.ui.widgets.tree_view import SearchTree
 
@@ -136,6 +137,25 @@ async def test_app_survives_models_that_do_not_load(tmp_path) -> None:
         assert not app.searching
         await pilot.press("ctrl+q")
     assert app.return_code == 0 and app.runner.finished.is_set()
+
+
+async def test_p_shows_pruned_branches_with_the_tree_focused_only(tmp_path) -> None:
+    """The help says "p (tree focused) or F2"; p in the chat pane showed and hid them as well."""
+    def broken(progress) -> Session:
+        raise ModelError("no such model")
+
+    app = ChatApp(broken, ModelSettings(model="nope"), SearchConfig(), Policy(), History(tmp_path / "h.jsonl"))
+    async with app.run_test() as pilot:
+        tree = app.query_one(SearchTree)
+        app.query_one(ChatLog).focus()
+        await pilot.press("p")
+        assert not tree.show_pruned
+        await pilot.press("f2")
+        assert tree.show_pruned
+        tree.focus()
+        await pilot.press("p")
+        assert not tree.show_pruned
+        await pilot.press("ctrl+q")
 
 
 class BarApp(App[None]):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
@@ -40,6 +41,8 @@ class SearchTree(Tree[int]):
     """Mirrors a SearchState. Lines change on step-level events only; pruned lines are hidden unless shown."""
 
     DEFAULT_CSS = "SearchTree { border: round $primary-darken-2; border-title-align: left; }"
+    # p here only, as the help says: F2 is the app-wide key
+    BINDINGS = [Binding("p", "app.toggle_pruned", "Pruned", show=False)]
 
     def __init__(self, **kwargs) -> None:
         super().__init__("no search yet", **kwargs)
