@@ -14,6 +14,7 @@ import llama_cpp.llama_cpp as L
 
 from edgereason import interrupts
 from edgereason.backends.llamacpp.device_sampling import Candidates, TopKSamplers
+from edgereason.backends.llamacpp.layer_capture import LayerCapture
 from edgereason.backends.llamacpp.model import LlamaModel, physical_cores
 from edgereason.errors import OutOfMemoryError
 
@@ -45,7 +46,8 @@ class KVContext:
     """
 
     def __init__(self, model: LlamaModel, n_ctx: int, n_seq_max: int = SEQ_SLOTS, n_batch: int = 2048,
-                 n_threads: int | None = None, flash_attn: bool = True, top_k: int = 0) -> None:
+                 n_threads: int | None = None, flash_attn: bool = True, top_k: int = 0,
+                 capture: LayerCapture | None = None) -> None:
         params = L.llama_context_default_params()
         params.n_ctx = max(256, -(-n_ctx // 256) * 256)  # llama.cpp pads to 256 cells; the budget is ours
         params.n_batch = n_batch
@@ -66,6 +68,12 @@ class KVContext:
         self.top_k = TopKSamplers(min(top_k, model.n_vocab), n_seq_max) if top_k else None
         if self.top_k:
             self.top_k.attach(params)
+        # capture: while on_logits runs for a row, capture.current() holds that token's hidden states at its layers
+        if capture and self.top_k:
+            raise ValueError("a layer capture reads whole rows; it does not run in a top-k context")
+        self.capture = capture
+        if capture:
+            capture.attach(params)
         with interrupts.deferred():  # llama.cpp logs through a Python callback while it builds the context
             self.ptr = L.llama_init_from_model(model.ptr, params)
         if not self.ptr:
@@ -184,6 +192,8 @@ class KVContext:
                 if wanted:
                     rows.append((i, tag))
             b.n_tokens = len(window)
+            if self.capture:
+                self.capture.begin(len(window))
             rc = L.llama_decode(self.ptr, b)
             interrupts.check()  # a stop signal that landed in llama.cpp's log callback was dropped there
             if rc != 0:
@@ -200,6 +210,8 @@ class KVContext:
                     on_logits(tag, Candidates(ids[r], logits[r]))
                 continue
             for i, tag in rows:
+                if self.capture:
+                    self.capture.at(i)
                 ptr = L.llama_get_logits_ith(self.ptr, i)
                 on_logits(tag, np.ctypeslib.as_array(ptr, shape=(self.model.n_vocab,)))
         return total

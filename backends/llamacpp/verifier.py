@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from edgereason.backends.llamacpp.layer_capture import LayerCapture
 from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.llamacpp.runtime import SEQ_SLOTS, DecodeItem, KVContext, KVMemoryOf
 from edgereason.backends.prm_format import PRMFormat, prompt_for
@@ -36,16 +37,18 @@ class _Held:
 class LlamaVerifier(KVMemoryOf):
     def __init__(self, model: LlamaModel, fmt: PRMFormat, kv_tokens: int, n_threads: int | None = None,
                  n_seq_max: int = SEQ_SLOTS, flash_attn: bool = True, head: ValueHead | None = None,
-                 generator_ctx: KVContext | None = None) -> None:
+                 generator_ctx: KVContext | None = None, capture: LayerCapture | None = None) -> None:
         """generator_ctx: the generator's context on these same weights. A value head reads the generator's own
         prompt, so the generator's KV already holds what a step's score needs: a request naming a resident
         generator sequence is scored there, one row a step, instead of a prefill of the step here. Only where the
         generator's rows come back whole (host sampling): a row cut to its top k on the device lacks the logits
-        the head reads."""
+        the head reads. capture: hidden states of middle layers for `features` (a study of which layer a head
+        should read; scoring never uses it)."""
         self.model = model
         self.fmt = fmt
         self.name = f"{model.path.stem}:{fmt.name}"
-        self.ctx = KVContext(model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads, flash_attn=flash_attn)
+        self.ctx = KVContext(model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads, flash_attn=flash_attn,
+                             capture=capture)
         use_gen = fmt.name == "head" and generator_ctx is not None and generator_ctx.model is model
         self._gen = generator_ctx if use_gen and generator_ctx.top_k is None else None
         self.prompt = prompt_for(fmt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True))
@@ -172,10 +175,17 @@ class LlamaVerifier(KVMemoryOf):
 
     def features(self, requests: Sequence[ScoreRequest], tokens: np.ndarray) -> list[np.ndarray]:
         """The logits of `tokens` at each requested step's last token, [len(need), len(tokens)] per request: what
-        a value head reads (its training features). Needs the head format, so the prompt is the head's."""
+        a value head reads (its training features). Needs the head format, so the prompt is the head's. With a
+        layer capture each row goes on with the captured layers' hidden states at that token, flattened:
+        [len(need), len(tokens) + len(capture.layers) * n_embd]."""
         if self.fmt.name != "head":
             raise ConfigError("value-head features need the head PRM format")
-        return [np.stack(r.scores) for r in self._in_parts(requests, lambda row: row[tokens].copy())]
+        capture = self.ctx.capture
+
+        def read(row: np.ndarray) -> np.ndarray:
+            return np.concatenate([row[tokens], capture.current().ravel()]) if capture else row[tokens].copy()
+
+        return [np.stack(r.scores) for r in self._in_parts(requests, read)]
 
     def _in_parts(self, requests: Sequence[ScoreRequest], read: Callable[[np.ndarray], Any]) -> list[ScoreResult]:
         try:
