@@ -8,6 +8,7 @@ features (the logits of a fixed token set: the final layer's normed state), on t
            step's last token of each --layers layer, all read in one pass (backends/llamacpp/layer_capture.py).
   train:   per feature set, edgereason/training/train.py's train_head (the shipped head's settings; validation
            problems from split_by_problem with each --seeds seed), and its validation AUCs, as JSON.
+  table:   the report as a markdown table.
 
   python3 -m benchmarks.layer_probe extract --backbone qwen2.5-coder-0.5b --problems 300 --out DIR
   python3 -m benchmarks.layer_probe train --out DIR --report report.json
@@ -34,6 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "benchmarks" / "results" / "head-qwen2.5-coder-0.5b"
 DEPTHS = (1 / 3, 1 / 2, 2 / 3, 5 / 6)
 METRICS = ("val_step_auc", "val_within_step_auc", "val_outcome_auc", "val_within_outcome_auc")
+POOLED = ("pooled_within_step_auc", "pooled_within_outcome_auc")
+FINAL = "final (logits features, shipped)"
 
 
 def layers_at(n_layer: int, depths: tuple[float, ...]) -> list[int]:
@@ -120,10 +123,14 @@ def _extract_shard(verifier, tokens: np.ndarray, rollouts: list[dict], mc_rows: 
 def load_shards(out: Path) -> dict[str, np.ndarray]:
     parts = []
     for p in sorted(out.glob("shard-*.npz")):
-        with np.load(p) as z:
-            parts.append({k: z[k] for k in z.files})
+        if not p.name.endswith(".partial.npz"):  # a shard being written when the run was killed
+            with np.load(p) as z:
+                parts.append({k: z[k] for k in z.files})
     if not parts:
         raise SystemExit(f"no shards in {out}: run extract first")
+    if any(not (np.array_equal(p["layers"], parts[0]["layers"]) and np.array_equal(p["tokens"], parts[0]["tokens"]))
+           for p in parts):
+        raise SystemExit(f"the shards in {out} read different layers or backbones: one folder per run")
     merged = {k: np.concatenate([p[k] for p in parts]) for k in (*feats.FIELDS, "h") if k != "tokens"}
     merged.update(tokens=parts[0]["tokens"], layers=parts[0]["layers"],
                   timing=np.sum([p["timing"] for p in parts], axis=0))
@@ -131,10 +138,10 @@ def load_shards(out: Path) -> dict[str, np.ndarray]:
 
 
 def feature_sets(f: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
-    """The shipped features, then one set per captured layer; `tokens` of a layer set are column indices (the head
-    train_head returns for it is thrown away: only its record is kept)."""
+    """The shipped features, then one set per captured layer; `tokens` of a layer set are column indices, not
+    vocabulary ids (its head is used only to score the validation rows)."""
     labels = {k: f[k] for k in feats.FIELDS if k not in ("tokens", "x")}
-    sets = {"final (logits features, shipped)": {**labels, "tokens": f["tokens"], "x": f["x"]}}
+    sets = {FINAL: {**labels, "tokens": f["tokens"], "x": f["x"]}}
     for j, il in enumerate(f["layers"]):
         h = f["h"][:, j]
         sets[f"layer {il}"] = {**labels, "tokens": np.arange(h.shape[1], dtype=np.int32), "x": h}
@@ -144,27 +151,48 @@ def feature_sets(f: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
 def train(args: argparse.Namespace) -> None:
     import torch
 
-    from edgereason.training.train import TrainConfig, train_head
+    from edgereason.training.train import TrainConfig
 
     torch.set_num_threads(args.threads)
     f = load_shards(args.out)
-    backbone = Backbone("probe", "probe", "not a shipped head")
-    report: dict = {"problems": int(len(np.unique(f["problem"]))), "rows": int(len(f["x"])),
-                    "layers": f["layers"].tolist(), "extract_tokens": int(f["timing"][0]),
-                    "extract_seconds": float(f["timing"][1]), "seeds": args.seeds, "hidden": args.hidden,
-                    "sets": {}}
+    report: dict = {"features": args.out.name, "problems": int(len(np.unique(f["problem"]))),
+                    "rows": int(len(f["x"])), "layers": f["layers"].tolist(),
+                    "extract_tokens": int(f["timing"][0]), "extract_seconds": round(float(f["timing"][1]), 1),
+                    "train_config": {"hidden": args.hidden, "val_fraction": TrainConfig().val_fraction,
+                                     "epochs": TrainConfig().epochs, "rank_weight": TrainConfig().rank_weight},
+                    "seeds": args.seeds, "sets": {}}
     for name, fs in feature_sets(f).items():
-        runs = []
-        for seed in args.seeds:
-            t0 = time.perf_counter()
-            _, record = train_head(fs, backbone, TrainConfig(hidden=args.hidden, seed=seed))
-            runs.append({"seed": seed, "best_epoch": record["best_epoch"], "val_problems": record["val_problems"],
-                         "seconds": round(time.perf_counter() - t0, 1), **{m: record[m] for m in METRICS}})
-            print(f"{name}, split seed {seed}: " + ", ".join(f"{m} {record[m]:.3f}" for m in METRICS),
-                  file=sys.stderr)
-        report["sets"][name] = {"runs": runs, **_summary(runs)}
-    args.report.write_text(json.dumps(report, indent=1) + "\n")
-    print(json.dumps({n: {m: s[m] for m in METRICS} for n, s in report["sets"].items()}, indent=1))
+        report["sets"][name] = _probe(name, fs, args.seeds, args.hidden)
+        args.report.write_text(json.dumps(report, indent=1) + "\n")  # a set at a time: a kill keeps what ran
+    print(json.dumps({n: {m: s[m] for m in (*METRICS, *POOLED)} for n, s in report["sets"].items()}, indent=1))
+
+
+def _probe(name: str, fs: dict[str, np.ndarray], seeds: list[int], hidden: int) -> dict:
+    """train_head once per split seed; per-split AUCs, their mean and sd, and the within-problem AUCs over the
+    pairs of every split's validation problems together (more pairs than one split's ~15%)."""
+    from edgereason.training.metrics import within_auc
+    from edgereason.training.train import TrainConfig, split_by_problem, step_groups, train_head
+
+    runs, pooled = [], {k: [] for k in ("score", "outcome", "group", "problem", "last")}
+    groups = step_groups(fs)
+    for seed in seeds:
+        t0 = time.perf_counter()
+        cfg = TrainConfig(hidden=hidden, seed=seed)
+        head, record = train_head(fs, Backbone("probe", "probe", "not a shipped head"), cfg)
+        runs.append({"seed": seed, "best_epoch": record["best_epoch"], "val_problems": record["val_problems"],
+                     "seconds": round(time.perf_counter() - t0, 1), **{m: record[m] for m in METRICS}})
+        print(f"{name}, split seed {seed}: " + ", ".join(f"{m} {record[m]:.3f}" for m in METRICS), file=sys.stderr)
+        val = split_by_problem(fs["problem"], cfg.val_fraction, seed)
+        offset = (seed + 1) * (int(groups.max()) + 1)  # a problem in two splits counts as two
+        for key, col in (("score", head.logits(fs["x"])), ("outcome", fs["outcome"]), ("group", groups + offset),
+                         ("problem", fs["problem"] + (seed + 1) * (int(fs["problem"].max()) + 1)),
+                         ("last", fs["last"])):
+            pooled[key].append(col[val])
+    p = {k: np.concatenate(v) for k, v in pooled.items()}
+    last = p["last"]
+    return {"runs": runs, **_summary(runs),
+            "pooled_within_step_auc": within_auc(p["score"], p["outcome"], p["group"]),
+            "pooled_within_outcome_auc": within_auc(p["score"][last], p["outcome"][last], p["problem"][last])}
 
 
 def _summary(runs: list[dict]) -> dict:
@@ -175,6 +203,24 @@ def _summary(runs: list[dict]) -> dict:
         out[m] = {"mean": statistics.fmean(vals) if vals else None,
                   "sd": statistics.stdev(vals) if len(vals) > 1 else None}
     return out
+
+
+def table(args: argparse.Namespace) -> None:
+    """The report as a markdown table: mean (sd) over the splits, the pooled within-problem AUCs, and, paired by
+    split (the same validation problems), the mean difference to the final layer's within-problem AUCs with the
+    number of splits where the set did better."""
+    report = json.loads(args.report.read_text())
+    final = report["sets"][FINAL]["runs"]
+    print("| features | step AUC | within step | outcome AUC | within final | pooled within step "
+          "| pooled within final | within step vs final | within final vs final |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, s in report["sets"].items():
+        cells = [f"{s[m]['mean']:.3f} ({s[m]['sd']:.3f})" for m in METRICS]
+        cells += [f"{s[m]:.3f}" for m in POOLED]
+        for m in ("val_within_step_auc", "val_within_outcome_auc"):
+            diffs = [r[m] - b[m] for r, b in zip(s["runs"], final)]
+            cells.append(f"{statistics.fmean(diffs):+.3f} ({sum(d > 0 for d in diffs)}/{len(diffs)})")
+        print(f"| {name} | " + " | ".join(cells) + " |")
 
 
 def main() -> None:
@@ -197,8 +243,9 @@ def main() -> None:
     t.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="split (and init) seeds")
     t.add_argument("--hidden", type=int, default=256, help="0: a linear probe (the shipped head: 256)")
     t.add_argument("--threads", type=int, default=2)
+    sub.add_parser("table").add_argument("--report", type=Path, required=True)
     args = p.parse_args()
-    {"speed": speed, "extract": extract, "train": train}[args.cmd](args)
+    {"speed": speed, "extract": extract, "train": train, "table": table}[args.cmd](args)
 
 
 if __name__ == "__main__":
