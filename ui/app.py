@@ -62,7 +62,6 @@ class ChatApp(App[None]):
         Binding("f1", "help", "Help"),
         Binding("f2", "toggle_pruned", "Pruned"),
         Binding("f3", "history", "History"),
-        Binding("h", "history", "History", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
 

@@ -158,6 +158,27 @@ async def test_p_shows_pruned_branches_with_the_tree_focused_only(tmp_path) -> N
         await pilot.press("ctrl+q")
 
 
+async def test_h_opens_the_history_with_the_tree_focused_only(tmp_path) -> None:
+    """The help says "h (tree focused) or F3"; h in the chat pane opened the history as well."""
+    def broken(progress) -> Session:
+        raise ModelError("no such model")
+
+    app = ChatApp(broken, ModelSettings(model="nope"), SearchConfig(), Policy(), History(tmp_path / "h.jsonl"))
+    async with app.run_test() as pilot:
+        app.query_one(ChatLog).focus()
+        await pilot.press("h")
+        assert not isinstance(app.screen, HistoryScreen)
+        await pilot.press("f3")
+        assert isinstance(app.screen, HistoryScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HistoryScreen)
+        app.query_one(SearchTree).focus()
+        await pilot.press("h")
+        assert isinstance(app.screen, HistoryScreen)
+        await pilot.press("escape")
+        await pilot.press("ctrl+q")
+
+
 class BarApp(App[None]):
     def compose(self):
         yield StatusBar("gen qwen2.5-coder-0.5b · prm qwen2.5-coder-1.5b", "auto · beam beams 8 width 4")

@@ -41,8 +41,9 @@ class SearchTree(Tree[int]):
     """Mirrors a SearchState. Lines change on step-level events only; pruned lines are hidden unless shown."""
 
     DEFAULT_CSS = "SearchTree { border: round $primary-darken-2; border-title-align: left; }"
-    # p here only, as the help says: F2 is the app-wide key
-    BINDINGS = [Binding("p", "app.toggle_pruned", "Pruned", show=False)]
+    # p and h here only, as the help says: F2 and F3 are the app-wide keys
+    BINDINGS = [Binding("p", "app.toggle_pruned", "Pruned", show=False),
+                Binding("h", "app.history", "History", show=False)]
 
     def __init__(self, **kwargs) -> None:
         super().__init__("no search yet", **kwargs)
