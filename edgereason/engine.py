@@ -187,8 +187,8 @@ class Engine:
 
     # ------------------------------------------------------------------ the end of a request
     def _end(self, req: Request, status: RequestStatus, reason: str) -> None:
-        """Finish a running request: prune what still runs, free its KV and PRM paths, build its result, and let
-        it leave the engine."""
+        """Finish a running or waiting request: prune what still runs, free its KV and PRM paths, build its result,
+        and let it leave the engine."""
         if req.status not in ("running", "waiting"):
             return
         (self.requests if req.status == "running" else self.waiting).remove(req)

@@ -71,21 +71,26 @@ def runnable(req: Request) -> list[Node]:
     return nodes + [n for n in req.tree.steps() if n.alive and (n.plan or not n.step_done)]
 
 
-def spare_seq_slots(generator: Generator, running: list[Request]) -> int:
+def unclaimed_seqs(running: list[Request]) -> dict[str, int]:
+    """Request id -> the sequences set aside for it that it does not hold now."""
+    return {r.id: r.unclaimed_seqs() for r in running}
+
+
+def spare_seq_slots(generator: Generator, unclaimed: dict[str, int]) -> int:
     """Free sequence slots that no running request has set aside."""
-    return generator.free_seq_slots() - sum(r.unclaimed_seqs() for r in running)
+    return generator.free_seq_slots() - sum(unclaimed.values())
 
 
 def can_admit(request: Request, running: list[Request], generator: Generator) -> bool:
     """Whether a sequence per beam of `request` can be set aside beside the running requests' own."""
-    return request.config.beams <= spare_seq_slots(generator, running)
+    return request.config.beams <= spare_seq_slots(generator, unclaimed_seqs(running))
 
 
 def schedule(requests: list[Request], generator: Generator, policy: Policy) -> list[Work]:
     budget = generator.max_batch_tokens
     running = [r for r in requests if r.status == "running"]
-    spare = spare_seq_slots(generator, running)
-    own = {r.id: r.unclaimed_seqs() for r in running}
+    own = unclaimed_seqs(running)  # one walk of each tree a pass: this runs before every forward pass
+    spare = spare_seq_slots(generator, own)
     pool = sorted(((i, r, n) for i, r in enumerate(running) for n in runnable(r)),
                   key=lambda t: order_key(t[0], t[2], policy))
     standard = {r.id: sum(1 for _, q, n in pool if q is r and not is_speculative(n)) for r in running}

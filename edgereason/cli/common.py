@@ -278,7 +278,8 @@ def search_config(args: argparse.Namespace) -> SearchConfig:
     return SearchConfig(
         strategy=args.strategy, beams=args.beams, width=args.width, max_steps=args.max_steps,
         max_step_tokens=args.max_step_tokens, max_path_tokens=args.max_tokens, aggregation=args.agg,
-        vote=args.vote, select=args.select, sampling=SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed))
+        vote=args.vote, select=args.select,
+        sampling=SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed))
 
 
 def pull_progress(label: str, done: int, total: int) -> None:
