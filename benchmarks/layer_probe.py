@@ -55,13 +55,11 @@ def shard_path(out: Path, lo: int, hi: int) -> Path:
 
 def _verifier(args: argparse.Namespace, model, capture: bool):
     """The features phase's verifier (head format, flash attention), with the layers captured or not."""
-    import llama_cpp.llama_cpp as L
-
     from edgereason.backends.llamacpp import LlamaVerifier
     from edgereason.backends.llamacpp.layer_capture import LayerCapture
     from edgereason.backends.prm_format import prm_format
 
-    n_layer = L.llama_model_n_layer(model.ptr)
+    n_layer = model.n_layer
     layers = args.layers or layers_at(n_layer, DEPTHS)
     cap = LayerCapture(model.n_embd, n_layer, layers) if capture else None
     print(f"{args.backbone}: {n_layer} layers, n_embd {model.n_embd}, capturing {layers if capture else 'none'}",
@@ -131,20 +129,21 @@ def load_shards(out: Path) -> dict[str, np.ndarray]:
     if any(not (np.array_equal(p["layers"], parts[0]["layers"]) and np.array_equal(p["tokens"], parts[0]["tokens"]))
            for p in parts):
         raise SystemExit(f"the shards in {out} read different layers or backbones: one folder per run")
-    merged = {k: np.concatenate([p[k] for p in parts]) for k in (*feats.FIELDS, "h") if k != "tokens"}
+    merged = {k: np.concatenate([p[k] for p in parts])
+              for k in (*feats.FIELDS, "h") if k not in ("tokens", "layers")}
     merged.update(tokens=parts[0]["tokens"], layers=parts[0]["layers"],
                   timing=np.sum([p["timing"] for p in parts], axis=0))
     return merged
 
 
 def feature_sets(f: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
-    """The shipped features, then one set per captured layer; `tokens` of a layer set are column indices, not
-    vocabulary ids (its head is used only to score the validation rows)."""
-    labels = {k: f[k] for k in feats.FIELDS if k not in ("tokens", "x")}
-    sets = {FINAL: {**labels, "tokens": f["tokens"], "x": f["x"]}}
+    """The shipped features, then one set per captured layer (as training reads them: a layer head reads no
+    logits)."""
+    labels = {k: f[k] for k in feats.FIELDS if k not in ("tokens", "layers", "x")}
+    sets = {FINAL: {**labels, "tokens": f["tokens"], "layers": np.zeros(0, np.int32), "x": f["x"]}}
     for j, il in enumerate(f["layers"]):
-        h = f["h"][:, j]
-        sets[f"layer {il}"] = {**labels, "tokens": np.arange(h.shape[1], dtype=np.int32), "x": h}
+        sets[f"layer {il}"] = {**labels, "tokens": np.zeros(0, np.int32), "layers": np.asarray([il], np.int32),
+                               "x": f["h"][:, j]}
     return sets
 
 

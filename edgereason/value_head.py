@@ -1,19 +1,24 @@
 """A trained value head: P(this path still reaches the right answer) from the backbone's final hidden state at the
 last token of a step (design.md section 2, "value head").
 
-The head reads the hidden state through the logits of a fixed set of k >= 2 * n_embd vocabulary tokens. Those
+The head reads the final hidden state through the logits of a fixed set of k = 2 * n_embd vocabulary tokens. Those
 logits are W_S h, where W_S [k, n_embd] are the tokens' rows of the output matrix and h the final (normed) hidden
 state; W_S has full column rank, so they carry h whole (h = pinv(W_S) z_S), and a head on them is a head on h.
 Reading them needs no embeddings context: llama.cpp's embeddings mode makes every token an output (the output
 matrix runs over every position, a vocabulary-sized row per token) and crashed in its AMX kernels here.
+A head may read middle layers' outputs instead of (k = 0) or beside the logits: `layers` names them, and their
+hidden states at the step's last token follow the k logits in the feature vector, layer by layer (d = k +
+len(layers) * n_embd). A middle layer ranks a problem's final answers better than the last one
+(benchmarks/results/layer-probe-cpu).
 
 A head is two files side by side: `NAME.safetensors` (the weights) and `NAME.json` (what it was trained on). Scoring
-needs only numpy: pick the k logits, standardise, Linear -> ReLU -> Linear (or one Linear), sigmoid. Tensors:
-  tokens [k] int32      the vocabulary ids whose logits are the features
-  mean, std [k]         feature standardisation from the training set
-  w1 [h, k], b1 [h], w2 [1, h], b2 [1]    (an MLP head)   or   w2 [1, k], b2 [1]   (a linear head)
-The JSON names the backbone (registry name, GGUF file name, sha256): other weights' logits mean nothing to the head,
-so a head is refused on any other backbone.
+needs only numpy: gather the d features, standardise, Linear -> ReLU -> Linear (or one Linear), sigmoid. Tensors:
+  tokens [k] int32      the vocabulary ids whose logits are the features (k may be 0 when layers are read)
+  mean, std [d]         feature standardisation from the training set
+  w1 [h, d], b1 [h], w2 [1, h], b2 [1]    (an MLP head)   or   w2 [1, d], b2 [1]   (a linear head)
+The JSON names the backbone (registry name, GGUF file name, sha256): other weights' states mean nothing to the head,
+so a head is refused on any other backbone. It lists `layers` too; a head that reads layers is format version 2, so
+an older EdgeReason refuses it instead of misreading it.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from edgereason.errors import ConfigError, ModelError
 from edgereason.files import write_atomic, write_text_atomic
 
 HEAD_FORMAT = "edgereason-value-head"
-HEAD_VERSION = 1
+HEAD_VERSION = 2  # 2: `layers` (version 1 heads read the logits only)
 _TENSORS = ("tokens", "mean", "std", "w1", "b1", "w2", "b2")
 
 
@@ -51,11 +56,15 @@ class ValueHead:
     w1: np.ndarray | None = None
     b1: np.ndarray | None = None
     record: dict[str, Any] | None = None  # how it was trained: data, sizes, AUCs
+    layers: tuple[int, ...] = ()  # middle layers whose hidden states follow the logits in the features
 
     def __post_init__(self) -> None:
-        d = self.mean.shape[0]
+        d, k = self.mean.shape[0], self.tokens.shape[0]
         inner = d if self.w1 is None else self.w1.shape[0]
-        ok = (d > 0 and self.mean.shape == self.tokens.shape == self.std.shape == (d,) and self.tokens.min() >= 0
+        width = (d - k) // len(self.layers) if self.layers else 0
+        ok = (d > 0 and self.mean.shape == self.std.shape == (d,) and self.tokens.shape == (k,)
+              and (k == d if not self.layers else width > 0 and k + width * len(self.layers) == d)
+              and (k == 0 or self.tokens.min() >= 0) and all(il >= 0 for il in self.layers)
               and self.w2.shape == (1, inner) and self.b2.shape == (1,)
               and (self.w1 is None or (self.w1.shape == (inner, d) and self.b1 is not None
                                        and self.b1.shape == (inner,))))
@@ -70,9 +79,18 @@ class ValueHead:
             x = np.maximum(x @ self.w1.T + self.b1, 0.0)
         return (x @ self.w2.T + self.b2)[..., 0]
 
-    def score(self, logits: np.ndarray) -> float:
-        """One next-token logits row [n_vocab] at a step's last token -> a score in [0, 1]."""
-        return self.score_features(logits[self.tokens])
+    @property
+    def layer_width(self) -> int:
+        """n_embd of the backbone when the head reads layers, else 0."""
+        return (self.mean.shape[0] - self.tokens.shape[0]) // len(self.layers) if self.layers else 0
+
+    def score(self, logits: np.ndarray, hidden: np.ndarray | None = None) -> float:
+        """One next-token logits row [n_vocab] at a step's last token, and the hidden states of `layers` there
+        ([len(layers), n_embd]; only for a head that reads layers) -> a score in [0, 1]."""
+        if not self.layers:
+            return self.score_features(logits[self.tokens])
+        assert hidden is not None, "a head that reads layers needs their hidden states"
+        return self.score_features(np.concatenate([logits[self.tokens], hidden.ravel()]))
 
     def score_features(self, features: np.ndarray) -> float:
         z = float(self.logits(features))
@@ -80,7 +98,7 @@ class ValueHead:
 
     def check_backbone(self, model_path: Path, n_vocab: int) -> None:
         """ConfigError unless `model_path` holds the weights the head was trained on."""
-        if int(self.tokens.max()) >= n_vocab:
+        if len(self.tokens) and int(self.tokens.max()) >= n_vocab:
             raise ConfigError(f"the value head reads tokens beyond {model_path.name}'s vocabulary of {n_vocab}: "
                               f"it was trained on {self.backbone.name}")
         digest = file_sha256(model_path)
@@ -114,6 +132,7 @@ def load_head(path: Path) -> ValueHead:
         if int(meta.get("version", 0)) > HEAD_VERSION:
             raise ValueError(f"format version {meta['version']} is newer than this EdgeReason reads")
         backbone = Backbone(**{k: str(meta["backbone"][k]) for k in ("name", "file", "sha256")})
+        layers = tuple(int(il) for il in meta.get("layers") or ())
         tensors = load_file(str(weights))
     except (ValueError, KeyError, TypeError, OSError, SafetensorError) as e:
         raise ModelError(f"{meta_path.name}/{weights.name}: corrupt or not a value head ({e}); train it again "
@@ -123,7 +142,7 @@ def load_head(path: Path) -> ValueHead:
         raise ModelError(f"{weights.name} lacks tensors {sorted(missing)}: corrupt value head")
     arrays = {k: np.ascontiguousarray(v, dtype=np.int64 if k == "tokens" else np.float32)
               for k, v in tensors.items() if k in _TENSORS}
-    return ValueHead(backbone, record=meta.get("training"), **arrays)
+    return ValueHead(backbone, record=meta.get("training"), layers=layers, **arrays)
 
 
 def save_head(head: ValueHead, path: Path) -> tuple[Path, Path]:
@@ -134,10 +153,13 @@ def save_head(head: ValueHead, path: Path) -> tuple[Path, Path]:
     weights.parent.mkdir(parents=True, exist_ok=True)
     tensors = {k: np.ascontiguousarray(getattr(head, k), dtype=np.int32 if k == "tokens" else np.float32)
                for k in _TENSORS if getattr(head, k) is not None}
-    meta = {"format": HEAD_FORMAT, "version": HEAD_VERSION,
+    read = [f"the logits of {len(head.tokens)} vocabulary tokens (a full-rank linear image of the final hidden "
+            "state)"] if len(head.tokens) else []
+    read += [f"the hidden state of layer {il}" for il in head.layers]
+    meta = {"format": HEAD_FORMAT, "version": HEAD_VERSION if head.layers else 1,
             "backbone": {"name": head.backbone.name, "file": head.backbone.file, "sha256": head.backbone.sha256},
-            "features": f"logits of {len(head.tokens)} vocabulary tokens at the last token of each step (a "
-                        "full-rank linear image of the final hidden state)",
+            "features": ", then ".join(read) + " at the last token of each step",
+            "layers": list(head.layers),
             "hidden": None if head.w1 is None else int(head.w1.shape[0]),
             "prompt": "the generator's solve prompt, then the steps verbatim",
             "training": head.record or {}}

@@ -32,6 +32,42 @@ def test_round_trip_keeps_scores(tmp_path: Path, hidden: int):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["h.json", "h.safetensors"]  # no temp files left
 
 
+def layer_head(backbone: Backbone, k: int, layers: tuple[int, ...], width: int, seed: int = 0) -> ValueHead:
+    rng = np.random.default_rng(seed)
+    d = k + width * len(layers)
+    f32 = lambda *shape: rng.normal(size=shape).astype(np.float32)  # noqa: E731
+    return ValueHead(backbone, np.sort(rng.choice(100, size=k, replace=False)), f32(d), np.abs(f32(d)) + 0.5,
+                     f32(1, 5), f32(1), f32(5, d), f32(5), layers=layers)
+
+
+@pytest.mark.parametrize("k", [0, 12])
+def test_a_head_that_reads_layers_round_trips_as_version_2(tmp_path: Path, k: int):
+    import json
+
+    head = layer_head(Backbone("m", "m.gguf", "ab" * 32), k, (3, 7), width=6)
+    _, meta = save_head(head, tmp_path / "h")
+    written = json.loads(meta.read_text())
+    assert written["version"] == 2 and written["layers"] == [3, 7] and "layer 7" in written["features"]
+    back = load_head(meta)
+    assert back.layers == (3, 7) and back.layer_width == 6
+    rng = np.random.default_rng(1)
+    logits, hidden = rng.normal(size=(3, 100)).astype(np.float32), rng.normal(size=(3, 2, 6)).astype(np.float32)
+    assert [back.score(z, h) for z, h in zip(logits, hidden)] == pytest.approx(
+        [head.score_features(np.concatenate([z[head.tokens], h.ravel()])) for z, h in zip(logits, hidden)], abs=1e-6)
+    assert len({round(back.score(z, h), 6) for z, h in zip(logits, hidden)}) == 3
+    plain, _ = save_head(random_head(Backbone("m", "m.gguf", "ab" * 32)), tmp_path / "p")
+    assert json.loads(head_paths(plain)[1].read_text())["version"] == 1  # older readers still read logit heads
+
+
+def test_layer_features_that_do_not_divide_into_the_layers_are_refused():
+    head = layer_head(Backbone("m", "m.gguf", "0" * 64), 4, (3, 7), width=6)
+    with pytest.raises(ModelError, match="do not fit"):  # 4 + 13 columns: not two layers of one width
+        ValueHead(head.backbone, head.tokens, np.zeros(17, np.float32), np.ones(17, np.float32), head.w2, head.b2,
+                  np.zeros((5, 17), np.float32), head.b1, layers=(3, 7))
+    with pytest.raises(ModelError, match="do not fit"):
+        ValueHead(head.backbone, head.tokens, head.mean, head.std, head.w2, head.b2, head.w1, head.b1, layers=(-1, 7))
+
+
 def test_backbone_is_checked_by_sha256(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path / "home"))
     model = tmp_path / "model.gguf"

@@ -78,12 +78,12 @@ class LlamaModel:
                                      if L.llama_vocab_get_attr(self.vocab, t) & L.LLAMA_TOKEN_ATTR_CONTROL)
         self._template = L.llama_model_chat_template(self.ptr, None)
         self._pieces: dict[int, bytes] = {}
-        self.kv_bytes_per_token = self.weights_bytes = 0
+        self.kv_bytes_per_token = self.weights_bytes = self.n_layer = 0
         if vocab_only:  # llama.cpp aborts on layer hyperparameters of a vocab-only model; metadata still reads
             arch = self._meta("general.architecture")
             self.n_ctx_train = int(self._meta(f"{arch}.context_length") or 0)
             return
-        n_layer = L.llama_model_n_layer(self.ptr)
+        self.n_layer = n_layer = L.llama_model_n_layer(self.ptr)
         n_head = L.llama_model_n_head(self.ptr)
         n_head_kv = L.llama_model_n_head_kv(self.ptr)
         head_dim = L.llama_model_n_embd(self.ptr) // max(1, n_head)

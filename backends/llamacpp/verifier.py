@@ -34,6 +34,14 @@ class _Held:
     scores: list[Any]  # one per step: a score, or a head's features for `features`
 
 
+def _capture_for(model: LlamaModel, head: ValueHead) -> LayerCapture:
+    if head.layer_width != model.n_embd or any(il >= model.n_layer - 1 for il in head.layers):
+        raise ConfigError(f"the value head reads layers {list(head.layers)} of width {head.layer_width}, which "
+                          f"{model.path.name} ({model.n_layer} layers of {model.n_embd}) does not have: corrupt head "
+                          "file; train it again with edgereason train-prm")
+    return LayerCapture(model.n_embd, model.n_layer, head.layers)
+
+
 class LlamaVerifier(KVMemoryOf):
     def __init__(self, model: LlamaModel, fmt: PRMFormat, kv_tokens: int, n_threads: int | None = None,
                  n_seq_max: int = SEQ_SLOTS, flash_attn: bool = True, head: ValueHead | None = None,
@@ -42,19 +50,26 @@ class LlamaVerifier(KVMemoryOf):
         prompt, so the generator's KV already holds what a step's score needs: a request naming a resident
         generator sequence is scored there, one row a step, instead of a prefill of the step here. Only where the
         generator's rows come back whole (host sampling): a row cut to its top k on the device lacks the logits
-        the head reads. capture: hidden states of middle layers for `features` (a study of which layer a head
-        should read; scoring never uses it)."""
+        the head reads. capture: hidden states of middle layers for `features` (training a head that reads them);
+        a head that reads layers makes its own."""
         self.model = model
         self.fmt = fmt
         self.name = f"{model.path.stem}:{fmt.name}"
+        if fmt.name == "head" and head is not None and head.layers:
+            head.check_backbone(model.path, model.n_vocab)
+            capture = _capture_for(model, head)
         self.ctx = KVContext(model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads, flash_attn=flash_attn,
                              capture=capture)
-        use_gen = fmt.name == "head" and generator_ctx is not None and generator_ctx.model is model
+        # the generator's context captures no layers: a head that reads them scores here
+        use_gen = (fmt.name == "head" and generator_ctx is not None and generator_ctx.model is model
+                   and not (head is not None and head.layers))
         self._gen = generator_ctx if use_gen and generator_ctx.top_k is None else None
         self.prompt = prompt_for(fmt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True))
         self._read: Callable[[np.ndarray], float] | None = None  # None: features only (training)
         if fmt.name == "head":
-            if head is not None:
+            if head is not None and head.layers:
+                self._read = lambda logits: head.score(logits, capture.current())
+            elif head is not None:
                 head.check_backbone(model.path, model.n_vocab)
                 self._read = head.score
         else:

@@ -243,6 +243,9 @@ def load_checkpoint(path: Path, fmt: str, device: str = "auto", head: ValueHead 
     if fmt == "head" and head is None:
         raise ConfigError("--prm-format head needs a trained value head: pass --prm-head FILE "
                           "(make one with edgereason train-prm)")
+    if fmt == "head" and head.layers:
+        raise ConfigError(f"this value head reads middle layers ({', '.join(map(str, head.layers))}), which only "
+                          "the llama.cpp backend reads; pass its GGUF without hf:")
     verbosity, bars = transformers.logging.get_verbosity(), transformers.logging.is_progress_bar_enabled()
     transformers.logging.set_verbosity_error()  # a head checkpoint loaded as its backbone lists the head's keys
     transformers.logging.disable_progress_bar()  # "Loading weights" bars would interleave with the search's output

@@ -58,6 +58,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--features", action="append", default=None, metavar="FILE",
                    help="feature file: the features phase writes the first, the train phase reads them all "
                         "(repeat for shards; default WORK/features-BACKBONE.npz)")
+    p.add_argument("--layers", type=int, nargs="+", default=None, metavar="L",
+                   help="the head reads these middle layers' hidden states instead of the final layer's (e.g. 19 "
+                        "of the 1.5B's 28); the features phase reads them beside the final layer, so one feature "
+                        "file serves both kinds of head")
     p.add_argument("--hidden", type=int, default=TrainConfig.hidden, help="hidden units, 0 = linear (default 256)")
     p.add_argument("--epochs", type=int, default=TrainConfig.epochs, help="training epochs (default 40)")
     p.add_argument("--rank-weight", type=float, default=TrainConfig.rank_weight,
@@ -85,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--phases takes {', '.join(PHASES)}; got {', '.join(bad)}")
     if args.samples < 1 or args.concurrency < 1 or args.mc_completions < 1 or args.mc_problems < 0:
         raise ConfigError("--samples, --concurrency and --mc-completions must be at least 1, --mc-problems >= 0")
+    if args.layers is not None and (min(args.layers) < 0 or len(set(args.layers)) < len(args.layers)):
+        raise ConfigError(f"--layers takes distinct layer indices >= 0, got {' '.join(map(str, args.layers))}")
     if args.phases is not None and "mc" in phases and not args.mc_problems:
         raise ConfigError("the mc phase values the prefixes of --mc-problems N problems; give N >= 1, or leave "
                           "mc out of --phases")
@@ -180,11 +186,19 @@ def _generate(args: argparse.Namespace, settings: ModelSettings, phases: list[st
 def _features(args: argparse.Namespace, backbone: str, rollouts: list[dict], mc_rows: list[dict],
               out: Path) -> None:
     from edgereason.backends.llamacpp import LlamaVerifier, load_model
+    from edgereason.backends.llamacpp.layer_capture import LayerCapture
     from edgereason.backends.prm_format import prm_format
 
     path = models.resolve(backbone, progress=pull_progress, role="backbone")
     model = load_model(str(path), args.gpu_layers)
-    verifier = LlamaVerifier(model, prm_format("head"), args.kv_tokens, n_threads=args.threads)
+    capture = None
+    if args.layers:
+        if bad := [il for il in args.layers if il >= model.n_layer - 1]:
+            model.close()
+            raise ConfigError(f"--layers {' '.join(map(str, bad))}: {path.name} has {model.n_layer} layers, and "
+                              f"a head reads layers 0-{model.n_layer - 2} (the last is the logits' own)")
+        capture = LayerCapture(model.n_embd, model.n_layer, sorted(args.layers))
+    verifier = LlamaVerifier(model, prm_format("head"), args.kv_tokens, n_threads=args.threads, capture=capture)
     tokens = feature_tokens(model.n_vocab, model.n_embd, model.eog_ids | model.control_ids, args.seed)
     try:
         f = feats.extract(verifier, tokens, rollouts, mc_rows, progress=bar("features"))
@@ -212,7 +226,7 @@ def _train(args: argparse.Namespace, cfg: TrainConfig, backbone: str, features_f
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
-        f = feats.merge([feats.load(p) for p in features_files])
+        f = feats.select(feats.merge([feats.load(p) for p in features_files]), tuple(args.layers or ()))
     except ValueError as e:
         raise ConfigError(f"cannot train on {', '.join(map(str, features_files))}: {e}") from None
     path = models.resolve(backbone, allow_pull=False, role="backbone")

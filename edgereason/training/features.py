@@ -1,10 +1,12 @@
 """Features for the value head: at the last token of every step of every rollout path, the backbone's logits of a
-fixed token set (a full-rank image of its final hidden state; see edgereason/value_head.py), read through the same
-verifier code that scores with the head later (prompt, tokenisation and all), so training and scoring see the same
-numbers. One row per step, with its labels:
+fixed token set (a full-rank image of its final hidden state; see edgereason/value_head.py), then the hidden states
+of the middle layers the verifier's layer capture reads (none without one), read through the same verifier code
+that scores with the head later (prompt, tokenisation and all), so training and scoring see the same numbers. One
+row per step, with its labels:
 
   tokens [k] int32        the vocabulary ids read (one set for the file)
-  x [n, k] float16        their logits
+  layers [m] int32        the middle layers read (empty: none)
+  x [n, k + m * n_embd] float16   their logits, then each layer's hidden state
   problem, path, step [n] int32   where it comes from (problem = index of the rollout line)
   last [n] bool           the path's final step
   outcome [n] float32     1 when the path's answer is right (every prefix of a right path is good)
@@ -23,7 +25,7 @@ import numpy as np
 from edgereason.protocols import ScoreRequest
 from edgereason.training.rollouts import Progress
 
-FIELDS = ("tokens", "x", "problem", "path", "step", "last", "outcome", "mc", "prm", "weight")
+FIELDS = ("tokens", "layers", "x", "problem", "path", "step", "last", "outcome", "mc", "prm", "weight")
 _ZIP_MAGIC = b"PK\x03\x04"  # an .npz is a zip archive
 
 
@@ -73,7 +75,9 @@ def extract(verifier, tokens: np.ndarray, rollouts: list[dict], mc_rows: list[di
         flush()
     if not cols["x"]:
         return {}
-    out = {"tokens": np.asarray(tokens, dtype=np.int32), "x": np.concatenate(cols["x"])}
+    capture = verifier.ctx.capture
+    out = {"tokens": np.asarray(tokens, dtype=np.int32),
+           "layers": np.asarray(capture.layers if capture else [], dtype=np.int32), "x": np.concatenate(cols["x"])}
     types = {"problem": np.int32, "path": np.int32, "step": np.int32, "last": bool, "outcome": np.float32,
              "mc": np.float32, "prm": np.float32, "weight": np.float32}
     out.update({k: np.asarray(cols[k], dtype=t) for k, t in types.items()})
@@ -92,7 +96,9 @@ def load(path: Path) -> dict[str, np.ndarray]:
         if _first_bytes(path) != _ZIP_MAGIC:  # np.load reads other bytes as a pickle (and refuses it) or a .npy
             raise ValueError("not a feature file (not an .npz archive); run the features phase again")
         with np.load(path) as z:
-            return {k: z[k] for k in FIELDS}
+            f = {k: z[k] for k in FIELDS if k != "layers"}
+            f["layers"] = z["layers"] if "layers" in z.files else np.zeros(0, np.int32)  # older files: logits only
+            return f
     except (OSError, KeyError, zipfile.BadZipFile) as e:
         raise ValueError(f"not a whole feature file ({e}); run the features phase again") from None
 
@@ -109,7 +115,9 @@ def merge(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         raise ValueError("no feature sets to merge")
     if any(not np.array_equal(p["tokens"], parts[0]["tokens"]) for p in parts):
         raise ValueError("the feature sets read different token sets (different backbones or seeds)")
-    out = {"tokens": parts[0]["tokens"]}
+    if any(not np.array_equal(p["layers"], parts[0]["layers"]) for p in parts):
+        raise ValueError("the feature sets read different layers; extract them all with the same --layers")
+    out = {"tokens": parts[0]["tokens"], "layers": parts[0]["layers"]}
     shift, problems = 0, []
     for p in parts:
         problems.append(p["problem"] + shift)
@@ -119,3 +127,18 @@ def merge(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         if k not in out:
             out[k] = np.concatenate([p[k] for p in parts])
     return out
+
+
+def select(f: dict[str, np.ndarray], layers: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """The columns a head reads: the logits alone (no layers), or the named layers' hidden states alone."""
+    have = [int(il) for il in f["layers"]]
+    k = len(f["tokens"])
+    if not layers:
+        return {**f, "x": f["x"][:, :k], "layers": np.zeros(0, np.int32)}
+    if missing := [il for il in layers if il not in have]:
+        raise ValueError(f"the features hold layers {have or 'none'}, not {missing}; run the features phase with "
+                         f"--layers {' '.join(map(str, layers))}")
+    width = (f["x"].shape[1] - k) // len(have)
+    cols = [np.arange(k + have.index(il) * width, k + (have.index(il) + 1) * width) for il in layers]
+    return {**f, "x": f["x"][:, np.concatenate(cols)], "tokens": np.zeros(0, np.int32),
+            "layers": np.asarray(layers, dtype=np.int32)}

@@ -147,7 +147,7 @@ def train_head(f: dict[str, np.ndarray], backbone: Backbone, cfg: TrainConfig,
         if val_auc > best[0] or best[1] is None:
             best = (val_auc, {k: v.detach().clone() for k, v in net.state_dict().items()}, epoch + 1)
     net.load_state_dict(best[1])
-    head = _to_head(net, backbone, tokens, mean, std, cfg)
+    head = _to_head(net, backbone, tokens, tuple(int(il) for il in f["layers"]), mean, std, cfg)
     scores = 1.0 / (1.0 + np.exp(-head.logits(x)))
     record = {"config": asdict(cfg), "best_epoch": best[2], "rows": int(len(y)), "train_rows": int(tr.sum()),
               "val_rows": int(val.sum()), "problems": int(len(np.unique(f["problem"]))),
@@ -180,13 +180,11 @@ def evaluate(scores: np.ndarray, f: dict[str, np.ndarray], val: np.ndarray) -> d
     }
 
 
-def _to_head(net, backbone: Backbone, tokens: np.ndarray, mean: np.ndarray, std: np.ndarray,
+def _to_head(net, backbone: Backbone, tokens: np.ndarray, layers: tuple[int, ...], mean: np.ndarray, std: np.ndarray,
              cfg: TrainConfig) -> ValueHead:
     linears = [m for m in net if hasattr(m, "weight")]
     arrays = [(m.weight.detach().numpy().astype(np.float32), m.bias.detach().numpy().astype(np.float32))
               for m in linears]
-    if cfg.hidden:
-        (w1, b1), (w2, b2) = arrays
-        return ValueHead(backbone, tokens, mean.astype(np.float32), std.astype(np.float32), w2, b2, w1, b1)
-    (w2, b2), = arrays
-    return ValueHead(backbone, tokens, mean.astype(np.float32), std.astype(np.float32), w2, b2)
+    (w1, b1), (w2, b2) = arrays if cfg.hidden else ((None, None), *arrays)
+    return ValueHead(backbone, tokens, mean.astype(np.float32), std.astype(np.float32), w2, b2, w1, b1,
+                     layers=layers)

@@ -109,6 +109,64 @@ def test_head_format_scores_step_by_step_as_whole(smollm2, flash_attn, tolerance
     assert whole == pytest.approx([head.score_features(f) for f in feats], abs=1e-5)  # training reads the same
 
 
+def _layer_head(model, layers: tuple[int, ...]):
+    import numpy as np
+
+    from edgereason.value_head import Backbone, ValueHead, file_sha256
+
+    rng = np.random.default_rng(1)
+    d = model.n_embd * len(layers)
+    return ValueHead(Backbone("smollm2-135m", model.path.name, file_sha256(model.path)), np.zeros(0, np.int64),
+                     np.zeros(d, np.float32), np.full(d, 2.0, np.float32),
+                     rng.normal(size=(1, 8)).astype(np.float32), np.zeros(1, np.float32),
+                     (rng.normal(size=(8, d)) / np.sqrt(d)).astype(np.float32), np.zeros(8, np.float32), layers=layers)
+
+
+def test_a_head_that_reads_middle_layers_scores_step_by_step_as_whole_and_as_trained(smollm2):
+    """A layer head makes its own capture: steps scored one call at a time (the head's KV reused) equal the whole
+    path scored at once and the training features (a capture passed in, as train-prm --layers does)."""
+    import numpy as np
+
+    from edgereason.backends.llamacpp.layer_capture import LayerCapture
+
+    head = _layer_head(smollm2, (6, 15))
+    steps = [s + "\n\n" for s in STEPS]
+    v = LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=4096, head=head)
+    incremental = []
+    for k in range(len(steps)):
+        prefix = f"h{k - 1}" if k else "root"
+        incremental += v.score([ScoreRequest(f"h{k}", Q, steps[:k + 1], [k], prefix, k)])[0].scores
+    v.check_integrity()
+    v.close()
+    fresh = LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=4096, head=head)
+    whole = fresh.score([ScoreRequest("whole", Q, steps, [0, 1, 2])])[0].scores
+    fresh.close()
+    capture = LayerCapture(smollm2.n_embd, smollm2.n_layer, [6, 15])
+    again = LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=4096, capture=capture)
+    rows = again.features([ScoreRequest("f", Q, steps, [0, 1, 2])], np.zeros(0, np.int64))[0]
+    again.close()
+    assert rows.shape == (3, 2 * smollm2.n_embd)
+    assert incremental == pytest.approx(whole, abs=0.03)
+    assert len(set(round(s, 4) for s in whole)) == 3
+    assert whole == pytest.approx([head.score_features(r) for r in rows], abs=1e-5)
+
+
+def test_a_layer_head_of_another_width_or_depth_is_refused(smollm2):
+    from dataclasses import replace
+
+    import numpy as np
+
+    from edgereason.errors import ConfigError
+
+    head = _layer_head(smollm2, (6,))
+    with pytest.raises(ConfigError, match="does not have"):
+        LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=2048, head=replace(head, layers=(smollm2.n_layer - 1,)))
+    narrow = replace(head, mean=head.mean[:100], std=head.std[:100], w1=head.w1[:, :100])
+    with pytest.raises(ConfigError, match="width 100"):
+        LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=2048, head=narrow)
+    assert np.isfinite(head.mean).all()
+
+
 def test_head_format_without_a_head_gives_features_but_refuses_to_score(smollm2):
     from edgereason.errors import ConfigError
 

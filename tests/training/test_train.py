@@ -50,7 +50,8 @@ def _features(seed: int = 0, problems: int = 60, paths: int = 6, steps: int = 3)
     x = rng.normal(size=(len(problem), 4)).astype(np.float16)
     x[:, 0] += 1.5 * right
     n = len(problem)
-    return {"tokens": np.arange(4, dtype=np.int32), "x": x, "problem": problem.astype(np.int32),
+    return {"tokens": np.arange(4, dtype=np.int32), "layers": np.zeros(0, np.int32), "x": x,
+            "problem": problem.astype(np.int32),
             "path": path.astype(np.int32), "step": step.astype(np.int32), "last": step == steps - 1,
             "outcome": right.astype(np.float32), "mc": np.full(n, np.nan, np.float32),
             "prm": rng.random(n).astype(np.float32), "weight": np.ones(n, np.float32)}

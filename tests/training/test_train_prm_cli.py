@@ -57,15 +57,29 @@ def test_rollouts_resume_then_features_and_training_make_a_head(smollm2_path, da
     out = tmp_path / "head.safetensors"
     torch = pytest.importorskip("torch")
     threads = torch.get_num_threads()
-    assert main(args + ["--phases", "features,train", "--epochs", "3", "--hidden", "8", "--val-fraction", "0.34",
-                        "--rank-weight", "1", "--out", str(out), "--threads", "1"]) == 0
+    train = ["--epochs", "3", "--hidden", "8", "--val-fraction", "0.34", "--rank-weight", "1", "--threads", "1"]
+    assert main(args + ["--phases", "features,train", *train, "--out", str(out)]) == 0
     assert torch.get_num_threads() == 1  # --threads holds for torch too (head_variants.sh shares cores this way)
     torch.set_num_threads(threads)
     head = load_head(out)
     f = feats.load(work / "features-smollm2-135m.npz")
-    assert f["x"].shape == (len(f["step"]), len(head.tokens)) and np.isfinite(f["x"]).all()
+    assert f["layers"].tolist() == [] and f["x"].shape == (len(f["step"]), len(head.tokens))
+    assert np.isfinite(f["x"]).all() and head.layers == ()
     scores = np.array([head.score_features(x) for x in f["x"]])
     assert scores.std() > 1e-4  # a head trained on real features: not a constant
+    layered = tmp_path / "layer12.safetensors"
+    assert main(args + ["--phases", "features,train", *train, "--out", str(layered), "--layers", "12"]) == 0
+    torch.set_num_threads(threads)
+    f = feats.load(work / "features-smollm2-135m.npz")
+    head12 = load_head(layered)
+    assert f["layers"].tolist() == [12] and head12.layers == (12,) and len(head12.tokens) == 0
+    assert f["x"].shape[1] == len(head.tokens) + head12.layer_width and head12.layer_width == 576
+    scores12 = np.array([head12.score_features(x) for x in feats.select(f, (12,))["x"]])
+    assert scores12.std() > 1e-4 and not np.allclose(scores12, scores, atol=1e-3)
+    # the same file trains a head on the final layer too: without --layers the head reads the logits alone
+    assert main(args + ["--phases", "train", *train, "--out", str(out)]) == 0
+    torch.set_num_threads(threads)
+    assert load_head(out).layers == () and len(load_head(out).mean) == len(head.tokens)
     report = json.loads((work / "report.json").read_text())
     assert report["rows"] == len(scores) and report["mc_rows"] == sum(~np.isnan(f["mc"]))
     assert report["config"]["rank_weight"] == 1.0 and "val_within_step_auc" in report
