@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -97,6 +98,9 @@ def test_no_command_shows_the_commands_and_models_alone_lists_them():
     assert all(f"    {name}" in proc.stderr for name in ("solve", "chat", "bench", "train-prm", "models"))
     listed = run_cli("models")
     assert listed.returncode == 0 and "smollm2-135m" in listed.stdout and listed.stdout == run_cli("models", "list").stdout
+    as_json = [run_cli(*a) for a in (("models", "--json"), ("models", "list", "--json"), ("models", "--json", "list"))]
+    assert all(r.returncode == 0 for r in as_json) and len({r.stdout for r in as_json}) == 1
+    assert "smollm2-135m" in [m["name"] for m in json.loads(as_json[0].stdout)["models"]]
 
 
 def test_gpu_layers_without_a_gpu_build(smollm2_path):

