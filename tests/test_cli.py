@@ -92,6 +92,19 @@ def test_help_lists_subcommands():
     assert run_cli("memory-profile", "--budget", "lots").returncode == 2  # a bad size fails before any work
 
 
+def test_help_gives_each_command_its_own_defaults():
+    """train-prm sets shorter paths than solve (GSM8K solutions are short); its help said solve's 40 and 4096."""
+    import re
+
+    def default(command: str, flag: str) -> str:
+        text = " ".join(run_cli(command, "--help").stdout.split())
+        return re.search(r"(?<!\[)" + re.escape(flag) + r" \S+ .*?\(default ([^);]+)", text).group(1)  # not usage
+
+    assert (default("train-prm", "--max-steps"), default("train-prm", "--max-tokens")) == ("20", "1024")
+    assert (default("solve", "--max-steps"), default("solve", "--max-tokens")) == ("40", "4096")
+    assert "(default best-of-n;" in " ".join(run_cli("train-prm", "--help").stdout.split())  # --strategy's
+
+
 def test_no_command_shows_the_commands_and_models_alone_lists_them():
     proc = run_cli()
     assert proc.returncode == 2 and "Traceback" not in proc.stderr

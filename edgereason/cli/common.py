@@ -137,21 +137,22 @@ def remote_settings(args: argparse.Namespace) -> RemoteSettings | None:
     return RemoteSettings(generator, prm, step_tokens=args.remote_step_tokens, context_tokens=args.remote_context)
 
 
-def add_search_args(p: argparse.ArgumentParser, from_recipe: bool = False) -> None:
+def add_search_args(p: argparse.ArgumentParser, from_recipe: bool = False, strategy: str = "beam",
+                    strategy_help: str = "search strategy") -> None:
     """from_recipe: --strategy, --vote, --beams and --temperature default to the generator's recipe (apply_recipe
-    fills them); else beam search, a majority vote, 4 beams, T 0.8."""
+    fills them); else `strategy`, a majority vote, 4 beams, T 0.8."""
     def default(field: str, value: object) -> str:
         return f"the recipe: {describe(field)}" if from_recipe else str(value)
 
     g = p.add_argument_group("search")
-    g.add_argument("--strategy", default=None if from_recipe else "beam", choices=STRATEGIES,
-                   help=f"search strategy (default {default('strategy', 'beam')}; README: The verifier)")
+    g.add_argument("--strategy", default=None if from_recipe else strategy, choices=STRATEGIES,
+                   help=f"{strategy_help} (default {default('strategy', strategy)}; README: The verifier)")
     g.add_argument("--beams", type=beam_count, default=None if from_recipe else 4, metavar="N",
                    help=f"candidates N: the beam size, or the samples of best-of-n (default {default('beams', 4)})")
     g.add_argument("--width", type=int, default=4, help="beam width M: children per kept candidate (default 4)")
-    g.add_argument("--max-steps", type=int, default=40, help="reasoning steps per path (default 40)")
-    g.add_argument("--max-step-tokens", type=int, default=2048, help="tokens per step (default 2048)")
-    g.add_argument("--max-tokens", type=int, default=4096, help="generated tokens per path (default 4096)")
+    g.add_argument("--max-steps", type=int, default=40, help="reasoning steps per path (default %(default)s)")
+    g.add_argument("--max-step-tokens", type=int, default=2048, help="tokens per step (default %(default)s)")
+    g.add_argument("--max-tokens", type=int, default=4096, help="generated tokens per path (default %(default)s)")
     g.add_argument("--temperature", type=float, default=None if from_recipe else 0.8,
                    help=f"sampling temperature, 0 = greedy (default {default('temperature', 0.8)})")
     g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (default 1.0)")

@@ -26,7 +26,7 @@ from edgereason.prm_choice import SELF
 from edgereason.session import ModelSettings, open_session
 from edgereason.training import features as feats
 from edgereason.training.mc import collect_mc
-from edgereason.training.rollouts import collect, read_jsonl
+from edgereason.training.rollouts import collect, merge_rollouts, read_jsonl, rollout_config
 from edgereason.training.train import TrainConfig
 from edgereason.value_head import Backbone, feature_tokens, file_sha256, save_head
 
@@ -43,7 +43,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", help="JSONL of {id, problem, answer} to roll out (e.g. GSM8K train)")
     p.add_argument("--limit", type=int, default=None, help="problems to roll out (default all)")
     p.add_argument("--offset", type=int, default=0, help="problems to skip first (default 0)")
-    p.add_argument("--samples", type=int, default=8, help="solutions sampled per problem (default 8)")
+    p.add_argument("--samples", type=int, default=8,
+                   help="solutions per problem: samples, or the beam size N of --strategy beam (default 8)")
+    p.add_argument("--prm", default=None, metavar="NAME|PATH|self",
+                   help="the rollouts' PRM: it scores every step, and guides --strategy beam (default: the judge "
+                        "format on the generator's weights; given, or with --prm-head, a value head: the one "
+                        "given, else the one that ships for it)")
+    p.add_argument("--prm-head", default=None, metavar="FILE", help="value head of the rollouts' PRM")
     p.add_argument("--mc-problems", type=int, default=0,
                    help="problems whose step prefixes get Monte-Carlo values (default 0: outcome labels only)")
     p.add_argument("--mc-completions", type=int, default=4, help="completions per prefix (default 4)")
@@ -77,7 +83,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--kv-tokens", type=int, default=32768, help="KV tokens per model (default 32768)")
     g.add_argument("--device-sampling", default="auto", choices=DEVICE_SAMPLING_MODES,
                    help="cut each row to its top tokens on the device (as in solve; default auto)")
-    add_search_args(p)
+    add_search_args(p, strategy="best-of-n",
+                    strategy_help="how the rollouts phase makes a problem's solutions: --samples independent "
+                                  "samples (best-of-n), or the final paths of a search guided by the rollouts' PRM "
+                                  "(beam, dvts: the paths a search with that head keeps, its mistakes among them)")
     p.set_defaults(func=run, max_tokens=1024, max_steps=20)  # GSM8K solutions are short
 
 
@@ -107,9 +116,12 @@ def run(args: argparse.Namespace) -> int:
     features_files = ([Path(f) for f in args.features] if args.features
                       else [work / f"features-{models.display_name(backbone)}.npz"])
     config = search_config(args)
+    if "rollouts" in phases:
+        config = rollout_config(config, args.samples)  # an impossible beam is refused before any model loads
     # the judge scores every step of every rollout: its AUC on the same steps is the baseline the head must beat;
     # made now for its checks of --threads, --kv-tokens and --gpu-layers, which the features and train phases use too
-    settings = ModelSettings(model=args.model, prm_format="judge", threads=args.threads,
+    settings = ModelSettings(model=args.model, prm=args.prm, prm_head=args.prm_head,
+                             prm_format="auto" if args.prm or args.prm_head else "judge", threads=args.threads,
                              generator_kv_tokens=args.kv_tokens, verifier_kv_tokens=args.kv_tokens,
                              n_gpu_layers=args.gpu_layers, device_sampling=args.device_sampling)
     # checked before any phase: a bad --val-fraction was refused only after hours of rollouts and features
@@ -148,14 +160,10 @@ def _check_can_write(flag: str, path: Path) -> None:
 
 
 def _rollouts(files: list[Path]) -> list[dict]:
-    rows: dict[str, dict] = {}
-    for f in files:
-        for row in read_jsonl(f):
-            if "id" in row and "paths" in row:
-                rows.setdefault(row["id"], row)
+    rows = merge_rollouts(files)
     if not rows:
         raise ConfigError(f"no rollouts in {', '.join(map(str, files))}: run the rollouts phase first")
-    return list(rows.values())
+    return rows
 
 
 def _problems(args: argparse.Namespace) -> list[Problem]:
@@ -169,8 +177,8 @@ def _generate(args: argparse.Namespace, settings: ModelSettings, phases: list[st
     session = open_session(settings, progress=pull_progress)
     try:
         if "rollouts" in phases:
-            added = collect(session.engine(Policy()), problems, rollout_file, args.samples, config,
-                            args.concurrency, bar("rollouts"))
+            added = collect(session.engine(Policy()), problems, rollout_file, config, args.concurrency,
+                            bar("rollouts"))
             end_line()
             print(f"rollouts: {added} problems added to {rollout_file}", file=sys.stderr)
         if "mc" in phases and args.mc_problems:

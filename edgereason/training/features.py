@@ -11,7 +11,8 @@ row per step, with its labels:
   last [n] bool           the path's final step
   outcome [n] float32     1 when the path's answer is right (every prefix of a right path is good)
   mc [n] float32          Monte-Carlo value of the prefix ending at this step, NaN where none was sampled
-  prm [n] float32         the rollout PRM's score for this step (the judge's, for comparison), NaN where none
+  prm [n] float32         the rollout PRM's score for this step (the judge's, for comparison), NaN where none or
+                          where a beam search made the path (its PRM chose the path: no fair comparison)
   weight [n] float32      the path's potential (deduplicated paths stand for several samples)
 """
 
@@ -46,7 +47,8 @@ def extract(verifier, tokens: np.ndarray, rollouts: list[dict], mc_rows: list[di
         for (ri, pi, path, _), x in zip(batch, states):
             n = len(path["steps"])
             pid = rollouts[ri]["id"]
-            scores = list(path.get("prm") or [None] * n)
+            searched = path.get("search", rollouts[ri].get("search", "best-of-n")) != "best-of-n"
+            scores = [None] * n if searched else list(path.get("prm") or [None] * n)
             cols["x"].append(x.astype(np.float16))
             cols["problem"] += [ri] * n
             cols["path"] += [pi] * n

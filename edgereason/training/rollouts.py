@@ -1,11 +1,14 @@
-"""Rollouts for training a value head: K sampled solutions per problem, generated through the engine (best-of-N,
-so every step of every finished path is also scored by the session's PRM, the judge by default) and graded against
-the gold answer.
+"""Rollouts for training a value head: K solutions per problem, generated through the engine and graded against
+the gold answer. Best-of-N gives K independent samples (every step of every finished path is also scored by the
+session's PRM, the judge by default); a search of N = K guided by the session's PRM (beam or dvts, with a value
+head) gives the final paths it keeps: the candidates such a search compares, its mistakes among them, which
+independent samples rarely hold.
 
 The file is append-only JSONL, one problem a line, written whole and flushed as each problem finishes: a run that
 is interrupted keeps every finished problem, and the next run skips them. A line:
-  {"id", "problem", "gold", "paths": [{"steps": [str], "answer": str|null, "correct": bool,
-                                       "prm": [float|null], "potential": int}]}
+  {"id", "problem", "gold", "search": "best-of-n"|"beam"|"dvts", "paths": [{"steps": [str], "answer": str|null,
+   "correct": bool, "prm": [float|null], "potential": int}]}
+(lines without "search" are best-of-n).
 Monte-Carlo lines (mc.py) share the reader.
 """
 
@@ -50,6 +53,29 @@ def read_jsonl(path: Path) -> Iterator[dict]:
                 yield row
 
 
+def merge_rollouts(files: Iterable[Path]) -> list[dict]:
+    """One row per problem. A problem in several files (best-of-n samples and beam-search paths of it) gets the paths
+    of each, in the order of the files, a path (its steps) once, a path of a later file with its line's "search";
+    within one file a problem's first line counts. Monte-Carlo values name paths by index, so the file the mc phase
+    read comes first."""
+    rows: dict[str, dict] = {}
+    for f in files:
+        here: set[str] = set()
+        for row in read_jsonl(f):
+            if "id" not in row or "paths" not in row or row["id"] in here:
+                continue
+            here.add(row["id"])
+            if row["id"] not in rows:
+                rows[row["id"]] = row
+                continue
+            merged = rows[row["id"]]
+            have = {tuple(p["steps"]) for p in merged["paths"]}
+            search = row.get("search", "best-of-n")  # a path keeps the search that made it
+            merged["paths"] = merged["paths"] + [{**p, "search": search} for p in row["paths"]
+                                                 if tuple(p["steps"]) not in have]
+    return list(rows.values())
+
+
 def graded_paths(result: SearchResult, gold: str) -> list[dict]:
     return [{"steps": [t for t, _ in p.steps], "answer": p.answer, "correct": answers_match(p.answer, gold),
              "prm": [s for _, s in p.steps], "potential": p.potential} for p in result.paths]
@@ -84,15 +110,22 @@ def run_jobs(engine: Engine, jobs: Iterable[Job], config: SearchConfig, concurre
                 progress(done, total)
 
 
-def collect(engine: Engine, problems: list[Problem], out: Path, samples: int, config: SearchConfig,
-            concurrency: int, progress: Progress | None = None) -> int:
-    """Append the rollouts of every problem not yet in `out`; returns how many problems were added."""
+def rollout_config(config: SearchConfig, samples: int) -> SearchConfig:
+    """The search that makes one problem's rollouts: `samples` independent samples (best-of-n), or a PRM-guided
+    search (beam, dvts) of that size with config's width. ConfigError for a beam that cannot be built."""
+    return config.with_(beams=samples, width=1) if config.strategy == "best-of-n" else config.with_(beams=samples)
+
+
+def collect(engine: Engine, problems: list[Problem], out: Path, config: SearchConfig, concurrency: int,
+            progress: Progress | None = None) -> int:
+    """Append the rollouts (one `config` search each, see rollout_config) of every problem not yet in `out`;
+    returns how many problems were added."""
     seen = {row["id"] for row in read_jsonl(out) if "id" in row}
     todo = [p for p in problems if p.id not in seen]
-    cfg = config.with_(strategy="best-of-n", beams=samples, width=1)
 
     def write(job: Job, result: SearchResult) -> None:
         append_line(out, {"id": job.problem.id, "problem": job.problem.problem, "gold": job.problem.answer,
-                          "status": result.status, "paths": graded_paths(result, job.problem.answer)})
+                          "search": config.strategy, "status": result.status,
+                          "paths": graded_paths(result, job.problem.answer)})
 
-    return run_jobs(engine, (Job(p.id, p) for p in todo), cfg, concurrency, write, len(todo), progress)
+    return run_jobs(engine, (Job(p.id, p) for p in todo), config, concurrency, write, len(todo), progress)

@@ -15,7 +15,7 @@ import pytest
 
 from edgereason.cli.main import main
 from edgereason.training import features as feats
-from edgereason.training.rollouts import read_jsonl
+from edgereason.training.rollouts import merge_rollouts, read_jsonl
 from edgereason.value_head import load_head
 
 pytest.importorskip("torch")
@@ -84,6 +84,39 @@ def test_rollouts_resume_then_features_and_training_make_a_head(smollm2_path, da
     assert report["rows"] == len(scores) and report["mc_rows"] == sum(~np.isnan(f["mc"]))
     assert report["config"]["rank_weight"] == 1.0 and "val_within_step_auc" in report
     assert (work / "calibration.png").stat().st_size > 1000
+
+
+def test_beam_rollouts_add_the_paths_a_search_keeps_and_their_judge_scores_stay_out(smollm2_path, dataset, tmp_path):
+    """--strategy beam: the rollouts are a PRM-guided search's final paths; features over both files give each
+    problem both kinds of path, and only the independent samples keep the rollout PRM's scores (the report's
+    baseline): a search's paths were chosen by that PRM."""
+    work = tmp_path / "work"
+    args = ["train-prm", *TINY, "--dataset", str(dataset), "--work", str(work)]
+    beam = work / "beam.jsonl"
+    assert main(args + ["--phases", "rollouts", "--samples", "2"]) == 0
+    assert main(args + ["--phases", "rollouts", "--samples", "2", "--strategy", "beam", "--width", "2",
+                        "--rollouts", str(beam)]) == 0
+    lines = list(read_jsonl(beam))
+    assert sorted(r["id"] for r in lines) == ["c0", "c1", "c2"] and {r["search"] for r in lines} == {"beam"}
+    assert all(1 <= len(r["paths"]) <= 2 and all(len(p["prm"]) == len(p["steps"]) for p in r["paths"]) for r in lines)
+    assert {r["search"] for r in read_jsonl(work / "rollouts.jsonl")} == {"best-of-n"}
+    assert main(args + ["--phases", "features", "--rollouts", str(work / "rollouts.jsonl"), "--rollouts", str(beam),
+                        "--threads", "1"]) == 0
+    f = feats.load(work / "features-smollm2-135m.npz")
+    samples = {(r["id"], tuple(p["steps"])) for r in read_jsonl(work / "rollouts.jsonl") for p in r["paths"]}
+    merged = [(r["id"], tuple(p["steps"])) for r in merge_rollouts([work / "rollouts.jsonl", beam])
+              for p in r["paths"]]
+    assert set(merged) - samples, "the beam kept no path the samples lack"
+    assert set(merged) == samples | {(r["id"], tuple(p["steps"])) for r in lines for p in r["paths"]}
+    from_samples = np.concatenate([[key in samples] * len(key[1]) for key in merged])  # rows: path by path
+    assert len(f["step"]) == len(from_samples)
+    assert np.isfinite(f["prm"][from_samples]).all() and np.isnan(f["prm"][~from_samples]).all()
+
+
+def test_a_beam_that_cannot_be_built_is_refused_before_any_model_loads(tmp_path, capsys, dataset):
+    code = main(["train-prm", "--model", "/nowhere/model.gguf", "--dataset", str(dataset), "--work", str(tmp_path),
+                 "--phases", "rollouts", "--strategy", "beam", "--samples", "6", "--width", "4"])
+    assert code == 2 and "--beams" in capsys.readouterr().err
 
 
 def test_training_data_without_answers_is_one_clear_error(tmp_path, capsys):
