@@ -25,7 +25,8 @@ for f in "$rollouts"/shard-*.jsonl; do  # beam rollouts of each shard's problems
   python3 -c 'import json, sys
 for line in open(sys.argv[1], encoding="utf-8"):
     r = json.loads(line)
-    print(json.dumps({"id": r["id"], "problem": r["problem"], "answer": r["gold"]}))' "$f" >"$work/beam/problems-$i.jsonl"
+    print(json.dumps({"id": r["id"], "problem": r["problem"], "answer": r["gold"]}))' "$f" \
+    >"$work/beam/problems-$i.jsonl"
   # shellcheck disable=SC2086  # flags are words
   timeout -s TERM "${ROLLOUT_BOX:-420}" edgereason train-prm --model "$gen" --prm "$bb" $G --phases rollouts \
     --strategy beam --samples 8 --width 4 --dataset "$work/beam/problems-$i.jsonl" \
