@@ -49,19 +49,19 @@ def sample_problems(problems: Sequence[T], requests: int) -> list[T]:
 
 
 def check_sequences(beams: int, width: int, requests: int) -> None:
-    """Before any model loads. Every search holds a generator sequence from its submit on, and its first step
-    branches into `beams`: short of free slots the engine waits until it gives the search up, which the sample
-    search learnt only after the minutes of curves."""
+    """Before any model loads. A search starts when a sequence per beam can be set aside for it, and waits
+    otherwise (scheduler.can_admit): `requests` searches run at once, as the sample search measures them and the
+    profile models them, only where requests x beams sequences fit."""
     if beams > SEQ_SLOTS:
         fix = (f"pick --beams {width * (SEQ_SLOTS // width)} or fewer" if width <= SEQ_SLOTS
                else f"pick a --width and --beams of at most {SEQ_SLOTS}")
         raise ConfigError(f"--beams {beams} is more than one search can hold: the generator runs at most {SEQ_SLOTS} "
                           f"sequences at once, one a beam; {fix}")
-    if requests + beams - 1 > SEQ_SLOTS:
-        raise ConfigError(f"--requests {requests} searches of {beams} beams need {requests + beams - 1} sequences at "
-                          f"once (one a search from its start, {beams - 1} more for the first to branch) but the "
-                          f"generator runs at most {SEQ_SLOTS}; pick --requests {SEQ_SLOTS - beams + 1} or fewer, or "
-                          "lower --beams")
+    if requests * beams > SEQ_SLOTS:
+        raise ConfigError(f"--requests {requests} searches of {beams} beams need {requests * beams} sequences to run "
+                          f"at once (one a beam) but the generator runs at most {SEQ_SLOTS}, so the rest would wait "
+                          f"and the profile would model more than it measured; pick --requests {SEQ_SLOTS // beams} "
+                          "or fewer, or lower --beams")
 
 
 @dataclass(frozen=True)

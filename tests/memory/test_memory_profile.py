@@ -140,9 +140,11 @@ LONG = "What is 2 + 3? " * 2000  # well over the 8,192 tokens of SmolLM2's train
     (["--beams", "300", "--width", "3"], "pick --beams 255 or fewer"),  # a multiple of --width
     (["--beams", "512", "--width", "512"], "pick a --width and --beams of at most 256"),
     (["--width", "1000"], "--width 1000: pick a --width that divides 4"),  # was: pick --beams 1000
-    (["--requests", "300"], "--requests 300 searches of 4 beams need 303 sequences at once"),  # rc 1: "lower --beams"
-    (["--requests", "254"], "pick --requests 253 or fewer, or lower --beams"),  # 253 runs
-    (["--requests", str(10**9)], "pick --requests 253 or fewer"),  # made a list of 10**9 problems first
+    (["--requests", "300"], "--requests 300 searches of 4 beams need 1200 sequences to run at once"),
+    # 65 x 4 beams: 64 would run and one wait, so the peaks measured would be of 64 searches, not the 65 modelled
+    (["--requests", "65"], "pick --requests 64 or fewer, or lower --beams"),
+    (["--requests", "9", "--beams", "32", "--width", "4"], "pick --requests 8 or fewer"),
+    (["--requests", str(10**9)], "pick --requests 64 or fewer"),  # made a list of 10**9 problems first
     (["--problem", LONG], "was trained on at most 8192 tokens of context; shorten the problem"),
     (["--problem", "What is 2 + 3?", "--problem", LONG], "error: --problem 2: the problem is "),
     (["--problem", "Tom has 3 apples and buys 2 more. " * 120, "--kv-budget", "24MiB"],
