@@ -86,21 +86,27 @@ def _random_head(model):
                      rng.normal(size=(8, k)).astype(np.float32), np.zeros(8, np.float32))
 
 
-@pytest.mark.parametrize("flash_attn, tolerance", [(False, 1e-3), (True, 0.03)])
-def test_head_format_scores_step_by_step_as_whole(smollm2, flash_attn, tolerance):
-    """The value head reads the generator's own prompt; growing a path step by step gives the whole path's scores."""
-    head = _random_head(smollm2)
-    steps = [s + "\n\n" for s in STEPS]
-    v = LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=4096, flash_attn=flash_attn, head=head)
+def _step_by_step_and_whole(model, head, steps: list[str], flash_attn: bool) -> tuple[list[float], list[float]]:
+    """A path's scores grown one step a call (each call reusing the previous step's KV), and scored whole at once."""
+    v = LlamaVerifier(model, PRM_FORMATS["head"], kv_tokens=4096, flash_attn=flash_attn, head=head)
     incremental = []
     for k in range(len(steps)):
         prefix = f"h{k - 1}" if k else "root"
         incremental += v.score([ScoreRequest(f"h{k}", Q, steps[:k + 1], [k], prefix, k)])[0].scores
     v.check_integrity()
     v.close()
-    fresh = LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=4096, flash_attn=flash_attn, head=head)
-    whole = fresh.score([ScoreRequest("whole", Q, steps, [0, 1, 2])])[0].scores
+    fresh = LlamaVerifier(model, PRM_FORMATS["head"], kv_tokens=4096, flash_attn=flash_attn, head=head)
+    whole = fresh.score([ScoreRequest("whole", Q, steps, list(range(len(steps))))])[0].scores
     fresh.close()
+    return incremental, whole
+
+
+@pytest.mark.parametrize("flash_attn, tolerance", [(False, 1e-3), (True, 0.03)])
+def test_head_format_scores_step_by_step_as_whole(smollm2, flash_attn, tolerance):
+    """The value head reads the generator's own prompt; growing a path step by step gives the whole path's scores."""
+    head = _random_head(smollm2)
+    steps = [s + "\n\n" for s in STEPS]
+    incremental, whole = _step_by_step_and_whole(smollm2, head, steps, flash_attn)
     again = LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=4096, flash_attn=flash_attn)
     feats = again.features([ScoreRequest("f", Q, steps, [0, 1, 2])], head.tokens)[0]
     again.close()
@@ -131,16 +137,7 @@ def test_a_head_that_reads_middle_layers_scores_step_by_step_as_whole_and_as_tra
 
     head = _layer_head(smollm2, (6, 15))
     steps = [s + "\n\n" for s in STEPS]
-    v = LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=4096, head=head)
-    incremental = []
-    for k in range(len(steps)):
-        prefix = f"h{k - 1}" if k else "root"
-        incremental += v.score([ScoreRequest(f"h{k}", Q, steps[:k + 1], [k], prefix, k)])[0].scores
-    v.check_integrity()
-    v.close()
-    fresh = LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=4096, head=head)
-    whole = fresh.score([ScoreRequest("whole", Q, steps, [0, 1, 2])])[0].scores
-    fresh.close()
+    incremental, whole = _step_by_step_and_whole(smollm2, head, steps, flash_attn=True)
     capture = LayerCapture(smollm2.n_embd, smollm2.n_layer, [6, 15])
     again = LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=4096, capture=capture)
     rows = again.features([ScoreRequest("f", Q, steps, [0, 1, 2])], np.zeros(0, np.int64))[0]
