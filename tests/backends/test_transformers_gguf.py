@@ -78,3 +78,17 @@ def test_a_value_head_scores_alike_on_torch_and_llamacpp(smollm2, smollm2_path, 
     diffs = [abs(a - b) for a, b in zip(ours, theirs)]
     assert max(ours) - min(ours) > 0.1  # the scores move: agreement is not two constants agreeing
     assert max(diffs) <= 0.06 and sum(diffs) / len(diffs) <= 0.02, diffs
+
+
+def test_a_head_that_reads_middle_layers_is_refused_on_torch_before_the_weights_load(smollm2, smollm2_path):
+    """Only the llama.cpp verifier captures middle layers: on torch such a head would read the wrong rows."""
+    from dataclasses import replace
+
+    from edgereason.errors import ConfigError
+
+    head = smollm2_head(smollm2, smollm2_path)
+    d = smollm2.n_embd
+    layered = replace(head, tokens=np.zeros(0, np.int64), mean=np.zeros(d, np.float32), std=np.ones(d, np.float32),
+                      w2=np.zeros((1, d), np.float32), layers=(6,))
+    with pytest.raises(ConfigError, match="middle layers \\(6\\), which only the llama.cpp backend reads"):
+        open_verifier(smollm2_path, "head", kv_tokens=4096, device="cpu", head=layered)
