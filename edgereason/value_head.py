@@ -59,9 +59,8 @@ class ValueHead:
     layers: tuple[int, ...] = ()  # middle layers whose hidden states follow the logits in the features
 
     def __post_init__(self) -> None:
-        d, k = self.mean.shape[0], self.tokens.shape[0]
+        d, k, width = self.mean.shape[0], self.tokens.shape[0], self.layer_width
         inner = d if self.w1 is None else self.w1.shape[0]
-        width = (d - k) // len(self.layers) if self.layers else 0
         ok = (d > 0 and self.mean.shape == self.std.shape == (d,) and self.tokens.shape == (k,)
               and (k == d if not self.layers else width > 0 and k + width * len(self.layers) == d)
               and (k == 0 or self.tokens.min() >= 0) and all(il >= 0 for il in self.layers)
@@ -87,10 +86,8 @@ class ValueHead:
     def score(self, logits: np.ndarray, hidden: np.ndarray | None = None) -> float:
         """One next-token logits row [n_vocab] at a step's last token, and the hidden states of `layers` there
         ([len(layers), n_embd]; only for a head that reads layers) -> a score in [0, 1]."""
-        if not self.layers:
-            return self.score_features(logits[self.tokens])
-        assert hidden is not None, "a head that reads layers needs their hidden states"
-        return self.score_features(np.concatenate([logits[self.tokens], hidden.ravel()]))
+        assert hidden is not None or not self.layers, "a head that reads layers needs their hidden states"
+        return self.score_features(head_features(logits, self.tokens, hidden if self.layers else None))
 
     def score_features(self, features: np.ndarray) -> float:
         z = float(self.logits(features))
@@ -106,6 +103,14 @@ class ValueHead:
             raise ConfigError(f"the value head was trained on {self.backbone.name} ({self.backbone.file}, sha256 "
                               f"{self.backbone.sha256[:12]}...) but the PRM model is {model_path.name} (sha256 "
                               f"{digest[:12]}...); use --prm {self.backbone.name} or a head trained for this model")
+
+
+def head_features(logits: np.ndarray, tokens: np.ndarray, hidden: np.ndarray | None = None) -> np.ndarray:
+    """A head's feature vector (a copy): the logits of `tokens`, then the captured layers' hidden states
+    ([layers, n_embd]) flattened, layer by layer. Training (the verifier's `features`) and scoring both build
+    it here."""
+    picked = logits[tokens]  # an index array: a copy, so the row may be reused after
+    return picked if hidden is None else np.concatenate([picked, hidden.ravel()])
 
 
 def head_paths(path: Path) -> tuple[Path, Path]:

@@ -24,7 +24,7 @@ from edgereason.backends.llamacpp.runtime import SEQ_SLOTS, DecodeItem, KVContex
 from edgereason.backends.prm_format import PRMFormat, prompt_for
 from edgereason.errors import ConfigError, OutOfMemoryError
 from edgereason.protocols import ScoreRequest, ScoreResult, VerifierStats
-from edgereason.value_head import ValueHead
+from edgereason.value_head import ValueHead, head_features
 
 
 @dataclass
@@ -35,11 +35,15 @@ class _Held:
 
 
 def _capture_for(model: LlamaModel, head: ValueHead) -> LayerCapture:
-    if head.layer_width != model.n_embd or any(il >= model.n_layer - 1 for il in head.layers):
+    """The capture of the head's layers; ConfigError where the model has no such layers or width."""
+    try:
+        if head.layer_width != model.n_embd:
+            raise ValueError(f"rows of {head.layer_width} values, not {model.n_embd}")
+        return LayerCapture(model.n_embd, model.n_layer, head.layers)
+    except ValueError as e:
         raise ConfigError(f"the value head reads layers {list(head.layers)} of width {head.layer_width}, which "
-                          f"{model.path.name} ({model.n_layer} layers of {model.n_embd}) does not have: corrupt head "
-                          "file; train it again with edgereason train-prm")
-    return LayerCapture(model.n_embd, model.n_layer, head.layers)
+                          f"{model.path.name} ({model.n_layer} layers of {model.n_embd}) does not have ({e}): "
+                          "corrupt head file; train it again with edgereason train-prm") from None
 
 
 class LlamaVerifier(KVMemoryOf):
@@ -55,24 +59,24 @@ class LlamaVerifier(KVMemoryOf):
         self.model = model
         self.fmt = fmt
         self.name = f"{model.path.stem}:{fmt.name}"
-        if fmt.name == "head" and head is not None and head.layers:
-            head.check_backbone(model.path, model.n_vocab)
-            capture = _capture_for(model, head)
+        scorer = head if fmt.name == "head" else None
+        if scorer is not None:
+            scorer.check_backbone(model.path, model.n_vocab)
+            if scorer.layers:
+                capture = _capture_for(model, scorer)
         self.ctx = KVContext(model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads, flash_attn=flash_attn,
                              capture=capture)
         # the generator's context captures no layers: a head that reads them scores here
         use_gen = (fmt.name == "head" and generator_ctx is not None and generator_ctx.model is model
-                   and not (head is not None and head.layers))
+                   and not (scorer is not None and scorer.layers))
         self._gen = generator_ctx if use_gen and generator_ctx.top_k is None else None
         self.prompt = prompt_for(fmt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True))
         self._read: Callable[[np.ndarray], float] | None = None  # None: features only (training)
-        if fmt.name == "head":
-            if head is not None and head.layers:
-                self._read = lambda logits: head.score(logits, capture.current())
-            elif head is not None:
-                head.check_backbone(model.path, model.n_vocab)
-                self._read = head.score
-        else:
+        if scorer is not None and scorer.layers:
+            self._read = lambda logits: scorer.score(logits, capture.current())
+        elif scorer is not None:
+            self._read = scorer.score
+        elif fmt.name != "head":
             good = model.tokenize(fmt.good, add_bos=False, special=False)[0]
             bad = model.tokenize(fmt.bad, add_bos=False, special=False)[0]
             # softmax over the two tokens
@@ -198,7 +202,7 @@ class LlamaVerifier(KVMemoryOf):
         capture = self.ctx.capture
 
         def read(row: np.ndarray) -> np.ndarray:
-            return np.concatenate([row[tokens], capture.current().ravel()]) if capture else row[tokens].copy()
+            return head_features(row, tokens, capture.current() if capture else None)
 
         return [np.stack(r.scores) for r in self._in_parts(requests, read)]
 

@@ -199,13 +199,12 @@ def _features(args: argparse.Namespace, backbone: str, rollouts: list[dict], mc_
 
     path = models.resolve(backbone, progress=pull_progress, role="backbone")
     model = load_model(str(path), args.gpu_layers)
-    capture = None
-    if args.layers:
-        if bad := [il for il in args.layers if il >= model.n_layer - 1]:
-            model.close()
-            raise ConfigError(f"--layers {' '.join(map(str, bad))}: {path.name} has {model.n_layer} layers, and "
-                              f"a head reads layers 0-{model.n_layer - 2} (the last is the logits' own)")
-        capture = LayerCapture(model.n_embd, model.n_layer, sorted(args.layers))
+    try:
+        capture = LayerCapture(model.n_embd, model.n_layer, sorted(args.layers)) if args.layers else None
+    except ValueError as e:  # LayerCapture knows which layers a head may read
+        model.close()
+        raise ConfigError(f"--layers {' '.join(map(str, args.layers))}: {path.name} has {model.n_layer} layers; "
+                          f"{e}") from None
     verifier = LlamaVerifier(model, prm_format("head"), args.kv_tokens, n_threads=args.threads, capture=capture)
     tokens = feature_tokens(model.n_vocab, model.n_embd, model.eog_ids | model.control_ids, args.seed)
     try:

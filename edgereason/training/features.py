@@ -141,6 +141,6 @@ def select(f: dict[str, np.ndarray], layers: tuple[int, ...]) -> dict[str, np.nd
         raise ValueError(f"the features hold layers {have or 'none'}, not {missing}; run the features phase with "
                          f"--layers {' '.join(map(str, layers))}")
     width = (f["x"].shape[1] - k) // len(have)
-    cols = [np.arange(k + have.index(il) * width, k + (have.index(il) + 1) * width) for il in layers]
+    cols = [k + have.index(il) * width + np.arange(width) for il in layers]
     return {**f, "x": f["x"][:, np.concatenate(cols)], "tokens": np.zeros(0, np.int32),
             "layers": np.asarray(layers, dtype=np.int32)}
