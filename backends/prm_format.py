@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Literal, Sequence
 
 from edgereason.errors import ConfigError, ModelError
-from edgereason.prompts import solve_messages
+from edgereason.prompts import literal, solve_messages
 
 JUDGE_SYSTEM = (
     "You check math solutions one step at a time. The user gives a problem with the first step of a solution, "
@@ -72,7 +72,7 @@ class TurnPrompt:
         self._next = two[len(one):]
 
     def head(self, question: str) -> str:
-        return self._head.replace(_Q, question.strip(), 1)
+        return self._head.replace(_Q, literal(question.strip()), 1)
 
     def segments(self, steps: Sequence[str], start: int) -> list[str]:
         """The text segments for steps[start:], given the KV already holds the head and segments [0, start)."""
@@ -101,7 +101,7 @@ class TagPrompt:
         self.tag = tag
 
     def head(self, question: str) -> str:
-        return question.strip()
+        return literal(question.strip())
 
     def segments(self, steps: Sequence[str], start: int) -> list[str]:
         return [(" " if i == 0 else "\n") + steps[i].strip() + self.tag for i in range(start, len(steps))]

@@ -12,5 +12,30 @@ SYSTEM_PROMPT = (
 )
 
 
+# A problem is the user's text, never the template's: in a rendered prompt it sits between these marks, and a
+# backend tokenizes what they enclose with no control tokens, so a problem that contains "<|im_end|>" cannot end its
+# turn. Private-use characters: no problem or template holds them (literal() drops any a problem brings).
+LITERAL_START, LITERAL_END = "\ue000", "\ue001"
+
+
+def literal(text: str) -> str:
+    """`text` marked as the user's own (see LITERAL_START)."""
+    return LITERAL_START + unmark(text) + LITERAL_END
+
+
+def unmark(text: str) -> str:
+    """`text` without the marks: what a tokenizer that cannot take a literal span (a remote server) gets."""
+    return text.replace(LITERAL_START, "").replace(LITERAL_END, "")
+
+
+def literal_spans(text: str) -> list[tuple[str, bool]]:
+    """`text` cut at the marks: (piece, is_literal) in order, the marks gone, empty pieces dropped."""
+    spans: list[tuple[str, bool]] = []
+    for i, chunk in enumerate(text.split(LITERAL_START)):
+        inside, _, after = chunk.partition(LITERAL_END) if i else ("", "", chunk)
+        spans += [(piece, lit) for piece, lit in ((inside, True), (after, False)) if piece]
+    return spans
+
+
 def solve_messages(problem: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": problem.strip()}]
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": literal(problem.strip())}]

@@ -15,6 +15,7 @@ import llama_cpp.llama_cpp as L
 
 from edgereason import interrupts
 from edgereason.errors import ModelError
+from edgereason.prompts import LITERAL_START, literal_spans
 
 _silenced_cb = L.llama_log_callback(lambda level, text, user_data: None)  # module-level: must outlive every call
 # a model load goes on while this returns true; module-level for the same reason
@@ -92,6 +93,16 @@ class LlamaModel:
         self.weights_bytes = L.llama_model_size(self.ptr)
 
     def tokenize(self, text: str, add_bos: bool = False, special: bool = True) -> list[int]:
+        """special: parse control-token text ("<|im_end|>") as control tokens, except in a literal span of the
+        text (edgereason.prompts.literal: the problem), whose text stays text."""
+        if LITERAL_START not in text:
+            return self._tokenize(text, add_bos, special)
+        ids = self._tokenize("", True, False) if add_bos else []
+        for piece, is_literal in literal_spans(text):
+            ids += self._tokenize(piece, False, special and not is_literal)
+        return ids
+
+    def _tokenize(self, text: str, add_bos: bool, special: bool) -> list[int]:
         data = text.encode("utf-8")
         cap = len(data) + 8
         buf = (L.llama_token * cap)()

@@ -30,6 +30,7 @@ from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.prm_format import PRMFormat, prompt_for
 from edgereason.backends.remote.client import CompletionClient, RemoteError
 from edgereason.errors import ConfigError
+from edgereason.prompts import unmark
 from edgereason.protocols import ScoreRequest, ScoreResult, VerifierStats
 
 TOP_LOGPROBS = 20  # what OpenAI's API and vLLM (--max-logprobs) allow by default
@@ -77,7 +78,7 @@ class RemoteVerifier:
         prompts, new_tokens = [], []
         for req in requests:
             segments = self.prompt.segments(req.steps, 0)
-            head = self.prompt.head(req.question)
+            head = unmark(self.prompt.head(req.question))  # the server tokenizes text: no literal span there
             prompts += [head + "".join(segments[:i + 1]) for i in req.need]
             # what a prefix-caching server evaluates anew: the steps past the prefix it saw (the local count)
             fresh = "".join(segments[req.prefix_steps:]) if req.prefix_key else head + "".join(segments)

@@ -23,6 +23,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from edgereason.backends.prm_format import PRM_FORMATS, prompt_for
 from edgereason.errors import ModelError
+from edgereason.prompts import literal, literal_spans
 
 QWEN_PRM_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
 QWEN_PRM_SEP = "<extra_0>"
@@ -51,7 +52,9 @@ class PathTokens:
         self._lead = with_special[:cut] if cut > 0 and with_special[cut:] == plain else []
 
     def encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False)
+        """A literal span (the question, edgereason.prompts.literal) is tokenized with no special tokens."""
+        return [i for piece, is_literal in literal_spans(text)
+                for i in self.tokenizer.encode(piece, add_special_tokens=False, split_special_tokens=is_literal)]
 
     def head(self, question: str) -> list[int]:
         ids = self.encode(self.prompt.head(question))
@@ -75,7 +78,7 @@ class QwenPRMPrompt:
         self._head = opened
 
     def head(self, question: str) -> str:
-        return self._head.replace("@@Q@@", question.strip(), 1)
+        return self._head.replace("@@Q@@", literal(question.strip()), 1)
 
     def segments(self, steps: Sequence[str], start: int) -> list[str]:
         return [steps[i].strip() + QWEN_PRM_SEP for i in range(start, len(steps))]
@@ -86,7 +89,8 @@ class SkyworkPrompt:
         self._bos = bos_text
 
     def head(self, question: str) -> str:
-        return f"{self._bos}{question.strip()}{SKYWORK_STEP}"
+        # the "\n" inside the literal span: tokenized with the question, as Skywork's own prepare_input does
+        return f"{self._bos}{literal(question.strip() + SKYWORK_STEP)}"
 
     def segments(self, steps: Sequence[str], start: int) -> list[str]:
         return [steps[i].strip() for i in range(start, len(steps))]
