@@ -203,6 +203,7 @@ class Engine:
         self.verification.forget(req)
         req.result = build_result(req.id, req.question, req.config, req.tree, req.completed, req.metrics,
                                   req.status, req.reason, time.perf_counter() - req.started_at, req.common_prefix)
+        self._progress(req)  # the request's totals, and the KV in use now that its share is free
         self.emit(RequestDone(req.id, req.result))
 
     # ------------------------------------------------------------------ events and checks

@@ -56,7 +56,7 @@ class NodeStatus(NamedTuple):
 
 
 class Progress(NamedTuple):
-    """Once per engine step: what a status bar shows."""
+    """Once per engine step, and once as a request finishes (its totals, its KV freed): what a status bar shows."""
 
     request_id: str
     generated_tokens: int

@@ -192,12 +192,9 @@ class ChatApp(App[None]):
                                                          self.policy.name, self.config.beams, self.config.width))
         except OSError as e:  # a full disk or a read-only home: the answer is on screen, the app goes on
             chat.add_note(f"not saved to the history: {e}", error=True)
-        bar, m = self.query_one(StatusBar), result.metrics
-        if result.status == "cancelled":  # its KV is freed: the last figures would say it is still held
+        bar = self.query_one(StatusBar)  # it holds the engine's last Progress: the totals, the KV freed
+        if result.status == "cancelled":  # a rate and counts of a search cut short say nothing
             bar.set_progress(None)
-        elif bar.progress is not None:  # the last Progress predates the final step: show the request's totals
-            bar.set_progress(bar.progress._replace(generated_tokens=m.generated_tokens, elapsed_s=m.wall_s,
-                                                   prm_calls=m.prm_calls, spec_tokens_reused=m.spec_tokens_reused))
         bar.set_phase("ready")
         self._refresh_detail(None)
 

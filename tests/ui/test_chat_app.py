@@ -74,7 +74,10 @@ async def test_problem_grows_scored_tree_and_answer(app: ChatApp) -> None:
         answers = app.query_one(ChatLog).query(Markdown)
         assert len(answers) == 1 and "tokens in" in answers.first().source
         assert "What is 2 + 3?" in str(app.query_one(ChatLog).query(Static).first().render())
+        # the request's totals, and its KV freed: the last figures during the search said it was held
         assert "tok/s" in str(app.query_one(StatusBar).render())
+        assert "KV gen 0.0k/" in str(app.query_one(StatusBar).render())
+        assert app.query_one(StatusBar).progress.generated_tokens == app.state.result.metrics.generated_tokens
         assert [e.problem for e in app.history.load()] == ["What is 2 + 3?"]
 
 
