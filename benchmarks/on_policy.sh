@@ -11,7 +11,8 @@
 #   head that ships for it, and the new head's backbone), ROLLOUT_BOX (seconds of the beam rollouts, 420; a shard
 #   keeps the problems it finished), LAYERS (the new head's --layers, none), GPU_LAYERS (999; 0 for a dry run on a
 #   CPU build), EVAL_BOX (seconds of the evaluation, 700), EXTRA (more flags for every engine command)
-# Not yet run on a GPU: made and dry-run (GPU_LAYERS=0, two shards of two problems, --max-steps 2) on 2026-12-02.
+# Run once on an H200 (benchmarks/results/on-policy-h200/: the head's validation AUCs; the evaluation's results
+# were lost with the machine).
 set -uo pipefail
 rollouts=$1 data=$2 work=$3
 gen=${GENERATOR:-qwen2.5-coder-0.5b} bb=${BACKBONE:-qwen2.5-coder-1.5b}
