@@ -11,8 +11,8 @@
 #   head that ships for it, and the new head's backbone), ROLLOUT_BOX (seconds of the beam rollouts, 420; a shard
 #   keeps the problems it finished), LAYERS (the new head's --layers, none), GPU_LAYERS (999; 0 for a dry run on a
 #   CPU build), EVAL_BOX (seconds of the evaluation, 700), EXTRA (more flags for every engine command)
-# Run once on an H200 (benchmarks/results/on-policy-h200/: the head's validation AUCs; the evaluation's results
-# were lost with the machine).
+# Run on an H200 (benchmarks/results/on-policy-h200/): the head ranks validation steps a little better and its
+# beam search answers no better than the shipped head's.
 set -uo pipefail
 rollouts=$1 data=$2 work=$3
 gen=${GENERATOR:-qwen2.5-coder-0.5b} bb=${BACKBONE:-qwen2.5-coder-1.5b}
