@@ -138,17 +138,20 @@ def remote_settings(args: argparse.Namespace) -> RemoteSettings | None:
 
 
 def add_search_args(p: argparse.ArgumentParser, from_recipe: bool = False, strategy: str = "beam",
-                    strategy_help: str = "search strategy") -> None:
+                    strategy_help: str = "search strategy", beams: bool = True) -> None:
     """from_recipe: --strategy, --vote, --beams and --temperature default to the generator's recipe (apply_recipe
-    fills them); else `strategy`, a majority vote, 4 beams, T 0.8."""
+    fills them); else `strategy`, a majority vote, 4 beams, T 0.8. beams=False: the command adds its own flag for
+    `args.beams`."""
     def default(field: str, value: object) -> str:
         return f"the recipe: {describe(field)}" if from_recipe else str(value)
 
     g = p.add_argument_group("search")
     g.add_argument("--strategy", default=None if from_recipe else strategy, choices=STRATEGIES,
                    help=f"{strategy_help} (default {default('strategy', strategy)}; README: The verifier)")
-    g.add_argument("--beams", type=beam_count, default=None if from_recipe else 4, metavar="N",
-                   help=f"candidates N: the beam size, or the samples of best-of-n (default {default('beams', 4)})")
+    if beams:
+        g.add_argument("--beams", type=beam_count, default=None if from_recipe else 4, metavar="N",
+                       help=f"candidates N: the beam size, or the samples of best-of-n (default "
+                            f"{default('beams', 4)})")
     g.add_argument("--width", type=int, default=4, help="beam width M: children per kept candidate (default 4)")
     g.add_argument("--max-steps", type=int, default=40, help="reasoning steps per path (default %(default)s)")
     g.add_argument("--max-step-tokens", type=int, default=2048, help="tokens per step (default %(default)s)")

@@ -16,7 +16,7 @@ from pathlib import Path
 from edgereason import models
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
 from edgereason.bench.dataset import Problem, load_problems
-from edgereason.cli.common import add_search_args, pull_progress, search_config
+from edgereason.cli.common import add_search_args, beam_count, pull_progress, search_config
 from edgereason.cli.progress import bar, end_line, redraw
 from edgereason.errors import ConfigError, OutOfMemoryError
 from edgereason.files import make_writable_folder
@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", help="JSONL of {id, problem, answer} to roll out (e.g. GSM8K train)")
     p.add_argument("--limit", type=int, default=None, help="problems to roll out (default all)")
     p.add_argument("--offset", type=int, default=0, help="problems to skip first (default 0)")
-    p.add_argument("--samples", type=int, default=8,
+    p.add_argument("--samples", "--beams", dest="beams", type=beam_count, default=8, metavar="N",
                    help="solutions per problem: samples, or the beam size N of --strategy beam (default 8)")
     p.add_argument("--prm", default=None, metavar="NAME|PATH|self",
                    help="the rollouts' PRM: it scores every step, and guides --strategy beam (default: the judge "
@@ -86,7 +86,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_search_args(p, strategy="best-of-n",
                     strategy_help="how the rollouts phase makes a problem's solutions: --samples independent "
                                   "samples (best-of-n), or the final paths of a search guided by the rollouts' PRM "
-                                  "(beam, dvts: the paths a search with that head keeps, its mistakes among them)")
+                                  "(beam, dvts: the paths a search with that head keeps, its mistakes among them)",
+                    beams=False)
     p.set_defaults(func=run, max_tokens=1024, max_steps=20)  # GSM8K solutions are short
 
 
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--phases needs at least one of {', '.join(PHASES)}")
     if bad := [s for s in phases if s not in PHASES]:
         raise ConfigError(f"--phases takes {', '.join(PHASES)}; got {', '.join(bad)}")
-    if args.samples < 1 or args.concurrency < 1 or args.mc_completions < 1 or args.mc_problems < 0:
+    if args.beams < 1 or args.concurrency < 1 or args.mc_completions < 1 or args.mc_problems < 0:
         raise ConfigError("--samples, --concurrency and --mc-completions must be at least 1, --mc-problems >= 0")
     if args.layers is not None and (min(args.layers) < 0 or len(set(args.layers)) < len(args.layers)):
         raise ConfigError(f"--layers takes distinct layer indices >= 0, got {' '.join(map(str, args.layers))}")
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
                       else [work / f"features-{models.display_name(backbone)}.npz"])
     config = search_config(args)
     if "rollouts" in phases:
-        config = rollout_config(config, args.samples)  # an impossible beam is refused before any model loads
+        config = rollout_config(config, args.beams)  # an impossible beam is refused before any model loads
     # the judge scores every step of every rollout: its AUC on the same steps is the baseline the head must beat;
     # made now for its checks of --threads, --kv-tokens and --gpu-layers, which the features and train phases use too
     settings = ModelSettings(model=args.model, prm=args.prm, prm_head=args.prm_head,

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgereason.cli.main import main
+from edgereason.cli.main import build_parser, main
 from edgereason.training import features as feats
 from edgereason.training.rollouts import merge_rollouts, read_jsonl
 from edgereason.value_head import load_head
@@ -94,8 +94,8 @@ def test_beam_rollouts_add_the_paths_a_search_keeps_and_their_judge_scores_stay_
     args = ["train-prm", *TINY, "--dataset", str(dataset), "--work", str(work)]
     beam = work / "beam.jsonl"
     assert main(args + ["--phases", "rollouts", "--samples", "2"]) == 0
-    assert main(args + ["--phases", "rollouts", "--samples", "2", "--strategy", "beam", "--width", "2",
-                        "--rollouts", str(beam)]) == 0
+    assert main(args + ["--phases", "rollouts", "--beams", "2", "--strategy", "beam", "--width", "2",
+                        "--rollouts", str(beam)]) == 0  # --beams is --samples: the later of TINY's 4 and 2
     lines = list(read_jsonl(beam))
     assert sorted(r["id"] for r in lines) == ["c0", "c1", "c2"] and {r["search"] for r in lines} == {"beam"}
     assert all(1 <= len(r["paths"]) <= 2 and all(len(p["prm"]) == len(p["steps"]) for p in r["paths"]) for r in lines)
@@ -111,6 +111,12 @@ def test_beam_rollouts_add_the_paths_a_search_keeps_and_their_judge_scores_stay_
     from_samples = np.concatenate([[key in samples] * len(key[1]) for key in merged])  # rows: path by path
     assert len(f["step"]) == len(from_samples)
     assert np.isfinite(f["prm"][from_samples]).all() and np.isnan(f["prm"][~from_samples]).all()
+
+
+@pytest.mark.parametrize("flag", ["--samples", "--beams"])
+def test_samples_and_beams_name_one_setting(flag):
+    args = build_parser().parse_args(["train-prm", flag, "3"])
+    assert args.beams == 3 and not hasattr(args, "samples")
 
 
 def test_a_beam_that_cannot_be_built_is_refused_before_any_model_loads(tmp_path, capsys, dataset):
