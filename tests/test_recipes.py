@@ -75,8 +75,8 @@ def test_the_device_is_where_the_session_puts_the_layers(monkeypatch):
 def test_bench_and_training_keep_their_own_defaults():
     args, _ = parsed("bench", "--dataset", "d.jsonl")
     assert (args.strategy, args.vote, args.prm, args.temperature) == ("beam", "majority", None, 0.8)
-    args, _ = parsed("train-prm")  # its rollouts: independent samples unless --strategy beam
-    assert (args.strategy, args.vote, args.beams, args.temperature) == ("best-of-n", "majority", 4, 0.8)
+    args, _ = parsed("train-prm")  # its rollouts: 8 independent samples (--samples) unless --strategy beam
+    assert (args.strategy, args.vote, args.beams, args.temperature) == ("best-of-n", "majority", 8, 0.8)
 
 
 def test_help_names_the_recipe(capsys):
