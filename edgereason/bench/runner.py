@@ -106,8 +106,10 @@ def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Reque
             "status": res.status, "latency": m.wall_s, "tokens": m.generated_tokens, "final_tokens": m.final_tokens,
             "waiting_ratio": m.waiting_ratio, "step_scores": res.step_scores,
             "common_prefix": res.step_common_prefix,
-            # the final candidates, best first: lets a vote rule be compared after the run on the same paths
-            "paths": [{"answer": fp.answer, "score": fp.score, "potential": fp.potential} for fp in res.paths],
+            # the final candidates, best first, with each step's PRM score (None: unscored): lets a vote rule or a
+            # way of adding up step scores be compared after the run on the same paths
+            "paths": [{"answer": fp.answer, "score": fp.score, "potential": fp.potential,
+                       "step_scores": [score for _, score in fp.steps]} for fp in res.paths],
         })
     metrics = [res.metrics for _, res in done]
     generated = sum(m.generated_tokens for m in metrics)

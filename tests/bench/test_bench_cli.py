@@ -28,6 +28,9 @@ def test_bench_smollm2_two_problems(tmp_path, capsys, gsm8k_path):
     for p in run["per_problem"]:  # the final candidates, best first, each standing for `potential` of the 2 beams
         assert 1 <= sum(c["potential"] for c in p["paths"]) <= 2
         assert [c["score"] for c in p["paths"]] == sorted((c["score"] for c in p["paths"]), reverse=True)
+        for c in p["paths"]:  # the default aggregation, last: a path's score is its last scored step's
+            scored = [s for s in c["step_scores"] if s is not None]
+            assert scored and c["score"] == scored[-1]
     rows = list(csv.DictReader((out / "results.csv").open()))
     assert len(rows) == 1 and rows[0]["policy"] == "edge"
     assert (out / "throughput_goodput.png").stat().st_size > 0
