@@ -41,7 +41,7 @@ def test_the_default_generator_runs_its_recipe_for_the_device(command, device, e
 def test_the_small_generator_is_judged_by_the_bigger_model(device):
     args, recipe = parsed("solve", "1+1", "--model", Q05, device=device)
     assert recipe == RECIPES[Q05, device]
-    assert searched(args) == ("beam", "weighted", Q15, 8, 0.8) and args.width == 4
+    assert searched(args) == ("beam", "weighted", Q15, 8, 0.6) and args.width == 4
 
 
 @pytest.mark.parametrize("flags", [["--prm", "self"], ["--prm-format", "judge"], ["--prm-head", "my.safetensors"],
@@ -57,7 +57,7 @@ def test_explicit_search_flags_win_and_other_generators_run_plain():
     args, _ = parsed("solve", "1+1", "--strategy", "dvts", "--vote", "best", "--beams", "16", "--temperature", "1")
     assert searched(args) == ("dvts", "best", None, 16, 1.0)
     args, _ = parsed("solve", "1+1", "--model", Q05, "--strategy", "dvts")
-    assert searched(args) == ("dvts", "weighted", Q15, 8, 0.8)
+    assert searched(args) == ("dvts", "weighted", Q15, 8, 0.6)
     args, recipe = parsed("solve", "1+1", "--model", "smollm2-135m")
     assert recipe == PLAIN and searched(args) == ("best-of-n", "majority", None, 8, 0.8)
     assert recipe_for("./qwen.gguf", "gpu", prm_chosen=False) == PLAIN  # a path has no measured recipe
