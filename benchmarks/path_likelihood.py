@@ -36,6 +36,8 @@ from edgereason.grading import answers_match
 from edgereason.prompts import SYSTEM_PROMPT
 from edgereason.result import FinalPath, vote
 from edgereason.training.metrics import within_auc
+from edgereason.training.train import split_by_problem
+from edgereason.tree import aggregate
 from edgereason.value_head import load_head
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,9 +46,7 @@ ROLLOUTS = REPO / "benchmarks/results/head-qwen2.5-coder-0.5b/rollouts-qwen2.5-c
 
 def validation_rows(rows: list[dict], fraction: float = 0.15, seed: int = 0) -> list[int]:
     """The shipped head's validation problems: train.py's split_by_problem over the rollout lines in file order."""
-    ids = np.arange(len(rows))
-    n_val = max(1, int(round(len(ids) * fraction)))
-    return sorted(int(i) for i in np.random.default_rng(seed).permutation(ids)[:n_val])
+    return [int(i) for i in np.flatnonzero(split_by_problem(np.arange(len(rows)), fraction, seed))]
 
 
 def prompt_text(problem: str) -> str:
@@ -152,15 +152,15 @@ def table(args: argparse.Namespace) -> None:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
 
 
-AGGREGATES = {"last": lambda h: h[-1], "min": min, "mean": lambda h: float(np.mean(h))}
+AGGREGATIONS = ("last", "min", "mean")  # bench --agg
 
 
 def votes(by_row: dict[int, list[dict]]) -> dict[str, float]:
     """Fraction of problems whose vote over their paths is right, per rule: the paths as best-of-n's finals."""
     right: dict[str, int] = defaultdict(int)
     for group in by_row.values():
-        for name, agg in AGGREGATES.items():
-            finals = sorted((FinalPath([], agg(p["head"]), p["answer"], i) for i, p in enumerate(group)),
+        for name in AGGREGATIONS:
+            finals = sorted((FinalPath([], aggregate(p["head"], name), p["answer"], i) for i, p in enumerate(group)),
                             key=lambda f: -f.score)
             right[f"weighted, --agg {name}"] += _right(vote(finals, by_score=True), group)
         right["majority"] += _right(vote([FinalPath([], 1.0, p["answer"], i) for i, p in enumerate(group)],
