@@ -4,8 +4,9 @@
 # and the README's two CMake flags, install the project. /root/build.log ends with SETUP_DONE.
 # Carries (made here first, see ../shared/docs/device.md): .device/build (slim_llama_sdist.sh), .device/whl
 # (wheelhouse.sh). Then: export PYTHONPATH=/root/site; cd /root/proj
-# Model pieces travel one a call beside the tracked tree (about 24 MB) within the 64 MiB limit: cut them at 38M
-# (`split -b 38M`), not 50 MiB. Copy results off (tar into $OUT) in every waiting call: a machine given back
+# Model pieces travel one a call beside the tracked tree within the 64 MiB limit: the tree was 28 MB on 2026-12-04
+# and holds 9 MB more with the LoRA head, so cut them at 24M (`split -b 24M`); check with `git ls-files -z | xargs
+# -0 du -cb`. Copy results off (tar into $OUT) in every waiting call: a machine given back
 # mid-run takes everything with it.
 exec > /root/build.log 2>&1
 set -x

@@ -2,9 +2,9 @@
 
 Issue 12's head reads the 1.5B's state at the end of each step; it never sees how surprised a model was by the
 tokens inside the step ("18 x 2 = 36" where the problem asks for 18). This measures that signal on the 0.5B's
-sampled paths of the validation problems the shipped 0.5B head did not train on (train.py's split_by_problem, seed
-0, over the rollout file's lines), for any GGUF: the 1.5B (a stronger reader) or the 0.5B itself (its own
-confidence, free while it samples).
+sampled paths of the validation problems the shipped head did not train on (train.py's split_by_problem, seed 0,
+over the problems in the order its features were merged: `validation_rows`), for any GGUF: the 1.5B (a stronger
+reader) or the 0.5B itself (its own confidence, free while it samples).
 
   score: per path, the log-probability of every step token (after the generator's solve prompt, the steps
          verbatim: the head's input) and, with --head, the head's score at each step end, read from the same
@@ -44,9 +44,12 @@ REPO = Path(__file__).resolve().parents[1]
 ROLLOUTS = REPO / "benchmarks/results/head-qwen2.5-coder-0.5b/rollouts-qwen2.5-coder-0.5b.jsonl.gz"
 
 
-def validation_rows(rows: list[dict], fraction: float = 0.15, seed: int = 0) -> list[int]:
-    """The shipped head's validation problems: train.py's split_by_problem over the rollout lines in file order."""
-    return [int(i) for i in np.flatnonzero(split_by_problem(np.arange(len(rows)), fraction, seed))]
+def validation_rows(n_rows: int, shards: int, fraction: float = 0.15, seed: int = 0) -> list[int]:
+    """The rollout lines of a head's validation problems. The heads' features came from `shards` shards of the
+    rollout file (`split -n r/SHARDS`: line i to shard i % SHARDS), merged shard after shard (features.merge), and
+    train.py's split_by_problem drew its problems in that merged order, not the file's."""
+    merged = [i for shard in range(shards) for i in range(shard, n_rows, shards)]
+    return sorted(merged[j] for j in np.flatnonzero(split_by_problem(np.arange(n_rows), fraction, seed)))
 
 
 def prompt_text(problem: str) -> str:
@@ -64,7 +67,7 @@ def score(args: argparse.Namespace) -> None:
     rows = [json.loads(line) for line in gzip.open(args.rollouts, "rt", encoding="utf-8")]
     out = Path(args.out)
     done = {json.loads(line)["row"] for line in out.open(encoding="utf-8")} if out.exists() else set()
-    todo = [i for i in validation_rows(rows) if i not in done][: args.limit]
+    todo = [i for i in validation_rows(len(rows), args.shards) if i not in done][: args.limit]
     t0 = time.time()
     with out.open("a", encoding="utf-8") as f:
         for n, i in enumerate(todo):
@@ -190,6 +193,9 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("--model", required=True, help="registry name or .gguf")
     s.add_argument("--head", help="value head (.safetensors) on this model, scored from the same logits")
     s.add_argument("--rollouts", default=str(ROLLOUTS))
+    s.add_argument("--shards", type=int, default=8,
+                   help="shards the head's features were made from (its results README: 8 for the heads on the "
+                        "0.5B's rollouts, 16 for the 1.5B's own)")
     s.add_argument("--out", required=True)
     s.add_argument("--limit", type=int, default=None, help="validation problems to score (default all)")
     s.add_argument("--gpu-layers", type=int, default=0)

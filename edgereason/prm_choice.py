@@ -5,7 +5,9 @@ Rules:
 - `--prm-format auto` (the default): `head` when a value head is given (`--prm-head`) or one ships for the PRM
   model, else `judge`. Shipped heads (edgereason/heads/, made by `edgereason train-prm`): `<prm>--<generator>` was
   trained on that generator's paths and is taken when that generator runs; `<prm>` on the PRM model's own paths.
-- `head` needs a head whose backbone is the PRM model (checked by sha256 when the model opens).
+- `head` needs a head whose backbone is the PRM model (checked by sha256 when the model opens). `--prm-head` takes
+  a file or the name of a shipped head: `qwen2.5-coder-1.5b-lora` is the 1.5B's fine-tuned verifier (a LoRA
+  adapter beside a head; opt-in: it scores in a context of its own, an extra pass over every step).
 - `--prm hf:PATH` runs the PRM on torch + transformers (a Hugging Face folder, or a .gguf read into torch);
   `qwen-prm` and `skywork` need it (their reward heads are not in a GGUF).
 """
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from edgereason import models
 from edgereason.errors import ConfigError
-from edgereason.value_head import ValueHead, load_head
+from edgereason.value_head import ValueHead, head_paths, load_head
 
 PRM_FORMAT_CHOICES = ("auto", "judge", "rlhflow", "head", "math-shepherd", "qwen-prm", "skywork")
 HF_PREFIX = "hf:"  # --prm hf:PATH: a Hugging Face folder or a .gguf, on torch + transformers
@@ -44,11 +46,19 @@ def shipped_head(prm: str, generator: str) -> Path | None:
     return None
 
 
+def head_path(given: str) -> Path:
+    """--prm-head: a file, or the name of a head that ships (`qwen2.5-coder-1.5b-lora`: edgereason/heads/)."""
+    path = Path(given).expanduser()
+    shipped = HEADS_DIR / f"{given}.safetensors"
+    local = any(p.exists() for p in (path, *head_paths(path)))
+    return shipped if not local and "/" not in given and shipped.is_file() else path
+
+
 def choose_prm(model: str, prm: str | None, prm_format: str, prm_head: str | None) -> PRMChoice:
     if prm_format not in PRM_FORMAT_CHOICES:
         raise ConfigError(f"unknown PRM format {prm_format!r}; choose one of {', '.join(PRM_FORMAT_CHOICES)}")
     name = model if prm in (None, SELF) else prm
-    head_file = Path(prm_head).expanduser() if prm_head else shipped_head(name, model)
+    head_file = head_path(prm_head) if prm_head else shipped_head(name, model)
     fmt = ("head" if head_file else "judge") if prm_format == "auto" else prm_format
     if fmt in HEAD_ONLY_FORMATS and not name.startswith(HF_PREFIX):
         raise ConfigError(f"--prm-format {fmt} reads the checkpoint's reward head, which llama.cpp cannot run: "

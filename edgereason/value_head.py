@@ -19,6 +19,9 @@ needs only numpy: gather the d features, standardise, Linear -> ReLU -> Linear (
 The JSON names the backbone (registry name, GGUF file name, sha256): other weights' states mean nothing to the head,
 so a head is refused on any other backbone. It lists `layers` too; a head that reads layers is format version 2, so
 an older EdgeReason refuses it instead of misreading it.
+A head may come with a LoRA adapter of its backbone (`NAME.lora.gguf`, named in the JSON with its sha256; format
+version 3): a fine-tuned verifier whose logits are read with the adapter applied (edgereason/training/lora_export.py).
+Its states are not the generator's, so such a head always scores in the verifier's own context.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from edgereason.errors import ConfigError, ModelError
 from edgereason.files import write_atomic, write_text_atomic
 
 HEAD_FORMAT = "edgereason-value-head"
-HEAD_VERSION = 2  # 2: `layers` (version 1 heads read the logits only)
+HEAD_VERSION = 3  # 2: `layers` (version 1 heads read the logits only); 3: `adapter`
 _TENSORS = ("tokens", "mean", "std", "w1", "b1", "w2", "b2")
 
 
@@ -43,6 +46,13 @@ class Backbone:
     name: str  # registry name or file stem
     file: str  # GGUF file name
     sha256: str
+
+
+@dataclass(frozen=True)
+class Adapter:
+    file: str  # GGUF LoRA adapter, beside the head's files
+    sha256: str
+    path: Path  # where it was found
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,7 @@ class ValueHead:
     b1: np.ndarray | None = None
     record: dict[str, Any] | None = None  # how it was trained: data, sizes, AUCs
     layers: tuple[int, ...] = ()  # middle layers whose hidden states follow the logits in the features
+    adapter: Adapter | None = None  # LoRA of the backbone that the verifier's context applies
 
     def __post_init__(self) -> None:
         d, k, width = self.mean.shape[0], self.tokens.shape[0], self.layer_width
@@ -138,6 +149,7 @@ def load_head(path: Path) -> ValueHead:
             raise ValueError(f"format version {meta['version']} is newer than this EdgeReason reads")
         backbone = Backbone(**{k: str(meta["backbone"][k]) for k in ("name", "file", "sha256")})
         layers = tuple(int(il) for il in meta.get("layers") or ())
+        adapter = _adapter(meta["adapter"], weights.parent) if meta.get("adapter") else None
         tensors = load_file(str(weights))
     except (ValueError, KeyError, TypeError, OSError, SafetensorError) as e:
         raise ModelError(f"{meta_path.name}/{weights.name}: corrupt or not a value head ({e}); train it again "
@@ -147,7 +159,20 @@ def load_head(path: Path) -> ValueHead:
         raise ModelError(f"{weights.name} lacks tensors {sorted(missing)}: corrupt value head")
     arrays = {k: np.ascontiguousarray(v, dtype=np.int64 if k == "tokens" else np.float32)
               for k, v in tensors.items() if k in _TENSORS}
-    return ValueHead(backbone, record=meta.get("training"), layers=layers, **arrays)
+    return ValueHead(backbone, record=meta.get("training"), layers=layers, adapter=adapter, **arrays)
+
+
+def _adapter(entry: dict, folder: Path) -> Adapter:
+    """The head's LoRA adapter, checked: ConfigError when it is missing, ModelError when it is another file."""
+    file, sha256 = str(entry["file"]), str(entry["sha256"])
+    path = folder / Path(file).name
+    if not path.is_file():
+        raise ConfigError(f"the value head's LoRA adapter {path} is missing; a LoRA head is three files "
+                          "(NAME.safetensors, NAME.json, NAME.lora.gguf): copy them together")
+    if file_sha256(path) != sha256:
+        raise ModelError(f"{path.name} is not the LoRA adapter this value head was trained with (sha256 "
+                         f"mismatch): corrupt or replaced; export the head again")
+    return Adapter(file, sha256, path)
 
 
 def save_head(head: ValueHead, path: Path) -> tuple[Path, Path]:
@@ -161,13 +186,15 @@ def save_head(head: ValueHead, path: Path) -> tuple[Path, Path]:
     read = [f"the logits of {len(head.tokens)} vocabulary tokens (a full-rank linear image of the final hidden "
             "state)"] if len(head.tokens) else []
     read += [f"the hidden state of layer {il}" for il in head.layers]
-    meta = {"format": HEAD_FORMAT, "version": HEAD_VERSION if head.layers else 1,
+    meta = {"format": HEAD_FORMAT, "version": 3 if head.adapter else 2 if head.layers else 1,
             "backbone": {"name": head.backbone.name, "file": head.backbone.file, "sha256": head.backbone.sha256},
             "features": ", then ".join(read) + " at the last token of each step",
             "layers": list(head.layers),
             "hidden": None if head.w1 is None else int(head.w1.shape[0]),
             "prompt": "the generator's solve prompt, then the steps verbatim",
             "training": head.record or {}}
+    if head.adapter:
+        meta["adapter"] = {"file": head.adapter.file, "sha256": head.adapter.sha256}
     write_atomic(weights, lambda p: save_file(tensors, str(p)))
     write_text_atomic(meta_path, json.dumps(meta, indent=1) + "\n")
     return weights, meta_path

@@ -37,3 +37,20 @@ def test_the_shipped_heads_name_their_backbone_and_generator(prm: str, generator
     head = load_head(shipped_head(prm, generator))
     assert head.backbone.name == prm and head.backbone.sha256 == models.REGISTRY[prm].sha256
     assert head.record["generator"] == generator
+
+
+def test_prm_head_takes_a_shipped_heads_name(tmp_path: Path, monkeypatch):
+    """`--prm-head qwen2.5-coder-1.5b-lora`: the LoRA head that ships (checked with its adapter); a path still wins,
+    and an unknown name stays a missing file."""
+    from edgereason.errors import ConfigError
+
+    lora = choose_prm(Q15, None, "auto", "qwen2.5-coder-1.5b-lora")
+    assert lora.format == "head" and lora.head.adapter is not None
+    assert lora.head.backbone.sha256 == models.REGISTRY[Q15].sha256
+    assert lora.head.adapter.path == prm_choice.HEADS_DIR / "qwen2.5-coder-1.5b-lora.lora.gguf"
+    monkeypatch.chdir(tmp_path)
+    save_head(random_head(Backbone(Q15, "f.gguf", "0" * 64), seed=3), tmp_path / "qwen2.5-coder-1.5b-lora")
+    assert lora.head.adapter is not None and choose_prm(Q15, None, "auto", "qwen2.5-coder-1.5b-lora").head.adapter \
+        is None  # the file in the working folder
+    with pytest.raises(ConfigError, match="not found"):
+        choose_prm(Q15, None, "auto", "no-such-head")

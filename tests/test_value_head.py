@@ -127,3 +127,25 @@ def test_names_with_dots_keep_them(tmp_path: Path):
     weights, meta = head_paths(tmp_path / "head-qwen2.5-coder-0.5b.safetensors")
     assert (weights.name, meta.name) == ("head-qwen2.5-coder-0.5b.safetensors", "head-qwen2.5-coder-0.5b.json")
     assert head_paths(tmp_path / "head-qwen2.5-coder-0.5b.json") == (weights, meta)
+
+
+def test_a_head_with_a_lora_adapter_round_trips_as_version_3_and_checks_the_adapter(tmp_path: Path, monkeypatch):
+    import json
+    from dataclasses import replace
+
+    from edgereason.value_head import Adapter
+
+    monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path / "home"))
+    adapter = tmp_path / "h.lora.gguf"
+    adapter.write_bytes(b"GGUF" + b"\2" * 64)
+    head = replace(random_head(Backbone("m", "m.gguf", "ab" * 32)),
+                   adapter=Adapter(adapter.name, file_sha256(adapter), adapter))
+    _, meta = save_head(head, tmp_path / "h")
+    assert json.loads(meta.read_text())["version"] == 3  # an older EdgeReason refuses it instead of dropping the LoRA
+    assert load_head(meta).adapter == head.adapter
+    adapter.write_bytes(b"GGUF" + b"\3" * 64)
+    with pytest.raises(ModelError, match="not the LoRA adapter"):
+        load_head(meta)
+    adapter.unlink()
+    with pytest.raises(ConfigError, match="adapter .* is missing"):
+        load_head(meta)

@@ -79,6 +79,7 @@ class LlamaModel:
                                      if L.llama_vocab_get_attr(self.vocab, t) & L.LLAMA_TOKEN_ATTR_CONTROL)
         self._template = L.llama_model_chat_template(self.ptr, None)
         self._pieces: dict[int, bytes] = {}
+        self._adapters: dict[Path, int] = {}
         self.kv_bytes_per_token = self.weights_bytes = self.n_layer = 0
         if vocab_only:  # llama.cpp aborts on layer hyperparameters of a vocab-only model; metadata still reads
             arch = self._meta("general.architecture")
@@ -159,6 +160,19 @@ class LlamaModel:
         if n < 0:
             raise ModelError(f"llama.cpp does not know the chat template of {self.path.name}")
         return buf.raw[:n].decode("utf-8", errors="replace")
+
+    def lora(self, path: Path) -> int:
+        """A LoRA adapter of these weights (a pointer, loaded once; llama.cpp frees it with the model), or one
+        ModelError line when the file is not an adapter for them."""
+        path = Path(path)
+        if path not in self._adapters:
+            with interrupts.deferred():
+                ptr = L.llama_adapter_lora_init(self.ptr, str(path).encode())
+            if not ptr:
+                raise ModelError(f"llama.cpp could not load {path.name} as a LoRA adapter of {self.path.name}: "
+                                 "corrupt, or made for other weights; export the head again")
+            self._adapters[path] = ptr
+        return self._adapters[path]
 
     def close(self) -> None:
         if self.ptr:

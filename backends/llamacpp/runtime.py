@@ -6,6 +6,7 @@ The high-level `Llama` class evaluates only sequence 0 and cannot batch beams, s
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 from typing import Callable, Iterable, NamedTuple, Sequence
 
@@ -16,7 +17,7 @@ from edgereason import interrupts
 from edgereason.backends.llamacpp.device_sampling import Candidates, TopKSamplers
 from edgereason.backends.llamacpp.layer_capture import LayerCapture
 from edgereason.backends.llamacpp.model import LlamaModel, physical_cores
-from edgereason.errors import OutOfMemoryError
+from edgereason.errors import ModelError, OutOfMemoryError
 
 SEQ_SLOTS = 256  # sequences one context runs at once: llama.cpp's most (LLAMA_MAX_SEQ), the beams one search can have
 
@@ -90,6 +91,12 @@ class KVContext:
         self._seqs: dict[int, _Seq] = {}
         self._refs: dict[int, int] = {}
         self._next_cell = 0
+
+    def apply_lora(self, adapter: int) -> None:
+        """Every later pass of this context runs the weights with the adapter (from LlamaModel.lora) at scale 1."""
+        if L.llama_set_adapters_lora(self.ptr, (L.llama_adapter_lora_p_ctypes * 1)(adapter), 1,
+                                     (ctypes.c_float * 1)(1.0)) != 0:
+            raise ModelError(f"llama.cpp refused the LoRA adapter on {self.model.path.name}'s context")
 
     # -- sequence ids (check/act pairs: can_alloc/new_seq, can_append/decode) --
     def can_alloc(self, n: int = 1) -> bool:

@@ -66,9 +66,11 @@ class LlamaVerifier(KVMemoryOf):
                 capture = _capture_for(model, scorer)
         self.ctx = KVContext(model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads, flash_attn=flash_attn,
                              capture=capture)
-        # the generator's context captures no layers: a head that reads them scores here
+        if scorer is not None and scorer.adapter:
+            self.ctx.apply_lora(model.lora(scorer.adapter.path))
+        # the generator's context captures no layers and runs no adapter: such a head scores here
         use_gen = (fmt.name == "head" and generator_ctx is not None and generator_ctx.model is model
-                   and not (scorer is not None and scorer.layers))
+                   and not (scorer is not None and (scorer.layers or scorer.adapter)))
         self._gen = generator_ctx if use_gen and generator_ctx.top_k is None else None
         self.prompt = prompt_for(fmt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True))
         self._read: Callable[[np.ndarray], float] | None = None  # None: features only (training)

@@ -243,6 +243,9 @@ def load_checkpoint(path: Path, fmt: str, device: str = "auto", head: ValueHead 
     if fmt == "head" and head is None:
         raise ConfigError("--prm-format head needs a trained value head: pass --prm-head FILE "
                           "(make one with edgereason train-prm)")
+    if fmt == "head" and head.adapter:
+        raise ConfigError(f"this value head runs with a LoRA adapter ({head.adapter.file}), which only the llama.cpp "
+                          "backend applies; pass its GGUF without hf:")
     if fmt == "head" and head.layers:
         raise ConfigError(f"this value head reads middle layers ({', '.join(map(str, head.layers))}), which only "
                           "the llama.cpp backend reads; pass its GGUF without hf:")

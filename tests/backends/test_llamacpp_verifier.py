@@ -198,3 +198,35 @@ def test_head_for_another_backbone_is_refused(smollm2, tmp_path):
     head = replace(_random_head(smollm2), backbone=Backbone("qwen", "qwen.gguf", "f" * 64))
     with pytest.raises(ConfigError, match="trained on qwen"):
         LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=2048, head=head)
+
+
+def test_a_lora_head_scores_step_by_step_as_whole_in_its_own_context(smollm2, tmp_path):
+    """A head with a LoRA adapter reads the adapted weights: its own context, never the generator's rows (whose
+    states lack the adapter), and its scores differ from the same head's without the adapter."""
+    from dataclasses import replace
+
+    from edgereason.backends.llamacpp import LlamaGenerator
+    from smollm2_lora import lora_head
+
+    head, _ = lora_head(smollm2, tmp_path)
+    steps = [s + "\n\n" for s in STEPS]
+    incremental, whole = _step_by_step_and_whole(smollm2, head, steps, flash_attn=False)
+    assert incremental == pytest.approx(whole, abs=1e-3)
+    _, plain = _step_by_step_and_whole(smollm2, replace(head, adapter=None), steps, flash_attn=False)
+    assert max(abs(a - b) for a, b in zip(whole, plain)) > 0.02
+    generator = LlamaGenerator(smollm2, 2048)
+    with_lora = LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=2048, head=head, generator_ctx=generator.ctx)
+    without = LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=2048, head=replace(head, adapter=None),
+                            generator_ctx=generator.ctx)
+    assert not with_lora.reads_generator and without.reads_generator
+    for role in (with_lora, without, generator):
+        role.close()
+
+
+def test_a_corrupt_lora_adapter_is_one_clear_error(smollm2, tmp_path):
+    from edgereason.errors import ModelError
+
+    bad = tmp_path / "bad.lora.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 200)
+    with pytest.raises(ModelError, match="could not load bad.lora.gguf as a LoRA adapter"):
+        smollm2.lora(bad)

@@ -1,0 +1,44 @@
+"""LoRA on a torch backbone's attention projections: the trainable part of a fine-tuned verifier
+(benchmarks/finetune_verifier.py), in the form lora_export.py writes as a llama.cpp adapter.
+
+y = W x + (alpha / r) B A x for W in q_proj, k_proj, v_proj, o_proj; A [r, in] random, B [out, r] zero at the start
+(the backbone unchanged). A and B stay fp32 beside bf16 weights.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")  # Qwen2's and Llama's attention projections
+
+
+def add_lora(backbone: Any, rank: int, alpha: float) -> list[tuple[str, Any]]:
+    """Freeze `backbone` and wrap each attention projection. Returns (`<module>.lora_a` / `.lora_b`, parameter)
+    pairs, the names lora_export.py reads."""
+    import torch
+
+    nn = torch.nn
+
+    class LoRALinear(nn.Module):
+        def __init__(self, base: nn.Linear) -> None:
+            super().__init__()
+            self.base = base
+            self.lora_a = nn.Parameter(torch.randn(rank, base.in_features, device=base.weight.device)
+                                       / math.sqrt(base.in_features))
+            self.lora_b = nn.Parameter(torch.zeros(base.out_features, rank, device=base.weight.device))
+
+        def forward(self, x: Any) -> Any:
+            return self.base(x) + ((x.float() @ self.lora_a.T) @ self.lora_b.T * (alpha / rank)).to(x.dtype)
+
+    for p in backbone.parameters():
+        p.requires_grad_(False)
+    named = []
+    for name, module in list(backbone.named_modules()):
+        for child_name, child in list(module.named_children()):
+            if child_name in TARGETS and isinstance(child, nn.Linear):
+                wrapped = LoRALinear(child)
+                setattr(module, child_name, wrapped)
+                prefix = f"{name}.{child_name}" if name else child_name
+                named += [(f"{prefix}.lora_a", wrapped.lora_a), (f"{prefix}.lora_b", wrapped.lora_b)]
+    return named
