@@ -37,9 +37,11 @@ import numpy as np
 from edgereason.backends.transformers.loader import load_checkpoint
 from edgereason.training.lora import add_lora
 from edgereason.training.metrics import auc, within_auc
+from edgereason.training.train import step_groups
 from edgereason.value_head import load_head
 
 from benchmarks.path_likelihood import prompt_text, validation_rows, votes
+
 
 def read_rollouts(path: str) -> list[dict]:
     return [json.loads(line) for line in gzip.open(path, "rt", encoding="utf-8")]
@@ -112,7 +114,7 @@ def reading(lines: list[dict]) -> dict:
         by_row[p["row"]].append(p)
     return {"paths": len(lines), "problems": len(by_row), "steps": int(len(s)),
             "step_auc": round(auc(s, y), 4),
-            "within_step_auc": round(within_auc(s, y, row * 1000 + step), 4),
+            "within_step_auc": round(within_auc(s, y, step_groups({"problem": row, "step": step})), 4),
             "within_final_auc": round(within_auc(last, [float(p["correct"]) for p in lines],
                                                  [p["row"] for p in lines]), 4),
             "votes": votes(by_row)}

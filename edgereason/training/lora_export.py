@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from edgereason.files import write_atomic
-from edgereason.value_head import Adapter, Backbone, ValueHead, file_sha256, save_head
+from edgereason.value_head import Adapter, Backbone, ValueHead, file_sha256, head_paths, save_head
 
 # Hugging Face module names (Qwen2/Llama) -> GGUF tensor names, as llama.cpp's convert_lora_to_gguf.py maps them
 _GGUF_NAMES = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output"}
@@ -110,13 +110,14 @@ def readout_on_tokens(rows: np.ndarray, v: np.ndarray) -> np.ndarray:
 def export_lora_head(tensors: dict[str, np.ndarray], alpha: float, model_path: Path, backbone_name: str,
                      tokens: np.ndarray, out: Path, record: dict) -> tuple[Path, Path, Path]:
     """tensors: `<module>.lora_a`, `<module>.lora_b` and `value.weight` [1, n_embd], `value.bias` [1] (what
-    finetune_verifier saves). Writes OUT.safetensors, OUT.json and OUT.lora.gguf beside them; returns their paths."""
+    finetune_verifier saves). Writes NAME.safetensors, NAME.json and NAME.lora.gguf (out: any of them, or NAME);
+    returns their paths."""
     pairs = {k.removesuffix(".lora_a"): (tensors[k], tensors[k.removesuffix(".lora_a") + ".lora_b"])
              for k in tensors if k.endswith(".lora_a")}
     rows, arch, heads = backbone_facts(model_path, tokens)
     u = readout_on_tokens(rows, np.asarray(tensors["value.weight"], dtype=np.float32).reshape(-1))
-    out = Path(out)
-    adapter_path = out.with_name(out.name.removesuffix(".safetensors") + ".lora.gguf")
+    weights_path, _ = head_paths(Path(out))
+    adapter_path = weights_path.with_name(weights_path.name.removesuffix(".safetensors") + ".lora.gguf")
     adapter_path.parent.mkdir(parents=True, exist_ok=True)
     write_adapter(adapter_path, arch, alpha, pairs, heads)
     k = len(tokens)
@@ -125,5 +126,5 @@ def export_lora_head(tensors: dict[str, np.ndarray], alpha: float, model_path: P
                      std=np.ones(k, np.float32), w2=u.reshape(1, k),
                      b2=np.asarray(tensors["value.bias"], dtype=np.float32).reshape(1), record=record,
                      adapter=Adapter(adapter_path.name, file_sha256(adapter_path), adapter_path))
-    weights, meta = save_head(head, out)
+    weights, meta = save_head(head, weights_path)
     return weights, meta, adapter_path
