@@ -35,16 +35,13 @@ from edgereason import models  # first: edgereason loads llama.cpp before numpy 
 
 import numpy as np
 from edgereason.backends.transformers.loader import load_checkpoint
+from edgereason.jsonl import read_jsonl
 from edgereason.training.lora import add_lora
 from edgereason.training.metrics import auc, within_auc
 from edgereason.training.train import step_groups
 from edgereason.value_head import load_head
 
 from benchmarks.path_likelihood import prompt_text, validation_rows, votes
-
-
-def read_rollouts(path: str) -> list[dict]:
-    return [json.loads(line) for line in gzip.open(path, "rt", encoding="utf-8")]
 
 
 def encode(tokenizer, row: dict, path: dict) -> tuple[list[int], list[int]]:
@@ -168,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
     torch, tok, backbone, device = __import__("torch"), ck.tokenizer, ck.backbone, ck.device
     torch.manual_seed(args.seed)
     pad = tok.eos_token_id if tok.eos_token_id is not None else 0
-    rows = read_rollouts(args.rollouts)
+    rows = list(read_jsonl(Path(args.rollouts)))
     val = set(validation_rows(len(rows), args.shards))
     val_ids = {rows[i]["id"] for i in val}
     rows = rows[:args.limit]
@@ -190,7 +187,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     train = examples(tok, rows, lambda ri, r: ri not in val, args.max_tokens)
     for extra in args.extra:
-        train += examples(tok, read_rollouts(extra)[:args.limit], lambda ri, r: r["id"] not in val_ids,
+        train += examples(tok, list(read_jsonl(Path(extra)))[:args.limit], lambda ri, r: r["id"] not in val_ids,
                           args.max_tokens)
     report["train_paths"] = len(train)
     report["train_tokens"] = sum(len(e["ids"]) for e in train)

@@ -18,7 +18,6 @@ features (the logits of a fixed token set: the final layer's normed state), on t
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import statistics
 import sys
@@ -28,6 +27,7 @@ from pathlib import Path
 from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
 
 import numpy as np
+from edgereason.jsonl import read_jsonl
 from edgereason.training import features as feats
 from edgereason.value_head import Backbone, feature_tokens
 
@@ -42,11 +42,6 @@ FINAL = "final (logits features, shipped)"
 def layers_at(n_layer: int, depths: tuple[float, ...]) -> list[int]:
     """Layer indices at fractions of the depth; the last layer (output rows only) is the logits' business."""
     return sorted({min(n_layer - 2, round(n_layer * d)) for d in depths})
-
-
-def read_gz_jsonl(path: Path) -> list[dict]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
 
 
 def shard_path(out: Path, lo: int, hi: int) -> Path:
@@ -72,7 +67,7 @@ def _load(args: argparse.Namespace):
 
     model = load_model(str(models.resolve(args.backbone, allow_pull=False)))
     tokens = feature_tokens(model.n_vocab, model.n_embd, model.eog_ids | model.control_ids, 0)
-    return model, tokens, read_gz_jsonl(args.rollouts)[:args.problems], read_gz_jsonl(args.mc)
+    return model, tokens, list(read_jsonl(args.rollouts))[:args.problems], list(read_jsonl(args.mc))
 
 
 def speed(args: argparse.Namespace) -> None:

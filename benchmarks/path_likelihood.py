@@ -22,7 +22,6 @@ reader) or the 0.5B itself (its own confidence, free while it samples).
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 import time
@@ -33,6 +32,7 @@ from edgereason import models  # first: edgereason loads llama.cpp before numpy 
 
 import numpy as np
 from edgereason.grading import answers_match
+from edgereason.jsonl import read_jsonl
 from edgereason.prompts import SYSTEM_PROMPT
 from edgereason.result import FinalPath, vote
 from edgereason.training.metrics import within_auc
@@ -64,7 +64,7 @@ def score(args: argparse.Namespace) -> None:
     head = load_head(Path(args.head)) if args.head else None
     llm = Llama(model_path=str(models.resolve(args.model)), n_ctx=args.ctx, logits_all=True, n_batch=512,
                 n_gpu_layers=args.gpu_layers, n_threads=args.threads, verbose=False)
-    rows = [json.loads(line) for line in gzip.open(args.rollouts, "rt", encoding="utf-8")]
+    rows = list(read_jsonl(Path(args.rollouts)))
     out = Path(args.out)
     done = {json.loads(line)["row"] for line in out.open(encoding="utf-8")} if out.exists() else set()
     todo = [i for i in validation_rows(len(rows), args.shards) if i not in done][: args.limit]

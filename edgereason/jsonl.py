@@ -1,10 +1,16 @@
-"""Append-only JSONL files that a crash cannot corrupt beyond the line being written (chat history, rollouts)."""
+"""Append-only JSONL files that a crash cannot corrupt beyond the line being written (chat history, rollouts),
+and their reader, which skips such a line."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import zlib
 from pathlib import Path
+from typing import Iterator
+
+from edgereason.errors import ConfigError
 
 
 def append_line(path: Path, row: dict) -> None:
@@ -24,3 +30,26 @@ def append_line(path: Path, row: dict) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def read_jsonl(path: Path) -> Iterator[dict]:
+    """Every complete object line; a line cut by a crash (the last one) is skipped, and nothing where no file is.
+    A name ending in .gz is read through gzip (the committed rollout files): one cut short yields the lines before
+    the cut; one that is not gzip, or is damaged, is a ConfigError."""
+    if not path.is_file():
+        return
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(row, dict):
+                    yield row
+    except EOFError:
+        return
+    except (gzip.BadGzipFile, zlib.error) as e:
+        raise ConfigError(f"cannot read {path}: {e}; a .gz file must be gzip-compressed JSONL (decompress it, or "
+                          "rename it without .gz if it is plain)") from None

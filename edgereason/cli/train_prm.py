@@ -21,12 +21,13 @@ from edgereason.cli.progress import bar, end_line, redraw
 from edgereason.errors import ConfigError, OutOfMemoryError
 from edgereason.files import make_writable_folder
 from edgereason.gpu import DEVICE_SAMPLING_MODES
+from edgereason.jsonl import read_jsonl
 from edgereason.policy import Policy
 from edgereason.prm_choice import SELF
 from edgereason.session import ModelSettings, open_session
 from edgereason.training import features as feats
 from edgereason.training.mc import collect_mc
-from edgereason.training.rollouts import collect, merge_rollouts, read_jsonl, rollout_config
+from edgereason.training.rollouts import collect, merge_rollouts, rollout_config
 from edgereason.training.train import TrainConfig
 from edgereason.value_head import Backbone, feature_tokens, file_sha256, save_head
 
@@ -148,6 +149,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _check_can_write(flag: str, path: Path) -> None:
     """Before any phase: an output that cannot be written would be found out only after the work that makes it."""
+    if path.suffix == ".gz":  # read through gzip, but appending plain lines would leave a file neither reads
+        raise ConfigError(f"{flag} {path} is compressed and this phase writes plain lines; give a path without .gz"
+                          f" (to add to it: zcat {path} > FILE.jsonl, then {flag} FILE.jsonl)")
     if path.is_dir():  # `--out heads/` would write heads.safetensors beside the folder, the others fail at the end
         raise ConfigError(f"{flag} {path} is a folder; give a file path in it, such as {path / OUTPUT_NAMES[flag]}")
     folder = path.parent

@@ -15,8 +15,8 @@ from edgereason.config import SearchConfig
 from edgereason.engine import Engine
 from edgereason.grading import answers_match
 from edgereason.result import SearchResult
-from edgereason.jsonl import append_line
-from edgereason.training.rollouts import Job, Progress, read_jsonl, run_jobs
+from edgereason.jsonl import append_line, read_jsonl
+from edgereason.training.rollouts import Job, Progress, run_jobs
 
 
 def mc_jobs(rollouts: list[dict], problems: int, seed: int) -> list[tuple[Job, int, int]]:

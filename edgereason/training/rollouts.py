@@ -14,16 +14,15 @@ Monte-Carlo lines (mc.py) share the reader.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 from edgereason.bench.dataset import Problem
 from edgereason.config import SearchConfig
 from edgereason.engine import Engine
 from edgereason.grading import answers_match
-from edgereason.jsonl import append_line
+from edgereason.jsonl import append_line, read_jsonl
 from edgereason.request import Request
 from edgereason.result import SearchResult
 
@@ -37,20 +36,6 @@ class Job:
     key: str
     problem: Problem
     prefix: str = ""
-
-
-def read_jsonl(path: Path) -> Iterator[dict]:
-    """Every complete object line; a line cut by a crash (the last one) is skipped."""
-    if not path.is_file():
-        return
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for line in f:
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict):
-                yield row
 
 
 def merge_rollouts(files: Iterable[Path]) -> list[dict]:

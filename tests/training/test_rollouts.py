@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -43,3 +44,12 @@ def test_the_rollout_search_takes_samples_as_its_size_and_an_impossible_beam_is_
     assert (beam.strategy, beam.beams, beam.width) == ("beam", 8, 4)
     with pytest.raises(ConfigError):
         rollout_config(SearchConfig(strategy="beam", beams=4, width=4), 6)
+
+
+def test_a_committed_gz_rollout_file_merges_as_its_plain_lines(tmp_path: Path):
+    """The committed rollouts are .jsonl.gz: read as plain text they gave no rows, and train-prm said to run the
+    rollouts phase."""
+    plain = _write(tmp_path / "samples.jsonl", [_row("a", ["s1"], ["s2"]), _row("b", ["t1"])])
+    packed = tmp_path / "samples.jsonl.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert merge_rollouts([packed]) == merge_rollouts([plain]) and len(merge_rollouts([packed])) == 2

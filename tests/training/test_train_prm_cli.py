@@ -7,6 +7,7 @@ training and the head are then the real pipeline's.
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -14,8 +15,9 @@ import numpy as np
 import pytest
 
 from edgereason.cli.main import build_parser, main
+from edgereason.jsonl import read_jsonl
 from edgereason.training import features as feats
-from edgereason.training.rollouts import merge_rollouts, read_jsonl
+from edgereason.training.rollouts import merge_rollouts
 from edgereason.value_head import load_head
 
 pytest.importorskip("torch")
@@ -231,6 +233,19 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_phase(tmp_path, 
     err = capsys.readouterr().err
     assert f"cannot write {flag} {out}: {tmp_path / 'afile'} is a file" in err and "Traceback" not in err
     assert (tmp_path / "afile").read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("phase, flag", [("rollouts", "--rollouts"), ("features", "--features"), ("train", "--out")])
+def test_a_compressed_output_is_refused_before_any_phase(tmp_path, capsys, phase, flag):
+    """.gz files are read through gzip; the rollouts phase appended plain lines to one, which then read as nothing."""
+    out = tmp_path / "rollouts.jsonl.gz"
+    out.write_bytes(gzip.compress(b'{"id": "1"}\n'))
+    before = out.read_bytes()
+    assert main(["train-prm", *TINY, "--work", str(tmp_path / "w"), "--phases", phase, "--dataset",
+                 str(tmp_path / "absent.jsonl"), flag, str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} {out} is compressed and this phase writes plain lines; give a path without .gz" in err
+    assert "Traceback" not in err and out.read_bytes() == before
 
 
 @pytest.mark.parametrize("phase, flag", [("rollouts", "--rollouts"), ("features", "--features"), ("train", "--out")])
