@@ -1,11 +1,12 @@
 """Would a verifier fine-tuned on the rollouts choose among a generator's paths better than the shipped value head?
 
-Issue 12's 1.5B target (80% with beam N=8) needs a better verifier than its head: a small MLP on a frozen
-backbone's logits, within-problem step AUC 0.756 on its validation problems. This fine-tunes the backbone itself:
-LoRA of rank r on attention's four projections plus a linear readout of the final hidden state (after the final
-norm, the state every head reads), trained on the head's labels (every step of a right path is good, of a wrong one
-bad) and on the head's training problems only. Both are then read on the head's validation problems
-(path_likelihood.validation_rows), in torch from the same GGUF (the hf: backend's loader, which dequantizes it):
+Issue 12's 1.5B target (80% with beam N=8) needs a better verifier than its head: a small MLP on a frozen backbone's
+logits, within-problem step AUC 0.756 on its validation problems. This fine-tunes the backbone itself: LoRA of rank
+r on attention's four projections (--targets all: the MLP's three as well) plus a linear readout of the final hidden
+state (after the final norm, the state every head reads), trained on the head's labels (every step of a right path
+is good, of a wrong one bad) and on the head's training problems only. Both are then read on the head's validation
+problems (path_likelihood.validation_rows), in torch from the same GGUF (the hf: backend's loader, which dequantizes
+it):
 
   - per reader (the shipped head; the fine-tuned verifier after each epoch): step AUC, within-problem step AUC (the
     candidates one selection compares), within-problem AUC of the final steps;
@@ -36,7 +37,7 @@ from edgereason import models  # first: edgereason loads llama.cpp before numpy 
 import numpy as np
 from edgereason.backends.transformers.loader import load_checkpoint
 from edgereason.jsonl import read_jsonl
-from edgereason.training.lora import add_lora
+from edgereason.training.lora import TARGETS, add_lora
 from edgereason.training.metrics import auc, within_auc
 from edgereason.training.train import step_groups
 from edgereason.value_head import load_head
@@ -148,6 +149,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--rank", type=int, default=16)
     ap.add_argument("--alpha", type=float, default=32.0)
+    ap.add_argument("--targets", default="attention", choices=sorted(TARGETS),
+                    help="the projections LoRA adapts: attention's q/k/v/o, or all (the MLP's gate/up/down too)")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--lr-readout", type=float, default=1e-3)
     ap.add_argument("--batch-tokens", type=int, default=12288)
@@ -193,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
     report["train_tokens"] = sum(len(e["ids"]) for e in train)
     log(f"{len(train)} training paths, {report['train_tokens']} tokens; {len(val_items)} validation paths")
 
-    lora = add_lora(backbone, args.rank, args.alpha)
+    lora = add_lora(backbone, args.rank, args.alpha, args.targets)
     hidden = backbone.config.hidden_size
     value = torch.nn.Linear(hidden, 1).to(device)
     opt = torch.optim.AdamW([{"params": [p for _, p in lora], "lr": args.lr, "weight_decay": 0.0},

@@ -1,8 +1,8 @@
-"""LoRA on a torch backbone's attention projections: the trainable part of a fine-tuned verifier
+"""LoRA on a torch backbone's projections: the trainable part of a fine-tuned verifier
 (benchmarks/finetune_verifier.py), in the form lora_export.py writes as a llama.cpp adapter.
 
-y = W x + (alpha / r) B A x for W in q_proj, k_proj, v_proj, o_proj; A [r, in] random, B [out, r] zero at the start
-(the backbone unchanged). A and B stay fp32 beside bf16 weights.
+y = W x + (alpha / r) B A x for W in the chosen projections; A [r, in] random, B [out, r] zero at the start (the
+backbone unchanged). A and B stay fp32 beside bf16 weights.
 """
 
 from __future__ import annotations
@@ -10,12 +10,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")  # Qwen2's and Llama's attention projections
+# Qwen2's and Llama's projections, by the name of the set a verifier adapts
+TARGETS = {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
+           "all": ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")}
 
 
-def add_lora(backbone: Any, rank: int, alpha: float) -> list[tuple[str, Any]]:
-    """Freeze `backbone` and wrap each attention projection. Returns (`<module>.lora_a` / `.lora_b`, parameter)
-    pairs, the names lora_export.py reads."""
+def add_lora(backbone: Any, rank: int, alpha: float, targets: str = "attention") -> list[tuple[str, Any]]:
+    """Freeze `backbone` and wrap each projection of the set `targets` (a TARGETS key). Returns (`<module>.lora_a` /
+    `.lora_b`, parameter) pairs, the names lora_export.py reads."""
     import torch
 
     nn = torch.nn
@@ -31,12 +33,13 @@ def add_lora(backbone: Any, rank: int, alpha: float) -> list[tuple[str, Any]]:
         def forward(self, x: Any) -> Any:
             return self.base(x) + ((x.float() @ self.lora_a.T) @ self.lora_b.T * (alpha / rank)).to(x.dtype)
 
+    wrap = TARGETS[targets]
     for p in backbone.parameters():
         p.requires_grad_(False)
     named = []
     for name, module in list(backbone.named_modules()):
         for child_name, child in list(module.named_children()):
-            if child_name in TARGETS and isinstance(child, nn.Linear):
+            if child_name in wrap and isinstance(child, nn.Linear):
                 wrapped = LoRALinear(child)
                 setattr(module, child_name, wrapped)
                 prefix = f"{name}.{child_name}" if name else child_name

@@ -1,10 +1,10 @@
 """A fine-tuned verifier as a value head llama.cpp runs (design.md section 2, "LoRA heads").
 
-The verifier is LoRA on the backbone's attention projections plus a linear readout v.h + c of the final hidden
-state h (benchmarks/finetune_verifier.py trains it in torch). llama.cpp runs the LoRA as a GGUF adapter on the
-verifier's own context. The readout becomes an ordinary linear head over the logits of the head's token set: those
-logits are z = W_S h (W_S [k, n_embd], the tokens' rows of the GGUF's output matrix, full column rank), so
-u = pinv(W_S)^T v gives u.z = v.h exactly.
+The verifier is LoRA on the backbone's attention (and optionally MLP) projections plus a linear readout v.h + c of
+the final hidden state h (benchmarks/finetune_verifier.py trains it in torch). llama.cpp runs the LoRA as a GGUF
+adapter on the verifier's own context. The readout becomes an ordinary linear head over the logits of the head's
+token set: those logits are z = W_S h (W_S [k, n_embd], the tokens' rows of the GGUF's output matrix, full column
+rank), so u = pinv(W_S)^T v gives u.z = v.h exactly.
 
 Needs gguf-py (the torch extra) to write the adapter and read the output matrix.
 """
@@ -20,16 +20,19 @@ from edgereason.files import write_atomic
 from edgereason.value_head import Adapter, Backbone, ValueHead, file_sha256, head_paths, save_head
 
 # Hugging Face module names (Qwen2/Llama) -> GGUF tensor names, as llama.cpp's convert_lora_to_gguf.py maps them
-_GGUF_NAMES = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output"}
-_MODULE = re.compile(r"(?:.*\.)?layers\.(\d+)\.self_attn\.(q_proj|k_proj|v_proj|o_proj)$")
+_GGUF_NAMES = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output",
+               "gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}
+_MODULE = re.compile(r"(?:.*\.)?layers\.(\d+)\.(?:self_attn\.(q_proj|k_proj|v_proj|o_proj)|"
+                     r"mlp\.(gate_proj|up_proj|down_proj))$")
 
 
 def gguf_weight_name(module: str) -> str:
-    """`layers.3.self_attn.q_proj` (any prefix) -> `blk.3.attn_q.weight`; ValueError for any other module."""
+    """`layers.3.self_attn.q_proj` (any prefix) -> `blk.3.attn_q.weight`, `layers.3.mlp.up_proj` ->
+    `blk.3.ffn_up.weight`; ValueError for any other module."""
     m = _MODULE.match(module)
     if not m:
-        raise ValueError(f"no GGUF tensor for module {module!r} (LoRA on attention projections only)")
-    return f"blk.{m.group(1)}.{_GGUF_NAMES[m.group(2)]}.weight"
+        raise ValueError(f"no GGUF tensor for module {module!r} (LoRA on attention and MLP projections only)")
+    return f"blk.{m.group(1)}.{_GGUF_NAMES[m.group(2) or m.group(3)]}.weight"
 
 
 # architectures whose GGUF conversion keeps the projections' rows in Hugging Face order (Qwen2 rotates with NEOX
