@@ -39,6 +39,7 @@ from edgereason.backends.transformers.loader import load_checkpoint
 from edgereason.jsonl import read_jsonl
 from edgereason.training.lora import TARGETS, add_lora
 from edgereason.training.metrics import auc, within_auc
+from edgereason.training.report import clean, write_report
 from edgereason.training.train import step_groups
 from edgereason.value_head import load_head
 
@@ -182,8 +183,8 @@ def main(argv: list[str] | None = None) -> None:
     def record(name: str, lines: list[dict]) -> None:
         report["readings"][name] = reading(lines)
         save_scores(out / f"scores-{name}.jsonl.gz", lines)
-        (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
-        log(f"{name}: {json.dumps(report['readings'][name])}")
+        write_report(out / "report.json", report)  # undefined AUCs (one class) as null: the head keeps the record
+        log(f"{name}: {json.dumps(clean(report['readings'][name]))}")
 
     record("head", read_all(torch, backbone, ck.readout, val_items, device, pad, args.batch_tokens))
     if args.epochs <= 0:

@@ -66,9 +66,9 @@ def print_text(result: SearchResult, show_tree: bool) -> None:
     print(f"Answer: {result.answer if result.answer is not None else '(no boxed answer found)'}")
     if best := result.answer_path():
         print(f"\n{result.best_path_title(best)}:")
-        for i, (text, score) in enumerate(best.steps, 1):
+        for i, (step, score) in enumerate(best.steps, 1):
             s = f"{score:.3f}" if score is not None else "  -  "
-            print(f"  [{i}] ({s}) {text.strip()}")
+            print(f"  [{i}] ({s}) {step.strip()}")
     if show_tree:
         print("\nSurviving tree:")
         print_tree(result)
