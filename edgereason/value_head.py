@@ -35,6 +35,7 @@ import numpy as np
 
 from edgereason.errors import ConfigError, ModelError
 from edgereason.files import write_atomic, write_text_atomic
+from edgereason.training.report import clean
 
 HEAD_FORMAT = "edgereason-value-head"
 HEAD_VERSION = 3  # 2: `layers` (version 1 heads read the logits only); 3: `adapter`
@@ -186,13 +187,13 @@ def save_head(head: ValueHead, path: Path) -> tuple[Path, Path]:
     read = [f"the logits of {len(head.tokens)} vocabulary tokens (a full-rank linear image of the final hidden "
             "state)"] if len(head.tokens) else []
     read += [f"the hidden state of layer {il}" for il in head.layers]
-    meta = {"format": HEAD_FORMAT, "version": 3 if head.adapter else 2 if head.layers else 1,
+    meta = {"format": HEAD_FORMAT, "version": HEAD_VERSION if head.adapter else 2 if head.layers else 1,
             "backbone": {"name": head.backbone.name, "file": head.backbone.file, "sha256": head.backbone.sha256},
             "features": ", then ".join(read) + " at the last token of each step",
             "layers": list(head.layers),
             "hidden": None if head.w1 is None else int(head.w1.shape[0]),
             "prompt": "the generator's solve prompt, then the steps verbatim",
-            "training": head.record or {}}
+            "training": clean(head.record or {})}  # JSON has no NaN: an undefined AUC is null
     if head.adapter:
         meta["adapter"] = {"file": head.adapter.file, "sha256": head.adapter.sha256}
     write_atomic(weights, lambda p: save_file(tensors, str(p)))

@@ -32,6 +32,18 @@ def test_round_trip_keeps_scores(tmp_path: Path, hidden: int):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["h.json", "h.safetensors"]  # no temp files left
 
 
+def test_an_undefined_measure_in_the_record_is_written_as_null(tmp_path: Path):
+    """train-prm's and finetune_verifier's records hold NaN where one class is missing; JSON has no NaN."""
+    import json
+
+    head = random_head(Backbone("m", "m.gguf", "ab" * 32))
+    _, meta = save_head(ValueHead(**{**head.__dict__, "record": {"val_step_auc": float("nan"), "n": [1.5]}}),
+                        tmp_path / "h.safetensors")
+    strict = json.loads(meta.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the head's JSON"))
+    assert strict["training"] == {"val_step_auc": None, "n": [1.5]}
+    assert load_head(meta).record == {"val_step_auc": None, "n": [1.5]}
+
+
 def layer_head(backbone: Backbone, k: int, layers: tuple[int, ...], width: int, seed: int = 0) -> ValueHead:
     rng = np.random.default_rng(seed)
     d = k + width * len(layers)

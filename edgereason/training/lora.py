@@ -11,8 +11,8 @@ import math
 from typing import Any
 
 # Qwen2's and Llama's projections, by the name of the set a verifier adapts
-TARGETS = {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
-           "all": ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")}
+_ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj")
+TARGETS = {"attention": _ATTENTION, "all": _ATTENTION + ("gate_proj", "up_proj", "down_proj")}
 
 
 def add_lora(backbone: Any, rank: int, alpha: float, targets: str = "attention") -> list[tuple[str, Any]]:

@@ -20,19 +20,19 @@ from edgereason.files import write_atomic
 from edgereason.value_head import Adapter, Backbone, ValueHead, file_sha256, head_paths, save_head
 
 # Hugging Face module names (Qwen2/Llama) -> GGUF tensor names, as llama.cpp's convert_lora_to_gguf.py maps them
-_GGUF_NAMES = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output",
-               "gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}
-_MODULE = re.compile(r"(?:.*\.)?layers\.(\d+)\.(?:self_attn\.(q_proj|k_proj|v_proj|o_proj)|"
-                     r"mlp\.(gate_proj|up_proj|down_proj))$")
+_GGUF_NAMES = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+               "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+               "mlp.down_proj": "ffn_down"}
+_MODULE = re.compile(r"(?:.*\.)?layers\.(\d+)\.(\w+\.\w+)$")
 
 
 def gguf_weight_name(module: str) -> str:
     """`layers.3.self_attn.q_proj` (any prefix) -> `blk.3.attn_q.weight`, `layers.3.mlp.up_proj` ->
     `blk.3.ffn_up.weight`; ValueError for any other module."""
     m = _MODULE.match(module)
-    if not m:
+    if not m or m.group(2) not in _GGUF_NAMES:
         raise ValueError(f"no GGUF tensor for module {module!r} (LoRA on attention and MLP projections only)")
-    return f"blk.{m.group(1)}.{_GGUF_NAMES[m.group(2) or m.group(3)]}.weight"
+    return f"blk.{m.group(1)}.{_GGUF_NAMES[m.group(2)]}.weight"
 
 
 # architectures whose GGUF conversion keeps the projections' rows in Hugging Face order (Qwen2 rotates with NEOX
