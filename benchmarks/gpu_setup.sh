@@ -8,7 +8,8 @@
 # benchmarks/results, which the machine does not need: move that folder aside while the setup call (with 34 MB of
 # build and wheels) and the piece calls run, and cut the pieces at 42M (`split -b 42M`: 26 calls for the 1.5B, not
 # 47 at 24M); check with `git ls-files -z | xargs -0 du -cb`. Copy results off (tar into $OUT) in every waiting
-# call: a machine given back mid-run takes everything with it.
+# call: a machine given back mid-run takes everything with it. It is given back 30 s after a call ends with none
+# running (status: idle_release_s), detached work and all: wait inside calls (sleep, then poll), back to back.
 exec > /root/build.log 2>&1
 set -x
 rm -rf /root/proj && mkdir -p /root/proj && cp -r . /root/proj && cd /root/proj && echo COPIED
