@@ -9,8 +9,9 @@
 #   and weights, head/: the head, configs.txt, eval/, summary.json, vote-rules.json)
 # It reads the rollouts from benchmarks/results: keep those files when the folder is moved aside (gpu_setup.sh).
 # Settings (environment): MODEL (qwen2.5-coder-1.5b), ROLLOUTS (its shipped head's rollouts), HEAD_SHARDS (the shards
-#   that head's features were made from, 16), EXTRA_ROLLOUTS (more rollouts to train on: the 0.5B's), TARGETS (all:
-#   attention and MLP; attention), RANK (16), ALPHA (32), EPOCHS (2), TRAIN_SECONDS (720: from the start, the first
+#   that head's features were made from, 16), EXTRA_ROLLOUTS (more rollouts to train on: the 0.5B's), TARGETS
+#   (attention, the shipped head's; all: the MLP too, whose rank 16 makes a 37 MB adapter, ../results/lora-all-h200/
+#   used rank 4), RANK (16), ALPHA (32), EPOCHS (2), TRAIN_SECONDS (720: from the start, the first
 #   reading included), BATCH_TOKENS (12288), DEVICE (cuda), LIMIT (rollout lines to read: a smoke run), CONFIGS (the
 #   searches to run with the head, one "NAME FLAGS" a line; default below), and eval_sweep.sh's (SECONDS_BOX, SHARDS,
 #   PER_SHARD, FIRST, COMMON)
@@ -35,7 +36,7 @@ limit=()
 if [ -n "${LIMIT:-}" ]; then limit=(--limit "$LIMIT"); fi
 # shellcheck disable=SC2086  # EXTRA_ROLLOUTS: files, words
 python3 -m benchmarks.finetune_verifier --model "$model" --head "edgereason/heads/$model.safetensors" \
-  --rollouts "$rollouts" --shards "${HEAD_SHARDS:-16}" ${extra:+--extra $extra} --targets "${TARGETS:-all}" \
+  --rollouts "$rollouts" --shards "${HEAD_SHARDS:-16}" ${extra:+--extra $extra} --targets "${TARGETS:-attention}" \
   --rank "${RANK:-16}" --alpha "$alpha" --epochs "${EPOCHS:-2}" --seconds "${TRAIN_SECONDS:-720}" \
   --batch-tokens "${BATCH_TOKENS:-12288}" --device "${DEVICE:-cuda}" "${limit[@]}" --out "$work/lora" 2>&1 |
   tee "$work/lora/log.txt"
