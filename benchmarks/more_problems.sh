@@ -18,25 +18,11 @@ mkdir -p "$work/new" "$work/R"
 
 SHARDS=16 OFFSET=${OFFSET:-2100} TRAIN=${TRAIN:-1600} ROUND=new SECONDS_BOX=${ROLLOUT_BOX:-270} \
   bash "$here/head_pipeline.sh" rollouts "$gen" "$data" "$work/new"
-# A time-boxed process may leave its last line cut: keep whole lines only, so that no two lines join when joined
-python3 - "$work/new" "$work/rollouts-new.jsonl" <<'PY'
-import json, sys
-from pathlib import Path
-with open(sys.argv[2], "w", encoding="utf-8") as out:
-    for f in sorted(Path(sys.argv[1]).glob("rollouts-new-*.jsonl")):
-        for line in f.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if row.get("status") == "done":
-                out.write(json.dumps(row) + "\n")
-PY
-gzip -9kf "$work/rollouts-new.jsonl"
-echo "rollouts: $(wc -l <"$work/rollouts-new.jsonl") new problems, ${SECONDS} s"
+python3 "$here/join_rollouts.py" "$work/rollouts-new.jsonl.gz" "$work"/new/rollouts-new-*.jsonl
+echo "rollouts: ${SECONDS} s"
 
 # 16 shards of old and new problems together: one features process each
-{ zcat "$rollouts"; cat "$work/rollouts-new.jsonl"; } | split -n r/16 -d --additional-suffix=.jsonl - "$work/R/shard-"
+zcat "$rollouts" "$work/rollouts-new.jsonl.gz" | split -n r/16 -d --additional-suffix=.jsonl - "$work/R/shard-"
 zcat "$mc" >"$work/R/mc.jsonl"
 GENERATOR=$gen BACKBONES=$bb RANK_WEIGHTS=${RANK_WEIGHTS:-0} CONFIGS=" " bash "$here/head_variants.sh" "$work/R" "$data" "$work/hv"
 head=$(cat "$work/hv/heads/chosen-$bb.txt")
