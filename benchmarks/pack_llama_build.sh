@@ -6,7 +6,8 @@
 # Bring the wheel back in pieces of at most 16 MiB (split -b 15M; a call returns at most 8 files and 64 MiB), join
 # them here, then: pack_llama_build.sh WHEEL OUT.tar.xz
 set -euo pipefail
-wheel=$(realpath "${1:?usage: pack_llama_build.sh WHEEL OUT.tar.xz}") out=$(realpath -m "${2:?usage: pack_llama_build.sh WHEEL OUT.tar.xz}")
+if [ $# -ne 2 ]; then echo "usage: pack_llama_build.sh WHEEL OUT.tar.xz" >&2; exit 2; fi
+wheel=$(realpath "$1") out=$(realpath -m "$2")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])" "$wheel" "$tmp"
