@@ -24,7 +24,6 @@ head llama.cpp runs. (From the repository root, as a module.)
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import math
 import sys
@@ -36,7 +35,7 @@ from edgereason import models  # first: edgereason loads llama.cpp before numpy 
 
 import numpy as np
 from edgereason.backends.transformers.loader import load_checkpoint
-from edgereason.jsonl import read_jsonl
+from edgereason.jsonl import read_jsonl, write_jsonl_gz
 from edgereason.training.lora import TARGETS, add_lora
 from edgereason.training.metrics import auc, within_auc
 from edgereason.training.report import clean, write_report
@@ -133,11 +132,6 @@ def read_all(torch, backbone, readout, items: list[dict], device, pad: int, toke
     return out
 
 
-def save_scores(path: Path, lines: list[dict]) -> None:
-    with gzip.open(path, "wt", encoding="utf-8") as f:
-        f.writelines(json.dumps(line) + "\n" for line in lines)
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="the backbone's .gguf (registry name or path)")
@@ -182,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
 
     def record(name: str, lines: list[dict]) -> None:
         report["readings"][name] = reading(lines)
-        save_scores(out / f"scores-{name}.jsonl.gz", lines)
+        write_jsonl_gz(out / f"scores-{name}.jsonl.gz", lines)
         write_report(out / "report.json", report)  # undefined AUCs (one class) as null: the head keeps the record
         log(f"{name}: {json.dumps(clean(report['readings'][name]))}")
 

@@ -7,23 +7,15 @@ problems each finished (status done), whole lines only (a process its box stoppe
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 from pathlib import Path
 
-from edgereason.files import write_atomic
-from edgereason.jsonl import read_jsonl
+from edgereason.jsonl import read_jsonl, write_jsonl_gz
 
 
 def join(shards: list[Path], out: Path) -> int:
     """Write the shards' finished problems to `out` in shard order; the count of problems written."""
     rows = [row for shard in shards for row in read_jsonl(shard) if row.get("status") == "done"]
-
-    def write(tmp: Path) -> None:
-        with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=9) as f:
-            f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-
-    write_atomic(out, write)
+    write_jsonl_gz(out, rows)
     return len(rows)
 
 
