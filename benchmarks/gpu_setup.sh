@@ -10,8 +10,11 @@
 # 47 at 24M); check with `git ls-files -z | xargs -0 du -cb`. Copy results off (tar into $OUT) in every waiting
 # call: a machine given back mid-run takes everything with it. It is given back 30 s after a call ends with none
 # running (status: idle_release_s), detached work and all: wait inside calls (sleep, then poll), back to back.
+# Issue a lease's calls (pieces, the start, the polls) together, not a few at a time: two machines of one lease
+# went back between groups of calls (2026-12-04), the pieces and the setup with them.
 # The build costs 4.5 minutes of each lease. A build an earlier lease brought back (benchmarks/pack_llama_build.sh:
-# 42 MB, too much beside the setup's carries) skips it: move it to /root in a call of its own before this one.
+# 42 MB, too much beside the setup's carries) skips it (the setup then takes under 30 s): move it to /root in a call
+# of its own before this one.
 exec > /root/build.log 2>&1
 set -x
 rm -rf /root/proj && mkdir -p /root/proj && cp -r . /root/proj && cd /root/proj && echo COPIED

@@ -4,7 +4,8 @@ search measured at seconds a problem on a GPU and about a minute on a CPU (READM
 A recipe is taken whole or not at all: it was measured as one setting. Any PRM flag (`--prm`, `--prm-format`,
 `--prm-head`) or a remote backend means the user picks the verifier, and the plain recipe applies; the search flags
 (`--strategy`, `--vote`, `--beams`, `--temperature`) always override. Where the recipe's PRM cannot be had
-(offline), the plain recipe runs (edgereason/cli/common.py: recipe_search_config).
+(offline), the plain recipe runs (edgereason/cli/common.py: recipe_search_config). `--width` and `--select` shape a
+tree search only: where best-of-n runs, `solve` and `chat` say which of them were given to no use.
 """
 
 from __future__ import annotations

@@ -82,6 +82,8 @@ def test_solve_json_on_smollm2(smollm2_path):
                                    "wall_s", "goodput_tok_s", "waiting_ratio"}
     assert out["paths"] and all({"steps", "score", "answer"} <= set(p) for p in out["paths"])
     assert all({"id", "parent", "text", "score", "status"} <= set(n) for n in out["tree"]["nodes"])
+    # SmolLM2 has no recipe: best-of-n ran, which reads no --width; the note comes after the answer
+    assert proc.stderr.strip().splitlines()[-1].startswith("note: best-of-n ran, which has no use for --width")
 
 
 def test_help_lists_subcommands():

@@ -96,7 +96,7 @@ def test_an_impossible_recipe_is_refused(bad):
 def test_the_recipes_prm_is_pulled_after_the_flags_are_checked():
     pulled = []
     args = build_parser().parse_args(["solve", "1+1", "--model", Q05])
-    config = recipe_search_config(args, resolve=lambda name, **_: pulled.append(name), device="cpu")
+    config = recipe_search_config(args, resolve=lambda name, **_: pulled.append(name), device="cpu").config
     assert pulled == [Q15] and (config.strategy, config.vote, config.beams) == ("beam", "weighted", 8)
     args = build_parser().parse_args(["solve", "1+1", "--model", Q05, "--beams", "1"])
     with pytest.raises(ConfigError, match=r"--beams 1 is not divisible by --width 4.*--strategy best-of-n"):
@@ -109,7 +109,7 @@ def test_offline_without_the_recipes_prm_the_plain_recipe_runs_with_a_note(capsy
         raise ModelError(f"could not download model {name} (1.1 GB): offline? run:\n  edgereason models pull {name}")
 
     args = build_parser().parse_args(["solve", "1+1", "--model", Q05, "--vote", "best"])
-    config = recipe_search_config(args, resolve=offline, device="gpu")
+    config = recipe_search_config(args, resolve=offline, device="gpu").config
     assert (config.strategy, config.vote, args.prm) == ("best-of-n", "best", None)  # the user's --vote stays
     err = capsys.readouterr().err
     assert f"could not download model {Q15}" in err
@@ -122,5 +122,35 @@ def test_offline_without_the_recipes_prm_the_plain_recipe_runs_with_a_note(capsy
 def test_no_pull_where_the_recipe_needs_no_other_model(argv):
     args = build_parser().parse_args(argv)
     config = recipe_search_config(args, resolve=lambda *a, **k: pytest.fail("pulled a PRM nobody asked for"),
-                                  device="gpu")
+                                  device="gpu").config
     assert config.strategy == "best-of-n"
+
+
+def no_pull(name, **_):
+    pass
+
+
+@pytest.mark.parametrize("argv, unused, tree", [
+    (["--width", "2"], ("width",), (2, "top")),  # the default generator's recipe is best-of-n
+    (["--width", "2", "--select", "diverse"], ("width", "select"), (2, "diverse")),
+    (["--strategy", "best-of-n", "--select", "diverse"], ("select",), (4, "diverse")),
+    (["--strategy", "beam", "--width", "2"], (), (2, "top")),
+    (["--model", Q05, "--width", "2"], (), (2, "top")),  # its recipe is beam search
+    ([], (), (4, "top")),
+])
+def test_tree_flags_that_best_of_n_does_not_read_are_named(argv, unused, tree):
+    choice = recipe_search_config(build_parser().parse_args(["solve", "1+1", *argv]), resolve=no_pull, device="gpu")
+    assert choice.unused == unused and (choice.config.width, choice.config.select) == tree
+    note = choice.note()
+    assert (note is None) == (not unused)
+    if note:
+        assert all(f"--{f}" in note for f in unused) and "--strategy beam" in note
+
+
+def test_offline_the_plain_recipe_names_the_width_it_no_longer_reads():
+    def offline(name, **_):
+        raise ModelError(f"could not download model {name}")
+
+    args = build_parser().parse_args(["solve", "1+1", "--model", Q05, "--width", "2"])
+    choice = recipe_search_config(args, resolve=offline, device="gpu")
+    assert choice.config.strategy == "best-of-n" and choice.unused == ("width",)

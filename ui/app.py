@@ -9,6 +9,7 @@ import asyncio
 import codecs
 import functools
 import time
+from collections.abc import Sequence
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -66,9 +67,10 @@ class ChatApp(App[None]):
     ]
 
     def __init__(self, session_factory: SessionFactory, settings: ModelSettings, config: SearchConfig,
-                 policy: Policy, history: History | None = None) -> None:
+                 policy: Policy, history: History | None = None, notes: Sequence[str] = ()) -> None:
         super().__init__()
         self.settings = settings
+        self.notes = notes  # shown in the chat log at start: what the command line could not print
         self.config = config
         self.policy = policy
         self.history = history or History()
@@ -92,6 +94,8 @@ class ChatApp(App[None]):
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
+        for note in self.notes:
+            self.query_one(ChatLog).add_note(note)
         self.worker = self.run_worker(self.runner.run, name="engine", thread=True, exit_on_error=False)
 
     def _models_line(self) -> str:

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("chat needs an interactive terminal; from a script or a pipe, use "
                           "edgereason solve (--json for one JSON object)")
     # flags are checked here, before the screen switches, so a typo is one line on the terminal
-    config = recipe_search_config(args)
+    choice = recipe_search_config(args)
     policy = policy_from(args)
     settings = model_settings(args)
     if settings.threads is None:  # leave the UI thread a core: llama.cpp's spinning threads stall if one waits
@@ -43,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     from edgereason.ui.app import ChatApp, decode_terminal_input_leniently  # Textual loads only for this command
 
     decode_terminal_input_leniently()
-    app = ChatApp(factory, settings, config, policy)
+    note = choice.note()
+    app = ChatApp(factory, settings, choice.config, policy, notes=(note,) if note else ())
     try:
         app.run()
     finally:  # a stop signal may end the app before on_unmount stops the worker, whose thread would keep us alive

@@ -23,6 +23,8 @@ from edgereason.backends import load_backend
 from edgereason.errors import ConfigError, ModelError
 from edgereason.cli.progress import end_line, redraw
 
+TREE_FLAGS = {"width": 4, "select": "top"}  # flags only beam and dvts read, and their defaults
+
 REMOTE_HELP = """\
 The generator and/or the PRM served by an OpenAI-compatible server (llama.cpp's llama-server, vLLM, SGLang,
 llama-cpp-python's server). --model and --prm then name the served models' GGUFs, read here for their
@@ -141,8 +143,9 @@ def remote_settings(args: argparse.Namespace) -> RemoteSettings | None:
 
 def add_search_args(p: argparse.ArgumentParser, from_recipe: bool = False, strategy: str = "beam",
                     strategy_help: str = "search strategy", beams: bool = True) -> None:
-    """from_recipe: --strategy, --vote, --beams and --temperature default to the generator's recipe (apply_recipe
-    fills them); else `strategy`, a majority vote, 4 beams, T 0.8. beams=False: the command adds its own flag for
+    """from_recipe: --strategy, --vote, --beams and --temperature default to the generator's recipe, and --width and
+    --select are left unset so that a note can say when the search has no use for them (apply_recipe fills them
+    all); else `strategy`, a majority vote, 4 beams, T 0.8. beams=False: the command adds its own flag for
     `args.beams`."""
     def default(field: str, value: object) -> str:
         return f"the recipe: {describe(field)}" if from_recipe else str(value)
@@ -154,7 +157,8 @@ def add_search_args(p: argparse.ArgumentParser, from_recipe: bool = False, strat
         g.add_argument("--beams", type=beam_count, default=None if from_recipe else 4, metavar="N",
                        help=f"candidates N: the beam size, or the samples of best-of-n (default "
                             f"{default('beams', 4)})")
-    g.add_argument("--width", type=int, default=4, help="beam width M: children per kept candidate (default 4)")
+    g.add_argument("--width", type=int, default=None if from_recipe else TREE_FLAGS["width"],
+                   help="beam width M: children per kept candidate, for beam and dvts (default 4)")
     g.add_argument("--max-steps", type=int, default=40, help="reasoning steps per path (default %(default)s)")
     g.add_argument("--max-step-tokens", type=int, default=2048, help="tokens per step (default %(default)s)")
     g.add_argument("--max-tokens", type=int, default=4096, help="generated tokens per path (default %(default)s)")
@@ -163,7 +167,7 @@ def add_search_args(p: argparse.ArgumentParser, from_recipe: bool = False, strat
     g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (default 1.0)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     g.add_argument("--agg", default="last", choices=AGGREGATIONS, help="step-score aggregation (default last)")
-    g.add_argument("--select", default="top", choices=SELECTS,
+    g.add_argument("--select", default=None if from_recipe else TREE_FLAGS["select"], choices=SELECTS,
                    help="which candidates a beam step keeps: the best-scored (top), or each kept parent's best "
                         "first, then the rest, a step repeated last (diverse: lineages kept apart; default top)")
     g.add_argument("--vote", default=None if from_recipe else "majority", choices=VOTES,
@@ -230,6 +234,21 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
 class RecipeUse(NamedTuple):
     recipe: Recipe
     filled: tuple[str, ...]  # the flags the recipe set: the user left them unset
+    tree_flags: tuple[str, ...]  # the TREE_FLAGS the user set
+
+
+class SearchChoice(NamedTuple):
+    """What `solve` and `chat` run, and the flags the user gave that it has no use for (best-of-n has no tree)."""
+    config: SearchConfig
+    unused: tuple[str, ...]
+
+    def note(self) -> str | None:
+        """One line saying which flags went unused, or None where all were used."""
+        if not self.unused:
+            return None
+        flags = " and ".join(f"--{f}" for f in self.unused)
+        return (f"note: {self.config.strategy} ran, which has no use for {flags} (beam and dvts read them; add "
+                f"--strategy beam)")
 
 
 def is_terminal(stream: TextIO | None) -> bool:
@@ -256,28 +275,31 @@ def apply_recipe(args: argparse.Namespace, device: Device) -> RecipeUse:
     filled = tuple(f for f in FIELDS if getattr(args, f) is None and getattr(recipe, f) is not None)
     for f in filled:
         setattr(args, f, getattr(recipe, f))
-    return RecipeUse(recipe, filled)
+    tree_flags = tuple(f for f in TREE_FLAGS if getattr(args, f) is not None)
+    for f, value in TREE_FLAGS.items():
+        if getattr(args, f) is None:
+            setattr(args, f, value)
+    return RecipeUse(recipe, filled, tree_flags)
 
 
 def recipe_search_config(args: argparse.Namespace, resolve: Callable[..., Path] = models.resolve,
-                         device: Device | None = None) -> SearchConfig:
+                         device: Device | None = None) -> SearchChoice:
     """The search of `solve` and `chat`: the recipe applied and the flags checked (a typo costs no download), then
     the recipe's PRM pulled. Where it cannot be (offline, say), the plain recipe runs, with a note: what is on disk
     keeps working. device: None = where the session will put the layers."""
     use = apply_recipe(args, device or recipe_device(args))
     config = search_config(args)
-    if "prm" not in use.filled:
-        return config
-    try:
-        resolve(use.recipe.prm, progress=pull_progress, role="PRM")
-        return config
-    except ModelError as e:
-        end_line()
-        print(f"note: {e}\nnote: running {PLAIN.strategy} with the generator's own weights as PRM instead, until "
-              f"{use.recipe.prm} is on disk", file=sys.stderr)
-    for f in use.filled:
-        setattr(args, f, getattr(PLAIN, f))
-    return search_config(args)
+    if "prm" in use.filled:
+        try:
+            resolve(use.recipe.prm, progress=pull_progress, role="PRM")
+        except ModelError as e:
+            end_line()
+            print(f"note: {e}\nnote: running {PLAIN.strategy} with the generator's own weights as PRM instead, "
+                  f"until {use.recipe.prm} is on disk", file=sys.stderr)
+            for f in use.filled:
+                setattr(args, f, getattr(PLAIN, f))
+            config = search_config(args)
+    return SearchChoice(config, use.tree_flags if config.strategy == "best-of-n" else ())
 
 
 def search_config(args: argparse.Namespace) -> SearchConfig:

@@ -38,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
     problem = text.read_stdin() if args.problem == "-" else args.problem
     if not problem.strip():
         raise ConfigError("the problem is empty; pass the problem text (or - to read it from stdin)")
-    config = recipe_search_config(args)
+    choice = recipe_search_config(args)
+    config = choice.config
     policy = policy_from(args)
     session = open_session(model_settings(args), progress=pull_progress)
     status = SearchProgress(config.beams) if is_terminal(sys.stderr) else None
@@ -56,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
     else:
         print_text(result, args.show_tree)
+    if note := choice.note():  # after the answer: an error before the search stays one line
+        print(note, file=sys.stderr)
     return 0 if result.status == "done" else 1
 
 

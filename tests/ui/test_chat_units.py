@@ -210,6 +210,21 @@ async def test_status_bar_shows_a_kv_capacity_under_a_thousand_tokens() -> None:
         assert "KV gen 0.2k/0.3k prm 0.0k/0.5k" in str(bar.render())
 
 
+async def test_start_up_notes_show_in_the_chat_log(tmp_path) -> None:
+    """chat's command line cannot print past the screen switch: a note from it (a flag the search does not use)
+    shows in the chat log."""
+    def broken(progress) -> Session:
+        raise ModelError("no such model")
+
+    note = "note: best-of-n ran, which has no use for --width"
+    app = ChatApp(broken, ModelSettings(model="nope"), SearchConfig(), Policy(), History(tmp_path / "h.jsonl"),
+                  notes=(note,))
+    async with app.run_test() as pilot:
+        shown = [str(w.render()) for w in app.query_one(ChatLog).query(".note")]
+        assert shown[:1] == [note]
+        await pilot.press("ctrl+q")
+
+
 def test_search_line_names_a_width_only_where_the_strategy_has_one(tmp_path) -> None:
     def line(**search) -> str:
         return ChatApp(None, ModelSettings(model="m"), SearchConfig(**search), Policy(),
