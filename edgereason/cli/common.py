@@ -23,7 +23,8 @@ from edgereason.backends import load_backend
 from edgereason.errors import ConfigError, ModelError
 from edgereason.cli.progress import end_line, redraw
 
-TREE_FLAGS = {"width": 4, "select": "top"}  # flags only beam and dvts read, and their defaults
+# flags only beam and dvts read, with SearchConfig's defaults
+TREE_FLAGS = {f: getattr(SearchConfig, f) for f in ("width", "select")}
 
 REMOTE_HELP = """\
 The generator and/or the PRM served by an OpenAI-compatible server (llama.cpp's llama-server, vLLM, SGLang,
@@ -158,7 +159,8 @@ def add_search_args(p: argparse.ArgumentParser, from_recipe: bool = False, strat
                        help=f"candidates N: the beam size, or the samples of best-of-n (default "
                             f"{default('beams', 4)})")
     g.add_argument("--width", type=int, default=None if from_recipe else TREE_FLAGS["width"],
-                   help="beam width M: children per kept candidate, for beam and dvts (default 4)")
+                   help=f"beam width M: children per kept candidate, for beam and dvts (default "
+                        f"{TREE_FLAGS['width']})")
     g.add_argument("--max-steps", type=int, default=40, help="reasoning steps per path (default %(default)s)")
     g.add_argument("--max-step-tokens", type=int, default=2048, help="tokens per step (default %(default)s)")
     g.add_argument("--max-tokens", type=int, default=4096, help="generated tokens per path (default %(default)s)")
@@ -169,7 +171,8 @@ def add_search_args(p: argparse.ArgumentParser, from_recipe: bool = False, strat
     g.add_argument("--agg", default="last", choices=AGGREGATIONS, help="step-score aggregation (default last)")
     g.add_argument("--select", default=None if from_recipe else TREE_FLAGS["select"], choices=SELECTS,
                    help="which candidates a beam step keeps: the best-scored (top), or each kept parent's best "
-                        "first, then the rest, a step repeated last (diverse: lineages kept apart; default top)")
+                        f"first, then the rest, a step repeated last (diverse: lineages kept apart; default "
+                        f"{TREE_FLAGS['select']})")
     g.add_argument("--vote", default=None if from_recipe else "majority", choices=VOTES,
                    help="final answer: the best-scored path, the answer with the largest sum of path scores "
                         "(weighted), or the one most paths reach, ties to the better-scored (default "
