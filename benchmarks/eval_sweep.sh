@@ -31,7 +31,7 @@ kill $box 2>/dev/null
 args=()
 for line in "${lines[@]}"; do
   read -r name _ <<<"$line"
-  args+=("$name=$work/eval/$name-*")
+  args+=("$name=$work/eval/$name-[0-9]*")  # not NAME-s1-*, another search
   # a shard the box stopped keeps a results.json of the problems it finished: say which, to run them again
   for i in $(seq 0 $((shards - 1))); do
     grep -q "^results in" "$work/eval/log-$name-$i.txt" 2>/dev/null || echo "incomplete: $name-$i" >&2
