@@ -106,6 +106,10 @@ def test_corrupt_and_missing_files_are_one_clear_error(tmp_path: Path):
     meta.write_text('["not a head"]')
     with pytest.raises(ModelError, match="corrupt or not a value head"):
         load_head(weights)
+    other = tmp_path / "model.gguf"
+    other.write_bytes(b"GGUF" + b"\1" * 64)
+    with pytest.raises(ConfigError, match="model.gguf is not a value head"):
+        load_head(other)
 
 
 def test_tensors_that_do_not_fit_are_refused():
