@@ -72,7 +72,7 @@ class SearchConfig:
                            ("max_step_tokens", "--max-step-tokens"), ("max_path_tokens", "--max-tokens")):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{flag} must be a positive number, got {getattr(self, name)}")
-        if self.strategy != "best-of-n" and self.beams % self.width:
+        if self.grows_tree and self.beams % self.width:
             raise ConfigError(
                 f"--beams {self.beams} is not divisible by --width {self.width}: "
                 f"each selection keeps beams/width candidates, so pick e.g. --beams "
@@ -82,6 +82,12 @@ class SearchConfig:
     @property
     def keep(self) -> int:
         return self.beams // self.width
+
+    @property
+    def grows_tree(self) -> bool:
+        """Beam and DVTS select among each step's candidates, so `width` and `select` shape them; best-of-n reads
+        neither."""
+        return self.strategy != "best-of-n"
 
     def with_(self, **changes) -> "SearchConfig":
         return replace(self, **changes)

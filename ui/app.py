@@ -104,7 +104,7 @@ class ChatApp(App[None]):
 
     def _search_line(self) -> str:
         c = self.config
-        width = "" if c.strategy == "best-of-n" else f" width {c.width}"  # best-of-N has no width
+        width = f" width {c.width}" if c.grows_tree else ""
         return f"{self.policy.name} · {c.strategy} beams {c.beams}{width}"
 
     # ------------------------------------------------------------------ input

@@ -302,7 +302,7 @@ def recipe_search_config(args: argparse.Namespace, resolve: Callable[..., Path] 
             for f in use.filled:
                 setattr(args, f, getattr(PLAIN, f))
             config = search_config(args)
-    return SearchChoice(config, use.tree_flags if config.strategy == "best-of-n" else ())
+    return SearchChoice(config, () if config.grows_tree else use.tree_flags)
 
 
 def search_config(args: argparse.Namespace) -> SearchConfig:

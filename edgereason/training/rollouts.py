@@ -98,7 +98,7 @@ def run_jobs(engine: Engine, jobs: Iterable[Job], config: SearchConfig, concurre
 def rollout_config(config: SearchConfig, samples: int) -> SearchConfig:
     """The search that makes one problem's rollouts: `samples` independent samples (best-of-n), or a PRM-guided
     search (beam, dvts) of that size with config's width. ConfigError for a beam that cannot be built."""
-    return config.with_(beams=samples, width=1) if config.strategy == "best-of-n" else config.with_(beams=samples)
+    return config.with_(beams=samples) if config.grows_tree else config.with_(beams=samples, width=1)
 
 
 def collect(engine: Engine, problems: list[Problem], out: Path, config: SearchConfig, concurrency: int,
