@@ -138,10 +138,10 @@ def load_head(path: Path) -> ValueHead:
     from safetensors.numpy import load_file
 
     given = Path(path).expanduser()
-    if given.is_file() and given.suffix not in (".safetensors", ".json"):  # e.g. a GGUF given as --prm-head
+    weights, meta_path = head_paths(given)
+    if given.is_file() and given not in (weights, meta_path):  # e.g. a GGUF given as --prm-head
         raise ConfigError(f"{given} is not a value head: a head is NAME.safetensors with NAME.json beside it; make "
                           "one with edgereason train-prm")
-    weights, meta_path = head_paths(given)
     for p in (weights, meta_path):
         if not p.is_file():
             raise ConfigError(f"value head file not found: {p} (a head is NAME.safetensors with NAME.json beside "
