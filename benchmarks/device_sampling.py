@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
-from edgereason.gpu import DEFAULT_TOP_K
+from edgereason.session.gpu import DEFAULT_TOP_K
 from edgereason.backends.llamacpp.generator import LlamaGenerator
 from edgereason.backends.llamacpp.model import load_model
 from edgereason.backends.llamacpp.runtime import DecodeItem

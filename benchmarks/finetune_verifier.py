@@ -35,12 +35,12 @@ from edgereason import models  # first: edgereason loads llama.cpp before numpy 
 
 import numpy as np
 from edgereason.backends.transformers.loader import load_checkpoint
-from edgereason.jsonl import read_jsonl, write_jsonl_gz
+from edgereason.util.jsonl import read_jsonl, write_jsonl_gz
 from edgereason.training.lora import TARGETS, add_lora
 from edgereason.training.metrics import auc, within_auc
 from edgereason.training.report import clean, write_report
 from edgereason.training.train import step_groups
-from edgereason.value_head import load_head
+from edgereason.heads.value_head import load_head
 
 from benchmarks.path_likelihood import prompt_text, validation_rows, votes
 

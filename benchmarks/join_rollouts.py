@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from edgereason.jsonl import read_jsonl, write_jsonl_gz
+from edgereason.util.jsonl import read_jsonl, write_jsonl_gz
 
 
 def join(shards: list[Path], out: Path) -> int:

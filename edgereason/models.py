@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from edgereason.errors import ConfigError, ModelError
-from edgereason.files import make_writable_folder
+from edgereason.util.files import make_writable_folder
 from edgereason.gguf_file import GGUF_MAGIC, GGUFFormatError, expected_size
 
 

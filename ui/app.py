@@ -18,11 +18,11 @@ from textual.widgets import Footer, Input, Tree
 from textual.worker import Worker
 
 from edgereason.config import SearchConfig
-from edgereason.events import NodeExtended, Progress, RequestDone
+from edgereason.engine.events import NodeExtended, Progress, RequestDone
 from edgereason.models import display_name
-from edgereason.policy import Policy
-from edgereason.result import SearchResult
-from edgereason.session import ModelSettings
+from edgereason.engine.policy import Policy
+from edgereason.engine.result import SearchResult
+from edgereason.session.opening import ModelSettings
 from edgereason.ui.format import answer_markdown
 from edgereason.ui.history import History, HistoryEntry
 from edgereason.ui.messages import EngineEvent, RunnerFailed, RunnerStatus
@@ -41,7 +41,7 @@ STOP_TIMEOUT_S = 30.0  # one engine step, or a model load in progress, has to en
 def decode_terminal_input_leniently() -> None:
     """Textual's terminal driver decodes keyboard input as strict UTF-8 in its input thread: one byte that is not
     UTF-8 (a Latin-1 paste, a terminal set to another encoding) ends that thread with a traceback and the app
-    with it. Rule, as for all text from outside (edgereason/text.py): such bytes become U+FFFD."""
+    with it. Rule, as for all text from outside (edgereason/util/text.py): such bytes become U+FFFD."""
     from textual.drivers import linux_driver
 
     strict = codecs.getincrementaldecoder

@@ -10,7 +10,7 @@ from edgereason.backends.llamacpp.model import LlamaModel, load_model, physical_
 from edgereason.backends.llamacpp.verifier import LlamaVerifier
 from edgereason.backends.prm_format import prm_format
 from edgereason.errors import ConfigError
-from edgereason.value_head import ValueHead
+from edgereason.heads.value_head import ValueHead
 
 
 def open_models(generator_path: Path, prm_path: Path, prm_format_name: str, generator_kv_tokens: int,

@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 
 import llama_cpp.llama_cpp as L
 
-from edgereason import interrupts
+from edgereason.util import interrupts
 from edgereason.errors import ModelError
 from edgereason.prompts import LITERAL_START, literal_spans
 

@@ -11,7 +11,7 @@ from edgereason.backends.transformers.loader import (DEVICES, config_kv_bytes, k
                                                       on_cuda, weights_bytes)
 from edgereason.backends.transformers.verifier import TorchVerifier
 from edgereason.errors import ConfigError
-from edgereason.value_head import ValueHead
+from edgereason.heads.value_head import ValueHead
 
 HF_PREFIX = "hf:"
 

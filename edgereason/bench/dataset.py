@@ -1,5 +1,5 @@
 """Benchmark problems from a JSONL file: one object a line with `problem` and `answer` (and usually `id`).
-Bytes that are not UTF-8 become U+FFFD (edgereason/text.py), so such a line is read, not a crash mid-run."""
+Bytes that are not UTF-8 become U+FFFD (edgereason/util/text.py), so such a line is read, not a crash mid-run."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgereason.errors import ConfigError
-from edgereason.text import clean
+from edgereason.util.text import clean
 
 
 @dataclass(frozen=True)

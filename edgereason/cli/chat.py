@@ -12,7 +12,7 @@ import psutil
 from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, is_terminal, model_settings,
                                    policy_from, recipe_search_config)
 from edgereason.errors import ConfigError
-from edgereason.session import Session, open_session
+from edgereason.session.opening import Session, open_session
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -9,15 +9,15 @@ from pathlib import Path
 from typing import Callable, NamedTuple, TextIO
 
 from edgereason import models
-from edgereason.config import AGGREGATIONS, SELECTS, STRATEGIES, VOTES, SamplingParams, SearchConfig
-from edgereason.policy import PRESETS, SWITCH_HELP, SWITCH_METAVAR, Policy, parse_policy, with_switches
-from edgereason.policy_auto import EDGE_MAX_COST_8
-from edgereason.prm_choice import PRM_FORMAT_CHOICES
-from edgereason.recipes import FIELDS, PLAIN, Device, Recipe, describe, recipe_for
+from edgereason.config import AGGREGATIONS, SELECTS, STRATEGY_NAMES, VOTES, SamplingParams, SearchConfig
+from edgereason.engine.policy import PRESETS, SWITCH_HELP, SWITCH_METAVAR, Policy, parse_policy, with_switches
+from edgereason.session.auto_policy import EDGE_MAX_COST_8
+from edgereason.session.prm_choice import PRM_FORMAT_CHOICES
+from edgereason.search.recipes import FIELDS, PLAIN, Device, Recipe, describe, recipe_for
 from edgereason.memory import parse_size
 from edgereason.memory.size import size_unit
-from edgereason.gpu import DEFAULT_TOP_K, DEVICE_SAMPLING_MODES, default_gpu_layers
-from edgereason.session import DEFAULT_KV_TOKENS, SPLITS, ModelSettings
+from edgereason.session.gpu import DEFAULT_TOP_K, DEVICE_SAMPLING_MODES, default_gpu_layers
+from edgereason.session.opening import DEFAULT_KV_TOKENS, SPLITS, ModelSettings
 from edgereason.backends.remote.settings import DEFAULT_STEP_TOKENS, Endpoint, RemoteSettings, check_url
 from edgereason.backends import load_backend
 from edgereason.errors import ConfigError, ModelError
@@ -152,7 +152,7 @@ def add_search_args(p: argparse.ArgumentParser, from_recipe: bool = False, strat
         return f"the recipe: {describe(field)}" if from_recipe else str(value)
 
     g = p.add_argument_group("search")
-    g.add_argument("--strategy", default=None if from_recipe else strategy, choices=STRATEGIES,
+    g.add_argument("--strategy", default=None if from_recipe else strategy, choices=STRATEGY_NAMES,
                    help=f"{strategy_help} (default {default('strategy', strategy)}; README: The verifier)")
     if beams:
         g.add_argument("--beams", type=beam_count, default=None if from_recipe else 4, metavar="N",
@@ -259,7 +259,7 @@ def is_terminal(stream: TextIO | None) -> bool:
 
 
 def recipe_device(args: argparse.Namespace) -> Device:
-    """Where the generator's layers will run, as the session decides it (edgereason/gpu.py); a served generator has
+    """Where the generator's layers will run, as the session decides it (edgereason/session/gpu.py); a served generator has
     no recipe, so no device to ask."""
     if args.backend != "llamacpp":
         return "cpu"
@@ -270,7 +270,7 @@ def recipe_device(args: argparse.Namespace) -> Device:
 
 def apply_recipe(args: argparse.Namespace, device: Device) -> RecipeUse:
     """Fill the search and PRM flags left unset (None) from the generator's recipe for this device
-    (edgereason/recipes.py). Any PRM flag or a remote backend means the user picks the verifier: then the plain
+    (edgereason/search/recipes.py). Any PRM flag or a remote backend means the user picks the verifier: then the plain
     recipe fills them."""
     chosen = (args.prm is not None or args.prm_format != "auto" or args.prm_head is not None
               or args.backend != "llamacpp")

@@ -17,7 +17,7 @@ from edgereason.memory.profiler import Profile, run_profile
 from edgereason.memory.size import format_size
 from edgereason.memory.split import Prediction
 from edgereason.memory.store import check_profiles_dir, write_profile
-from edgereason.prm_choice import PRM_FORMAT_CHOICES
+from edgereason.session.prm_choice import PRM_FORMAT_CHOICES
 
 
 def register(sub: argparse._SubParsersAction) -> None:

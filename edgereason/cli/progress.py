@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Callable, TextIO
 
-from edgereason.events import Event, Progress
+from edgereason.engine.events import Event, Progress
 
 _open_line = ""  # the progress line on stderr that has no newline yet
 

@@ -9,11 +9,11 @@ import sys
 from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, is_terminal, model_settings,
                                    policy_from, pull_progress, recipe_search_config)
 from edgereason.cli.progress import SearchProgress
-from edgereason import text
+from edgereason.util import text
 from edgereason.errors import ConfigError
-from edgereason.result import SearchResult
-from edgereason.policy_auto import is_auto
-from edgereason.session import open_session
+from edgereason.engine.result import SearchResult
+from edgereason.session.auto_policy import is_auto
+from edgereason.session.opening import open_session
 from edgereason.tree import FINISH_WORDS
 
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from edgereason.memory.measure import FILLER, Curve, Progress, measure_prefill, prefill_curve, prefill_rows
-from edgereason.value_head import ValueHead
+from edgereason.backends.llamacpp.measure import FILLER, Curve, Progress, measure_prefill, prefill_curve, prefill_rows
+from edgereason.heads.value_head import ValueHead
 
 TORCH_DEVICE = {"cpu": "cpu", "gpu": "cuda"}  # profiled device kind -> where the hf: PRM runs
 

@@ -15,16 +15,16 @@ from edgereason.backends.llamacpp import require_gpu
 from edgereason.backends.llamacpp.model import LlamaModel, load_model, physical_cores
 from edgereason.config import check_threads
 from edgereason.errors import ConfigError
-from edgereason.gpu import DEFAULT_TOP_K, device_top_k
+from edgereason.session.gpu import DEFAULT_TOP_K, device_top_k
 from edgereason.memory.device import DeviceInfo, auto_budget, read_device
-from edgereason.memory.measure import Curve, Progress, measure_decode
+from edgereason.backends.llamacpp.measure import Curve, Progress, measure_decode
 from edgereason.memory.prm import ProfiledPRM, llama_prm, torch_prm
 from edgereason.memory.sample import (SAMPLE_PROBLEMS, SEQ_SLOTS, check_sequences, prompt_lengths, sample_kv_tokens,
                                       sample_problems, sample_search)
 from edgereason.memory.size import format_size, parse_size
 from edgereason.memory.split import SplitPlan, Workload, budget_error, plan_split, problem_budget_error
 from edgereason.memory.store import check_profile_path, verifier_id
-from edgereason.prm_choice import HF_PREFIX, PRMChoice, choose_prm
+from edgereason.session.prm_choice import HF_PREFIX, PRMChoice, choose_prm
 
 PROFILE_VERSION = 1
 ALL_GPU_LAYERS = 999

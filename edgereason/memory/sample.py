@@ -16,11 +16,11 @@ from typing import Sequence, TypeVar
 from edgereason.backends.llamacpp import LlamaGenerator, LlamaModel
 from edgereason.backends.llamacpp.runtime import SEQ_SLOTS
 from edgereason.config import SamplingParams, SearchConfig
-from edgereason.engine import Engine, prompt_ids
+from edgereason.engine.loop import Engine, prompt_ids
 from edgereason.errors import ConfigError
 from edgereason.memory.prm import ProfiledPRM
-from edgereason.policy import PRESETS
-from edgereason.text import clean
+from edgereason.engine.policy import PRESETS
+from edgereason.util.text import clean
 
 T = TypeVar("T")
 

@@ -26,7 +26,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 
 from edgereason.errors import ConfigError
-from edgereason.memory.measure import Curve
+from edgereason.backends.llamacpp.measure import Curve
 from edgereason.memory.size import format_size
 
 MIN_KV_TOKENS = 256  # the smallest KV cache a session accepts per model

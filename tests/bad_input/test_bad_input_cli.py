@@ -43,8 +43,8 @@ from edgereason.cli.main import build_parser, main
 from edgereason.cli.solve import clip, print_tree
 from edgereason.memory import default_device_id
 from edgereason.memory.store import profile_path, verifier_id
-from edgereason.policy import SWITCH_HELP
-from edgereason.result import RequestMetrics, SearchResult
+from edgereason.engine.policy import SWITCH_HELP
+from edgereason.engine.result import RequestMetrics, SearchResult
 
 FAST = ["--max-steps", "1", "--max-step-tokens", "8", "--beams", "2", "--width", "2"]
 

@@ -34,7 +34,7 @@ import pytest
 from child_processes import (edgereason, hanging_index, open_chat, pull_env, pull_folders, wait_for, wait_for_drawing,
                              wait_for_exit)
 
-from edgereason import interrupts
+from edgereason.util import interrupts
 
 TINY_FLAGS = ["--beams", "2", "--width", "2", "--max-steps", "1", "--max-step-tokens", "4", "--threads", "1",
               "--kv-tokens", "1024"]

@@ -45,12 +45,14 @@ from fakes import FakeGenerator, FakeVerifier
 from child_processes import (OFFLINE_INDEX, drain, edgereason, hanging_index, open_chat, pull_env,
                              pull_folders, wait_for, wait_for_drawing, wait_for_exit)
 
-from edgereason import models, text
+from edgereason import models
+
+from edgereason.util import text
 from edgereason.bench.dataset import load_problems
 from edgereason.config import SearchConfig
 from edgereason.errors import ModelError
-from edgereason.policy import Policy
-from edgereason.session import ModelSettings, Session, open_session
+from edgereason.engine.policy import Policy
+from edgereason.session.opening import ModelSettings, Session, open_session
 from edgereason.ui.app import ChatApp
 from edgereason.ui.history import History, HistoryEntry
 from edgereason.ui.screens import HistoryScreen

@@ -198,7 +198,7 @@ def test_a_folder_where_the_profile_goes_is_refused_before_measuring(home, smoll
 def test_an_hf_prm_is_profiled_on_torch_and_its_split_is_used(home, smollm2_path, tiny_hf_path):
     """memory-profile with a torch PRM: its own KV bytes per token, a prefill curve measured on torch, its sample
     search; a session of the same pair then splits its budget by that profile."""
-    from edgereason.session import ModelSettings, open_session
+    from edgereason.session.opening import ModelSettings, open_session
 
     prm = f"hf:{tiny_hf_path}"
     profile = run_profile(str(smollm2_path), prm, "judge", budget="64MiB", points=TINY, beams=2, width=2, steps=2,

@@ -13,8 +13,8 @@ from textual.pilot import Pilot
 from textual.widgets import Input, Markdown, Static
 
 from edgereason.config import SearchConfig
-from edgereason.policy import Policy
-from edgereason.session import ModelSettings, open_session
+from edgereason.engine.policy import Policy
+from edgereason.session.opening import ModelSettings, open_session
 from edgereason.ui.app import ChatApp
 from edgereason.ui.history import History
 from edgereason.ui.runner import SearchRunner
