@@ -33,6 +33,15 @@ def mix_seed(*parts: int) -> int:
     return x >> 1
 
 
+def physical_cores() -> int:
+    try:
+        import psutil
+
+        return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    except ImportError:  # psutil is a dependency; this only guards odd installs
+        return os.cpu_count() or 1
+
+
 def check_threads(threads: int | None) -> None:
     """--threads, for every command that runs a model: None is the physical cores."""
     if threads is not None and threads <= 0:

@@ -78,6 +78,9 @@ REGISTRY: dict[str, ModelSpec] = {
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 
 
+HF_PREFIX = "hf:"  # --prm hf:PATH: a Hugging Face folder or a .gguf, on torch + transformers
+
+
 def home() -> Path:
     # an empty value is unset (`EDGEREASON_HOME= cmd`), not the current folder: the cache would move with `cd`
     return Path(os.environ.get("EDGEREASON_HOME") or Path.home() / ".cache" / "edgereason")

@@ -22,7 +22,7 @@ from edgereason.engine.events import NodeExtended, Progress, RequestDone
 from edgereason.models import display_name
 from edgereason.engine.policy import Policy
 from edgereason.engine.result import SearchResult
-from edgereason.session.opening import ModelSettings
+from edgereason.session.settings import ModelSettings
 from edgereason.ui.format import answer_markdown
 from edgereason.ui.history import History, HistoryEntry
 from edgereason.ui.messages import EngineEvent, RunnerFailed, RunnerStatus

@@ -27,7 +27,8 @@ from edgereason.config import STRATEGY_NAMES
 from edgereason.engine.loop import prompt_ids
 from edgereason.errors import ConfigError
 from edgereason.engine.policy import PRESETS, Policy
-from edgereason.session.opening import SPLITS, Session, open_session
+from edgereason.session.opening import Session, open_session
+from edgereason.session.settings import SPLITS
 
 T = TypeVar("T")
 

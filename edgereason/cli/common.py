@@ -17,7 +17,7 @@ from edgereason.search.recipes import FIELDS, PLAIN, Device, Recipe, describe, r
 from edgereason.memory import parse_size
 from edgereason.memory.size import size_unit
 from edgereason.session.gpu import DEFAULT_TOP_K, DEVICE_SAMPLING_MODES, default_gpu_layers
-from edgereason.session.opening import DEFAULT_KV_TOKENS, SPLITS, ModelSettings
+from edgereason.session.settings import DEFAULT_KV_TOKENS, SPLITS, ModelSettings
 from edgereason.backends.remote.settings import DEFAULT_STEP_TOKENS, Endpoint, RemoteSettings, check_url
 from edgereason.backends import load_backend
 from edgereason.errors import ConfigError, ModelError

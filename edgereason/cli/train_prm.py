@@ -24,7 +24,8 @@ from edgereason.session.gpu import DEVICE_SAMPLING_MODES
 from edgereason.util.jsonl import read_jsonl
 from edgereason.engine.policy import Policy
 from edgereason.session.prm_choice import SELF
-from edgereason.session.opening import ModelSettings, open_session
+from edgereason.session.opening import open_session
+from edgereason.session.settings import ModelSettings
 from edgereason.training import features as feats
 from edgereason.training.mc import collect_mc
 from edgereason.training.rollouts import collect, merge_rollouts, rollout_config

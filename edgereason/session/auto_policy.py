@@ -14,16 +14,12 @@ import datetime as dt
 import json
 import sys
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Callable
 
 from edgereason import models
-from edgereason.backends.llamacpp.model import LlamaModel
-from edgereason.memory import default_device_id
-from edgereason.backends.llamacpp.measure import Curve, measure_decode
 from edgereason.engine.policy import Policy, parse_policy
-
-if TYPE_CHECKING:
-    from edgereason.session.opening import Session
+from edgereason.memory.curve import Curve
+from edgereason.protocols import Points
 
 AUTO = "auto"
 # Speculation fills the slots a synchronous step leaves idle (5.3 of 8 rows used on average by a 256-token-step
@@ -69,28 +65,23 @@ def cost_8(curve: Curve) -> float:
     return (8 / curve.at(8)) / (1 / curve.at(1))
 
 
-def choice_for(session: Session) -> AutoChoice:
-    """From the session's memory profile, else the cache, else a measurement (then cached)."""
-    if session.profile is not None:
-        points = tuple((int(x), float(y)) for x, y in session.profile["curves"]["generator"])
+def choice_for(profile: dict | None, cache_key: str, measure: Callable[[], Points] | None) -> AutoChoice:
+    """From the memory profile, else the cache (under `cache_key`: device, generator, threads, GPU layers), else
+    `measure` (the decode points at MEASURE_ROWS of this session's generator; None where its backend cannot
+    measure one, a served generator), then cached."""
+    if profile is not None:
+        points = tuple((int(x), float(y)) for x, y in profile["curves"]["generator"])
         return choose(cost_8(Curve(points)), "memory profile")
-    model = getattr(session.generator, "model", None)
-    if not isinstance(model, LlamaModel):  # measure_decode runs llama.cpp contexts (a served generator: none)
+    if measure is None:
         return choose(float("inf"), "no pass-cost measurement for this backend")
-    key = _cache_key(session)
+    key = cache_key
     cache = _read_cache()
     if key in cache:
         return choose(float(cache[key]["cost_8"]), "cached measurement")
-    value = cost_8(measure_decode(model, MEASURE_ROWS, MEASURE_STEPS, session.settings.threads))
+    value = cost_8(Curve(measure()))
     cache[key] = {"cost_8": round(value, 3), "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
     _write_cache(cache)
     return choose(value, "measured at start-up")
-
-
-def _cache_key(session: Session) -> str:
-    s = session.settings
-    device = default_device_id("gpu" if s.n_gpu_layers else "cpu")
-    return f"{device}/{models.display_name(s.model)}/threads={s.threads or 'auto'}/gpu_layers={s.n_gpu_layers}"
 
 
 def _read_cache() -> dict:

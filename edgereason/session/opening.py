@@ -1,77 +1,30 @@
-"""Opening the two models and an engine from user settings: the one place CLI, chat UI and bench share.
-
-KV memory: either `--kv-tokens` per model, or one `--kv-budget` for both, split by the memory profile of this
-device and model pair (`edgereason memory-profile`) or evenly. The profile also gives the lazy-verification
-threshold; without one the engine uses safe defaults and says how to profile (once per device and model pair).
-"""
+"""Opening the two models and an engine from user settings: the one place CLI, chat UI and bench share. The KV
+split is kv_split.py's, the memory profile lookup profile_lookup.py's; backends are opened by name."""
 
 from __future__ import annotations
 
-import math
-import shlex
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-
-import psutil
+from typing import Callable
 
 from edgereason import models
 from edgereason.backends import load_backend
 from edgereason.backends.remote.settings import RemoteSettings
-from edgereason.config import check_threads
-from edgereason.engine.loop import Engine
-from edgereason.errors import ConfigError
 from edgereason.engine.events import Listener
-from edgereason.memory import default_device_id, find_profile, verifier_id
-from edgereason.memory.size import format_size, format_size_in
-from edgereason.memory.store import profile_path
-from edgereason.session.gpu import DEFAULT_TOP_K, default_gpu_layers, device_top_k, gpu_settings
+from edgereason.engine.loop import Engine
 from edgereason.engine.policy import Policy
-from edgereason.session.auto_policy import AutoChoice, choice_for, is_auto, resolve
-from edgereason.session.prm_choice import HF_PREFIX, SELF, choose_prm
+from edgereason.errors import ConfigError
 from edgereason.protocols import Generator, Verifier
+from edgereason.session.auto_policy import MEASURE_ROWS, MEASURE_STEPS, AutoChoice, choice_for, is_auto, resolve
+from edgereason.session.gpu import default_gpu_layers, device_top_k, gpu_settings
+from edgereason.session.kv_split import check_host_memory, kv_tokens
+from edgereason.session.prm_choice import PRMChoice, choose_prm
+from edgereason.session.profile_lookup import note_no_profile, pass_cost_key, profile_for
+from edgereason.session.settings import MIN_KV_TOKENS, ModelSettings
 
-DEFAULT_KV_TOKENS = 16384  # per model; about 370 MB for SmolLM2, 200 MB for Qwen2.5-0.5B
 DEFAULT_LV_THRESHOLD = {"cpu": 512, "gpu": 2048}  # tokens (design.md section 4)
-SPLITS = ("profile", "even")
-MIN_KV_TOKENS = 256  # per model: room for a prompt and a few steps
-
-PROFILE_TIPS = "profile-tips"  # under $EDGEREASON_HOME: profile file names already said to be missing
-
-
-@dataclass(frozen=True)
-class ModelSettings:
-    model: str = models.DEFAULT_MODEL
-    prm: str | None = None  # None or "self": the generator's own weights
-    prm_format: str = "auto"  # auto: a trained value head where one is given or ships for the PRM, else judge
-    prm_head: str | None = None  # value head file for the head format
-    prm_device: str = "auto"  # an hf: PRM's torch device: auto (CUDA when torch sees one), cpu or cuda
-    threads: int | None = None
-    generator_kv_tokens: int = DEFAULT_KV_TOKENS
-    verifier_kv_tokens: int = DEFAULT_KV_TOKENS
-    kv_budget_bytes: int | None = None  # both models together; overrides the per-model token counts
-    split: str = "profile"
-    n_gpu_layers: int | None = None  # None: all layers where a CUDA build sees a GPU, else 0 (edgereason/session/gpu.py)
-    gpu_memory_bytes: int | None = None  # cap on weights + KV on the GPU; derives the KV budget when none is given
-    device_sampling: str = "auto"  # top-k cut on the device: auto = where layers are on a GPU, on, off
-    device_top_k: int = DEFAULT_TOP_K
-    flash_attn: bool = True  # off: bit-exact incremental PRM scoring, much slower with many cells in use
-    kv_budget_unit: str = "MiB"  # the unit the user wrote --kv-budget in: messages about it use the same
-    verbose: bool = False  # start-up notes on every run, not once per device and model pair
-    remote: RemoteSettings | None = None  # roles served by an OpenAI-compatible server (backends/remote)
-
-    def __post_init__(self) -> None:
-        check_threads(self.threads)
-        if self.generator_kv_tokens < MIN_KV_TOKENS or self.verifier_kv_tokens < MIN_KV_TOKENS:
-            raise ConfigError(f"each model needs at least {MIN_KV_TOKENS} KV tokens; raise --kv-tokens")
-        if self.split not in SPLITS:
-            raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, got {self.split!r}")
-        if self.kv_budget_bytes is not None and self.kv_budget_bytes <= 0:
-            raise ConfigError("--kv-budget must be positive")
-        if self.gpu_memory_bytes is not None and self.gpu_memory_bytes <= 0:
-            raise ConfigError("--gpu-memory must be positive")
-        if self.n_gpu_layers is not None and self.n_gpu_layers < 0:
-            raise ConfigError(f"--gpu-layers must be >= 0, got {self.n_gpu_layers}")
+PullProgress = Callable[[str, int, int], None]
 
 
 @dataclass
@@ -81,6 +34,7 @@ class Session:
     verifier: Verifier
     generator_path: Path
     prm_path: Path
+    backend: str = "llamacpp"  # the generator's backend (what measures its pass cost)
     lv_threshold: int = DEFAULT_LV_THRESHOLD["cpu"]
     profile: dict | None = None
     _auto: AutoChoice | None = None
@@ -94,7 +48,10 @@ class Session:
     def auto_choice(self) -> AutoChoice:
         """What `auto` runs in this session: decided once (profile, cache or a second's measurement)."""
         if self._auto is None:
-            self._auto = choice_for(self)
+            decode = getattr(load_backend(self.backend), "decode_points", None)
+            measure = None if decode is None else (
+                lambda: decode(self.generator, MEASURE_ROWS, MEASURE_STEPS, self.settings.threads))
+            self._auto = choice_for(self.profile, pass_cost_key(self.settings), measure)
             if self.settings.verbose:
                 print(self._auto.note(), file=sys.stderr)
         return self._auto
@@ -106,118 +63,25 @@ class Session:
                 close()
 
 
-def _prm_name(settings: ModelSettings) -> str:
-    return settings.model if settings.prm in (None, SELF) else settings.prm
-
-
-def _profile_key(settings: ModelSettings) -> tuple[str, str, str]:
-    """(device, generator, verifier): what this device and model pair's memory profile is stored under."""
-    device = default_device_id("gpu" if settings.n_gpu_layers else "cpu")
-    return device, models.display_name(settings.model), verifier_id(_prm_name(settings), settings.prm_format)
-
-
-def _profile_for(settings: ModelSettings) -> dict | None:
-    return find_profile(*_profile_key(settings))
-
-
-def _note_no_profile(settings: ModelSettings) -> None:
-    """Say how to profile, once the models are open (a run that fails ends with its error alone). A damaged
-    profile is reported as such on every run; a missing one once per device and model pair (remembered in
-    $EDGEREASON_HOME/profile-tips), or on every run with --verbose."""
-    path = profile_path(*_profile_key(settings))
-    command = (f"edgereason memory-profile --model {shlex.quote(settings.model)} "
-               f"--prm {shlex.quote(_prm_name(settings))}")
-    if path.exists():
-        print(f"edgereason: the memory profile {path} is corrupt; using defaults. Rebuild it: {command}",
-              file=sys.stderr)
-    elif settings.verbose or _first_time(path.name):
-        print(f"edgereason: no memory profile for this device and models; using defaults. To tune: {command}",
-              file=sys.stderr)
-
-
-def _first_time(key: str) -> bool:
-    """True the first time `key` is asked about in this $EDGEREASON_HOME, which remembers it."""
-    tips = models.home() / PROFILE_TIPS
-    try:
-        if tips.is_file() and key in tips.read_text().splitlines():
-            return False
-        tips.parent.mkdir(parents=True, exist_ok=True)
-        with tips.open("a") as f:
-            f.write(key + "\n")
-    except OSError:  # an unwritable home only costs repeating the note
-        pass
-    return True
-
-
-def kv_tokens(settings: ModelSettings, gen_bytes_per_token: int, ver_bytes_per_token: int,
-              profile: dict | None) -> tuple[int, int]:
-    """Per-model KV tokens: a budget is split by the profile's byte shares (or evenly), else the flags."""
-    if settings.kv_budget_bytes is None:
-        return settings.generator_kv_tokens, settings.verifier_kv_tokens
-    share = 0.5
-    if settings.split == "profile" and profile is not None:
-        gen_b, ver_b = profile["generator_kv_bytes"], profile["verifier_kv_bytes"]
-        share = gen_b / (gen_b + ver_b)
-    gen, ver = _split(settings.kv_budget_bytes, share, gen_bytes_per_token, ver_bytes_per_token)
-    if min(gen, ver) < MIN_KV_TOKENS:
-        unit = settings.kv_budget_unit
-        need = _min_budget(share, gen_bytes_per_token, ver_bytes_per_token)
-        raise ConfigError(f"--kv-budget {format_size_in(settings.kv_budget_bytes, unit)} leaves {gen} generator "
-                          f"and {ver} PRM KV tokens; each model needs at least {MIN_KV_TOKENS}: use --kv-budget "
-                          f"{format_size_in(need, unit)} or more")
-    return gen, ver
-
-
-def _split(budget_bytes: int, share: float, gen_bytes_per_token: int, ver_bytes_per_token: int) -> tuple[int, int]:
-    return (int(budget_bytes * share) // gen_bytes_per_token,
-            int(budget_bytes * (1 - share)) // ver_bytes_per_token)
-
-
-def _min_budget(share: float, gen_bytes_per_token: int, ver_bytes_per_token: int) -> int:
-    """The smallest budget whose split by `share` gives each model MIN_KV_TOKENS."""
-    need = math.ceil(max(MIN_KV_TOKENS * gen_bytes_per_token / share,
-                         MIN_KV_TOKENS * ver_bytes_per_token / (1 - share)))
-    while min(_split(need, share, gen_bytes_per_token, ver_bytes_per_token)) < MIN_KV_TOKENS:
-        need += 1  # float rounding of the share
-    return need
-
-
-def _check_host_memory(settings: ModelSettings, kv_bytes: int) -> None:
-    """llama.cpp allocates and clears a KV cache in host memory whole when it makes the context: one larger than
-    the free memory is no error there, the kernel's OOM killer ends the process (exit 137, no message)."""
-    free = psutil.virtual_memory().available
-    if kv_bytes > free:
-        flag = (f"--kv-budget {format_size_in(settings.kv_budget_bytes, settings.kv_budget_unit)}"
-                if settings.kv_budget_bytes is not None else f"--kv-tokens {settings.generator_kv_tokens}")
-        raise ConfigError(f"{flag} needs {format_size(kv_bytes)} of KV memory for the two models, more than the "
-                          f"{format_size(free)} free on this machine; lower {flag.split()[0]}")
-
-
-def open_session(settings: ModelSettings, backend: str = "llamacpp", progress=None) -> Session:
+def open_session(settings: ModelSettings, backend: str = "llamacpp", progress: PullProgress | None = None) -> Session:
     if settings.remote is not None:
         return _open_remote(settings, settings.remote, progress)
     choice = choose_prm(settings.model, settings.prm, settings.prm_format, settings.prm_head)
     settings = replace(settings, prm_format=choice.format)
-    gen_path = models.resolve(settings.model, progress=progress)
-    hf = choice.name.startswith(HF_PREFIX)
-    if hf:  # the PRM on torch beside the generator (a registry name means its GGUF, read into torch)
-        name = choice.name[len(HF_PREFIX):]
-        prm_path = models.resolve(name, progress=progress, role="PRM") if name in models.REGISTRY else Path(name)
-    else:
-        prm_path = gen_path if choice.name == settings.model else models.resolve(choice.name, progress=progress,
-                                                                                  role="PRM")
+    gen_path, prm_path = _model_paths(settings, choice, progress)
+    hf = choice.name.startswith(models.HF_PREFIX)  # the PRM on torch beside the generator
     runtime = load_backend(backend)
     prm_runtime = load_backend("transformers") if hf else runtime
     if settings.n_gpu_layers:
         runtime.require_gpu("drop --gpu-layers")
     settings = gpu_settings(settings, runtime, gen_path, prm_path, prm_runtime if hf else None)
     top_k = device_top_k(settings.device_sampling, settings.device_top_k, settings.n_gpu_layers)
-    profile = _profile_for(settings)
+    profile = profile_for(settings)
     gen_bpt = runtime.kv_bytes_per_token(gen_path, settings.n_gpu_layers)
     ver_bpt = prm_runtime.kv_bytes_per_token(prm_path, settings.prm_device if hf else settings.n_gpu_layers)
     gen_tokens, ver_tokens = kv_tokens(settings, gen_bpt, ver_bpt, profile)
     if not settings.n_gpu_layers:  # a torch PRM's KV grows as it is used: only llama.cpp's is made whole
-        _check_host_memory(settings, gen_tokens * gen_bpt + (0 if hf else ver_tokens * ver_bpt))
+        check_host_memory(settings, gen_tokens * gen_bpt + (0 if hf else ver_tokens * ver_bpt))
     if hf:
         generator = runtime.open_generator(gen_path, gen_tokens, n_threads=settings.threads,
                                            n_gpu_layers=settings.n_gpu_layers, flash_attn=settings.flash_attn,
@@ -231,13 +95,13 @@ def open_session(settings: ModelSettings, backend: str = "llamacpp", progress=No
                                                   # only a backend that can cut rows on the device takes it
                                                   **({"device_top_k": top_k} if top_k else {}))
     if profile is None:
-        _note_no_profile(settings)
+        note_no_profile(settings)
     lv = int(profile["lv_threshold_tokens"]) if profile else DEFAULT_LV_THRESHOLD[
         "gpu" if settings.n_gpu_layers else "cpu"]
-    return Session(settings, generator, verifier, gen_path, prm_path, lv_threshold=lv, profile=profile)
+    return Session(settings, generator, verifier, gen_path, prm_path, backend, lv_threshold=lv, profile=profile)
 
 
-def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress=None) -> Session:
+def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress: PullProgress | None = None) -> Session:
     """The PRM (and the generator, when it is served too) on a server. `--model` / `--prm` name the served
     models' GGUFs, read here for their tokenizer and chat template only; no memory profile applies."""
     served, local = load_backend("remote"), load_backend("llamacpp")
@@ -246,13 +110,11 @@ def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress=None)
                           "a server returns 20; use judge, rlhflow or math-shepherd with a served PRM")
     fmt = "judge" if settings.prm_format == "auto" else settings.prm_format  # a server cannot run a value head
     choice = choose_prm(settings.model, settings.prm, fmt, settings.prm_head)
-    if choice.name.startswith(HF_PREFIX):
+    if choice.name.startswith(models.HF_PREFIX):
         raise ConfigError(f"--prm {choice.name} runs on torch in this process; a served PRM is named by its "
                           "GGUF (its tokenizer and chat template) and --prm-base-url")
     settings = replace(settings, prm_format=choice.format)
-    gen_path = models.resolve(settings.model, progress=progress)
-    prm_path = gen_path if choice.name == settings.model else models.resolve(choice.name, progress=progress,
-                                                                              role="PRM")
+    gen_path, prm_path = _model_paths(settings, choice, progress)
     verifier = served.open_verifier(prm_path, choice.format, remote.prm_endpoint)
     try:
         if remote.generator is not None:
@@ -270,4 +132,18 @@ def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress=None)
     except BaseException:
         verifier.close()
         raise
-    return Session(settings, generator, verifier, gen_path, prm_path)
+    return Session(settings, generator, verifier, gen_path, prm_path,
+                   backend="remote" if remote.generator is not None else "llamacpp")
+
+
+def _model_paths(settings: ModelSettings, choice: PRMChoice, progress: PullProgress | None) -> tuple[Path, Path]:
+    """The generator's GGUF and the PRM's weights, pulled where they are registry names not on disk yet. An hf: PRM
+    is a folder or a file; a registry name after hf: means its GGUF, read into torch."""
+    gen_path = models.resolve(settings.model, progress=progress)
+    if choice.name.startswith(models.HF_PREFIX):
+        name = choice.name[len(models.HF_PREFIX):]
+        return gen_path, (models.resolve(name, progress=progress, role="PRM") if name in models.REGISTRY
+                          else Path(name))
+    if choice.name == settings.model:
+        return gen_path, gen_path
+    return gen_path, models.resolve(choice.name, progress=progress, role="PRM")

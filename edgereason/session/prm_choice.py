@@ -22,7 +22,6 @@ from edgereason.errors import ConfigError
 from edgereason.heads.value_head import ValueHead, head_paths, load_head
 
 PRM_FORMAT_CHOICES = ("auto", "judge", "rlhflow", "head", "math-shepherd", "qwen-prm", "skywork")
-HF_PREFIX = "hf:"  # --prm hf:PATH: a Hugging Face folder or a .gguf, on torch + transformers
 HEAD_ONLY_FORMATS = ("qwen-prm", "skywork")  # a reward head on the hidden states, which a GGUF conversion drops
 SELF = "self"
 HEADS_DIR = Path(__file__).resolve().parent.parent / "heads"
@@ -60,9 +59,9 @@ def choose_prm(model: str, prm: str | None, prm_format: str, prm_head: str | Non
     name = model if prm in (None, SELF) else prm
     head_file = head_path(prm_head) if prm_head else shipped_head(name, model)
     fmt = ("head" if head_file else "judge") if prm_format == "auto" else prm_format
-    if fmt in HEAD_ONLY_FORMATS and not name.startswith(HF_PREFIX):
+    if fmt in HEAD_ONLY_FORMATS and not name.startswith(models.HF_PREFIX):
         raise ConfigError(f"--prm-format {fmt} reads the checkpoint's reward head, which llama.cpp cannot run: "
-                          f"pass --prm {HF_PREFIX}FOLDER (pip install \"edgereason[torch]\")")
+                          f"pass --prm {models.HF_PREFIX}FOLDER (pip install \"edgereason[torch]\")")
     if fmt != "head":
         if prm_head:
             raise ConfigError(f"--prm-head is read by --prm-format head, not {fmt}; drop one of them")

@@ -101,7 +101,8 @@ def test_device_sampling_modes():
 
 
 def test_the_session_setting_reaches_the_generator(smollm2_path, tmp_path, monkeypatch):
-    from edgereason.session.opening import ModelSettings, open_session
+    from edgereason.session.opening import open_session
+    from edgereason.session.settings import ModelSettings
 
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
     session = open_session(ModelSettings(model=str(smollm2_path), generator_kv_tokens=512, verifier_kv_tokens=512,

@@ -10,6 +10,6 @@ from edgereason.backends.llamacpp.measure import measure_decode
 
 @pytest.mark.parametrize("top_k", [0, 20])
 def test_decode_curve_with_whole_rows_and_with_the_device_cut(smollm2, top_k):
-    curve = measure_decode(smollm2, [1, 2], steps=2, top_k=top_k)
-    assert [n for n, _ in curve.points] == [1, 2]
-    assert all(tok_s > 0 for _, tok_s in curve.points)
+    points = measure_decode(smollm2, [1, 2], steps=2, top_k=top_k)
+    assert [n for n, _ in points] == [1, 2]
+    assert all(tok_s > 0 for _, tok_s in points)

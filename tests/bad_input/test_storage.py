@@ -52,7 +52,8 @@ from edgereason.bench.dataset import load_problems
 from edgereason.config import SearchConfig
 from edgereason.errors import ModelError
 from edgereason.engine.policy import Policy
-from edgereason.session.opening import ModelSettings, Session, open_session
+from edgereason.session.opening import Session, open_session
+from edgereason.session.settings import ModelSettings
 from edgereason.ui.app import ChatApp
 from edgereason.ui.history import History, HistoryEntry
 from edgereason.ui.screens import HistoryScreen

@@ -15,7 +15,8 @@ from edgereason.bench.report import print_table, write_results
 from edgereason.bench.runner import RunSpec, run_one
 from edgereason.config import SearchConfig
 from edgereason.engine.policy import parse_policy
-from edgereason.session.opening import ModelSettings, Session
+from edgereason.session.opening import Session
+from edgereason.session.settings import ModelSettings
 
 PROBLEMS = [Problem(f"p{i}", f"question {i}", "1") for i in range(4)]
 

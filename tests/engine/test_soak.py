@@ -26,7 +26,8 @@ from edgereason.config import SearchConfig
 from edgereason.engine.loop import Engine
 from edgereason.engine.policy import Policy, parse_policy
 from edgereason.engine.request import Request
-from edgereason.session.opening import ModelSettings, Session, open_session
+from edgereason.session.opening import Session, open_session
+from edgereason.session.settings import ModelSettings
 from edgereason.ui.runner import SearchRunner
 
 # the soak is 1,000 requests (EDGEREASON_SOAK_REQUESTS=1000, about 10 minutes on 2 quiet cores); CI runs 200

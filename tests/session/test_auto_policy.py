@@ -6,10 +6,11 @@ import json
 
 import pytest
 
-from edgereason.backends.llamacpp.measure import Curve
+from edgereason.memory.curve import Curve
 from edgereason.engine.policy import PRESETS, parse_policy, with_switches
 from edgereason.session.auto_policy import CACHE_FILE, AutoChoice, choose, cost_8, is_auto, resolve
-from edgereason.session.opening import ModelSettings, open_session
+from edgereason.session.opening import open_session
+from edgereason.session.settings import ModelSettings
 
 
 def test_the_threshold_splits_the_measured_devices():

@@ -10,7 +10,8 @@ from edgereason.session import gpu
 from edgereason.backends.llamacpp import supports_gpu
 from edgereason.errors import ConfigError
 from edgereason.memory.device import AUTO_MARGIN_MIN, AUTO_MAX_TOKENS
-from edgereason.session.opening import ModelSettings, open_session
+from edgereason.session.opening import open_session
+from edgereason.session.settings import ModelSettings
 
 GiB = 1 << 30
 ON_GPU = supports_gpu() and gpu.gpu_present()

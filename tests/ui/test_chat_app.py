@@ -14,7 +14,8 @@ from textual.widgets import Input, Markdown, Static
 
 from edgereason.config import SearchConfig
 from edgereason.engine.policy import Policy
-from edgereason.session.opening import ModelSettings, open_session
+from edgereason.session.opening import open_session
+from edgereason.session.settings import ModelSettings
 from edgereason.ui.app import ChatApp
 from edgereason.ui.history import History
 from edgereason.ui.runner import SearchRunner

@@ -14,7 +14,8 @@ from fakes import FakeGenerator, FakeVerifier
 
 from edgereason.config import SearchConfig
 from edgereason.engine.policy import Policy
-from edgereason.session.opening import ModelSettings, Session
+from edgereason.session.opening import Session
+from edgereason.session.settings import ModelSettings
 from edgereason.ui.app import ChatApp
 from edgereason.ui.history import History, HistoryEntry
 

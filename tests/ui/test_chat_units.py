@@ -9,7 +9,8 @@ from edgereason.config import SearchConfig
 from edgereason.errors import ModelError
 from edgereason.engine.events import NodeAdded, NodeExtended, NodeScored, NodeSelected, NodeStatus, Progress, StepFinished
 from edgereason.engine.policy import Policy
-from edgereason.session.opening import ModelSettings, Session
+from edgereason.session.opening import Session
+from edgereason.session.settings import ModelSettings
 from edgereason.ui.app import ChatApp
 from edgereason.ui.history import History, HistoryEntry
 from edgereason.ui.latex import latex_to_text

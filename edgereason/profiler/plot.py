@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from edgereason.memory.profiler import Profile
+from edgereason.profiler.run import Profile
 
 
 def write_plot(profile: Profile, path: Path) -> None:

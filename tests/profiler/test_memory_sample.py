@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from edgereason.errors import ConfigError
-from edgereason.memory.prm import llama_prm
-from edgereason.memory.sample import SAMPLE_PROBLEMS, sample_search
+from edgereason.backends.llamacpp.profiling import profiled_generator, profiled_prm
+from edgereason.profiler.sample import SAMPLE_PROBLEMS, sample_search
 
 
 @pytest.mark.slow
-def test_concurrent_searches_are_sampled_together(smollm2, smollm2_path):
+def test_concurrent_searches_are_sampled_together(smollm2_path):
     def sample(requests: int):
-        prm = llama_prm(smollm2, smollm2_path, True, "judge", None, None)
-        return sample_search(smollm2, prm, beams=2, width=2, steps=2, max_step_tokens=16, requests=requests)
+        gen, prm = profiled_generator(smollm2_path, 0, None), profiled_prm(smollm2_path, True, "judge", None, 0, None)
+        return sample_search(gen, prm, beams=2, width=2, steps=2, max_step_tokens=16, requests=requests)
 
     one, two = sample(1), sample(2)
     assert 0 < one.step_tokens <= 16 and 0 < one.head_tokens < one.prompt_tokens + 200
@@ -23,9 +23,9 @@ def test_concurrent_searches_are_sampled_together(smollm2, smollm2_path):
     assert one.verifier_peak_tokens < two.verifier_peak_tokens
 
 
-def test_a_sample_search_of_more_beams_than_sequences_is_one_clear_error(smollm2, smollm2_path):
+def test_a_sample_search_of_more_beams_than_sequences_is_one_clear_error(smollm2_path):
     """memory-profile --beams 4096 --width 4096: the search failed, measured nothing, and the split model's
     ValueError was a traceback after the minute of measuring curves; the engine now refuses it at submit."""
-    prm = llama_prm(smollm2, smollm2_path, True, "judge", None, None)
+    gen, prm = profiled_generator(smollm2_path, 0, None), profiled_prm(smollm2_path, True, "judge", None, 0, None)
     with pytest.raises(ConfigError, match=r"--beams 4096 is more than .* 256 sequences, one a beam"):
-        sample_search(smollm2, prm, beams=4096, width=4096, steps=2, max_step_tokens=16)
+        sample_search(gen, prm, beams=4096, width=4096, steps=2, max_step_tokens=16)

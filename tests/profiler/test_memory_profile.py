@@ -11,8 +11,9 @@ from edgereason import models
 from edgereason.cli.main import main
 from edgereason.errors import ConfigError
 from edgereason.memory import default_device_id, find_profile, verifier_id
-from edgereason.memory import device, profiler
-from edgereason.memory.profiler import MeasurePoints, run_profile
+from edgereason.memory import device
+from edgereason.profiler import run as profiler
+from edgereason.profiler.run import MeasurePoints, run_profile
 from edgereason.memory.store import profile_path, write_profile
 
 TINY = MeasurePoints(decode_seqs=(1, 2), decode_steps=2, prefill_tokens=(32, 64), prefill_reps=1)
@@ -198,7 +199,8 @@ def test_a_folder_where_the_profile_goes_is_refused_before_measuring(home, smoll
 def test_an_hf_prm_is_profiled_on_torch_and_its_split_is_used(home, smollm2_path, tiny_hf_path):
     """memory-profile with a torch PRM: its own KV bytes per token, a prefill curve measured on torch, its sample
     search; a session of the same pair then splits its budget by that profile."""
-    from edgereason.session.opening import ModelSettings, open_session
+    from edgereason.session.opening import open_session
+    from edgereason.session.settings import ModelSettings
 
     prm = f"hf:{tiny_hf_path}"
     profile = run_profile(str(smollm2_path), prm, "judge", budget="64MiB", points=TINY, beams=2, width=2, steps=2,

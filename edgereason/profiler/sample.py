@@ -13,13 +13,11 @@ from dataclasses import dataclass
 from statistics import mean
 from typing import Sequence, TypeVar
 
-from edgereason.backends.llamacpp import LlamaGenerator, LlamaModel
-from edgereason.backends.llamacpp.runtime import SEQ_SLOTS
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine.loop import Engine, prompt_ids
-from edgereason.errors import ConfigError
-from edgereason.memory.prm import ProfiledPRM
 from edgereason.engine.policy import PRESETS
+from edgereason.errors import ConfigError
+from edgereason.protocols import ProfiledGenerator, ProfiledPRM, Prompter
 from edgereason.util.text import clean
 
 T = TypeVar("T")
@@ -48,50 +46,23 @@ def sample_problems(problems: Sequence[T], requests: int) -> list[T]:
     return [problems[i % len(problems)] for i in range(requests)]
 
 
-def check_sequences(beams: int, width: int, requests: int) -> None:
+def check_sequences(beams: int, width: int, requests: int, max_seqs: int) -> None:
     """Before any model loads. A search starts when a sequence per beam can be set aside for it, and waits
     otherwise (scheduler.can_admit): `requests` searches run at once, as the sample search measures them and the
     profile models them, only where requests x beams sequences fit."""
-    if beams > SEQ_SLOTS:
-        fix = (f"pick --beams {width * (SEQ_SLOTS // width)} or fewer" if width <= SEQ_SLOTS
-               else f"pick a --width and --beams of at most {SEQ_SLOTS}")
-        raise ConfigError(f"--beams {beams} is more than one search can hold: the generator runs at most {SEQ_SLOTS} "
+    if beams > max_seqs:
+        fix = (f"pick --beams {width * (max_seqs // width)} or fewer" if width <= max_seqs
+               else f"pick a --width and --beams of at most {max_seqs}")
+        raise ConfigError(f"--beams {beams} is more than one search can hold: the generator runs at most {max_seqs} "
                           f"sequences at once, one a beam; {fix}")
-    if requests * beams > SEQ_SLOTS:
+    if requests * beams > max_seqs:
         raise ConfigError(f"--requests {requests} searches of {beams} beams need {requests * beams} sequences to run "
-                          f"at once (one a beam) but the generator runs at most {SEQ_SLOTS}, so the rest would wait "
-                          f"and the profile would model more than it measured; pick --requests {SEQ_SLOTS // beams} "
+                          f"at once (one a beam) but the generator runs at most {max_seqs}, so the rest would wait "
+                          f"and the profile would model more than it measured; pick --requests {max_seqs // beams} "
                           "or fewer, or lower --beams")
 
 
-@dataclass(frozen=True)
-class _Prompter:
-    """What engine.prompt_ids reads of a generator, from the loaded model: no KV cache is made for it. Its KV
-    capacity is its trained context, so that only the context is checked there (the sample's KV is not set by
-    --kv-budget, which prompt_ids would advise)."""
-
-    model: LlamaModel
-
-    @property
-    def name(self) -> str:
-        return self.model.path.stem
-
-    @property
-    def context_length(self) -> int:
-        return self.model.n_ctx_train
-
-    @property
-    def kv_capacity_tokens(self) -> int:
-        return self.model.n_ctx_train
-
-    def tokenize(self, text: str, special: bool = True) -> list[int]:
-        return self.model.tokenize(text, add_bos=self.model.add_bos, special=special)
-
-    def apply_chat_template(self, messages: list[dict[str, str]]) -> str:
-        return self.model.apply_chat_template(messages, add_assistant=True)
-
-
-def prompt_lengths(gen_model: LlamaModel, problems: Sequence[str], requests: int) -> list[int]:
+def prompt_lengths(prompter: Prompter, problems: Sequence[str], requests: int) -> list[int]:
     """The generator's prompt tokens of each problem, as a search submits it; ConfigError for one beyond the
     generator's trained context or the sample search's KV (numbered when there are several). Tokenizing only: a
     problem it cannot hold was refused after the minutes of curves before."""
@@ -100,7 +71,7 @@ def prompt_lengths(gen_model: LlamaModel, problems: Sequence[str], requests: int
     for i, problem in enumerate(problems, 1):
         where = f"--problem {i}: " if len(problems) > 1 else ""
         try:
-            n = len(prompt_ids(_Prompter(gen_model), clean(problem)))  # type: ignore[arg-type]
+            n = len(prompt_ids(prompter, clean(problem)))  # type: ignore[arg-type]
         except ConfigError as e:
             raise ConfigError(f"{where}{e}") from None
         if n + 16 > kv_tokens:  # prompt_ids' margin
@@ -119,13 +90,13 @@ class WorkloadSample:
     verifier_peak_tokens: int
 
 
-def sample_search(gen_model: LlamaModel, prm: ProfiledPRM, beams: int, width: int, steps: int,
-                  max_step_tokens: int, n_threads: int | None = None, requests: int = 1,
+def sample_search(generator: ProfiledGenerator, prm: ProfiledPRM, beams: int, width: int, steps: int,
+                  max_step_tokens: int, requests: int = 1,
                   problems: tuple[str, ...] = SAMPLE_PROBLEMS) -> WorkloadSample:
     """Run `requests` searches at once, the i-th on problems[i % len(problems)]. Step, prompt and head tokens are
     means over the searches; the peaks count them together."""
     kv_tokens = sample_kv_tokens(requests)
-    gen = LlamaGenerator(gen_model, kv_tokens, n_threads=n_threads, n_seq_max=SEQ_SLOTS)
+    gen = generator.open_generator(kv_tokens)
     ver = prm.open_verifier(kv_tokens)
     config = SearchConfig(beams=beams, width=width, max_steps=steps, max_step_tokens=max_step_tokens,
                           sampling=SamplingParams(seed=0))

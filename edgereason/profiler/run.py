@@ -1,5 +1,7 @@
 """`memory-profile` end to end: read the device, load both models, settle the budget, measure the two curves,
-choose the split. Kept apart from the CLI so tests and start-up can run it with fewer measurement points.
+choose the split. Kept apart from the CLI so tests and start-up can run it with fewer measurement points. The models
+are measured through their backend's profiling objects (protocols.ProfiledGenerator / ProfiledPRM): this module
+knows no concrete backend.
 """
 
 from __future__ import annotations
@@ -8,23 +10,25 @@ import datetime as dt
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from statistics import mean
+from types import ModuleType
 from typing import Callable
 
 from edgereason import models
-from edgereason.backends.llamacpp import require_gpu
-from edgereason.backends.llamacpp.model import LlamaModel, load_model, physical_cores
-from edgereason.config import check_threads
+from edgereason.backends import load_backend
+from edgereason.config import check_threads, physical_cores
 from edgereason.errors import ConfigError
-from edgereason.session.gpu import DEFAULT_TOP_K, device_top_k
+from edgereason.memory.curve import Curve
 from edgereason.memory.device import DeviceInfo, auto_budget, read_device
-from edgereason.backends.llamacpp.measure import Curve, Progress, measure_decode
-from edgereason.memory.prm import ProfiledPRM, llama_prm, torch_prm
-from edgereason.memory.sample import (SAMPLE_PROBLEMS, SEQ_SLOTS, check_sequences, prompt_lengths, sample_kv_tokens,
-                                      sample_problems, sample_search)
 from edgereason.memory.size import format_size, parse_size
 from edgereason.memory.split import SplitPlan, Workload, budget_error, plan_split, problem_budget_error
 from edgereason.memory.store import check_profile_path, verifier_id
-from edgereason.session.prm_choice import HF_PREFIX, PRMChoice, choose_prm
+from edgereason.profiler.sample import (SAMPLE_PROBLEMS, check_sequences, prompt_lengths, sample_kv_tokens,
+                                        sample_problems, sample_search)
+from edgereason.protocols import ProfiledGenerator, ProfiledPRM, Progress
+from edgereason.session.gpu import DEFAULT_TOP_K, device_top_k
+from edgereason.session.prm_choice import PRMChoice, choose_prm
+
+PullProgress = Callable[[str, int, int], None]
 
 PROFILE_VERSION = 1
 ALL_GPU_LAYERS = 999
@@ -100,9 +104,9 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "auto", budge
                 max_step_tokens: int = 96, width: int = 4, requests: int = 1, steps: int = 4,
                 problems: tuple[str, ...] = (),
                 points: MeasurePoints | None = None, progress: Progress | None = None,
-                pull_progress: Callable[[str, int, int], None] | None = None,
-                prm_head: str | None = None) -> Profile:
-    """problems: the sample search's (the --problem texts); none: SAMPLE_PROBLEMS."""
+                pull_progress: PullProgress | None = None, prm_head: str | None = None) -> Profile:
+    """problems: the sample search's (the --problem texts); none: SAMPLE_PROBLEMS. Every setting is checked before
+    a model loads, and the budget before minutes of measuring."""
     given, problems = bool(problems), problems or SAMPLE_PROBLEMS
     check_threads(threads)
     choice = choose_prm(generator, prm, prm_format, prm_head)  # bad settings fail now, not after measuring
@@ -110,52 +114,72 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "auto", budge
     device = read_device(device_kind)
     gen_id, ver_id = models.display_name(generator), verifier_id(choice.name, choice.format)
     check_profile_path(device.device_id, gen_id, ver_id)  # the CLI saves the profile there
+    runtime = load_backend("llamacpp")
+    workload = _modelled_search(beams, width, requests, max_step_tokens, steps, device.kind, runtime.SEQ_SLOTS,
+                                problems)
+    n_gpu_layers = ALL_GPU_LAYERS if device.kind == "gpu" else 0
+    if device.kind == "gpu":
+        runtime.require_gpu("use --device cpu")
+    gen_path = models.resolve(generator, progress=pull_progress)
+    gen = runtime.profiled_generator(gen_path, n_gpu_layers, threads)
+    lengths = prompt_lengths(gen.prompter, problems, requests)  # before the PRM loads
+    prm_ = _open_prm(runtime, choice, generator, gen_path, device.kind, n_gpu_layers, threads, requests,
+                     pull_progress)
+    workload = _with_prompts(workload, problems, lengths, prm_)
+    budget_bytes = fixed_budget or auto_budget(device.free_bytes, gen.weights_bytes + prm_.weights_bytes,
+                                               gen.bytes_per_token, prm_.bytes_per_token)
+    _check_budget(budget_bytes, gen.bytes_per_token, prm_.bytes_per_token, workload, given)
+    if progress and budget_bytes > device.free_bytes:
+        progress(f"warning: the budget is more than the {format_size(device.free_bytes)} free on this device")
+    gen_curve, ver_curve = _curves(gen, prm_, points or (GPU_POINTS if device.kind == "gpu" else MeasurePoints()),
+                                   workload, n_gpu_layers, threads, progress)
+    workload = _sampled(gen, prm_, workload, max_step_tokens, problems, progress)
+    plan = plan_split(budget_bytes, gen.bytes_per_token, prm_.bytes_per_token, gen_curve, ver_curve, workload)
+    return Profile(device, gen_id, ver_id, threads or physical_cores(), budget_bytes, gen.bytes_per_token,
+                   prm_.bytes_per_token, workload, gen_curve, ver_curve, plan)
+
+
+def _modelled_search(beams: int | None, width: int, requests: int, max_step_tokens: int, steps: int,
+                     device_kind: str, max_seqs: int, problems: tuple[str, ...]) -> Workload:
+    """The search the split is modelled on, checked before any model loads."""
     if min(1 if beams is None else beams, width, requests, max_step_tokens, steps) <= 0:
         raise ConfigError("--beams, --width, --requests, --steps and --max-step-tokens must be positive")
-    beams = DEFAULT_BEAMS[device.kind] if beams is None else beams
-    check_sequences(beams, width, requests)  # first: the beams the next check suggests may be beyond the slots
+    beams = DEFAULT_BEAMS[device_kind] if beams is None else beams
+    check_sequences(beams, width, requests, max_seqs)  # first: the beams the next check suggests may be beyond them
     if beams % width:
-        fix = (f"pick --beams {width * max(1, beams // width)} or another --width" if width <= SEQ_SLOTS
+        fix = (f"pick --beams {width * max(1, beams // width)} or another --width" if width <= max_seqs
                else f"pick a --width that divides {beams}")  # no --beams of a multiple of it can run
         raise ConfigError(f"the modelled beam search of --beams {beams} cannot keep beams/width paths with --width "
                           f"{width}: {fix}")
     if not all(p.strip() for p in problems):
         raise ConfigError("a --problem is empty; give the text of a problem like those you solve")
-    workload = Workload(beams=beams, width=width, requests=requests,
-                        step_tokens=min(TYPICAL_STEP_TOKENS, max_step_tokens), steps=steps)
-    gen_path = models.resolve(generator, progress=pull_progress)
-    if device.kind == "gpu":
-        require_gpu("use --device cpu")
-    n_gpu_layers = ALL_GPU_LAYERS if device.kind == "gpu" else 0
-    gen_model = load_model(str(gen_path), n_gpu_layers)
-    lengths = prompt_lengths(gen_model, problems, requests)  # before the PRM loads
-    prm = _open_prm(choice, generator, gen_path, gen_model, device.kind, n_gpu_layers, threads, requests,
-                    pull_progress)
-    workload = _with_prompts(workload, problems, lengths, prm)
-    gen_bpt, ver_bpt = gen_model.kv_bytes_per_token, prm.bytes_per_token
-    budget_bytes = fixed_budget or auto_budget(device.free_bytes, gen_path.stat().st_size + prm.weights_bytes,
-                                               gen_bpt, ver_bpt)
-    _check_budget(budget_bytes, gen_bpt, ver_bpt, workload, given)  # fail before minutes of measuring
-    if progress and budget_bytes > device.free_bytes:
-        progress(f"warning: the budget is more than the {format_size(device.free_bytes)} free on this device")
-    points = points or (GPU_POINTS if device.kind == "gpu" else MeasurePoints())
+    return Workload(beams=beams, width=width, requests=requests, step_tokens=min(TYPICAL_STEP_TOKENS, max_step_tokens),
+                    steps=steps)
+
+
+def _curves(gen: ProfiledGenerator, prm: ProfiledPRM, points: MeasurePoints, workload: Workload, n_gpu_layers: int,
+            threads: int | None, progress: Progress | None) -> tuple[Curve, Curve]:
+    """Generator decode against concurrent sequences, PRM prefill against batch tokens."""
     # up to every sequence of the workload at once: the split model reads the curve at R*N (clamped beyond it)
     decode_seqs = sorted(set(points.decode_seqs) | {min(workload.sequences, MAX_DECODE_SEQS)})
     top_k = device_top_k("auto", DEFAULT_TOP_K, n_gpu_layers)  # the generator's rows as a session cuts them
-    gen_curve = measure_decode(gen_model, decode_seqs, points.decode_steps, threads, progress, top_k)
-    ver_curve = prm.measure(points.prefill_tokens, points.prefill_reps, threads, progress)
+    gen_curve = Curve(gen.decode(decode_seqs, points.decode_steps, threads, progress, top_k))
+    ver_curve = Curve(prm.measure(points.prefill_tokens, points.prefill_reps, threads, progress))
+    return gen_curve, ver_curve
+
+
+def _sampled(gen: ProfiledGenerator, prm: ProfiledPRM, workload: Workload, max_step_tokens: int,
+             problems: tuple[str, ...], progress: Progress | None) -> Workload:
+    """The workload with what a sample search measured: step length, prompt and head tokens, peak KV."""
     if progress:
         progress(f"sample search: {workload.requests} x {workload.beams} beams, width {workload.width}, "
                  f"{workload.steps} steps")
-    sample = sample_search(gen_model, prm, workload.beams, workload.width, workload.steps, max_step_tokens, threads,
+    sample = sample_search(gen, prm, workload.beams, workload.width, workload.steps, max_step_tokens,
                            workload.requests, problems)
-    workload = replace(workload, **asdict(sample))  # the sample's fields are Workload's measured fields
     if progress:
         progress(f"sample search: {sample.step_tokens} tokens a step; KV in use at most "
                  f"{sample.generator_peak_tokens} generator, {sample.verifier_peak_tokens} PRM tokens")
-    plan = plan_split(budget_bytes, gen_bpt, ver_bpt, gen_curve, ver_curve, workload)
-    return Profile(device, gen_id, ver_id, threads or physical_cores(), budget_bytes, gen_bpt, ver_bpt,
-                   workload, gen_curve, ver_curve, plan)
+    return replace(workload, **asdict(sample))  # the sample's fields are Workload's measured fields
 
 
 def _with_prompts(w: Workload, problems: tuple[str, ...], lengths: list[int], prm: ProfiledPRM) -> Workload:
@@ -178,18 +202,18 @@ def _check_budget(budget_bytes: int, gen_bpt: int, ver_bpt: int, w: Workload, pr
     raise budget_error(budget_bytes, gen_bpt, ver_bpt, w)
 
 
-def _open_prm(choice: PRMChoice, generator: str, gen_path: Path, gen_model: LlamaModel, device_kind: str,
+def _open_prm(runtime: ModuleType, choice: PRMChoice, generator: str, gen_path: Path, device_kind: str,
               n_gpu_layers: int, threads: int | None, requests: int,
-              pull_progress: Callable[[str, int, int], None] | None) -> ProfiledPRM:
+              pull_progress: PullProgress | None) -> ProfiledPRM:
     """The PRM to measure: the generator's own model, another GGUF on llama.cpp, or an hf: PRM on torch (a
     registry name after hf: means its GGUF, read into torch, as in solve)."""
-    if choice.name.startswith(HF_PREFIX):
-        name = choice.name[len(HF_PREFIX):]
+    if choice.name.startswith(models.HF_PREFIX):
+        name = choice.name[len(models.HF_PREFIX):]
         path = models.resolve(name, progress=pull_progress, role="PRM") if name in models.REGISTRY else Path(name)
-        return torch_prm(path, choice.format, choice.head, device_kind, sample_kv_tokens(requests), threads)
+        return load_backend("transformers").profiled_prm(path, choice.format, choice.head, device_kind,
+                                                         sample_kv_tokens(requests), threads)
     if choice.name == generator:
-        return llama_prm(gen_model, gen_path, True, choice.format, choice.head, threads)
+        return runtime.profiled_prm(gen_path, True, choice.format, choice.head, n_gpu_layers, threads)
     path = models.resolve(choice.name, progress=pull_progress, role="PRM")
-    # load_model keeps one LlamaModel per file: the same GGUF in both roles is one copy of the weights
-    return llama_prm(load_model(str(path), n_gpu_layers), path, path.resolve() == gen_path.resolve(), choice.format,
-                     choice.head, threads)
+    return runtime.profiled_prm(path, path.resolve() == gen_path.resolve(), choice.format, choice.head, n_gpu_layers,
+                                threads)
