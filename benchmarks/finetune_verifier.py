@@ -38,7 +38,8 @@ from edgereason.backends.transformers.loader import load_checkpoint
 from edgereason.util.jsonl import read_jsonl, write_jsonl_gz
 from edgereason.training.lora import TARGETS, add_lora
 from edgereason.training.metrics import auc, within_auc
-from edgereason.training.report import clean, write_report
+from edgereason.training.report import write_report
+from edgereason.util.jsonl import without_nan
 from edgereason.training.train import step_groups
 from edgereason.heads.value_head import load_head
 
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
         report["readings"][name] = reading(lines)
         write_jsonl_gz(out / f"scores-{name}.jsonl.gz", lines)
         write_report(out / "report.json", report)  # undefined AUCs (one class) as null: the head keeps the record
-        log(f"{name}: {json.dumps(clean(report['readings'][name]))}")
+        log(f"{name}: {json.dumps(without_nan(report['readings'][name]))}")
 
     record("head", read_all(torch, backbone, ck.readout, val_items, device, pad, args.batch_tokens))
     if args.epochs <= 0:

@@ -35,7 +35,7 @@ import numpy as np
 
 from edgereason.errors import ConfigError, ModelError
 from edgereason.util.files import write_atomic, write_text_atomic
-from edgereason.training.report import clean
+from edgereason.util.jsonl import without_nan
 
 HEAD_FORMAT = "edgereason-value-head"
 HEAD_VERSION = 3  # 2: `layers` (version 1 heads read the logits only); 3: `adapter`
@@ -197,7 +197,7 @@ def save_head(head: ValueHead, path: Path) -> tuple[Path, Path]:
             "layers": list(head.layers),
             "hidden": None if head.w1 is None else int(head.w1.shape[0]),
             "prompt": "the generator's solve prompt, then the steps verbatim",
-            "training": clean(head.record or {})}  # JSON has no NaN: an undefined AUC is null
+            "training": without_nan(head.record or {})}  # JSON has no NaN: an undefined AUC is null
     if head.adapter:
         meta["adapter"] = {"file": head.adapter.file, "sha256": head.adapter.sha256}
     write_atomic(weights, lambda p: save_file(tensors, str(p)))

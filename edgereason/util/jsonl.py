@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import zlib
 from pathlib import Path
@@ -63,3 +64,14 @@ def write_jsonl_gz(path: Path, rows: Iterable[dict]) -> None:
             f.writelines(json.dumps(row) + "\n" for row in rows)
 
     write_atomic(path, write)
+
+
+def without_nan(value: object) -> object:
+    """JSON has no NaN: undefined measures (one class missing) are written as null."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: without_nan(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [without_nan(v) for v in value]
+    return value
