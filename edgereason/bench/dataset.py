@@ -37,6 +37,8 @@ def load_problems(path: str | Path, limit: int | None = None, offset: int = 0) -
             raise ConfigError(f"{path}:{lineno}: not a JSON object that can be read ({e})") from None
         if not isinstance(row, dict) or not str(row.get("problem", "")).strip() or row.get("answer") is None:
             raise ConfigError(f"{path}:{lineno}: each line needs a non-empty 'problem' and an 'answer'")
+        if (kind := _unwritable_kind(row["answer"])) is not None:
+            raise ConfigError(f"{path}:{lineno}: 'answer' is {kind}; give one gold answer as a string or a number")
         pid = row.get("id")
         values = (f"{path.stem}-{lineno}" if pid is None else pid, row["problem"], row["answer"])
         problems.append(Problem(*(clean(str(v)) for v in values)))  # a "\udce9" escape is a lone surrogate
@@ -48,6 +50,18 @@ def load_problems(path: str | Path, limit: int | None = None, offset: int = 0) -
     if not selected:
         raise ConfigError(f"no problems selected from {path} ({len(problems)} in the file, --offset {offset})")
     return selected
+
+
+def _unwritable_kind(answer: object) -> str | None:
+    """The JSON kind of a gold answer that is neither a string nor a number, or None: the gold is compared as text,
+    and the Python text of a list, an object or a bool ("['4', '5']", "True") is nothing a model writes."""
+    if isinstance(answer, bool):
+        return "true" if answer else "false"
+    if isinstance(answer, list):
+        return "a list"
+    if isinstance(answer, dict):
+        return "an object"
+    return None
 
 
 def _read_lines(path: Path) -> list[str]:

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     def factory(progress: Callable[[str, int, int], None]) -> Session:
         return open_session(settings, progress=progress)
 
-    from edgereason.ui.app import ChatApp, decode_terminal_input_leniently  # Textual loads only for this command
+    from edgereason.ui.app import INTERRUPTED, ChatApp, decode_terminal_input_leniently  # Textual: this command only
 
     decode_terminal_input_leniently()
     note = choice.note()
@@ -49,4 +49,6 @@ def run(args: argparse.Namespace) -> int:
         app.run()
     finally:  # a stop signal may end the app before on_unmount stops the worker, whose thread would keep us alive
         app.runner.stop()
+    if app.return_code == INTERRUPTED:  # Ctrl+C quit it: the app's terminal sent it as a key, not as SIGINT
+        raise KeyboardInterrupt  # main says "interrupted" and exits 130, as Ctrl-C ends every command
     return 0
