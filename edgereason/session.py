@@ -250,6 +250,8 @@ def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress=None)
         raise ConfigError(f"--prm {choice.name} runs on torch in this process; a served PRM is named by its "
                           "GGUF (its tokenizer and chat template) and --prm-base-url")
     settings = replace(settings, prm_format=choice.format)
+    # before any pull: a server serving another model is one line naming it, not a failed search after a download
+    served.check_served_models(remote, settings.model, choice.name)
     gen_path = models.resolve(settings.model, progress=progress)
     prm_path = gen_path if choice.name == settings.model else models.resolve(choice.name, progress=progress,
                                                                               role="PRM")
