@@ -114,6 +114,8 @@ def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress: Pull
         raise ConfigError(f"--prm {choice.name} runs on torch in this process; a served PRM is named by its "
                           "GGUF (its tokenizer and chat template) and --prm-base-url")
     settings = replace(settings, prm_format=choice.format)
+    # before any pull: a server serving another model is one line naming it, not a failed search after a download
+    served.check_served_models(remote, settings.model, choice.name)
     gen_path, prm_path = _model_paths(settings, choice, progress)
     verifier = served.open_verifier(prm_path, choice.format, remote.prm_endpoint)
     try:
