@@ -24,7 +24,7 @@ from pathlib import Path
 from edgereason import models
 from edgereason.backends.llamacpp import open_models
 from edgereason.backends.remote import Endpoint, open_generator, open_verifier
-from edgereason.bench.dataset import load_problems
+from edgereason.search.dataset import load_problems
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine.loop import Engine
 from edgereason.search.grading import answers_match

@@ -14,11 +14,10 @@ Servers tokenize at `/tokenize` (llama.cpp's server: `content`; vLLM: `prompt` a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import llama_cpp.llama_cpp as L
 
-from edgereason import models
 from edgereason.backends.llamacpp.model import load_vocab
 from edgereason.backends.remote.client import CompletionClient
 from edgereason.backends.remote.settings import Endpoint, RemoteSettings
@@ -37,24 +36,28 @@ REGISTRY_PROBE_ENDS: dict[str, tuple[int, int]] = {
 }
 
 
-def check_served_models(remote: RemoteSettings, model: str, prm: str) -> None:
+OnDisk = Callable[[str, str], Path | None]  # (name, role) -> the checked GGUF it names, None where not on disk yet
+
+
+def check_served_models(remote: RemoteSettings, model: str, prm: str, on_disk: OnDisk) -> None:
     """ConfigError, one line, where a server serves a model whose tokenizer is not the named one's: the served
-    generator's (`model`, where the generator is served) and the served PRM's (`prm`), each server asked once."""
+    generator's (`model`, where the generator is served) and the served PRM's (`prm`), each server asked once.
+    on_disk: the set-up's look-up of a named model's GGUF that pulls nothing."""
     checks = [(remote.generator, model, "--model")] if remote.generator is not None else []
     checks.append((remote.prm_endpoint, prm, "--prm"))
     done: set[tuple[Endpoint, str]] = set()
     for endpoint, name, flag in checks:
         if (endpoint, name) not in done:  # a PRM that is the served generator: checked as --model
             done.add((endpoint, name))
-            check_served_model(endpoint, name, flag)
+            check_served_model(endpoint, name, flag, on_disk)
 
 
-def check_served_model(endpoint: Endpoint, name: str, flag: str) -> None:
+def check_served_model(endpoint: Endpoint, name: str, flag: str, on_disk: OnDisk) -> None:
     client = CompletionClient(endpoint)
     try:
         served = client.model  # also: a server that is down fails here, before a pull
         ids = served_tokens(client, PROBE)
-        if ids is not None and not _tokenizes_as(ids, name, flag):
+        if ids is not None and not _tokenizes_as(ids, name, on_disk(name, "PRM" if flag == "--prm" else "model")):
             raise ConfigError(f"the server at {endpoint.root} serves {served!r}, whose tokenizer is not that of "
                               f"{name}; pass {flag} naming that model's GGUF")
     finally:
@@ -79,10 +82,10 @@ def _token_list(answer: dict[str, Any] | None) -> list[int] | None:
     return tokens
 
 
-def _tokenizes_as(ids: list[int], name: str, flag: str) -> bool:
-    """Whether the server's ids of PROBE are those of the named model (a leading BOS of its own allowed: llama-cpp-
+def _tokenizes_as(ids: list[int], name: str, path: Path | None) -> bool:
+    """Whether the server's ids of PROBE are those of the named model, read from its GGUF at `path` (None: a
+    registry model not pulled yet, judged by REGISTRY_PROBE_ENDS); a leading BOS of its own is allowed (llama-cpp-
     python's endpoint adds one where the model does)."""
-    path = _gguf_on_disk(name, "PRM" if flag == "--prm" else "model")
     if path is None:
         ends = REGISTRY_PROBE_ENDS.get(name)
         return ends is None or (ids[-1] == ends[1] and ends[0] in ids[:2])
@@ -90,9 +93,3 @@ def _tokenizes_as(ids: list[int], name: str, flag: str) -> bool:
     local = vocab.tokenize(PROBE, add_bos=False, special=True)
     return ids == local or ids == [L.llama_vocab_bos(vocab.vocab), *local]
 
-
-def _gguf_on_disk(name: str, role: str) -> Path | None:
-    """The GGUF `name` names, checked; None for a registry model not pulled yet (this check must not pull it)."""
-    if name in models.REGISTRY and not models.is_cached(models.REGISTRY[name]):
-        return None
-    return models.resolve(name, allow_pull=False, role=role)

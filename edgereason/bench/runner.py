@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 
 from edgereason.bench.arrivals import arrival_times
-from edgereason.bench.dataset import Problem
+from edgereason.search.dataset import Problem
 from edgereason.config import SearchConfig
 from edgereason.engine.loop import Engine
 from edgereason.search.grading import answers_match

@@ -17,7 +17,7 @@ from edgereason import __version__
 from edgereason.util import interrupts
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
 from edgereason.bench.arrivals import parse_rate
-from edgereason.bench.dataset import Problem, load_problems
+from edgereason.search.dataset import Problem, load_problems
 from edgereason.bench.report import prepare_out, print_compare, print_table, write_results
 from edgereason.bench.runner import RunInterrupted, RunSpec, rate_label, run_one
 from edgereason.cli.common import (add_model_args, add_search_args, add_switch_args, model_settings, policy_from,

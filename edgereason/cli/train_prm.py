@@ -15,7 +15,7 @@ from pathlib import Path
 
 from edgereason import models
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
-from edgereason.bench.dataset import Problem, load_problems
+from edgereason.search.dataset import Problem, load_problems
 from edgereason.cli.common import add_search_args, beam_count, pull_progress, search_config
 from edgereason.cli.progress import bar, end_line, redraw
 from edgereason.errors import ConfigError, OutOfMemoryError

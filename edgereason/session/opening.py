@@ -115,7 +115,7 @@ def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress: Pull
                           "GGUF (its tokenizer and chat template) and --prm-base-url")
     settings = replace(settings, prm_format=choice.format)
     # before any pull: a server serving another model is one line naming it, not a failed search after a download
-    served.check_served_models(remote, settings.model, choice.name)
+    served.check_served_models(remote, settings.model, choice.name, gguf_on_disk)
     gen_path, prm_path = _model_paths(settings, choice, progress)
     verifier = served.open_verifier(prm_path, choice.format, remote.prm_endpoint)
     try:
@@ -136,6 +136,13 @@ def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress: Pull
         raise
     return Session(settings, generator, verifier, gen_path, prm_path,
                    backend="remote" if remote.generator is not None else "llamacpp")
+
+
+def gguf_on_disk(name: str, role: str) -> Path | None:
+    """The GGUF `name` names, checked; None for a registry model not pulled yet (a look-up that must not pull)."""
+    if name in models.REGISTRY and not models.is_cached(models.REGISTRY[name]):
+        return None
+    return models.resolve(name, allow_pull=False, role=role)
 
 
 def _model_paths(settings: ModelSettings, choice: PRMChoice, progress: PullProgress | None) -> tuple[Path, Path]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from edgereason.bench.dataset import Problem
+from edgereason.search.dataset import Problem
 from edgereason.config import SearchConfig
 from edgereason.engine.loop import Engine
 from edgereason.search.grading import answers_match

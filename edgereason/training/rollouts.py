@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from edgereason.bench.dataset import Problem
+from edgereason.search.dataset import Problem
 from edgereason.config import SearchConfig
 from edgereason.engine.loop import Engine
 from edgereason.search.grading import answers_match

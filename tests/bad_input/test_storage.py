@@ -48,7 +48,7 @@ from child_processes import (OFFLINE_INDEX, drain, edgereason, hanging_index, op
 from edgereason import models
 
 from edgereason.util import text
-from edgereason.bench.dataset import load_problems
+from edgereason.search.dataset import load_problems
 from edgereason.config import SearchConfig
 from edgereason.errors import ModelError
 from edgereason.engine.policy import Policy

@@ -9,7 +9,7 @@ import pytest
 
 from fakes import FakeGenerator, FakeVerifier
 
-from edgereason.bench.dataset import Problem
+from edgereason.search.dataset import Problem
 from edgereason.bench.plots import write_plots
 from edgereason.bench.report import print_table, write_results
 from edgereason.bench.runner import RunSpec, run_one

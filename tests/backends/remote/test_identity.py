@@ -19,6 +19,7 @@ from edgereason import models
 from edgereason.backends.llamacpp.model import load_vocab
 from edgereason.backends.remote.client import CompletionClient
 from edgereason.backends.remote.identity import PROBE, REGISTRY_PROBE_ENDS, check_served_model, served_tokens
+from edgereason.session.opening import gguf_on_disk
 from edgereason.backends.remote.settings import Endpoint
 from edgereason.errors import ConfigError
 
@@ -111,8 +112,8 @@ def test_llama_cpp_pythons_server_tokenizes_the_probe_as_the_gguf_does(server: L
 
 @pytest.mark.slow
 def test_the_served_model_named_passes_by_path_and_by_registry_name(server: LocalServer, smollm2_path: Path) -> None:
-    check_served_model(Endpoint(server.url), str(smollm2_path), "--model")
-    check_served_model(Endpoint(server.url), "smollm2-135m", "--model")
+    check_served_model(Endpoint(server.url), str(smollm2_path), "--model", gguf_on_disk)
+    check_served_model(Endpoint(server.url), "smollm2-135m", "--model", gguf_on_disk)
 
 
 @pytest.mark.slow
@@ -120,9 +121,9 @@ def test_a_registry_model_not_pulled_is_judged_without_pulling_it(server: LocalS
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))  # no model is on disk there
     monkeypatch.setattr(models, "pull", lambda *a, **k: pytest.fail("the check pulled a model"))
-    check_served_model(Endpoint(server.url), "smollm2-135m", "--model")  # its probe ends match: no false alarm
+    check_served_model(Endpoint(server.url), "smollm2-135m", "--model", gguf_on_disk)  # its probe ends match: no false alarm
     with pytest.raises(ConfigError, match=r"not that of qwen2\.5-coder-0\.5b; pass --prm naming"):
-        check_served_model(Endpoint(server.url), "qwen2.5-coder-0.5b", "--prm")
+        check_served_model(Endpoint(server.url), "qwen2.5-coder-0.5b", "--prm", gguf_on_disk)
 
 
 def test_every_registry_model_has_its_probe_ends(smollm2_path: Path) -> None:
@@ -191,9 +192,9 @@ def tokenizing(smollm2: Any) -> Iterator[str]:
 def test_llama_cpp_and_vllm_tokenize_endpoints_are_read(style: str, tokenizing: str, smollm2_path: Path,
                                                         other_gguf: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Tokenizing, "style", style)
-    check_served_model(Endpoint(tokenizing), str(smollm2_path), "--model")
+    check_served_model(Endpoint(tokenizing), str(smollm2_path), "--model", gguf_on_disk)
     with pytest.raises(ConfigError, match=r"serves 'SmolLM2-135M-Instruct', whose tokenizer is not that of "):
-        check_served_model(Endpoint(tokenizing), str(other_gguf), "--model")
+        check_served_model(Endpoint(tokenizing), str(other_gguf), "--model", gguf_on_disk)
 
 
 @pytest.mark.parametrize("style", ["none", "odd"])
@@ -206,4 +207,4 @@ def test_a_server_without_a_usable_tokenize_endpoint_is_not_judged(style: str, t
         assert client.stats.retries == 0  # an error answer there is no failure to retry
     finally:
         client.close()
-    check_served_model(Endpoint(tokenizing), str(other_gguf), "--model")  # no evidence: no alarm
+    check_served_model(Endpoint(tokenizing), str(other_gguf), "--model", gguf_on_disk)  # no evidence: no alarm

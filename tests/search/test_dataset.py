@@ -1,33 +1,14 @@
-"""Arrival times and dataset loading: the parts of a bench that need no model."""
+"""Benchmark and training problems from JSONL files: limits, offsets, and the lines no grader could use."""
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from edgereason.bench.arrivals import arrival_times, parse_rate
-from edgereason.bench.dataset import load_problems
 from edgereason.errors import ConfigError
-
-
-def test_poisson_mean_gap_matches_rate():
-    times = arrival_times(2000, 5.0, seed=7)
-    gaps = np.diff(np.concatenate([[0.0], times]))
-    assert abs(gaps.mean() - 0.2) < 0.2 * 0.05
-    assert np.all(gaps > 0)
-    assert np.array_equal(times, arrival_times(2000, 5.0, seed=7))
-
-
-def test_infinite_rate_arrives_at_once():
-    assert not arrival_times(5, math.inf, seed=0).any()
-    assert math.isinf(parse_rate("inf"))
-    for bad in ("0", "-1", "fast", "nan", "1e-300"):  # 1e-300: an OverflowError traceback in time.sleep
-        with pytest.raises(ConfigError):
-            parse_rate(bad)
+from edgereason.search.dataset import load_problems
 
 
 def test_dataset_limit_offset_and_errors(tmp_path):
