@@ -223,7 +223,7 @@ def file_sha256(path: Path) -> str:
     if not isinstance(known, dict):
         known = {}
     if key not in known:
-        known[key] = models._sha256(path)
+        known[key] = models.sha256(path)
         cache.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(cache, json.dumps(known))
     return known[key]

