@@ -20,8 +20,8 @@ from edgereason.bench.arrivals import parse_rate
 from edgereason.search.dataset import Problem, load_problems
 from edgereason.bench.report import prepare_out, print_compare, print_table, write_results
 from edgereason.bench.runner import RunInterrupted, RunSpec, rate_label, run_one
-from edgereason.cli.common import (add_model_args, add_search_args, add_switch_args, model_settings, policy_from,
-                                   pull_progress, search_config)
+from edgereason.cli.common import add_model_args, add_search_args, add_switch_args, model_settings, policy_from, search_config
+from edgereason.cli.progress import pull_progress
 from edgereason.cli.progress import bar, end_line
 from edgereason.config import STRATEGY_NAMES
 from edgereason.engine.loop import prompt_ids

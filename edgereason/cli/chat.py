@@ -8,9 +8,9 @@ import sys
 from typing import Callable
 
 import psutil
-
-from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, is_terminal, model_settings,
-                                   policy_from, recipe_search_config)
+from edgereason.cli.common import add_model_args, add_policy_arg, add_search_args, model_settings, policy_from
+from edgereason.cli.progress import is_terminal
+from edgereason.cli.recipe_use import recipe_search_config
 from edgereason.errors import ConfigError
 from edgereason.session.opening import Session, open_session
 

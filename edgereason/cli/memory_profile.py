@@ -10,7 +10,8 @@ from pathlib import Path
 
 from edgereason import models
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
-from edgereason.cli.common import beam_count, pull_progress
+from edgereason.cli.common import beam_count
+from edgereason.cli.progress import pull_progress
 from edgereason.errors import ConfigError
 from edgereason.memory.device import DEVICE_KINDS
 from edgereason.profiler.run import Profile, run_profile

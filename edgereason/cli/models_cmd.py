@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from edgereason import models
-from edgereason.cli.common import pull_progress
+from edgereason.cli.progress import pull_progress
 
 
 PATH_JSON_HELP = "print one JSON object, {\"name\": ..., \"path\": ...} (on a failure: error, exit_code)"

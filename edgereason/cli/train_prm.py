@@ -16,7 +16,8 @@ from pathlib import Path
 from edgereason import models
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
 from edgereason.search.dataset import Problem, load_problems
-from edgereason.cli.common import add_search_args, beam_count, pull_progress, search_config
+from edgereason.cli.common import add_search_args, beam_count, search_config
+from edgereason.cli.progress import pull_progress
 from edgereason.cli.progress import bar, end_line, redraw
 from edgereason.errors import ConfigError, OutOfMemoryError
 from edgereason.util.files import make_writable_folder

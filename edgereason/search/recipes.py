@@ -4,14 +4,14 @@ search measured at seconds a problem on a GPU and about a minute on a CPU (READM
 A recipe is taken whole or not at all: it was measured as one setting. Any PRM flag (`--prm`, `--prm-format`,
 `--prm-head`) or a remote backend means the user picks the verifier, and the plain recipe applies; the search flags
 (`--strategy`, `--vote`, `--beams`, `--temperature`) always override. Where the recipe's PRM cannot be had
-(offline), the plain recipe runs (edgereason/cli/common.py: recipe_search_config). `--width` and `--select` shape a
+(offline), the plain recipe runs (edgereason/cli/recipe_use.py: recipe_search_config). `--width` and `--select` shape a
 tree search only: where best-of-n runs, `solve` and `chat` say which of them were given to no use.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Mapping, NamedTuple
 
 from edgereason.config import STRATEGY_NAMES, VOTES
 
@@ -76,3 +76,22 @@ def recipe_for(generator: str, device: Device, prm_chosen: bool) -> Recipe:
     """The generator's recipe on this device (by registry name), or PLAIN where it has none or the user chose the
     PRM."""
     return PLAIN if prm_chosen else RECIPES.get((generator, device), PLAIN)
+
+
+def picks_verifier(prm: str | None, prm_format: str, prm_head: str | None, backend: str) -> bool:
+    """Whether the user chose the verifier (any PRM flag, or a served model): then the plain recipe applies."""
+    return prm is not None or prm_format != "auto" or prm_head is not None or backend != "llamacpp"
+
+
+class RecipeFill(NamedTuple):
+    values: dict[str, Any]  # the recipe's fields the user left unset, and the tree flags' defaults where unset
+    filled: tuple[str, ...]  # the recipe fields among them
+    tree_flags: tuple[str, ...]  # the tree flags (width, select) the user gave
+
+
+def fill_unset(recipe: Recipe, given: Mapping[str, Any], tree_defaults: Mapping[str, Any]) -> RecipeFill:
+    """What the recipe sets: each of its FIELDS the user left unset (None); unset tree flags get their defaults."""
+    filled = tuple(f for f in FIELDS if given.get(f) is None and getattr(recipe, f) is not None)
+    values = {f: getattr(recipe, f) for f in filled}
+    values |= {f: v for f, v in tree_defaults.items() if given.get(f) is None}
+    return RecipeFill(values, filled, tuple(f for f in tree_defaults if given.get(f) is not None))

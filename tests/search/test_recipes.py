@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from edgereason import models
-from edgereason.cli.common import apply_recipe, recipe_device, recipe_search_config
+from edgereason.cli.recipe_use import apply_recipe, recipe_device, recipe_search_config
 from edgereason.cli.main import build_parser
 from edgereason.errors import ConfigError, ModelError
 from edgereason.search.recipes import PLAIN, RECIPES, Recipe, recipe_for
@@ -68,7 +68,7 @@ def test_the_device_is_where_the_session_puts_the_layers(monkeypatch):
     assert recipe_device(build_parser().parse_args(["solve", "1+1", "--gpu-layers", "999"])) == "gpu"
     # unset: all layers where a CUDA build sees a GPU, none elsewhere (edgereason/session/gpu.py decides, as for the session)
     for layers, device in ((999, "gpu"), (0, "cpu")):
-        monkeypatch.setattr("edgereason.cli.common.default_gpu_layers", lambda backend, n=layers: n)
+        monkeypatch.setattr("edgereason.cli.recipe_use.default_gpu_layers", lambda backend, n=layers: n)
         assert recipe_device(build_parser().parse_args(["solve", "1+1"])) == device
 
 
