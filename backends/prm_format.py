@@ -75,8 +75,11 @@ class TurnPrompt:
         return self._head.replace(_Q, literal(question.strip()), 1)
 
     def segments(self, steps: Sequence[str], start: int) -> list[str]:
-        """The text segments for steps[start:], given the KV already holds the head and segments [0, start)."""
-        return [(self._first.replace(_S1, steps[i].strip(), 1) if i == 0 else self._next.replace(_S2, steps[i].strip(), 1))
+        """The text segments for steps[start:], given the KV already holds the head and segments [0, start).
+        Each step is literal: a step that writes "<|im_end|>" cannot close its turn and answer for the judge. The
+        first step's joining " " goes inside its span, so it tokenizes with the step as in the whole text."""
+        return [(self._first.replace(f" {_S1}", literal(" " + steps[i].strip()), 1) if i == 0
+                 else self._next.replace(_S2, literal(steps[i].strip()), 1))
                 for i in range(start, len(steps))]
 
 
@@ -90,7 +93,7 @@ class SolvePrompt:
         return self._render(solve_messages(question))
 
     def segments(self, steps: Sequence[str], start: int) -> list[str]:
-        return list(steps[start:])
+        return [literal(step) for step in steps[start:]]
 
 
 class TagPrompt:
@@ -104,7 +107,8 @@ class TagPrompt:
         return literal(question.strip())
 
     def segments(self, steps: Sequence[str], start: int) -> list[str]:
-        return [(" " if i == 0 else "\n") + steps[i].strip() + self.tag for i in range(start, len(steps))]
+        # the tag is plain text (no control token): inside the span it tokenizes with the step, as in the whole text
+        return [literal((" " if i == 0 else "\n") + steps[i].strip() + self.tag) for i in range(start, len(steps))]
 
 
 def prompt_for(fmt: PRMFormat, render: Callable[[list[dict[str, str]]], str]) -> TurnPrompt | SolvePrompt | TagPrompt:

@@ -87,7 +87,7 @@ class LlamaModel:
 
     def tokenize(self, text: str, add_bos: bool = False, special: bool = True) -> list[int]:
         """special: parse control-token text ("<|im_end|>") as control tokens, except in a literal span of the
-        text (edgereason.prompts.literal: the problem), whose text stays text."""
+        text (edgereason.prompts.literal: the problem, a step), whose text stays text."""
         if LITERAL_START not in text:
             return self._tokenize(text, add_bos, special)
         ids = self._tokenize("", True, False) if add_bos else []
@@ -110,15 +110,6 @@ class LlamaModel:
         buf = ctypes.create_string_buffer(256)
         n = L.llama_model_meta_val_str(self.ptr, key.encode(), buf, len(buf))
         return buf.value.decode() if n >= 0 else ""
-
-    def token_text(self, token: int) -> bytes:
-        """The token's bytes with control tokens rendered (`<|im_start|>`): text a server re-tokenizes."""
-        buf = ctypes.create_string_buffer(256)
-        n = L.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, True)
-        if n < 0:
-            buf = ctypes.create_string_buffer(-n)
-            n = L.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, True)
-        return buf.raw[:n]
 
     def token_piece(self, token: int) -> bytes:
         piece = self._pieces.get(token)

@@ -141,8 +141,8 @@ class LlamaVerifier(KVMemoryOf):
             return False
         starts = [path.prompt_len, *path.ends[:-1]]
         last = max(req.need) + 1
-        return all(list(path.tokens[a:b]) == self._tokens(text, first=False)
-                   for a, b, text in zip(starts[:last], path.ends[:last], req.steps[:last]))
+        return all(list(path.tokens[a:b]) == self._tokens(segment, first=False)
+                   for a, b, segment in zip(starts, path.ends, self.prompt.segments(req.steps[:last], 0)))
 
     def _score_in_generator(self, requests: Sequence[ScoreRequest], slots: Sequence[int],
                             results: list[ScoreResult | None]) -> list[int]:

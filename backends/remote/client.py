@@ -200,4 +200,7 @@ def _hint(status: int) -> str:
         return " (check --base-url and --served-model)"
     if status in (401, 403):
         return " (check --api-key-env)"
+    if status == 422:  # FastAPI's refusal of a body's fields: a prompt sent as token ids, for one
+        return (" (prompts go as token ids; llama-cpp-python's own server takes them only as "
+                "python -m edgereason.backends.remote.llamacpp_server)")
     return ""

@@ -95,6 +95,18 @@ def test_4xx_is_not_retried(scripted: str) -> None:
         client.close()
 
 
+def test_a_server_that_refuses_token_id_prompts_is_told_which_server_takes_them(scripted: str) -> None:
+    """llama-cpp-python's stock server answers a prompt of token ids with 422; its message names a type, not why."""
+    Scripted.script = [422]
+    client = CompletionClient(Endpoint(scripted, model="m", retries=3))
+    try:
+        with pytest.raises(RemoteError, match=r"\(HTTP 422\): scripted 422 \(prompts go as token ids; .* "
+                                              r"python -m edgereason.backends.remote.llamacpp_server\)$"):
+            client.complete([{"prompt": [1, 2, 3]}])
+    finally:
+        client.close()
+
+
 def test_a_server_that_is_down_is_one_line_and_fast() -> None:
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     t0 = time.monotonic()
