@@ -21,7 +21,7 @@ from edgereason.errors import ConfigError
 from edgereason.engine.events import Emitter, Listener, NodeAdded, Progress, RequestDone
 from edgereason.engine.kv_room import KVRoom
 from edgereason.engine.policy import Policy
-from edgereason.prompts import solve_messages
+from edgereason.prompts import literal, solve_messages
 from edgereason.protocols import BatchEntry, Generator, Verifier
 from edgereason.engine.request import Request, RequestStatus
 from edgereason.engine.result import SearchResult, build_result, completed_reason
@@ -38,7 +38,8 @@ def prompt_ids(generator: Generator, question: str, prefix: str = "") -> list[in
     generator cannot hold. A bench checks its problems with it before the first run, not mid-run."""
     if not question.strip():
         raise ConfigError("the problem is empty; pass the problem text (or - to read it from stdin)")
-    prompt = generator.tokenize(generator.apply_chat_template(solve_messages(question)) + prefix)
+    # the prefix is model-written text: read as text, like the problem (prompts.literal)
+    prompt = generator.tokenize(generator.apply_chat_template(solve_messages(question)) + (literal(prefix) if prefix else ""))
     trained = generator.context_length
     if len(prompt) + 16 > trained:
         raise ConfigError(f"the problem is {len(prompt)} tokens but the generator {generator.name} was "
