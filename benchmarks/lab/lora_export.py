@@ -1,7 +1,7 @@
 """A fine-tuned verifier as a value head llama.cpp runs (design.md section 2, "LoRA heads").
 
 The verifier is LoRA on the backbone's attention (and optionally MLP) projections plus a linear readout v.h + c of
-the final hidden state h (benchmarks/finetune_verifier.py trains it in torch). llama.cpp runs the LoRA as a GGUF
+the final hidden state h (benchmarks/lab/finetune_verifier.py trains it in torch). llama.cpp runs the LoRA as a GGUF
 adapter on the verifier's own context. The readout becomes an ordinary linear head over the logits of the head's
 token set: those logits are z = W_S h (W_S [k, n_embd], the tokens' rows of the GGUF's output matrix, full column
 rank), so u = pinv(W_S)^T v gives u.z = v.h exactly.

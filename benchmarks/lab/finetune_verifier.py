@@ -14,10 +14,10 @@ it):
     weighted vote with the step scores added up as --agg last/min/mean), beside the majority vote and a right
     answer among the paths.
 
-  python3 -m benchmarks.finetune_verifier --model Q15.gguf --head edgereason/heads/qwen2.5-coder-1.5b.safetensors \
+  python3 -m benchmarks.lab.finetune_verifier --model Q15.gguf --head edgereason/heads/qwen2.5-coder-1.5b.safetensors \
       --rollouts R15.jsonl.gz --shards 16 --extra R05.jsonl.gz --out DIR      (--epochs 0: the head alone)
 DIR/report.json is rewritten after every reading; DIR/scores-*.jsonl.gz hold every path's step scores, and
-DIR/lora.safetensors the fine-tuned weights of the last epoch, which benchmarks/export_lora_head.py turns into a
+DIR/lora.safetensors the fine-tuned weights of the last epoch, which benchmarks/lab/export_lora_head.py turns into a
 head llama.cpp runs. (From the repository root, as a module.)
 """
 
@@ -35,14 +35,15 @@ from edgereason import models  # first: edgereason loads llama.cpp before numpy 
 
 import numpy as np
 from edgereason.backends.transformers.loader import load_checkpoint
-from edgereason.jsonl import read_jsonl, write_jsonl_gz
-from edgereason.training.lora import TARGETS, add_lora
+from edgereason.jsonl import read_jsonl
 from edgereason.training.metrics import auc, within_auc
 from edgereason.training.report import clean, write_report
 from edgereason.training.train import step_groups
 from edgereason.value_head import load_head
 
-from benchmarks.path_likelihood import prompt_text, validation_rows, votes
+from benchmarks.lab.jsonl_gz import write_jsonl_gz
+from benchmarks.lab.lora import TARGETS, add_lora
+from benchmarks.lab.path_likelihood import prompt_text, validation_rows, votes
 
 
 def encode(tokenizer, row: dict, path: dict) -> tuple[list[int], list[int]]:
