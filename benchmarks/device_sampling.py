@@ -21,11 +21,11 @@ import time
 from pathlib import Path
 
 from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
-from edgereason.gpu import DEFAULT_TOP_K
+from edgereason.session.gpu import DEFAULT_TOP_K
 from edgereason.backends.llamacpp.generator import LlamaGenerator
 from edgereason.backends.llamacpp.model import load_model
 from edgereason.backends.llamacpp.runtime import DecodeItem
-from edgereason.bench.dataset import load_problems
+from edgereason.search.dataset import load_problems
 from edgereason.config import SamplingParams
 from edgereason.prompts import solve_messages
 from edgereason.protocols import BatchEntry

@@ -12,7 +12,7 @@ import numpy as np
 
 from edgereason.config import SamplingParams
 from edgereason.protocols import BatchEntry, ScoreRequest, ScoreResult, VerifierStats
-from edgereason.sampling import sample
+from edgereason.backends.llamacpp.sampling import sample
 
 VOCAB = 12
 

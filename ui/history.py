@@ -9,8 +9,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from edgereason import models
-from edgereason.jsonl import append_line
-from edgereason.result import SearchResult
+from edgereason.util.jsonl import append_line
+from edgereason.engine.result import SearchResult
 
 
 @dataclass
@@ -43,7 +43,7 @@ class History:
         self.path = path or models.home() / "history.jsonl"
 
     def append(self, entry: HistoryEntry) -> None:
-        """Crash-safe: the rules of `edgereason.jsonl.append_line`."""
+        """Crash-safe: the rules of `edgereason.util.jsonl.append_line`."""
         append_line(self.path, asdict(entry))
 
     def load(self) -> list[HistoryEntry]:

@@ -12,10 +12,10 @@ from typing import Callable
 from textual.message import Message
 
 from edgereason.config import SearchConfig
-from edgereason.engine import Engine
+from edgereason.engine.loop import Engine
 from edgereason.errors import EdgeReasonError
-from edgereason.policy import Policy
-from edgereason.session import Session
+from edgereason.engine.policy import Policy
+from edgereason.session.opening import Session
 from edgereason.ui.messages import EngineEvent, RunnerFailed, RunnerStatus
 from edgereason.ui.relay import EventRelay
 

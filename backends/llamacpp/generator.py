@@ -14,7 +14,7 @@ from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.llamacpp.runtime import SEQ_SLOTS, DecodeItem, KVContext, KVMemoryOf
 from edgereason.config import SamplingParams
 from edgereason.protocols import BatchEntry, SeqId
-from edgereason.sampling import by_id, sample, sample_rows
+from edgereason.backends.llamacpp.sampling import by_id, sample, sample_rows
 
 
 class LlamaGenerator(KVMemoryOf):

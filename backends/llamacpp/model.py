@@ -13,7 +13,8 @@ from typing import Iterable, Sequence
 
 import llama_cpp.llama_cpp as L
 
-from edgereason import interrupts
+from edgereason.config import physical_cores  # noqa: F401  (the backend's callers read it here)
+from edgereason.util import interrupts
 from edgereason.errors import ModelError
 from edgereason.prompts import LITERAL_START, literal_spans
 
@@ -29,15 +30,6 @@ def _init_backend() -> None:
         L.llama_log_set(_silenced_cb, ctypes.c_void_p(0))
         L.llama_backend_init()
         _backend_ready = True
-
-
-def physical_cores() -> int:
-    try:
-        import psutil
-
-        return psutil.cpu_count(logical=False) or os.cpu_count() or 1
-    except ImportError:  # psutil is a dependency; this only guards odd installs
-        return os.cpu_count() or 1
 
 
 @lru_cache(maxsize=1)

@@ -13,7 +13,7 @@ from typing import Callable, Iterable, NamedTuple, Sequence
 import numpy as np
 import llama_cpp.llama_cpp as L
 
-from edgereason import interrupts
+from edgereason.util import interrupts
 from edgereason.backends.llamacpp.device_sampling import Candidates, TopKSamplers
 from edgereason.backends.llamacpp.layer_capture import LayerCapture
 from edgereason.backends.llamacpp.model import LlamaModel, physical_cores

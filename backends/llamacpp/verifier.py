@@ -24,7 +24,7 @@ from edgereason.backends.llamacpp.runtime import SEQ_SLOTS, DecodeItem, KVContex
 from edgereason.backends.prm_format import PRMFormat, prompt_for
 from edgereason.errors import ConfigError, OutOfMemoryError
 from edgereason.protocols import ScoreRequest, ScoreResult, VerifierStats
-from edgereason.value_head import ValueHead, head_features
+from edgereason.heads.value_head import ValueHead, head_features
 
 
 @dataclass

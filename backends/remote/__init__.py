@@ -15,6 +15,7 @@ from edgereason.backends.llamacpp.model import load_vocab
 from edgereason.backends.prm_format import prm_format
 from edgereason.backends.remote.client import CompletionClient, RemoteError
 from edgereason.backends.remote.generator import RemoteGenerator
+from edgereason.backends.remote.identity import check_served_models
 from edgereason.backends.remote.verifier import TOP_LOGPROBS, RemoteVerifier
 from edgereason.backends.remote.settings import DEFAULT_STEP_TOKENS, Endpoint, RemoteSettings
 
@@ -43,4 +44,4 @@ def open_verifier(vocab_path: Path, prm_format_name: str, endpoint: Endpoint,
 
 
 __all__ = ["CompletionClient", "Endpoint", "RemoteError", "RemoteGenerator", "RemoteSettings", "RemoteVerifier",
-           "open_generator", "open_verifier"]
+           "check_served_models", "open_generator", "open_verifier"]

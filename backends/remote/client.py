@@ -87,6 +87,11 @@ class CompletionClient:
             self.stats.per_batch.append(len(bodies))
             self.stats.wait_s += time.perf_counter() - t0
 
+    def ask(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        """POST `body` to an endpoint the server may not have (`/tokenize`): None where it answers 4xx or 5xx, or
+        with something other than JSON. A server that cannot be reached is still an error."""
+        return self._call(self._request("POST", path, body, optional=True), self.endpoint.deadline_s)
+
     def close(self) -> None:
         if self._loop.is_closed():
             return
@@ -132,7 +137,8 @@ class CompletionClient:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _request(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+    async def _request(self, method: str, path: str, body: dict[str, Any] | None,
+                       optional: bool = False) -> dict[str, Any] | None:
         e = self.endpoint
         last = ""
         for attempt in range(e.retries + 1):
@@ -148,6 +154,8 @@ class CompletionClient:
                 last = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
                 continue
             self.stats.requests += 1
+            if optional and response.status_code >= 400:  # an endpoint it lacks, or reads otherwise: not retried
+                return None
             if response.status_code >= 500:
                 last = f"HTTP {response.status_code}: {_message(response)}"
                 continue
@@ -157,6 +165,8 @@ class CompletionClient:
             try:
                 answer = response.json()
             except ValueError:
+                if optional:
+                    return None
                 raise RemoteError(f"the server at {e.root} answered {path} with something other than JSON; is "
                                   "it an OpenAI-compatible server?") from None
             usage = answer.get("usage") or {}

@@ -32,7 +32,7 @@ from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.remote.client import CompletionClient, RemoteError
 from edgereason.config import SamplingParams
 from edgereason.protocols import BatchEntry, SeqId
-from edgereason.tree import STEP_END, mix_seed
+from edgereason.config import STEP_END, mix_seed
 
 STEP_STOP = STEP_END.decode()
 SEED_MASK = 0x7FFFFFFF  # servers take a signed 32-bit seed

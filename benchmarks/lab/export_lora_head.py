@@ -18,7 +18,7 @@ from edgereason import models  # first: edgereason loads llama.cpp before numpy 
 
 import numpy as np
 from benchmarks.lab.lora_export import export_lora_head
-from edgereason.value_head import load_head
+from edgereason.heads.value_head import load_head
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgereason.grading import answers_match
+from edgereason.search.grading import answers_match
 from edgereason.training.metrics import within_auc
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # benchmarks/: merge_shards

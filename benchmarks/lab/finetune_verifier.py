@@ -35,11 +35,11 @@ from edgereason import models  # first: edgereason loads llama.cpp before numpy 
 
 import numpy as np
 from edgereason.backends.transformers.loader import load_checkpoint
-from edgereason.jsonl import read_jsonl
+from edgereason.heads.value_head import load_head
 from edgereason.training.metrics import auc, within_auc
-from edgereason.training.report import clean, write_report
+from edgereason.training.report import write_report
 from edgereason.training.train import step_groups
-from edgereason.value_head import load_head
+from edgereason.util.jsonl import read_jsonl, without_nan
 
 from benchmarks.lab.jsonl_gz import write_jsonl_gz
 from benchmarks.lab.lora import TARGETS, add_lora
@@ -190,7 +190,7 @@ class Study:
         self.report["readings"][name] = reading(lines)
         write_jsonl_gz(self.out / f"scores-{name}.jsonl.gz", lines)
         write_report(self.out / "report.json", self.report)  # undefined AUCs (one class) as null: the head keeps it
-        self.log(f"{name}: {json.dumps(clean(self.report['readings'][name]))}")
+        self.log(f"{name}: {json.dumps(without_nan(self.report['readings'][name]))}")
 
     def training_paths(self) -> list[dict]:
         """The paths of the head's training problems, and of the extra rollouts less its validation problems."""

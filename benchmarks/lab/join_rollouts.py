@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from edgereason.jsonl import read_jsonl
+from edgereason.util.jsonl import read_jsonl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: run as a script, too
 from benchmarks.lab.jsonl_gz import write_jsonl_gz  # noqa: E402

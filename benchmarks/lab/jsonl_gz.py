@@ -1,14 +1,14 @@
 """Whole gzip-compressed JSONL files of rows (joined rollouts, a verifier's scores), written whole or not at all;
-edgereason.jsonl.read_jsonl reads them back."""
+edgereason.util.jsonl.read_jsonl reads them back."""
 
 from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
-from edgereason.files import write_atomic
+from edgereason.util.files import write_atomic
 
 
 def write_jsonl_gz(path: Path, rows: Iterable[dict]) -> None:

@@ -27,9 +27,9 @@ from pathlib import Path
 from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
 
 import numpy as np
-from edgereason.jsonl import read_jsonl
+from edgereason.util.jsonl import read_jsonl
 from edgereason.training import features as feats
-from edgereason.value_head import Backbone, feature_tokens
+from edgereason.heads.value_head import Backbone, feature_tokens
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "benchmarks" / "results" / "head-qwen2.5-coder-0.5b"

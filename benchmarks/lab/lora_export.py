@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edgereason.files import write_atomic
-from edgereason.value_head import Adapter, Backbone, ValueHead, file_sha256, head_paths, save_head
+from edgereason.heads.value_head import Adapter, Backbone, ValueHead, file_sha256, head_paths, save_head
+from edgereason.util.files import write_atomic
 
 # Hugging Face module names (Qwen2/Llama) -> GGUF tensor names, as llama.cpp's convert_lora_to_gguf.py maps them
 _GGUF_NAMES = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",

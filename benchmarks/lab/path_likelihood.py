@@ -31,14 +31,14 @@ from pathlib import Path
 from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
 
 import numpy as np
-from edgereason.grading import answers_match
-from edgereason.jsonl import read_jsonl
+from edgereason.search.grading import answers_match
+from edgereason.util.jsonl import read_jsonl
 from edgereason.prompts import SYSTEM_PROMPT
-from edgereason.result import FinalPath, vote
+from edgereason.engine.result import FinalPath, vote
 from edgereason.training.metrics import within_auc
 from edgereason.training.train import split_by_problem
 from edgereason.tree import aggregate
-from edgereason.value_head import load_head
+from edgereason.heads.value_head import load_head
 
 REPO = Path(__file__).resolve().parents[2]
 ROLLOUTS = REPO / "benchmarks/results/head-qwen2.5-coder-0.5b/rollouts-qwen2.5-coder-0.5b.jsonl.gz"

@@ -14,7 +14,7 @@ from pathlib import Path
 from edgereason import models  # noqa: F401  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
 
 import numpy as np
-from edgereason.jsonl import read_jsonl
+from edgereason.util.jsonl import read_jsonl
 
 from benchmarks.lab.finetune_verifier import reading
 

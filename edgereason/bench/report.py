@@ -12,7 +12,7 @@ from typing import Iterable, NamedTuple, TextIO
 import numpy as np
 
 from edgereason.errors import ConfigError
-from edgereason.files import make_writable_folder, write_text_atomic
+from edgereason.util.files import make_writable_folder, write_text_atomic
 
 RunKey = tuple[str, int, str]
 

@@ -14,14 +14,14 @@ from typing import Callable
 import numpy as np
 
 from edgereason.bench.arrivals import arrival_times
-from edgereason.bench.dataset import Problem
+from edgereason.search.dataset import Problem
 from edgereason.config import SearchConfig
-from edgereason.engine import Engine
-from edgereason.grading import answers_match
-from edgereason.policy import Policy
-from edgereason.policy_auto import is_auto
-from edgereason.request import Request
-from edgereason.session import Session
+from edgereason.engine.loop import Engine
+from edgereason.search.grading import answers_match
+from edgereason.engine.policy import Policy
+from edgereason.session.auto_policy import is_auto
+from edgereason.engine.request import Request
+from edgereason.session.opening import Session
 
 Progress = Callable[[int, int], None]
 

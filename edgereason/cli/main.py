@@ -9,7 +9,9 @@ import signal
 import sys
 from typing import NoReturn
 
-from edgereason import __version__, interrupts
+from edgereason import __version__
+
+from edgereason.util import interrupts
 from edgereason.errors import EdgeReasonError
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Callable, TextIO
 
-from edgereason.events import Event, Progress
+from edgereason.engine.events import Event, Progress
 
 _open_line = ""  # the progress line on stderr that has no newline yet
 
@@ -68,3 +68,17 @@ class SearchProgress:
             self._write("")
             print("\r", end="", file=self.stream, flush=True)
             self._width = 0
+
+
+def is_terminal(stream: TextIO | None) -> bool:
+    return stream is not None and stream.isatty()  # None: the stream was closed when the process started
+
+
+def pull_progress(label: str, done: int, total: int) -> None:
+    """Progress for a first-use model download, on stderr so JSON output stays clean: one line, rewritten in
+    place until the pull ends."""
+    width = 24
+    filled = int(width * done / max(1, total))
+    redraw(f"pulling model: [{'#' * filled}{'.' * (width - filled)}] {label}")
+    if done >= total:
+        end_line()

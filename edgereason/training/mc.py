@@ -10,12 +10,12 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from edgereason.bench.dataset import Problem
+from edgereason.search.dataset import Problem
 from edgereason.config import SearchConfig
-from edgereason.engine import Engine
-from edgereason.grading import answers_match
-from edgereason.result import SearchResult
-from edgereason.jsonl import append_line, read_jsonl
+from edgereason.engine.loop import Engine
+from edgereason.search.grading import answers_match
+from edgereason.engine.result import SearchResult
+from edgereason.util.jsonl import append_line, read_jsonl
 from edgereason.training.rollouts import Job, Progress, run_jobs
 
 

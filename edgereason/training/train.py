@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from edgereason.errors import ConfigError
+from edgereason.heads.value_head import Backbone, ValueHead
 from edgereason.training.metrics import auc, calibration, within_auc
-from edgereason.value_head import Backbone, ValueHead
 
 if TYPE_CHECKING:  # torch is the optional [torch] extra: imported where training runs
     import torch

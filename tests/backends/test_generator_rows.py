@@ -9,8 +9,8 @@ import pytest
 from edgereason.backends.llamacpp import LlamaVerifier, open_models
 from edgereason.backends.prm_format import PRM_FORMATS
 from edgereason.config import SamplingParams, SearchConfig
-from edgereason.engine import Engine
-from edgereason.policy import PRESETS
+from edgereason.engine.loop import Engine
+from edgereason.engine.policy import PRESETS
 from edgereason.prompts import solve_messages
 from edgereason.protocols import BatchEntry, GeneratorPath, ScoreRequest
 from tests.backends.test_llamacpp_verifier import STEPS, Q, _random_head

@@ -91,7 +91,7 @@ def test_lru_drops_held_paths_under_memory_pressure(smollm2):
 def _random_head(model):
     import numpy as np
 
-    from edgereason.value_head import Backbone, ValueHead, feature_tokens, file_sha256
+    from edgereason.heads.value_head import Backbone, ValueHead, feature_tokens, file_sha256
 
     tokens = feature_tokens(model.n_vocab, 16, model.eog_ids)
     rng = np.random.default_rng(0)
@@ -134,7 +134,7 @@ def test_head_format_scores_step_by_step_as_whole(smollm2, flash_attn, tolerance
 def _layer_head(model, layers: tuple[int, ...]):
     import numpy as np
 
-    from edgereason.value_head import Backbone, ValueHead, file_sha256
+    from edgereason.heads.value_head import Backbone, ValueHead, file_sha256
 
     rng = np.random.default_rng(1)
     d = model.n_embd * len(layers)
@@ -193,7 +193,7 @@ def test_head_for_another_backbone_is_refused(smollm2, tmp_path):
     from dataclasses import replace
 
     from edgereason.errors import ConfigError
-    from edgereason.value_head import Backbone
+    from edgereason.heads.value_head import Backbone
 
     head = replace(_random_head(smollm2), backbone=Backbone("qwen", "qwen.gguf", "f" * 64))
     with pytest.raises(ConfigError, match="trained on qwen"):

@@ -275,7 +275,7 @@ def test_cuda_requested_without_cuda(monkeypatch):
 ])
 def test_cli_says_it_in_one_line(argv, says, capsys, smollm2_path, tiny_hf_path, tmp_path, monkeypatch):
     from edgereason.cli.main import main
-    from edgereason.value_head import Backbone, ValueHead, save_head
+    from edgereason.heads.value_head import Backbone, ValueHead, save_head
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on this CPU machine, on any machine
     (tmp_path / "notes").mkdir()

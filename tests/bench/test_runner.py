@@ -9,13 +9,14 @@ import pytest
 
 from fakes import FakeGenerator, FakeVerifier
 
-from edgereason.bench.dataset import Problem
+from edgereason.search.dataset import Problem
 from edgereason.bench.plots import write_plots
 from edgereason.bench.report import print_table, write_results
 from edgereason.bench.runner import RunSpec, run_one
 from edgereason.config import SearchConfig
-from edgereason.policy import parse_policy
-from edgereason.session import ModelSettings, Session
+from edgereason.engine.policy import parse_policy
+from edgereason.session.opening import Session
+from edgereason.session.settings import ModelSettings
 
 PROBLEMS = [Problem(f"p{i}", f"question {i}", "1") for i in range(4)]
 
@@ -49,7 +50,7 @@ def test_runs_at_two_rates_aggregate_and_plot(tmp_path):
 
 
 def test_concurrency_limit_serves_requests_one_at_a_time(monkeypatch):
-    from edgereason.engine import Engine
+    from edgereason.engine.loop import Engine
 
     in_flight = []
     step = Engine.step

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.lab.jsonl_gz import write_jsonl_gz
-from edgereason.jsonl import read_jsonl
+from edgereason.util.jsonl import read_jsonl
 
 ROWS = [{"id": str(i), "text": f"step {i} é"} for i in range(200)]
 

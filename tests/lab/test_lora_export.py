@@ -39,13 +39,13 @@ def test_llamacpp_runs_the_exported_head_as_torch_runs_the_lora(smollm2, smollm2
     llama.cpp (the exported adapter and head) score the same steps alike, and far from the backbone without it:
     the adapter's names, shapes, transposition and alpha / r scale all match, on the MLP's projections too."""
     import torch
+    from smollm2_lora import lora_head
 
     from benchmarks.lab.lora import add_lora
     from edgereason.backends.llamacpp import LlamaVerifier
     from edgereason.backends.prm_format import PRM_FORMATS
     from edgereason.backends.transformers.loader import load_checkpoint
     from edgereason.protocols import ScoreRequest
-    from smollm2_lora import lora_head
 
     head, tensors = lora_head(smollm2, tmp_path, scale=scale, targets=targets)
     q = "Janet has 16 eggs and eats 3. How many are left?"

@@ -13,8 +13,9 @@ from textual.widgets import Input
 from fakes import FakeGenerator, FakeVerifier
 
 from edgereason.config import SearchConfig
-from edgereason.policy import Policy
-from edgereason.session import ModelSettings, Session
+from edgereason.engine.policy import Policy
+from edgereason.session.opening import Session
+from edgereason.session.settings import ModelSettings
 from edgereason.ui.app import ChatApp
 from edgereason.ui.history import History, HistoryEntry
 

@@ -14,9 +14,9 @@ from edgereason.backends.llamacpp.model import load_vocab
 from edgereason.backends.remote import Endpoint, RemoteError, open_generator, open_verifier
 from edgereason.backends.remote.generator import RemoteGenerator
 from edgereason.config import SamplingParams, SearchConfig
-from edgereason.engine import Engine
-from edgereason.events import NodeScored
-from edgereason.policy import parse_policy
+from edgereason.engine.loop import Engine
+from edgereason.engine.events import NodeScored
+from edgereason.engine.policy import parse_policy
 from edgereason.protocols import BatchEntry
 
 from remote_server import LocalServer
