@@ -1,5 +1,5 @@
 """Append-only JSONL files that a crash cannot corrupt beyond the line being written (chat history, rollouts),
-their reader, which skips such a line, and whole gzip-compressed files of rows (joined rollouts, scores)."""
+and their reader, which skips such a line and reads gzip-compressed files too (the committed rollouts)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import math
 import os
 import zlib
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterator
 
 from edgereason.errors import ConfigError
-from edgereason.util.files import write_atomic
 
 
 def append_line(path: Path, row: dict) -> None:
@@ -55,15 +54,6 @@ def read_jsonl(path: Path) -> Iterator[dict]:
     except (gzip.BadGzipFile, zlib.error) as e:
         raise ConfigError(f"cannot read {path}: {e}; a .gz file must be gzip-compressed JSONL (decompress it, or "
                           "rename it without .gz if it is plain)") from None
-
-
-def write_jsonl_gz(path: Path, rows: Iterable[dict]) -> None:
-    """`rows` as gzip-compressed JSONL, written whole or not at all (read_jsonl reads it back)."""
-    def write(tmp: Path) -> None:
-        with gzip.open(tmp, "wt", encoding="utf-8") as f:
-            f.writelines(json.dumps(row) + "\n" for row in rows)
-
-    write_atomic(path, write)
 
 
 def without_nan(value: object) -> object:

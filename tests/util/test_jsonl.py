@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from edgereason.errors import ConfigError
-from edgereason.util.jsonl import append_line, read_jsonl, write_jsonl_gz
+from edgereason.util.jsonl import append_line, read_jsonl
 
 ROWS = [{"id": str(i), "text": f"step {i} é"} for i in range(200)]
 
@@ -57,17 +57,3 @@ def test_a_gz_file_that_is_not_gzip_or_is_damaged_is_one_clear_error(tmp_path: P
     expected = f"cannot read {re.escape(str(path))}: .*{says}.*a .gz file must be gzip-compressed JSONL"
     with pytest.raises(ConfigError, match=expected):
         list(read_jsonl(path))
-
-
-def test_rows_written_gzip_compressed_read_back_and_a_failed_write_leaves_the_old_file(tmp_path: Path):
-    path = tmp_path / "rows.jsonl.gz"
-    write_jsonl_gz(path, ROWS)
-    assert path.read_bytes()[:2] == b"\x1f\x8b" and list(read_jsonl(path)) == ROWS  # gzip's magic
-
-    def rows_then_a_crash():
-        yield ROWS[0]
-        raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        write_jsonl_gz(path, rows_then_a_crash())
-    assert list(read_jsonl(path)) == ROWS and [p.name for p in tmp_path.iterdir()] == ["rows.jsonl.gz"]

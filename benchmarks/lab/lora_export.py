@@ -1,7 +1,7 @@
 """A fine-tuned verifier as a value head llama.cpp runs (design.md section 2, "LoRA heads").
 
 The verifier is LoRA on the backbone's attention (and optionally MLP) projections plus a linear readout v.h + c of
-the final hidden state h (benchmarks/finetune_verifier.py trains it in torch). llama.cpp runs the LoRA as a GGUF
+the final hidden state h (benchmarks/lab/finetune_verifier.py trains it in torch). llama.cpp runs the LoRA as a GGUF
 adapter on the verifier's own context. The readout becomes an ordinary linear head over the logits of the head's
 token set: those logits are z = W_S h (W_S [k, n_embd], the tokens' rows of the GGUF's output matrix, full column
 rank), so u = pinv(W_S)^T v gives u.z = v.h exactly.
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edgereason.util.files import write_atomic
 from edgereason.heads.value_head import Adapter, Backbone, ValueHead, file_sha256, head_paths, save_head
+from edgereason.util.files import write_atomic
 
 # Hugging Face module names (Qwen2/Llama) -> GGUF tensor names, as llama.cpp's convert_lora_to_gguf.py maps them
 _GGUF_NAMES = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",

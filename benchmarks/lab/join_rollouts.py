@@ -1,15 +1,19 @@
 """Join the rollout shards of time-boxed `train-prm --phases rollouts` processes into one gzip-compressed JSONL: the
 problems each finished (status done), whole lines only (a process its box stopped may leave its last line cut).
 
-  python3 benchmarks/join_rollouts.py OUT.jsonl.gz SHARD.jsonl [SHARD.jsonl ...]
+  python3 benchmarks/lab/join_rollouts.py OUT.jsonl.gz SHARD.jsonl [SHARD.jsonl ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from edgereason.util.jsonl import read_jsonl, write_jsonl_gz
+from edgereason.util.jsonl import read_jsonl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: run as a script, too
+from benchmarks.lab.jsonl_gz import write_jsonl_gz  # noqa: E402
 
 
 def join(shards: list[Path], out: Path) -> int:

@@ -58,13 +58,13 @@ declare -A flags=(
   [bo8-new]="--strategy best-of-n --beams 8 --vote weighted --prm-format head --prm-head $h_self --policies baseline"
   [bo8-judge]="--strategy best-of-n --beams 8 --vote weighted --prm-format judge --policies baseline"
   [greedy]="--strategy best-of-n --beams 1 --temperature 0 --prm-format judge --policies baseline"
-  [beam-old]="$beam --prm-head $here/../edgereason/heads/$gen.safetensors --policies baseline"
+  [beam-old]="$beam --prm-head $here/../../edgereason/heads/$gen.safetensors --policies baseline"
 )
 for bb in $backbones; do  # another backbone: its new head, the same with edge, and the head that ships for it
   [ "$bb" = "$gen" ] && continue
   flags[beam-$bb]="--prm $bb $beam --prm-head $(cat "$work/heads/chosen-$bb.txt") --policies baseline"
   flags[beam-$bb-edge]="--prm $bb $beam --prm-head $(cat "$work/heads/chosen-$bb.txt") --policies edge"
-  flags[shipped-$bb]="--prm $bb $beam --prm-head $here/../edgereason/heads/$bb--$gen.safetensors --policies baseline"
+  flags[shipped-$bb]="--prm $bb $beam --prm-head $here/../../edgereason/heads/$bb--$gen.safetensors --policies baseline"
 done
 IFS=' ' read -r -a names <<<"${CONFIGS:-beam-new $(for bb in $backbones; do [ "$bb" = "$gen" ] || echo -n "beam-$bb "; done)bo8-judge greedy beam-new-edge beam-old}"
 per=${PER_SHARD:-13}

@@ -3,7 +3,7 @@ right against wrong answers (edgereason/training/metrics.py: within_auc), from t
 keeps per problem (results.json: per_problem[].paths). For best-of-N the candidates are the N samples, whatever
 the PRM; so two PRMs on the same seed score the same paths, and this compares their ranking on test problems.
 
-Usage: python benchmarks/final_auc.py OUT.json [--first N DATASET] NAME=DIR_GLOB [NAME=DIR_GLOB ...]
+Usage: python benchmarks/lab/final_auc.py OUT.json [--first N DATASET] NAME=DIR_GLOB [NAME=DIR_GLOB ...]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 from edgereason.search.grading import answers_match
 from edgereason.training.metrics import within_auc
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))  # benchmarks/: merge_shards
 from merge_shards import kept, parse_args  # noqa: E402
 
 

@@ -14,10 +14,10 @@ it):
     weighted vote with the step scores added up as --agg last/min/mean), beside the majority vote and a right
     answer among the paths.
 
-  python3 -m benchmarks.finetune_verifier --model Q15.gguf --head edgereason/heads/qwen2.5-coder-1.5b.safetensors \
+  python3 -m benchmarks.lab.finetune_verifier --model Q15.gguf --head edgereason/heads/qwen2.5-coder-1.5b.safetensors \
       --rollouts R15.jsonl.gz --shards 16 --extra R05.jsonl.gz --out DIR      (--epochs 0: the head alone)
 DIR/report.json is rewritten after every reading; DIR/scores-*.jsonl.gz hold every path's step scores, and
-DIR/lora.safetensors the fine-tuned weights of the last epoch, which benchmarks/export_lora_head.py turns into a
+DIR/lora.safetensors the fine-tuned weights of the last epoch, which benchmarks/lab/export_lora_head.py turns into a
 head llama.cpp runs. (From the repository root, as a module.)
 """
 
@@ -35,15 +35,15 @@ from edgereason import models  # first: edgereason loads llama.cpp before numpy 
 
 import numpy as np
 from edgereason.backends.transformers.loader import load_checkpoint
-from edgereason.util.jsonl import read_jsonl, write_jsonl_gz
-from edgereason.training.lora import TARGETS, add_lora
+from edgereason.heads.value_head import load_head
 from edgereason.training.metrics import auc, within_auc
 from edgereason.training.report import write_report
-from edgereason.util.jsonl import without_nan
 from edgereason.training.train import step_groups
-from edgereason.heads.value_head import load_head
+from edgereason.util.jsonl import read_jsonl, without_nan
 
-from benchmarks.path_likelihood import prompt_text, validation_rows, votes
+from benchmarks.lab.jsonl_gz import write_jsonl_gz
+from benchmarks.lab.lora import TARGETS, add_lora
+from benchmarks.lab.path_likelihood import prompt_text, validation_rows, votes
 
 
 def encode(tokenizer, row: dict, path: dict) -> tuple[list[int], list[int]]:
@@ -133,7 +133,7 @@ def read_all(torch, backbone, readout, items: list[dict], device, pad: int, toke
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="the backbone's .gguf (registry name or path)")
     ap.add_argument("--head", required=True, help="the shipped head on this backbone (.safetensors)")
@@ -155,87 +155,126 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seconds", type=float, default=None, help="stop training after this long (then read)")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--limit", type=int, default=None, help="rollout lines to read (a smoke run)")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    model_path = models.resolve(args.model)
-    ck = load_checkpoint(model_path, "head", device=args.device, head=load_head(Path(args.head)))
-    torch, tok, backbone, device = __import__("torch"), ck.tokenizer, ck.backbone, ck.device
-    torch.manual_seed(args.seed)
-    pad = tok.eos_token_id if tok.eos_token_id is not None else 0
-    rows = list(read_jsonl(Path(args.rollouts)))
-    val = set(validation_rows(len(rows), args.shards))
-    val_ids = {rows[i]["id"] for i in val}
-    rows = rows[:args.limit]
-    t0 = time.time()
-    val_items = examples(tok, rows, lambda ri, r: ri in val, args.max_tokens)
-    report: dict = {"args": vars(args), "model": str(model_path), "validation_problems": len(val), "readings": {}}
 
-    def log(msg: str) -> None:
-        print(f"[{time.time() - t0:.0f} s] {msg}", file=sys.stderr, flush=True)
+class Study:
+    """One run's backbone and validation paths, and its report: each reading is written as it is made (scores,
+    report.json), so a run its time box stops keeps what it read."""
 
-    def record(name: str, lines: list[dict]) -> None:
-        report["readings"][name] = reading(lines)
-        write_jsonl_gz(out / f"scores-{name}.jsonl.gz", lines)
-        write_report(out / "report.json", report)  # undefined AUCs (one class) as null: the head keeps the record
-        log(f"{name}: {json.dumps(without_nan(report['readings'][name]))}")
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args, self.out = args, Path(args.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        model_path = models.resolve(args.model)
+        self.ck = load_checkpoint(model_path, "head", device=args.device, head=load_head(Path(args.head)))
+        self.torch, self.tokenizer, self.backbone, self.device = (__import__("torch"), self.ck.tokenizer,
+                                                                  self.ck.backbone, self.ck.device)
+        self.torch.manual_seed(args.seed)
+        self.pad = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else 0
+        rows = list(read_jsonl(Path(args.rollouts)))
+        self.val = set(validation_rows(len(rows), args.shards))
+        self.val_ids = {rows[i]["id"] for i in self.val}
+        self.rows = rows[:args.limit]
+        self.t0 = time.time()
+        self.val_items = examples(self.tokenizer, self.rows, lambda ri, r: ri in self.val, args.max_tokens)
+        self.report: dict = {"args": vars(args), "model": str(model_path), "validation_problems": len(self.val),
+                             "readings": {}}
 
-    record("head", read_all(torch, backbone, ck.readout, val_items, device, pad, args.batch_tokens))
-    if args.epochs <= 0:
-        return
-    train = examples(tok, rows, lambda ri, r: ri not in val, args.max_tokens)
-    for extra in args.extra:
-        train += examples(tok, list(read_jsonl(Path(extra)))[:args.limit], lambda ri, r: r["id"] not in val_ids,
-                          args.max_tokens)
-    report["train_paths"] = len(train)
-    report["train_tokens"] = sum(len(e["ids"]) for e in train)
-    log(f"{len(train)} training paths, {report['train_tokens']} tokens; {len(val_items)} validation paths")
+    def log(self, msg: str) -> None:
+        print(f"[{time.time() - self.t0:.0f} s] {msg}", file=sys.stderr, flush=True)
 
-    lora = add_lora(backbone, args.rank, args.alpha, args.targets)
-    hidden = backbone.config.hidden_size
-    value = torch.nn.Linear(hidden, 1).to(device)
+    def read(self, name: str, readout) -> None:
+        """Score the validation paths with `readout` and record the reading as `name`."""
+        lines = read_all(self.torch, self.backbone, readout, self.val_items, self.device, self.pad,
+                         self.args.batch_tokens)
+        self.report["readings"][name] = reading(lines)
+        write_jsonl_gz(self.out / f"scores-{name}.jsonl.gz", lines)
+        write_report(self.out / "report.json", self.report)  # undefined AUCs (one class) as null: the head keeps it
+        self.log(f"{name}: {json.dumps(without_nan(self.report['readings'][name]))}")
+
+    def training_paths(self) -> list[dict]:
+        """The paths of the head's training problems, and of the extra rollouts less its validation problems."""
+        args = self.args
+        train = examples(self.tokenizer, self.rows, lambda ri, r: ri not in self.val, args.max_tokens)
+        for extra in args.extra:
+            train += examples(self.tokenizer, list(read_jsonl(Path(extra)))[:args.limit],
+                              lambda ri, r: r["id"] not in self.val_ids, args.max_tokens)
+        self.report["train_paths"] = len(train)
+        self.report["train_tokens"] = sum(len(e["ids"]) for e in train)
+        self.log(f"{len(train)} training paths, {self.report['train_tokens']} tokens; {len(self.val_items)} "
+                 "validation paths")
+        return train
+
+
+def optimizer(torch, lora: list, value, args: argparse.Namespace, steps_total: int):
+    """AdamW over the LoRA (no decay) and the readout, with a 3% linear warm-up then cosine to zero."""
     opt = torch.optim.AdamW([{"params": [p for _, p in lora], "lr": args.lr, "weight_decay": 0.0},
                              {"params": value.parameters(), "lr": args.lr_readout, "weight_decay": 0.01}])
-    rng = np.random.default_rng(args.seed)
-    steps_total = args.epochs * len(batches(train, args.batch_tokens, None))
-    schedule = torch.optim.lr_scheduler.LambdaLR(  # 3% linear warm-up, then cosine to zero
+    schedule = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda k: min(1.0, (k + 1) / max(1, 0.03 * steps_total))
         * 0.5 * (1 + math.cos(math.pi * min(k, steps_total) / steps_total)))
+    return opt, schedule
+
+
+def path_loss(torch, z, batch: list[dict], device):
+    """Cross-entropy of each step's logit against its path's outcome; each path weighs the same, however many steps
+    it has."""
+    y = torch.as_tensor([float(e["correct"]) for e in batch for _ in e["ends"]], device=device)
+    w = torch.as_tensor([1.0 / len(e["ends"]) for e in batch for _ in e["ends"]], device=device)
+    return (torch.nn.functional.binary_cross_entropy_with_logits(z, y, reduction="none") * w).sum() / len(batch)
+
+
+def train_epoch(study: Study, value, train: list[dict], opt, schedule,
+                rng: np.random.Generator) -> tuple[int, float, bool]:
+    """One pass over the training paths: (paths seen, summed loss, whether --seconds ran out)."""
+    torch, args = study.torch, study.args
+    study.backbone.train()
+    seen, loss_sum = 0, 0.0
+    for batch in batches(train, args.batch_tokens, rng):
+        z = value(step_states(torch, study.backbone, batch, study.device, study.pad).float())[:, 0]
+        loss = path_loss(torch, z, batch, study.device)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        schedule.step()
+        seen += len(batch)
+        loss_sum += loss.item() * len(batch)
+        if args.seconds and time.time() - study.t0 > args.seconds:
+            return seen, loss_sum, True
+    return seen, loss_sum, False
+
+
+def save_weights(torch, lora: list, value, path: Path) -> None:
+    """The LoRA pairs (fp16) and the readout (fp32), named as export_lora_head reads them."""
+    from safetensors.torch import save_file
+
+    readout_weights = {"value.weight": value.weight.detach().float().cpu(),
+                       "value.bias": value.bias.detach().float().cpu()}
+    save_file({**{k: p.detach().to(torch.float16).cpu() for k, p in lora}, **readout_weights}, str(path))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    study = Study(args)
+    study.read("head", study.ck.readout)
+    if args.epochs <= 0:
+        return
+    train = study.training_paths()
+    torch = study.torch
+    lora = add_lora(study.backbone, args.rank, args.alpha, args.targets)
+    value = torch.nn.Linear(study.backbone.config.hidden_size, 1).to(study.device)
+    opt, schedule = optimizer(torch, lora, value, args, args.epochs * len(batches(train, args.batch_tokens, None)))
+    rng = np.random.default_rng(args.seed)
 
     def readout(h):
         return torch.sigmoid(value(h.float())[:, 0]).tolist()
 
-    stop = False
     for epoch in range(args.epochs):
-        backbone.train()
-        seen, loss_sum = 0, 0.0
-        for batch in batches(train, args.batch_tokens, rng):
-            z = value(step_states(torch, backbone, batch, device, pad).float())[:, 0]
-            y = torch.as_tensor([float(e["correct"]) for e in batch for _ in e["ends"]], device=device)
-            # each path weighs the same, however many steps it has
-            w = torch.as_tensor([1.0 / len(e["ends"]) for e in batch for _ in e["ends"]], device=device)
-            loss = (torch.nn.functional.binary_cross_entropy_with_logits(z, y, reduction="none") * w).sum() \
-                / len(batch)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            schedule.step()
-            seen += len(batch)
-            loss_sum += loss.item() * len(batch)
-            if args.seconds and time.time() - t0 > args.seconds:
-                stop = True
-                break
-        log(f"epoch {epoch + 1}: {seen} paths, loss {loss_sum / max(seen, 1):.4f}")
-        backbone.eval()
-        record(f"lora-epoch{epoch + 1}", read_all(torch, backbone, readout, val_items, device, pad,
-                                                  args.batch_tokens))
-        from safetensors.torch import save_file
-
-        readout_weights = {"value.weight": value.weight.detach().float().cpu(),
-                           "value.bias": value.bias.detach().float().cpu()}
-        save_file({**{k: p.detach().to(torch.float16).cpu() for k, p in lora}, **readout_weights},
-                  str(out / "lora.safetensors"))
+        seen, loss_sum, stop = train_epoch(study, value, train, opt, schedule, rng)
+        study.log(f"epoch {epoch + 1}: {seen} paths, loss {loss_sum / max(seen, 1):.4f}")
+        study.backbone.eval()
+        study.read(f"lora-epoch{epoch + 1}", readout)
+        save_weights(torch, lora, value, study.out / "lora.safetensors")
         if stop:
             break
 

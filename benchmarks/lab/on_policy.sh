@@ -60,5 +60,5 @@ onp-top-s1  $beam --policies baseline --seed 1
 onp-top-s2  $beam --policies baseline --seed 2
 onp-edge-s0 $beam --policies edge --seed 0
 CONFIGS
-SECONDS_BOX=${EVAL_BOX:-700} bash "$here/eval_sweep.sh" "$work/configs.txt" "$data" "$work/sweep"
+SECONDS_BOX=${EVAL_BOX:-700} bash "$here/../eval_sweep.sh" "$work/configs.txt" "$data" "$work/sweep"
 echo "evaluation done: ${SECONDS} s"

@@ -1,5 +1,5 @@
 """LoRA on a torch backbone's projections: the trainable part of a fine-tuned verifier
-(benchmarks/finetune_verifier.py), in the form lora_export.py writes as a llama.cpp adapter.
+(benchmarks/lab/finetune_verifier.py), in the form lora_export.py writes as a llama.cpp adapter.
 
 y = W x + (alpha / r) B A x for W in the chosen projections; A [r, in] random, B [out, r] zero at the start (the
 backbone unchanged). A and B stay fp32 beside bf16 weights.

@@ -51,5 +51,5 @@ lay-top-s1  $beam --width 4 --policies baseline --seed 1
 lay-top-s2  $beam --width 4 --policies baseline --seed 2
 lay-edge-s0 $beam --width 4 --policies edge --seed 0
 CONFIGS
-SECONDS_BOX=${EVAL_BOX:-900} bash "$here/eval_sweep.sh" "$work/configs.txt" "$data" "$work/sweep"
+SECONDS_BOX=${EVAL_BOX:-900} bash "$here/../eval_sweep.sh" "$work/configs.txt" "$data" "$work/sweep"
 echo "evaluation done: ${SECONDS} s"

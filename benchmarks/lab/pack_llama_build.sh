@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA build of llama-cpp-python that benchmarks/gpu_setup.sh makes, packed to travel back to a later lease:
+# The CUDA build of llama-cpp-python that benchmarks/lab/gpu_setup.sh makes, packed to travel back to a later lease:
 # its wheel (/root/wheel, 277 MB) holds each shared library three times (libx.so, .so.0, .so.0.x.y, which the
 # build tree had as links); this keeps one file and links, xz-compressed (42 MB for 0.3.36, sm_90). gpu_setup.sh
 # unpacks it into /root/site instead of building when /root/llama_cuda_sm90.tar.xz exists.

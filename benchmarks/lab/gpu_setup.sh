@@ -12,7 +12,7 @@
 # running (status: idle_release_s), detached work and all: wait inside calls (sleep, then poll), back to back.
 # Issue a lease's calls (pieces, the start, the polls) together, not a few at a time: two machines of one lease
 # went back between groups of calls (2026-12-04), the pieces and the setup with them.
-# The build costs 4.5 minutes of each lease. A build an earlier lease brought back (benchmarks/pack_llama_build.sh:
+# The build costs 4.5 minutes of each lease. A build an earlier lease brought back (benchmarks/lab/pack_llama_build.sh:
 # 42 MB, too much beside the setup's carries) skips it (the setup then takes under 30 s): move it to /root in a call
 # of its own before this one.
 exec > /root/build.log 2>&1

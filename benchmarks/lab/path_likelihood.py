@@ -14,8 +14,8 @@ reader) or the 0.5B itself (its own confidence, free while it samples).
          problem, best-of-n's weighted vote (the engine's rule) with each way of adding up the head's step scores
          (bench --agg last/min/mean), beside the majority vote and a right answer among the paths; JSON and tables.
 
-  python3 -m benchmarks.path_likelihood score --model qwen2.5-coder-1.5b --head H.safetensors --out q15.jsonl
-  python3 -m benchmarks.path_likelihood table q15.jsonl [q05.jsonl] --out table.json
+  python3 -m benchmarks.lab.path_likelihood score --model qwen2.5-coder-1.5b --head H.safetensors --out q15.jsonl
+  python3 -m benchmarks.lab.path_likelihood table q15.jsonl [q05.jsonl] --out table.json
 (from the repository root, as a module: this checkout's edgereason)
 """
 
@@ -40,7 +40,7 @@ from edgereason.training.train import split_by_problem
 from edgereason.tree import aggregate
 from edgereason.heads.value_head import load_head
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ROLLOUTS = REPO / "benchmarks/results/head-qwen2.5-coder-0.5b/rollouts-qwen2.5-coder-0.5b.jsonl.gz"
 
 

@@ -35,5 +35,5 @@ q05-morehead-s1       $beam --policies baseline --seed 1
 q05-morehead-s2       $beam --policies baseline --seed 2
 q05-morehead-edge-s0  $beam --policies edge --seed 0
 CFG
-SECONDS_BOX=${EVAL_BOX:-900} bash "$here/eval_sweep.sh" "$work/configs.txt" "$data" "$work/sweep"
+SECONDS_BOX=${EVAL_BOX:-900} bash "$here/../eval_sweep.sh" "$work/configs.txt" "$data" "$work/sweep"
 echo "done: ${SECONDS} s"

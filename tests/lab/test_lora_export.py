@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgereason.training.lora_export import gguf_weight_name, readout_on_tokens
+from benchmarks.lab.lora_export import gguf_weight_name, readout_on_tokens
 
 
 def test_attention_and_mlp_projections_get_llamacpp_tensor_names():
@@ -35,17 +35,17 @@ def test_a_readout_of_the_hidden_state_becomes_the_same_readout_of_token_logits(
 # so far (4.1) that 4-bit rounding alone puts the two sides 0.8 apart
 @pytest.mark.parametrize("targets, scale", [("attention", 0.5), ("all", 0.2)])
 def test_llamacpp_runs_the_exported_head_as_torch_runs_the_lora(smollm2, smollm2_path, tmp_path, targets, scale):
-    """The same random LoRA and readout in torch (training's add_lora on the GGUF read by transformers) and on
+    """The same random LoRA and readout in torch (the lab's add_lora on the GGUF read by transformers) and on
     llama.cpp (the exported adapter and head) score the same steps alike, and far from the backbone without it:
     the adapter's names, shapes, transposition and alpha / r scale all match, on the MLP's projections too."""
     import torch
+    from smollm2_lora import lora_head
 
+    from benchmarks.lab.lora import add_lora
     from edgereason.backends.llamacpp import LlamaVerifier
     from edgereason.backends.prm_format import PRM_FORMATS
     from edgereason.backends.transformers.loader import load_checkpoint
     from edgereason.protocols import ScoreRequest
-    from edgereason.training.lora import add_lora
-    from smollm2_lora import lora_head
 
     head, tensors = lora_head(smollm2, tmp_path, scale=scale, targets=targets)
     q = "Janet has 16 eggs and eats 3. How many are left?"

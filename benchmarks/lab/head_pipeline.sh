@@ -80,7 +80,7 @@ eval)
   wait
   args=()
   for name in "${names[@]}"; do args+=("$name=$work/eval/$name-[0-9]*"); done
-  python3 "$(dirname "$0")/merge_shards.py" "$work/eval-summary.json" "${args[@]}" ;;
+  python3 "$(dirname "$0")/../merge_shards.py" "$work/eval-summary.json" "${args[@]}" ;;
 *)
   echo "unknown phase $phase (rollouts, mc, features, train, eval)" >&2; exit 2 ;;
 esac

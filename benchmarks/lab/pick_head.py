@@ -1,5 +1,5 @@
-"""Keep each backbone's best value head of benchmarks/head_variants.sh or layer_heads.sh: by default the one with the
-best within-problem validation step AUC (the pairs a search compares); with --and-final, the best sum of that and
+"""Keep each backbone's best value head of benchmarks/lab/head_variants.sh or layer_heads.sh: by default the one with
+the best within-problem validation step AUC (the pairs a search compares); with --and-final, the best sum of that and
 the within-problem AUC of the final steps (the pairs the vote among finished paths compares).
 
 Usage: pick_head.py [--variants GLOB] [--and-final] GENERATOR HEADS_DIR BACKBONE...

@@ -10,8 +10,8 @@ features (the logits of a fixed token set: the final layer's normed state), on t
            problems from split_by_problem with each --seeds seed), and its validation AUCs, as JSON.
   table:   the report as a markdown table.
 
-  python3 -m benchmarks.layer_probe extract --backbone qwen2.5-coder-0.5b --problems 300 --out DIR
-  python3 -m benchmarks.layer_probe train --out DIR --report report.json
+  python3 -m benchmarks.lab.layer_probe extract --backbone qwen2.5-coder-0.5b --problems 300 --out DIR
+  python3 -m benchmarks.lab.layer_probe train --out DIR --report report.json
 (from the repository root, as a module: this checkout's edgereason, not an installed one)
 """
 
@@ -31,7 +31,7 @@ from edgereason.util.jsonl import read_jsonl
 from edgereason.training import features as feats
 from edgereason.heads.value_head import Backbone, feature_tokens
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "benchmarks" / "results" / "head-qwen2.5-coder-0.5b"
 DEPTHS = (1 / 3, 1 / 2, 2 / 3, 5 / 6)
 METRICS = ("val_step_auc", "val_within_step_auc", "val_outcome_auc", "val_within_outcome_auc")

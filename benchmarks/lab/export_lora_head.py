@@ -1,8 +1,8 @@
-"""A fine-tuned verifier from benchmarks/finetune_verifier.py (its lora.safetensors) as a value head EdgeReason runs
-on llama.cpp: NAME.safetensors + NAME.json + NAME.lora.gguf (edgereason/training/lora_export.py). The head reads
+"""A fine-tuned verifier from benchmarks/lab/finetune_verifier.py (its lora.safetensors) as a value head EdgeReason runs
+on llama.cpp: NAME.safetensors + NAME.json + NAME.lora.gguf (benchmarks/lab/lora_export.py). The head reads
 the logits of the token set of an existing head on the same backbone (--tokens-from).
 
-  python3 -m benchmarks.export_lora_head LORA.safetensors --model qwen2.5-coder-1.5b --alpha 32 \
+  python3 -m benchmarks.lab.export_lora_head LORA.safetensors --model qwen2.5-coder-1.5b --alpha 32 \
       --tokens-from edgereason/heads/qwen2.5-coder-1.5b.safetensors --report REPORT.json \
       --out edgereason/heads/qwen2.5-coder-1.5b-lora
 (From the repository root, as a module.)
@@ -17,7 +17,7 @@ from pathlib import Path
 from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
 
 import numpy as np
-from edgereason.training.lora_export import export_lora_head
+from benchmarks.lab.lora_export import export_lora_head
 from edgereason.heads.value_head import load_head
 
 

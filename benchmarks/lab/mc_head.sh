@@ -36,5 +36,5 @@ q05-greedy     --model $gen --strategy best-of-n --beams 1 --temperature 0 --prm
 q05-mchead-s1  $beam --seed 1
 q05-mchead-s2  $beam --seed 2
 CFG
-SECONDS_BOX=${EVAL_BOX:-660} bash "$here/eval_sweep.sh" "$work/configs.txt" "$data" "$work/sweep"
+SECONDS_BOX=${EVAL_BOX:-660} bash "$here/../eval_sweep.sh" "$work/configs.txt" "$data" "$work/sweep"
 echo "done: ${SECONDS} s"
