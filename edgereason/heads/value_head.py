@@ -20,7 +20,7 @@ The JSON names the backbone (registry name, GGUF file name, sha256): other weigh
 so a head is refused on any other backbone. It lists `layers` too; a head that reads layers is format version 2, so
 an older EdgeReason refuses it instead of misreading it.
 A head may come with a LoRA adapter of its backbone (`NAME.lora.gguf`, named in the JSON with its sha256; format
-version 3): a fine-tuned verifier whose logits are read with the adapter applied (edgereason/training/lora_export.py).
+version 3): a fine-tuned verifier whose logits are read with the adapter applied (benchmarks/lab/lora_export.py).
 Its states are not the generator's, so such a head always scores in the verifier's own context.
 """
 
