@@ -12,8 +12,9 @@ the steps exactly as generated. A trained value head reads the logits at each st
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Literal, Sequence
+from typing import Literal
 
 from edgereason.errors import ConfigError, ModelError
 from edgereason.prompts import literal, solve_messages

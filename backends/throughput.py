@@ -5,7 +5,7 @@ only ever slows a pass down)."""
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from edgereason.protocols import Points, Progress
 

@@ -13,6 +13,8 @@ import argparse
 import time
 
 from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
+
+# isort: split
 from edgereason.backends.llamacpp import open_models
 from edgereason.backends.llamacpp.runtime import DecodeItem
 from edgereason.config import SamplingParams, SearchConfig

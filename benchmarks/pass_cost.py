@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 
 from edgereason import models
-from edgereason.backends.llamacpp.model import load_model
 from edgereason.backends.llamacpp.measure import measure_decode, measure_prefill
+from edgereason.backends.llamacpp.model import load_model
 
 
 def main() -> None:

@@ -20,13 +20,12 @@ import json
 import sys
 from pathlib import Path
 
-from edgereason.search.grading import answers_match
 from edgereason.engine.result import FinalPath, vote
+from edgereason.search.grading import answers_match
 from edgereason.tree import aggregate
 
 sys.path.insert(0, str(Path(__file__).parent))
 from merge_shards import kept, parse_args  # noqa: E402
-
 
 AGGREGATIONS = ("min", "mean", "prod")  # besides the run's own, in "score"
 

@@ -111,5 +111,5 @@ class SearchConfig:
         neither."""
         return self.strategy != "best-of-n"
 
-    def with_(self, **changes) -> "SearchConfig":
+    def with_(self, **changes) -> SearchConfig:
         return replace(self, **changes)

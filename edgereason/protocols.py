@@ -12,8 +12,9 @@ Rules every Generator keeps:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple, Protocol, Sequence, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from edgereason.config import SamplingParams
 
@@ -95,13 +96,13 @@ class Verifier(KVMemory, Protocol):
     resident generator sequence in the generator's own context, so the engine keeps a finished path's generator
     KV until its score is in."""
 
-    stats: "VerifierStats"  # updated by every `score` call
+    stats: VerifierStats  # updated by every `score` call
 
     def check_integrity(self) -> None:
         """The held paths agree with the runtime's KV; raises AssertionError otherwise."""
         ...
 
-    def score(self, requests: Sequence[ScoreRequest]) -> list["ScoreResult"]:
+    def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         """For each request, one score in [0, 1] per requested step, in `need` order."""
         ...
 

@@ -11,14 +11,15 @@ import itertools
 import math
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import Iterator
+from enum import StrEnum
 
 from edgereason.config import STEP_END
 from edgereason.protocols import SeqId
 
-class Status(str, Enum):
+
+class Status(StrEnum):
     PREFILL = "prefill"  # the root while its prompt is evaluated
     GENERATING = "generating"  # decoding its step
     SPECULATIVE = "speculative"  # decoding while its parent is not selected yet

@@ -20,9 +20,9 @@ from textual.worker import Worker
 
 from edgereason.config import SearchConfig
 from edgereason.engine.events import NodeExtended, Progress, RequestDone
-from edgereason.models import display_name
 from edgereason.engine.policy import Policy
 from edgereason.engine.result import SearchResult
+from edgereason.models import display_name
 from edgereason.session.settings import ModelSettings
 from edgereason.ui.format import answer_markdown
 from edgereason.ui.history import History, HistoryEntry

@@ -13,8 +13,8 @@ from edgereason.backends.llamacpp.runtime import SEQ_SLOTS
 from edgereason.backends.llamacpp.verifier import LlamaVerifier
 from edgereason.backends.prm_format import prm_format
 from edgereason.errors import ConfigError
-from edgereason.protocols import Points
 from edgereason.heads.value_head import ValueHead
+from edgereason.protocols import Points
 
 
 def open_models(generator_path: Path, prm_path: Path, prm_format_name: str, generator_kv_tokens: int,

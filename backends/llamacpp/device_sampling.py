@@ -13,10 +13,11 @@ from __future__ import annotations
 import ctypes
 from typing import NamedTuple
 
-import numpy as np
 import llama_cpp.llama_cpp as L
+import numpy as np
 
 from edgereason.errors import EdgeReasonError
+
 
 class Candidates(NamedTuple):
     """One output row cut on the device: ids [k] int32 in no particular order, logits [k] float32 (raw, before

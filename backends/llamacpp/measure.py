@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext
 from edgereason.backends.throughput import FILLER, PREFILL_CHUNK, best_rates, report
 from edgereason.protocols import Points, Progress
+
 
 def _tokens(model: LlamaModel, n: int) -> list[int]:
     base = model.tokenize(FILLER, add_bos=False)

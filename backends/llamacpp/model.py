@@ -6,17 +6,16 @@ tokenizer. Contexts over a model are in runtime.py.
 from __future__ import annotations
 
 import ctypes
-import os
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import llama_cpp.llama_cpp as L
 
 from edgereason.config import physical_cores  # noqa: F401  (the backend's callers read it here)
-from edgereason.util import interrupts
 from edgereason.errors import ModelError
 from edgereason.prompts import LITERAL_START, literal_spans
+from edgereason.util import interrupts
 
 _silenced_cb = L.llama_log_callback(lambda level, text, user_data: None)  # module-level: must outlive every call
 # a model load goes on while this returns true; module-level for the same reason

@@ -9,7 +9,7 @@ beside a GPU pass of a few ms.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -23,8 +24,8 @@ from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.llamacpp.runtime import SEQ_SLOTS, DecodeItem, KVContext, KVMemoryOf
 from edgereason.backends.prm_format import PRMFormat, prompt_for
 from edgereason.errors import ConfigError, OutOfMemoryError
-from edgereason.protocols import ScoreRequest, ScoreResult, VerifierStats
 from edgereason.heads.value_head import ValueHead, head_features
+from edgereason.protocols import ScoreRequest, ScoreResult, VerifierStats
 
 
 @dataclass

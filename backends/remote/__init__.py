@@ -16,8 +16,9 @@ from edgereason.backends.prm_format import prm_format
 from edgereason.backends.remote.client import CompletionClient, RemoteError
 from edgereason.backends.remote.generator import RemoteGenerator
 from edgereason.backends.remote.identity import check_served_models
-from edgereason.backends.remote.verifier import TOP_LOGPROBS, RemoteVerifier
 from edgereason.backends.remote.settings import DEFAULT_STEP_TOKENS, Endpoint, RemoteSettings
+from edgereason.backends.remote.verifier import TOP_LOGPROBS, RemoteVerifier
+
 
 def open_generator(vocab_path: Path, endpoint: Endpoint, context_tokens: int,
                    step_tokens: int = DEFAULT_STEP_TOKENS) -> RemoteGenerator:

@@ -19,15 +19,17 @@ import json
 import os
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import httpx
 
 from edgereason.backends.remote.settings import BACKOFF_S, Endpoint
 from edgereason.errors import EdgeReasonError
+
 
 class RemoteError(EdgeReasonError):
     """The server refused a request, or could not be reached."""

@@ -23,16 +23,16 @@ sequence the server is asked to hold (its context).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import llama_cpp.llama_cpp as L
 
 from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.remote.client import CompletionClient, RemoteError
-from edgereason.config import SamplingParams
+from edgereason.config import STEP_END, SamplingParams, mix_seed
 from edgereason.protocols import BatchEntry, SeqId
-from edgereason.config import STEP_END, mix_seed
 
 STEP_STOP = STEP_END.decode()
 SEED_MASK = 0x7FFFFFFF  # servers take a signed 32-bit seed
@@ -152,7 +152,7 @@ class RemoteGenerator:
                     missing.append((i, k - len(out[i])))
         if missing:
             fetched = self._fetch([(batch[i].seq, n, params[i]) for i, n in missing])
-            for (i, n), plans in zip(missing, fetched):
+            for (i, _), plans in zip(missing, fetched):
                 seq = self._seqs[batch[i].seq]
                 for plan in plans:
                     plan.cursor, plan.owner = 1, batch[i].seq if samples[i] == 1 else None

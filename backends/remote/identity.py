@@ -13,8 +13,9 @@ Servers tokenize at `/tokenize` (llama.cpp's server: `content`; vLLM: `prompt` a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import llama_cpp.llama_cpp as L
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.prm_format import PRMFormat, prompt_for

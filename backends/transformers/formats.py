@@ -19,7 +19,8 @@ Per format (each the checkpoint's own convention):
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from edgereason.backends.prm_format import PRM_FORMATS, prompt_for
 from edgereason.errors import ModelError

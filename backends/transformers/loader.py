@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
 from edgereason.errors import ConfigError, ModelError

@@ -16,7 +16,10 @@ from pathlib import Path
 
 from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
 
+# isort: split
+
 import numpy as np
+
 from benchmarks.lab.lora_export import export_lora_head
 from edgereason.heads.value_head import load_head
 

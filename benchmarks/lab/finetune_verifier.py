@@ -33,17 +33,19 @@ from pathlib import Path
 
 from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
 
+# isort: split
+
 import numpy as np
+
+from benchmarks.lab.jsonl_gz import write_jsonl_gz
+from benchmarks.lab.lora import TARGETS, add_lora
+from benchmarks.lab.path_likelihood import prompt_text, validation_rows, votes
 from edgereason.backends.transformers.loader import load_checkpoint
 from edgereason.heads.value_head import load_head
 from edgereason.training.metrics import auc, within_auc
 from edgereason.training.report import write_report
 from edgereason.training.train import step_groups
 from edgereason.util.jsonl import read_jsonl, without_nan
-
-from benchmarks.lab.jsonl_gz import write_jsonl_gz
-from benchmarks.lab.lora import TARGETS, add_lora
-from benchmarks.lab.path_likelihood import prompt_text, validation_rows, votes
 
 
 def encode(tokenizer, row: dict, path: dict) -> tuple[list[int], list[int]]:

@@ -26,10 +26,13 @@ from pathlib import Path
 
 from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
 
+# isort: split
+
 import numpy as np
-from edgereason.util.jsonl import read_jsonl
-from edgereason.training import features as feats
+
 from edgereason.heads.value_head import Backbone, feature_tokens
+from edgereason.training import features as feats
+from edgereason.util.jsonl import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "benchmarks" / "results" / "head-qwen2.5-coder-0.5b"

@@ -30,15 +30,18 @@ from pathlib import Path
 
 from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
 
+# isort: split
+
 import numpy as np
-from edgereason.search.grading import answers_match
-from edgereason.util.jsonl import read_jsonl
-from edgereason.prompts import SYSTEM_PROMPT
+
 from edgereason.engine.result import FinalPath, vote
+from edgereason.heads.value_head import load_head
+from edgereason.prompts import SYSTEM_PROMPT
+from edgereason.search.grading import answers_match
 from edgereason.training.metrics import within_auc
 from edgereason.training.train import split_by_problem
 from edgereason.tree import aggregate
-from edgereason.heads.value_head import load_head
+from edgereason.util.jsonl import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 ROLLOUTS = REPO / "benchmarks/results/head-qwen2.5-coder-0.5b/rollouts-qwen2.5-coder-0.5b.jsonl.gz"

@@ -13,10 +13,12 @@ from pathlib import Path
 
 from edgereason import models  # noqa: F401  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
 
+# isort: split
+
 import numpy as np
-from edgereason.util.jsonl import read_jsonl
 
 from benchmarks.lab.finetune_verifier import reading
+from edgereason.util.jsonl import read_jsonl
 
 
 def scores(path: Path) -> dict[tuple[int, int], dict]:

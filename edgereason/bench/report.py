@@ -6,8 +6,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, NamedTuple, TextIO
+from typing import NamedTuple, TextIO
 
 import numpy as np
 

@@ -8,19 +8,19 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
 from edgereason.bench.arrivals import arrival_times
-from edgereason.search.dataset import Problem
 from edgereason.config import SearchConfig
 from edgereason.engine.loop import Engine
-from edgereason.search.grading import answers_match
 from edgereason.engine.policy import Policy
-from edgereason.session.auto_policy import is_auto
 from edgereason.engine.request import Request
+from edgereason.search.dataset import Problem
+from edgereason.search.grading import answers_match
+from edgereason.session.auto_policy import is_auto
 from edgereason.session.opening import Session
 
 Progress = Callable[[int, int], None]

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import psutil
+
 from edgereason.cli.common import add_model_args, add_policy_arg, add_search_args, model_settings, policy_from
 from edgereason.cli.progress import is_terminal
 from edgereason.cli.recipe_use import recipe_search_config

@@ -10,9 +10,8 @@ import sys
 from typing import NoReturn
 
 from edgereason import __version__
-
-from edgereason.util import interrupts
 from edgereason.errors import EdgeReasonError
+from edgereason.util import interrupts
 
 
 class UsageError(SystemExit):

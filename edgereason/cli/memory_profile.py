@@ -14,10 +14,10 @@ from edgereason.cli.common import beam_count
 from edgereason.cli.progress import pull_progress
 from edgereason.errors import ConfigError
 from edgereason.memory.device import DEVICE_KINDS
-from edgereason.profiler.run import Profile, run_profile
 from edgereason.memory.size import format_size
 from edgereason.memory.split import Prediction
 from edgereason.memory.store import check_profiles_dir, write_profile
+from edgereason.profiler.run import Profile, run_profile
 from edgereason.session.prm_choice import PRM_FORMAT_CHOICES
 
 

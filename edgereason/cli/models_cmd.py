@@ -10,7 +10,6 @@ from pathlib import Path
 from edgereason import models
 from edgereason.cli.progress import pull_progress
 
-
 PATH_JSON_HELP = "print one JSON object, {\"name\": ..., \"path\": ...} (on a failure: error, exit_code)"
 
 

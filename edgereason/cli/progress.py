@@ -4,7 +4,8 @@ every message after it calls first, so that an error or a summary never lands on
 from __future__ import annotations
 
 import sys
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 from edgereason.engine.events import Event, Progress
 

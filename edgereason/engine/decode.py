@@ -7,15 +7,15 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+from edgereason.config import mix_seed
 from edgereason.engine.events import Emitter, NodeAdded, NodeExtended, StepFinished
 from edgereason.engine.kv_room import KVRoom
 from edgereason.engine.policy import Policy
-from edgereason.protocols import Generator
 from edgereason.engine.request import Request
 from edgereason.engine.scheduler import Work
-from edgereason.config import mix_seed
-from edgereason.tree import Node, Status, has_boxed_answer
 from edgereason.engine.verification import VerifyStage
+from edgereason.protocols import Generator
+from edgereason.tree import Node, Status, has_boxed_answer
 
 
 def speculate(req: Request, node: Node, policy: Policy) -> None:

@@ -3,7 +3,8 @@ another thread can keep them as they are."""
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Union
+from collections.abc import Callable
+from typing import NamedTuple
 
 from edgereason.tree import Node, Status
 
@@ -75,7 +76,7 @@ class RequestDone(NamedTuple):
     result: object  # edgereason.engine.result.SearchResult
 
 
-Event = Union[NodeAdded, NodeExtended, StepFinished, NodeScored, NodeSelected, NodeStatus, Progress, RequestDone]
+Event = NodeAdded | NodeExtended | StepFinished | NodeScored | NodeSelected | NodeStatus | Progress | RequestDone
 Listener = Callable[[Event], None]
 
 

@@ -7,12 +7,12 @@ again by forking the live relative with the longest shared prefix and recomputin
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
-from edgereason.errors import OutOfMemoryError
-from edgereason.protocols import Generator
 from edgereason.engine.request import Request
 from edgereason.engine.scheduler import Work
+from edgereason.errors import OutOfMemoryError
+from edgereason.protocols import Generator
 from edgereason.tree import Node
 
 

@@ -17,20 +17,20 @@ from dataclasses import replace
 
 from edgereason.config import SamplingParams, SearchConfig, mix_seed
 from edgereason.engine.decode import Decoder
-from edgereason.errors import ConfigError
 from edgereason.engine.events import Emitter, Listener, NodeAdded, Progress, RequestDone
 from edgereason.engine.kv_room import KVRoom
 from edgereason.engine.policy import Policy
-from edgereason.prompts import literal, solve_messages
-from edgereason.protocols import BatchEntry, Generator, Verifier
 from edgereason.engine.request import Request, RequestStatus
 from edgereason.engine.result import SearchResult, build_result, completed_reason
 from edgereason.engine.scheduler import Work, can_admit, schedule
 from edgereason.engine.selector import Selector
 from edgereason.engine.stats import EngineStats
-from edgereason.util.text import clean
+from edgereason.engine.verification import FlushFailed, VerifyQueue, VerifyStage
+from edgereason.errors import ConfigError
+from edgereason.prompts import literal, solve_messages
+from edgereason.protocols import BatchEntry, Generator, Verifier
 from edgereason.tree import Status
-from edgereason.engine.verification import FlushFailed, VerifyStage, VerifyQueue
+from edgereason.util.text import clean
 
 
 def prompt_ids(generator: Generator, question: str, prefix: str = "") -> list[int]:

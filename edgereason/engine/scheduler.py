@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from edgereason.engine.policy import Policy
-from edgereason.protocols import Generator
 from edgereason.engine.request import Request
+from edgereason.protocols import Generator
 from edgereason.tree import Node
 
 

@@ -8,16 +8,16 @@ import time
 
 import numpy as np
 
+from edgereason.config import mix_seed
 from edgereason.engine import ranking
 from edgereason.engine.decode import speculate
 from edgereason.engine.events import Emitter, NodeAdded, NodeExtended, NodeSelected
 from edgereason.engine.kv_room import KVRoom
 from edgereason.engine.policy import Policy
-from edgereason.protocols import Generator
 from edgereason.engine.request import Group, Request
-from edgereason.config import mix_seed
-from edgereason.tree import Node, Status
 from edgereason.engine.verification import VerifyStage
+from edgereason.protocols import Generator
+from edgereason.tree import Node, Status
 
 
 class Selector:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from edgereason.errors import OutOfMemoryError
 from edgereason.engine.events import Emitter, NodeScored
-from edgereason.protocols import GeneratorPath, ScoreRequest, Verifier
 from edgereason.engine.request import Request
 from edgereason.engine.stats import EngineStats
+from edgereason.errors import OutOfMemoryError
+from edgereason.protocols import GeneratorPath, ScoreRequest, Verifier
 from edgereason.tree import Node, Status
 
 # A step's PRM cost is its tokens plus the turn markup around it (user/assistant headers, the answer token).

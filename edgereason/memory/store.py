@@ -10,9 +10,8 @@ from pathlib import Path
 
 from edgereason import models
 from edgereason.errors import ConfigError
-from edgereason.util.files import make_writable_folder, write_text_atomic
 from edgereason.memory.device import slug
-
+from edgereason.util.files import make_writable_folder, write_text_atomic
 
 STARTUP_KEYS = ("generator_kv_bytes", "verifier_kv_bytes", "lv_threshold_tokens")  # what session.py reads
 

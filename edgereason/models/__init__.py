@@ -4,8 +4,7 @@
 
 from edgereason.models.download import PULL_PREFIX, PartialPull, partial_pulls, pull
 from edgereason.models.files import cache_path, check_gguf, home, is_cached, path_in_message, prepare_cache, sha256
-from edgereason.models.registry import (DEFAULT_MODEL, HF_PREFIX, REGISTRY, ModelSpec, display_name, human_size,
-                                        spec_for)
+from edgereason.models.registry import DEFAULT_MODEL, HF_PREFIX, REGISTRY, ModelSpec, display_name, human_size, spec_for
 from edgereason.models.resolve import resolve
 
 __all__ = ["DEFAULT_MODEL", "HF_PREFIX", "PULL_PREFIX", "REGISTRY", "ModelSpec", "PartialPull", "cache_path",

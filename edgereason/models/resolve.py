@@ -3,8 +3,8 @@ looked up in the cache and pulled on first use."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from edgereason.errors import ConfigError, ModelError
 from edgereason.models import download

@@ -7,11 +7,11 @@ knows no concrete backend.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from statistics import mean
 from types import ModuleType
-from typing import Callable
 
 from edgereason import models
 from edgereason.backends import load_backend
@@ -22,8 +22,14 @@ from edgereason.memory.device import DeviceInfo, auto_budget, read_device
 from edgereason.memory.size import format_size, parse_size
 from edgereason.memory.split import SplitPlan, Workload, budget_error, plan_split, problem_budget_error
 from edgereason.memory.store import check_profile_path, verifier_id
-from edgereason.profiler.sample import (SAMPLE_PROBLEMS, check_sequences, prompt_lengths, sample_kv_tokens,
-                                        sample_problems, sample_search)
+from edgereason.profiler.sample import (
+    SAMPLE_PROBLEMS,
+    check_sequences,
+    prompt_lengths,
+    sample_kv_tokens,
+    sample_problems,
+    sample_search,
+)
 from edgereason.protocols import ProfiledGenerator, ProfiledPRM, Progress
 from edgereason.session.gpu import DEFAULT_TOP_K, device_top_k
 from edgereason.session.prm_choice import PRMChoice, choose_prm
@@ -72,7 +78,7 @@ class Profile:
         best, w = self.plan.best, self.workload
         return {
             "version": PROFILE_VERSION,
-            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "device": self.device.device_id,
             "device_name": self.device.name,
             "device_memory_bytes": self.device.total_bytes,

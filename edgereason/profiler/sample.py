@@ -9,9 +9,10 @@ their peaks coincide more often than not, and one problem's working set says lit
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import mean
-from typing import Sequence, TypeVar
+from typing import TypeVar
 
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine.loop import Engine, prompt_ids

@@ -10,8 +10,9 @@ tree search only: where best-of-n runs, `solve` and `chat` say which of them wer
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from edgereason.config import STRATEGY_NAMES, VOTES
 

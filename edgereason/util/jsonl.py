@@ -8,8 +8,8 @@ import json
 import math
 import os
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from edgereason.errors import ConfigError
 

@@ -7,12 +7,12 @@ import pytest
 
 from edgereason.backends.llamacpp import LlamaGenerator
 from edgereason.backends.llamacpp.device_sampling import Candidates
-from edgereason.session.gpu import device_top_k
 from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext
+from edgereason.backends.llamacpp.sampling import sample
 from edgereason.config import SamplingParams
 from edgereason.errors import ConfigError
 from edgereason.protocols import BatchEntry
-from edgereason.backends.llamacpp.sampling import sample
+from edgereason.session.gpu import device_top_k
 
 K = 40
 QUESTION = "Janet has 16 eggs and eats 3. How many are left?"

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import chisquare, kstest
 
-from edgereason.config import SamplingParams
 from edgereason.backends.llamacpp.sampling import CUTOFF, by_id, draw_rows, sample, sample_rows, uniforms
-from edgereason.config import mix_seed
+from edgereason.config import SamplingParams, mix_seed
 
 
 def test_p_draws_follow_the_distribution():

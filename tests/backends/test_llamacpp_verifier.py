@@ -206,8 +206,9 @@ def test_a_lora_head_scores_step_by_step_as_whole_in_its_own_context(smollm2, tm
     states lack the adapter), and its scores differ from the same head's without the adapter."""
     from dataclasses import replace
 
-    from edgereason.backends.llamacpp import LlamaGenerator
     from smollm2_lora import lora_head
+
+    from edgereason.backends.llamacpp import LlamaGenerator
 
     head, _ = lora_head(smollm2, tmp_path)
     steps = [s + "\n\n" for s in STEPS]

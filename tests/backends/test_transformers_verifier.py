@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from tiny_hf import Q, STEPS, TAG, QwenMathPRM, SkyworkPRM, save, tiny_config, tiny_tokenizer
+from tiny_hf import STEPS, TAG, Q, QwenMathPRM, SkyworkPRM, save, tiny_config, tiny_tokenizer
 from transformers import AutoTokenizer, Qwen2ForCausalLM
 
 from edgereason.backends.prm_format import JUDGE_SYSTEM
@@ -19,8 +19,8 @@ from edgereason.backends.transformers import open_verifier
 from edgereason.backends.transformers.formats import QWEN_PRM_SYSTEM
 from edgereason.backends.transformers.loader import import_torch, kv_bytes_per_token, resolve_device
 from edgereason.errors import ConfigError, ModelError
-from edgereason.protocols import ScoreRequest
 from edgereason.prompts import unmark
+from edgereason.protocols import ScoreRequest
 
 EXACT = 1e-5
 
@@ -302,9 +302,10 @@ def test_a_question_cannot_write_control_tokens(checkpoints, fmt, layout):
 
 
 def test_a_lora_head_is_refused_on_torch_with_what_to_do(smollm2, smollm2_path, tmp_path):
+    from smollm2_lora import lora_head
+
     from edgereason.backends.transformers.loader import load_checkpoint
     from edgereason.errors import ConfigError
-    from smollm2_lora import lora_head
 
     head, _ = lora_head(smollm2, tmp_path)
     with pytest.raises(ConfigError, match="LoRA adapter .* only the llama.cpp backend applies"):

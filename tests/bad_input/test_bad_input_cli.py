@@ -42,10 +42,10 @@ import pytest
 from edgereason.bench import report
 from edgereason.cli.main import build_parser, main
 from edgereason.cli.solve import clip, print_tree
-from edgereason.memory import default_device_id
-from edgereason.memory.store import profile_path, verifier_id
 from edgereason.engine.policy import SWITCH_HELP
 from edgereason.engine.result import RequestMetrics, SearchResult
+from edgereason.memory import default_device_id
+from edgereason.memory.store import profile_path, verifier_id
 
 FAST = ["--max-steps", "1", "--max-step-tokens", "8", "--beams", "2", "--width", "2"]
 

@@ -26,14 +26,21 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import psutil
 import pytest
-
-from child_processes import (edgereason, hanging_index, open_chat, pull_env, pull_folders, wait_for, wait_for_drawing,
-                             wait_for_exit)
+from child_processes import (
+    edgereason,
+    hanging_index,
+    open_chat,
+    pull_env,
+    pull_folders,
+    wait_for,
+    wait_for_drawing,
+    wait_for_exit,
+)
 
 from edgereason.util import interrupts
 
@@ -70,7 +77,7 @@ def python_sigint() -> Iterator[None]:
 def test_ctrl_c_while_the_model_loads_exits_130(smollm2_path) -> None:
     for _ in range(3):
         proc = edgereason("solve", "What is 1 + 1?", "--model", str(smollm2_path), *TINY_FLAGS)
-        wait_for(lambda: maps(proc.pid, smollm2_path.name) or proc.poll() is not None, "the model load",
+        wait_for(lambda proc=proc: maps(proc.pid, smollm2_path.name) or proc.poll() is not None, "the model load",
                  every_s=0.0002)
         proc.send_signal(signal.SIGINT)
         out, stderr = proc.communicate(timeout=120)

@@ -39,25 +39,33 @@ from pathlib import Path
 
 import psutil
 import pytest
+from child_processes import (
+    OFFLINE_INDEX,
+    drain,
+    edgereason,
+    hanging_index,
+    open_chat,
+    pull_env,
+    pull_folders,
+    wait_for,
+    wait_for_drawing,
+    wait_for_exit,
+)
+from fakes import FakeGenerator, FakeVerifier
 from textual.widgets import OptionList, Static
 
-from fakes import FakeGenerator, FakeVerifier
-from child_processes import (OFFLINE_INDEX, drain, edgereason, hanging_index, open_chat, pull_env,
-                             pull_folders, wait_for, wait_for_drawing, wait_for_exit)
-
 from edgereason import models
-from edgereason.models import download
-
-from edgereason.util import text
-from edgereason.search.dataset import load_problems
 from edgereason.config import SearchConfig
-from edgereason.errors import ModelError
 from edgereason.engine.policy import Policy
+from edgereason.errors import ModelError
+from edgereason.models import download
+from edgereason.search.dataset import load_problems
 from edgereason.session.opening import Session, open_session
 from edgereason.session.settings import ModelSettings
 from edgereason.ui.app import ChatApp
 from edgereason.ui.history import History, HistoryEntry
 from edgereason.ui.screens import HistoryScreen
+from edgereason.util import text
 
 TINY = SearchConfig(beams=2, width=2, max_steps=1, max_step_tokens=4)
 TINY_FLAGS = ["--beams", "2", "--width", "2", "--max-steps", "1", "--max-step-tokens", "4", "--threads", "1",

@@ -8,8 +8,8 @@ import io
 from edgereason.cli import models_cmd
 from edgereason.cli.main import main
 from edgereason.cli.progress import SearchProgress, bar, end_line
-from edgereason.errors import ConfigError
 from edgereason.engine.events import Progress
+from edgereason.errors import ConfigError
 
 
 def test_the_status_line_is_drawn_at_most_every_so_often_and_clears_itself() -> None:

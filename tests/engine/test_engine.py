@@ -7,10 +7,10 @@ import pytest
 from edgereason.backends.llamacpp import LlamaGenerator, LlamaVerifier, load_model, open_models
 from edgereason.backends.prm_format import prm_format
 from edgereason.config import SamplingParams, SearchConfig
-from edgereason.engine.loop import Engine
-from edgereason.errors import ConfigError
 from edgereason.engine.events import NodeAdded, NodeScored, RequestDone
+from edgereason.engine.loop import Engine
 from edgereason.engine.policy import PRESETS, parse_policy
+from edgereason.errors import ConfigError
 
 PROBLEMS = ["Janet has 16 eggs and eats 3. How many are left?", "What is 12 times 3?", "Tom has 5 apples and buys 4."]
 

@@ -6,8 +6,8 @@ import pytest
 
 from edgereason.cli.common import policy_from
 from edgereason.cli.main import build_parser
-from edgereason.errors import ConfigError
 from edgereason.engine.policy import PRESETS, parse_policy
+from edgereason.errors import ConfigError
 
 
 def test_presets_combine_the_techniques():

@@ -5,14 +5,14 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgereason.engine import ranking
 from edgereason.config import SamplingParams, SearchConfig
-from edgereason.engine.loop import Engine
+from edgereason.engine import ranking
 from edgereason.engine.events import NodeSelected, NodeStatus
+from edgereason.engine.loop import Engine
 from edgereason.engine.policy import parse_policy
 from edgereason.engine.request import Group
-from edgereason.search.strategies import STRATEGIES
 from edgereason.engine.result import FinalPath, vote
+from edgereason.search.strategies import STRATEGIES
 from edgereason.tree import Node, aggregate
 from tests.fakes import FakeGenerator, FakeVerifier
 

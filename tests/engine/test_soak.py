@@ -19,7 +19,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from fakes import FakeGenerator, FakeVerifier
 
 from edgereason.config import SearchConfig

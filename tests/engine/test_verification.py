@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from edgereason.config import SearchConfig
-from edgereason.errors import OutOfMemoryError
 from edgereason.engine.events import Emitter, NodeScored, NodeStatus
-from edgereason.protocols import ScoreRequest, VerifierStats
 from edgereason.engine.request import Request
 from edgereason.engine.stats import EngineStats
+from edgereason.engine.verification import FlushFailed, VerifyQueue, VerifyStage
+from edgereason.errors import OutOfMemoryError
+from edgereason.protocols import ScoreRequest, VerifierStats
 from edgereason.tree import Node, Status
-from edgereason.engine.verification import FlushFailed, VerifyStage, VerifyQueue
 from tests.fakes import FakeVerifier
 
 

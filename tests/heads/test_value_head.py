@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 
 from edgereason.errors import ConfigError, ModelError
-from edgereason.heads.value_head import Backbone, ValueHead, feature_tokens, file_sha256, head_paths, load_head, save_head
+from edgereason.heads.value_head import (
+    Backbone,
+    ValueHead,
+    feature_tokens,
+    file_sha256,
+    head_paths,
+    load_head,
+    save_head,
+)
 
 
 def random_head(backbone: Backbone, k: int = 12, hidden: int = 5, seed: int = 0, n_vocab: int = 100) -> ValueHead:

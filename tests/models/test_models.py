@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from edgereason import models
-from edgereason.models import download
 from edgereason.errors import ConfigError, ModelError
+from edgereason.models import download
 
 
 def test_registry_has_the_offline_models():

@@ -10,11 +10,10 @@ import pytest
 from edgereason import models
 from edgereason.cli.main import main
 from edgereason.errors import ConfigError
-from edgereason.memory import default_device_id, find_profile, verifier_id
-from edgereason.memory import device
+from edgereason.memory import default_device_id, device, find_profile, verifier_id
+from edgereason.memory.store import profile_path, write_profile
 from edgereason.profiler import run as profiler
 from edgereason.profiler.run import MeasurePoints, run_profile
-from edgereason.memory.store import profile_path, write_profile
 
 TINY = MeasurePoints(decode_seqs=(1, 2), decode_steps=2, prefill_tokens=(32, 64), prefill_reps=1)
 REQUIRED = {"generator_kv_tokens", "verifier_kv_tokens", "generator_kv_bytes", "verifier_kv_bytes",

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from edgereason import models
-from edgereason.cli.recipe_use import apply_recipe, recipe_device, recipe_search_config
 from edgereason.cli.main import build_parser
+from edgereason.cli.recipe_use import apply_recipe, recipe_device, recipe_search_config
 from edgereason.errors import ConfigError, ModelError
 from edgereason.search.recipes import PLAIN, RECIPES, Recipe, recipe_for
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from edgereason.memory.curve import Curve
 from edgereason.engine.policy import PRESETS, parse_policy, with_switches
+from edgereason.memory.curve import Curve
 from edgereason.session.auto_policy import CACHE_FILE, AutoChoice, choose, cost_8, is_auto, resolve
 from edgereason.session.opening import open_session
 from edgereason.session.settings import ModelSettings

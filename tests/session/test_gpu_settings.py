@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from edgereason.session import gpu
 from edgereason.backends.llamacpp import supports_gpu
 from edgereason.errors import ConfigError
 from edgereason.memory.device import AUTO_MARGIN_MIN, AUTO_MAX_TOKENS
+from edgereason.session import gpu
 from edgereason.session.opening import open_session
 from edgereason.session.settings import ModelSettings
 

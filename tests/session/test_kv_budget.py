@@ -7,8 +7,8 @@ import pytest
 from edgereason.backends.llamacpp import open_models
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine.loop import Engine
-from edgereason.errors import ConfigError
 from edgereason.engine.policy import parse_policy
+from edgereason.errors import ConfigError
 from edgereason.prompts import solve_messages
 from tests.fakes import FakeGenerator, FakeVerifier
 

@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 
 from edgereason import models
-
+from edgereason.heads.value_head import Backbone, load_head, save_head
 from edgereason.session import prm_choice
 from edgereason.session.prm_choice import choose_prm, shipped_head
-from edgereason.heads.value_head import Backbone, load_head, save_head
 from tests.heads.test_value_head import random_head
 
 Q05, Q15 = "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 from textual.pilot import Pilot

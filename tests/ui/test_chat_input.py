@@ -6,11 +6,10 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from fakes import FakeGenerator, FakeVerifier
 from textual import events
 from textual.pilot import Pilot
 from textual.widgets import Input
-
-from fakes import FakeGenerator, FakeVerifier
 
 from edgereason.config import SearchConfig
 from edgereason.engine.policy import Policy

@@ -10,9 +10,17 @@ from textual.widgets.input import Selection
 from textual.widgets.markdown import MarkdownBlock
 
 from edgereason.config import SearchConfig
-from edgereason.errors import ModelError
-from edgereason.engine.events import NodeAdded, NodeExtended, NodeScored, NodeSelected, NodeStatus, Progress, StepFinished
+from edgereason.engine.events import (
+    NodeAdded,
+    NodeExtended,
+    NodeScored,
+    NodeSelected,
+    NodeStatus,
+    Progress,
+    StepFinished,
+)
 from edgereason.engine.policy import Policy
+from edgereason.errors import ModelError
 from edgereason.session.opening import Session
 from edgereason.session.settings import ModelSettings
 from edgereason.ui.app import INTERRUPTED, ChatApp

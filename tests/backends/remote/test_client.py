@@ -8,16 +8,15 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Iterator
 
 import pytest
+from remote_server import LocalServer, free_port
 
 from edgereason.backends.remote.client import CompletionClient, RemoteError
 from edgereason.backends.remote.settings import Endpoint
 from edgereason.errors import ConfigError
-
-from remote_server import LocalServer, free_port
 
 
 def loop_tasks(client: CompletionClient) -> int:

@@ -9,17 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from remote_server import LocalServer
 
 from edgereason.backends.llamacpp.model import load_vocab
 from edgereason.backends.remote import Endpoint, RemoteError, open_generator, open_verifier
 from edgereason.backends.remote.generator import RemoteGenerator
 from edgereason.config import SamplingParams, SearchConfig
-from edgereason.engine.loop import Engine, prompt_ids
 from edgereason.engine.events import NodeScored
+from edgereason.engine.loop import Engine, prompt_ids
 from edgereason.engine.policy import parse_policy
 from edgereason.protocols import BatchEntry
-
-from remote_server import LocalServer
 
 QUESTION = "What is 12 * 7 - 5?"
 SMALL = SearchConfig(beams=4, width=2, max_steps=3, max_step_tokens=48, max_path_tokens=160)

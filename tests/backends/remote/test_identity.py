@@ -8,23 +8,23 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import gguf
 import pytest
+from remote_server import LocalServer
 
 from edgereason import models
-from edgereason.models import download
 from edgereason.backends.llamacpp.model import load_vocab
 from edgereason.backends.remote.client import CompletionClient
 from edgereason.backends.remote.identity import PROBE, REGISTRY_PROBE_ENDS, check_served_model, served_tokens
-from edgereason.session.opening import gguf_on_disk
 from edgereason.backends.remote.settings import Endpoint
 from edgereason.errors import ConfigError
-
-from remote_server import LocalServer
+from edgereason.models import download
+from edgereason.session.opening import gguf_on_disk
 
 SMALL = ["--max-steps", "2", "--max-tokens", "80"]  # a search, were one to start by mistake, stays short
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from remote_server import LocalServer
 
 from edgereason.backends.llamacpp import LlamaVerifier
 from edgereason.backends.llamacpp.model import load_vocab
@@ -16,8 +17,6 @@ from edgereason.backends.remote import Endpoint, RemoteError, open_verifier
 from edgereason.backends.remote.verifier import RemoteVerifier
 from edgereason.errors import ConfigError
 from edgereason.protocols import ScoreRequest
-
-from remote_server import LocalServer
 from tests.backends.test_llamacpp_verifier import FORGED
 
 STEPS = ["12 * 7 = 84.", "84 - 5 = 79.", "The answer is \\boxed{79}."]
