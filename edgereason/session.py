@@ -11,6 +11,7 @@ import math
 import shlex
 import sys
 from dataclasses import dataclass, replace
+from importlib.util import find_spec
 from pathlib import Path
 
 import psutil
@@ -25,7 +26,7 @@ from edgereason.events import Listener
 from edgereason.memory import default_device_id, find_profile, verifier_id
 from edgereason.memory.size import format_size, format_size_in
 from edgereason.memory.store import profile_path
-from edgereason.gpu import DEFAULT_TOP_K, default_gpu_layers, device_top_k, gpu_settings
+from edgereason.gpu import DEFAULT_TOP_K, default_gpu_layers, device_top_k, gpu_present, gpu_settings
 from edgereason.policy import Policy
 from edgereason.policy_auto import AutoChoice, choice_for, is_auto, resolve
 from edgereason.prm_choice import HF_PREFIX, SELF, choose_prm
@@ -34,6 +35,7 @@ from edgereason.protocols import Generator, Verifier
 DEFAULT_KV_TOKENS = 16384  # per model; about 370 MB for SmolLM2, 200 MB for Qwen2.5-0.5B
 DEFAULT_LV_THRESHOLD = {"cpu": 512, "gpu": 2048}  # tokens (design.md section 4)
 SPLITS = ("profile", "even")
+LOCAL_BACKENDS = ("auto", "llamacpp", "torch")  # auto: torch where CUDA torch is installed and the models fit
 MIN_KV_TOKENS = 256  # per model: room for a prompt and a few steps
 
 PROFILE_TIPS = "profile-tips"  # under $EDGEREASON_HOME: profile file names already said to be missing
@@ -59,9 +61,12 @@ class ModelSettings:
     kv_budget_unit: str = "MiB"  # the unit the user wrote --kv-budget in: messages about it use the same
     verbose: bool = False  # start-up notes on every run, not once per device and model pair
     remote: RemoteSettings | None = None  # roles served by an OpenAI-compatible server (backends/remote)
+    backend: str = "auto"  # the local runtime: LOCAL_BACKENDS
 
     def __post_init__(self) -> None:
         check_threads(self.threads)
+        if self.backend not in LOCAL_BACKENDS:
+            raise ConfigError(f"--backend must be one of {', '.join(LOCAL_BACKENDS)} or remote, got {self.backend!r}")
         if self.generator_kv_tokens < MIN_KV_TOKENS or self.verifier_kv_tokens < MIN_KV_TOKENS:
             raise ConfigError(f"each model needs at least {MIN_KV_TOKENS} KV tokens; raise --kv-tokens")
         if self.split not in SPLITS:
@@ -83,6 +88,7 @@ class Session:
     prm_path: Path
     lv_threshold: int = DEFAULT_LV_THRESHOLD["cpu"]
     profile: dict | None = None
+    backend: str = "llamacpp"  # the runtime the models run on (solve --json and bench results name it)
     _auto: AutoChoice | None = None
 
     def engine(self, policy: Policy, on_event: Listener | None = None) -> Engine:
@@ -193,7 +199,37 @@ def _check_host_memory(settings: ModelSettings, kv_bytes: int) -> None:
                           f"{format_size(free)} free on this machine; lower {flag.split()[0]}")
 
 
-def open_session(settings: ModelSettings, backend: str = "llamacpp", progress=None) -> Session:
+def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: bool) -> str:
+    """settings.backend, with auto decided: torch where NVML sees a GPU, torch is installed with CUDA and the
+    models fit under --gpu-memory in bf16, else llama.cpp (a CPU stays on llama.cpp without importing torch).
+    A fallback for a reason the user may not expect is said in one line."""
+    if settings.backend != "auto":
+        return settings.backend
+    if settings.n_gpu_layers == 0 or not gpu_present() or find_spec("torch") is None or find_spec("gguf") is None:
+        return "llamacpp"
+    try:
+        torch_backend = load_backend("torch")
+        if not torch_backend.supports_gpu():
+            return _fall_back(torch_backend.no_cuda())
+    except ConfigError as e:  # torch cannot join this process beside this llama.cpp build
+        return _fall_back(str(e))
+    if settings.gpu_memory_bytes is not None:
+        roles = [gen_path] if hf else [gen_path, prm_path]  # an hf: PRM counts on transformers either way
+        need = sum(MIN_KV_TOKENS * torch_backend.kv_bytes_per_token(p, 1) for p in roles)
+        need += sum(torch_backend.weights_bytes(p, 1) for p in {p.resolve() for p in roles})
+        if need > settings.gpu_memory_bytes:
+            return _fall_back(f"the models need {format_size(need)} in bf16 on torch, more than --gpu-memory "
+                              f"{format_size(settings.gpu_memory_bytes)}")
+    return "torch"
+
+
+def _fall_back(why: str) -> str:
+    print(f"edgereason: --backend auto runs on llama.cpp: {why}", file=sys.stderr)
+    return "llamacpp"
+
+
+def open_session(settings: ModelSettings, backend: str | None = None, progress=None) -> Session:
+    """backend: the local runtime, overriding settings.backend (auto decides by CUDA and --gpu-memory)."""
     if settings.remote is not None:
         return _open_remote(settings, settings.remote, progress)
     choice = choose_prm(settings.model, settings.prm, settings.prm_format, settings.prm_head)
@@ -206,6 +242,7 @@ def open_session(settings: ModelSettings, backend: str = "llamacpp", progress=No
     else:
         prm_path = gen_path if choice.name == settings.model else models.resolve(choice.name, progress=progress,
                                                                                   role="PRM")
+    backend = choose_backend(replace(settings, backend=backend or settings.backend), gen_path, prm_path, hf)
     runtime = load_backend(backend)
     prm_runtime = load_backend("transformers") if hf else runtime
     if settings.n_gpu_layers:
@@ -234,7 +271,8 @@ def open_session(settings: ModelSettings, backend: str = "llamacpp", progress=No
         _note_no_profile(settings)
     lv = int(profile["lv_threshold_tokens"]) if profile else DEFAULT_LV_THRESHOLD[
         "gpu" if settings.n_gpu_layers else "cpu"]
-    return Session(settings, generator, verifier, gen_path, prm_path, lv_threshold=lv, profile=profile)
+    return Session(settings, generator, verifier, gen_path, prm_path, lv_threshold=lv, profile=profile,
+                   backend=backend)
 
 
 def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress=None) -> Session:
@@ -270,4 +308,5 @@ def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress=None)
     except BaseException:
         verifier.close()
         raise
-    return Session(settings, generator, verifier, gen_path, prm_path)
+    return Session(settings, generator, verifier, gen_path, prm_path,
+                   backend="remote" if remote.generator is not None else "llamacpp")

@@ -35,7 +35,7 @@ def supports_gpu() -> bool:
     return bool(import_torch().cuda.is_available())
 
 
-def _no_cuda() -> str:
+def no_cuda() -> str:
     torch = import_torch()
     build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
     return f"torch {torch.__version__} ({build}) sees no CUDA device"
@@ -44,7 +44,7 @@ def _no_cuda() -> str:
 def require_gpu(instead: str) -> None:
     """ConfigError unless torch sees a CUDA device; `instead` says what the user can do otherwise."""
     if not supports_gpu():
-        raise ConfigError(f"{_no_cuda()}; {instead}")
+        raise ConfigError(f"{no_cuda()}; {instead}")
 
 
 def device_for(n_gpu_layers: int) -> str:
@@ -70,7 +70,7 @@ _cpu_noted = False
 def _note_cpu() -> None:
     global _cpu_noted
     if not _cpu_noted:
-        why = _no_cuda() if not supports_gpu() else "--gpu-layers 0"
+        why = no_cuda() if not supports_gpu() else "--gpu-layers 0"
         print(f"edgereason: the torch backend runs on the CPU in float32 ({why}); llama.cpp is the faster CPU "
               "backend", file=sys.stderr)
         _cpu_noted = True

@@ -92,8 +92,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 def add_remote_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("remote serving (README: Serving)", REMOTE_HELP)
-    g.add_argument("--backend", default="llamacpp", choices=["llamacpp", "remote"],
-                   help="remote = the generator and the PRM on the server at --base-url (default llamacpp)")
+    g.add_argument("--backend", default="auto", choices=["auto", "llamacpp", "torch", "remote"],
+                   help="the runtime: torch (CUDA; on a CPU it runs, slowly, for tests), llamacpp, auto = torch "
+                        "where CUDA torch is installed and the models fit under --gpu-memory, else llamacpp; remote "
+                        "= the generator and the PRM on the server at --base-url (default auto)")
     g.add_argument("--base-url", default=None, metavar="URL",
                    help="the OpenAI-compatible server of --backend remote, e.g. http://127.0.0.1:8080")
     g.add_argument("--prm-base-url", default=None, metavar="URL",
@@ -231,7 +233,7 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
                          gpu_memory_bytes=parse_size(args.gpu_memory) if args.gpu_memory is not None else None,
                          device_sampling=args.device_sampling, device_top_k=args.device_top_k,
                          kv_budget_unit=size_unit(args.kv_budget) if budget is not None else "MiB",
-                         remote=remote_settings(args))
+                         remote=remote_settings(args), backend="auto" if args.backend == "remote" else args.backend)
 
 
 class RecipeUse(NamedTuple):
@@ -261,11 +263,11 @@ def is_terminal(stream: TextIO | None) -> bool:
 def recipe_device(args: argparse.Namespace) -> Device:
     """Where the generator's layers will run, as the session decides it (edgereason/gpu.py); a served generator has
     no recipe, so no device to ask."""
-    if args.backend != "llamacpp":
+    if args.backend == "remote":
         return "cpu"
     if args.gpu_layers is not None:
         return "gpu" if args.gpu_layers > 0 else "cpu"
-    return "gpu" if default_gpu_layers(load_backend("llamacpp")) > 0 else "cpu"
+    return "gpu" if default_gpu_layers(load_backend("torch" if args.backend == "torch" else "llamacpp")) > 0 else "cpu"
 
 
 def apply_recipe(args: argparse.Namespace, device: Device) -> RecipeUse:
@@ -273,7 +275,7 @@ def apply_recipe(args: argparse.Namespace, device: Device) -> RecipeUse:
     (edgereason/recipes.py). Any PRM flag or a remote backend means the user picks the verifier: then the plain
     recipe fills them."""
     chosen = (args.prm is not None or args.prm_format != "auto" or args.prm_head is not None
-              or args.backend != "llamacpp")
+              or args.backend == "remote")
     recipe = recipe_for(args.model, device, chosen)
     filled = tuple(f for f in FIELDS if getattr(args, f) is None and getattr(recipe, f) is not None)
     for f in filled:
