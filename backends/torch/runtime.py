@@ -183,8 +183,8 @@ class TorchContext:
                 cells[idx] = self.tables.append(seq, len(idx))
                 positions[idx] = np.arange(before[seq], before[seq] + len(idx))
             tokens = [tok for _, tok, _ in window]
-            if self.graphs is not None and self.graphs.fits(order):
-                return self.graphs.run(order, tokens, positions, cells, wanted, columns)
+            if self.graphs is not None and self.graphs.fits(order, columns):
+                return self.graphs.run(order, tokens, positions, cells, wanted)
             return self._eager(order, tokens, positions, cells, wanted, columns)
         except BaseException as e:
             for seq, n in before.items():
