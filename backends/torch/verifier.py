@@ -34,7 +34,7 @@ def _check_head(head: ValueHead) -> None:
 
 class TorchVerifier(LlamaVerifier):
     def __init__(self, model: TorchModel, fmt: PRMFormat, kv_tokens: int, n_seq_max: int = SEQ_SLOTS,
-                 head: ValueHead | None = None, graphs: bool = True) -> None:
+                 head: ValueHead | None = None) -> None:
         self.model = model
         self.fmt = fmt
         self.name = f"{model.path.stem}:{fmt.name}"
@@ -50,7 +50,8 @@ class TorchVerifier(LlamaVerifier):
             bad = model.tokenize(fmt.bad, add_bos=False, special=False)[0]
             columns = [good, bad]
             self._read = _two_token_score  # softmax over the two tokens
-        self.ctx = TorchContext(model, kv_tokens, n_seq_max=n_seq_max, columns=columns, graphs=graphs)
+        # its passes are prefills that read a few columns: eager (the graphs replay whole-row decode passes)
+        self.ctx = TorchContext(model, kv_tokens, n_seq_max=n_seq_max, columns=columns, graphs=False)
         self._gen = None  # a value head scores in this context, not in the generator's
         self.prompt = prompt_for(fmt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True))
         self._held = OrderedDict()
