@@ -8,6 +8,7 @@ that is what the CPU tests check it with; llama.cpp is the faster CPU backend.
 from __future__ import annotations
 
 import sys
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -97,21 +98,29 @@ def open_generator(generator_path: Path, generator_kv_tokens: int, n_threads: in
     return TorchGenerator(_load(generator_path, n_gpu_layers, n_threads), generator_kv_tokens)
 
 
-def kv_bytes_per_token(path: Path, n_gpu_layers: int = 0) -> int:
-    """From the GGUF's metadata alone (no weights read)."""
-    torch = import_torch()
-    from edgereason.backends.torch.model import Weights, kv_bytes_per_token as per_token, read_config
+@lru_cache(maxsize=4)
+def _gguf(path: str):
+    """The GGUF's tensor table and metadata (no weights read): parsed once, as a session asks several times."""
+    import_torch()
+    from edgereason.backends.torch.model import Weights
 
-    return per_token(read_config(Weights(Path(path))), torch.device(device_for(n_gpu_layers)))
+    return Weights(Path(path))
+
+
+def kv_bytes_per_token(path: Path, n_gpu_layers: int = 0) -> int:
+    torch = import_torch()
+    from edgereason.backends.torch.model import kv_bytes_per_token as per_token, read_config
+
+    return per_token(read_config(_gguf(str(path))), torch.device(device_for(n_gpu_layers)))
 
 
 def weights_bytes(path: Path, n_gpu_layers: int = 0) -> int:
     """The bytes the GGUF's weights take dequantized on the device (bf16 on CUDA, float32 on the CPU)."""
     torch = import_torch()
-    from edgereason.backends.torch.model import Weights, device_dtype
+    from edgereason.backends.torch.model import device_dtype
 
     size = torch.tensor([], dtype=device_dtype(torch.device(device_for(n_gpu_layers)))).element_size()
-    return size * sum(int(t.n_elements) for t in Weights(Path(path)).reader.tensors)
+    return size * sum(int(t.n_elements) for t in _gguf(str(path)).reader.tensors)
 
 
 __all__ = ["import_torch", "kv_bytes_per_token", "open_generator", "open_models", "require_gpu", "supports_gpu",

@@ -1,11 +1,12 @@
 """Decode passes on CUDA replayed as CUDA graphs (the pattern of nano-vllm's `capture_cudagraph`).
 
 A pass whose sequences each append one token runs at a bucketed row count (ROW_BUCKETS) and a bucketed table width
-(powers of two from MIN_TABLE): its rows are padded (token 0 at position 0, writing the pad cell, reading it) and
-its cell tables padded with the pad cell, which the mask hides. A graph is captured on first use of its (rows,
-width) bucket, into one memory pool shared by all; static inputs are shared too (slices of the largest), and every
-graph writes its logits into one [max rows, n_vocab] buffer. Passes with a prefill, more rows than the largest
-bucket, or logits of a few columns run eagerly.
+(kv.table_width: powers of two from MIN_TABLE): its rows are padded (token 0 at position 0 of the all-pad table
+row, writing the pad cell) and the graph gathers each row's cell table from the context's DeviceTables, whose
+entries past a sequence's length the mask hides. A graph is captured on first use of its (rows, width) bucket,
+into one memory pool shared by all; the static inputs (token, position, cell and sequence of each row: one [4,
+max rows] buffer, one copy a pass) are shared too, and every graph writes its logits into one [max rows, n_vocab]
+buffer. Passes with a prefill, more rows than the largest bucket, or logits of a few columns run eagerly.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 import torch
 
+from edgereason.backends.torch.kv import table_width
 from edgereason.backends.torch.runtime import GPU_MEMORY_HINT, AttentionGroup, attend_groups
 from edgereason.errors import OutOfMemoryError
 
@@ -22,26 +24,18 @@ if TYPE_CHECKING:
     from edgereason.backends.torch.runtime import TorchContext
 
 ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
-MIN_TABLE = 256
 
 
 def bucket(n: int, sizes: tuple[int, ...]) -> int:
     return next(s for s in sizes if s >= n)
 
 
-def table_bucket(length: int) -> int:
-    return max(MIN_TABLE, 1 << (length - 1).bit_length())
-
-
 class DecodeGraphs:
     def __init__(self, ctx: "TorchContext") -> None:
         self.ctx = ctx
-        device, rows = ctx.device, ROW_BUCKETS[-1]
-        self.tokens = torch.zeros(rows, dtype=torch.long, device=device)
-        self.positions = torch.zeros(rows, dtype=torch.long, device=device)
-        self.cells = torch.full((rows,), ctx.kv.pad_cell, dtype=torch.long, device=device)
-        self.logits = torch.zeros(rows, ctx.model.n_vocab, dtype=torch.float32, device=device)
-        self.tables: dict[int, torch.Tensor] = {}  # width -> [max rows, width] cell tables
+        rows = ROW_BUCKETS[-1]
+        self.inputs = torch.zeros(4, rows, dtype=torch.long, device=ctx.device)  # token, position, cell, seq
+        self.logits = torch.zeros(rows, ctx.model.n_vocab, dtype=torch.float32, device=ctx.device)
         self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}
         self.pool = None
 
@@ -50,44 +44,28 @@ class DecodeGraphs:
 
     def run(self, order: dict[int, list[int]], tokens: list[int], positions: np.ndarray, cells: np.ndarray,
             wanted: list[int]) -> torch.Tensor:
-        """The logits of the `wanted` rows, [len(wanted), n_vocab] (a copy: the buffer is the next pass's)."""
-        n = len(tokens)
-        rows = bucket(n, ROW_BUCKETS)
-        width = table_bucket(max(len(self.ctx.tables.table(seq)) for seq in order))
-        table = np.full((rows, width), self.ctx.kv.pad_cell, dtype=np.int64)
-        for seq, (i,) in order.items():
-            t = self.ctx.tables.table(seq)
-            table[i, :len(t)] = t
-        pad = self.ctx.kv.pad_cell
-        self._fill(self.tokens, tokens, rows, 0)
-        self._fill(self.positions, positions, rows, 0)
-        self._fill(self.cells, cells, rows, pad)
-        self._table(width)[:rows].copy_(torch.from_numpy(table), non_blocking=True)
+        """The logits of the `wanted` rows, [len(wanted), n_vocab] (a copy: the buffer is the next pass's). Row i
+        is window token i: each sequence has one token, so `order` lists them in window order."""
+        n, rows = len(tokens), bucket(len(tokens), ROW_BUCKETS)
+        width = table_width(max(self.ctx.tables.seq_len(seq) for seq in order))
+        host = np.zeros((4, rows), dtype=np.int64)
+        host[2, n:], host[3, n:] = self.ctx.kv.pad_cell, self.ctx.table_cells.pad_row
+        host[0, :n], host[1, :n], host[2, :n], host[3, :n] = tokens, positions, cells, list(order)
+        self.inputs[:, :rows].copy_(torch.from_numpy(host))
         graph = self.graphs.get((rows, width)) or self._capture(rows, width)
         graph.replay()
         return self.logits[torch.tensor(wanted, device=self.ctx.device)]
 
-    def _fill(self, buffer: torch.Tensor, values, rows: int, pad: int) -> None:
-        n = len(values)
-        buffer[:n].copy_(torch.as_tensor(np.asarray(values, dtype=np.int64)), non_blocking=True)
-        buffer[n:rows].fill_(pad)
-
-    def _table(self, width: int) -> torch.Tensor:
-        if width not in self.tables:
-            self.tables[width] = torch.full((ROW_BUCKETS[-1], width), self.ctx.kv.pad_cell, dtype=torch.long,
-                                            device=self.ctx.device)
-        return self.tables[width]
-
     def _body(self, rows: int, width: int) -> Callable[[], None]:
-        """The pass over the static buffers' first `rows` rows: what the graph records."""
-        ctx, table = self.ctx, self._table(width)[:rows]
-        tokens, positions, cells = self.tokens[:rows], self.positions[:rows], self.cells[:rows]
+        """The pass over the static inputs' first `rows` rows: what the graph records."""
+        ctx = self.ctx
+        tokens, positions, cells, seqs = self.inputs[:, :rows]
 
         def body() -> None:
             every = torch.arange(rows, device=ctx.device)
             mask = torch.arange(width, device=ctx.device)[None, None, :] <= positions[:, None, None]
-            group = AttentionGroup(query_rows=every[:, None], cells=table, mask=mask[:, None], tokens=every,
-                                   padded_at=every)
+            group = AttentionGroup(query_rows=every[:, None], cells=ctx.table_cells.rows(seqs, width),
+                                   mask=mask[:, None], tokens=every, padded_at=every)
 
             def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
                 return attend_groups(ctx.kv, layer, cells, [group], q, k, v)

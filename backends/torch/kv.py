@@ -24,6 +24,12 @@ import torch
 from edgereason.errors import OutOfMemoryError
 
 SEQ_SLOTS = 256  # sequence ids one context hands out at once: as llama.cpp's, the beams one search can have
+MIN_TABLE = 256  # the narrowest table width a pass gathers (CUDA graphs are recorded per width)
+
+
+def table_width(length: int) -> int:
+    """The bucketed width of a table of `length` cells: a power of two, at least MIN_TABLE."""
+    return max(MIN_TABLE, 1 << (length - 1).bit_length())
 
 
 class CellTables:
@@ -138,3 +144,25 @@ class KVStore:
     def write(self, layer: int, cells: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         self.k[layer].index_copy_(0, cells, k)
         self.v[layer].index_copy_(0, cells, v)
+
+
+class DeviceTables:
+    """Every sequence id's cell table mirrored in device memory, [n_seq_max + 1, width] int32, so a pass gathers its
+    sequences' tables with one index instead of copying lists from the host; the last row is all pad cells (for
+    padding rows). Entries past a sequence's length are stale or the pad cell: the attention mask hides them."""
+
+    def __init__(self, n_seq_max: int, capacity: int, pad_cell: int, device: torch.device) -> None:
+        self.width = table_width(capacity)  # a sequence holds at most `capacity` cells
+        self.cells = torch.full((n_seq_max + 1, self.width), pad_cell, dtype=torch.int32, device=device)
+        self.pad_row = n_seq_max
+
+    def fork(self, parent: int, child: int, n: int) -> None:
+        self.cells[child, :n] = self.cells[parent, :n]
+
+    def write(self, seqs: torch.Tensor, positions: torch.Tensor, cells: torch.Tensor) -> None:
+        """Cell cells[i] now holds position positions[i] of sequence seqs[i]."""
+        self.cells[seqs, positions] = cells.to(torch.int32)
+
+    def rows(self, seqs: torch.Tensor, width: int) -> torch.Tensor:
+        """[len(seqs), width] int64 cell ids."""
+        return self.cells[seqs, :width].long()

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from edgereason.backends.llamacpp.runtime import DecodeItem
-from edgereason.backends.torch.kv import SEQ_SLOTS, CellTables, KVFullError, KVStore
+from edgereason.backends.torch.kv import SEQ_SLOTS, CellTables, DeviceTables, KVFullError, KVStore
 from edgereason.backends.torch.model import TorchModel, kv_dtype
 from edgereason.errors import OutOfMemoryError
 
@@ -36,24 +36,22 @@ class AttentionGroup:
     padded_at: torch.Tensor  # [m] where each of them is in the [E * n] layout
 
 
-def attention_group(tables: Sequence[Sequence[int]], queries: Sequence[Sequence[int]],
-                    positions: Sequence[Sequence[int]], pad_cell: int, device: torch.device) -> AttentionGroup:
-    """tables[e]: sequence e's cells after this pass's appends; queries[e]: its flat token indices; positions[e]
-    their positions. Positions index the table (a table is in position order from 0)."""
-    n_seq, width = len(tables), max(len(q) for q in queries)
-    length = max(len(t) for t in tables)
-    cells = np.full((n_seq, length), pad_cell, dtype=np.int64)
+def attention_group(cells: torch.Tensor, queries: Sequence[Sequence[int]], positions: Sequence[Sequence[int]]
+                    ) -> AttentionGroup:
+    """cells [E, L]: sequence e's cell table after this pass's appends (from DeviceTables); queries[e]: its flat
+    token indices; positions[e] their positions. Positions index the table (a table is in position order)."""
+    n_seq, width = len(queries), max(len(q) for q in queries)
     rows = np.zeros((n_seq, width), dtype=np.int64)
     pos = np.zeros((n_seq, width), dtype=np.int64)  # a padding query sees key 0 only: no all-masked row
     valid = np.zeros((n_seq, width), dtype=bool)
-    for e, (table, q, p) in enumerate(zip(tables, queries, positions)):
-        cells[e, :len(table)] = table
+    for e, (q, p) in enumerate(zip(queries, positions)):
         rows[e, :len(q)] = q
         pos[e, :len(p)] = p
         valid[e, :len(q)] = True
+    device = cells.device
     at = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
-    mask = torch.arange(length, device=device)[None, None, :] <= at(pos)[:, :, None]
-    return AttentionGroup(query_rows=at(rows), cells=at(cells), mask=mask[:, None], tokens=at(rows[valid]),
+    mask = torch.arange(cells.shape[1], device=device)[None, None, :] <= at(pos)[:, :, None]
+    return AttentionGroup(query_rows=at(rows), cells=cells, mask=mask[:, None], tokens=at(rows[valid]),
                           padded_at=at(np.flatnonzero(valid.ravel())))
 
 
@@ -93,6 +91,7 @@ class TorchContext:
         except torch.OutOfMemoryError:
             raise OutOfMemoryError(f"no room for {n_ctx} KV tokens of {model.path.name} on the GPU; "
                                    f"{GPU_MEMORY_HINT}") from None
+        self.table_cells = DeviceTables(n_seq_max, n_ctx, self.kv.pad_cell, self.device)
         self.columns = torch.tensor(list(columns), device=self.device) if columns is not None else None
         self.top_k = None  # the llama.cpp verifier reads these off a context: no device top-k, no layer capture
         self.capture = None
@@ -113,7 +112,9 @@ class TorchContext:
         return self.tables.new_seq()
 
     def fork(self, parent: int) -> int:
-        return self.tables.fork(parent)
+        child = self.tables.fork(parent)
+        self.table_cells.fork(parent, child, self.tables.seq_len(parent))
+        return child
 
     def truncate(self, seq: int, n_tokens: int) -> None:
         self.tables.truncate(seq, n_tokens)
@@ -182,6 +183,8 @@ class TorchContext:
             for seq, idx in order.items():
                 cells[idx] = self.tables.append(seq, len(idx))
                 positions[idx] = np.arange(before[seq], before[seq] + len(idx))
+            at = lambda a: torch.as_tensor(np.asarray(a, dtype=np.int64)).to(self.device)  # noqa: E731
+            self.table_cells.write(at([seq for seq, _, _ in window]), at(positions), at(cells))
             tokens = [tok for _, tok, _ in window]
             if self.graphs is not None and self.graphs.fits(order, columns):
                 return self.graphs.run(order, tokens, positions, cells, wanted)
@@ -201,8 +204,9 @@ class TorchContext:
         for single in (True, False):  # decode rows in one group, prefill runs in another: little padding
             seqs = [s for s, idx in order.items() if (len(idx) == 1) == single]
             if seqs:
-                groups.append(attention_group([self.tables.table(s) for s in seqs], [order[s] for s in seqs],
-                                              [positions[order[s]] for s in seqs], self.kv.pad_cell, device))
+                width = max(self.tables.seq_len(s) for s in seqs)
+                cells_of = self.table_cells.rows(torch.tensor(seqs, device=device), width)
+                groups.append(attention_group(cells_of, [order[s] for s in seqs], [positions[order[s]] for s in seqs]))
         write = torch.from_numpy(cells).to(device)
 
         def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from edgereason.backends.llamacpp.runtime import DecodeItem
-from edgereason.backends.torch.graphs import DecodeGraphs, bucket, table_bucket, ROW_BUCKETS
+from edgereason.backends.torch.graphs import ROW_BUCKETS, DecodeGraphs, bucket
+from edgereason.backends.torch.kv import table_width
 from edgereason.backends.torch.runtime import TorchContext
 
 
@@ -31,7 +32,7 @@ class EagerGraphs(DecodeGraphs):
 
 def test_buckets():
     assert [bucket(n, ROW_BUCKETS) for n in (1, 3, 8, 9, 128)] == [1, 4, 8, 16, 128]
-    assert [table_bucket(n) for n in (1, 256, 257, 600)] == [256, 256, 512, 1024]
+    assert [table_width(n) for n in (1, 256, 257, 600)] == [256, 256, 512, 1024]
 
 
 def _decode_rows(ctx: TorchContext, seqs: list[int], tokens: list[int]) -> np.ndarray:
