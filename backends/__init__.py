@@ -7,16 +7,17 @@ from types import ModuleType
 
 from edgereason.errors import ConfigError
 
-BACKENDS: tuple[str, ...] = ("llamacpp", "transformers", "remote")
+BACKENDS: tuple[str, ...] = ("llamacpp", "torch", "transformers", "remote")
 
 
 def load_backend(name: str) -> ModuleType:
     """The backend's module, imported lazily so the CLI starts fast. It provides
     `open_models(generator_path, prm_path, prm_format, generator_kv_tokens, verifier_kv_tokens, n_threads,
     n_gpu_layers) -> (Generator, Verifier)`, `kv_bytes_per_token(path, n_gpu_layers) -> int` and
-    `require_gpu(instead)`, a ConfigError when the runtime cannot offload to a GPU; llamacpp also
-    `open_generator(...)` alone. `transformers` is a PRM backend only: `open_verifier(path, prm_format, kv_tokens,
-    device, head, n_threads) -> Verifier`, `kv_bytes_per_token(path, device) -> int`, `weights_bytes(path, device)
+    `require_gpu(instead)`, a ConfigError when the runtime cannot offload to a GPU; llamacpp and torch also
+    `open_generator(...)` alone; torch also `weights_bytes(path, n_gpu_layers)` (dequantized on its device).
+    `transformers` is a PRM backend only: `open_verifier(path, prm_format, kv_tokens, device, head, n_threads) ->
+    Verifier`, `kv_bytes_per_token(path, device) -> int`, `weights_bytes(path, device)
     -> int` (as loaded there) and `on_cuda(device) -> bool`. `remote` serves either role from an OpenAI-compatible
     server: `open_generator(vocab_path, endpoint, context_tokens, step_tokens)`, `open_verifier(vocab_path,
     prm_format, endpoint)` and `check_served_models(remote, model, prm)`, a ConfigError where a server serves

@@ -1,7 +1,7 @@
 """Device-side sampling: llama.cpp's backend samplers cut each output row to its top-k candidates inside the
 forward pass, so a row costs k ids and k logits to read instead of the whole vocabulary (152k floats for Qwen,
 0.7 ms a row on an H200 host). The host still draws, from the engine's per-node random streams, over those k
-candidates (edgereason.backends.llamacpp.sampling.sample_rows): deduplication's several draws per row, replay after eviction
+candidates (edgereason.backends.sampling.sample_rows): deduplication's several draws per row, replay after eviction
 and batch independence hold as with host sampling.
 
 What the cut drops: the probability mass outside the k best tokens, renormalised away

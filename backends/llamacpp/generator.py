@@ -12,7 +12,7 @@ import numpy as np
 from edgereason.backends.llamacpp.device_sampling import Candidates
 from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.llamacpp.runtime import SEQ_SLOTS, DecodeItem, KVContext, KVMemoryOf
-from edgereason.backends.llamacpp.sampling import by_id, sample, sample_rows
+from edgereason.backends.sampling import by_id, sample, sample_rows
 from edgereason.config import SamplingParams
 from edgereason.protocols import BatchEntry, SeqId
 

@@ -105,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
     runs: list[dict] = []
     sessions = {s: open_session(model_settings(argparse.Namespace(**{**vars(args), "split": s})),
                                 progress=pull_progress) for s in splits}
+    config["backend"] = next(iter(sessions.values())).backend  # auto's choice: the same for every split
     try:
         for session in sessions.values():  # a problem refused mid-run stopped the bench and lost that run's work
             _check_problems_fit(session, problems, args.dataset)

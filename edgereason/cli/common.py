@@ -87,8 +87,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 def add_remote_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("remote serving (README: Serving)", REMOTE_HELP)
-    g.add_argument("--backend", default="llamacpp", choices=["llamacpp", "remote"],
-                   help="remote = the generator and the PRM on the server at --base-url (default llamacpp)")
+    g.add_argument("--backend", default="auto", choices=["auto", "llamacpp", "torch", "remote"],
+                   help="the runtime: torch (CUDA; on a CPU it runs, slowly, for tests), llamacpp, auto = torch "
+                        "where CUDA torch is installed and the models fit under --gpu-memory, else llamacpp; remote "
+                        "= the generator and the PRM on the server at --base-url (default auto)")
     g.add_argument("--base-url", default=None, metavar="URL",
                    help="the OpenAI-compatible server of --backend remote, e.g. http://127.0.0.1:8080")
     g.add_argument("--prm-base-url", default=None, metavar="URL",
@@ -226,7 +228,7 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
                          gpu_memory_bytes=parse_size(args.gpu_memory) if args.gpu_memory is not None else None,
                          device_sampling=args.device_sampling, device_top_k=args.device_top_k,
                          kv_budget_unit=size_unit(args.kv_budget) if budget is not None else "MiB",
-                         remote=remote_settings(args))
+                         remote=remote_settings(args), backend="auto" if args.backend == "remote" else args.backend)
 
 
 def search_config(args: argparse.Namespace) -> SearchConfig:

@@ -43,11 +43,12 @@ class SearchChoice(NamedTuple):
 def recipe_device(args: argparse.Namespace) -> Device:
     """Where the generator's layers will run, as the session decides it (edgereason/session/gpu.py); a served generator has
     no recipe, so no device to ask."""
-    if args.backend != "llamacpp":
+    if args.backend == "remote":
         return "cpu"
     if args.gpu_layers is not None:
         return "gpu" if args.gpu_layers > 0 else "cpu"
-    return "gpu" if default_gpu_layers(load_backend("llamacpp")) > 0 else "cpu"
+    runtime = load_backend("torch" if args.backend == "torch" else "llamacpp")
+    return "gpu" if default_gpu_layers(runtime) > 0 else "cpu"
 
 
 def apply_recipe(args: argparse.Namespace, device: Device) -> RecipeUse:

@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
         session.close()
     if args.json:
         out = result.as_dict()
+        out["backend"] = session.backend
         if auto:  # which preset `auto` ran, and why
             out["metrics"]["auto_policy"] = auto.as_dict()
         print(json.dumps(out, indent=2))

@@ -126,7 +126,8 @@ def run(args: argparse.Namespace) -> int:
     settings = ModelSettings(model=args.model, prm=args.prm, prm_head=args.prm_head,
                              prm_format="auto" if args.prm or args.prm_head else "judge", threads=args.threads,
                              generator_kv_tokens=args.kv_tokens, verifier_kv_tokens=args.kv_tokens,
-                             n_gpu_layers=args.gpu_layers, device_sampling=args.device_sampling)
+                             n_gpu_layers=args.gpu_layers, device_sampling=args.device_sampling,
+                             backend="llamacpp")  # the features read llama.cpp's layers and logits
     # checked before any phase: a bad --val-fraction was refused only after hours of rollouts and features
     train = TrainConfig(hidden=args.hidden, epochs=args.epochs, val_fraction=args.val_fraction, seed=args.seed,
                         rank_weight=args.rank_weight) if "train" in phases else None

@@ -81,7 +81,7 @@ def recipe_for(generator: str, device: Device, prm_chosen: bool) -> Recipe:
 
 def picks_verifier(prm: str | None, prm_format: str, prm_head: str | None, backend: str) -> bool:
     """Whether the user chose the verifier (any PRM flag, or a served model): then the plain recipe applies."""
-    return prm is not None or prm_format != "auto" or prm_head is not None or backend != "llamacpp"
+    return prm is not None or prm_format != "auto" or prm_head is not None or backend == "remote"
 
 
 class RecipeFill(NamedTuple):

@@ -69,13 +69,14 @@ def gpu_settings(settings, runtime: ModuleType, gen_path: Path, prm_path: Path, 
                "this llama-cpp-python build has no GPU support" if not runtime.supports_gpu() else "no GPU was found")
         raise ConfigError(f"--gpu-memory caps GPU memory, but no layers are on a GPU ({why}); drop --gpu-memory")
     if prm_runtime is None:
-        weights = weights_bytes(gen_path, prm_path)
+        weights = _weights(runtime, gen_path, prm_path, layers)
         prm_per_token = runtime.kv_bytes_per_token(prm_path, layers)
     else:
         if not prm_runtime.on_cuda(settings.prm_device):
             raise ConfigError(f"--gpu-memory caps GPU memory, but the hf: PRM runs on the CPU (--prm-device "
                               f"{settings.prm_device}); use --prm-device cuda or drop --gpu-memory")
-        weights = gen_path.stat().st_size + prm_runtime.weights_bytes(prm_path, settings.prm_device)
+        weights = (_weights(runtime, gen_path, gen_path, layers)
+                   + prm_runtime.weights_bytes(prm_path, settings.prm_device))
         prm_per_token = prm_runtime.kv_bytes_per_token(prm_path, settings.prm_device)
     if settings.kv_budget_bytes is not None:
         if weights + settings.kv_budget_bytes > settings.gpu_memory_bytes:
@@ -85,6 +86,15 @@ def gpu_settings(settings, runtime: ModuleType, gen_path: Path, prm_path: Path, 
     per_token = runtime.kv_bytes_per_token(gen_path, layers) + prm_per_token
     budget = capped_kv_budget(settings.gpu_memory_bytes, weights, per_token)
     return replace(settings, kv_budget_bytes=budget, kv_budget_unit="MiB")
+
+
+def _weights(runtime: ModuleType, gen_path: Path, prm_path: Path, layers: int) -> int:
+    """Both models' weights as the runtime holds them: the GGUF files on llama.cpp, dequantized to bf16 on torch
+    (which has `weights_bytes`); one file serving both roles is loaded once."""
+    per_file = getattr(runtime, "weights_bytes", None)
+    if per_file is None:
+        return weights_bytes(gen_path, prm_path)
+    return sum(per_file(p, layers) for p in {gen_path.resolve(), prm_path.resolve()})
 
 
 def device_top_k(mode: str, top_k: int, n_gpu_layers: int) -> int:

@@ -16,6 +16,7 @@ from edgereason.engine.loop import Engine
 from edgereason.engine.policy import Policy
 from edgereason.errors import ConfigError
 from edgereason.protocols import Generator, Verifier
+from edgereason.session.backend_choice import choose_backend
 from edgereason.session.auto_policy import MEASURE_ROWS, MEASURE_STEPS, AutoChoice, choice_for, is_auto, resolve
 from edgereason.session.gpu import default_gpu_layers, device_top_k, gpu_settings
 from edgereason.session.kv_split import check_host_memory, kv_tokens
@@ -63,13 +64,15 @@ class Session:
                 close()
 
 
-def open_session(settings: ModelSettings, backend: str = "llamacpp", progress: PullProgress | None = None) -> Session:
+def open_session(settings: ModelSettings, backend: str | None = None, progress: PullProgress | None = None) -> Session:
+    """backend: the local runtime, overriding settings.backend (auto decides by CUDA and --gpu-memory)."""
     if settings.remote is not None:
         return _open_remote(settings, settings.remote, progress)
     choice = choose_prm(settings.model, settings.prm, settings.prm_format, settings.prm_head)
     settings = replace(settings, prm_format=choice.format)
     gen_path, prm_path = _model_paths(settings, choice, progress)
     hf = choice.name.startswith(models.HF_PREFIX)  # the PRM on torch beside the generator
+    backend = choose_backend(replace(settings, backend=backend or settings.backend), gen_path, prm_path, hf)
     runtime = load_backend(backend)
     prm_runtime = load_backend("transformers") if hf else runtime
     if settings.n_gpu_layers:

@@ -13,6 +13,7 @@ from edgereason.session.gpu import DEFAULT_TOP_K
 
 DEFAULT_KV_TOKENS = 16384  # per model; about 370 MB for SmolLM2, 200 MB for Qwen2.5-0.5B
 SPLITS = ("profile", "even")
+LOCAL_BACKENDS = ("auto", "llamacpp", "torch")  # auto: torch where CUDA torch is installed and the models fit
 MIN_KV_TOKENS = 256  # per model: room for a prompt and a few steps
 
 
@@ -36,9 +37,12 @@ class ModelSettings:
     kv_budget_unit: str = "MiB"  # the unit the user wrote --kv-budget in: messages about it use the same
     verbose: bool = False  # start-up notes on every run, not once per device and model pair
     remote: RemoteSettings | None = None  # roles served by an OpenAI-compatible server (backends/remote)
+    backend: str = "auto"  # the local runtime: LOCAL_BACKENDS
 
     def __post_init__(self) -> None:
         check_threads(self.threads)
+        if self.backend not in LOCAL_BACKENDS:
+            raise ConfigError(f"--backend must be one of {', '.join(LOCAL_BACKENDS)} or remote, got {self.backend!r}")
         if self.generator_kv_tokens < MIN_KV_TOKENS or self.verifier_kv_tokens < MIN_KV_TOKENS:
             raise ConfigError(f"each model needs at least {MIN_KV_TOKENS} KV tokens; raise --kv-tokens")
         if self.split not in SPLITS:

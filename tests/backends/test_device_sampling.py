@@ -8,7 +8,7 @@ import pytest
 from edgereason.backends.llamacpp import LlamaGenerator
 from edgereason.backends.llamacpp.device_sampling import Candidates
 from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext
-from edgereason.backends.llamacpp.sampling import sample
+from edgereason.backends.sampling import sample
 from edgereason.config import SamplingParams
 from edgereason.errors import ConfigError
 from edgereason.protocols import BatchEntry

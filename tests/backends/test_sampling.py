@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import chisquare, kstest
 
-from edgereason.backends.llamacpp.sampling import CUTOFF, by_id, draw_rows, sample, sample_rows, uniforms
+from edgereason.backends.sampling import CUTOFF, by_id, draw_rows, sample, sample_rows, uniforms
 from edgereason.config import SamplingParams, mix_seed
 
 

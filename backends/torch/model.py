@@ -1,0 +1,262 @@
+"""A decoder-only transformer in plain torch, with its weights read from a GGUF (dequantized: bf16 on CUDA, float32
+on the CPU) and its tokenizer and chat template from llama.cpp's vocabulary of the same file, so both backends
+tokenize alike.
+
+Architectures: llama (SmolLM2, Llama) and qwen2 (Qwen2.5): RMSNorm, rotary positions, grouped-query attention,
+SwiGLU, q/k/v biases where the file has them, tied embeddings where it has no output matrix.
+
+Rotary layout: llama.cpp's converter permutes a llama model's Q and K rows so that its "normal" rope rotates
+adjacent pairs (x0, x1), (x2, x3)...; qwen2 keeps the Hugging Face layout, which llama.cpp rotates as "neox" pairs
+(x_i, x_{i + d/2}). The llama rows are un-permuted here (as transformers' GGUF loader does), so one rope, neox,
+serves both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from edgereason.errors import ModelError
+
+ARCHITECTURES = ("llama", "qwen2")
+_PERMUTED_ROPE = {"llama"}  # llama.cpp's converter permuted these architectures' Q and K rows
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    arch: str
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_vocab: int
+    n_ctx_train: int
+    eps: float
+    rope_base: float
+
+
+@dataclass
+class Layer:
+    attn_norm: torch.Tensor
+    wq: torch.Tensor
+    wk: torch.Tensor
+    wv: torch.Tensor
+    bq: torch.Tensor | None
+    bk: torch.Tensor | None
+    bv: torch.Tensor | None
+    wo: torch.Tensor
+    ffn_norm: torch.Tensor
+    w_gate: torch.Tensor
+    w_up: torch.Tensor
+    w_down: torch.Tensor
+
+
+# Attention over the KV cache: (layer, q [T, n_head, head_dim], k, v [T, n_head_kv, head_dim]) -> [T, n_embd].
+# The KV context supplies it: it writes k and v to the token's cells and attends over each sequence's cells.
+Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def device_dtype(device: torch.device) -> torch.dtype:
+    """bf16 on a GPU (what the weights hold after dequantizing); float32 on the CPU, where bf16 matmuls are slow
+    and the CPU tests compare with llama.cpp closely."""
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+class Weights:
+    """A GGUF's tensors by name, dequantized on demand to a torch tensor on `device`."""
+
+    def __init__(self, path: Path) -> None:
+        from gguf import GGUFReader
+
+        try:
+            self.reader = GGUFReader(str(path))
+        except (OSError, ValueError) as e:
+            raise ModelError(f"{path}: not a GGUF file the torch backend can read ({e})") from None
+        self.path = path
+        self.tensors = {t.name: t for t in self.reader.tensors}
+
+    def meta(self, key: str, default: Any = None) -> Any:
+        field = self.reader.get_field(key)
+        return default if field is None else field.contents()
+
+    def has(self, name: str) -> bool:
+        return name in self.tensors
+
+    def load(self, name: str, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+        from gguf.quants import dequantize
+
+        tensor = self.tensors.get(name)
+        if tensor is None:
+            raise ModelError(f"{self.path.name} has no tensor {name}: a corrupt or unsupported GGUF")
+        try:
+            values = dequantize(tensor.data, tensor.tensor_type)
+        except NotImplementedError:
+            raise ModelError(f"{self.path.name}: tensor {name} is of type {tensor.tensor_type.name}, which the torch "
+                             "backend cannot dequantize; use --backend llamacpp") from None
+        shape = tuple(int(n) for n in reversed(tensor.shape))  # GGUF lists dimensions innermost first
+        if not values.flags.writeable:  # a float tensor is a view of the read-only file map
+            values = values.copy()
+        return torch.from_numpy(np.ascontiguousarray(values).reshape(shape)).to(device=device, dtype=dtype)
+
+
+def read_config(weights: Weights) -> ModelConfig:
+    arch = weights.meta("general.architecture")
+    if arch not in ARCHITECTURES:
+        raise ModelError(f"{weights.path.name} is a {arch} model; the torch backend runs {', '.join(ARCHITECTURES)}: "
+                         "use --backend llamacpp")
+    scaling = weights.meta(f"{arch}.rope.scaling.type", "none")
+    if scaling not in ("none", ""):
+        raise ModelError(f"{weights.path.name} scales its rotary positions ({scaling}), which the torch backend does "
+                         "not: use --backend llamacpp")
+    n_embd = int(weights.meta(f"{arch}.embedding_length"))
+    n_head = int(weights.meta(f"{arch}.attention.head_count"))
+    head_dim = int(weights.meta(f"{arch}.attention.key_length", n_embd // n_head))
+    vocab = weights.tensors["token_embd.weight"].shape
+    return ModelConfig(arch=arch, n_layer=int(weights.meta(f"{arch}.block_count")), n_embd=n_embd, n_head=n_head,
+                       n_head_kv=int(weights.meta(f"{arch}.attention.head_count_kv", n_head)), head_dim=head_dim,
+                       n_vocab=int(vocab[1]), n_ctx_train=int(weights.meta(f"{arch}.context_length", 0)),
+                       eps=float(weights.meta(f"{arch}.attention.layer_norm_rms_epsilon")),
+                       rope_base=float(weights.meta(f"{arch}.rope.freq_base", 10000.0)))
+
+
+def unpermute_rope(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Undo llama.cpp's converter permutation of Q/K rows (weights [out, in] or biases [out]): within each head the
+    rows went from halves (x_i, x_{i+d/2}) to adjacent pairs (x_2i, x_2i+1); this puts them back in halves."""
+    rest = w.shape[1:]
+    return w.reshape(n_heads, -1, 2, *rest).transpose(1, 2).reshape(w.shape)
+
+
+class TorchDecoder:
+    """The forward pass: token ids and positions in, final normed hidden states out (logits on request)."""
+
+    def __init__(self, path: Path, device: torch.device) -> None:
+        self.path = Path(path)
+        self.device = device
+        self.dtype = device_dtype(device)
+        weights = Weights(self.path)
+        self.config = cfg = read_config(weights)
+        load = lambda name: weights.load(name, device, self.dtype)  # noqa: E731
+        maybe = lambda name: load(name) if weights.has(name) else None  # noqa: E731
+        self.embed = load("token_embd.weight")
+        self.output = maybe("output.weight")
+        if self.output is None:
+            self.output = self.embed  # tied embeddings
+        self.output_norm = load("output_norm.weight")
+        self.layers = [self._layer(load, maybe, i) for i in range(cfg.n_layer)]
+        factors = maybe("rope_freqs.weight")  # Llama 3.1's per-frequency divisors, as llama.cpp applies them
+        exponent = torch.arange(0, cfg.head_dim, 2, dtype=torch.float64, device=device) / cfg.head_dim
+        inv_freq = 1.0 / (cfg.rope_base ** exponent)
+        self.inv_freq = (inv_freq / factors.double() if factors is not None else inv_freq).float()
+
+    def _layer(self, load: Callable[[str], torch.Tensor], maybe: Callable[[str], torch.Tensor | None],
+               i: int) -> Layer:
+        cfg, p = self.config, f"blk.{i}."
+        wq, wk = load(p + "attn_q.weight"), load(p + "attn_k.weight")
+        bq, bk = maybe(p + "attn_q.bias"), maybe(p + "attn_k.bias")
+        if cfg.arch in _PERMUTED_ROPE:
+            wq, wk = unpermute_rope(wq, cfg.n_head), unpermute_rope(wk, cfg.n_head_kv)
+            bq = unpermute_rope(bq, cfg.n_head) if bq is not None else None
+            bk = unpermute_rope(bk, cfg.n_head_kv) if bk is not None else None
+        return Layer(attn_norm=load(p + "attn_norm.weight"), wq=wq, wk=wk, wv=load(p + "attn_v.weight"), bq=bq, bk=bk,
+                     bv=maybe(p + "attn_v.bias"), wo=load(p + "attn_output.weight"),
+                     ffn_norm=load(p + "ffn_norm.weight"), w_gate=load(p + "ffn_gate.weight"),
+                     w_up=load(p + "ffn_up.weight"), w_down=load(p + "ffn_down.weight"))
+
+    def weights_bytes(self) -> int:
+        tensors = [self.embed, self.output_norm, *(t for layer in self.layers for t in vars(layer).values()
+                                                   if t is not None)]
+        if self.output is not self.embed:
+            tensors.append(self.output)
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+    def _norm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.config.eps)).to(x.dtype) * w
+
+    def _rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """x [T, heads, head_dim]; neox pairs (x_i, x_{i+d/2})."""
+        half = x.shape[-1] // 2
+        x1, x2 = x[..., :half].float(), x[..., half:].float()
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+
+    def hidden(self, tokens: torch.Tensor, positions: torch.Tensor, attend: Attend) -> torch.Tensor:
+        """tokens, positions [T] -> final normed hidden states [T, n_embd]. `attend` stores each layer's keys and
+        values and returns its attention output."""
+        cfg = self.config
+        angles = positions.float()[:, None] * self.inv_freq[None, :]
+        cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]
+        x = F.embedding(tokens, self.embed)
+        n = tokens.shape[0]
+        for i, layer in enumerate(self.layers):
+            h = self._norm(x, layer.attn_norm)
+            q = F.linear(h, layer.wq, layer.bq).view(n, cfg.n_head, cfg.head_dim)
+            k = F.linear(h, layer.wk, layer.bk).view(n, cfg.n_head_kv, cfg.head_dim)
+            v = F.linear(h, layer.wv, layer.bv).view(n, cfg.n_head_kv, cfg.head_dim)
+            x = x + F.linear(attend(i, self._rope(q, cos, sin), self._rope(k, cos, sin), v), layer.wo)
+            h = self._norm(x, layer.ffn_norm)
+            x = x + F.linear(F.silu(F.linear(h, layer.w_gate)) * F.linear(h, layer.w_up), layer.w_down)
+        return self._norm(x, self.output_norm)
+
+    def logits(self, hidden: torch.Tensor, columns: torch.Tensor | None = None) -> torch.Tensor:
+        """hidden [R, n_embd] -> float32 logits [R, n_vocab], or only the vocabulary `columns` [R, len(columns)]."""
+        out = self.output if columns is None else self.output[columns]
+        return F.linear(hidden, out).float()
+
+
+@lru_cache(maxsize=4)
+def load_decoder(path: str, device: str) -> TorchDecoder:
+    """One decoder per file and device: the two roles share weights when they name the same GGUF."""
+    return TorchDecoder(Path(path), torch.device(device))
+
+
+class TorchModel:
+    """The decoder and the GGUF's own tokenizer and chat template (llama.cpp's vocabulary, without its weights):
+    what both roles need, with the attributes the llama.cpp verifier reads off a LlamaModel."""
+
+    def __init__(self, path: Path, device: torch.device) -> None:
+        from edgereason.backends.llamacpp.model import load_vocab
+
+        self.decoder = load_decoder(str(path), str(device))
+        self.vocab = load_vocab(str(path))
+        cfg = self.decoder.config
+        self.path = Path(path)
+        self.device = device
+        self.n_vocab, self.n_embd, self.n_layer = cfg.n_vocab, cfg.n_embd, cfg.n_layer
+        self.n_ctx_train = cfg.n_ctx_train
+        self.add_bos = self.vocab.add_bos
+        self.eog_ids = self.vocab.eog_ids
+        self.kv_bytes_per_token = kv_bytes_per_token(cfg, device)
+
+    def tokenize(self, text: str, add_bos: bool = False, special: bool = True) -> list[int]:
+        return self.vocab.tokenize(text, add_bos=add_bos, special=special)
+
+    def token_piece(self, token: int) -> bytes:
+        return self.vocab.token_piece(token)
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        return self.vocab.detokenize(ids)
+
+    def apply_chat_template(self, messages: Sequence[dict[str, str]], add_assistant: bool = True) -> str:
+        return self.vocab.apply_chat_template(messages, add_assistant=add_assistant)
+
+
+def kv_dtype(device: torch.device) -> torch.dtype:
+    """bf16 on a GPU, as the weights; f16 on the CPU, as llama.cpp's cache (attention computes in float32 there)."""
+    return torch.bfloat16 if device.type == "cuda" else torch.float16
+
+
+def kv_bytes_per_token(cfg: ModelConfig, device: torch.device) -> int:
+    """Keys and values of every layer, in the KV cache's dtype."""
+    return 2 * cfg.n_layer * cfg.n_head_kv * cfg.head_dim * torch.tensor([], dtype=kv_dtype(device)).element_size()
+
+
+@lru_cache(maxsize=4)
+def load_model(path: str, device: str) -> TorchModel:
+    return TorchModel(Path(path), torch.device(device))

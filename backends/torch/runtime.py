@@ -1,0 +1,225 @@
+"""A torch context: the KV cell pool of kv.py and forward passes over it, with the interface of the llama.cpp
+backend's KVContext (sequence ids, fork/truncate/free, exact accounting, `decode(items, on_logits)`), so the
+llama.cpp verifier's path bookkeeping runs on it unchanged.
+
+A forward pass packs every item's tokens into one flat batch with per-token positions and cells. Attention reads
+each sequence's keys and values through its cell table: the queries of the sequences that append one token (decode)
+go in one padded group, those of the sequences that append several (prefill) in another, each one masked SDPA call
+over the gathered cells. On CUDA a pass of decode tokens alone replays a CUDA graph (graphs.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from edgereason.backends.llamacpp.runtime import DecodeItem
+from edgereason.backends.torch.kv import SEQ_SLOTS, CellTables, DeviceTables, KVFullError, KVStore
+from edgereason.backends.torch.model import TorchModel, kv_dtype
+from edgereason.errors import OutOfMemoryError
+
+GPU_MEMORY_HINT = "lower --gpu-memory (or --kv-budget) or free GPU memory"
+
+
+@dataclass
+class AttentionGroup:
+    """Queries of some sequences, padded to [E, n]: which flat tokens they are, the cells they read, the mask."""
+
+    query_rows: torch.Tensor  # [E, n] flat token index of each query (padding: any valid index)
+    cells: torch.Tensor  # [E, L] cell ids, in position order (padding: the pad cell)
+    mask: torch.Tensor  # [E, 1, n, L] key j visible to query t: j <= its position
+    tokens: torch.Tensor  # [m] the flat tokens this group answers, in padded-layout order
+    padded_at: torch.Tensor  # [m] where each of them is in the [E * n] layout
+
+
+def attention_group(cells: torch.Tensor, queries: Sequence[Sequence[int]], positions: Sequence[Sequence[int]]
+                    ) -> AttentionGroup:
+    """cells [E, L]: sequence e's cell table after this pass's appends (from DeviceTables); queries[e]: its flat
+    token indices; positions[e] their positions. Positions index the table (a table is in position order)."""
+    n_seq, width = len(queries), max(len(q) for q in queries)
+    rows = np.zeros((n_seq, width), dtype=np.int64)
+    pos = np.zeros((n_seq, width), dtype=np.int64)  # a padding query sees key 0 only: no all-masked row
+    valid = np.zeros((n_seq, width), dtype=bool)
+    for e, (q, p) in enumerate(zip(queries, positions)):
+        rows[e, :len(q)] = q
+        pos[e, :len(p)] = p
+        valid[e, :len(q)] = True
+    device = cells.device
+    at = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
+    mask = torch.arange(cells.shape[1], device=device)[None, None, :] <= at(pos)[:, :, None]
+    return AttentionGroup(query_rows=at(rows), cells=cells, mask=mask[:, None], tokens=at(rows[valid]),
+                          padded_at=at(np.flatnonzero(valid.ravel())))
+
+
+def attend_groups(kv: KVStore, layer: int, write_cells: torch.Tensor, groups: Sequence[AttentionGroup],
+                  q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Store this layer's new keys and values in their cells, then attend: q [T, H, D] -> [T, H * D]."""
+    kv.write(layer, write_cells, k.to(kv.k.dtype), v.to(kv.v.dtype))
+    n_tok, n_head, head_dim = q.shape
+    out = q.new_empty(n_tok, n_head * head_dim)
+    for g in groups:
+        n_seq, width = g.query_rows.shape
+        queries = q[g.query_rows].transpose(1, 2)  # [E, H, n, D]
+        keys = kv.k[layer][g.cells].to(q.dtype).transpose(1, 2)  # [E, KVH, L, D]
+        values = kv.v[layer][g.cells].to(q.dtype).transpose(1, 2)
+        o = F.scaled_dot_product_attention(queries, keys, values, attn_mask=g.mask, enable_gqa=True)
+        o = o.transpose(1, 2).reshape(n_seq * width, n_head * head_dim)
+        out[g.tokens] = o[g.padded_at]
+    return out
+
+
+class TorchContext:
+    """Sequence ids, exact KV accounting and forward passes on one model's weights (see the module doc)."""
+
+    def __init__(self, model: TorchModel, n_ctx: int, n_seq_max: int = SEQ_SLOTS, n_batch: int = 2048,
+                 columns: Sequence[int] | None = None, graphs: bool = True) -> None:
+        """columns: vocabulary ids whose logits `decode` hands on (the verifier reads a few), else whole rows.
+        graphs: replay decode passes as CUDA graphs (on CUDA only)."""
+        self.model = model
+        cfg = model.decoder.config
+        self.device = model.device
+        self.capacity = n_ctx
+        self.n_batch = n_batch
+        self.n_seq_max = n_seq_max
+        self.tables = CellTables(n_ctx, n_seq_max)
+        try:
+            self.kv = KVStore(cfg.n_layer, n_ctx, cfg.n_head_kv, cfg.head_dim, self.device, kv_dtype(self.device))
+        except torch.OutOfMemoryError:
+            raise OutOfMemoryError(f"no room for {n_ctx} KV tokens of {model.path.name} on the GPU; "
+                                   f"{GPU_MEMORY_HINT}") from None
+        self.table_cells = DeviceTables(n_seq_max, n_ctx, self.kv.pad_cell, self.device)
+        self.columns = torch.tensor(list(columns), device=self.device) if columns is not None else None
+        self.top_k = None  # the llama.cpp verifier reads these off a context: no device top-k, no layer capture
+        self.capture = None
+        self.graphs = None
+        if graphs and self.device.type == "cuda":
+            from edgereason.backends.torch.graphs import DecodeGraphs
+
+            self.graphs = DecodeGraphs(self)
+
+    # -- sequences: the accounting of kv.py --
+    def can_alloc(self, n: int = 1) -> bool:
+        return self.tables.can_alloc(n)
+
+    def can_append(self, n_new_tokens: int) -> bool:
+        return self.tables.can_append(n_new_tokens)
+
+    def new_seq(self) -> int:
+        return self.tables.new_seq()
+
+    def fork(self, parent: int) -> int:
+        child = self.tables.fork(parent)
+        self.table_cells.fork(parent, child, self.tables.seq_len(parent))
+        return child
+
+    def truncate(self, seq: int, n_tokens: int) -> None:
+        self.tables.truncate(seq, n_tokens)
+
+    def free(self, seq: int) -> None:
+        self.tables.free(seq)
+
+    def seq_len(self, seq: int) -> int:
+        return self.tables.seq_len(seq)
+
+    def unique_tokens(self, seq: int) -> int:
+        return self.tables.unique_tokens(seq)
+
+    @property
+    def used_tokens(self) -> int:
+        return self.tables.used_tokens
+
+    @property
+    def live_seqs(self) -> int:
+        return self.tables.live_seqs
+
+    def check_integrity(self) -> None:
+        self.tables.check_integrity()
+
+    # -- forward passes --
+    def forward(self, items: Sequence[DecodeItem], columns: torch.Tensor | None = None
+                ) -> tuple[list[object], torch.Tensor]:
+        """Evaluate every item's tokens (n_batch tokens a pass) -> the tags of the requested rows and their
+        logits on the device, float32 [R, n_vocab] (or [R, len(columns)]), in request order."""
+        total = sum(len(it.tokens) for it in items)
+        if not self.tables.can_append(total):
+            raise KVFullError(f"{total} new tokens do not fit: {self.used_tokens}/{self.capacity} KV cells in use")
+        flat: list[tuple[int, int, object]] = []  # (seq, token, tag or _NO_ROW)
+        for it in items:
+            want = dict(it.outputs)
+            flat += [(it.seq, tok, want.get(off, _NO_ROW)) for off, tok in enumerate(it.tokens)]
+        tags: list[object] = []
+        rows: list[torch.Tensor] = []
+        for lo in range(0, len(flat), self.n_batch):
+            window = flat[lo:lo + self.n_batch]
+            wanted = [i for i, (_, _, tag) in enumerate(window) if tag is not _NO_ROW]
+            tags += [window[i][2] for i in wanted]
+            rows.append(self._pass(window, wanted, columns))
+        width = self.model.n_vocab if columns is None else len(columns)
+        return tags, (torch.cat(rows) if rows else torch.empty(0, width, device=self.device))
+
+    def decode(self, items: Sequence[DecodeItem], on_logits: Callable[[object, np.ndarray], None]) -> int:
+        """KVContext's interface: on_logits(tag, row) for each requested row, a float32 numpy copy of the logits
+        of `columns` (or the whole row)."""
+        tags, logits = self.forward(items, self.columns)
+        for tag, row in zip(tags, logits.cpu().numpy()):
+            on_logits(tag, row)
+        return sum(len(it.tokens) for it in items)
+
+    def _pass(self, window: list[tuple[int, int, object]], wanted: list[int],
+              columns: torch.Tensor | None) -> torch.Tensor:
+        """One forward pass over `window` (at most n_batch tokens); the logits of its `wanted` rows. Cells taken
+        for the window go back if the pass fails."""
+        order: dict[int, list[int]] = {}  # seq -> its tokens' indices in the window, in order
+        for i, (seq, _, _) in enumerate(window):
+            order.setdefault(seq, []).append(i)
+        before = {seq: self.tables.seq_len(seq) for seq in order}
+        try:
+            cells = np.empty(len(window), dtype=np.int64)
+            positions = np.empty(len(window), dtype=np.int64)
+            for seq, idx in order.items():
+                cells[idx] = self.tables.append(seq, len(idx))
+                positions[idx] = np.arange(before[seq], before[seq] + len(idx))
+            at = lambda a: torch.as_tensor(np.asarray(a, dtype=np.int64)).to(self.device)  # noqa: E731
+            self.table_cells.write(at([seq for seq, _, _ in window]), at(positions), at(cells))
+            tokens = [tok for _, tok, _ in window]
+            if self.graphs is not None and self.graphs.fits(order, columns):
+                return self.graphs.run(order, tokens, positions, cells, wanted)
+            return self._eager(order, tokens, positions, cells, wanted, columns)
+        except BaseException as e:
+            for seq, n in before.items():
+                self.tables.truncate(seq, n)
+            if isinstance(e, torch.OutOfMemoryError):
+                raise OutOfMemoryError(f"the GPU ran out of memory in a forward pass of {len(window)} tokens; "
+                                       f"{GPU_MEMORY_HINT}") from None
+            raise
+
+    def _eager(self, order: dict[int, list[int]], tokens: list[int], positions: np.ndarray, cells: np.ndarray,
+               wanted: list[int], columns: torch.Tensor | None) -> torch.Tensor:
+        device = self.device
+        groups = []
+        for single in (True, False):  # decode rows in one group, prefill runs in another: little padding
+            seqs = [s for s, idx in order.items() if (len(idx) == 1) == single]
+            if seqs:
+                width = max(self.tables.seq_len(s) for s in seqs)
+                cells_of = self.table_cells.rows(torch.tensor(seqs, device=device), width)
+                groups.append(attention_group(cells_of, [order[s] for s in seqs], [positions[order[s]] for s in seqs]))
+        write = torch.from_numpy(cells).to(device)
+
+        def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            return attend_groups(self.kv, layer, write, groups, q, k, v)
+
+        with torch.no_grad():
+            hidden = self.model.decoder.hidden(torch.tensor(tokens, device=device),
+                                               torch.from_numpy(positions).to(device), attend)
+            return self.model.decoder.logits(hidden[torch.tensor(wanted, device=device, dtype=torch.long)], columns)
+
+    def close(self) -> None:
+        self.graphs = None
+        self.kv = None  # type: ignore[assignment]
+
+
+_NO_ROW = object()

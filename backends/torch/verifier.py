@@ -1,0 +1,67 @@
+"""The Verifier protocol on torch: the llama.cpp verifier's path bookkeeping (per-path KV reuse through fork and
+truncate, shared question heads, least-recently-used eviction, halving on a full cache) over a torch context.
+
+Only the few logits a format reads leave the device: the good and bad tokens of a token-probability format
+(judge, rlhflow, math-shepherd), or the k tokens a value head reads; the host turns them into the score exactly
+as the llama.cpp verifier does.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Sequence
+
+import numpy as np
+
+from edgereason.backends.llamacpp.verifier import LlamaVerifier
+from edgereason.backends.prm_format import PRMFormat, prompt_for
+from edgereason.backends.torch.kv import SEQ_SLOTS
+from edgereason.backends.torch.model import TorchModel
+from edgereason.backends.torch.runtime import TorchContext
+from edgereason.errors import ConfigError
+from edgereason.protocols import ScoreRequest, VerifierStats
+from edgereason.heads.value_head import ValueHead
+
+
+def _check_head(head: ValueHead) -> None:
+    if head.adapter:
+        raise ConfigError(f"this value head runs with a LoRA adapter ({head.adapter.file}), which only the llama.cpp "
+                          "backend applies; use --backend llamacpp")
+    if head.layers:
+        raise ConfigError(f"this value head reads middle layers ({', '.join(map(str, head.layers))}), which only "
+                          "the llama.cpp backend reads; use --backend llamacpp")
+
+
+class TorchVerifier(LlamaVerifier):
+    def __init__(self, model: TorchModel, fmt: PRMFormat, kv_tokens: int, n_seq_max: int = SEQ_SLOTS,
+                 head: ValueHead | None = None) -> None:
+        self.model = model
+        self.fmt = fmt
+        self.name = f"{model.path.stem}:{fmt.name}"
+        self._read = None  # None: the head format without a head (LlamaVerifier.score says what to pass)
+        columns: list[int] = []
+        if fmt.name == "head" and head is not None:
+            _check_head(head)
+            head.check_backbone(model.path, model.n_vocab)
+            columns = [int(t) for t in head.tokens]
+            self._read = head.score_features  # the row is the logits of the head's tokens: its features
+        elif fmt.name != "head":
+            good = model.tokenize(fmt.good, add_bos=False, special=False)[0]
+            bad = model.tokenize(fmt.bad, add_bos=False, special=False)[0]
+            columns = [good, bad]
+            self._read = _two_token_score  # softmax over the two tokens
+        # its passes are prefills that read a few columns: eager (the graphs replay whole-row decode passes)
+        self.ctx = TorchContext(model, kv_tokens, n_seq_max=n_seq_max, columns=columns, graphs=False)
+        self._gen = None  # a value head scores in this context, not in the generator's
+        self.prompt = prompt_for(fmt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True))
+        self._held = OrderedDict()
+        self._in_generator = set()
+        self.stats = VerifierStats()
+
+    def features(self, requests: Sequence[ScoreRequest], tokens: np.ndarray) -> list[np.ndarray]:
+        raise ConfigError("value-head training features are read on the llama.cpp backend; use --backend llamacpp")
+
+
+def _two_token_score(row: np.ndarray) -> float:
+    """row: the logits of the good and the bad token -> P(good) against P(bad)."""
+    return 1.0 / (1.0 + float(np.exp(row[1] - row[0])))

@@ -1,0 +1,61 @@
+"""Choosing the backend: --backend auto|llamacpp|torch on the CLI, and auto's decision."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from edgereason.session import backend_choice
+from edgereason.backends import load_backend
+from edgereason.session.backend_choice import choose_backend
+from edgereason.session.settings import ModelSettings
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "edgereason", *args], capture_output=True, text=True, timeout=600)
+
+
+SMALL = ("--beams", "2", "--width", "2", "--max-steps", "1", "--max-step-tokens", "8", "--kv-tokens", "1024", "--json")
+
+
+def test_solve_json_names_the_backend_auto_chose_on_a_cpu(smollm2_path):
+    proc = run_cli("solve", "What is 2+3?", "--model", str(smollm2_path), *SMALL)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["backend"] == "llamacpp"  # a CPU stays on llama.cpp
+
+
+@pytest.mark.slow  # a search in float32 torch on the CPU
+def test_backend_torch_runs_on_the_cpu_and_says_so(smollm2_path):
+    proc = run_cli("solve", "What is 2+3?", "--model", str(smollm2_path), "--backend", "torch", *SMALL)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["backend"] == "torch" and out["metrics"]["prm_calls"] > 0
+    assert "the torch backend runs on the CPU in float32" in proc.stderr
+
+
+def test_backend_torch_with_gpu_layers_and_no_cuda_is_one_line(smollm2_path):
+    if load_backend("torch").supports_gpu():
+        pytest.skip("torch sees a CUDA device")
+    proc = run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), "--backend", "torch", "--gpu-layers", "99")
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "sees no CUDA device; drop --gpu-layers" in lines[-1]
+
+
+def test_auto_takes_torch_only_with_cuda_and_room(smollm2_path, monkeypatch, capsys):
+    torch_backend = load_backend("torch")
+    monkeypatch.setattr(backend_choice, "gpu_present", lambda: True)  # NVML sees a GPU
+    if not torch_backend.supports_gpu():
+        assert choose_backend(ModelSettings(), smollm2_path, smollm2_path, hf=False) == "llamacpp"
+        err = capsys.readouterr().err
+        assert "--backend auto runs on llama.cpp: torch" in err and "sees no CUDA device" in err
+    monkeypatch.setattr(torch_backend, "supports_gpu", lambda: True)
+    need = torch_backend.weights_bytes(smollm2_path, 1)  # bf16: twice the parameters, about 270 MB
+    assert choose_backend(ModelSettings(gpu_memory_bytes=4 * need), smollm2_path, smollm2_path, hf=False) == "torch"
+    assert choose_backend(ModelSettings(gpu_memory_bytes=need), smollm2_path, smollm2_path, hf=False) == "llamacpp"
+    assert "more than --gpu-memory" in capsys.readouterr().err
+    assert choose_backend(ModelSettings(backend="llamacpp"), smollm2_path, smollm2_path, hf=False) == "llamacpp"
+    assert choose_backend(ModelSettings(n_gpu_layers=0), smollm2_path, smollm2_path, hf=False) == "llamacpp"
