@@ -5,6 +5,7 @@ only ever slows a pass down)."""
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 
 from edgereason.protocols import Points, Progress
@@ -20,6 +21,27 @@ def report(progress: Progress | None, label: str, unit: str, points: list[tuple[
     if progress:
         for x, tps in points:
             progress(f"{label}: {x:>6} {unit}  {tps:8.1f} tok/s")
+
+
+def decode_points(one_pass: Callable[[int], None], ns: Sequence[int], steps: int, progress: Progress | None,
+                  sync: Callable[[], None] = lambda: None) -> Points:
+    """The decode points of any backend: one_pass(n) runs one forward pass of the n sequences forked for n. Each
+    point is the fastest of `steps` passes after a warm-up round, measured round-robin (one pass each per round) so
+    a burst of outside load hits them alike; `sync` waits for the device before and after each timed pass."""
+    best = {n: math.inf for n in ns}
+    if progress:
+        progress(f"generator decode: {', '.join(map(str, ns))} concurrent sequences, {steps} passes each")
+    for round_ in range(steps + 1):  # round 0 is a warm-up
+        for n in ns:
+            sync()
+            t0 = time.perf_counter()
+            one_pass(n)
+            sync()
+            if round_:
+                best[n] = min(best[n], time.perf_counter() - t0)
+    points = [(n, n / best[n]) for n in ns]
+    report(progress, "generator decode", "sequences", points)
+    return tuple(points)
 
 
 def prefill_rows(tokens: Sequence[int], b: int) -> list[list[int]]:

@@ -9,15 +9,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from edgereason.backends.context_roles import ContextGenerator
 from edgereason.backends.llamacpp.device_sampling import Candidates
 from edgereason.backends.llamacpp.model import LlamaModel
-from edgereason.backends.llamacpp.runtime import SEQ_SLOTS, DecodeItem, KVContext, KVMemoryOf
+from edgereason.backends.llamacpp.runtime import SEQ_SLOTS, DecodeItem, KVContext
 from edgereason.backends.sampling import by_id, sample, sample_rows
 from edgereason.config import SamplingParams
-from edgereason.protocols import BatchEntry, SeqId
+from edgereason.protocols import BatchEntry
 
 
-class LlamaGenerator(KVMemoryOf):
+class LlamaGenerator(ContextGenerator):
     def __init__(self, model: LlamaModel, kv_tokens: int, n_threads: int | None = None, n_seq_max: int = SEQ_SLOTS,
                  flash_attn: bool = True, device_top_k: int = 0) -> None:
         self.model = model
@@ -26,58 +27,6 @@ class LlamaGenerator(KVMemoryOf):
         self.ctx = KVContext(model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads, flash_attn=flash_attn,
                              top_k=device_top_k)
         self.eos_ids = model.eog_ids
-
-    # -- text --
-    def tokenize(self, text: str, special: bool = True) -> list[int]:
-        return self.model.tokenize(text, add_bos=self.model.add_bos, special=special)
-
-    def detokenize(self, ids: Sequence[int]) -> str:
-        return self.model.detokenize(ids)
-
-    def token_piece(self, token: int) -> bytes:
-        return self.model.token_piece(token)
-
-    def apply_chat_template(self, messages: list[dict[str, str]]) -> str:
-        return self.model.apply_chat_template(messages, add_assistant=True)
-
-    # -- sequences --
-    def new_seq(self) -> SeqId:
-        return self.ctx.new_seq()
-
-    def fork(self, parent: SeqId) -> SeqId:
-        return self.ctx.fork(parent)
-
-    def free(self, seq: SeqId) -> None:
-        self.ctx.free(seq)
-
-    def truncate(self, seq: SeqId, n_tokens: int) -> None:
-        self.ctx.truncate(seq, n_tokens)
-
-    def seq_len(self, seq: SeqId) -> int:
-        return self.ctx.seq_len(seq)
-
-    def unique_tokens(self, seq: SeqId) -> int:
-        return self.ctx.unique_tokens(seq)
-
-    def can_append(self, n_new_tokens: int) -> bool:
-        return self.ctx.can_append(n_new_tokens)
-
-    def free_seq_slots(self) -> int:
-        return self.ctx.n_seq_max - self.ctx.live_seqs
-
-    @property
-    def max_batch_tokens(self) -> int:
-        return self.ctx.n_batch
-
-    @property
-    def context_length(self) -> int:
-        return self.model.n_ctx_train
-
-    def live_seqs(self) -> int:
-        return self.ctx.live_seqs
-
-    def check_integrity(self) -> None:
-        self.ctx.check_integrity()
 
     # -- the forward pass --
     def step(self, batch: Sequence[BatchEntry], samples: Sequence[int],
@@ -105,6 +54,3 @@ class LlamaGenerator(KVMemoryOf):
             for i, tokens in zip(entries, draws):
                 out[i] = tokens
         return out
-
-    def close(self) -> None:
-        self.ctx.close()

@@ -235,21 +235,3 @@ class KVContext:
 
 _NO_LOGITS = object()
 
-
-class KVMemoryOf:
-    """The KV-memory properties of the protocols, for a role that owns `self.ctx` (a KVContext)."""
-
-    ctx: KVContext
-
-    @property
-    def kv_capacity_tokens(self) -> int:
-        return self.ctx.capacity
-
-    @property
-    def kv_used_tokens(self) -> int:
-        return self.ctx.used_tokens
-
-    @property
-    def kv_bytes_per_token(self) -> int:
-        return self.ctx.model.kv_bytes_per_token
-

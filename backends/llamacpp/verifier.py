@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from edgereason.backends.context_roles import ContextKVMemory
 from edgereason.backends.llamacpp.layer_capture import LayerCapture
 from edgereason.backends.llamacpp.model import LlamaModel
-from edgereason.backends.llamacpp.runtime import SEQ_SLOTS, DecodeItem, KVContext, KVMemoryOf
+from edgereason.backends.llamacpp.runtime import SEQ_SLOTS, DecodeItem, KVContext
 from edgereason.backends.prm_format import PRMFormat, prompt_for
 from edgereason.errors import ConfigError, OutOfMemoryError
 from edgereason.heads.value_head import ValueHead, head_features
@@ -47,7 +48,7 @@ def _capture_for(model: LlamaModel, head: ValueHead) -> LayerCapture:
                           "corrupt head file; train it again with edgereason train-prm") from None
 
 
-class LlamaVerifier(KVMemoryOf):
+class LlamaVerifier(ContextKVMemory):
     def __init__(self, model: LlamaModel, fmt: PRMFormat, kv_tokens: int, n_threads: int | None = None,
                  n_seq_max: int = SEQ_SLOTS, flash_attn: bool = True, head: ValueHead | None = None,
                  generator_ctx: KVContext | None = None, capture: LayerCapture | None = None) -> None:

@@ -14,8 +14,8 @@ from typing import Any
 
 from edgereason.backends.prm_format import prm_format
 from edgereason.errors import ConfigError
-from edgereason.protocols import Points
 from edgereason.heads.value_head import ValueHead
+from edgereason.protocols import Points
 
 INSTALL = 'pip install "edgereason[torch]"'
 
@@ -110,7 +110,8 @@ def _gguf(path: str):
 
 def kv_bytes_per_token(path: Path, n_gpu_layers: int = 0) -> int:
     torch = import_torch()
-    from edgereason.backends.torch.model import kv_bytes_per_token as per_token, read_config
+    from edgereason.backends.torch.model import kv_bytes_per_token as per_token
+    from edgereason.backends.torch.model import read_config
 
     return per_token(read_config(_gguf(str(path))), torch.device(device_for(n_gpu_layers)))
 

@@ -1,18 +1,15 @@
 """Decode throughput of the torch backend by rows per pass: what `--policy auto` reads its pass cost from. The
-llama.cpp backend's measure_decode on a TorchContext: `n` forks of one prompt append one token each per pass; each
-point is the fastest of `steps` passes after a warm-up round (which captures the CUDA graphs), timed around a CUDA
-synchronize; the points are measured round-robin, so a burst of outside load hits them alike."""
+llama.cpp backend's measure_decode on a TorchContext: `n` forks of one prompt append one token each per pass, timed
+by throughput.decode_points around a CUDA synchronize (its warm-up round captures the CUDA graphs)."""
 
 from __future__ import annotations
 
-import math
-import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
 from edgereason.backends.llamacpp.runtime import DecodeItem
-from edgereason.backends.throughput import FILLER, report
+from edgereason.backends.throughput import FILLER, decode_points
 from edgereason.backends.torch.model import TorchModel
 from edgereason.backends.torch.runtime import TorchContext
 from edgereason.protocols import Points, Progress
@@ -27,17 +24,7 @@ def measure_decode(model: TorchModel, ns: Sequence[int], steps: int = 8, progres
         _, logits = ctx.forward([DecodeItem(root, prompt, [(len(prompt) - 1, root)])])
         token = int(logits[0].argmax())  # every row feeds the prompt's greedy next token: the pass is what is timed
         groups = {n: [ctx.fork(root) for _ in range(n)] for n in ns}
-        best = {n: math.inf for n in ns}
-        for round_ in range(steps + 1):  # round 0 is a warm-up
-            for n, seqs in groups.items():
-                sync()
-                t0 = time.perf_counter()
-                ctx.forward([DecodeItem(s, [token], [(0, s)]) for s in seqs])
-                sync()
-                if round_:
-                    best[n] = min(best[n], time.perf_counter() - t0)
+        return decode_points(lambda n: ctx.forward([DecodeItem(s, [token], [(0, s)]) for s in groups[n]]), ns, steps,
+                             progress, sync)
     finally:
         ctx.close()
-    points = [(n, n / best[n]) for n in ns]
-    report(progress, "generator decode", "sequences", points)
-    return tuple(points)

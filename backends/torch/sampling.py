@@ -10,8 +10,8 @@ from typing import Sequence
 
 import torch
 
-from edgereason.config import SamplingParams
 from edgereason.backends.sampling import CUTOFF
+from edgereason.config import SamplingParams
 
 _MASK64 = (1 << 64) - 1
 _GOLDEN, _M1, _M2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB

@@ -19,8 +19,8 @@ from edgereason.backends.torch.kv import SEQ_SLOTS
 from edgereason.backends.torch.model import TorchModel
 from edgereason.backends.torch.runtime import TorchContext
 from edgereason.errors import ConfigError
-from edgereason.protocols import ScoreRequest, VerifierStats
 from edgereason.heads.value_head import ValueHead
+from edgereason.protocols import ScoreRequest, VerifierStats
 
 
 def _check_head(head: ValueHead) -> None:
