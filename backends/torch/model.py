@@ -142,8 +142,8 @@ class TorchDecoder:
         self.dtype = device_dtype(device)
         weights = Weights(self.path)
         self.config = cfg = read_config(weights)
-        load = lambda name: weights.load(name, device, self.dtype)  # noqa: E731
-        maybe = lambda name: load(name) if weights.has(name) else None  # noqa: E731
+        load = lambda name: weights.load(name, device, self.dtype)
+        maybe = lambda name: load(name) if weights.has(name) else None
         self.embed = load("token_embd.weight")
         self.output = maybe("output.weight")
         if self.output is None:

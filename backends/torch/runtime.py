@@ -49,7 +49,7 @@ def attention_group(cells: torch.Tensor, queries: Sequence[Sequence[int]], posit
         pos[e, :len(p)] = p
         valid[e, :len(q)] = True
     device = cells.device
-    at = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
+    at = lambda a: torch.from_numpy(a).to(device)
     mask = torch.arange(cells.shape[1], device=device)[None, None, :] <= at(pos)[:, :, None]
     return AttentionGroup(query_rows=at(rows), cells=cells, mask=mask[:, None], tokens=at(rows[valid]),
                           padded_at=at(np.flatnonzero(valid.ravel())))
@@ -183,7 +183,7 @@ class TorchContext:
             for seq, idx in order.items():
                 cells[idx] = self.tables.append(seq, len(idx))
                 positions[idx] = np.arange(before[seq], before[seq] + len(idx))
-            at = lambda a: torch.as_tensor(np.asarray(a, dtype=np.int64)).to(self.device)  # noqa: E731
+            at = lambda a: torch.as_tensor(np.asarray(a, dtype=np.int64)).to(self.device)
             self.table_cells.write(at([seq for seq, _, _ in window]), at(positions), at(cells))
             tokens = [tok for _, tok, _ in window]
             if self.graphs is not None and self.graphs.fits(order, columns):
