@@ -21,7 +21,7 @@ from edgereason.backends import load_backend
 from edgereason.backends.remote.settings import RemoteSettings
 from edgereason.config import check_threads
 from edgereason.engine import Engine
-from edgereason.errors import ConfigError
+from edgereason.errors import ConfigError, ModelError
 from edgereason.events import Listener
 from edgereason.memory import default_device_id, find_profile, verifier_id
 from edgereason.memory.size import format_size, format_size_in
@@ -200,8 +200,9 @@ def _check_host_memory(settings: ModelSettings, kv_bytes: int) -> None:
 
 
 def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: bool) -> str:
-    """settings.backend, with auto decided: torch where NVML sees a GPU, torch is installed with CUDA and the
-    models fit under --gpu-memory in bf16, else llama.cpp (a CPU stays on llama.cpp without importing torch).
+    """settings.backend, with auto decided: torch where NVML sees a GPU, torch is installed with CUDA, it runs the
+    models' architectures and they fit under --gpu-memory in bf16; else llama.cpp (a CPU stays on llama.cpp without
+    importing torch).
     A fallback for a reason the user may not expect is said in one line."""
     if settings.backend != "auto":
         return settings.backend
@@ -213,8 +214,13 @@ def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: 
             return _fall_back(torch_backend.no_cuda())
     except ConfigError as e:  # torch cannot join this process beside this llama.cpp build
         return _fall_back(str(e))
+    roles = [gen_path] if hf else [gen_path, prm_path]  # an hf: PRM runs on transformers either way
+    try:
+        for path in roles:
+            torch_backend.check_architecture(path)
+    except ModelError as e:
+        return _fall_back(str(e))
     if settings.gpu_memory_bytes is not None:
-        roles = [gen_path] if hf else [gen_path, prm_path]  # an hf: PRM counts on transformers either way
         need = sum(MIN_KV_TOKENS * torch_backend.kv_bytes_per_token(p, 1) for p in roles)
         need += sum(torch_backend.weights_bytes(p, 1) for p in {p.resolve() for p in roles})
         if need > settings.gpu_memory_bytes:

@@ -107,6 +107,14 @@ def _gguf(path: str):
     return Weights(Path(path))
 
 
+def check_architecture(path: Path) -> None:
+    """One ModelError line unless the torch backend runs the GGUF's architecture (from its metadata alone)."""
+    import_torch()
+    from edgereason.backends.torch.model import read_config
+
+    read_config(_gguf(str(path)))
+
+
 def kv_bytes_per_token(path: Path, n_gpu_layers: int = 0) -> int:
     torch = import_torch()
     from edgereason.backends.torch.model import kv_bytes_per_token as per_token, read_config
@@ -123,5 +131,5 @@ def weights_bytes(path: Path, n_gpu_layers: int = 0) -> int:
     return size * sum(int(t.n_elements) for t in _gguf(str(path)).reader.tensors)
 
 
-__all__ = ["import_torch", "kv_bytes_per_token", "open_generator", "open_models", "require_gpu", "supports_gpu",
+__all__ = ["check_architecture", "import_torch", "kv_bytes_per_token", "open_generator", "open_models", "require_gpu", "supports_gpu",
            "weights_bytes"]

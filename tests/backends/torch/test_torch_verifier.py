@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gguf
 import numpy as np
 import pytest
 import torch
@@ -76,13 +75,6 @@ def test_a_value_head_with_layers_is_refused_in_one_line(torch_smollm2):
         TorchVerifier(torch_smollm2, prm_format("head"), 1024, head=head)
 
 
-def test_an_architecture_it_cannot_run_is_one_model_error(tmp_path):
-    path = tmp_path / "phi.gguf"
-    writer = gguf.GGUFWriter(str(path), "phi3")
-    writer.add_tensor("token_embd.weight", np.zeros((8, 4), dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+def test_an_architecture_it_cannot_run_is_one_model_error(phi3_gguf):
     with pytest.raises(ModelError, match="phi3 model; the torch backend runs llama, qwen2: use --backend llamacpp"):
-        TorchDecoder(path, torch.device("cpu"))
+        TorchDecoder(phi3_gguf, torch.device("cpu"))
