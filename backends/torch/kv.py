@@ -99,6 +99,9 @@ class CellTables:
     def seq_len(self, seq: int) -> int:
         return len(self._tables[seq])
 
+    def live_ids(self) -> list[int]:
+        return list(self._tables)
+
     def unique_tokens(self, seq: int) -> int:
         """Cells only this sequence uses: what freeing it gives back."""
         table = self._tables[seq]

@@ -143,7 +143,11 @@ class TorchContext:
         return self.tables.live_seqs
 
     def check_integrity(self) -> None:
+        """The accounting, and the device's copy of every live table (what attention reads) agrees with it."""
         self.tables.check_integrity()
+        for seq in self.tables.live_ids():
+            table = self.tables.table(seq)
+            assert self.table_cells.cells[seq, :len(table)].tolist() == table, f"seq {seq}: device table drifted"
 
     # -- forward passes --
     def forward(self, items: Sequence[DecodeItem], columns: torch.Tensor | None = None
