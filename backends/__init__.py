@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from types import ModuleType
 
 from edgereason.errors import ConfigError
@@ -18,22 +19,10 @@ def load_backend(name: str) -> ModuleType:
     `transformers` is a PRM backend only: `open_verifier(path, prm_format, kv_tokens, device, head, n_threads) ->
     Verifier`, `kv_bytes_per_token(path, device) -> int`, `weights_bytes(path, device)
     -> int` (as loaded there) and `on_cuda(device) -> bool`. `remote` serves either role from an OpenAI-compatible
-    server: `open_generator(vocab_path, endpoint, context_tokens, step_tokens)` and `open_verifier(vocab_path,
-    prm_format, endpoint)`."""
-    if name == "llamacpp":
-        from edgereason.backends import llamacpp
-
-        return llamacpp
-    if name == "torch":
-        from edgereason.backends import torch as torch_backend
-
-        return torch_backend
-    if name == "transformers":
-        from edgereason.backends import transformers
-
-        return transformers
-    if name == "remote":
-        from edgereason.backends import remote
-
-        return remote
+    server: `open_generator(vocab_path, endpoint, context_tokens, step_tokens)`, `open_verifier(vocab_path,
+    prm_format, endpoint)` and `check_served_models(remote, model, prm)`, a ConfigError where a server serves
+    another model than the one named."""
+    if name in BACKENDS:
+        # by name: no layer above imports a concrete backend's module (pyproject.toml's import contracts)
+        return importlib.import_module(f"edgereason.backends.{name}")
     raise ConfigError(f"unknown backend {name!r}; available: {', '.join(BACKENDS)}")

@@ -12,8 +12,9 @@ the steps exactly as generated. A trained value head reads the logits at each st
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Literal, Sequence
+from typing import Literal
 
 from edgereason.errors import ConfigError, ModelError
 from edgereason.prompts import literal, solve_messages
@@ -75,8 +76,11 @@ class TurnPrompt:
         return self._head.replace(_Q, literal(question.strip()), 1)
 
     def segments(self, steps: Sequence[str], start: int) -> list[str]:
-        """The text segments for steps[start:], given the KV already holds the head and segments [0, start)."""
-        return [(self._first.replace(_S1, steps[i].strip(), 1) if i == 0 else self._next.replace(_S2, steps[i].strip(), 1))
+        """The text segments for steps[start:], given the KV already holds the head and segments [0, start).
+        Each step is literal: a step that writes "<|im_end|>" cannot close its turn and answer for the judge. The
+        first step's joining " " goes inside its span, so it tokenizes with the step as in the whole text."""
+        return [(self._first.replace(f" {_S1}", literal(" " + steps[i].strip()), 1) if i == 0
+                 else self._next.replace(_S2, literal(steps[i].strip()), 1))
                 for i in range(start, len(steps))]
 
 
@@ -90,7 +94,7 @@ class SolvePrompt:
         return self._render(solve_messages(question))
 
     def segments(self, steps: Sequence[str], start: int) -> list[str]:
-        return list(steps[start:])
+        return [literal(step) for step in steps[start:]]
 
 
 class TagPrompt:
@@ -104,7 +108,8 @@ class TagPrompt:
         return literal(question.strip())
 
     def segments(self, steps: Sequence[str], start: int) -> list[str]:
-        return [(" " if i == 0 else "\n") + steps[i].strip() + self.tag for i in range(start, len(steps))]
+        # the tag is plain text (no control token): inside the span it tokenizes with the step, as in the whole text
+        return [literal((" " if i == 0 else "\n") + steps[i].strip() + self.tag) for i in range(start, len(steps))]
 
 
 def prompt_for(fmt: PRMFormat, render: Callable[[list[dict[str, str]]], str]) -> TurnPrompt | SolvePrompt | TagPrompt:

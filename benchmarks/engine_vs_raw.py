@@ -13,11 +13,13 @@ import argparse
 import time
 
 from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
+
+# isort: split
 from edgereason.backends.llamacpp import open_models
 from edgereason.backends.llamacpp.runtime import DecodeItem
 from edgereason.config import SamplingParams, SearchConfig
-from edgereason.engine import Engine
-from edgereason.policy import parse_policy
+from edgereason.engine.loop import Engine
+from edgereason.engine.policy import parse_policy
 from edgereason.protocols import BatchEntry
 
 PROBLEM = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for "

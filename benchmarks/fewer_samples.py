@@ -12,7 +12,7 @@ import random
 import sys
 from pathlib import Path
 
-from edgereason.grading import answers_match
+from edgereason.search.grading import answers_match
 
 sys.path.insert(0, str(Path(__file__).parent))
 from merge_shards import kept, parse_args  # noqa: E402

@@ -17,9 +17,11 @@ import statistics
 import time
 
 from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
+
+# isort: split
+from edgereason.backends.llamacpp.measure import FILLER
 from edgereason.backends.llamacpp.model import load_model
 from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext
-from edgereason.memory.measure import FILLER
 
 
 def pass_ms(model, held: int, rows: int, passes: int, top_k: int, threads: int | None) -> float:

@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from edgereason.grading import answers_match
+from edgereason.search.grading import answers_match
 
 
 def parse_args(argv: list[str]) -> tuple[Path, set[str] | None, list[tuple[str, list[str]]]]:

@@ -5,7 +5,7 @@ they are nearly free only where a pass of 8 rows costs little more than a pass o
     python benchmarks/pass_cost.py --model smollm2-135m
     python benchmarks/pass_cost.py --model smollm2-135m --gpu-layers 999
 
-The measurements are the memory profiler's (edgereason/memory/measure.py): rows decode one token each for
+The measurements are the memory profiler's (backends/llamacpp/measure.py): rows decode one token each for
 sequences forked from one prompt, prefill runs in 64-token sequences as the PRM sees steps; each point is the
 fastest of several passes after a warm-up. No numpy import here: edgereason must load llama.cpp before numpy
 (see edgereason/__init__.py).
@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 
 from edgereason import models
+from edgereason.backends.llamacpp.measure import measure_decode, measure_prefill
 from edgereason.backends.llamacpp.model import load_model
-from edgereason.memory.measure import measure_decode, measure_prefill
 
 
 def main() -> None:

@@ -18,14 +18,16 @@ import time
 from pathlib import Path
 
 from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
+
+# isort: split
 from edgereason.backends.llamacpp import LlamaGenerator, LlamaVerifier, load_model
 from edgereason.backends.prm_format import prm_format
 from edgereason.config import SamplingParams, SearchConfig
-from edgereason.engine import Engine
-from edgereason.grading import answers_match
-from edgereason.policy import parse_policy
-from edgereason.prm_choice import shipped_head
-from edgereason.value_head import load_head
+from edgereason.engine.loop import Engine
+from edgereason.engine.policy import parse_policy
+from edgereason.heads.value_head import load_head
+from edgereason.search.grading import answers_match
+from edgereason.session.prm_choice import shipped_head
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k_test.jsonl"
 WAYS = {"context": "PRM context", "generator": "generator rows", "judge": "judge PRM"}

@@ -24,11 +24,11 @@ from pathlib import Path
 from edgereason import models
 from edgereason.backends.llamacpp import open_models
 from edgereason.backends.remote import Endpoint, open_generator, open_verifier
-from edgereason.bench.dataset import load_problems
 from edgereason.config import SamplingParams, SearchConfig
-from edgereason.engine import Engine
-from edgereason.grading import answers_match
-from edgereason.policy import parse_policy
+from edgereason.engine.loop import Engine
+from edgereason.engine.policy import parse_policy
+from edgereason.search.dataset import load_problems
+from edgereason.search.grading import answers_match
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k_test.jsonl"
 

@@ -12,8 +12,11 @@ import json
 import statistics
 
 from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
-from edgereason.backends.llamacpp import open_models
+
+# isort: split
 from engine_vs_raw import raw_decode
+
+from edgereason.backends.llamacpp import open_models
 
 
 def main() -> None:

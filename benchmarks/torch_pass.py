@@ -63,7 +63,7 @@ def torch_times(path: Path, prompt: list[int], rows: list[int], steps: int, warm
     kv = len(prompt) + max(rows) * (warmup + steps + 2) + 256
     ctx = TorchContext(model, kv, graphs=graphs)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    decode = lambda c, items: c.forward(items)  # logits stay on the device
+    decode = lambda c, items: c.forward(items)  # noqa: E731  logits stay on the device
     return {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
             "ms": {n: _rows_passes(ctx, prompt, n, decode, steps, warmup, sync) for n in rows}}
 
@@ -76,7 +76,7 @@ def llama_times(path: Path, prompt: list[int], rows: list[int], steps: int, warm
     layers = 999 if supports_gpu() else 0
     kv = len(prompt) + max(rows) * (warmup + steps + 2) + 256
     ctx = KVContext(load_model(str(path), layers), kv)
-    decode = lambda c, items: c.decode(items, lambda *_: None)  # one logits row per sequence
+    decode = lambda c, items: c.decode(items, lambda *_: None)  # noqa: E731  one logits row per sequence
     try:
         return {"gpu_layers": layers,
                 "ms": {n: _rows_passes(ctx, prompt, n, decode, steps, warmup, lambda: None) for n in rows}}

@@ -20,19 +20,18 @@ import json
 import sys
 from pathlib import Path
 
-from edgereason.grading import answers_match
-from edgereason.result import FinalPath, vote
+from edgereason.engine.result import FinalPath, vote
+from edgereason.search.grading import answers_match
 from edgereason.tree import aggregate
 
 sys.path.insert(0, str(Path(__file__).parent))
 from merge_shards import kept, parse_args  # noqa: E402
 
-
 AGGREGATIONS = ("min", "mean", "prod")  # besides the run's own, in "score"
 
 
 def pick(paths: list[dict], rule: str) -> str | None:
-    """The engine's own rule (edgereason/result.py) on a results.json candidate list."""
+    """The engine's own rule (edgereason/engine/result.py) on a results.json candidate list."""
     if rule == "best":
         return paths[0]["answer"] if paths else None
     if rule.startswith("weighted --agg "):

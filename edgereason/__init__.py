@@ -6,7 +6,7 @@ try:
     import llama_cpp.llama_cpp  # noqa: F401
 except KeyboardInterrupt:
     # Ctrl-C during this import (about 0.3 s): the console script imports this package before any code of ours
-    # can catch anything, and Ctrl-C is answered with exit 130, not a traceback (edgereason/interrupts.py)
+    # can catch anything, and Ctrl-C is answered with exit 130, not a traceback (edgereason/util/interrupts.py)
     raise SystemExit(130) from None
 
 __version__ = "0.1.0"

@@ -9,15 +9,37 @@ from typing import Literal
 
 from edgereason.errors import ConfigError
 
-Strategy = Literal["beam", "best-of-n", "dvts"]
+StrategyName = Literal["beam", "best-of-n", "dvts"]
 Aggregation = Literal["last", "min", "prod", "mean"]
 Vote = Literal["best", "weighted", "majority"]
 Select = Literal["top", "diverse"]
 
-STRATEGIES: tuple[str, ...] = ("beam", "best-of-n", "dvts")
+STRATEGY_NAMES: tuple[str, ...] = ("beam", "best-of-n", "dvts")
 AGGREGATIONS: tuple[str, ...] = ("last", "min", "prod", "mean")
 VOTES: tuple[str, ...] = ("best", "weighted", "majority")
 SELECTS: tuple[str, ...] = ("top", "diverse")
+
+# a reasoning step ends where its text first holds this (design.md section 3)
+STEP_END = b"\n\n"
+
+
+def mix_seed(*parts: int) -> int:
+    """splitmix64 over the parts: a child's seed from its parent's seed and its place among the children."""
+    x = 0x9E3779B97F4A7C15
+    for part in parts:
+        x = (x ^ (part & 0xFFFFFFFFFFFFFFFF)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF
+        x = (x ^ (x >> 27)) * 0x94D049BB133111EB & 0xFFFFFFFFFFFFFFFF
+        x ^= x >> 31
+    return x >> 1
+
+
+def physical_cores() -> int:
+    try:
+        import psutil
+
+        return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    except ImportError:  # psutil is a dependency; this only guards odd installs
+        return os.cpu_count() or 1
 
 
 def check_threads(threads: int | None) -> None:
@@ -48,7 +70,7 @@ class SamplingParams:
 class SearchConfig:
     """What is searched (design.md section 3). `keep` = beams / width candidates survive each selection."""
 
-    strategy: Strategy = "beam"
+    strategy: StrategyName = "beam"
     beams: int = 4
     width: int = 4
     max_steps: int = 40
@@ -60,8 +82,8 @@ class SearchConfig:
     sampling: SamplingParams = field(default_factory=SamplingParams)
 
     def __post_init__(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise ConfigError(f"unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}")
+        if self.strategy not in STRATEGY_NAMES:
+            raise ConfigError(f"unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGY_NAMES)}")
         if self.aggregation not in AGGREGATIONS:
             raise ConfigError(f"unknown aggregation {self.aggregation!r}; choose one of {', '.join(AGGREGATIONS)}")
         if self.vote not in VOTES:
@@ -89,5 +111,5 @@ class SearchConfig:
         neither."""
         return self.strategy != "best-of-n"
 
-    def with_(self, **changes) -> "SearchConfig":
+    def with_(self, **changes) -> SearchConfig:
         return replace(self, **changes)

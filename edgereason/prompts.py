@@ -12,19 +12,20 @@ SYSTEM_PROMPT = (
 )
 
 
-# A problem is the user's text, never the template's: in a rendered prompt it sits between these marks, and a
-# backend tokenizes what they enclose with no control tokens, so a problem that contains "<|im_end|>" cannot end its
-# turn. Private-use characters: no problem or template holds them (literal() drops any a problem brings).
+# A problem (the user's text) or a step (the model's) is never the template's: in a rendered prompt it sits between
+# these marks, and a backend tokenizes what they enclose with no control tokens, so a problem or a step that contains
+# "<|im_end|>" cannot end its turn. Private-use characters: no problem or template holds them (literal() drops any
+# that a text brings).
 LITERAL_START, LITERAL_END = "\ue000", "\ue001"
 
 
 def literal(text: str) -> str:
-    """`text` marked as the user's own (see LITERAL_START)."""
+    """`text` marked as the user's or the model's own, never the template's (see LITERAL_START)."""
     return LITERAL_START + unmark(text) + LITERAL_END
 
 
 def unmark(text: str) -> str:
-    """`text` without the marks: what a tokenizer that cannot take a literal span (a remote server) gets."""
+    """`text` without the marks: the text as the model reads it."""
     return text.replace(LITERAL_START, "").replace(LITERAL_END, "")
 
 

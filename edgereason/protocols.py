@@ -12,8 +12,9 @@ Rules every Generator keeps:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol, Sequence, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from edgereason.config import SamplingParams
 
@@ -95,13 +96,13 @@ class Verifier(KVMemory, Protocol):
     resident generator sequence in the generator's own context, so the engine keeps a finished path's generator
     KV until its score is in."""
 
-    stats: "VerifierStats"  # updated by every `score` call
+    stats: VerifierStats  # updated by every `score` call
 
     def check_integrity(self) -> None:
         """The held paths agree with the runtime's KV; raises AssertionError otherwise."""
         ...
 
-    def score(self, requests: Sequence[ScoreRequest]) -> list["ScoreResult"]:
+    def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         """For each request, one score in [0, 1] per requested step, in `need` order."""
         ...
 
@@ -126,3 +127,46 @@ class VerifierStats:
     generator_rows: int = 0  # steps scored by a row read in the generator's context (reads_generator)
     peak_tokens: int = 0  # most KV tokens in use, at the end of a call (before the engine releases dead paths)
     per_call_tokens: list[int] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- what a backend offers the memory profiler
+Points = tuple[tuple[int, float], ...]  # (x, tokens per second), x ascending: sequences or batch tokens
+Progress = Callable[[str], None]
+
+
+class Prompter(Protocol):
+    """What `engine.loop.prompt_ids` reads of a generator: enough to count a problem's prompt tokens before any KV
+    cache is made."""
+
+    name: str
+
+    @property
+    def context_length(self) -> int: ...
+    @property
+    def kv_capacity_tokens(self) -> int: ...
+    def tokenize(self, text: str, special: bool = True) -> list[int]: ...
+    def apply_chat_template(self, messages: list[dict[str, str]]) -> str: ...
+
+
+@dataclass(frozen=True)
+class ProfiledGenerator:
+    """A generator model as `memory-profile` measures it (backends make it: `profiled_generator`)."""
+
+    bytes_per_token: int  # KV bytes one token takes
+    weights_bytes: int  # on the device
+    max_seqs: int  # sequences it runs at once (one a beam)
+    prompter: Prompter
+    decode: Callable[[Sequence[int], int, int | None, Progress | None, int], Points]  # (rows, steps, threads,
+    # progress, device top-k) -> decode points
+    open_generator: Callable[[int], Generator]  # KV tokens -> a Generator for the sample search; the caller closes it
+
+
+@dataclass(frozen=True)
+class ProfiledPRM:
+    """A PRM as `memory-profile` measures it (backends make it: `profiled_prm`)."""
+
+    bytes_per_token: int
+    weights_bytes: int  # on the device, besides the generator's (0 when the generator's weights serve both)
+    open_verifier: Callable[[int], Any]  # KV tokens -> a Verifier for the sample search; the caller closes it
+    head_tokens: Callable[[str], int]  # question -> tokens of its head (no KV cache needed: checked before measuring)
+    measure: Callable[[Sequence[int], int, int | None, Progress | None], Points]  # the prefill points

@@ -11,16 +11,15 @@ import itertools
 import math
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import Iterator
+from enum import StrEnum
 
+from edgereason.config import STEP_END
 from edgereason.protocols import SeqId
 
-STEP_END = b"\n\n"
 
-
-class Status(str, Enum):
+class Status(StrEnum):
     PREFILL = "prefill"  # the root while its prompt is evaluated
     GENERATING = "generating"  # decoding its step
     SPECULATIVE = "speculative"  # decoding while its parent is not selected yet
@@ -107,16 +106,6 @@ class Node:
         """True when appending `piece` made the step text contain the step separator."""
         tail = bytes(self.raw[-(len(STEP_END) + len(piece)):])
         return STEP_END in tail
-
-
-def mix_seed(*parts: int) -> int:
-    """splitmix64 over the parts: a child's seed from its parent's seed and its place among the children."""
-    x = 0x9E3779B97F4A7C15
-    for part in parts:
-        x = (x ^ (part & 0xFFFFFFFFFFFFFFFF)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF
-        x = (x ^ (x >> 27)) * 0x94D049BB133111EB & 0xFFFFFFFFFFFFFFFF
-        x ^= x >> 31
-    return x >> 1
 
 
 _BOXED = re.compile(r"\\boxed\{")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,9 @@ from edgereason import models
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+# tests import research code kept out of the package as benchmarks.lab.X (the LoRA export that made the shipped LoRA
+# head), from the repository root whether pytest runs as `pytest` or `python -m pytest`
+sys.path.insert(0, str(REPO))
 
 
 @pytest.fixture(scope="session")

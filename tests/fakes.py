@@ -6,13 +6,13 @@ length, so equal prefixes give equal distributions, like a real model.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
+from edgereason.backends.sampling import sample
 from edgereason.config import SamplingParams
 from edgereason.protocols import BatchEntry, ScoreRequest, ScoreResult, VerifierStats
-from edgereason.sampling import sample
 
 VOCAB = 12
 

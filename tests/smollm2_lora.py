@@ -1,5 +1,6 @@
 """A random LoRA adapter and LoRA head for the real SmolLM2 GGUF (30 layers, n_embd 576, K/V 192 wide): what the
-LoRA-head tests load into llama.cpp."""
+LoRA-head tests load into llama.cpp, made by the export that made the shipped LoRA head (benchmarks/lab/lora_export.py:
+research code, out of the package; tests/conftest.py puts the repository root on sys.path)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ SHAPES = {"q_proj": ("self_attn", EMBD, EMBD), "k_proj": ("self_attn", EMBD, KV)
 def random_lora(rank: int = 4, scale: float = 0.5, seed: int = 0, targets: str = "attention") -> dict[str, np.ndarray]:
     """`model.layers.{i}.{self_attn|mlp}.{proj}.lora_a` [r, in] / `.lora_b` [out, r] for the projections of
     lora.TARGETS[targets], as finetune_verifier saves them."""
-    from edgereason.training.lora import TARGETS
+    from benchmarks.lab.lora import TARGETS
 
     rng = np.random.default_rng(seed)
     out = {}
@@ -32,8 +33,8 @@ def random_lora(rank: int = 4, scale: float = 0.5, seed: int = 0, targets: str =
 
 def lora_head(model, folder: Path, scale: float = 0.5, seed: int = 0, targets: str = "attention"):
     """A LoRA head on SmolLM2 (export_lora_head of random_lora and a random readout), loaded back."""
-    from edgereason.training.lora_export import export_lora_head
-    from edgereason.value_head import feature_tokens, load_head
+    from benchmarks.lab.lora_export import export_lora_head
+    from edgereason.heads.value_head import feature_tokens, load_head
 
     rng = np.random.default_rng(seed + 1)
     tensors = random_lora(scale=scale, seed=seed, targets=targets) | {

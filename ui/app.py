@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import functools
+import signal
 import time
 from collections.abc import Sequence
 
@@ -18,11 +19,11 @@ from textual.widgets import Footer, Input, Tree
 from textual.worker import Worker
 
 from edgereason.config import SearchConfig
-from edgereason.events import NodeExtended, Progress, RequestDone
+from edgereason.engine.events import NodeExtended, Progress, RequestDone
+from edgereason.engine.policy import Policy
+from edgereason.engine.result import SearchResult
 from edgereason.models import display_name
-from edgereason.policy import Policy
-from edgereason.result import SearchResult
-from edgereason.session import ModelSettings
+from edgereason.session.settings import ModelSettings
 from edgereason.ui.format import answer_markdown
 from edgereason.ui.history import History, HistoryEntry
 from edgereason.ui.messages import EngineEvent, RunnerFailed, RunnerStatus
@@ -36,12 +37,13 @@ from edgereason.ui.widgets.status_bar import StatusBar
 from edgereason.ui.widgets.tree_view import SearchTree
 
 STOP_TIMEOUT_S = 30.0  # one engine step, or a model load in progress, has to end before the worker can
+INTERRUPTED = 128 + signal.SIGINT  # the app's return code when Ctrl+C quits it: the CLI exits 130, as on Ctrl-C
 
 
 def decode_terminal_input_leniently() -> None:
     """Textual's terminal driver decodes keyboard input as strict UTF-8 in its input thread: one byte that is not
     UTF-8 (a Latin-1 paste, a terminal set to another encoding) ends that thread with a traceback and the app
-    with it. Rule, as for all text from outside (edgereason/text.py): such bytes become U+FFFD."""
+    with it. Rule, as for all text from outside (edgereason/util/text.py): such bytes become U+FFFD."""
     from textual.drivers import linux_driver
 
     strict = codecs.getincrementaldecoder
@@ -60,6 +62,8 @@ class ChatApp(App[None]):
     """
     BINDINGS = [
         Binding("escape", "cancel", "Cancel search"),
+        # not a priority binding: where text is selected, the input's and the screen's Ctrl+C copy it first
+        Binding("ctrl+c", "interrupt", "Cancel / quit", show=False),
         Binding("f1", "help", "Help"),
         Binding("f2", "toggle_pruned", "Pruned"),
         Binding("f3", "history", "History"),
@@ -245,10 +249,17 @@ class ChatApp(App[None]):
                 f"- policy `{self.policy.name}`: {switches}\n"
                 f"- history: `{self.history.path}`")
 
-    async def action_quit(self) -> None:
+    async def action_interrupt(self) -> None:
+        """Ctrl+C, as a terminal user expects of it: cancels a running search (as Esc does), quits when none runs."""
+        if self.searching:
+            self.action_cancel()
+        else:
+            await self.action_quit(INTERRUPTED)
+
+    async def action_quit(self, return_code: int = 0) -> None:
         self.query_one(StatusBar).set_phase("stopping...")
         await self.stop_worker()
-        self.exit()
+        self.exit(return_code=return_code)
 
     async def stop_worker(self) -> None:
         """Ask the worker to stop and wait for it: its thread must not outlive the app (the engine holds models)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from edgereason.result import SearchResult
+from edgereason.engine.result import SearchResult
 from edgereason.ui.latex import latex_to_text
 
 CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # C0 (not tab, newline, CR: line ends), DEL, C1

@@ -9,8 +9,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from edgereason import models
-from edgereason.jsonl import append_line
-from edgereason.result import SearchResult
+from edgereason.engine.result import SearchResult
+from edgereason.util.jsonl import append_line
 
 
 @dataclass
@@ -29,7 +29,7 @@ class HistoryEntry:
     wall_s: float = 0.0
 
     @classmethod
-    def from_result(cls, result: SearchResult, model: str, policy: str, beams: int, width: int) -> "HistoryEntry":
+    def from_result(cls, result: SearchResult, model: str, policy: str, beams: int, width: int) -> HistoryEntry:
         best = result.answer_path()
         return cls(time.strftime("%Y-%m-%d %H:%M:%S"), result.question, result.answer, result.status,
                    best.score if best else None, [t for t, _ in best.steps] if best else [], model, policy,
@@ -43,7 +43,7 @@ class History:
         self.path = path or models.home() / "history.jsonl"
 
     def append(self, entry: HistoryEntry) -> None:
-        """Crash-safe: the rules of `edgereason.jsonl.append_line`."""
+        """Crash-safe: the rules of `edgereason.util.jsonl.append_line`."""
         append_line(self.path, asdict(entry))
 
     def load(self) -> list[HistoryEntry]:

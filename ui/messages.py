@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from edgereason.events import Event
+from edgereason.engine.events import Event
 
 
 class EngineEvent(Message):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
-from typing import Callable, Hashable
+from collections.abc import Callable, Hashable
 
-from edgereason.events import Event, NodeExtended, Progress
+from edgereason.engine.events import Event, NodeExtended, Progress
 
 INTERVAL_S = 0.1
 

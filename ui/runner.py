@@ -7,15 +7,15 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from textual.message import Message
 
 from edgereason.config import SearchConfig
-from edgereason.engine import Engine
+from edgereason.engine.loop import Engine
+from edgereason.engine.policy import Policy
 from edgereason.errors import EdgeReasonError
-from edgereason.policy import Policy
-from edgereason.session import Session
+from edgereason.session.opening import Session
 from edgereason.ui.messages import EngineEvent, RunnerFailed, RunnerStatus
 from edgereason.ui.relay import EventRelay
 

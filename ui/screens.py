@@ -19,6 +19,7 @@ KEYS = """\
 |---|---|
 | Enter | send the problem in the input |
 | Esc | cancel the running search |
+| Ctrl+C | cancel the running search; with none running, quit (exit code 130); with text selected, copy it |
 | Tab / Shift+Tab | move focus (input, tree, chat) |
 | ↑ ↓ in the tree | highlight a step: its whole path shows below the tree |
 | p (tree focused) or F2 | show / hide pruned branches |
@@ -30,6 +31,11 @@ Tree glyphs: `…` generating, `◇` speculative, `○` waiting for the PRM, `�
 `★` complete, `✗` pruned. The highlighted band is the best path so far.
 """
 
+# a modal screen ends a key's way to the bindings before the app's own: Ctrl+C over one copies the text selected
+# there (the screen's own Ctrl+C, which these replace), else does what it does in the chat (cancel, or quit)
+CTRL_C = [Binding("ctrl+c", "screen.copy_text", show=False), Binding("ctrl+c", "app.interrupt", show=False)]
+
+
 def _modal_css(name: str) -> str:
     """Screen CSS is scoped to the class, so each screen names itself."""
     return (f"{name} {{ align: center middle; }}\n"
@@ -39,7 +45,7 @@ def _modal_css(name: str) -> str:
 
 class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = _modal_css("HelpScreen")
-    BINDINGS = [Binding("escape,f1,q", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,f1,q", "dismiss", "Close"), *CTRL_C]
 
     def __init__(self, settings: str) -> None:
         super().__init__()
@@ -59,7 +65,7 @@ class HistoryScreen(ModalScreen[str | None]):
     HistoryScreen OptionList { width: 45%; min-width: 10; }
     HistoryScreen #history-entry { width: 1fr; padding: 0 1; }
     """
-    BINDINGS = [Binding("escape,f3,q", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,f3,q", "dismiss", "Close"), *CTRL_C]
 
     def __init__(self, entries: list[HistoryEntry], skipped: int = 0) -> None:
         super().__init__()

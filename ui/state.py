@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from edgereason.events import Event, NodeAdded, NodeExtended, NodeScored, NodeStatus, RequestDone, StepFinished
-from edgereason.result import SearchResult
+from edgereason.engine.events import Event, NodeAdded, NodeExtended, NodeScored, NodeStatus, RequestDone, StepFinished
+from edgereason.engine.result import SearchResult
 
 
 @dataclass

@@ -6,11 +6,15 @@ from pathlib import Path
 
 from edgereason.backends.llamacpp.cxx_runtime import REBUILD
 from edgereason.backends.llamacpp.generator import LlamaGenerator
+from edgereason.backends.llamacpp.measure import measure_decode
 from edgereason.backends.llamacpp.model import LlamaModel, load_model, physical_cores
+from edgereason.backends.llamacpp.profiling import profiled_generator, profiled_prm
+from edgereason.backends.llamacpp.runtime import SEQ_SLOTS
 from edgereason.backends.llamacpp.verifier import LlamaVerifier
 from edgereason.backends.prm_format import prm_format
 from edgereason.errors import ConfigError
-from edgereason.value_head import ValueHead
+from edgereason.heads.value_head import ValueHead
+from edgereason.protocols import Points
 
 
 def open_models(generator_path: Path, prm_path: Path, prm_format_name: str, generator_kv_tokens: int,
@@ -52,5 +56,14 @@ def kv_bytes_per_token(path: Path, n_gpu_layers: int = 0) -> int:
     return load_model(str(path), n_gpu_layers).kv_bytes_per_token
 
 
-__all__ = ["LlamaGenerator", "LlamaVerifier", "LlamaModel", "kv_bytes_per_token", "load_model", "open_generator",
+def decode_points(generator: object, rows: tuple[int, ...], steps: int,
+                  n_threads: int | None) -> Points | None:
+    """Decode throughput at each row count of this session's generator (`--policy auto` reads its pass cost); None
+    for a generator that is not llama.cpp's own (a served one beside a local PRM)."""
+    if not isinstance(generator, LlamaGenerator):
+        return None
+    return measure_decode(generator.model, rows, steps, n_threads)
+
+
+__all__ = ["SEQ_SLOTS", "decode_points", "measure_decode", "profiled_generator", "profiled_prm", "LlamaGenerator", "LlamaVerifier", "LlamaModel", "kv_bytes_per_token", "load_model", "open_generator",
            "open_models", "physical_cores", "require_gpu", "supports_gpu"]

@@ -1,7 +1,7 @@
 """Device-side sampling: llama.cpp's backend samplers cut each output row to its top-k candidates inside the
 forward pass, so a row costs k ids and k logits to read instead of the whole vocabulary (152k floats for Qwen,
 0.7 ms a row on an H200 host). The host still draws, from the engine's per-node random streams, over those k
-candidates (edgereason.sampling.sample_rows): deduplication's several draws per row, replay after eviction
+candidates (edgereason.backends.sampling.sample_rows): deduplication's several draws per row, replay after eviction
 and batch independence hold as with host sampling.
 
 What the cut drops: the probability mass outside the k best tokens, renormalised away
@@ -13,10 +13,11 @@ from __future__ import annotations
 import ctypes
 from typing import NamedTuple
 
-import numpy as np
 import llama_cpp.llama_cpp as L
+import numpy as np
 
 from edgereason.errors import EdgeReasonError
+
 
 class Candidates(NamedTuple):
     """One output row cut on the device: ids [k] int32 in no particular order, logits [k] float32 (raw, before

@@ -5,16 +5,16 @@ and the host draws over those k; otherwise the host draws over the whole row."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from edgereason.backends.llamacpp.device_sampling import Candidates
 from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.llamacpp.runtime import SEQ_SLOTS, DecodeItem, KVContext, KVMemoryOf
+from edgereason.backends.sampling import by_id, sample, sample_rows
 from edgereason.config import SamplingParams
 from edgereason.protocols import BatchEntry, SeqId
-from edgereason.sampling import by_id, sample, sample_rows
 
 
 class LlamaGenerator(KVMemoryOf):

@@ -12,12 +12,12 @@ Tensors are read through ggml's own functions (name, size, copy), not its struct
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-import numpy as np
 import llama_cpp
 import llama_cpp.llama_cpp as L
+import numpy as np
 
 
 def _ggml() -> ctypes.CDLL:

@@ -6,16 +6,16 @@ tokenizer. Contexts over a model are in runtime.py.
 from __future__ import annotations
 
 import ctypes
-import os
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import llama_cpp.llama_cpp as L
 
-from edgereason import interrupts
+from edgereason.config import physical_cores  # noqa: F401  (the backend's callers read it here)
 from edgereason.errors import ModelError
 from edgereason.prompts import LITERAL_START, literal_spans
+from edgereason.util import interrupts
 
 _silenced_cb = L.llama_log_callback(lambda level, text, user_data: None)  # module-level: must outlive every call
 # a model load goes on while this returns true; module-level for the same reason
@@ -29,15 +29,6 @@ def _init_backend() -> None:
         L.llama_log_set(_silenced_cb, ctypes.c_void_p(0))
         L.llama_backend_init()
         _backend_ready = True
-
-
-def physical_cores() -> int:
-    try:
-        import psutil
-
-        return psutil.cpu_count(logical=False) or os.cpu_count() or 1
-    except ImportError:  # psutil is a dependency; this only guards odd installs
-        return os.cpu_count() or 1
 
 
 @lru_cache(maxsize=1)
@@ -95,7 +86,7 @@ class LlamaModel:
 
     def tokenize(self, text: str, add_bos: bool = False, special: bool = True) -> list[int]:
         """special: parse control-token text ("<|im_end|>") as control tokens, except in a literal span of the
-        text (edgereason.prompts.literal: the problem), whose text stays text."""
+        text (edgereason.prompts.literal: the problem, a step), whose text stays text."""
         if LITERAL_START not in text:
             return self._tokenize(text, add_bos, special)
         ids = self._tokenize("", True, False) if add_bos else []
@@ -118,15 +109,6 @@ class LlamaModel:
         buf = ctypes.create_string_buffer(256)
         n = L.llama_model_meta_val_str(self.ptr, key.encode(), buf, len(buf))
         return buf.value.decode() if n >= 0 else ""
-
-    def token_text(self, token: int) -> bytes:
-        """The token's bytes with control tokens rendered (`<|im_start|>`): text a server re-tokenizes."""
-        buf = ctypes.create_string_buffer(256)
-        n = L.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, True)
-        if n < 0:
-            buf = ctypes.create_string_buffer(-n)
-            n = L.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, True)
-        return buf.raw[:n]
 
     def token_piece(self, token: int) -> bytes:
         piece = self._pieces.get(token)

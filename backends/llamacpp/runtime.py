@@ -7,17 +7,18 @@ The high-level `Llama` class evaluates only sequence 0 and cannot batch beams, s
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, NamedTuple, Sequence
+from typing import NamedTuple
 
-import numpy as np
 import llama_cpp.llama_cpp as L
+import numpy as np
 
-from edgereason import interrupts
 from edgereason.backends.llamacpp.device_sampling import Candidates, TopKSamplers
 from edgereason.backends.llamacpp.layer_capture import LayerCapture
 from edgereason.backends.llamacpp.model import LlamaModel, physical_cores
 from edgereason.errors import ModelError, OutOfMemoryError
+from edgereason.util import interrupts
 
 SEQ_SLOTS = 256  # sequences one context runs at once: llama.cpp's most (LLAMA_MAX_SEQ), the beams one search can have
 

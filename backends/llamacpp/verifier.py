@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -23,8 +24,8 @@ from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.llamacpp.runtime import SEQ_SLOTS, DecodeItem, KVContext, KVMemoryOf
 from edgereason.backends.prm_format import PRMFormat, prompt_for
 from edgereason.errors import ConfigError, OutOfMemoryError
+from edgereason.heads.value_head import ValueHead, head_features
 from edgereason.protocols import ScoreRequest, ScoreResult, VerifierStats
-from edgereason.value_head import ValueHead, head_features
 
 
 @dataclass
@@ -141,8 +142,8 @@ class LlamaVerifier(KVMemoryOf):
             return False
         starts = [path.prompt_len, *path.ends[:-1]]
         last = max(req.need) + 1
-        return all(list(path.tokens[a:b]) == self._tokens(text, first=False)
-                   for a, b, text in zip(starts[:last], path.ends[:last], req.steps[:last]))
+        return all(list(path.tokens[a:b]) == self._tokens(segment, first=False)
+                   for a, b, segment in zip(starts, path.ends, self.prompt.segments(req.steps[:last], 0)))
 
     def _score_in_generator(self, requests: Sequence[ScoreRequest], slots: Sequence[int],
                             results: list[ScoreResult | None]) -> list[int]:

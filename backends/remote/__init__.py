@@ -15,8 +15,10 @@ from edgereason.backends.llamacpp.model import load_vocab
 from edgereason.backends.prm_format import prm_format
 from edgereason.backends.remote.client import CompletionClient, RemoteError
 from edgereason.backends.remote.generator import RemoteGenerator
-from edgereason.backends.remote.verifier import TOP_LOGPROBS, RemoteVerifier
+from edgereason.backends.remote.identity import check_served_models
 from edgereason.backends.remote.settings import DEFAULT_STEP_TOKENS, Endpoint, RemoteSettings
+from edgereason.backends.remote.verifier import TOP_LOGPROBS, RemoteVerifier
+
 
 def open_generator(vocab_path: Path, endpoint: Endpoint, context_tokens: int,
                    step_tokens: int = DEFAULT_STEP_TOKENS) -> RemoteGenerator:
@@ -43,4 +45,4 @@ def open_verifier(vocab_path: Path, prm_format_name: str, endpoint: Endpoint,
 
 
 __all__ = ["CompletionClient", "Endpoint", "RemoteError", "RemoteGenerator", "RemoteSettings", "RemoteVerifier",
-           "open_generator", "open_verifier"]
+           "check_served_models", "open_generator", "open_verifier"]

@@ -19,15 +19,17 @@ import json
 import os
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import httpx
 
 from edgereason.backends.remote.settings import BACKOFF_S, Endpoint
 from edgereason.errors import EdgeReasonError
+
 
 class RemoteError(EdgeReasonError):
     """The server refused a request, or could not be reached."""
@@ -87,6 +89,11 @@ class CompletionClient:
             self.stats.per_batch.append(len(bodies))
             self.stats.wait_s += time.perf_counter() - t0
 
+    def ask(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        """POST `body` to an endpoint the server may not have (`/tokenize`): None where it answers 4xx or 5xx, or
+        with something other than JSON. A server that cannot be reached is still an error."""
+        return self._call(self._request("POST", path, body, optional=True), self.endpoint.deadline_s)
+
     def close(self) -> None:
         if self._loop.is_closed():
             return
@@ -132,7 +139,8 @@ class CompletionClient:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _request(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+    async def _request(self, method: str, path: str, body: dict[str, Any] | None,
+                       optional: bool = False) -> dict[str, Any] | None:
         e = self.endpoint
         last = ""
         for attempt in range(e.retries + 1):
@@ -148,6 +156,8 @@ class CompletionClient:
                 last = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
                 continue
             self.stats.requests += 1
+            if optional and response.status_code >= 400:  # an endpoint it lacks, or reads otherwise: not retried
+                return None
             if response.status_code >= 500:
                 last = f"HTTP {response.status_code}: {_message(response)}"
                 continue
@@ -157,6 +167,8 @@ class CompletionClient:
             try:
                 answer = response.json()
             except ValueError:
+                if optional:
+                    return None
                 raise RemoteError(f"the server at {e.root} answered {path} with something other than JSON; is "
                                   "it an OpenAI-compatible server?") from None
             usage = answer.get("usage") or {}
@@ -190,4 +202,7 @@ def _hint(status: int) -> str:
         return " (check --base-url and --served-model)"
     if status in (401, 403):
         return " (check --api-key-env)"
+    if status == 422:  # FastAPI's refusal of a body's fields: a prompt sent as token ids, for one
+        return (" (prompts go as token ids; llama-cpp-python's own server takes them only as "
+                "python -m edgereason.backends.remote.llamacpp_server)")
     return ""

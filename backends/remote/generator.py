@@ -2,10 +2,10 @@
 adapter answers its draws from whole steps the server generated.
 
 The seam: the engine asks a sequence for `k` draws from its next-token distribution. A sequence with no plan for
-its position sends ONE request for the rest of the step (`/v1/completions`, prompt = the path so far, `stop` at the
-step delimiter, `n = k`, `seed` = the engine's seed for that draw) and keeps the k completions as *plans*: token
-lists that continue the context they were asked for. Later draws read the plans' next tokens without any HTTP, so a
-step costs one round trip, not one per token.
+its position sends ONE request for the rest of the step (`/v1/completions`, prompt = the path so far as token ids,
+`stop` at the step delimiter, `n = k`, `seed` = the engine's seed for that draw) and keeps the k completions as
+*plans*: token lists that continue the context they were asked for. Later draws read the plans' next tokens without
+any HTTP, so a step costs one round trip, not one per token.
 
 Rules that keep the samples independent and the search replayable:
 - A plan is read forward only: each of its positions is drawn once (`cursor`), by the sequence that draws it.
@@ -23,16 +23,16 @@ sequence the server is asked to hold (its context).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import llama_cpp.llama_cpp as L
 
 from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.remote.client import CompletionClient, RemoteError
-from edgereason.config import SamplingParams
+from edgereason.config import STEP_END, SamplingParams, mix_seed
 from edgereason.protocols import BatchEntry, SeqId
-from edgereason.tree import STEP_END, mix_seed
 
 STEP_STOP = STEP_END.decode()
 SEED_MASK = 0x7FFFFFFF  # servers take a signed 32-bit seed
@@ -152,7 +152,7 @@ class RemoteGenerator:
                     missing.append((i, k - len(out[i])))
         if missing:
             fetched = self._fetch([(batch[i].seq, n, params[i]) for i, n in missing])
-            for (i, n), plans in zip(missing, fetched):
+            for (i, _), plans in zip(missing, fetched):
                 seq = self._seqs[batch[i].seq]
                 for plan in plans:
                     plan.cursor, plan.owner = 1, batch[i].seq if samples[i] == 1 else None
@@ -189,7 +189,8 @@ class RemoteGenerator:
             if room < 1:  # the engine ends a path before this; reaching it is a bug, not a user error
                 raise RemoteError(f"a path of {len(context)} tokens has no room left in the server's context "
                                   f"({self._capacity})")
-            body = {"prompt": self._text(context), "max_tokens": min(self.step_tokens, room),
+            # token ids: a server parses "<|im_end|>" in text as the control token, in a problem or a step too
+            body = {"prompt": list(context), "max_tokens": min(self.step_tokens, room),
                     "stop": [STEP_STOP], "temperature": sp.temperature, "top_p": sp.top_p,
                     "cache_prompt": True}  # llama.cpp's server: keep the prefix's KV (others ignore it)
             if n > 1 and self._n_honoured is False:  # one request per draw, seeded apart
@@ -215,10 +216,6 @@ class RemoteGenerator:
         if any(len(plans[w]) < n for w, (_, n, _) in enumerate(wants)):
             raise RemoteError(f"the server at {self.client.endpoint.root} answered fewer completions than asked")
         return [plans[w][:n] for w, (_, n, _) in enumerate(wants)]
-
-    def _text(self, tokens: Sequence[int]) -> str:
-        """Prompt text the server tokenizes back: control tokens written out (`<|im_start|>`)."""
-        return b"".join(self.vocab.token_text(t) for t in tokens).decode("utf-8", errors="replace")
 
     def _tokens_of(self, choice: dict[str, Any]) -> list[int]:
         """A completion as tokens. The server cut it at the step delimiter (and left the delimiter out) or at

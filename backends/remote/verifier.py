@@ -2,10 +2,10 @@
 math-shepherd) read from the `logprobs` of the next token.
 
 Each requested step is one completion request: the PRM prompt up to that step's read position (backends/prm_format
-.py, the same text the local verifier evaluates), `max_tokens: 1`, `logprobs: 20`, temperature 0. Its score is
-P(good) / (P(good) + P(bad)), the tokens the local verifier reads, from the top-20 answer. Every score of one
-`score()` call is in flight at once: the engine's lazy verification, which batches PRM requests, becomes one round
-of concurrent HTTP requests; the server's prefix cache plays the part of the local verifier's per-path KV.
+.py, the tokens the local verifier evaluates, sent as token ids), `max_tokens: 1`, `logprobs: 20`, temperature 0.
+Its score is P(good) / (P(good) + P(bad)), the tokens the local verifier reads, from the top-20 answer. Every score
+of one `score()` call is in flight at once: the engine's lazy verification, which batches PRM requests, becomes one
+round of concurrent HTTP requests; the server's prefix cache plays the part of the local verifier's per-path KV.
 
 Where good or bad is outside the top 20, one more round reads them with `logit_bias` (every OpenAI-compatible
 server takes it) - three requests for that score, all in that round:
@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.prm_format import PRMFormat, prompt_for
 from edgereason.backends.remote.client import CompletionClient, RemoteError
 from edgereason.errors import ConfigError
-from edgereason.prompts import unmark
 from edgereason.protocols import ScoreRequest, ScoreResult, VerifierStats
 
 TOP_LOGPROBS = 20  # what OpenAI's API and vLLM (--max-logprobs) allow by default
@@ -75,14 +75,14 @@ class RemoteVerifier:
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         t0 = time.perf_counter()
-        prompts, new_tokens = [], []
+        prompts: list[list[int]] = []
+        new_tokens: list[int] = []
         for req in requests:
-            segments = self.prompt.segments(req.steps, 0)
-            head = unmark(self.prompt.head(req.question))  # the server tokenizes text: no literal span there
-            prompts += [head + "".join(segments[:i + 1]) for i in req.need]
+            head, segments = self._tokens(req)
+            prompts += [head + [t for seg in segments[:i + 1] for t in seg] for i in req.need]
             # what a prefix-caching server evaluates anew: the steps past the prefix it saw (the local count)
-            fresh = "".join(segments[req.prefix_steps:]) if req.prefix_key else head + "".join(segments)
-            new_tokens.append(len(self.vocab.tokenize(fresh, add_bos=False, special=True)))
+            fresh = segments[req.prefix_steps:] if req.prefix_key else [head, *segments]
+            new_tokens.append(sum(len(seg) for seg in fresh))
         answers = self.client.complete([self._body(p, self.top_logprobs) for p in prompts])
         pairs = [self._pair(a) for a in answers]
         missing = [i for i, (good, bad) in enumerate(pairs) if good is None or bad is None]
@@ -96,14 +96,20 @@ class RemoteVerifier:
         self.stats.seconds += time.perf_counter() - t0
         return results
 
-    def _body(self, prompt: str, top: int, bias: Sequence[int] = ()) -> dict[str, Any]:
+    def _tokens(self, req: ScoreRequest) -> tuple[list[int], list[list[int]]]:
+        """The head's and each step's tokens, as the local verifier evaluates them. Sent as token ids, not text: a
+        server parses "<|im_end|>" in text as the control token, where a question's or a step's is text."""
+        head = self.vocab.tokenize(self.prompt.head(req.question), add_bos=self.vocab.add_bos)
+        return head, [self.vocab.tokenize(seg) for seg in self.prompt.segments(req.steps, 0)]
+
+    def _body(self, prompt: list[int], top: int, bias: Sequence[int] = ()) -> dict[str, Any]:
         body: dict[str, Any] = {"prompt": prompt, "max_tokens": 1, "logprobs": top, "temperature": 0.0,
                                 "cache_prompt": True}
         if bias:
             body["logit_bias"] = {str(i): BIAS for i in bias}  # token ids, as OpenAI's API names them
         return body
 
-    def _biased(self, prompts: list[str], missing: list[int], pairs: list[Pair]) -> list[Pair]:
+    def _biased(self, prompts: list[list[int]], missing: list[int], pairs: list[Pair]) -> list[Pair]:
         """The scores at `missing` read again with logit_bias, in one round (module docstring)."""
         good, bad = self._ids
         bodies = [self._body(prompts[i], max(2, self.top_logprobs), b)

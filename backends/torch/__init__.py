@@ -14,7 +14,8 @@ from typing import Any
 
 from edgereason.backends.prm_format import prm_format
 from edgereason.errors import ConfigError
-from edgereason.value_head import ValueHead
+from edgereason.heads.value_head import ValueHead
+from edgereason.protocols import Points
 
 INSTALL = 'pip install "edgereason[torch]"'
 
@@ -117,7 +118,8 @@ def check_architecture(path: Path) -> None:
 
 def kv_bytes_per_token(path: Path, n_gpu_layers: int = 0) -> int:
     torch = import_torch()
-    from edgereason.backends.torch.model import kv_bytes_per_token as per_token, read_config
+    from edgereason.backends.torch.model import kv_bytes_per_token as per_token
+    from edgereason.backends.torch.model import read_config
 
     return per_token(read_config(_gguf(str(path))), torch.device(device_for(n_gpu_layers)))
 
@@ -131,5 +133,15 @@ def weights_bytes(path: Path, n_gpu_layers: int = 0) -> int:
     return size * sum(int(t.n_elements) for t in _gguf(str(path)).reader.tensors)
 
 
-__all__ = ["check_architecture", "import_torch", "kv_bytes_per_token", "open_generator", "open_models", "require_gpu", "supports_gpu",
-           "weights_bytes"]
+def decode_points(generator: object, rows: tuple[int, ...], steps: int, n_threads: int | None) -> Points | None:
+    """Decode throughput at each row count of this session's generator (`--policy auto` reads its pass cost)."""
+    from edgereason.backends.torch.generator import TorchGenerator
+    from edgereason.backends.torch.measure import measure_decode
+
+    if not isinstance(generator, TorchGenerator):
+        return None
+    return measure_decode(generator.model, rows, steps)
+
+
+__all__ = ["check_architecture", "decode_points", "import_torch", "kv_bytes_per_token", "open_generator",
+           "open_models", "require_gpu", "supports_gpu", "weights_bytes"]

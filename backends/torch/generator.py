@@ -3,7 +3,7 @@ device (sampling.py); only the drawn ids come back to the host."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from edgereason.backends.llamacpp.runtime import DecodeItem
 from edgereason.backends.torch.kv import SEQ_SLOTS

@@ -16,7 +16,7 @@ never in a table or counted.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch

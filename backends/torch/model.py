@@ -13,10 +13,11 @@ serves both.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -142,8 +143,8 @@ class TorchDecoder:
         self.dtype = device_dtype(device)
         weights = Weights(self.path)
         self.config = cfg = read_config(weights)
-        load = lambda name: weights.load(name, device, self.dtype)
-        maybe = lambda name: load(name) if weights.has(name) else None
+        load = lambda name: weights.load(name, device, self.dtype)  # noqa: E731
+        maybe = lambda name: load(name) if weights.has(name) else None  # noqa: E731
         self.embed = load("token_embd.weight")
         self.output = maybe("output.weight")
         if self.output is None:

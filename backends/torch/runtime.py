@@ -16,8 +16,8 @@ times the whole pass beside llama.cpp's, the figure that decides.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -55,7 +55,7 @@ def attention_group(cells: torch.Tensor, queries: Sequence[Sequence[int]], posit
         pos[e, :len(p)] = p
         valid[e, :len(q)] = True
     device = cells.device
-    at = lambda a: torch.from_numpy(a).to(device)
+    at = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
     mask = torch.arange(cells.shape[1], device=device)[None, None, :] <= at(pos)[:, :, None]
     return AttentionGroup(query_rows=at(rows), cells=cells, mask=mask[:, None], tokens=at(rows[valid]),
                           padded_at=at(np.flatnonzero(valid.ravel())))
@@ -193,7 +193,7 @@ class TorchContext:
             for seq, idx in order.items():
                 cells[idx] = self.tables.append(seq, len(idx))
                 positions[idx] = np.arange(before[seq], before[seq] + len(idx))
-            at = lambda a: torch.as_tensor(np.asarray(a, dtype=np.int64)).to(self.device)
+            at = lambda a: torch.as_tensor(np.asarray(a, dtype=np.int64)).to(self.device)  # noqa: E731
             self.table_cells.write(at([seq for seq, _, _ in window]), at(positions), at(cells))
             tokens = [tok for _, tok, _ in window]
             if self.graphs is not None and self.graphs.fits(order, columns):

@@ -1,4 +1,4 @@
-"""Sampling on the device, by the rule of edgereason/sampling.py (`draw_rows`) over whole rows: each row draws
+"""Sampling on the device, by the rule of backends/sampling.py (`draw_rows`) over whole rows: each row draws
 from its own counter-based stream (splitmix64 of its seed and the draw's index, computed here with int64 ops), so
 its draws depend on nothing else in the batch, and equal logits give the llama.cpp backend's draws. Only the drawn
 ids come back to the host.
@@ -6,12 +6,12 @@ ids come back to the host.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
+from edgereason.backends.sampling import CUTOFF
 from edgereason.config import SamplingParams
-from edgereason.sampling import CUTOFF
 
 _MASK64 = (1 << 64) - 1
 _GOLDEN, _M1, _M2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
@@ -30,7 +30,7 @@ def _shr(x: torch.Tensor, bits: int) -> torch.Tensor:
 
 def uniforms(seeds: torch.Tensor, counters: torch.Tensor) -> torch.Tensor:
     """seeds, counters: [d] int64 (seeds as 64-bit patterns) -> [d] float64 in [0, 1), equal to
-    edgereason.sampling.uniforms. int64 products wrap modulo 2**64, as the hash wants."""
+    edgereason.backends.sampling.uniforms. int64 products wrap modulo 2**64, as the hash wants."""
     x = torch.full_like(seeds, _signed(_GOLDEN))
     for part in (seeds, counters):
         x = (x ^ part) * _signed(_M1)
@@ -42,10 +42,10 @@ def uniforms(seeds: torch.Tensor, counters: torch.Tensor) -> torch.Tensor:
 
 def draw_rows(logits: torch.Tensor, n: Sequence[int], params: Sequence[SamplingParams]) -> list[list[int]]:
     """logits: [R, n_vocab] on the device; row r draws n[r] tokens with params[r] (draw j of a row uses
-    uniforms(seed, j)). The rule of edgereason.sampling.draw_rows: tokens more than CUTOFF temperatures below the
-    best are left out; with top_p < 1 the rest, by probability (ties in vocabulary order), are cut to the smallest
-    prefix holding top_p of the mass; a draw is the first token whose cumulative probability exceeds u times the
-    kept mass; temperature 0 takes the best token (the lowest id among equals)."""
+    uniforms(seed, j)). The rule of edgereason.backends.sampling.draw_rows: tokens more than CUTOFF temperatures
+    below the best are left out; with top_p < 1 the rest, by probability (ties in vocabulary order), are cut to the
+    smallest prefix holding top_p of the mass; a draw is the first token whose cumulative probability exceeds u
+    times the kept mass; temperature 0 takes the best token (the lowest id among equals)."""
     n_rows, vocab = logits.shape
     if n_rows == 0:
         return []

@@ -9,7 +9,7 @@ as the llama.cpp verifier does.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -19,8 +19,8 @@ from edgereason.backends.torch.kv import SEQ_SLOTS
 from edgereason.backends.torch.model import TorchModel
 from edgereason.backends.torch.runtime import TorchContext
 from edgereason.errors import ConfigError
+from edgereason.heads.value_head import ValueHead
 from edgereason.protocols import ScoreRequest, VerifierStats
-from edgereason.value_head import ValueHead
 
 
 def _check_head(head: ValueHead) -> None:

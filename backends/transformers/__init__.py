@@ -7,11 +7,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgereason.backends.transformers.formats import TORCH_FORMATS, path_tokens
-from edgereason.backends.transformers.loader import (DEVICES, config_kv_bytes, kv_bytes_per_token, load_checkpoint,
-                                                      on_cuda, weights_bytes)
+from edgereason.backends.transformers.loader import (
+    DEVICES,
+    config_kv_bytes,
+    kv_bytes_per_token,
+    load_checkpoint,
+    on_cuda,
+    weights_bytes,
+)
 from edgereason.backends.transformers.verifier import TorchVerifier
 from edgereason.errors import ConfigError
-from edgereason.value_head import ValueHead
+from edgereason.heads.value_head import ValueHead
 
 HF_PREFIX = "hf:"
 
@@ -26,5 +32,13 @@ def open_verifier(path: Path, fmt: str, kv_tokens: int, device: str = "auto", he
     return TorchVerifier(checkpoint, fmt, tokens, kv_tokens, config_kv_bytes(checkpoint.config, checkpoint.dtype))
 
 
+def profiled_prm(path: Path, fmt: str, head: ValueHead | None, device_kind: str, kv_tokens: int,
+                 n_threads: int | None):  # -> protocols.ProfiledPRM
+    """The PRM as memory-profile measures it (profiling.py)."""
+    from edgereason.backends.transformers.profiling import profiled_prm as make
+
+    return make(path, fmt, head, device_kind, kv_tokens, n_threads)
+
+
 __all__ = ["DEVICES", "HF_PREFIX", "TORCH_FORMATS", "TorchVerifier", "kv_bytes_per_token", "on_cuda",
-           "open_verifier", "weights_bytes"]
+           "open_verifier", "profiled_prm", "weights_bytes"]

@@ -19,7 +19,8 @@ Per format (each the checkpoint's own convention):
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from edgereason.backends.prm_format import PRM_FORMATS, prompt_for
 from edgereason.errors import ModelError
@@ -52,7 +53,7 @@ class PathTokens:
         self._lead = with_special[:cut] if cut > 0 and with_special[cut:] == plain else []
 
     def encode(self, text: str) -> list[int]:
-        """A literal span (the question, edgereason.prompts.literal) is tokenized with no special tokens."""
+        """A literal span (the question, a step: edgereason.prompts.literal) is tokenized with no special tokens."""
         return [i for piece, is_literal in literal_spans(text)
                 for i in self.tokenizer.encode(piece, add_special_tokens=False, split_special_tokens=is_literal)]
 
@@ -81,7 +82,7 @@ class QwenPRMPrompt:
         return self._head.replace("@@Q@@", literal(question.strip()), 1)
 
     def segments(self, steps: Sequence[str], start: int) -> list[str]:
-        return [steps[i].strip() + QWEN_PRM_SEP for i in range(start, len(steps))]
+        return [literal(steps[i].strip()) + QWEN_PRM_SEP for i in range(start, len(steps))]
 
 
 class SkyworkPrompt:
@@ -93,7 +94,7 @@ class SkyworkPrompt:
         return f"{self._bos}{literal(question.strip() + SKYWORK_STEP)}"
 
     def segments(self, steps: Sequence[str], start: int) -> list[str]:
-        return [steps[i].strip() for i in range(start, len(steps))]
+        return [literal(steps[i].strip()) for i in range(start, len(steps))]
 
 
 def path_tokens(fmt: str, tokenizer: Any) -> PathTokens:

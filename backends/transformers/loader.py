@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
 from edgereason.errors import ConfigError, ModelError
-from edgereason.value_head import ValueHead
+from edgereason.heads.value_head import ValueHead
 
 DEVICES = ("auto", "cpu", "cuda")
 # reward-head tensors by format, as the public checkpoints name them
@@ -212,7 +213,7 @@ def _logit_readout(model: Any, tokenizer: Any, fmt: str) -> Readout:
 
 
 def _value_head_readout(model: Any, head: ValueHead) -> Readout:
-    """The head reads the logits of its token set (edgereason/value_head.py), as on llama.cpp."""
+    """The head reads the logits of its token set (edgereason/heads/value_head.py), as on llama.cpp."""
     torch = import_torch()
     lm_head = model.get_output_embeddings()
     tokens = torch.as_tensor(head.tokens, device=lm_head.weight.device)

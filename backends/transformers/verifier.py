@@ -19,8 +19,9 @@ from __future__ import annotations
 import inspect
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from edgereason.backends.transformers.formats import PathTokens
 from edgereason.backends.transformers.loader import Checkpoint, import_torch

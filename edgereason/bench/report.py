@@ -6,13 +6,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, NamedTuple, TextIO
+from typing import NamedTuple, TextIO
 
 import numpy as np
 
 from edgereason.errors import ConfigError
-from edgereason.files import make_writable_folder, write_text_atomic
+from edgereason.util.files import make_writable_folder, write_text_atomic
 
 RunKey = tuple[str, int, str]
 

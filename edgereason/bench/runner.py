@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
 from edgereason.bench.arrivals import arrival_times
-from edgereason.bench.dataset import Problem
 from edgereason.config import SearchConfig
-from edgereason.engine import Engine
-from edgereason.grading import answers_match
-from edgereason.policy import Policy
-from edgereason.policy_auto import is_auto
-from edgereason.request import Request
-from edgereason.session import Session
+from edgereason.engine.loop import Engine
+from edgereason.engine.policy import Policy
+from edgereason.engine.request import Request
+from edgereason.search.dataset import Problem
+from edgereason.search.grading import answers_match
+from edgereason.session.auto_policy import is_auto
+from edgereason.session.opening import Session
 
 Progress = Callable[[int, int], None]
 

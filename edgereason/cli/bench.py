@@ -12,20 +12,23 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Sequence, TypeVar
 
-from edgereason import __version__, interrupts
+from edgereason import __version__
+
+from edgereason.util import interrupts
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
 from edgereason.bench.arrivals import parse_rate
-from edgereason.bench.dataset import Problem, load_problems
+from edgereason.search.dataset import Problem, load_problems
 from edgereason.bench.report import prepare_out, print_compare, print_table, write_results
 from edgereason.bench.runner import RunInterrupted, RunSpec, rate_label, run_one
-from edgereason.cli.common import (add_model_args, add_search_args, add_switch_args, model_settings, policy_from,
-                                   pull_progress, search_config)
+from edgereason.cli.common import add_model_args, add_search_args, add_switch_args, model_settings, policy_from, search_config
+from edgereason.cli.progress import pull_progress
 from edgereason.cli.progress import bar, end_line
-from edgereason.config import STRATEGIES
-from edgereason.engine import prompt_ids
+from edgereason.config import STRATEGY_NAMES
+from edgereason.engine.loop import prompt_ids
 from edgereason.errors import ConfigError
-from edgereason.policy import PRESETS, Policy
-from edgereason.session import SPLITS, Session, open_session
+from edgereason.engine.policy import PRESETS, Policy
+from edgereason.session.opening import Session, open_session
+from edgereason.session.settings import SPLITS
 
 T = TypeVar("T")
 
@@ -58,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--beams", default="4", metavar="N[,N...]",
                    help="beam size N, or a comma list of sizes run side by side (default 4)")
     p.add_argument("--strategy", default="beam", metavar="S[,S...]",
-                   help=f"search strategy ({', '.join(STRATEGIES)}), or a comma list run side by side: with "
+                   help=f"search strategy ({', '.join(STRATEGY_NAMES)}), or a comma list run side by side: with "
                         "--beams, one accuracy-against-compute point per strategy and N (default beam)")
     p.add_argument("--split", default="profile",
                    help="comma list of ways to split --kv-budget: profile, even; several run side by side "
@@ -79,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     problems = load_problems(args.dataset, args.limit, args.offset)
     policies = [policy_from(args, s) for s in _items(args.policies, "--policies")]
     beams = _values(args.beams, "--beams", _int)
-    strategies = _items(args.strategy, "--strategy", allowed=STRATEGIES)
+    strategies = _items(args.strategy, "--strategy", allowed=STRATEGY_NAMES)
     rates = _values(args.rate, "--rate", parse_rate)
     splits = _items(args.split, "--split", allowed=SPLITS)
     if len(splits) > 1 and args.kv_budget is None and args.gpu_memory is None:

@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import psutil
 
-from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, is_terminal, model_settings,
-                                   policy_from, recipe_search_config)
+from edgereason.cli.common import add_model_args, add_policy_arg, add_search_args, model_settings, policy_from
+from edgereason.cli.progress import is_terminal
+from edgereason.cli.recipe_use import recipe_search_config
 from edgereason.errors import ConfigError
-from edgereason.session import Session, open_session
+from edgereason.session.opening import Session, open_session
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     def factory(progress: Callable[[str, int, int], None]) -> Session:
         return open_session(settings, progress=progress)
 
-    from edgereason.ui.app import ChatApp, decode_terminal_input_leniently  # Textual loads only for this command
+    from edgereason.ui.app import INTERRUPTED, ChatApp, decode_terminal_input_leniently  # Textual: this command only
 
     decode_terminal_input_leniently()
     note = choice.note()
@@ -49,4 +50,6 @@ def run(args: argparse.Namespace) -> int:
         app.run()
     finally:  # a stop signal may end the app before on_unmount stops the worker, whose thread would keep us alive
         app.runner.stop()
+    if app.return_code == INTERRUPTED:  # Ctrl+C quit it: the app's terminal sent it as a key, not as SIGINT
+        raise KeyboardInterrupt  # main says "interrupted" and exits 130, as Ctrl-C ends every command
     return 0

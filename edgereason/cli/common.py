@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import fields
-from pathlib import Path
-from typing import Callable, NamedTuple, TextIO
 
 from edgereason import models
-from edgereason.config import AGGREGATIONS, SELECTS, STRATEGIES, VOTES, SamplingParams, SearchConfig
-from edgereason.policy import PRESETS, SWITCH_HELP, SWITCH_METAVAR, Policy, parse_policy, with_switches
-from edgereason.policy_auto import EDGE_MAX_COST_8
-from edgereason.prm_choice import PRM_FORMAT_CHOICES
-from edgereason.recipes import FIELDS, PLAIN, Device, Recipe, describe, recipe_for
+from edgereason.config import AGGREGATIONS, SELECTS, STRATEGY_NAMES, VOTES, SamplingParams, SearchConfig
+from edgereason.engine.policy import PRESETS, SWITCH_HELP, SWITCH_METAVAR, Policy, parse_policy, with_switches
+from edgereason.session.auto_policy import EDGE_MAX_COST_8
+from edgereason.session.prm_choice import PRM_FORMAT_CHOICES
+from edgereason.search.recipes import describe
 from edgereason.memory import parse_size
 from edgereason.memory.size import size_unit
-from edgereason.gpu import DEFAULT_TOP_K, DEVICE_SAMPLING_MODES, default_gpu_layers
-from edgereason.session import DEFAULT_KV_TOKENS, SPLITS, ModelSettings
+from edgereason.session.gpu import DEFAULT_TOP_K, DEVICE_SAMPLING_MODES
+from edgereason.session.settings import DEFAULT_KV_TOKENS, SPLITS, ModelSettings
 from edgereason.backends.remote.settings import DEFAULT_STEP_TOKENS, Endpoint, RemoteSettings, check_url
-from edgereason.backends import load_backend
-from edgereason.errors import ConfigError, ModelError
-from edgereason.cli.progress import end_line, redraw
+from edgereason.errors import ConfigError
 
 # flags only beam and dvts read, with SearchConfig's defaults
 TREE_FLAGS = {f: getattr(SearchConfig, f) for f in ("width", "select")}
@@ -154,7 +149,7 @@ def add_search_args(p: argparse.ArgumentParser, from_recipe: bool = False, strat
         return f"the recipe: {describe(field)}" if from_recipe else str(value)
 
     g = p.add_argument_group("search")
-    g.add_argument("--strategy", default=None if from_recipe else strategy, choices=STRATEGIES,
+    g.add_argument("--strategy", default=None if from_recipe else strategy, choices=STRATEGY_NAMES,
                    help=f"{strategy_help} (default {default('strategy', strategy)}; README: The verifier)")
     if beams:
         g.add_argument("--beams", type=beam_count, default=None if from_recipe else 4, metavar="N",
@@ -236,90 +231,9 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
                          remote=remote_settings(args), backend="auto" if args.backend == "remote" else args.backend)
 
 
-class RecipeUse(NamedTuple):
-    recipe: Recipe
-    filled: tuple[str, ...]  # the flags the recipe set: the user left them unset
-    tree_flags: tuple[str, ...]  # the TREE_FLAGS the user set
-
-
-class SearchChoice(NamedTuple):
-    """What `solve` and `chat` run, and the flags the user gave that it has no use for (best-of-n has no tree)."""
-    config: SearchConfig
-    unused: tuple[str, ...]
-
-    def note(self) -> str | None:
-        """One line saying which flags went unused, or None where all were used."""
-        if not self.unused:
-            return None
-        flags = " and ".join(f"--{f}" for f in self.unused)
-        return (f"note: {self.config.strategy} ran, which has no use for {flags} (beam and dvts read them; add "
-                f"--strategy beam)")
-
-
-def is_terminal(stream: TextIO | None) -> bool:
-    return stream is not None and stream.isatty()  # None: the stream was closed when the process started
-
-
-def recipe_device(args: argparse.Namespace) -> Device:
-    """Where the generator's layers will run, as the session decides it (edgereason/gpu.py); a served generator has
-    no recipe, so no device to ask."""
-    if args.backend == "remote":
-        return "cpu"
-    if args.gpu_layers is not None:
-        return "gpu" if args.gpu_layers > 0 else "cpu"
-    return "gpu" if default_gpu_layers(load_backend("torch" if args.backend == "torch" else "llamacpp")) > 0 else "cpu"
-
-
-def apply_recipe(args: argparse.Namespace, device: Device) -> RecipeUse:
-    """Fill the search and PRM flags left unset (None) from the generator's recipe for this device
-    (edgereason/recipes.py). Any PRM flag or a remote backend means the user picks the verifier: then the plain
-    recipe fills them."""
-    chosen = (args.prm is not None or args.prm_format != "auto" or args.prm_head is not None
-              or args.backend == "remote")
-    recipe = recipe_for(args.model, device, chosen)
-    filled = tuple(f for f in FIELDS if getattr(args, f) is None and getattr(recipe, f) is not None)
-    for f in filled:
-        setattr(args, f, getattr(recipe, f))
-    tree_flags = tuple(f for f in TREE_FLAGS if getattr(args, f) is not None)
-    for f, value in TREE_FLAGS.items():
-        if getattr(args, f) is None:
-            setattr(args, f, value)
-    return RecipeUse(recipe, filled, tree_flags)
-
-
-def recipe_search_config(args: argparse.Namespace, resolve: Callable[..., Path] = models.resolve,
-                         device: Device | None = None) -> SearchChoice:
-    """The search of `solve` and `chat`: the recipe applied and the flags checked (a typo costs no download), then
-    the recipe's PRM pulled. Where it cannot be (offline, say), the plain recipe runs, with a note: what is on disk
-    keeps working. device: None = where the session will put the layers."""
-    use = apply_recipe(args, device or recipe_device(args))
-    config = search_config(args)
-    if "prm" in use.filled:
-        try:
-            resolve(use.recipe.prm, progress=pull_progress, role="PRM")
-        except ModelError as e:
-            end_line()
-            print(f"note: {e}\nnote: running {PLAIN.strategy} with the generator's own weights as PRM instead, "
-                  f"until {use.recipe.prm} is on disk", file=sys.stderr)
-            for f in use.filled:
-                setattr(args, f, getattr(PLAIN, f))
-            config = search_config(args)
-    return SearchChoice(config, () if config.grows_tree else use.tree_flags)
-
-
 def search_config(args: argparse.Namespace) -> SearchConfig:
     return SearchConfig(
         strategy=args.strategy, beams=args.beams, width=args.width, max_steps=args.max_steps,
         max_step_tokens=args.max_step_tokens, max_path_tokens=args.max_tokens, aggregation=args.agg,
         vote=args.vote, select=args.select,
         sampling=SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed))
-
-
-def pull_progress(label: str, done: int, total: int) -> None:
-    """Progress for a first-use model download, on stderr so JSON output stays clean: one line, rewritten in
-    place until the pull ends."""
-    width = 24
-    filled = int(width * done / max(1, total))
-    redraw(f"pulling model: [{'#' * filled}{'.' * (width - filled)}] {label}")
-    if done >= total:
-        end_line()

@@ -9,8 +9,9 @@ import signal
 import sys
 from typing import NoReturn
 
-from edgereason import __version__, interrupts
+from edgereason import __version__
 from edgereason.errors import EdgeReasonError
+from edgereason.util import interrupts
 
 
 class UsageError(SystemExit):

@@ -10,14 +10,15 @@ from pathlib import Path
 
 from edgereason import models
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
-from edgereason.cli.common import beam_count, pull_progress
+from edgereason.cli.common import beam_count
+from edgereason.cli.progress import pull_progress
 from edgereason.errors import ConfigError
 from edgereason.memory.device import DEVICE_KINDS
-from edgereason.memory.profiler import Profile, run_profile
 from edgereason.memory.size import format_size
 from edgereason.memory.split import Prediction
 from edgereason.memory.store import check_profiles_dir, write_profile
-from edgereason.prm_choice import PRM_FORMAT_CHOICES
+from edgereason.profiler.run import Profile, run_profile
+from edgereason.session.prm_choice import PRM_FORMAT_CHOICES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     data = profile.to_dict()
     path = write_profile(data, profile.device.device_id, profile.generator, profile.verifier)
     if args.plot:
-        from edgereason.memory.plot import write_plot
+        from edgereason.profiler.plot import write_plot
 
         try:
             write_plot(profile, args.plot)

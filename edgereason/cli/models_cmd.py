@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 from edgereason import models
-from edgereason.cli.common import pull_progress
-
+from edgereason.cli.progress import pull_progress
 
 PATH_JSON_HELP = "print one JSON object, {\"name\": ..., \"path\": ...} (on a failure: error, exit_code)"
 
@@ -37,9 +36,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    rows = [{"name": s.name, "cached": models.is_cached(s), "path": str(models.cache_path(s)),
-             "default": s.name == models.DEFAULT_MODEL, "description": s.description}
-            for s in models.REGISTRY.values()]
+    specs = list(models.REGISTRY.values())
+    cached = {s.name: models.is_cached(s) for s in specs}  # first: it names a cache that cannot be read
+    partials = {s.name: models.partial_pulls(s) for s in specs}
+    rows = [{"name": s.name, "cached": cached[s.name], "path": str(models.cache_path(s)),
+             "default": s.name == models.DEFAULT_MODEL, "description": s.description,
+             "partial_downloads": [{"path": str(p.path), "bytes": p.size, "abandoned": p.abandoned}
+                                   for p in partials[s.name]]}
+            for s in specs]
     if args.json:  # one object, as every --json prints, failures included: a script reads one shape
         print(json.dumps({"models": rows}, indent=2))
         return 0
@@ -47,8 +51,19 @@ def run_list(args: argparse.Namespace) -> int:
         mark = "*" if r["default"] else " "
         state = "cached" if r["cached"] else "not downloaded"
         print(f"{mark} {r['name']:<20} {state:<15} {r['description']}")
+        for partial in partials[r["name"]]:
+            print(f"    {partial_note(r['name'], partial)}")
     print("\n* default model; download with: edgereason models pull NAME")
     return 0
+
+
+def partial_note(name: str, partial: models.PartialPull) -> str:
+    """A partial download's file and size: one a killed pull left takes room until the next pull clears it."""
+    size = models.human_size(partial.size)
+    if partial.abandoned:
+        return (f"a stopped pull left {size} in {partial.shown_path}; `edgereason models pull {name}` clears it "
+                "and starts over")
+    return f"a pull in progress has written {size} to {partial.shown_path}"
 
 
 def run_pull(args: argparse.Namespace) -> int:

@@ -4,9 +4,10 @@ every message after it calls first, so that an error or a summary never lands on
 from __future__ import annotations
 
 import sys
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
-from edgereason.events import Event, Progress
+from edgereason.engine.events import Event, Progress
 
 _open_line = ""  # the progress line on stderr that has no newline yet
 
@@ -68,3 +69,17 @@ class SearchProgress:
             self._write("")
             print("\r", end="", file=self.stream, flush=True)
             self._width = 0
+
+
+def is_terminal(stream: TextIO | None) -> bool:
+    return stream is not None and stream.isatty()  # None: the stream was closed when the process started
+
+
+def pull_progress(label: str, done: int, total: int) -> None:
+    """Progress for a first-use model download, on stderr so JSON output stays clean: one line, rewritten in
+    place until the pull ends."""
+    width = 24
+    filled = int(width * done / max(1, total))
+    redraw(f"pulling model: [{'#' * filled}{'.' * (width - filled)}] {label}")
+    if done >= total:
+        end_line()

@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-
-from edgereason.cli.common import (add_model_args, add_policy_arg, add_search_args, is_terminal, model_settings,
-                                   policy_from, pull_progress, recipe_search_config)
+from edgereason.cli.common import add_model_args, add_policy_arg, add_search_args, model_settings, policy_from
+from edgereason.cli.progress import is_terminal, pull_progress
+from edgereason.cli.recipe_use import recipe_search_config
 from edgereason.cli.progress import SearchProgress
-from edgereason import text
+from edgereason.util import text
 from edgereason.errors import ConfigError
-from edgereason.result import SearchResult
-from edgereason.policy_auto import is_auto
-from edgereason.session import open_session
+from edgereason.engine.result import SearchResult
+from edgereason.session.auto_policy import is_auto
+from edgereason.session.opening import open_session
 from edgereason.tree import FINISH_WORDS
 
 

@@ -15,21 +15,22 @@ from pathlib import Path
 
 from edgereason import models
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
-from edgereason.bench.dataset import Problem, load_problems
-from edgereason.cli.common import add_search_args, beam_count, pull_progress, search_config
-from edgereason.cli.progress import bar, end_line, redraw
+from edgereason.cli.common import add_search_args, beam_count, search_config
+from edgereason.cli.progress import bar, end_line, pull_progress, redraw
+from edgereason.engine.policy import Policy
 from edgereason.errors import ConfigError, OutOfMemoryError
-from edgereason.files import make_writable_folder
-from edgereason.gpu import DEVICE_SAMPLING_MODES
-from edgereason.jsonl import read_jsonl
-from edgereason.policy import Policy
-from edgereason.prm_choice import SELF
-from edgereason.session import ModelSettings, open_session
+from edgereason.heads.value_head import Backbone, feature_tokens, file_sha256, save_head
+from edgereason.search.dataset import Problem, load_problems
+from edgereason.session.gpu import DEVICE_SAMPLING_MODES
+from edgereason.session.opening import open_session
+from edgereason.session.prm_choice import SELF
+from edgereason.session.settings import ModelSettings
 from edgereason.training import features as feats
 from edgereason.training.mc import collect_mc
 from edgereason.training.rollouts import collect, merge_rollouts, rollout_config
 from edgereason.training.train import TrainConfig
-from edgereason.value_head import Backbone, feature_tokens, file_sha256, save_head
+from edgereason.util.files import make_writable_folder
+from edgereason.util.jsonl import read_jsonl
 
 PHASES = ("rollouts", "mc", "features", "train")
 OUTPUT_NAMES = {"--out": "head.safetensors", "--rollouts": "rollouts.jsonl", "--features": "features.npz"}

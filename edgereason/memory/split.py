@@ -4,7 +4,7 @@ Workload model: R concurrent beam searches (N beams, width M, so k = N / M kept 
 tokens after a prompt of P tokens (the PRM's question head: H tokens; a PRM segment is s = S + o tokens, o the turn
 markup around a step). Forks share KV, so what a search holds is its prompt, the kept parents' paths and the new
 steps, which depend on how long the steps really are: the working sets W (the most KV cells each model held in a
-sample search of this shape, its R searches run at once, see memory/sample.py) are measured, not derived.
+sample search of this shape, its R searches run at once, see profiler/sample.py) are measured, not derived.
 
 Generator with G KV tokens: a generator short of W runs its R*N sequences in waves of n = R*N * (G - R*P) / (W - R*P),
 gen_time = R*N*S / gen_tps(R*N / waves). It is infeasible when one path of D steps (P + D*S) does not fit.
@@ -26,7 +26,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 
 from edgereason.errors import ConfigError
-from edgereason.memory.measure import Curve
+from edgereason.memory.curve import Curve
 from edgereason.memory.size import format_size
 
 MIN_KV_TOKENS = 256  # the smallest KV cache a session accepts per model
@@ -152,7 +152,7 @@ def predict(share: float, gen_tokens: int, ver_tokens: int, gen_curve: Curve, ve
     if min(gen_tokens, ver_tokens) < MIN_KV_TOKENS:
         return Prediction(share, gen_tokens, ver_tokens)
     if not w.measured:
-        raise ValueError("the split model needs the working sets a sample search measures (memory/sample.py)")
+        raise ValueError("the split model needs the working sets a sample search measures (profiler/sample.py)")
     n, gen_time = _gen_time(gen_tokens, gen_curve, w)
     held, per_call, prm_time = _prm_time(ver_tokens, ver_curve, w)
     return Prediction(share, gen_tokens, ver_tokens, n, held, per_call, gen_time, prm_time)

@@ -10,10 +10,8 @@ from pathlib import Path
 
 from edgereason import models
 from edgereason.errors import ConfigError
-from edgereason.files import make_writable_folder, write_text_atomic
 from edgereason.memory.device import slug
-from edgereason.prm_choice import HF_PREFIX
-
+from edgereason.util.files import make_writable_folder, write_text_atomic
 
 STARTUP_KEYS = ("generator_kv_bytes", "verifier_kv_bytes", "lv_threshold_tokens")  # what session.py reads
 
@@ -35,8 +33,8 @@ def check_profiles_dir() -> None:
 def verifier_id(prm: str, prm_format: str) -> str:
     """A PRM is its weights, its backend and how it is prompted: the same weights as a judge and as a trained PRM
     differ, and so do the same GGUF on llama.cpp and read into torch (`hf:`; its KV and speed differ)."""
-    if prm.startswith(HF_PREFIX):
-        return f"hf-{models.display_name(prm[len(HF_PREFIX):])}-{prm_format}"
+    if prm.startswith(models.HF_PREFIX):
+        return f"hf-{models.display_name(prm[len(models.HF_PREFIX):])}-{prm_format}"
     return f"{models.display_name(prm)}-{prm_format}"
 
 

@@ -1,5 +1,5 @@
 """Features for the value head: at the last token of every step of every rollout path, the backbone's logits of a
-fixed token set (a full-rank image of its final hidden state; see edgereason/value_head.py), then the hidden states
+fixed token set (a full-rank image of its final hidden state; see edgereason/heads/value_head.py), then the hidden states
 of the middle layers the verifier's layer capture reads (none without one), read through the same verifier code
 that scores with the head later (prompt, tokenisation and all), so training and scoring see the same numbers. One
 row per step, with its labels:

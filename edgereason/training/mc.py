@@ -10,13 +10,13 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from edgereason.bench.dataset import Problem
 from edgereason.config import SearchConfig
-from edgereason.engine import Engine
-from edgereason.grading import answers_match
-from edgereason.result import SearchResult
-from edgereason.jsonl import append_line, read_jsonl
+from edgereason.engine.loop import Engine
+from edgereason.engine.result import SearchResult
+from edgereason.search.dataset import Problem
+from edgereason.search.grading import answers_match
 from edgereason.training.rollouts import Job, Progress, run_jobs
+from edgereason.util.jsonl import append_line, read_jsonl
 
 
 def mc_jobs(rollouts: list[dict], problems: int, seed: int) -> list[tuple[Job, int, int]]:

@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
-
-def clean(value):
-    """JSON has no NaN: undefined measures (one class missing) are written as null."""
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {k: clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [clean(v) for v in value]
-    return value
+from edgereason.util.jsonl import without_nan
 
 
 def write_report(path: Path, record: dict) -> Path:
     tmp = path.with_name(path.name + ".partial")
-    tmp.write_text(json.dumps(clean(record), indent=1) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(without_nan(record), indent=1) + "\n", encoding="utf-8")
     tmp.replace(path)
     return path
 

@@ -14,17 +14,17 @@ Monte-Carlo lines (mc.py) share the reader.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
-from edgereason.bench.dataset import Problem
 from edgereason.config import SearchConfig
-from edgereason.engine import Engine
-from edgereason.grading import answers_match
-from edgereason.jsonl import append_line, read_jsonl
-from edgereason.request import Request
-from edgereason.result import SearchResult
+from edgereason.engine.loop import Engine
+from edgereason.engine.request import Request
+from edgereason.engine.result import SearchResult
+from edgereason.search.dataset import Problem
+from edgereason.search.grading import answers_match
+from edgereason.util.jsonl import append_line, read_jsonl
 
 Progress = Callable[[int, int], None]
 

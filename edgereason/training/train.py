@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from edgereason.errors import ConfigError
+from edgereason.heads.value_head import Backbone, ValueHead
 from edgereason.training.metrics import auc, calibration, within_auc
-from edgereason.value_head import Backbone, ValueHead
 
 if TYPE_CHECKING:  # torch is the optional [torch] extra: imported where training runs
     import torch
@@ -91,8 +91,18 @@ def rank_loss(z: torch.Tensor, y: np.ndarray, group: np.ndarray, problem: np.nda
 def train_head(f: dict[str, np.ndarray], backbone: Backbone, cfg: TrainConfig,
                log=None) -> tuple[ValueHead, dict]:
     """-> (the head, a training record with AUCs and calibration on the validation problems)."""
-    import torch
+    y, val = _labels_and_split(f, cfg)
+    x = f["x"].astype(np.float32)
+    mean = x[~val].mean(0)
+    std = x[~val].std(0) + 1e-4
+    net, best_epoch = _fit(f, (x - mean) / std, y, val, cfg, log)
+    head = _to_head(net, backbone, f["tokens"].astype(np.int64), tuple(int(il) for il in f["layers"]), mean, std, cfg)
+    scores = 1.0 / (1.0 + np.exp(-head.logits(x)))
+    return head, _record(f, y, val, cfg, best_epoch) | evaluate(scores, f, val)
 
+
+def _labels_and_split(f: dict[str, np.ndarray], cfg: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(the targets, the validation mask); ConfigError for features no head can learn from."""
     if len(f.get("x", ())) == 0:
         raise ConfigError("no training rows: the rollouts have no steps (run the rollouts phase first)")
     y = targets(f)
@@ -103,59 +113,98 @@ def train_head(f: dict[str, np.ndarray], backbone: Backbone, cfg: TrainConfig,
     if val.all():  # one problem: it is held out whole, and a head fitted to no rows is all NaN
         raise ConfigError("training needs steps of at least 2 problems: whole problems are held out for "
                           "validation; roll out more problems")
-    x = f["x"].astype(np.float32)
-    tokens = f["tokens"].astype(np.int64)
-    tr = ~val
-    mean = x[tr].mean(0)
-    std = x[tr].std(0) + 1e-4
+    return y, val
+
+
+def _fit(f: dict[str, np.ndarray], xs: np.ndarray, y: np.ndarray, val: np.ndarray, cfg: TrainConfig,
+         log) -> tuple[torch.nn.Module, int]:
+    """The network at the epoch with the best within-problem validation step AUC, and that epoch (from 1).
+    xs: the standardized features."""
+    import torch
+
     torch.manual_seed(cfg.seed)
-    xt = torch.from_numpy((x - mean) / std)
-    yt = torch.from_numpy(y)
-    pos = (y[tr] > 0.5).mean()
-    # balance the classes: each contributes half of the loss, scaled by each path's potential
-    wt = torch.from_numpy(np.where(y > 0.5, 0.5 / pos, 0.5 / (1 - pos)).astype(np.float32) * f["weight"])
-    d = x.shape[1]
-    net = (torch.nn.Sequential(torch.nn.Dropout(cfg.dropout), torch.nn.Linear(d, cfg.hidden), torch.nn.ReLU(),
-                               torch.nn.Dropout(cfg.dropout), torch.nn.Linear(cfg.hidden, 1))
-           if cfg.hidden else torch.nn.Sequential(torch.nn.Dropout(cfg.dropout), torch.nn.Linear(d, 1)))
+    net = _network(xs.shape[1], cfg)
     opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    tr_idx = np.flatnonzero(tr)
-    groups = step_groups(f)
-    path_weight = torch.from_numpy(f["weight"].astype(np.float32))
+    xt = torch.from_numpy(xs)
+    loss = _batch_loss(f, y, val, cfg)
+    train_rows = np.flatnonzero(~val)
     rng = np.random.default_rng(cfg.seed)
     best = (-math.inf, None, 0)
     for epoch in range(cfg.epochs):
-        net.train()
-        for rows in problem_batches(f["problem"], tr_idx, cfg.batch, rng):
-            b = torch.from_numpy(rows)
-            z = net(xt[b])[:, 0]
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(z, yt[b], weight=wt[b])
-            if cfg.rank_weight:
-                loss = loss + cfg.rank_weight * rank_loss(z, y[rows], groups[rows], f["problem"][rows],
-                                                          f["last"][rows], path_weight[b])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        net.eval()
-        with torch.no_grad():
-            scores = torch.sigmoid(net(xt)[:, 0]).numpy()
-        val_auc = within_auc(scores[val], f["outcome"][val], groups[val])
-        if math.isnan(val_auc):  # no validation problem has both right and wrong paths
-            val_auc = auc(scores[val], f["outcome"][val])
+        _train_epoch(net, opt, xt, loss, problem_batches(f["problem"], train_rows, cfg.batch, rng))
+        val_auc = _validation_auc(net, xt, f, val)
         if log:
             log(f"epoch {epoch + 1}/{cfg.epochs}: validation within-problem step AUC {val_auc:.3f}")
         if val_auc > best[0] or best[1] is None:
             best = (val_auc, {k: v.detach().clone() for k, v in net.state_dict().items()}, epoch + 1)
     net.load_state_dict(best[1])
-    head = _to_head(net, backbone, tokens, tuple(int(il) for il in f["layers"]), mean, std, cfg)
-    scores = 1.0 / (1.0 + np.exp(-head.logits(x)))
-    record = {"config": asdict(cfg), "best_epoch": best[2], "rows": int(len(y)), "train_rows": int(tr.sum()),
-              "val_rows": int(val.sum()), "problems": int(len(np.unique(f["problem"]))),
-              "val_problems": int(len(np.unique(f["problem"][val]))),
-              "positive_fraction": float((f["outcome"] > 0.5).mean()),
-              "mc_rows": int((~np.isnan(f["mc"])).sum()),
-              **evaluate(scores, f, val)}
-    return head, record
+    return net, best[2]
+
+
+def _network(d: int, cfg: TrainConfig) -> torch.nn.Module:
+    """An MLP of `cfg.hidden` units over `d` features, or a linear head where hidden is 0."""
+    import torch
+
+    nn = torch.nn
+    if not cfg.hidden:
+        return nn.Sequential(nn.Dropout(cfg.dropout), nn.Linear(d, 1))
+    return nn.Sequential(nn.Dropout(cfg.dropout), nn.Linear(d, cfg.hidden), nn.ReLU(), nn.Dropout(cfg.dropout),
+                         nn.Linear(cfg.hidden, 1))
+
+
+def _batch_loss(f: dict[str, np.ndarray], y: np.ndarray, val: np.ndarray, cfg: TrainConfig):
+    """loss(z, rows): one batch's class-balanced cross-entropy (each class half of the loss, scaled by each path's
+    potential), plus the ranking loss at cfg.rank_weight. z: the logits of the batch's `rows`."""
+    import torch
+
+    pos = (y[~val] > 0.5).mean()
+    class_weight = torch.from_numpy(np.where(y > 0.5, 0.5 / pos, 0.5 / (1 - pos)).astype(np.float32) * f["weight"])
+    yt = torch.from_numpy(y)
+    groups = step_groups(f)
+    path_weight = torch.from_numpy(f["weight"].astype(np.float32))
+
+    def loss(z: torch.Tensor, rows: np.ndarray) -> torch.Tensor:
+        b = torch.from_numpy(rows)
+        value = torch.nn.functional.binary_cross_entropy_with_logits(z, yt[b], weight=class_weight[b])
+        if cfg.rank_weight:
+            value = value + cfg.rank_weight * rank_loss(z, y[rows], groups[rows], f["problem"][rows],
+                                                        f["last"][rows], path_weight[b])
+        return value
+
+    return loss
+
+
+def _train_epoch(net: torch.nn.Module, opt: torch.optim.Optimizer, xt: torch.Tensor, loss,
+                 batches: list[np.ndarray]) -> None:
+    import torch
+
+    net.train()
+    for rows in batches:
+        value = loss(net(xt[torch.from_numpy(rows)])[:, 0], rows)
+        opt.zero_grad()
+        value.backward()
+        opt.step()
+
+
+def _validation_auc(net: torch.nn.Module, xt: torch.Tensor, f: dict[str, np.ndarray], val: np.ndarray) -> float:
+    """Within-problem step AUC on the validation rows; the pooled AUC where no validation problem has both right
+    and wrong paths."""
+    import torch
+
+    net.eval()
+    with torch.no_grad():
+        scores = torch.sigmoid(net(xt)[:, 0]).numpy()
+    val_auc = within_auc(scores[val], f["outcome"][val], step_groups(f)[val])
+    return auc(scores[val], f["outcome"][val]) if math.isnan(val_auc) else val_auc
+
+
+def _record(f: dict[str, np.ndarray], y: np.ndarray, val: np.ndarray, cfg: TrainConfig, best_epoch: int) -> dict:
+    """What the training saw: its settings, the kept epoch, the rows and problems on each side."""
+    return {"config": asdict(cfg), "best_epoch": best_epoch, "rows": int(len(y)), "train_rows": int((~val).sum()),
+            "val_rows": int(val.sum()), "problems": int(len(np.unique(f["problem"]))),
+            "val_problems": int(len(np.unique(f["problem"][val]))),
+            "positive_fraction": float((f["outcome"] > 0.5).mean()),
+            "mc_rows": int((~np.isnan(f["mc"])).sum())}
 
 
 def evaluate(scores: np.ndarray, f: dict[str, np.ndarray], val: np.ndarray) -> dict:

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from edgereason.backends.llamacpp import supports_gpu
-from edgereason.gpu import gpu_present
+from edgereason.session.gpu import gpu_present
 
 pytestmark = pytest.mark.skipif(not (supports_gpu() and gpu_present()),
                                 reason="needs a CUDA build of llama-cpp-python and an NVIDIA GPU")

@@ -7,12 +7,12 @@ import pytest
 
 from edgereason.backends.llamacpp import LlamaGenerator
 from edgereason.backends.llamacpp.device_sampling import Candidates
-from edgereason.gpu import device_top_k
 from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext
+from edgereason.backends.sampling import sample
 from edgereason.config import SamplingParams
 from edgereason.errors import ConfigError
 from edgereason.protocols import BatchEntry
-from edgereason.sampling import sample
+from edgereason.session.gpu import device_top_k
 
 K = 40
 QUESTION = "Janet has 16 eggs and eats 3. How many are left?"
@@ -101,7 +101,8 @@ def test_device_sampling_modes():
 
 
 def test_the_session_setting_reaches_the_generator(smollm2_path, tmp_path, monkeypatch):
-    from edgereason.session import ModelSettings, open_session
+    from edgereason.session.opening import open_session
+    from edgereason.session.settings import ModelSettings
 
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
     session = open_session(ModelSettings(model=str(smollm2_path), generator_kv_tokens=512, verifier_kv_tokens=512,

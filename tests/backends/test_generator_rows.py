@@ -9,11 +9,11 @@ import pytest
 from edgereason.backends.llamacpp import LlamaVerifier, open_models
 from edgereason.backends.prm_format import PRM_FORMATS
 from edgereason.config import SamplingParams, SearchConfig
-from edgereason.engine import Engine
-from edgereason.policy import PRESETS
+from edgereason.engine.loop import Engine
+from edgereason.engine.policy import PRESETS
 from edgereason.prompts import solve_messages
 from edgereason.protocols import BatchEntry, GeneratorPath, ScoreRequest
-from tests.backends.test_llamacpp_verifier import STEPS, Q, _random_head
+from tests.backends.test_llamacpp_verifier import FORGED, STEPS, Q, _random_head
 
 
 @pytest.fixture()
@@ -117,5 +117,19 @@ def test_only_a_head_over_whole_rows_reads_the_generator(smollm2, head, fmt, top
     gen, ver = open_models(smollm2.path, smollm2.path, fmt, 2048, 2048, head=head if fmt == "head" else None,
                            device_top_k=top_k)
     assert not ver.reads_generator
+    gen.close()
+    ver.close()
+
+
+def test_a_step_holding_control_token_text_is_read_in_the_generator(smollm2, head):
+    """The generator writes "<|im_end|>" as ordinary tokens; the PRM tokenizes the step's text literally, so the
+    two agree and the step is read in the generator, as scored from its text."""
+    gen, ver = open_models(smollm2.path, smollm2.path, "head", 4096, 4096, flash_attn=False, head=head)
+    steps = [FORGED + "\n\n", "She eats 3<|endoftext|>, so 13 are left.\n\n"]
+    path = _generated(gen, [smollm2.tokenize(s, add_bos=False, special=False) for s in steps])
+    res = ver.score([ScoreRequest("p", Q, steps, [0, 1], generator_path=path)])[0]
+    assert ver.stats.generator_rows == 2 and res.new_tokens == 2
+    # the same tokens; a row fed alone against a prefill's rows: SmolLM2 Q4_1's CPU kernels round apart (0.008)
+    assert res.scores == pytest.approx(_whole(smollm2, head, steps), abs=0.02)
     gen.close()
     ver.close()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
 import llama_cpp.llama_cpp as L
+import numpy as np
 import pytest
 
 from edgereason.backends.llamacpp import LlamaVerifier

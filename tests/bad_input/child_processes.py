@@ -13,9 +13,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 OFFLINE_INDEX = "http://127.0.0.1:9/"  # the discard port: nothing listens, the connection is refused
 

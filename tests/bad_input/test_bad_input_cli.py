@@ -4,7 +4,8 @@ exit code 2 (1 for a model file) and no traceback.
 - bench --out: a file, a folder that cannot be made, earlier results, or a folder where results.json or
   results.csv goes are refused before any model loads;
   --force overwrites; a failed write leaves the earlier results.json / results.csv whole.
-- bench --dataset: a line JSON cannot read (nested too deep, an integer of 5,000 digits) names its line; a folder
+- bench --dataset: a line JSON cannot read (nested too deep, an integer of 5,000 digits) names its line, and so
+  does an answer that is a list, an object or true/false (was graded against its Python text); a folder
   is called a folder (was "not found"), a file without read permission is one line (was a traceback); a problem
   the generator cannot hold is named before the first run (was refused mid-run, that run's work lost).
 - bench --compare: missing results.json, not JSON, runs not objects, missing fields, wrong types.
@@ -41,10 +42,10 @@ import pytest
 from edgereason.bench import report
 from edgereason.cli.main import build_parser, main
 from edgereason.cli.solve import clip, print_tree
+from edgereason.engine.policy import SWITCH_HELP
+from edgereason.engine.result import RequestMetrics, SearchResult
 from edgereason.memory import default_device_id
 from edgereason.memory.store import profile_path, verifier_id
-from edgereason.policy import SWITCH_HELP
-from edgereason.result import RequestMetrics, SearchResult
 
 FAST = ["--max-steps", "1", "--max-step-tokens", "8", "--beams", "2", "--width", "2"]
 
@@ -139,6 +140,15 @@ def test_a_dataset_line_json_cannot_read_names_its_line(tmp_path, dataset, capsy
         f.write(line + "\n")
     rc = bench(dataset, tmp_path / "out", "--model", str(tmp_path / "absent.gguf"))
     assert f"{dataset}:3: not a JSON object that can be read" in one_line_error(capsys, rc)
+
+
+@pytest.mark.parametrize("answer", ['["4", "5"]', '{"x": 1}', "true"])
+def test_a_dataset_answer_that_is_not_a_string_or_number_names_its_line(tmp_path, dataset, capsys, answer):
+    """bench ran and stored the gold as "['4', '5']", "{'x': 1}" or "True" before (exit 0): no model writes those."""
+    with dataset.open("a") as f:
+        f.write('{"id": "c", "problem": "What is 1+3?", "answer": ' + answer + "}\n")
+    rc = bench(dataset, tmp_path / "out", "--model", str(tmp_path / "absent.gguf"))
+    assert f"{dataset}:3: 'answer' is " in one_line_error(capsys, rc)
 
 
 def test_a_dataset_that_is_a_folder_is_called_one(tmp_path, capsys):

@@ -12,7 +12,8 @@
 - a bench stopped by Ctrl-C or SIGTERM mid-run: results.json keeps the problems that finished, and the exit code
   and last line name the signal (SIGTERM gave 130 and "interrupted").
 - the chat stopped by SIGTERM or a closed terminal (SIGHUP): exit 143 or 129 with the terminal given back (it
-  used to die on the spot, in the app's screen mode).
+  used to die on the spot, in the app's screen mode); Ctrl-C in its terminal with no search running: exit 130
+  (it showed a pop-up asking for Ctrl+Q).
 - interrupts.deferred(): a signal inside the block only sets requested(); it is raised when the block ends, in
   place of what the ended call raised; nested blocks and other threads leave the handlers alone.
 """
@@ -25,16 +26,23 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import psutil
 import pytest
+from child_processes import (
+    edgereason,
+    hanging_index,
+    open_chat,
+    pull_env,
+    pull_folders,
+    wait_for,
+    wait_for_drawing,
+    wait_for_exit,
+)
 
-from child_processes import (edgereason, hanging_index, open_chat, pull_env, pull_folders, wait_for, wait_for_drawing,
-                             wait_for_exit)
-
-from edgereason import interrupts
+from edgereason.util import interrupts
 
 TINY_FLAGS = ["--beams", "2", "--width", "2", "--max-steps", "1", "--max-step-tokens", "4", "--threads", "1",
               "--kv-tokens", "1024"]
@@ -69,7 +77,7 @@ def python_sigint() -> Iterator[None]:
 def test_ctrl_c_while_the_model_loads_exits_130(smollm2_path) -> None:
     for _ in range(3):
         proc = edgereason("solve", "What is 1 + 1?", "--model", str(smollm2_path), *TINY_FLAGS)
-        wait_for(lambda: maps(proc.pid, smollm2_path.name) or proc.poll() is not None, "the model load",
+        wait_for(lambda proc=proc: maps(proc.pid, smollm2_path.name) or proc.poll() is not None, "the model load",
                  every_s=0.0002)
         proc.send_signal(signal.SIGINT)
         out, stderr = proc.communicate(timeout=120)
@@ -193,6 +201,18 @@ def test_chat_stopped_by_kill_or_a_closed_terminal_restores_the_terminal(tmp_pat
     assert wait_for_exit(pid, fd, output) == 128 + signum
     screen_left = output.rindex(b"\x1b[?1049l")  # back from the app's screen to the shell's
     assert f"edgereason: stopped by {signal.Signals(signum).name}".encode() in output[screen_left:]
+
+
+def test_ctrl_c_in_the_chat_with_no_search_running_exits_130(tmp_path, smollm2_path) -> None:
+    """The README says Ctrl-C exits 130 at any moment; in the chat's terminal it showed a pop-up asking for
+    Ctrl+Q, and the chat ran on."""
+    pid, fd = open_chat(tmp_path, "--model", str(smollm2_path), *TINY_FLAGS)
+    output = bytearray()
+    wait_for_drawing(fd, output, b"ready")
+    os.write(fd, b"\x03")  # Ctrl+C: the app's raw terminal sends it as a key, not as SIGINT
+    assert wait_for_exit(pid, fd, output) == 130
+    screen_left = output.rindex(b"\x1b[?1049l")
+    assert b"edgereason: interrupted" in output[screen_left:]
 
 
 @pytest.fixture

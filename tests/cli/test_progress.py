@@ -8,8 +8,8 @@ import io
 from edgereason.cli import models_cmd
 from edgereason.cli.main import main
 from edgereason.cli.progress import SearchProgress, bar, end_line
+from edgereason.engine.events import Progress
 from edgereason.errors import ConfigError
-from edgereason.events import Progress
 
 
 def test_the_status_line_is_drawn_at_most_every_so_often_and_clears_itself() -> None:
@@ -27,7 +27,7 @@ def test_finished_paths_reach_the_status_line_from_a_real_search(smollm2) -> Non
     """SmolLM2 through the engine: the last line drawn counts every path the search finished."""
     from edgereason.backends.llamacpp import open_models
     from edgereason.config import SamplingParams, SearchConfig
-    from edgereason.engine import Engine
+    from edgereason.engine.loop import Engine
 
     gen, ver = open_models(smollm2.path, smollm2.path, "judge", 4096, 4096)
     stream = io.StringIO()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from edgereason.errors import ConfigError
-from edgereason.memory.measure import Curve
+from edgereason.memory.curve import Curve
 from edgereason.memory.split import Workload, plan_split, predict
 
 GEN = Curve(((1, 10.0), (16, 160.0)))  # decode scales with concurrent sequences

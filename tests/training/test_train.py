@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from edgereason.errors import ConfigError
+from edgereason.heads.value_head import Backbone
 from edgereason.training.metrics import within_auc
 from edgereason.training.train import TrainConfig, problem_batches, rank_loss, step_groups, train_head
-from edgereason.value_head import Backbone
 
 
 def test_problem_batches_cover_the_rows_once_in_whole_problems():

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from edgereason.cli.main import build_parser, main
-from edgereason.jsonl import read_jsonl
+from edgereason.heads.value_head import load_head
 from edgereason.training import features as feats
 from edgereason.training.rollouts import merge_rollouts
-from edgereason.value_head import load_head
+from edgereason.util.jsonl import read_jsonl
 
 pytest.importorskip("torch")
 

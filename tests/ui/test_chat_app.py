@@ -1,21 +1,23 @@
 """The chat app end to end with the real SmolLM2: a search shows up in the tree and the chat, Esc cancels and
-the app takes the next problem, Ctrl+Q leaves no engine thread behind."""
+the app takes the next problem, Ctrl+C cancels too and quits once no search runs, Ctrl+Q leaves no engine thread
+behind."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, Markdown, Static
 
 from edgereason.config import SearchConfig
-from edgereason.policy import Policy
-from edgereason.session import ModelSettings, open_session
-from edgereason.ui.app import ChatApp
+from edgereason.engine.policy import Policy
+from edgereason.session.opening import open_session
+from edgereason.session.settings import ModelSettings
+from edgereason.ui.app import INTERRUPTED, ChatApp
 from edgereason.ui.history import History
 from edgereason.ui.runner import SearchRunner
 from edgereason.ui.widgets.chat_log import ChatLog
@@ -95,6 +97,20 @@ async def test_escape_cancels_and_app_takes_next_problem(app: ChatApp) -> None:
         await pilot.press("escape")
         await wait_for(pilot, lambda: not app.searching, "the second cancellation")
         assert [e.status for e in app.history.load()] == ["cancelled", "cancelled"]
+
+
+async def test_ctrl_c_cancels_a_running_search_and_quits_once_none_runs(app: ChatApp) -> None:
+    """Ctrl+C showed a pop-up asking for Ctrl+Q while the search ran on."""
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ask(pilot, "Count from 1 to 100, one number per step.")
+        await wait_for(pilot, lambda: app.state is not None and len(app.state.nodes) > 1, "the first steps")
+        await pilot.press("ctrl+c")
+        await wait_for(pilot, lambda: not app.searching, "the cancellation")
+        assert app.state.result.status == "cancelled" and app.is_running
+        assert "search cancelled" in str(app.query_one(ChatLog).query(Static).last().render())
+        await pilot.press("ctrl+c")
+        await wait_for(pilot, lambda: not app.is_running, "the quit")
+    assert app.return_code == INTERRUPTED and app.runner.finished.is_set() and not engine_threads()
 
 
 async def test_a_cancelled_search_leaves_no_kv_figures_in_the_status_bar(app: ChatApp) -> None:

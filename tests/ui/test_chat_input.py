@@ -6,15 +6,15 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from fakes import FakeGenerator, FakeVerifier
 from textual import events
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from fakes import FakeGenerator, FakeVerifier
-
 from edgereason.config import SearchConfig
-from edgereason.policy import Policy
-from edgereason.session import ModelSettings, Session
+from edgereason.engine.policy import Policy
+from edgereason.session.opening import Session
+from edgereason.session.settings import ModelSettings
 from edgereason.ui.app import ChatApp
 from edgereason.ui.history import History, HistoryEntry
 

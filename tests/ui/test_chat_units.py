@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import pytest
 from textual.app import App
-from textual.widgets import Input
+from textual.selection import Selection as TextSelection
+from textual.widgets import Input, Markdown
+from textual.widgets.input import Selection
+from textual.widgets.markdown import MarkdownBlock
 
 from edgereason.config import SearchConfig
+from edgereason.engine.events import (
+    NodeAdded,
+    NodeExtended,
+    NodeScored,
+    NodeSelected,
+    NodeStatus,
+    Progress,
+    StepFinished,
+)
+from edgereason.engine.policy import Policy
 from edgereason.errors import ModelError
-from edgereason.events import NodeAdded, NodeExtended, NodeScored, NodeSelected, NodeStatus, Progress, StepFinished
-from edgereason.policy import Policy
-from edgereason.session import ModelSettings, Session
-from edgereason.ui.app import ChatApp
+from edgereason.session.opening import Session
+from edgereason.session.settings import ModelSettings
+from edgereason.ui.app import INTERRUPTED, ChatApp
 from edgereason.ui.history import History, HistoryEntry
 from edgereason.ui.latex import latex_to_text
 from edgereason.ui.relay import EventRelay
@@ -177,6 +190,52 @@ async def test_h_opens_the_history_with_the_tree_focused_only(tmp_path) -> None:
         assert isinstance(app.screen, HistoryScreen)
         await pilot.press("escape")
         await pilot.press("ctrl+q")
+
+
+def idle_app(tmp_path) -> ChatApp:
+    """A chat whose models did not load: no search can run, so it stays idle."""
+    def broken(progress) -> Session:
+        raise ModelError("no such model")
+
+    return ChatApp(broken, ModelSettings(model="nope"), SearchConfig(), Policy(), History(tmp_path / "h.jsonl"))
+
+
+@pytest.mark.parametrize("screen", [None, "f1", "f3"])
+async def test_ctrl_c_with_no_search_running_quits_with_its_exit_code(tmp_path, screen) -> None:
+    """Textual's Ctrl+C showed a pop-up asking for Ctrl+Q, and the chat ran on; the README says Ctrl-C exits 130
+    at any moment. Over the help and the history too."""
+    app = idle_app(tmp_path)
+    async with app.run_test() as pilot:
+        while app.failed is None:
+            await pilot.pause(0.02)
+        if screen:
+            await pilot.press(screen)
+            assert isinstance(app.screen, {"f1": HelpScreen, "f3": HistoryScreen}[screen])
+        await pilot.press("ctrl+c")
+        await pilot.pause(0.1)
+        assert not app.is_running, "Ctrl+C did not quit"
+    assert app.return_code == INTERRUPTED == 130 and app.runner.finished.is_set()
+
+
+async def test_ctrl_c_copies_selected_text_and_the_chat_goes_on(tmp_path) -> None:
+    """Where text is selected, Ctrl+C is Textual's copy still, in the input and over the help: cancelling or
+    quitting then would lose what was selected."""
+    app = idle_app(tmp_path)
+    async with app.run_test() as pilot:
+        field = app.query_one(Input)
+        field.value = "What is 1 + 1?"
+        field.selection = Selection(0, 7)
+        await pilot.press("ctrl+c")
+        await pilot.pause(0.1)
+        assert app.clipboard == "What is" and app.is_running
+        await pilot.press("f1")
+        title = app.screen.query_one(Markdown).query(MarkdownBlock).first()  # "# edgereason chat"
+        app.screen.selections = {title: TextSelection(None, None)}  # all of it, as a mouse drag selects
+        await pilot.press("ctrl+c")
+        await pilot.pause(0.1)
+        assert app.clipboard == "edgereason chat" and app.is_running
+        await pilot.press("ctrl+q")
+    assert app.return_code == 0
 
 
 class BarApp(App[None]):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from edgereason.events import Progress
+from edgereason.engine.events import Progress
 
 
 def _kv(used: int, capacity: int) -> str:

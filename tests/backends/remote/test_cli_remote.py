@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from remote_server import LocalServer, free_port
 
 SMALL = ["--beams", "2", "--width", "2", "--max-steps", "2", "--max-step-tokens", "40", "--max-tokens", "80"]
@@ -58,11 +57,11 @@ def test_solve_json_through_the_server_has_the_local_fields(server: LocalServer,
     local = run_cli("solve", "What is 12 * 7 - 5?", "--model", str(smollm2_path), "--json", "--kv-tokens", "2048",
                     "--threads", "2", *SMALL)
     assert local.returncode == 0, local.stderr
-    r, l = json.loads(remote.stdout), json.loads(local.stdout)
-    assert r["status"] == "done" and set(r) == set(l) and set(r["metrics"]) == set(l["metrics"])
+    r, here = json.loads(remote.stdout), json.loads(local.stdout)
+    assert r["status"] == "done" and set(r) == set(here) and set(r["metrics"]) == set(here["metrics"])
     assert r["metrics"]["auto_policy"]["preset"] == "baseline"
-    assert 1 <= len(r["paths"]) <= 2 and set(r["paths"][0]) == set(l["paths"][0])
-    assert set(r["tree"]["nodes"][0]) == set(l["tree"]["nodes"][0])
+    assert 1 <= len(r["paths"]) <= 2 and set(r["paths"][0]) == set(here["paths"][0])
+    assert set(r["tree"]["nodes"][0]) == set(here["tree"]["nodes"][0])
 
 
 @pytest.mark.slow

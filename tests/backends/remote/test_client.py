@@ -8,16 +8,15 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Iterator
 
 import pytest
+from remote_server import LocalServer, free_port
 
 from edgereason.backends.remote.client import CompletionClient, RemoteError
 from edgereason.backends.remote.settings import Endpoint
 from edgereason.errors import ConfigError
-
-from remote_server import LocalServer, free_port
 
 
 def loop_tasks(client: CompletionClient) -> int:
@@ -91,6 +90,18 @@ def test_4xx_is_not_retried(scripted: str) -> None:
         with pytest.raises(RemoteError, match=r"refused the request \(HTTP 404\): scripted 404 .*--served-model"):
             client.complete([{"prompt": "x"}])
         assert Scripted.seen == 1
+    finally:
+        client.close()
+
+
+def test_a_server_that_refuses_token_id_prompts_is_told_which_server_takes_them(scripted: str) -> None:
+    """llama-cpp-python's stock server answers a prompt of token ids with 422; its message names a type, not why."""
+    Scripted.script = [422]
+    client = CompletionClient(Endpoint(scripted, model="m", retries=3))
+    try:
+        with pytest.raises(RemoteError, match=r"\(HTTP 422\): scripted 422 \(prompts go as token ids; .* "
+                                              r"python -m edgereason.backends.remote.llamacpp_server\)$"):
+            client.complete([{"prompt": [1, 2, 3]}])
     finally:
         client.close()
 

@@ -8,9 +8,10 @@ import sys
 
 import pytest
 
-from edgereason import session as session_module
 from edgereason.backends import load_backend
-from edgereason.session import ModelSettings, choose_backend
+from edgereason.session import backend_choice
+from edgereason.session.backend_choice import choose_backend
+from edgereason.session.settings import ModelSettings
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -46,7 +47,7 @@ def test_backend_torch_with_gpu_layers_and_no_cuda_is_one_line(smollm2_path):
 
 def test_auto_takes_torch_only_with_cuda_and_room(smollm2_path, monkeypatch, capsys):
     torch_backend = load_backend("torch")
-    monkeypatch.setattr(session_module, "gpu_present", lambda: True)  # NVML sees a GPU
+    monkeypatch.setattr(backend_choice, "gpu_present", lambda: True)  # NVML sees a GPU
     if not torch_backend.supports_gpu():
         assert choose_backend(ModelSettings(), smollm2_path, smollm2_path, hf=False) == "llamacpp"
         err = capsys.readouterr().err
@@ -62,7 +63,7 @@ def test_auto_takes_torch_only_with_cuda_and_room(smollm2_path, monkeypatch, cap
 
 def test_auto_falls_back_in_one_line_on_an_architecture_torch_cannot_run(smollm2_path, phi3_gguf, monkeypatch,
                                                                           capsys):
-    monkeypatch.setattr(session_module, "gpu_present", lambda: True)
+    monkeypatch.setattr(backend_choice, "gpu_present", lambda: True)
     monkeypatch.setattr(load_backend("torch"), "supports_gpu", lambda: True)
     assert choose_backend(ModelSettings(), smollm2_path, phi3_gguf, hf=False) == "llamacpp"
     err = capsys.readouterr().err.strip().splitlines()

@@ -6,8 +6,8 @@ import pytest
 
 from edgereason.backends import load_backend
 from edgereason.config import SamplingParams, SearchConfig
-from edgereason.engine import Engine
-from edgereason.policy import PRESETS
+from edgereason.engine.loop import Engine
+from edgereason.engine.policy import PRESETS
 
 pytestmark = pytest.mark.slow  # a whole search in float32 torch on 2 shared cores: minutes
 

@@ -14,7 +14,8 @@ from edgereason.protocols import BatchEntry
 
 GREEDY = SamplingParams(temperature=0.0)
 MULTIPLY = "What is 12 times 7? Explain step by step."
-QUESTION = "Janet's ducks lay 16 eggs per day. She eats three for breakfast and bakes muffins with four. How many are left?"
+QUESTION = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast and bakes muffins with four. How many "
+            "are left?")
 
 
 @pytest.fixture()

@@ -17,9 +17,9 @@ from edgereason.backends.prm_format import prm_format
 from edgereason.backends.torch.model import load_model
 from edgereason.backends.torch.runtime import TorchContext
 from edgereason.backends.torch.verifier import TorchVerifier
+from edgereason.heads.value_head import load_head
 from edgereason.prompts import solve_messages
 from edgereason.protocols import ScoreRequest
-from edgereason.value_head import load_head
 
 QWEN = models.cache_path(models.REGISTRY["qwen2.5-coder-0.5b"])
 pytestmark = [pytest.mark.slow,

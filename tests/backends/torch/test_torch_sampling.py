@@ -1,4 +1,4 @@
-"""Sampling on the device: the host sampler's rule and streams (edgereason/sampling.py), whatever the batch."""
+"""Sampling on the device: the host sampler's rule and streams (backends/sampling.py), whatever the batch."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from edgereason import sampling as host
+from edgereason.backends import sampling as host
 from edgereason.backends.torch.sampling import draw_rows, uniforms
 from edgereason.config import SamplingParams
 

@@ -11,8 +11,8 @@ from edgereason.backends.prm_format import prm_format
 from edgereason.backends.torch.model import TorchDecoder
 from edgereason.backends.torch.verifier import TorchVerifier
 from edgereason.errors import ConfigError, ModelError
+from edgereason.heads.value_head import Backbone, ValueHead
 from edgereason.protocols import ScoreRequest
-from edgereason.value_head import Backbone, ValueHead
 
 Q = ("Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips "
      "did Natalia sell altogether in April and May?")
@@ -23,7 +23,8 @@ BAD = ["In April she sold 48 clips.", "In May she sold 48 * 2 = 96 clips.", "Alt
 
 def _score_twice(v) -> list[list[float]]:
     """Two calls as a search makes them: first steps under a shared question head, then grown paths."""
-    first = v.score([ScoreRequest("a", Q, GOOD[:2], [0, 1], "root", 0), ScoreRequest("b", Q, BAD[:2], [0, 1], "root", 0)])
+    first = v.score([ScoreRequest("a", Q, GOOD[:2], [0, 1], "root", 0),
+                     ScoreRequest("b", Q, BAD[:2], [0, 1], "root", 0)])
     grown = v.score([ScoreRequest("a2", Q, GOOD, [2, 3], "a", 2), ScoreRequest("b2", Q, BAD, [2], "b", 2)])
     v.check_integrity()
     return [r.scores for r in first + grown]

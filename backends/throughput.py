@@ -1,0 +1,45 @@
+"""Timing helpers every backend's profiling shares: the filler text measured, the prefill rows a PRM call is made
+of, and the best-of-several timing loop (the fastest pass is the model's own speed: other work on a shared machine
+only ever slows a pass down)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from edgereason.protocols import Points, Progress
+
+FILLER = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for "
+          "her friends every day with four. She sells the remainder at the farmers' market daily for $2 per "
+          "fresh duck egg. Step 1: 16 - 3 - 4 = 9 eggs are left. Step 2: 9 * 2 = 18 dollars a day.\n\n")
+PREFILL_CHUNK = 64  # tokens per sequence in a prefill batch: about one reasoning step, as the PRM sees it
+
+
+
+def report(progress: Progress | None, label: str, unit: str, points: list[tuple[int, float]]) -> None:
+    if progress:
+        for x, tps in points:
+            progress(f"{label}: {x:>6} {unit}  {tps:8.1f} tok/s")
+
+
+def prefill_rows(tokens: Sequence[int], b: int) -> list[list[int]]:
+    """b tokens of `tokens` (repeated as needed) as rows of PREFILL_CHUNK tokens, the last one shorter."""
+    tokens = list(tokens) * math.ceil(b / len(tokens))
+    return [tokens[i:min(b, i + PREFILL_CHUNK)] for i in range(0, b, PREFILL_CHUNK)]
+
+
+def best_rates(one_call: Callable[[int], float], batch_tokens: Sequence[int], reps: int = 3,
+                  progress: Progress | None = None) -> Points:
+    """The PRM prefill points of any backend: one_call(b) runs b new tokens in PREFILL_CHUNK-token sequences, in one
+    forward pass from fresh caches with a readout at each sequence end, and returns its seconds. Round-robin over
+    the batch sizes, like measure_decode, after a warm-up call."""
+    best = {b: math.inf for b in batch_tokens}
+    if progress:
+        progress(f"PRM prefill: {', '.join(map(str, batch_tokens))} batch tokens, {reps} calls each")
+    one_call(min(batch_tokens))  # warm-up
+    for _ in range(reps):
+        for b in batch_tokens:
+            best[b] = min(best[b], one_call(b))
+    points = [(b, b / best[b]) for b in batch_tokens]
+    report(progress, "PRM prefill", "batch tokens", points)
+    return tuple(points)

@@ -1,0 +1,4 @@
+"""The engine (design.md section 4): one loop (loop.py) serves every running request, schedule -> run ->
+postprocess, and drives the parts only it uses: the scheduler, the generator's KV room, decode, the PRM queue
+(verification), selection and pruning (selector; its pure ranking rules in ranking.py), and the request, tree events
+and result records. It knows the two model protocols, never a concrete backend."""

@@ -1,0 +1,147 @@
+"""After a forward pass: the sampled tokens extend their nodes (equal draws stay one node, different ones split
+it), expansion draws become children, and a step that ends joins the verification queue and may start its next
+step speculatively (design.md section 4)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from edgereason.config import mix_seed
+from edgereason.engine.events import Emitter, NodeAdded, NodeExtended, StepFinished
+from edgereason.engine.kv_room import KVRoom
+from edgereason.engine.policy import Policy
+from edgereason.engine.request import Request
+from edgereason.engine.scheduler import Work
+from edgereason.engine.verification import VerifyStage
+from edgereason.protocols import Generator
+from edgereason.tree import Node, Status, has_boxed_answer
+
+
+def speculate(req: Request, node: Node, policy: Policy) -> None:
+    """A standard candidate that finished its step early starts its next step before selection."""
+    group = req.group_of(node)
+    if node.speculative or node.path_complete or group is None or group.steps_done() or node.children:
+        return
+    if policy.async_expand:
+        req.plan(node, [(None, req.config.width * min(node.potential, group.keep))], speculative=True)
+    elif policy.speculative_extension:
+        req.plan(node, [(None, 1)], speculative=True)
+
+
+class Decoder:
+    def __init__(self, generator: Generator, kv: KVRoom, verification: VerifyStage, policy: Policy,
+                 emit: Emitter) -> None:
+        self.generator, self.kv, self.verification, self.policy, self.emit = generator, kv, verification, policy, emit
+
+    def postprocess(self, batch: list[Work], draws: list[list[int]]) -> None:
+        for work, tokens in zip(batch, draws):
+            req, node = work.request, work.node
+            req.metrics.forward_rows += 1 if work.draws else 0
+            req.metrics.dedup_saved_rows += max(0, work.draws - 1) if self.policy.dedup else 0
+            if node is req.tree.root and req.prompt_fed < len(req.prompt_ids):
+                req.prompt_fed += len(work.tokens)
+            else:
+                node.pending = None  # fed
+            if work.expand:
+                self._make_children(req, node, tokens)
+            elif tokens:
+                self._decode(req, node, tokens)
+        gen_used, ver_used = self.generator.kv_used_tokens, self.verification.verifier.kv_used_tokens
+        for req in {id(w.request): w.request for w in batch}.values():
+            m = req.metrics
+            m.peak_kv_tokens = max(m.peak_kv_tokens, gen_used + ver_used)
+            m.peak_generator_kv_tokens = max(m.peak_generator_kv_tokens, gen_used)
+            m.peak_verifier_kv_tokens = max(m.peak_verifier_kv_tokens, ver_used)
+
+    def _decode(self, req: Request, node: Node, tokens: list[int]) -> None:
+        """`tokens`: node.potential draws from one distribution. Equal draws stay one node; if they differ the
+        node splits into siblings of the same step prefix (deduplication), each continuing its own draw."""
+        groups = Counter(tokens) if len(tokens) > 1 else Counter({tokens[0]: 1})
+        (first, first_n), *rest = groups.items()
+        twins = []
+        for k, (token, count) in enumerate(rest, start=1):
+            twin = req.tree.add_sibling_copy(node, potential=count, base=node.base, offset=node.offset,
+                                             seed=mix_seed(node.seed, 1, len(node.tokens), k))
+            twin.seq = self.generator.fork(node.seq)
+            req.join(twin, node.group)
+            twins.append((twin, token))
+            self.emit(NodeAdded(req.id, twin.id, node.parent.id if node.parent else None, twin.depth,
+                                count, twin.speculative))
+        node.potential = first_n
+        self._append(req, node, first)
+        for twin, token in twins:
+            self._append(req, twin, token)
+
+    def _append(self, req: Request, node: Node, token: int) -> None:
+        cfg = req.config
+        # a node of potential p drew p equal tokens: p logical candidates, as without deduplication
+        req.metrics.generated_tokens += node.potential
+        if node.speculative:
+            req.metrics.spec_tokens += node.potential
+        if token in self.generator.eos_ids:
+            self._end_step(req, node, "eos")
+            return
+        piece = self.generator.token_piece(token)
+        node.tokens.append(token)
+        node.raw += piece
+        node.pending = token
+        self.emit(NodeExtended(req.id, node.id, node.text, len(node.tokens)))
+        if node.step_ended_by(piece) or len(node.tokens) >= cfg.max_step_tokens:
+            self._end_step(req, node, "answer" if has_boxed_answer(node.text) else "step")
+        elif node.offset + len(node.tokens) >= cfg.max_path_tokens:
+            self._end_step(req, node, "length")
+        elif node.base + len(node.tokens) + 1 >= self.generator.kv_capacity_tokens:
+            self._end_step(req, node, "length")
+
+    def _end_step(self, req: Request, node: Node, finish: str) -> None:
+        if finish == "step" and node.depth >= req.config.max_steps:
+            finish = "max_steps"
+        if finish == "step" and node.offset + len(node.tokens) >= req.config.max_path_tokens:
+            finish = "length"
+        node.finish = finish
+        node.finished_at = time.perf_counter()
+        self.emit(StepFinished(req.id, node.id, finish))
+        self.emit.status(req.id, node, Status.WAITING)
+        if node.path_complete:
+            node.waited = True
+            if not node.speculative and not self.verification.keeps_kv(req, node):
+                self.kv.free(node)
+        # a speculative step is scored once its parent is selected, unless asynchronous expansion scores it now
+        if not node.speculative or self.policy.async_expand:
+            self.verification.push(req, node)
+        speculate(req, node, self.policy)
+
+    def _make_children(self, req: Request, parent: Node, draws: list[int]) -> None:
+        """Turn the draws of one forward pass into children, group by group of the parent's plan."""
+        plan, speculative = parent.plan or [], parent.plan_speculative
+        req.cancel_plan(parent)
+        if parent.finished_at is not None and not parent.waited:
+            parent.waiting_s = time.perf_counter() - parent.finished_at
+            parent.waited = True
+        specs: list[tuple[int | None, int, int]] = []  # (group, token, potential)
+        i = 0
+        for group_id, n in plan:
+            chunk = draws[i:i + n]
+            i += n
+            if self.policy.dedup:
+                specs += [(group_id, tok, cnt) for tok, cnt in Counter(chunk).items()]
+            else:
+                specs += [(group_id, tok, 1) for tok in chunk]
+        base = self.generator.seq_len(parent.seq)
+        offset = parent.offset + len(parent.tokens)
+        children = []
+        for idx, (group_id, token, potential) in enumerate(specs):
+            child = req.tree.add_child(parent, potential=potential, speculative=speculative, base=base,
+                                       offset=offset, status=Status.SPECULATIVE if speculative else Status.GENERATING,
+                                       seed=mix_seed(parent.seed, 2, idx))
+            req.join(child, group_id)
+            # the last child takes the parent's sequence over; the others share its KV through forks
+            child.seq = parent.seq if idx == len(specs) - 1 else self.generator.fork(parent.seq)
+            children.append((child, token))
+            self.emit(NodeAdded(req.id, child.id, parent.id, child.depth, potential, speculative))
+        parent.seq = None
+        if parent is req.tree.root:  # the prompt is in: the root carries on through its children
+            self.emit.status(req.id, parent, Status.SELECTED)
+        for child, token in children:
+            self._append(req, child, token)

@@ -1,0 +1,231 @@
+"""The engine: one loop serves every running request. Each `step()` is schedule -> run -> postprocess, then the
+verification queue may flush and ready groups are selected (design.md section 4).
+
+Each concern owns its state and its integrity check: `kv_room.py` (generator sequences: fit, evict, restore,
+free), `decode.py` (sampled tokens -> nodes), `verification.py` (PRM queue, flush, held PRM paths),
+`selector.py` (selection, pruning, expansion), `strategy.py` (what beam search, best-of-N and DVTS do
+differently), `result.py` (the finished request's record). Policies only change *when* things happen
+(speculate, verify, expand, prune); the search they compute is the one of design.md section 3.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import deque
+from dataclasses import replace
+
+from edgereason.config import SamplingParams, SearchConfig, mix_seed
+from edgereason.engine.decode import Decoder
+from edgereason.engine.events import Emitter, Listener, NodeAdded, Progress, RequestDone
+from edgereason.engine.kv_room import KVRoom
+from edgereason.engine.policy import Policy
+from edgereason.engine.request import Request, RequestStatus
+from edgereason.engine.result import SearchResult, build_result, completed_reason
+from edgereason.engine.scheduler import Work, can_admit, schedule
+from edgereason.engine.selector import Selector
+from edgereason.engine.stats import EngineStats
+from edgereason.engine.verification import FlushFailed, VerifyQueue, VerifyStage
+from edgereason.errors import ConfigError
+from edgereason.prompts import literal, solve_messages
+from edgereason.protocols import BatchEntry, Generator, Verifier
+from edgereason.tree import Status
+from edgereason.util.text import clean
+
+
+def prompt_ids(generator: Generator, question: str, prefix: str = "") -> list[int]:
+    """The generator's prompt for `question` (continued by `prefix`); ConfigError for an empty problem or one the
+    generator cannot hold. A bench checks its problems with it before the first run, not mid-run."""
+    if not question.strip():
+        raise ConfigError("the problem is empty; pass the problem text (or - to read it from stdin)")
+    # the prefix is model-written text: read as text, like the problem (prompts.literal)
+    prompt = generator.tokenize(generator.apply_chat_template(solve_messages(question)) + (literal(prefix) if prefix else ""))
+    trained = generator.context_length
+    if len(prompt) + 16 > trained:
+        raise ConfigError(f"the problem is {len(prompt)} tokens but the generator {generator.name} was "
+                          f"trained on at most {trained} tokens of context; shorten the problem or use a model "
+                          "with a longer context")
+    room = generator.kv_capacity_tokens
+    if len(prompt) + 16 > room:
+        raise ConfigError(f"the problem is {len(prompt)} tokens but the generator's KV memory holds {room}; "
+                          "shorten the problem or raise --kv-budget (or --kv-tokens)")
+    return prompt
+
+
+def check_beams(generator: Generator, config: SearchConfig) -> None:
+    """ConfigError for more beams than the generator runs sequences at once (one a beam, llama.cpp's at most 256):
+    such a search ran out of sequences at its first branch and failed with advice to raise the KV memory."""
+    slots = generator.free_seq_slots() + generator.live_seqs()
+    if config.beams > slots:
+        raise ConfigError(f"--beams {config.beams} is more than the generator {generator.name} runs at once: "
+                          f"{slots} sequences, one a beam; pick --beams {slots} or fewer")
+
+
+class Engine:
+    """Rules: `requests` holds the running requests only (a finished one leaves; its result stays on the Request
+    the caller got from `submit`); `waiting` holds, in arrival order, the submitted ones whose beams do not fit in
+    the sequence slots yet; `stats` sums what the models did over the engine's life."""
+
+    def __init__(self, generator: Generator, verifier: Verifier, policy: Policy | None = None,
+                 on_event: Listener | None = None, lv_threshold: int = 512) -> None:
+        self.generator, self.verifier = generator, verifier
+        self.policy = policy or Policy()
+        self.emit = Emitter(on_event)
+        self.stats = EngineStats()
+        self.requests: list[Request] = []
+        self.waiting: deque[Request] = deque()
+        mode = "lazy" if self.policy.lazy_verify else ("eager" if self.policy.async_expand else "sync")
+        queue = VerifyQueue(mode, self.policy.lv_threshold or lv_threshold, self.policy.lv_max_defer)
+        self.kv = KVRoom(generator)
+        self.verification = VerifyStage(verifier, queue, self.policy.lookahead, self.emit, self.stats)
+        self.decoder = Decoder(generator, self.kv, self.verification, self.policy, self.emit)
+        self.selector = Selector(generator, self.kv, self.verification, self.policy, self.emit)
+        self._ids = itertools.count()
+        self.steps = 0
+
+    # ------------------------------------------------------------------ requests
+    def submit(self, question: str, config: SearchConfig, request_id: str | None = None,
+               prefix: str = "") -> Request:
+        """prefix: solution text the search continues from (Monte-Carlo labels of a step prefix); the tree and
+        the paths hold only what is generated after it. Raises ConfigError for a problem or a beam count that cannot
+        fit. The request starts at once where its beams fit in the sequence slots, else it waits for them."""
+        question = clean(question)  # from a non-UTF-8 terminal or file: U+FFFD, not an error in a tokenizer
+        check_beams(self.generator, config)
+        prompt = prompt_ids(self.generator, question, prefix)
+        req = Request(request_id or f"r{next(self._ids)}", question, config, prompt, status="waiting")
+        self.waiting.append(req)
+        self._admit()
+        return req
+
+    def _admit(self) -> None:
+        """Start waiting requests, first come first, while the next one's beams fit (can_admit, then start)."""
+        while self.waiting and can_admit(self.waiting[0], self.requests, self.generator):
+            self._start(self.waiting.popleft())
+
+    def _start(self, req: Request) -> None:
+        root = req.tree.root
+        root.seed = mix_seed(req.config.sampling.seed)
+        root.seq = self.generator.new_seq()
+        req.plan(root, [(req.new_group(keep, width).id, draws)
+                        for keep, width, draws in req.strategy.first_plan(req.config)])
+        req.status = "running"
+        self.requests.append(req)
+        self.emit(NodeAdded(req.id, root.id, None, 0, req.config.beams, False))
+
+    def cancel(self, request_id: str, reason: str = "cancelled") -> None:
+        for req in [r for r in (*self.waiting, *self.requests) if r.id == request_id]:
+            self._end(req, "cancelled", reason)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.requests or self.waiting)
+
+    def solve(self, question: str, config: SearchConfig, check: bool = False) -> SearchResult:
+        req = self.submit(question, config)
+        while req.result is None:
+            self.step()
+            if check:
+                self.check_integrity()
+        return req.result
+
+    def run_until_done(self, check: bool = False) -> list[SearchResult]:
+        """Step until every running request finished; their results in submission order."""
+        reqs = [*self.requests, *self.waiting]
+        while self.busy:
+            self.step()
+            if check:
+                self.check_integrity()
+        return [r.result for r in reqs if r.result is not None]
+
+    # ------------------------------------------------------------------ the loop
+    def step(self) -> None:
+        """One forward pass for every running request (schedule -> fit the KV -> run -> postprocess), then maybe
+        one PRM call, then selection per request."""
+        self.steps += 1
+        self._admit()
+        running = list(self.requests)
+        batch, failed = self.kv.fit(schedule(running, self.generator, self.policy), running, self.steps)
+        for req, error in failed:
+            self._end(req, "failed", str(error))
+        if batch:
+            self.decoder.postprocess(batch, self._run(batch))
+        try:
+            scored = self.verification.flush(generator_idle=not batch)
+        except FlushFailed as f:
+            scored = False
+            for req in f.requests:
+                self._end(req, "failed", str(f.error))
+        for req in running:
+            if req.status == "running":
+                self._postselect(req, moved=bool(batch) or scored)
+
+    def _run(self, batch: list[Work]) -> list[list[int]]:
+        t0 = time.perf_counter()
+        draws = self.generator.step([BatchEntry(w.node.seq, w.tokens) for w in batch], [w.draws for w in batch],
+                                    [_draw_params(w) for w in batch])
+        dt = time.perf_counter() - t0
+        self.stats.gen_pass(sum(1 for w in batch if w.draws), dt)
+        for req in {id(w.request): w.request for w in batch}.values():
+            req.metrics.gen_time_s += dt
+        return draws
+
+    def _postselect(self, req: Request, moved: bool) -> None:
+        """Select ready groups and prune early, then finish the request, fail it if it is stuck, or report."""
+        selected = sum(g.selected for g in req.groups.values())
+        self.selector.select_ready(req)
+        self.selector.early_prune(req)
+        moved = moved or sum(g.selected for g in req.groups.values()) != selected
+        req.idle_steps = 0 if moved else req.idle_steps + 1
+        if req.prm_stale:
+            self.verification.release_dead(req)
+        if not req.busy():
+            self._progress(req)  # the last figures, every finished path counted
+            self._end(req, "done", completed_reason(req.completed))
+        elif req.idle_steps > 2:  # nothing can run, score or be selected: never spin forever
+            self._end(req, "failed", "the search cannot make progress with the KV memory it has; raise --kv-budget (or --kv-tokens)")
+        else:
+            self._progress(req)
+
+    # ------------------------------------------------------------------ the end of a request
+    def _end(self, req: Request, status: RequestStatus, reason: str) -> None:
+        """Finish a running or waiting request: prune what still runs, free its KV and PRM paths, build its result,
+        and let it leave the engine."""
+        if req.status not in ("running", "waiting"):
+            return
+        (self.requests if req.status == "running" else self.waiting).remove(req)
+        if status == "done":
+            for n in list(req.tree.steps()):
+                if n.alive and n.status not in (Status.COMPLETE, Status.SELECTED):
+                    self.selector.prune(req, n, "done")
+            self.kv.free(req.tree.root)
+        else:
+            self.selector.prune(req, req.tree.root, "cancelled", include_root=True)
+        req.status, req.reason = status, reason
+        self.verification.forget(req)
+        req.result = build_result(req.id, req.question, req.config, req.tree, req.completed, req.metrics,
+                                  req.status, req.reason, time.perf_counter() - req.started_at, req.common_prefix)
+        self._progress(req)  # the request's totals, and the KV in use now that its share is free
+        self.emit(RequestDone(req.id, req.result))
+
+    # ------------------------------------------------------------------ events and checks
+    def _progress(self, req: Request) -> None:
+        if self.emit.listener is None:
+            return
+        self.emit(Progress(req.id, req.metrics.generated_tokens, time.perf_counter() - req.started_at,
+                           req.metrics.prm_calls, self.generator.kv_used_tokens, self.generator.kv_capacity_tokens,
+                           self.verifier.kv_used_tokens, self.verifier.kv_capacity_tokens,
+                           req.metrics.spec_tokens_reused, req.completed_logical()))
+
+    def check_integrity(self) -> None:
+        """Exact invariants (design.md section 4); raises AssertionError on the first violation."""
+        for req in self.requests:
+            req.check()
+        self.kv.check(n for req in self.requests for n in req.tree.nodes.values())
+        self.verification.check(self.requests)
+
+
+def _draw_params(work: Work) -> SamplingParams:
+    """A random stream per (request seed, node, position): draws replay exactly after eviction and recompute,
+    whatever else shares the batch."""
+    node = work.node
+    return replace(work.request.config.sampling, seed=mix_seed(node.seed, len(node.tokens), work.expand))

@@ -1,0 +1,2 @@
+"""Value heads: the file format and scoring (value_head.py), and the heads that ship with the package (the
+.safetensors/.json files beside this module, made by `edgereason train-prm`)."""

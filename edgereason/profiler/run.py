@@ -1,0 +1,225 @@
+"""`memory-profile` end to end: read the device, load both models, settle the budget, measure the two curves,
+choose the split. Kept apart from the CLI so tests and start-up can run it with fewer measurement points. The models
+are measured through their backend's profiling objects (protocols.ProfiledGenerator / ProfiledPRM): this module
+knows no concrete backend.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from statistics import mean
+from types import ModuleType
+
+from edgereason import models
+from edgereason.backends import load_backend
+from edgereason.config import check_threads, physical_cores
+from edgereason.errors import ConfigError
+from edgereason.memory.curve import Curve
+from edgereason.memory.device import DeviceInfo, auto_budget, read_device
+from edgereason.memory.size import format_size, parse_size
+from edgereason.memory.split import SplitPlan, Workload, budget_error, plan_split, problem_budget_error
+from edgereason.memory.store import check_profile_path, verifier_id
+from edgereason.profiler.sample import (
+    SAMPLE_PROBLEMS,
+    check_sequences,
+    prompt_lengths,
+    sample_kv_tokens,
+    sample_problems,
+    sample_search,
+)
+from edgereason.protocols import ProfiledGenerator, ProfiledPRM, Progress
+from edgereason.session.gpu import DEFAULT_TOP_K, device_top_k
+from edgereason.session.prm_choice import PRMChoice, choose_prm
+
+PullProgress = Callable[[str, int, int], None]
+
+PROFILE_VERSION = 1
+ALL_GPU_LAYERS = 999
+
+
+@dataclass(frozen=True)
+class MeasurePoints:
+    decode_seqs: tuple[int, ...] = (1, 2, 4, 8, 16)
+    decode_steps: int = 8
+    prefill_tokens: tuple[int, ...] = (64, 128, 256, 512, 1024)
+    prefill_reps: int = 3
+
+
+# A GPU keeps gaining from far larger batches (SpecScale saw PRM prefill saturate near 2,048 tokens).
+GPU_POINTS = MeasurePoints((1, 2, 4, 8, 16, 32, 64), 8, (128, 256, 512, 1024, 2048, 4096, 8192), 3)
+MAX_DECODE_SEQS = 128  # measure_decode holds every point's sequences at once: 255 with GPU_POINTS, llama.cpp's cap 256
+DEFAULT_BEAMS = {"cpu": 4, "gpu": 8}  # design.md section 3
+TYPICAL_STEP_TOKENS = 64  # for the budget check before the sample search measures the real step length
+
+
+@dataclass(frozen=True)
+class Profile:
+    device: DeviceInfo
+    generator: str
+    verifier: str
+    threads: int
+    budget_bytes: int
+    gen_bytes_per_token: int
+    ver_bytes_per_token: int
+    workload: Workload
+    gen_curve: Curve
+    ver_curve: Curve
+    plan: SplitPlan
+
+    @property
+    def lv_threshold_tokens(self) -> int:
+        """Lazy verification flushes at the batch where PRM prefill reaches 90% of its best throughput."""
+        return self.ver_curve.saturation(0.9)
+
+    def to_dict(self) -> dict:
+        best, w = self.plan.best, self.workload
+        return {
+            "version": PROFILE_VERSION,
+            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "device": self.device.device_id,
+            "device_name": self.device.name,
+            "device_memory_bytes": self.device.total_bytes,
+            "generator": self.generator,
+            "verifier": self.verifier,
+            "threads": self.threads,
+            "budget_bytes": self.budget_bytes,
+            "generator_kv_tokens": best.generator_kv_tokens,
+            "verifier_kv_tokens": best.verifier_kv_tokens,
+            "generator_kv_bytes": best.generator_kv_tokens * self.gen_bytes_per_token,
+            "verifier_kv_bytes": best.verifier_kv_tokens * self.ver_bytes_per_token,
+            "generator_kv_bytes_per_token": self.gen_bytes_per_token,
+            "verifier_kv_bytes_per_token": self.ver_bytes_per_token,
+            "lv_threshold_tokens": self.lv_threshold_tokens,
+            "curves": {"generator": self.gen_curve.as_list(), "verifier": self.ver_curve.as_list()},
+            "workload": asdict(w),
+            "predicted": {"best": best.to_dict(w), "even": self.plan.even.to_dict(w),
+                          "speedup_vs_even": _round(self.plan.speedup_vs_even)},
+            "splits": [row.to_dict(w) for row in self.plan.rows],
+        }
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+def run_profile(generator: str, prm: str | None, prm_format: str = "auto", budget: str = "auto",
+                device_kind: str = "cpu", threads: int | None = None, beams: int | None = None,
+                max_step_tokens: int = 96, width: int = 4, requests: int = 1, steps: int = 4,
+                problems: tuple[str, ...] = (),
+                points: MeasurePoints | None = None, progress: Progress | None = None,
+                pull_progress: PullProgress | None = None, prm_head: str | None = None) -> Profile:
+    """problems: the sample search's (the --problem texts); none: SAMPLE_PROBLEMS. Every setting is checked before
+    a model loads, and the budget before minutes of measuring."""
+    given, problems = bool(problems), problems or SAMPLE_PROBLEMS
+    check_threads(threads)
+    choice = choose_prm(generator, prm, prm_format, prm_head)  # bad settings fail now, not after measuring
+    fixed_budget = None if budget == "auto" else parse_size(budget)
+    device = read_device(device_kind)
+    gen_id, ver_id = models.display_name(generator), verifier_id(choice.name, choice.format)
+    check_profile_path(device.device_id, gen_id, ver_id)  # the CLI saves the profile there
+    runtime = load_backend("llamacpp")
+    workload = _modelled_search(beams, width, requests, max_step_tokens, steps, device.kind, runtime.SEQ_SLOTS,
+                                problems)
+    n_gpu_layers = ALL_GPU_LAYERS if device.kind == "gpu" else 0
+    if device.kind == "gpu":
+        runtime.require_gpu("use --device cpu")
+    gen_path = models.resolve(generator, progress=pull_progress)
+    gen = runtime.profiled_generator(gen_path, n_gpu_layers, threads)
+    lengths = prompt_lengths(gen.prompter, problems, requests)  # before the PRM loads
+    prm_ = _open_prm(runtime, choice, generator, gen_path, device.kind, n_gpu_layers, threads, requests,
+                     pull_progress)
+    workload = _with_prompts(workload, problems, lengths, prm_)
+    budget_bytes = fixed_budget or auto_budget(device.free_bytes, gen.weights_bytes + prm_.weights_bytes,
+                                               gen.bytes_per_token, prm_.bytes_per_token)
+    _check_budget(budget_bytes, gen.bytes_per_token, prm_.bytes_per_token, workload, given)
+    if progress and budget_bytes > device.free_bytes:
+        progress(f"warning: the budget is more than the {format_size(device.free_bytes)} free on this device")
+    gen_curve, ver_curve = _curves(gen, prm_, points or (GPU_POINTS if device.kind == "gpu" else MeasurePoints()),
+                                   workload, n_gpu_layers, threads, progress)
+    workload = _sampled(gen, prm_, workload, max_step_tokens, problems, progress)
+    plan = plan_split(budget_bytes, gen.bytes_per_token, prm_.bytes_per_token, gen_curve, ver_curve, workload)
+    return Profile(device, gen_id, ver_id, threads or physical_cores(), budget_bytes, gen.bytes_per_token,
+                   prm_.bytes_per_token, workload, gen_curve, ver_curve, plan)
+
+
+def _modelled_search(beams: int | None, width: int, requests: int, max_step_tokens: int, steps: int,
+                     device_kind: str, max_seqs: int, problems: tuple[str, ...]) -> Workload:
+    """The search the split is modelled on, checked before any model loads."""
+    if min(1 if beams is None else beams, width, requests, max_step_tokens, steps) <= 0:
+        raise ConfigError("--beams, --width, --requests, --steps and --max-step-tokens must be positive")
+    beams = DEFAULT_BEAMS[device_kind] if beams is None else beams
+    check_sequences(beams, width, requests, max_seqs)  # first: the beams the next check suggests may be beyond them
+    if beams % width:
+        fix = (f"pick --beams {width * max(1, beams // width)} or another --width" if width <= max_seqs
+               else f"pick a --width that divides {beams}")  # no --beams of a multiple of it can run
+        raise ConfigError(f"the modelled beam search of --beams {beams} cannot keep beams/width paths with --width "
+                          f"{width}: {fix}")
+    if not all(p.strip() for p in problems):
+        raise ConfigError("a --problem is empty; give the text of a problem like those you solve")
+    return Workload(beams=beams, width=width, requests=requests, step_tokens=min(TYPICAL_STEP_TOKENS, max_step_tokens),
+                    steps=steps)
+
+
+def _curves(gen: ProfiledGenerator, prm: ProfiledPRM, points: MeasurePoints, workload: Workload, n_gpu_layers: int,
+            threads: int | None, progress: Progress | None) -> tuple[Curve, Curve]:
+    """Generator decode against concurrent sequences, PRM prefill against batch tokens."""
+    # up to every sequence of the workload at once: the split model reads the curve at R*N (clamped beyond it)
+    decode_seqs = sorted(set(points.decode_seqs) | {min(workload.sequences, MAX_DECODE_SEQS)})
+    top_k = device_top_k("auto", DEFAULT_TOP_K, n_gpu_layers)  # the generator's rows as a session cuts them
+    gen_curve = Curve(gen.decode(decode_seqs, points.decode_steps, threads, progress, top_k))
+    ver_curve = Curve(prm.measure(points.prefill_tokens, points.prefill_reps, threads, progress))
+    return gen_curve, ver_curve
+
+
+def _sampled(gen: ProfiledGenerator, prm: ProfiledPRM, workload: Workload, max_step_tokens: int,
+             problems: tuple[str, ...], progress: Progress | None) -> Workload:
+    """The workload with what a sample search measured: step length, prompt and head tokens, peak KV."""
+    if progress:
+        progress(f"sample search: {workload.requests} x {workload.beams} beams, width {workload.width}, "
+                 f"{workload.steps} steps")
+    sample = sample_search(gen, prm, workload.beams, workload.width, workload.steps, max_step_tokens,
+                           workload.requests, problems)
+    if progress:
+        progress(f"sample search: {sample.step_tokens} tokens a step; KV in use at most "
+                 f"{sample.generator_peak_tokens} generator, {sample.verifier_peak_tokens} PRM tokens")
+    return replace(workload, **asdict(sample))  # the sample's fields are Workload's measured fields
+
+
+def _with_prompts(w: Workload, problems: tuple[str, ...], lengths: list[int], prm: ProfiledPRM) -> Workload:
+    """The workload with the prompt and PRM head lengths of the problems its searches take (means, as the sample
+    search measures them), in place of the typical ones."""
+    chosen = sample_problems(range(len(problems)), w.requests)
+    heads = [prm.head_tokens(p) for p in problems]
+    return replace(w, prompt_tokens=round(mean(lengths[i] for i in chosen)),
+                   head_tokens=round(mean(heads[i] for i in chosen)))
+
+
+def _check_budget(budget_bytes: int, gen_bpt: int, ver_bpt: int, w: Workload, problems_given: bool) -> None:
+    """One path fits the budget. Where the budget would hold one of a typical problem, the --problem texts are
+    what is too long, and the error says so."""
+    if budget_bytes >= w.min_budget_bytes(gen_bpt, ver_bpt):
+        return
+    typical = replace(w, prompt_tokens=Workload.prompt_tokens, head_tokens=Workload.head_tokens)
+    if problems_given and budget_bytes >= typical.min_budget_bytes(gen_bpt, ver_bpt):
+        raise problem_budget_error(budget_bytes, gen_bpt, ver_bpt, w)
+    raise budget_error(budget_bytes, gen_bpt, ver_bpt, w)
+
+
+def _open_prm(runtime: ModuleType, choice: PRMChoice, generator: str, gen_path: Path, device_kind: str,
+              n_gpu_layers: int, threads: int | None, requests: int,
+              pull_progress: PullProgress | None) -> ProfiledPRM:
+    """The PRM to measure: the generator's own model, another GGUF on llama.cpp, or an hf: PRM on torch (a
+    registry name after hf: means its GGUF, read into torch, as in solve)."""
+    if choice.name.startswith(models.HF_PREFIX):
+        name = choice.name[len(models.HF_PREFIX):]
+        path = models.resolve(name, progress=pull_progress, role="PRM") if name in models.REGISTRY else Path(name)
+        return load_backend("transformers").profiled_prm(path, choice.format, choice.head, device_kind,
+                                                         sample_kv_tokens(requests), threads)
+    if choice.name == generator:
+        return runtime.profiled_prm(gen_path, True, choice.format, choice.head, n_gpu_layers, threads)
+    path = models.resolve(choice.name, progress=pull_progress, role="PRM")
+    return runtime.profiled_prm(path, path.resolve() == gen_path.resolve(), choice.format, choice.head, n_gpu_layers,
+                                threads)

@@ -1,0 +1,161 @@
+"""Opening the two models and an engine from user settings: the one place CLI, chat UI and bench share. The KV
+split is kv_split.py's, the memory profile lookup profile_lookup.py's; backends are opened by name."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+from edgereason import models
+from edgereason.backends import load_backend
+from edgereason.backends.remote.settings import RemoteSettings
+from edgereason.engine.events import Listener
+from edgereason.engine.loop import Engine
+from edgereason.engine.policy import Policy
+from edgereason.errors import ConfigError
+from edgereason.protocols import Generator, Verifier
+from edgereason.session.backend_choice import choose_backend
+from edgereason.session.auto_policy import MEASURE_ROWS, MEASURE_STEPS, AutoChoice, choice_for, is_auto, resolve
+from edgereason.session.gpu import default_gpu_layers, device_top_k, gpu_settings
+from edgereason.session.kv_split import check_host_memory, kv_tokens
+from edgereason.session.prm_choice import PRMChoice, choose_prm
+from edgereason.session.profile_lookup import note_no_profile, pass_cost_key, profile_for
+from edgereason.session.settings import MIN_KV_TOKENS, ModelSettings
+
+DEFAULT_LV_THRESHOLD = {"cpu": 512, "gpu": 2048}  # tokens (design.md section 4)
+PullProgress = Callable[[str, int, int], None]
+
+
+@dataclass
+class Session:
+    settings: ModelSettings
+    generator: Generator
+    verifier: Verifier
+    generator_path: Path
+    prm_path: Path
+    backend: str = "llamacpp"  # the generator's backend (what measures its pass cost)
+    lv_threshold: int = DEFAULT_LV_THRESHOLD["cpu"]
+    profile: dict | None = None
+    _auto: AutoChoice | None = None
+
+    def engine(self, policy: Policy, on_event: Listener | None = None) -> Engine:
+        """An engine running `policy`; `auto` runs the preset this device's pass cost chooses."""
+        if is_auto(policy):
+            policy = resolve(policy, self.auto_choice())
+        return Engine(self.generator, self.verifier, policy, on_event=on_event, lv_threshold=self.lv_threshold)
+
+    def auto_choice(self) -> AutoChoice:
+        """What `auto` runs in this session: decided once (profile, cache or a second's measurement)."""
+        if self._auto is None:
+            decode = getattr(load_backend(self.backend), "decode_points", None)
+            measure = None if decode is None else (
+                lambda: decode(self.generator, MEASURE_ROWS, MEASURE_STEPS, self.settings.threads))
+            self._auto = choice_for(self.profile, pass_cost_key(self.settings), measure)
+            if self.settings.verbose:
+                print(self._auto.note(), file=sys.stderr)
+        return self._auto
+
+    def close(self) -> None:
+        for model in (self.generator, self.verifier):
+            close = getattr(model, "close", None)
+            if close:
+                close()
+
+
+def open_session(settings: ModelSettings, backend: str | None = None, progress: PullProgress | None = None) -> Session:
+    """backend: the local runtime, overriding settings.backend (auto decides by CUDA and --gpu-memory)."""
+    if settings.remote is not None:
+        return _open_remote(settings, settings.remote, progress)
+    choice = choose_prm(settings.model, settings.prm, settings.prm_format, settings.prm_head)
+    settings = replace(settings, prm_format=choice.format)
+    gen_path, prm_path = _model_paths(settings, choice, progress)
+    hf = choice.name.startswith(models.HF_PREFIX)  # the PRM on torch beside the generator
+    backend = choose_backend(replace(settings, backend=backend or settings.backend), gen_path, prm_path, hf)
+    runtime = load_backend(backend)
+    prm_runtime = load_backend("transformers") if hf else runtime
+    if settings.n_gpu_layers:
+        runtime.require_gpu("drop --gpu-layers")
+    settings = gpu_settings(settings, runtime, gen_path, prm_path, prm_runtime if hf else None)
+    top_k = device_top_k(settings.device_sampling, settings.device_top_k, settings.n_gpu_layers)
+    profile = profile_for(settings)
+    gen_bpt = runtime.kv_bytes_per_token(gen_path, settings.n_gpu_layers)
+    ver_bpt = prm_runtime.kv_bytes_per_token(prm_path, settings.prm_device if hf else settings.n_gpu_layers)
+    gen_tokens, ver_tokens = kv_tokens(settings, gen_bpt, ver_bpt, profile)
+    if not settings.n_gpu_layers:  # a torch PRM's KV grows as it is used: only llama.cpp's is made whole
+        check_host_memory(settings, gen_tokens * gen_bpt + (0 if hf else ver_tokens * ver_bpt))
+    if hf:
+        generator = runtime.open_generator(gen_path, gen_tokens, n_threads=settings.threads,
+                                           n_gpu_layers=settings.n_gpu_layers, flash_attn=settings.flash_attn,
+                                           **({"device_top_k": top_k} if top_k else {}))
+        verifier = prm_runtime.open_verifier(prm_path, settings.prm_format, ver_tokens, device=settings.prm_device,
+                                             head=choice.head, n_threads=settings.threads)
+    else:
+        generator, verifier = runtime.open_models(gen_path, prm_path, settings.prm_format, gen_tokens, ver_tokens,
+                                                  n_threads=settings.threads, n_gpu_layers=settings.n_gpu_layers,
+                                                  flash_attn=settings.flash_attn, head=choice.head,
+                                                  # only a backend that can cut rows on the device takes it
+                                                  **({"device_top_k": top_k} if top_k else {}))
+    if profile is None:
+        note_no_profile(settings)
+    lv = int(profile["lv_threshold_tokens"]) if profile else DEFAULT_LV_THRESHOLD[
+        "gpu" if settings.n_gpu_layers else "cpu"]
+    return Session(settings, generator, verifier, gen_path, prm_path, backend, lv_threshold=lv, profile=profile)
+
+
+def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress: PullProgress | None = None) -> Session:
+    """The PRM (and the generator, when it is served too) on a server. `--model` / `--prm` name the served
+    models' GGUFs, read here for their tokenizer and chat template only; no memory profile applies."""
+    served, local = load_backend("remote"), load_backend("llamacpp")
+    if settings.prm_format == "head":
+        raise ConfigError("--prm-format head cannot be served: a value head reads thousands of logits per step and "
+                          "a server returns 20; use judge, rlhflow or math-shepherd with a served PRM")
+    fmt = "judge" if settings.prm_format == "auto" else settings.prm_format  # a server cannot run a value head
+    choice = choose_prm(settings.model, settings.prm, fmt, settings.prm_head)
+    if choice.name.startswith(models.HF_PREFIX):
+        raise ConfigError(f"--prm {choice.name} runs on torch in this process; a served PRM is named by its "
+                          "GGUF (its tokenizer and chat template) and --prm-base-url")
+    settings = replace(settings, prm_format=choice.format)
+    # before any pull: a server serving another model is one line naming it, not a failed search after a download
+    served.check_served_models(remote, settings.model, choice.name, gguf_on_disk)
+    gen_path, prm_path = _model_paths(settings, choice, progress)
+    verifier = served.open_verifier(prm_path, choice.format, remote.prm_endpoint)
+    try:
+        if remote.generator is not None:
+            context = remote.context_tokens or 1 << 30  # capped by the trained context
+            generator = served.open_generator(gen_path, remote.generator, context, remote.step_tokens)
+        else:
+            layers = default_gpu_layers(local) if settings.n_gpu_layers is None else settings.n_gpu_layers
+            settings = replace(settings, n_gpu_layers=layers)
+            tokens = settings.generator_kv_tokens if settings.kv_budget_bytes is None else (  # all of it: no PRM here
+                settings.kv_budget_bytes // local.kv_bytes_per_token(gen_path, layers))
+            top_k = device_top_k(settings.device_sampling, settings.device_top_k, layers)
+            generator = local.open_generator(gen_path, max(MIN_KV_TOKENS, tokens), n_threads=settings.threads,
+                                             n_gpu_layers=layers, flash_attn=settings.flash_attn,
+                                             **({"device_top_k": top_k} if top_k else {}))
+    except BaseException:
+        verifier.close()
+        raise
+    return Session(settings, generator, verifier, gen_path, prm_path,
+                   backend="remote" if remote.generator is not None else "llamacpp")
+
+
+def gguf_on_disk(name: str, role: str) -> Path | None:
+    """The GGUF `name` names, checked; None for a registry model not pulled yet (a look-up that must not pull)."""
+    if name in models.REGISTRY and not models.is_cached(models.REGISTRY[name]):
+        return None
+    return models.resolve(name, allow_pull=False, role=role)
+
+
+def _model_paths(settings: ModelSettings, choice: PRMChoice, progress: PullProgress | None) -> tuple[Path, Path]:
+    """The generator's GGUF and the PRM's weights, pulled where they are registry names not on disk yet. An hf: PRM
+    is a folder or a file; a registry name after hf: means its GGUF, read into torch."""
+    gen_path = models.resolve(settings.model, progress=progress)
+    if choice.name.startswith(models.HF_PREFIX):
+        name = choice.name[len(models.HF_PREFIX):]
+        return gen_path, (models.resolve(name, progress=progress, role="PRM") if name in models.REGISTRY
+                          else Path(name))
+    if choice.name == settings.model:
+        return gen_path, gen_path
+    return gen_path, models.resolve(choice.name, progress=progress, role="PRM")

@@ -1,0 +1,69 @@
+"""Which memory profile applies to a session (device, generator, verifier), what `--policy auto`'s cached pass cost
+is keyed by, and saying how to make a profile where none exists."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+from edgereason import models
+from edgereason.memory import default_device_id, find_profile, verifier_id
+from edgereason.memory.store import profile_path
+from edgereason.session.prm_choice import SELF
+from edgereason.session.settings import ModelSettings
+
+PROFILE_TIPS = "profile-tips"  # under $EDGEREASON_HOME: profile file names already said to be missing
+
+
+def _prm_name(settings: ModelSettings) -> str:
+    return settings.model if settings.prm in (None, SELF) else settings.prm
+
+
+def device_id(settings: ModelSettings) -> str:
+    """The device this session's models run on, as profiles and the pass-cost cache name it."""
+    return default_device_id("gpu" if settings.n_gpu_layers else "cpu")
+
+
+def pass_cost_key(settings: ModelSettings) -> str:
+    """What `--policy auto`'s measured pass cost is cached under: the device, generator, threads and GPU layers."""
+    return (f"{device_id(settings)}/{models.display_name(settings.model)}/threads={settings.threads or 'auto'}/"
+            f"gpu_layers={settings.n_gpu_layers}")
+
+
+def _profile_key(settings: ModelSettings) -> tuple[str, str, str]:
+    """(device, generator, verifier): what this device and model pair's memory profile is stored under."""
+    return device_id(settings), models.display_name(settings.model), verifier_id(_prm_name(settings),
+                                                                                 settings.prm_format)
+
+
+def profile_for(settings: ModelSettings) -> dict | None:
+    return find_profile(*_profile_key(settings))
+
+
+def note_no_profile(settings: ModelSettings) -> None:
+    """Say how to profile, once the models are open (a run that fails ends with its error alone). A damaged
+    profile is reported as such on every run; a missing one once per device and model pair (remembered in
+    $EDGEREASON_HOME/profile-tips), or on every run with --verbose."""
+    path = profile_path(*_profile_key(settings))
+    command = (f"edgereason memory-profile --model {shlex.quote(settings.model)} "
+               f"--prm {shlex.quote(_prm_name(settings))}")
+    if path.exists():
+        print(f"edgereason: the memory profile {path} is corrupt; using defaults. Rebuild it: {command}",
+              file=sys.stderr)
+    elif settings.verbose or _first_time(path.name):
+        print(f"edgereason: no memory profile for this device and models; using defaults. To tune: {command}",
+              file=sys.stderr)
+
+
+def _first_time(key: str) -> bool:
+    """True the first time `key` is asked about in this $EDGEREASON_HOME, which remembers it."""
+    tips = models.home() / PROFILE_TIPS
+    try:
+        if tips.is_file() and key in tips.read_text().splitlines():
+            return False
+        tips.parent.mkdir(parents=True, exist_ok=True)
+        with tips.open("a") as f:
+            f.write(key + "\n")
+    except OSError:  # an unwritable home only costs repeating the note
+        pass
+    return True

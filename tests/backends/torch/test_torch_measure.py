@@ -1,0 +1,17 @@
+"""The torch backend's decode points (what `--policy auto` reads a pass cost from), on SmolLM2 on the CPU."""
+
+from __future__ import annotations
+
+from edgereason.backends import load_backend
+from edgereason.backends.torch.generator import TorchGenerator
+
+
+def test_a_session_generator_measures_its_pass_cost(torch_smollm2):
+    backend = load_backend("torch")
+    generator = TorchGenerator(torch_smollm2, 512)
+    try:
+        points = backend.decode_points(generator, (1, 4), 2, None)
+    finally:
+        generator.close()
+    assert [n for n, _ in points] == [1, 4] and all(rate > 0 for _, rate in points)
+    assert backend.decode_points(object(), (1, 4), 2, None) is None  # not a torch generator: nothing to measure

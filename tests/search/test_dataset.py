@@ -1,0 +1,57 @@
+"""Benchmark and training problems from JSONL files: limits, offsets, and the lines no grader could use."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from edgereason.errors import ConfigError
+from edgereason.search.dataset import load_problems
+
+
+def test_dataset_limit_offset_and_errors(tmp_path):
+    path = tmp_path / "set.jsonl"
+    path.write_text("".join(json.dumps({"id": f"p{i}", "problem": f"q{i}", "answer": i}) + "\n" for i in range(5)))
+    assert [p.id for p in load_problems(path, limit=2, offset=1)] == ["p1", "p2"]
+    assert load_problems(path)[4].answer == "4"
+    with pytest.raises(ConfigError, match="not found"):
+        load_problems(tmp_path / "missing.jsonl")
+    with pytest.raises(ConfigError, match="no problems"):
+        load_problems(path, offset=5)
+    path.write_text('{"id": "a", "problem": "q", "answer": 1}\n' * 2)
+    with pytest.raises(ConfigError, match="twice"):
+        load_problems(path)
+    path.write_text('{"problem": "q"}\n')
+    with pytest.raises(ConfigError, match=":1:"):
+        load_problems(path)
+
+
+def test_a_missing_or_null_id_is_the_file_and_line(tmp_path):
+    path = tmp_path / "set.jsonl"
+    path.write_text('{"id": null, "problem": "q", "answer": 1}\n{"problem": "r", "answer": 2}\n'
+                    '{"id": 0, "problem": "s", "answer": 3}\n')
+    assert [p.id for p in load_problems(path)] == ["set-1", "set-2", "0"]
+
+
+@pytest.mark.parametrize("answer, kind", [('["4", "5"]', "a list"), ('{"x": 1}', "an object"), ("true", "true"),
+                                          ("false", "false")])
+def test_an_answer_no_model_writes_is_refused_with_its_line(tmp_path, answer, kind):
+    """Stored as its Python text before ("['4', '5']", "True"), a gold answer no run could match."""
+    path = tmp_path / "set.jsonl"
+    path.write_text('{"problem": "q", "answer": "4"}\n{"problem": "r", "answer": ' + answer + "}\n")
+    with pytest.raises(ConfigError) as refused:
+        load_problems(path)
+    assert str(refused.value) == f"{path}:2: 'answer' is {kind}; give one gold answer as a string or a number"
+
+
+def test_a_number_answer_is_its_json_text(tmp_path):
+    path = tmp_path / "set.jsonl"
+    path.write_text('{"problem": "q", "answer": 18}\n{"problem": "r", "answer": 2.5}\n')
+    assert [p.answer for p in load_problems(path)] == ["18", "2.5"]
+
+
+def test_the_shipped_sample_is_20_gsm8k_test_problems():
+    sample = load_problems(Path(__file__).resolve().parents[2] / "examples" / "gsm8k_sample.jsonl")
+    assert [p.id for p in sample] == [f"gsm8k-{i}" for i in range(20)] and sample[0].answer == "18"

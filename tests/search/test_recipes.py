@@ -1,0 +1,156 @@
+"""The search `solve` and `chat` run when the user names none: the generator's recipe for the device, taken whole or
+not at all."""
+
+from __future__ import annotations
+
+import pytest
+
+from edgereason import models
+from edgereason.cli.main import build_parser
+from edgereason.cli.recipe_use import apply_recipe, recipe_device, recipe_search_config
+from edgereason.errors import ConfigError, ModelError
+from edgereason.search.recipes import PLAIN, RECIPES, Recipe, recipe_for
+
+Q05, Q15 = "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"
+
+
+def parsed(*argv: str, device: str = "cpu"):
+    args = build_parser().parse_args(list(argv))
+    recipe = apply_recipe(args, device).recipe if argv[0] in ("solve", "chat") else None
+    return args, recipe
+
+
+def searched(args) -> tuple:
+    return args.strategy, args.vote, args.prm, args.beams, args.temperature
+
+
+def test_the_default_generator_is_the_most_accurate_one():
+    assert models.DEFAULT_MODEL == Q15
+
+
+@pytest.mark.parametrize("command", [["solve", "1+1"], ["chat"]])
+@pytest.mark.parametrize("device, expected", [("gpu", ("best-of-n", "weighted", None, 8, 0.6)),
+                                              ("cpu", ("best-of-n", "weighted", None, 4, 0.4))])
+def test_the_default_generator_runs_its_recipe_for_the_device(command, device, expected):
+    args, recipe = parsed(*command, device=device)
+    assert args.model == Q15 and recipe == RECIPES[Q15, device]
+    assert searched(args) == expected
+
+
+@pytest.mark.parametrize("device", ["gpu", "cpu"])
+def test_the_small_generator_is_judged_by_the_bigger_model(device):
+    args, recipe = parsed("solve", "1+1", "--model", Q05, device=device)
+    assert recipe == RECIPES[Q05, device]
+    assert searched(args) == ("beam", "weighted", Q15, 8, 0.6) and args.width == 4
+
+
+@pytest.mark.parametrize("flags", [["--prm", "self"], ["--prm-format", "judge"], ["--prm-head", "my.safetensors"],
+                                   ["--backend", "remote", "--base-url", "http://127.0.0.1:1"]])
+def test_a_chosen_verifier_takes_the_plain_recipe(flags):
+    args, recipe = parsed("solve", "1+1", *flags)
+    assert recipe == PLAIN and searched(args)[:2] == ("best-of-n", "majority")
+    assert (args.beams, args.temperature) == (8, 0.8)
+    assert args.prm == (flags[1] if flags[0] == "--prm" else None)
+
+
+def test_explicit_search_flags_win_and_other_generators_run_plain():
+    args, _ = parsed("solve", "1+1", "--strategy", "dvts", "--vote", "best", "--beams", "16", "--temperature", "1")
+    assert searched(args) == ("dvts", "best", None, 16, 1.0)
+    args, _ = parsed("solve", "1+1", "--model", Q05, "--strategy", "dvts")
+    assert searched(args) == ("dvts", "weighted", Q15, 8, 0.6)
+    args, recipe = parsed("solve", "1+1", "--model", "smollm2-135m")
+    assert recipe == PLAIN and searched(args) == ("best-of-n", "majority", None, 8, 0.8)
+    assert recipe_for("./qwen.gguf", "gpu", prm_chosen=False) == PLAIN  # a path has no measured recipe
+
+
+def test_the_device_is_where_the_session_puts_the_layers(monkeypatch):
+    assert recipe_device(build_parser().parse_args(["solve", "1+1", "--gpu-layers", "0"])) == "cpu"
+    assert recipe_device(build_parser().parse_args(["solve", "1+1", "--gpu-layers", "999"])) == "gpu"
+    # unset: all layers where a CUDA build sees a GPU, none elsewhere (edgereason/session/gpu.py decides, as for the session)
+    for layers, device in ((999, "gpu"), (0, "cpu")):
+        monkeypatch.setattr("edgereason.cli.recipe_use.default_gpu_layers", lambda backend, n=layers: n)
+        assert recipe_device(build_parser().parse_args(["solve", "1+1"])) == device
+
+
+def test_bench_and_training_keep_their_own_defaults():
+    args, _ = parsed("bench", "--dataset", "d.jsonl")
+    assert (args.strategy, args.vote, args.prm, args.temperature) == ("beam", "majority", None, 0.8)
+    args, _ = parsed("train-prm")  # its rollouts: 8 independent samples (--samples) unless --strategy beam
+    assert (args.strategy, args.vote, args.beams, args.temperature) == ("best-of-n", "majority", 8, 0.8)
+
+
+def test_help_names_the_recipe(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["solve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"the recipe: best-of-n for {Q15}, beam for {Q05}, else best-of-n" in text
+    assert f"the recipe: 8 on a GPU and 4 on a CPU for {Q15}, 8 for {Q05}, else 8" in text
+
+
+@pytest.mark.parametrize("bad", [dict(strategy="sideways"), dict(beams=0), dict(temperature=float("nan"))])
+def test_an_impossible_recipe_is_refused(bad):
+    with pytest.raises(ValueError, match="recipe"):
+        Recipe(**{"prm": None, "strategy": "beam", "vote": "majority", **bad})
+
+
+def test_the_recipes_prm_is_pulled_after_the_flags_are_checked():
+    pulled = []
+    args = build_parser().parse_args(["solve", "1+1", "--model", Q05])
+    config = recipe_search_config(args, resolve=lambda name, **_: pulled.append(name), device="cpu").config
+    assert pulled == [Q15] and (config.strategy, config.vote, config.beams) == ("beam", "weighted", 8)
+    args = build_parser().parse_args(["solve", "1+1", "--model", Q05, "--beams", "1"])
+    with pytest.raises(ConfigError, match=r"--beams 1 is not divisible by --width 4.*--strategy best-of-n"):
+        recipe_search_config(args, resolve=lambda name, **_: pulled.append(name), device="cpu")
+    assert pulled == [Q15]  # a typo costs no download
+
+
+def test_offline_without_the_recipes_prm_the_plain_recipe_runs_with_a_note(capsys):
+    def offline(name, **_):
+        raise ModelError(f"could not download model {name} (1.1 GB): offline? run:\n  edgereason models pull {name}")
+
+    args = build_parser().parse_args(["solve", "1+1", "--model", Q05, "--vote", "best"])
+    config = recipe_search_config(args, resolve=offline, device="gpu").config
+    assert (config.strategy, config.vote, args.prm) == ("best-of-n", "best", None)  # the user's --vote stays
+    err = capsys.readouterr().err
+    assert f"could not download model {Q15}" in err
+    assert f"\n  edgereason models pull {Q15}" in err
+    assert "running best-of-n with the generator's own weights as PRM instead" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [["solve", "1+1"], ["solve", "1+1", "--prm", "self"]])
+def test_no_pull_where_the_recipe_needs_no_other_model(argv):
+    args = build_parser().parse_args(argv)
+    config = recipe_search_config(args, resolve=lambda *a, **k: pytest.fail("pulled a PRM nobody asked for"),
+                                  device="gpu").config
+    assert config.strategy == "best-of-n"
+
+
+def no_pull(name, **_):
+    pass
+
+
+@pytest.mark.parametrize("argv, unused, tree", [
+    (["--width", "2"], ("width",), (2, "top")),  # the default generator's recipe is best-of-n
+    (["--width", "2", "--select", "diverse"], ("width", "select"), (2, "diverse")),
+    (["--strategy", "best-of-n", "--select", "diverse"], ("select",), (4, "diverse")),
+    (["--strategy", "beam", "--width", "2"], (), (2, "top")),
+    (["--model", Q05, "--width", "2"], (), (2, "top")),  # its recipe is beam search
+    ([], (), (4, "top")),
+])
+def test_tree_flags_that_best_of_n_does_not_read_are_named(argv, unused, tree):
+    choice = recipe_search_config(build_parser().parse_args(["solve", "1+1", *argv]), resolve=no_pull, device="gpu")
+    assert choice.unused == unused and (choice.config.width, choice.config.select) == tree
+    note = choice.note()
+    assert (note is None) == (not unused)
+    if note:
+        assert all(f"--{f}" in note for f in unused) and "--strategy beam" in note
+
+
+def test_offline_the_plain_recipe_names_the_width_it_no_longer_reads():
+    def offline(name, **_):
+        raise ModelError(f"could not download model {name}")
+
+    args = build_parser().parse_args(["solve", "1+1", "--model", Q05, "--width", "2"])
+    choice = recipe_search_config(args, resolve=offline, device="gpu")
+    assert choice.config.strategy == "best-of-n" and choice.unused == ("width",)

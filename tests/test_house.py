@@ -1,0 +1,71 @@
+"""The rules the code is held to (pyproject.toml): the import contracts, checked by import-linter on the package as
+it is installed (backends/ and ui/ inside edgereason/, where the package-dir mapping puts them: the checkout's
+folders alone hide those imports), and ruff's lint and format checks. Size limits: no module over 300 lines, no
+function over 60."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_DIRS = {"edgereason": ROOT / "edgereason", "edgereason/backends": ROOT / "backends",
+                "edgereason/ui": ROOT / "ui"}
+CODE = [ROOT / "edgereason", ROOT / "backends", ROOT / "ui"]
+MAX_MODULE_LINES = 300
+MAX_FUNCTION_LINES = 60
+
+
+def _installed_layout(dest: Path) -> Path:
+    """The package as pip installs it, sources only."""
+    for target, source in PACKAGE_DIRS.items():
+        shutil.copytree(source, dest / target, ignore=shutil.ignore_patterns("__pycache__", "*.safetensors", "*.gguf"))
+    return dest
+
+
+def test_the_import_contracts_hold(tmp_path):
+    pytest.importorskip("importlinter")
+    staged = _installed_layout(tmp_path / "site")
+    env = {**os.environ, "PYTHONPATH": str(staged)}
+    proc = subprocess.run([sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; "
+                           "sys.exit(lint_imports_command())", str(ROOT / "pyproject.toml")],
+                          cwd=staged, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "0 broken" in proc.stdout and "edgereason.backends" not in proc.stderr
+
+
+@pytest.mark.parametrize("check", [["check"], ["format", "--check"]], ids=["lint", "format"])
+def test_ruff_finds_nothing(check):
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed (the test extra installs it)")
+    proc = subprocess.run([ruff, *check, "edgereason", "backends", "ui", "tests", "benchmarks"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def _python_files() -> list[Path]:
+    return sorted(p for folder in CODE for p in folder.rglob("*.py"))
+
+
+def test_no_module_is_over_its_size():
+    long = {str(p.relative_to(ROOT)): n for p in _python_files() if (n := len(p.read_text().splitlines())) >
+            MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
+def test_no_function_is_over_its_size():
+    long = {}
+    for path in _python_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long[f"{path.relative_to(ROOT)}:{node.name}"] = n
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
