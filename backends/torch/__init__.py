@@ -108,6 +108,14 @@ def _gguf(path: str):
     return Weights(Path(path))
 
 
+def check_architecture(path: Path) -> None:
+    """One ModelError line unless the torch backend runs the GGUF's architecture (from its metadata alone)."""
+    import_torch()
+    from edgereason.backends.torch.model import read_config
+
+    read_config(_gguf(str(path)))
+
+
 def kv_bytes_per_token(path: Path, n_gpu_layers: int = 0) -> int:
     torch = import_torch()
     from edgereason.backends.torch.model import kv_bytes_per_token as per_token
@@ -135,5 +143,5 @@ def decode_points(generator: object, rows: tuple[int, ...], steps: int, n_thread
     return measure_decode(generator.model, rows, steps)
 
 
-__all__ = ["decode_points", "import_torch", "kv_bytes_per_token", "open_generator", "open_models", "require_gpu", "supports_gpu",
-           "weights_bytes"]
+__all__ = ["check_architecture", "decode_points", "import_torch", "kv_bytes_per_token", "open_generator",
+           "open_models", "require_gpu", "supports_gpu", "weights_bytes"]

@@ -11,7 +11,8 @@ buffer. Passes with a prefill, more rows than the largest bucket, or logits of a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -31,7 +32,7 @@ def bucket(n: int, sizes: tuple[int, ...]) -> int:
 
 
 class DecodeGraphs:
-    def __init__(self, ctx: "TorchContext") -> None:
+    def __init__(self, ctx: TorchContext) -> None:
         self.ctx = ctx
         rows = ROW_BUCKETS[-1]
         self.inputs = torch.zeros(4, rows, dtype=torch.long, device=ctx.device)  # token, position, cell, seq

@@ -16,7 +16,7 @@ never in a table or counted.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -98,6 +98,9 @@ class CellTables:
 
     def seq_len(self, seq: int) -> int:
         return len(self._tables[seq])
+
+    def live_ids(self) -> list[int]:
+        return list(self._tables)
 
     def unique_tokens(self, seq: int) -> int:
         """Cells only this sequence uses: what freeing it gives back."""

@@ -6,12 +6,18 @@ A forward pass packs every item's tokens into one flat batch with per-token posi
 each sequence's keys and values through its cell table: the queries of the sequences that append one token (decode)
 go in one padded group, those of the sequences that append several (prefill) in another, each one masked SDPA call
 over the gathered cells. On CUDA a pass of decode tokens alone replays a CUDA graph (graphs.py).
+
+The kernel: torch's SDPA over gathered cells. It needs nothing beyond torch (flash-attn and FlashInfer build
+against one torch and CUDA; the GPU machine has torch 2.11 with CUDA 13 and no network to fetch them), it records
+into a CUDA graph at fixed shapes, and with pages of one token the gather is the page-table read a paged kernel
+does itself. It has not yet been measured against FlexAttention or FlashInfer on a GPU: benchmarks/torch_pass.py
+times the whole pass beside llama.cpp's, the figure that decides.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -137,7 +143,11 @@ class TorchContext:
         return self.tables.live_seqs
 
     def check_integrity(self) -> None:
+        """The accounting, and the device's copy of every live table (what attention reads) agrees with it."""
         self.tables.check_integrity()
+        for seq in self.tables.live_ids():
+            table = self.tables.table(seq)
+            assert self.table_cells.cells[seq, :len(table)].tolist() == table, f"seq {seq}: device table drifted"
 
     # -- forward passes --
     def forward(self, items: Sequence[DecodeItem], columns: torch.Tensor | None = None

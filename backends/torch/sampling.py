@@ -6,7 +6,7 @@ ids come back to the host.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -42,10 +42,10 @@ def uniforms(seeds: torch.Tensor, counters: torch.Tensor) -> torch.Tensor:
 
 def draw_rows(logits: torch.Tensor, n: Sequence[int], params: Sequence[SamplingParams]) -> list[list[int]]:
     """logits: [R, n_vocab] on the device; row r draws n[r] tokens with params[r] (draw j of a row uses
-    uniforms(seed, j)). The rule of edgereason.backends.sampling.draw_rows: tokens more than CUTOFF temperatures below the
-    best are left out; with top_p < 1 the rest, by probability (ties in vocabulary order), are cut to the smallest
-    prefix holding top_p of the mass; a draw is the first token whose cumulative probability exceeds u times the
-    kept mass; temperature 0 takes the best token (the lowest id among equals)."""
+    uniforms(seed, j)). The rule of edgereason.backends.sampling.draw_rows: tokens more than CUTOFF temperatures
+    below the best are left out; with top_p < 1 the rest, by probability (ties in vocabulary order), are cut to the
+    smallest prefix holding top_p of the mass; a draw is the first token whose cumulative probability exceeds u
+    times the kept mass; temperature 0 takes the best token (the lowest id among equals)."""
     n_rows, vocab = logits.shape
     if n_rows == 0:
         return []

@@ -9,7 +9,7 @@ as the llama.cpp verifier does.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -1,6 +1,7 @@
 """Which local runtime a session opens (`--backend auto|llamacpp|torch`): auto takes torch where NVML sees a GPU,
-torch is installed with CUDA and the models fit under `--gpu-memory` in bf16, else llama.cpp; a CPU stays on
-llama.cpp without importing torch. A fallback the user may not expect is said in one line."""
+torch is installed with CUDA, it runs the models' architectures and they fit under `--gpu-memory` in bf16, else
+llama.cpp; a CPU stays on llama.cpp without importing torch. A fallback the user may not expect is said in one
+line."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from edgereason.backends import load_backend
-from edgereason.errors import ConfigError
+from edgereason.errors import ConfigError, ModelError
 from edgereason.memory.size import format_size
 from edgereason.session.gpu import gpu_present
 from edgereason.session.settings import MIN_KV_TOKENS, ModelSettings
@@ -28,8 +29,13 @@ def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: 
             return _fall_back(torch_backend.no_cuda())
     except ConfigError as e:  # torch cannot join this process beside this llama.cpp build
         return _fall_back(str(e))
+    roles = [gen_path] if hf else [gen_path, prm_path]
+    try:
+        for path in roles:
+            torch_backend.check_architecture(path)
+    except ModelError as e:
+        return _fall_back(str(e))
     if settings.gpu_memory_bytes is not None:
-        roles = [gen_path] if hf else [gen_path, prm_path]
         need = sum(MIN_KV_TOKENS * torch_backend.kv_bytes_per_token(p, 1) for p in roles)
         need += sum(torch_backend.weights_bytes(p, 1) for p in {p.resolve() for p in roles})
         if need > settings.gpu_memory_bytes:

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from edgereason.session import backend_choice
 from edgereason.backends import load_backend
+from edgereason.session import backend_choice
 from edgereason.session.backend_choice import choose_backend
 from edgereason.session.settings import ModelSettings
 
@@ -59,3 +59,13 @@ def test_auto_takes_torch_only_with_cuda_and_room(smollm2_path, monkeypatch, cap
     assert "more than --gpu-memory" in capsys.readouterr().err
     assert choose_backend(ModelSettings(backend="llamacpp"), smollm2_path, smollm2_path, hf=False) == "llamacpp"
     assert choose_backend(ModelSettings(n_gpu_layers=0), smollm2_path, smollm2_path, hf=False) == "llamacpp"
+
+
+def test_auto_falls_back_in_one_line_on_an_architecture_torch_cannot_run(smollm2_path, phi3_gguf, monkeypatch,
+                                                                          capsys):
+    monkeypatch.setattr(backend_choice, "gpu_present", lambda: True)
+    monkeypatch.setattr(load_backend("torch"), "supports_gpu", lambda: True)
+    assert choose_backend(ModelSettings(), smollm2_path, phi3_gguf, hf=False) == "llamacpp"
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--backend auto runs on llama.cpp: phi.gguf is a phi3 model" in err[0]
+    assert choose_backend(ModelSettings(), smollm2_path, phi3_gguf, hf=True) == "torch"  # an hf: PRM: not torch's

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from edgereason.backends import load_backend
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine.loop import Engine
 from edgereason.engine.policy import PRESETS
-
-import pytest
 
 pytestmark = pytest.mark.slow  # a whole search in float32 torch on 2 shared cores: minutes
 

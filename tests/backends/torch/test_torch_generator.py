@@ -14,7 +14,8 @@ from edgereason.protocols import BatchEntry
 
 GREEDY = SamplingParams(temperature=0.0)
 MULTIPLY = "What is 12 times 7? Explain step by step."
-QUESTION = "Janet's ducks lay 16 eggs per day. She eats three for breakfast and bakes muffins with four. How many are left?"
+QUESTION = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast and bakes muffins with four. How many "
+            "are left?")
 
 
 @pytest.fixture()
@@ -103,3 +104,13 @@ def test_draws_for_a_seed_do_not_depend_on_the_batch(gen):
                     [3, 5, 2], [SamplingParams(seed=1), mine, SamplingParams(temperature=0.5, seed=3)])
     assert busy[1] == alone and len(busy[0]) == 3 and len(busy[2]) == 2
     assert len(set(alone)) > 1  # five draws at temperature 1 from one stream, not one token repeated
+
+
+def test_integrity_check_reads_the_device_tables(gen):
+    seq = gen.new_seq()
+    gen.step([BatchEntry(seq, [1, 2, 3])], [0], GREEDY)
+    child = gen.fork(seq)
+    gen.check_integrity()
+    gen.ctx.table_cells.cells[child, 1] += 1  # attention would read another cell than the accounting holds
+    with pytest.raises(AssertionError, match=f"seq {child}: device table drifted"):
+        gen.check_integrity()

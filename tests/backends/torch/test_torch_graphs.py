@@ -5,7 +5,6 @@ padded rows and cell tables of its buckets, gives the eager pass's logits. The c
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 
 from edgereason.backends.llamacpp.runtime import DecodeItem
@@ -57,7 +56,7 @@ def test_a_padded_bucketed_pass_gives_the_eager_logits(torch_smollm2):
     ctx.graphs = EagerGraphs(ctx)
     replayed = _decode_rows(ctx, seqs, [216, 2068, 536])
     assert ctx.graphs.captured == [(4, 256)]  # three rows padded to four, tables to 256 cells
-    np.testing.assert_allclose(replayed, eager, atol=2e-3)  # other matmul shapes round otherwise; a bug moves them by 1+
+    np.testing.assert_allclose(replayed, eager, atol=2e-3)  # matmuls of other shapes round otherwise; a bug: 1+
     assert ctx.used_tokens == used + 3  # the padding row wrote only the pad cell, which is not counted
     ctx.check_integrity()
     again = _decode_rows(ctx, seqs, [30, 30, 30])  # the same bucket: replayed, not captured again

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+import torch
 
 from edgereason.backends.llamacpp.verifier import LlamaVerifier
 from edgereason.backends.prm_format import prm_format
+from edgereason.backends.torch.model import TorchDecoder
 from edgereason.backends.torch.verifier import TorchVerifier
 from edgereason.errors import ConfigError, ModelError
+from edgereason.heads.value_head import Backbone, ValueHead
 from edgereason.protocols import ScoreRequest
 
 Q = ("Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips "
@@ -19,7 +23,8 @@ BAD = ["In April she sold 48 clips.", "In May she sold 48 * 2 = 96 clips.", "Alt
 
 def _score_twice(v) -> list[list[float]]:
     """Two calls as a search makes them: first steps under a shared question head, then grown paths."""
-    first = v.score([ScoreRequest("a", Q, GOOD[:2], [0, 1], "root", 0), ScoreRequest("b", Q, BAD[:2], [0, 1], "root", 0)])
+    first = v.score([ScoreRequest("a", Q, GOOD[:2], [0, 1], "root", 0),
+                     ScoreRequest("b", Q, BAD[:2], [0, 1], "root", 0)])
     grown = v.score([ScoreRequest("a2", Q, GOOD, [2, 3], "a", 2), ScoreRequest("b2", Q, BAD, [2], "b", 2)])
     v.check_integrity()
     return [r.scores for r in first + grown]
@@ -64,10 +69,6 @@ def test_a_full_cache_drops_old_paths_and_rebuilds(torch_smollm2):
 
 
 def test_a_value_head_with_layers_is_refused_in_one_line(torch_smollm2):
-    import numpy as np
-
-    from edgereason.heads.value_head import Backbone, ValueHead
-
     head = ValueHead(Backbone("smollm2", "x.gguf", "0" * 64), tokens=np.zeros(0, dtype=np.int32),
                      mean=np.zeros(576, dtype=np.float32), std=np.ones(576, dtype=np.float32),
                      w2=np.zeros((1, 576), dtype=np.float32), b2=np.zeros(1, dtype=np.float32), layers=(10,))
@@ -75,20 +76,6 @@ def test_a_value_head_with_layers_is_refused_in_one_line(torch_smollm2):
         TorchVerifier(torch_smollm2, prm_format("head"), 1024, head=head)
 
 
-def test_an_architecture_it_cannot_run_is_one_model_error(tmp_path):
-    import gguf
-    import numpy as np
-
-    from edgereason.backends.torch.model import TorchDecoder
-
-    path = tmp_path / "phi.gguf"
-    writer = gguf.GGUFWriter(str(path), "phi3")
-    writer.add_tensor("token_embd.weight", np.zeros((8, 4), dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    import torch
-
+def test_an_architecture_it_cannot_run_is_one_model_error(phi3_gguf):
     with pytest.raises(ModelError, match="phi3 model; the torch backend runs llama, qwen2: use --backend llamacpp"):
-        TorchDecoder(path, torch.device("cpu"))
+        TorchDecoder(phi3_gguf, torch.device("cpu"))
