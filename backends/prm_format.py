@@ -62,15 +62,20 @@ class TurnPrompt:
         self.fmt = fmt
         head = [{"role": "system", "content": fmt.system}] if fmt.system else []
         one = render(head + [{"role": "user", "content": f"{_Q} {_S1}"}])
-        two = render(head + [{"role": "user", "content": f"{_Q} {_S1}"},
-                             {"role": "assistant", "content": fmt.good},
-                             {"role": "user", "content": _S2}])
-        if not two.startswith(one) or _S2 not in two[len(one):] or f"{_Q} {_S1}" not in one:
+        two = render(
+            head
+            + [
+                {"role": "user", "content": f"{_Q} {_S1}"},
+                {"role": "assistant", "content": fmt.good},
+                {"role": "user", "content": _S2},
+            ]
+        )
+        if not two.startswith(one) or _S2 not in two[len(one) :] or f"{_Q} {_S1}" not in one:
             raise ModelError("the PRM model's chat template is not prefix-stable; use another PRM model")
         cut = one.index(f"{_Q} {_S1}") + len(_Q)
         self._head = one[:cut]
         self._first = one[cut:]
-        self._next = two[len(one):]
+        self._next = two[len(one) :]
 
     def head(self, question: str) -> str:
         return self._head.replace(_Q, literal(question.strip()), 1)
@@ -79,9 +84,14 @@ class TurnPrompt:
         """The text segments for steps[start:], given the KV already holds the head and segments [0, start).
         Each step is literal: a step that writes "<|im_end|>" cannot close its turn and answer for the judge. The
         first step's joining " " goes inside its span, so it tokenizes with the step as in the whole text."""
-        return [(self._first.replace(f" {_S1}", literal(" " + steps[i].strip()), 1) if i == 0
-                 else self._next.replace(_S2, literal(steps[i].strip()), 1))
-                for i in range(start, len(steps))]
+        return [
+            (
+                self._first.replace(f" {_S1}", literal(" " + steps[i].strip()), 1)
+                if i == 0
+                else self._next.replace(_S2, literal(steps[i].strip()), 1)
+            )
+            for i in range(start, len(steps))
+        ]
 
 
 class SolvePrompt:

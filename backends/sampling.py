@@ -34,7 +34,7 @@ def uniforms(seeds: np.ndarray, counters: np.ndarray) -> np.ndarray:
         x ^= x >> np.uint64(27)
         x *= _M2
         x ^= x >> np.uint64(31)
-    return (x >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+    return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
 def sample(logits: np.ndarray, n: int, params: SamplingParams) -> list[int]:
@@ -48,7 +48,7 @@ def _candidates(logits: np.ndarray, temperature: float) -> tuple[np.ndarray, np.
     token within CUTOFF + 1 temperatures of the best (sample_rows applies the exact cutoff)."""
     if temperature == 0.0:
         best = int(np.argmax(logits))
-        return np.array([best]), logits[best:best + 1]
+        return np.array([best]), logits[best : best + 1]
     ids = np.flatnonzero(logits >= logits.max() - (CUTOFF + 1.0) * temperature)
     return ids, logits[ids]
 
@@ -61,8 +61,9 @@ def by_id(ids: np.ndarray, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ids[at, order], logits[at, order]
 
 
-def sample_rows(ids: np.ndarray, logits: np.ndarray, n: Sequence[int],
-                params: Sequence[SamplingParams]) -> list[list[int]]:
+def sample_rows(
+    ids: np.ndarray, logits: np.ndarray, n: Sequence[int], params: Sequence[SamplingParams]
+) -> list[list[int]]:
     """ids: [R, k] candidate token ids, ascending within a row; logits: [R, k] their raw logits. Row r draws
     n[r] tokens with params[r], from the stream seeded params[r].seed (draw j uses uniforms(seed, j))."""
     seeds = np.repeat(np.array([p.seed & _MASK64 for p in params], dtype=np.uint64), n)  # any int: its low 64 bits
@@ -70,8 +71,9 @@ def sample_rows(ids: np.ndarray, logits: np.ndarray, n: Sequence[int],
     return draw_rows(ids, logits, n, params, uniforms(seeds, counters))
 
 
-def draw_rows(ids: np.ndarray, logits: np.ndarray, n: Sequence[int], params: Sequence[SamplingParams],
-              u: np.ndarray) -> list[list[int]]:
+def draw_rows(
+    ids: np.ndarray, logits: np.ndarray, n: Sequence[int], params: Sequence[SamplingParams], u: np.ndarray
+) -> list[list[int]]:
     """sample_rows with its uniforms given: u [sum(n)], row by row.
 
     Rule, per row: candidates in vocabulary order (ascending ids); those more than CUTOFF temperatures below the
@@ -109,6 +111,6 @@ def draw_rows(ids: np.ndarray, logits: np.ndarray, n: Sequence[int], params: Seq
     tokens = np.where(greedy[rows], best[rows], ids[rows, place]).tolist()
     out, start = [], 0
     for count in n:
-        out.append(tokens[start:start + count])
+        out.append(tokens[start : start + count])
         start += count
     return out

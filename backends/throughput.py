@@ -10,11 +10,12 @@ from collections.abc import Callable, Sequence
 
 from edgereason.protocols import Points, Progress
 
-FILLER = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for "
-          "her friends every day with four. She sells the remainder at the farmers' market daily for $2 per "
-          "fresh duck egg. Step 1: 16 - 3 - 4 = 9 eggs are left. Step 2: 9 * 2 = 18 dollars a day.\n\n")
+FILLER = (
+    "Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for "
+    "her friends every day with four. She sells the remainder at the farmers' market daily for $2 per "
+    "fresh duck egg. Step 1: 16 - 3 - 4 = 9 eggs are left. Step 2: 9 * 2 = 18 dollars a day.\n\n"
+)
 PREFILL_CHUNK = 64  # tokens per sequence in a prefill batch: about one reasoning step, as the PRM sees it
-
 
 
 def report(progress: Progress | None, label: str, unit: str, points: list[tuple[int, float]]) -> None:
@@ -23,8 +24,13 @@ def report(progress: Progress | None, label: str, unit: str, points: list[tuple[
             progress(f"{label}: {x:>6} {unit}  {tps:8.1f} tok/s")
 
 
-def decode_points(one_pass: Callable[[int], None], ns: Sequence[int], steps: int, progress: Progress | None,
-                  sync: Callable[[], None] = lambda: None) -> Points:
+def decode_points(
+    one_pass: Callable[[int], None],
+    ns: Sequence[int],
+    steps: int,
+    progress: Progress | None,
+    sync: Callable[[], None] = lambda: None,
+) -> Points:
     """The decode points of any backend: one_pass(n) runs one forward pass of the n sequences forked for n. Each
     point is the fastest of `steps` passes after a warm-up round, measured round-robin (one pass each per round) so
     a burst of outside load hits them alike; `sync` waits for the device before and after each timed pass."""
@@ -47,11 +53,12 @@ def decode_points(one_pass: Callable[[int], None], ns: Sequence[int], steps: int
 def prefill_rows(tokens: Sequence[int], b: int) -> list[list[int]]:
     """b tokens of `tokens` (repeated as needed) as rows of PREFILL_CHUNK tokens, the last one shorter."""
     tokens = list(tokens) * math.ceil(b / len(tokens))
-    return [tokens[i:min(b, i + PREFILL_CHUNK)] for i in range(0, b, PREFILL_CHUNK)]
+    return [tokens[i : min(b, i + PREFILL_CHUNK)] for i in range(0, b, PREFILL_CHUNK)]
 
 
-def best_rates(one_call: Callable[[int], float], batch_tokens: Sequence[int], reps: int = 3,
-                  progress: Progress | None = None) -> Points:
+def best_rates(
+    one_call: Callable[[int], float], batch_tokens: Sequence[int], reps: int = 3, progress: Progress | None = None
+) -> Points:
     """The PRM prefill points of any backend: one_call(b) runs b new tokens in PREFILL_CHUNK-token sequences, in one
     forward pass from fresh caches with a readout at each sequence end, and returns its seconds. Round-robin over
     the batch sizes, like measure_decode, after a warm-up call."""

@@ -29,10 +29,17 @@ def searches(label: str, dirs: list[str], keep: set[str] | None) -> list[dict]:
     out = []
     for policy, problems in by_policy.items():
         pp = list(problems.values())
-        out.append({"label": label if len(by_policy) == 1 else f"{label} {policy}", "policy": policy,
-                    "beams": beams[policy], "problems": len(pp), "accuracy": sum(p["correct"] for p in pp) / len(pp),
-                    "generated_tokens": sum(p["tokens"] for p in pp),
-                    "latency_s_mean": sum(p["latency"] for p in pp) / len(pp)})
+        out.append(
+            {
+                "label": label if len(by_policy) == 1 else f"{label} {policy}",
+                "policy": policy,
+                "beams": beams[policy],
+                "problems": len(pp),
+                "accuracy": sum(p["correct"] for p in pp) / len(pp),
+                "generated_tokens": sum(p["tokens"] for p in pp),
+                "latency_s_mean": sum(p["latency"] for p in pp) / len(pp),
+            }
+        )
     return out
 
 
@@ -40,8 +47,10 @@ def main(argv: list[str]) -> int:
     out, keep, named = parse_args(argv)
     runs = [r for label, dirs in named for r in searches(label, dirs, keep)]
     for r in runs:
-        print(f"{r['label']:28s} n={r['problems']:4d} accuracy {100 * r['accuracy']:5.1f}%  "
-              f"{r['generated_tokens'] / r['problems']:7.0f} tok/problem  {r['latency_s_mean']:6.1f} s/problem")
+        print(
+            f"{r['label']:28s} n={r['problems']:4d} accuracy {100 * r['accuracy']:5.1f}%  "
+            f"{r['generated_tokens'] / r['problems']:7.0f} tok/problem  {r['latency_s_mean']:6.1f} s/problem"
+        )
     accuracy_compute(out, runs)
     return 0
 

@@ -22,30 +22,40 @@ import subprocess
 import sys
 import time
 
-SOLVE = ("from edgereason.cli.main import main\n"
-         "rc = main(['solve', 'What is 2 + 3?', '--model', {model!r}, '--beams', '4', '--max-steps', '2',"
-         " '--max-step-tokens', '32', '--json'])\n"
-         "print('solve rc', rc, flush=True)\n")
-TORCH_WORK = ("import torch\n"
-              "net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))\n"
-              "opt = torch.optim.Adam(net.parameters())\n"
-              "for _ in range(20):\n"
-              "    loss = net(torch.randn(128, 64)).square().mean(); opt.zero_grad(); loss.backward(); opt.step()\n"
-              "print('torch cpu ok', flush=True)\n"
-              "if torch.cuda.is_available():\n"
-              "    print('torch cuda ok', float((torch.ones(4, device='cuda') * 2).sum()), flush=True)\n")
-PLOT = ("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
-        "plt.plot([1, 2]); plt.savefig('/tmp/triage.png'); print('plot ok', flush=True)\n")
+SOLVE = (
+    "from edgereason.cli.main import main\n"
+    "rc = main(['solve', 'What is 2 + 3?', '--model', {model!r}, '--beams', '4', '--max-steps', '2',"
+    " '--max-step-tokens', '32', '--json'])\n"
+    "print('solve rc', rc, flush=True)\n"
+)
+TORCH_WORK = (
+    "import torch\n"
+    "net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))\n"
+    "opt = torch.optim.Adam(net.parameters())\n"
+    "for _ in range(20):\n"
+    "    loss = net(torch.randn(128, 64)).square().mean(); opt.zero_grad(); loss.backward(); opt.step()\n"
+    "print('torch cpu ok', flush=True)\n"
+    "if torch.cuda.is_available():\n"
+    "    print('torch cuda ok', float((torch.ones(4, device='cuda') * 2).sum()), flush=True)\n"
+)
+PLOT = (
+    "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+    "plt.plot([1, 2]); plt.savefig('/tmp/triage.png'); print('plot ok', flush=True)\n"
+)
 # torch's own CUDA libraries (pip nvidia-* wheels), loaded globally before llama.cpp: llama.cpp then binds to the
 # same cudart/cuBLAS that torch will use instead of /usr/local/cuda's copies of the same sonames
-TORCH_CUDA_LIBS_FIRST = ("import ctypes, glob, sysconfig\n"
-                         "root = sysconfig.get_paths()['purelib'] + '/nvidia'\n"
-                         "for name in ('libcudart.so.*', 'libcublasLt.so.*', 'libcublas.so.*'):\n"
-                         "    for f in sorted(glob.glob(root + '/**/' + name, recursive=True))[:1]:\n"
-                         "        ctypes.CDLL(f, mode=ctypes.RTLD_GLOBAL); print('preloaded', f, flush=True)\n")
-MAPS = ("import re\nlibs = sorted({l.split()[-1] for l in open('/proc/self/maps') if re.search("
-        "r'cublas|cudart|gomp|stdc\\+\\+|openblas|libggml|libllama|libcuda\\.so', l)})\n"
-        "print('MAPS', '|'.join(libs), flush=True)\n")
+TORCH_CUDA_LIBS_FIRST = (
+    "import ctypes, glob, sysconfig\n"
+    "root = sysconfig.get_paths()['purelib'] + '/nvidia'\n"
+    "for name in ('libcudart.so.*', 'libcublasLt.so.*', 'libcublas.so.*'):\n"
+    "    for f in sorted(glob.glob(root + '/**/' + name, recursive=True))[:1]:\n"
+    "        ctypes.CDLL(f, mode=ctypes.RTLD_GLOBAL); print('preloaded', f, flush=True)\n"
+)
+MAPS = (
+    "import re\nlibs = sorted({l.split()[-1] for l in open('/proc/self/maps') if re.search("
+    "r'cublas|cudart|gomp|stdc\\+\\+|openblas|libggml|libllama|libcuda\\.so', l)})\n"
+    "print('MAPS', '|'.join(libs), flush=True)\n"
+)
 
 SCENARIOS: dict[str, str] = {
     "solve": "import edgereason\n" + SOLVE + MAPS,
@@ -62,17 +72,28 @@ SCENARIOS: dict[str, str] = {
 def run(name: str, code: str, timeout: float) -> dict:
     t = time.perf_counter()
     try:
-        p = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True,
-                           timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        p = subprocess.run(
+            [sys.executable, "-X", "faulthandler", "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         rc, out, err = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired as e:
         rc, out, err = "timeout", str(e.stdout or ""), str(e.stderr or "")
     maps = [line[5:] for line in out.splitlines() if line.startswith("MAPS ")]
-    return {"scenario": name, "rc": rc, "seconds": round(time.perf_counter() - t, 1),
-            "stdout_marks": [line for line in out.splitlines() if line.endswith(" ok") or " ok " in line
-                             or line.startswith("solve rc")],
-            "libs": maps[0].split("|") if maps else [], "stderr_tail": err[-1500:],
-            "native_stack": symbolize(err)}
+    return {
+        "scenario": name,
+        "rc": rc,
+        "seconds": round(time.perf_counter() - t, 1),
+        "stdout_marks": [
+            line for line in out.splitlines() if line.endswith(" ok") or " ok " in line or line.startswith("solve rc")
+        ],
+        "libs": maps[0].split("|") if maps else [],
+        "stderr_tail": err[-1500:],
+        "native_stack": symbolize(err),
+    }
 
 
 def symbolize(stderr: str) -> list[str]:
@@ -85,8 +106,9 @@ def symbolize(stderr: str) -> list[str]:
             continue
         where = line
         if shutil.which("addr2line") and ("llama_cpp/lib" in m[2] or "numpy" in m[2] or "torch" in m[2]):
-            out = subprocess.run(["addr2line", "-f", "-C", "-i", "-e", m[2], m[3]], capture_output=True,
-                                 text=True).stdout.split("\n")
+            out = subprocess.run(
+                ["addr2line", "-f", "-C", "-i", "-e", m[2], m[3]], capture_output=True, text=True
+            ).stdout.split("\n")
             where += "  <= " + " / ".join(x for x in out if x and x != "??:0")[:300]
         frames.append(where)
     return frames

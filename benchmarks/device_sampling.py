@@ -37,12 +37,15 @@ from edgereason.session.gpu import DEFAULT_TOP_K
 DATASET = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k_test.jsonl"
 
 
-def speed(model, prompt: list[int], rows: list[int], steps: int, top_k: int, temperature: float,
-          threads: int | None) -> dict:
+def speed(
+    model, prompt: list[int], rows: list[int], steps: int, top_k: int, temperature: float, threads: int | None
+) -> dict:
     """{"host"|"device": {rows: tok/s}} for the generator step."""
     kv = len(prompt) + sum(rows) * (steps + 2) + 256
-    gens = {"host": LlamaGenerator(model, kv, n_threads=threads),
-            "device": LlamaGenerator(model, kv, n_threads=threads, device_top_k=top_k)}
+    gens = {
+        "host": LlamaGenerator(model, kv, n_threads=threads),
+        "device": LlamaGenerator(model, kv, n_threads=threads, device_top_k=top_k),
+    }
     times: dict[str, dict[int, list[float]]] = {mode: {n: [] for n in rows} for mode in gens}
     try:
         seqs: dict[str, dict[int, list[int]]] = {}
@@ -69,8 +72,9 @@ def speed(model, prompt: list[int], rows: list[int], steps: int, top_k: int, tem
     return {mode: {str(n): n / statistics.median(ts) for n, ts in per.items()} for mode, per in times.items()}
 
 
-def dropped_mass(model, prompts: list[list[int]], n_rows: int, ks: list[int], temperature: float,
-                 threads: int | None) -> dict:
+def dropped_mass(
+    model, prompts: list[list[int]], n_rows: int, ks: list[int], temperature: float, threads: int | None
+) -> dict:
     """{k: {"mean", "max"}} of the mass outside the top k, over n_rows rows of the prompts' continuations."""
     g = LlamaGenerator(model, sum(len(p) for p in prompts) + n_rows + 256, n_threads=threads)
     rng = np.random.default_rng(0)
@@ -97,8 +101,10 @@ def dropped_mass(model, prompts: list[list[int]], n_rows: int, ks: list[int], te
                 break
     finally:
         g.close()
-    return {str(k): {"mean": float(np.mean(v[:n_rows])), "max": float(np.max(v[:n_rows])),
-                     "rows": len(v[:n_rows])} for k, v in drops.items()}
+    return {
+        str(k): {"mean": float(np.mean(v[:n_rows])), "max": float(np.max(v[:n_rows])), "rows": len(v[:n_rows])}
+        for k, v in drops.items()
+    }
 
 
 def _draw(probs: np.ndarray, rng: np.random.Generator) -> int:
@@ -123,14 +129,23 @@ def main() -> None:
 
     model = load_model(str(models.resolve(args.model)), args.gpu_layers)
     problems = load_problems(args.dataset, args.problems)
-    prompts = [model.tokenize(model.apply_chat_template(solve_messages(p.problem)), add_bos=model.add_bos)
-               for p in problems]
+    prompts = [
+        model.tokenize(model.apply_chat_template(solve_messages(p.problem)), add_bos=model.add_bos) for p in problems
+    ]
     rows = [int(x) for x in args.rows.split(",")]
-    result: dict = {"model": model.path.name, "gpu_layers": args.gpu_layers, "top_k": args.top_k,
-                    "temperature": args.temperature, "steps": args.steps, "n_vocab": model.n_vocab}
+    result: dict = {
+        "model": model.path.name,
+        "gpu_layers": args.gpu_layers,
+        "top_k": args.top_k,
+        "temperature": args.temperature,
+        "steps": args.steps,
+        "n_vocab": model.n_vocab,
+    }
     result["tok_s"] = speed(model, prompts[0], rows, args.steps, args.top_k, args.temperature, args.threads)
-    print(f"{model.path.name}, gpu layers {args.gpu_layers}: generator step tok/s, host sampling vs device "
-          f"top-{args.top_k}")
+    print(
+        f"{model.path.name}, gpu layers {args.gpu_layers}: generator step tok/s, host sampling vs device "
+        f"top-{args.top_k}"
+    )
     for n in rows:
         host, dev = result["tok_s"]["host"][str(n)], result["tok_s"]["device"][str(n)]
         print(f"  {n:4d} rows  host {host:9.1f}  device {dev:9.1f}  device/host {dev / host:5.2f}x")

@@ -22,9 +22,11 @@ from edgereason.engine.loop import Engine
 from edgereason.engine.policy import parse_policy
 from edgereason.protocols import BatchEntry
 
-PROBLEM = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for "
-           "her friends every day with four. She sells the remainder at the farmers' market daily for $2 per "
-           "fresh duck egg. How much in dollars does she make every day at the farmers' market?")
+PROBLEM = (
+    "Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for "
+    "her friends every day with four. She sells the remainder at the farmers' market daily for $2 per "
+    "fresh duck egg. How much in dollars does she make every day at the farmers' market?"
+)
 
 
 def raw_decode(gen, n_seqs: int, n_tokens: int) -> float:
@@ -48,8 +50,9 @@ def raw_decode(gen, n_seqs: int, n_tokens: int) -> float:
 
 def engine_search(gen, ver, policy: str, beams: int, width: int, steps: int) -> tuple[float, float]:
     """(generation tok/s, mean sequences per forward pass) of one search."""
-    cfg = SearchConfig(beams=beams, width=width, max_steps=steps, max_step_tokens=96,
-                       sampling=SamplingParams(temperature=0.8, seed=0))
+    cfg = SearchConfig(
+        beams=beams, width=width, max_steps=steps, max_step_tokens=96, sampling=SamplingParams(temperature=0.8, seed=0)
+    )
     calls = []
     step = gen.step
 
@@ -74,12 +77,24 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--gpu-layers", type=int, default=0, help="layers on the GPU, 999 = all (default 0)")
-    ap.add_argument("--device-top-k", type=int, default=0,
-                    help="cut rows to their top k on the device, for raw decode and engine alike (default 0: off)")
+    ap.add_argument(
+        "--device-top-k",
+        type=int,
+        default=0,
+        help="cut rows to their top k on the device, for raw decode and engine alike (default 0: off)",
+    )
     args = ap.parse_args()
     path = models.resolve(args.model)
-    gen, ver = open_models(path, path, "judge", 16384, 16384, n_threads=args.threads, n_gpu_layers=args.gpu_layers,
-                           device_top_k=args.device_top_k)
+    gen, ver = open_models(
+        path,
+        path,
+        "judge",
+        16384,
+        16384,
+        n_threads=args.threads,
+        n_gpu_layers=args.gpu_layers,
+        device_top_k=args.device_top_k,
+    )
     raw_decode(gen, args.beams, 16)  # warm-up
     engine_search(gen, ver, "baseline", args.beams, args.width, 1)
     rows: dict[str, list[tuple[float, float]]] = {"raw": [], "baseline": [], "edge": []}
@@ -91,12 +106,16 @@ def main() -> None:
     raw = median["raw"][0]
     for name, (tps, occupancy) in median.items():
         runs = [round(r[0]) for r in rows[name]]
-        print(f"{name:>8}: {tps:7.1f} tok/s  ratio to raw {tps / raw:4.2f}  sequences per forward pass "
-              f"{occupancy:4.1f}  (runs: {runs})")
+        print(
+            f"{name:>8}: {tps:7.1f} tok/s  ratio to raw {tps / raw:4.2f}  sequences per forward pass "
+            f"{occupancy:4.1f}  (runs: {runs})"
+        )
     occupancy = median["baseline"][1]
     same = raw_decode(gen, max(1, round(occupancy)), 128)
-    print(f"raw decode at the baseline's mean occupancy ({round(occupancy)} seqs): {same:.1f} tok/s; "
-          f"baseline / that = {median['baseline'][0] / same:.2f}")
+    print(
+        f"raw decode at the baseline's mean occupancy ({round(occupancy)} seqs): {same:.1f} tok/s; "
+        f"baseline / that = {median['baseline'][0] / same:.2f}"
+    )
 
 
 if __name__ == "__main__":

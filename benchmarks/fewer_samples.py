@@ -44,12 +44,17 @@ def estimate(dirs: list[str], ks: list[int], keep: set[str] | None) -> dict[int,
 def main(argv: list[str]) -> int:
     i = argv.index("--k")
     ks = [int(k) for k in argv[i + 1].split(",")]
-    out, keep, named = parse_args(argv[:i] + argv[i + 2:])
+    out, keep, named = parse_args(argv[:i] + argv[i + 2 :])
     table = {}
     for name, dirs in named:
         table[name] = estimate(dirs, ks, keep)
-        print(f"{name:20s} " + "  ".join(f"K={k}: weighted {100 * r['weighted']:5.1f}% majority "
-                                          f"{100 * r['majority']:5.1f}%" for k, r in table[name].items()))
+        print(
+            f"{name:20s} "
+            + "  ".join(
+                f"K={k}: weighted {100 * r['weighted']:5.1f}% majority {100 * r['majority']:5.1f}%"
+                for k, r in table[name].items()
+            )
+        )
     out.write_text(json.dumps(table, indent=1) + "\n")
     return 0
 

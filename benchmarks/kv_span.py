@@ -26,14 +26,15 @@ from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext
 
 def pass_ms(model, held: int, rows: int, passes: int, top_k: int, threads: int | None) -> float:
     prompt = model.tokenize(FILLER, add_bos=model.add_bos)
-    ctx = KVContext(model, n_ctx=held + len(prompt) + rows * (passes + 3) + 256, n_seq_max=rows + 2,
-                    n_threads=threads, top_k=top_k)
+    ctx = KVContext(
+        model, n_ctx=held + len(prompt) + rows * (passes + 3) + 256, n_seq_max=rows + 2, n_threads=threads, top_k=top_k
+    )
     try:
         if held:
             filler = ctx.new_seq()
             tokens = (prompt * (held // len(prompt) + 1))[:held]
             for lo in range(0, held, ctx.n_batch):
-                ctx.decode([DecodeItem(filler, tokens[lo:lo + ctx.n_batch], [])], lambda *_: None)
+                ctx.decode([DecodeItem(filler, tokens[lo : lo + ctx.n_batch], [])], lambda *_: None)
         root = ctx.new_seq()
         ctx.decode([DecodeItem(root, prompt, [])], lambda *_: None)
         seqs = [ctx.fork(root) for _ in range(rows)]
@@ -61,17 +62,28 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = ap.parse_args()
     model = load_model(str(models.resolve(args.model)), args.gpu_layers)
-    points = [(h, pass_ms(model, h, args.rows, args.passes, args.top_k, args.threads))
-              for h in (int(x) for x in args.held.split(","))]
+    points = [
+        (h, pass_ms(model, h, args.rows, args.passes, args.top_k, args.threads))
+        for h in (int(x) for x in args.held.split(","))
+    ]
     if args.json:
-        print(json.dumps({"model": model.path.name, "rows": args.rows, "top_k": args.top_k,
-                          "gpu_layers": args.gpu_layers, "points": [{"held": h, "ms_per_pass": round(ms, 3)}
-                                                                   for h, ms in points]}))
+        print(
+            json.dumps(
+                {
+                    "model": model.path.name,
+                    "rows": args.rows,
+                    "top_k": args.top_k,
+                    "gpu_layers": args.gpu_layers,
+                    "points": [{"held": h, "ms_per_pass": round(ms, 3)} for h, ms in points],
+                }
+            )
+        )
         return
     print(f"{model.path.name}: {args.rows} rows a pass, top-k {args.top_k or 'off'}")
     for h, ms in points:
-        print(f"  {h:7d} cells held by others  {ms:8.2f} ms/pass  {ms / args.rows:6.3f} ms/row  "
-              f"{ms / points[0][1]:5.2f}x")
+        print(
+            f"  {h:7d} cells held by others  {ms:8.2f} ms/pass  {ms / args.rows:6.3f} ms/row  {ms / points[0][1]:5.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -27,8 +27,14 @@ def parse_args(argv: list[str]) -> tuple[Path, set[str] | None, list[tuple[str, 
     if bad := [spec for spec in specs if "=" not in spec]:
         sys.exit(f"merge_shards: give NAME=DIR_GLOB, got {' '.join(bad)}")
     named = [spec.rsplit("=", 1) for spec in specs]  # a name may hold '=' ("beam M=4"), a folder rarely does
-    return out, keep, [(name, sorted(d for d in glob.glob(pattern) if (Path(d) / "results.json").is_file()))
-                       for name, pattern in named]
+    return (
+        out,
+        keep,
+        [
+            (name, sorted(d for d in glob.glob(pattern) if (Path(d) / "results.json").is_file()))
+            for name, pattern in named
+        ],
+    )
 
 
 def kept(run: dict, keep: set[str] | None) -> list[dict]:
@@ -43,8 +49,19 @@ def merge(dirs: list[str], keep: set[str] | None = None) -> dict[str, dict]:
     for d in dirs:
         data = json.loads((Path(d) / "results.json").read_text())
         for run in data["runs"]:
-            m = runs.setdefault(run["policy"], {"problems": 0, "correct": 0, "oracle": 0, "generated_tokens": 0,
-                                                "final_tokens": 0, "wall_s": 0.0, "prm_tokens": 0, "shards": 0})
+            m = runs.setdefault(
+                run["policy"],
+                {
+                    "problems": 0,
+                    "correct": 0,
+                    "oracle": 0,
+                    "generated_tokens": 0,
+                    "final_tokens": 0,
+                    "wall_s": 0.0,
+                    "prm_tokens": 0,
+                    "shards": 0,
+                },
+            )
             for p in kept(run, keep):
                 m["problems"] += 1
                 m["correct"] += bool(p["correct"])
@@ -69,9 +86,11 @@ def main(argv: list[str]) -> int:
             table[f"{name}/{policy}"] = m
     out.write_text(json.dumps(table, indent=1) + "\n")
     for key, m in table.items():
-        print(f"{key:32s} {m['correct']:4d}/{m['problems']:<4d} {100 * m['accuracy']:5.1f}%  "
-              f"right among finals {100 * m['oracle_accuracy']:5.1f}%  {m['tokens_per_problem']:6.0f} tok/problem  "
-              f"{m['wall_s']:6.1f} s (slowest shard)")
+        print(
+            f"{key:32s} {m['correct']:4d}/{m['problems']:<4d} {100 * m['accuracy']:5.1f}%  "
+            f"right among finals {100 * m['oracle_accuracy']:5.1f}%  {m['tokens_per_problem']:6.0f} tok/problem  "
+            f"{m['wall_s']:6.1f} s (slowest shard)"
+        )
     return 0
 
 

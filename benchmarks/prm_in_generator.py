@@ -43,11 +43,23 @@ def run(args: argparse.Namespace, way: str, problems: list[dict]) -> dict:
         head_file = Path(args.prm_head) if args.prm_head else shipped_head(args.model, args.model)
         if head_file is None:
             raise SystemExit(f"no value head ships for {args.model}: pass --prm-head")
-        ver = LlamaVerifier(model, prm_format("head"), args.kv_tokens, n_threads=args.threads,
-                            head=load_head(head_file), generator_ctx=gen.ctx if way == "generator" else None)
-    config = SearchConfig(strategy=args.strategy, beams=args.beams, width=args.width, max_steps=args.max_steps,
-                          max_path_tokens=args.max_tokens, vote="weighted",
-                          sampling=SamplingParams(temperature=args.temperature, seed=0))
+        ver = LlamaVerifier(
+            model,
+            prm_format("head"),
+            args.kv_tokens,
+            n_threads=args.threads,
+            head=load_head(head_file),
+            generator_ctx=gen.ctx if way == "generator" else None,
+        )
+    config = SearchConfig(
+        strategy=args.strategy,
+        beams=args.beams,
+        width=args.width,
+        max_steps=args.max_steps,
+        max_path_tokens=args.max_tokens,
+        vote="weighted",
+        sampling=SamplingParams(temperature=args.temperature, seed=0),
+    )
     engine = Engine(gen, ver, parse_policy(args.policy))
     out = {"way": way, "seconds": 0.0, "prm_seconds": 0.0, "generated_tokens": 0, "correct": 0}
     try:
@@ -61,8 +73,11 @@ def run(args: argparse.Namespace, way: str, problems: list[dict]) -> dict:
     finally:
         gen.close()
         ver.close()
-    out.update(prm_tokens=ver.stats.tokens, generator_rows=ver.stats.generator_rows,
-               seconds_per_problem=out["seconds"] / len(problems))
+    out.update(
+        prm_tokens=ver.stats.tokens,
+        generator_rows=ver.stats.generator_rows,
+        seconds_per_problem=out["seconds"] / len(problems),
+    )
     return out
 
 
@@ -88,16 +103,18 @@ def main() -> None:
     args = p.parse_args()
     with open(args.dataset, encoding="utf-8") as f:
         lines = [json.loads(line) for line in f if line.strip()]
-    problems = lines[args.offset:args.offset + args.limit]
+    problems = lines[args.offset : args.offset + args.limit]
     ways = [w.strip() for w in args.ways.split(",")]
     if len(ways) != 2 or not set(ways) <= set(WAYS):
         raise SystemExit(f"--ways takes two of {', '.join(WAYS)}")
     run(args, ways[1], problems[:1])  # warm-up: model load, caches
     runs = [run(args, way, problems) for _ in range(args.repeat) for way in ways]
     for r in runs:
-        print(f"{WAYS[r['way']]:15s}  {r['seconds_per_problem']:7.1f} s a "
-              f"problem  PRM {r['prm_seconds']:6.1f} s  PRM tokens {r['prm_tokens']:6d}  rows {r['generator_rows']:4d}"
-              f"  generated {r['generated_tokens']:6d}  right {r['correct']}/{len(problems)}")
+        print(
+            f"{WAYS[r['way']]:15s}  {r['seconds_per_problem']:7.1f} s a "
+            f"problem  PRM {r['prm_seconds']:6.1f} s  PRM tokens {r['prm_tokens']:6d}  rows {r['generator_rows']:4d}"
+            f"  generated {r['generated_tokens']:6d}  right {r['correct']}/{len(problems)}"
+        )
     old, new = ([r["seconds"] for r in runs if r["way"] == w] for w in ways)
     print(f"{WAYS[ways[0]]} / {WAYS[ways[1]]}, wall time: {sum(old) / sum(new):.2f}x")
     if args.out:

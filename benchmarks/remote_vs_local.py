@@ -43,10 +43,17 @@ def run_one(engine: Engine, problem, config: SearchConfig, clients: list, verifi
     result = engine.solve(problem.problem, config)
     wall = time.perf_counter() - t0
     m = result.metrics
-    row = {"id": problem.id, "status": result.status, "correct": bool(result.answer is not None and
-                                                                     answers_match(result.answer, problem.answer)),
-           "wall_s": wall, "generated_tokens": m.generated_tokens, "final_tokens": m.final_tokens,
-           "throughput_tok_s": m.throughput_tok_s, "goodput_tok_s": m.goodput_tok_s, "prm_calls": m.prm_calls}
+    row = {
+        "id": problem.id,
+        "status": result.status,
+        "correct": bool(result.answer is not None and answers_match(result.answer, problem.answer)),
+        "wall_s": wall,
+        "generated_tokens": m.generated_tokens,
+        "final_tokens": m.final_tokens,
+        "throughput_tok_s": m.throughput_tok_s,
+        "goodput_tok_s": m.goodput_tok_s,
+        "prm_calls": m.prm_calls,
+    }
     if clients:
         after = [(c.stats.wait_s, c.stats.batches, c.stats.requests, c.stats.completion_tokens) for c in clients]
         row["http_wait_s"] = sum(a[0] - b[0] for a, b in zip(after, before))
@@ -70,11 +77,15 @@ def round_trip_ms(client, n: int = 20) -> float:
 
 def summary(rows: list[dict]) -> dict:
     wall = sum(r["wall_s"] for r in rows)
-    out = {"problems": len(rows), "correct": sum(r["correct"] for r in rows),
-           "throughput_tok_s": sum(r["generated_tokens"] for r in rows) / wall,
-           "goodput_tok_s": sum(r["final_tokens"] for r in rows) / wall,
-           "latency_mean_s": wall / len(rows), "latency_median_s": statistics.median(r["wall_s"] for r in rows),
-           "generated_tokens": sum(r["generated_tokens"] for r in rows)}
+    out = {
+        "problems": len(rows),
+        "correct": sum(r["correct"] for r in rows),
+        "throughput_tok_s": sum(r["generated_tokens"] for r in rows) / wall,
+        "goodput_tok_s": sum(r["final_tokens"] for r in rows) / wall,
+        "latency_mean_s": wall / len(rows),
+        "latency_median_s": statistics.median(r["wall_s"] for r in rows),
+        "generated_tokens": sum(r["generated_tokens"] for r in rows),
+    }
     if "http_wait_s" in rows[0]:
         for key in ("http_wait_s", "http_rounds", "http_requests", "server_completion_tokens", "prm_biased_scores"):
             out[key] = sum(r.get(key, 0) for r in rows)
@@ -103,9 +114,13 @@ def main() -> None:
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument("--dataset", default=str(DATA))
     p.add_argument("--limit", type=int, default=10)
-    p.add_argument("--offset", type=int, default=0,
-                   help="problems to skip first; with --out holding an earlier run of the same search settings, its "
-                        "rows for the skipped problems are kept (to extend that run)")
+    p.add_argument(
+        "--offset",
+        type=int,
+        default=0,
+        help="problems to skip first; with --out holding an earlier run of the same search settings, its "
+        "rows for the skipped problems are kept (to extend that run)",
+    )
     p.add_argument("--beams", type=int, default=8)
     p.add_argument("--width", type=int, default=4)
     p.add_argument("--max-steps", type=int, default=8)
@@ -115,9 +130,14 @@ def main() -> None:
     p.add_argument("--out", default=None)
     args = p.parse_args()
     path = models.resolve(args.model)
-    config = SearchConfig(beams=args.beams, width=args.width, max_steps=args.max_steps,
-                          max_path_tokens=args.max_tokens, max_step_tokens=args.max_step_tokens,
-                          sampling=SamplingParams(temperature=0.8, seed=0))
+    config = SearchConfig(
+        beams=args.beams,
+        width=args.width,
+        max_steps=args.max_steps,
+        max_path_tokens=args.max_tokens,
+        max_step_tokens=args.max_step_tokens,
+        sampling=SamplingParams(temperature=0.8, seed=0),
+    )
     gen, ver = open_models(path, path, "judge", 16384, 16384, n_threads=args.threads)
     local = Engine(gen, ver, parse_policy("baseline"))
     endpoint = Endpoint(args.base_url, timeout_s=300)
@@ -134,8 +154,12 @@ def main() -> None:
             rows[side].append(row)
             print(side, json.dumps(row), flush=True)
         load["after"] = os.getloadavg()
-        report = {"config": vars(args), "load_average_1_5_15": load,
-                  "summary": {k: summary(v) for k, v in rows.items()}, "rows": rows}
+        report = {
+            "config": vars(args),
+            "load_average_1_5_15": load,
+            "summary": {k: summary(v) for k, v in rows.items()},
+            "rows": rows,
+        }
         if args.out:  # after every problem: a stopped run keeps the pairs it finished
             Path(args.out).mkdir(parents=True, exist_ok=True)
             (Path(args.out) / "results.json").write_text(json.dumps(report, indent=2))

@@ -49,9 +49,14 @@ def summarize(groups: dict[str, list[dict[str, bool]]], draws: int = DRAWS) -> d
     # rate[name][i]: the fraction of name's seeds that answer common[i] right
     rate = {name: np.mean([[r[i] for i in common] for r in seeds], axis=0) for name, seeds in groups.items()}
     picks = np.random.default_rng(0).integers(0, len(common), size=(draws, len(common)))
-    searches = {name: {"seeds": len(seeds), "mean": float(rate[name].mean()),
-                       "per_seed": [sum(r[i] for i in common) / len(common) for r in seeds]}
-                for name, seeds in groups.items()}
+    searches = {
+        name: {
+            "seeds": len(seeds),
+            "mean": float(rate[name].mean()),
+            "per_seed": [sum(r[i] for i in common) / len(common) for r in seeds],
+        }
+        for name, seeds in groups.items()
+    }
     differences = []
     for a, b in combinations(sorted(groups, key=lambda name: -rate[name].mean()), 2):  # the better one first
         d = rate[a] - rate[b]
@@ -70,7 +75,9 @@ def main(argv: list[str]) -> None:
         print(f"{name:24s} {s['mean']:6.1%}  ({s['seeds']} seeds: {seeds})")
     for d in result["differences"]:
         low, high = d["ci95"]
-        print(f"{d['a']} - {d['b']}: {d['mean'] * 100:+.1f} points (95% interval {low * 100:+.1f} to {high * 100:+.1f})")
+        print(
+            f"{d['a']} - {d['b']}: {d['mean'] * 100:+.1f} points (95% interval {low * 100:+.1f} to {high * 100:+.1f})"
+        )
 
 
 if __name__ == "__main__":

@@ -29,13 +29,21 @@ def main() -> None:
     ap.add_argument("--device-top-k", type=int, default=0)
     args = ap.parse_args()
     path = models.resolve(args.model)
-    gen, _ = open_models(path, path, "judge", 16384, 1024, n_gpu_layers=args.gpu_layers,
-                         device_top_k=args.device_top_k)
+    gen, _ = open_models(path, path, "judge", 16384, 1024, n_gpu_layers=args.gpu_layers, device_top_k=args.device_top_k)
     raw_decode(gen, 8, 16)  # warm-up
     for rows in [int(r) for r in args.rows.split(",")]:
         tok_s = statistics.median(raw_decode(gen, rows, args.tokens) for _ in range(args.repeat))
-        print(json.dumps({"rows": rows, "tok_s": round(tok_s, 1), "ms_per_step": round(1e3 * rows / tok_s, 3),
-                          "device_top_k": args.device_top_k}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "rows": rows,
+                    "tok_s": round(tok_s, 1),
+                    "ms_per_step": round(1e3 * rows / tok_s, 3),
+                    "device_top_k": args.device_top_k,
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

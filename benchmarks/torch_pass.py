@@ -45,8 +45,9 @@ def _rows_passes(ctx, prompt: list[int], rows: int, decode, steps: int, warmup: 
     seqs = [ctx.fork(root) for _ in range(rows)]
     token = prompt[-1]
     try:
-        return _time_passes(lambda: decode(ctx, [DecodeItem(s, [token], [(0, i)]) for i, s in enumerate(seqs)]),
-                            steps, warmup, sync)
+        return _time_passes(
+            lambda: decode(ctx, [DecodeItem(s, [token], [(0, i)]) for i, s in enumerate(seqs)]), steps, warmup, sync
+        )
     finally:
         for s in seqs + [root]:
             ctx.free(s)
@@ -64,8 +65,10 @@ def torch_times(path: Path, prompt: list[int], rows: list[int], steps: int, warm
     ctx = TorchContext(model, kv, graphs=graphs)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     decode = lambda c, items: c.forward(items)  # noqa: E731  logits stay on the device
-    return {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-            "ms": {n: _rows_passes(ctx, prompt, n, decode, steps, warmup, sync) for n in rows}}
+    return {
+        "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+        "ms": {n: _rows_passes(ctx, prompt, n, decode, steps, warmup, sync) for n in rows},
+    }
 
 
 def llama_times(path: Path, prompt: list[int], rows: list[int], steps: int, warmup: int) -> dict:
@@ -78,8 +81,10 @@ def llama_times(path: Path, prompt: list[int], rows: list[int], steps: int, warm
     ctx = KVContext(load_model(str(path), layers), kv)
     decode = lambda c, items: c.decode(items, lambda *_: None)  # noqa: E731  one logits row per sequence
     try:
-        return {"gpu_layers": layers,
-                "ms": {n: _rows_passes(ctx, prompt, n, decode, steps, warmup, lambda: None) for n in rows}}
+        return {
+            "gpu_layers": layers,
+            "ms": {n: _rows_passes(ctx, prompt, n, decode, steps, warmup, lambda: None) for n in rows},
+        }
     finally:
         ctx.close()
 
@@ -87,8 +92,9 @@ def llama_times(path: Path, prompt: list[int], rows: list[int], steps: int, warm
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2-135m", help="registry name or GGUF path")
-    p.add_argument("--rows", default=None, help="rows per pass, comma-separated (default 1,8,64,128 on CUDA, 1,8 "
-                                                "on a CPU)")
+    p.add_argument(
+        "--rows", default=None, help="rows per pass, comma-separated (default 1,8,64,128 on CUDA, 1,8 on a CPU)"
+    )
     p.add_argument("--context", type=int, default=512, help="prompt tokens every row's sequence starts with")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
@@ -101,13 +107,19 @@ def main() -> None:
     vocab = load_vocab(str(path))
     text = "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
     ids = vocab.tokenize(text * (args.context // 10 + 1), add_bos=vocab.add_bos)
-    prompt = ids[:args.context]
+    prompt = ids[: args.context]
     import torch
 
     on_cuda = torch.cuda.is_available()
     rows = [int(r) for r in (args.rows or ("1,8,64,128" if on_cuda else "1,8")).split(",")]
-    out: dict = {"model": path.name, "context": len(prompt), "rows": rows, "steps": args.steps,
-                 "warmup": args.warmup, "torch": torch.__version__}
+    out: dict = {
+        "model": path.name,
+        "context": len(prompt),
+        "rows": rows,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "torch": torch.__version__,
+    }
     if "torch-graphs" not in skip and on_cuda:
         out["torch_graphs"] = torch_times(path, prompt, rows, args.steps, args.warmup, graphs=True)
     if "torch-eager" not in skip:

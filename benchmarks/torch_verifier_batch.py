@@ -28,16 +28,21 @@ def workload(beams: int, steps: int) -> tuple[str, list[list[str]]]:
     """One question and `beams` paths of `steps` distinct steps (its solution's lines, numbered per path)."""
     row = json.loads((DATA if DATA.exists() else FALLBACK).read_text(encoding="utf-8").splitlines()[0])
     lines = [s for s in row["solution"].split("\n") if s.strip()] or [row["solution"]]
-    return row["problem"], [[f"Path {b}, step {k + 1}: {lines[k % len(lines)]}" for k in range(steps)]
-                            for b in range(beams)]
+    return row["problem"], [
+        [f"Path {b}, step {k + 1}: {lines[k % len(lines)]}" for k in range(steps)] for b in range(beams)
+    ]
 
 
 def run(verifier, run_id: int, question: str, paths: list[list[str]], batched: bool) -> tuple[float, int]:
     """Seconds and requests of one search: a flush per step, every path grown by one step."""
     t0, n = time.perf_counter(), 0
     for k in range(len(paths[0])):
-        reqs = [ScoreRequest(f"r{run_id}b{b}s{k}", question, p[:k + 1], [k],
-                             f"r{run_id}b{b}s{k - 1}" if k else f"r{run_id}root", k) for b, p in enumerate(paths)]
+        reqs = [
+            ScoreRequest(
+                f"r{run_id}b{b}s{k}", question, p[: k + 1], [k], f"r{run_id}b{b}s{k - 1}" if k else f"r{run_id}root", k
+            )
+            for b, p in enumerate(paths)
+        ]
         for call in [reqs] if batched else [[r] for r in reqs]:
             verifier.score(call)
         n += len(reqs)
@@ -64,8 +69,10 @@ def main() -> None:
             seconds, n = run(verifier, 2 * i + batched + 1, question, paths, batched)
             times[batched].append(seconds)
     tokens = verifier.stats.tokens / (2 * args.repeat + 1)
-    print(f"{path.name} {args.format}: {args.beams} paths x {args.steps} steps, {n} requests, {tokens:.0f} PRM "
-          f"tokens a run; fastest of {args.repeat}:")
+    print(
+        f"{path.name} {args.format}: {args.beams} paths x {args.steps} steps, {n} requests, {tokens:.0f} PRM "
+        f"tokens a run; fastest of {args.repeat}:"
+    )
     for batched, label in ((False, "one request a pass"), (True, "batched flushes")):
         best = min(times[batched])
         print(f"  {label:18}  {best:6.2f} s  {n / best:5.1f} requests/s  {tokens / best:6.0f} tokens/s")

@@ -46,16 +46,14 @@ def pick(paths: list[dict], rule: str) -> str | None:
 
 def rules_for(paths: list[dict]) -> tuple[str, ...]:
     base = ("best", "weighted", "majority")
-    return base + tuple(f"weighted --agg {a}" for a in AGGREGATIONS) if all("step_scores" in p for p in paths) \
-        else base
+    return base + tuple(f"weighted --agg {a}" for a in AGGREGATIONS) if all("step_scores" in p for p in paths) else base
 
 
 def rules_table(dirs: list[str], keep: set[str] | None = None) -> dict[str, dict]:
     table: dict[str, dict] = {}
     for d in dirs:
         for run in json.loads((Path(d) / "results.json").read_text())["runs"]:
-            row = table.setdefault(run["policy"], {"problems": 0, "best": 0, "weighted": 0, "majority": 0,
-                                                   "oracle": 0})
+            row = table.setdefault(run["policy"], {"problems": 0, "best": 0, "weighted": 0, "majority": 0, "oracle": 0})
             for p in kept(run, keep):
                 row["problems"] += 1
                 for rule in rules_for(p["paths"]):
@@ -71,8 +69,10 @@ def main(argv: list[str]) -> int:
         for policy, row in rules_table(dirs, keep).items():
             table[f"{name}/{policy}"] = row
             n = row["problems"] or 1
-            print(f"{name}/{policy:10s} n={row['problems']:4d}  " + "  ".join(
-                f"{rule} {100 * row[rule] / n:5.1f}%" for rule in row if rule != "problems"))
+            print(
+                f"{name}/{policy:10s} n={row['problems']:4d}  "
+                + "  ".join(f"{rule} {100 * row[rule] / n:5.1f}%" for rule in row if rule != "problems")
+            )
     out.write_text(json.dumps(table, indent=1) + "\n")
     return 0
 

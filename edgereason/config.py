@@ -90,8 +90,13 @@ class SearchConfig:
             raise ConfigError(f"unknown vote {self.vote!r}; choose one of {', '.join(VOTES)}")
         if self.select not in SELECTS:
             raise ConfigError(f"unknown selection rule {self.select!r}; choose one of {', '.join(SELECTS)}")
-        for name, flag in (("beams", "--beams"), ("width", "--width"), ("max_steps", "--max-steps"),
-                           ("max_step_tokens", "--max-step-tokens"), ("max_path_tokens", "--max-tokens")):
+        for name, flag in (
+            ("beams", "--beams"),
+            ("width", "--width"),
+            ("max_steps", "--max-steps"),
+            ("max_step_tokens", "--max-step-tokens"),
+            ("max_path_tokens", "--max-tokens"),
+        ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{flag} must be a positive number, got {getattr(self, name)}")
         if self.grows_tree and self.beams % self.width:

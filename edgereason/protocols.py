@@ -86,8 +86,9 @@ class Generator(KVMemory, Protocol):
         """Tokens of context the model was trained on: a prompt must leave room below it."""
         ...
 
-    def step(self, batch: Sequence[BatchEntry], samples: Sequence[int],
-             sampling: SamplingParams | Sequence[SamplingParams]) -> list[list[int]]: ...
+    def step(
+        self, batch: Sequence[BatchEntry], samples: Sequence[int], sampling: SamplingParams | Sequence[SamplingParams]
+    ) -> list[list[int]]: ...
 
 
 @runtime_checkable

@@ -32,8 +32,12 @@ class Status(StrEnum):
 
 FinishReason = str  # "step" | "eos" | "answer" | "length" | "max_steps"
 # How a finished path ended, in words for users (solve's summary and tree).
-FINISH_WORDS: dict[FinishReason, str] = {"answer": "boxed answer", "eos": "end of text",
-                                         "max_steps": "stopped at --max-steps", "length": "stopped at a token limit"}
+FINISH_WORDS: dict[FinishReason, str] = {
+    "answer": "boxed answer",
+    "eos": "end of text",
+    "max_steps": "stopped at --max-steps",
+    "length": "stopped at a token limit",
+}
 
 
 @dataclass(eq=False)
@@ -104,7 +108,7 @@ class Node:
 
     def step_ended_by(self, piece: bytes) -> bool:
         """True when appending `piece` made the step text contain the step separator."""
-        tail = bytes(self.raw[-(len(STEP_END) + len(piece)):])
+        tail = bytes(self.raw[-(len(STEP_END) + len(piece)) :])
         return STEP_END in tail
 
 
@@ -115,7 +119,7 @@ def has_boxed_answer(text: str) -> bool:
     """A complete `\\boxed{...}` (balanced braces) occurs in text."""
     for match in _BOXED.finditer(text):
         depth = 1
-        for ch in text[match.end():]:
+        for ch in text[match.end() :]:
             depth += (ch == "{") - (ch == "}")
             if depth == 0:
                 return True

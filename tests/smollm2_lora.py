@@ -10,9 +10,15 @@ import numpy as np
 
 LAYERS, EMBD, KV, FFN = 30, 576, 192, 1536
 # projection -> (its module's path under a layer, in features, out features)
-SHAPES = {"q_proj": ("self_attn", EMBD, EMBD), "k_proj": ("self_attn", EMBD, KV), "v_proj": ("self_attn", EMBD, KV),
-          "o_proj": ("self_attn", EMBD, EMBD), "gate_proj": ("mlp", EMBD, FFN), "up_proj": ("mlp", EMBD, FFN),
-          "down_proj": ("mlp", FFN, EMBD)}
+SHAPES = {
+    "q_proj": ("self_attn", EMBD, EMBD),
+    "k_proj": ("self_attn", EMBD, KV),
+    "v_proj": ("self_attn", EMBD, KV),
+    "o_proj": ("self_attn", EMBD, EMBD),
+    "gate_proj": ("mlp", EMBD, FFN),
+    "up_proj": ("mlp", EMBD, FFN),
+    "down_proj": ("mlp", FFN, EMBD),
+}
 
 
 def random_lora(rank: int = 4, scale: float = 0.5, seed: int = 0, targets: str = "attention") -> dict[str, np.ndarray]:
@@ -38,7 +44,9 @@ def lora_head(model, folder: Path, scale: float = 0.5, seed: int = 0, targets: s
 
     rng = np.random.default_rng(seed + 1)
     tensors = random_lora(scale=scale, seed=seed, targets=targets) | {
-        "value.weight": (rng.normal(size=(1, EMBD)) * 0.05).astype(np.float32), "value.bias": np.zeros(1, np.float32)}
+        "value.weight": (rng.normal(size=(1, EMBD)) * 0.05).astype(np.float32),
+        "value.bias": np.zeros(1, np.float32),
+    }
     tokens = feature_tokens(model.n_vocab, EMBD, model.eog_ids)
     weights, _, _ = export_lora_head(tensors, 8.0, model.path, "smollm2-135m", tokens, folder / "lora-head", {})
     return load_head(weights), tensors

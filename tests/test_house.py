@@ -1,7 +1,7 @@
 """The rules the code is held to (pyproject.toml): the import contracts, checked by import-linter on the package as
 it is installed (backends/ and ui/ inside edgereason/, where the package-dir mapping puts them: the checkout's
-folders alone hide those imports), and ruff's lint and format checks (the test extra installs both). Size limits: no module over 300 lines, no
-function over 60."""
+folders alone hide those imports), and ruff's lint and format checks (the test extra installs both). Size limits:
+no module over 300 lines, no function over 60."""
 
 from __future__ import annotations
 
@@ -15,8 +15,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE_DIRS = {"edgereason": ROOT / "edgereason", "edgereason/backends": ROOT / "backends",
-                "edgereason/ui": ROOT / "ui"}
+PACKAGE_DIRS = {
+    "edgereason": ROOT / "edgereason",
+    "edgereason/backends": ROOT / "backends",
+    "edgereason/ui": ROOT / "ui",
+}
 CODE = [ROOT / "edgereason", ROOT / "backends", ROOT / "ui"]
 MAX_MODULE_LINES = 300
 MAX_FUNCTION_LINES = 60
@@ -32,17 +35,32 @@ def _installed_layout(dest: Path) -> Path:
 def test_the_import_contracts_hold(tmp_path):
     staged = _installed_layout(tmp_path / "site")
     env = {**os.environ, "PYTHONPATH": str(staged)}
-    proc = subprocess.run([sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; "
-                           "sys.exit(lint_imports_command())", str(ROOT / "pyproject.toml")],
-                          cwd=staged, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())",
+            str(ROOT / "pyproject.toml"),
+        ],
+        cwd=staged,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "0 broken" in proc.stdout and "edgereason.backends" not in proc.stderr
 
 
 @pytest.mark.parametrize("check", [["check"], ["format", "--check"]], ids=["lint", "format"])
 def test_ruff_finds_nothing(check):
-    proc = subprocess.run([sys.executable, "-m", "ruff", *check, "edgereason", "backends", "ui", "tests", "benchmarks"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ruff", *check, "edgereason", "backends", "ui", "tests", "benchmarks"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 
 
@@ -51,8 +69,11 @@ def _python_files() -> list[Path]:
 
 
 def test_no_module_is_over_its_size():
-    long = {str(p.relative_to(ROOT)): n for p in _python_files() if (n := len(p.read_text().splitlines())) >
-            MAX_MODULE_LINES}
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in _python_files()
+        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    }
     assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
 
 

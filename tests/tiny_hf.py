@@ -16,8 +16,10 @@ from edgereason.backends.transformers.formats import QWEN_PRM_SYSTEM
 
 Q = "Janet has 16 eggs and eats 3. How many are left?"
 STEPS = ["Janet starts with 16 eggs.\n\n", "She eats 3, so 16 - 3 = 13.\n\n", "The answer is $\\boxed{13}$."]
-CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 TAG = " ки"
 
 
@@ -26,11 +28,15 @@ def tiny_tokenizer(extra_0: bool = True) -> PreTrainedTokenizerFast:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=320, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
+    trainer = trainers.BpeTrainer(
+        vocab_size=320,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+    )
     tok.train_from_iterator([Q, *STEPS, QWEN_PRM_SYSTEM, JUDGE_SYSTEM] * 3, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|im_end|>",
-                                   pad_token="<|endoftext|>")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
     fast.add_tokens([AddedToken(TAG, normalized=False)])
     if extra_0:
         fast.add_special_tokens({"additional_special_tokens": ["<extra_0>"]})
@@ -40,9 +46,16 @@ def tiny_tokenizer(extra_0: bool = True) -> PreTrainedTokenizerFast:
 
 def tiny_config(tokenizer) -> Qwen2Config:
     # a wide initializer: random scores that differ clearly from token to token, so a wrong position shows
-    return Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                       num_attention_heads=4, num_key_value_heads=2, initializer_range=0.5,
-                       tie_word_embeddings=False)
+    return Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        initializer_range=0.5,
+        tie_word_embeddings=False,
+    )
 
 
 class QwenMathPRM(Qwen2PreTrainedModel):

@@ -70,8 +70,15 @@ class ChatApp(App[None]):
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
 
-    def __init__(self, session_factory: SessionFactory, settings: ModelSettings, config: SearchConfig,
-                 policy: Policy, history: History | None = None, notes: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        session_factory: SessionFactory,
+        settings: ModelSettings,
+        config: SearchConfig,
+        policy: Policy,
+        history: History | None = None,
+        notes: Sequence[str] = (),
+    ) -> None:
         super().__init__()
         self.settings = settings
         self.notes = notes  # shown in the chat log at start: what the command line could not print
@@ -196,8 +203,11 @@ class ChatApp(App[None]):
         else:
             chat.add_answer(answer_markdown(result))
         try:
-            self.history.append(HistoryEntry.from_result(result, display_name(self.settings.model),
-                                                         self.policy.name, self.config.beams, self.config.width))
+            self.history.append(
+                HistoryEntry.from_result(
+                    result, display_name(self.settings.model), self.policy.name, self.config.beams, self.config.width
+                )
+            )
         except OSError as e:  # a full disk or a read-only home: the answer is on screen, the app goes on
             chat.add_note(f"not saved to the history: {e}", error=True)
         bar = self.query_one(StatusBar)  # it holds the engine's last Progress: the totals, the KV freed
@@ -238,16 +248,18 @@ class ChatApp(App[None]):
     def _settings_markdown(self) -> str:
         s, c = self.settings, self.config
         switches = ", ".join(f"{k}={v}" for k, v in self.policy.switches().items())
-        return (f"- generator: `{s.model}`; PRM: `{s.prm or s.model}` ({s.prm_format})\n"
-                f"- KV tokens: generator {s.generator_kv_tokens}, PRM {s.verifier_kv_tokens}; threads "
-                f"{s.threads or 'auto'}\n"
-                f"- search: {c.strategy}, beams {c.beams}, width {c.width}, max steps {c.max_steps}, "
-                f"max step tokens {c.max_step_tokens}, max tokens {c.max_path_tokens}, aggregation "
-                f"{c.aggregation}, selection {c.select}, vote {c.vote}\n"
-                f"- sampling: temperature {c.sampling.temperature}, top-p {c.sampling.top_p}, seed "
-                f"{c.sampling.seed}\n"
-                f"- policy `{self.policy.name}`: {switches}\n"
-                f"- history: `{self.history.path}`")
+        return (
+            f"- generator: `{s.model}`; PRM: `{s.prm or s.model}` ({s.prm_format})\n"
+            f"- KV tokens: generator {s.generator_kv_tokens}, PRM {s.verifier_kv_tokens}; threads "
+            f"{s.threads or 'auto'}\n"
+            f"- search: {c.strategy}, beams {c.beams}, width {c.width}, max steps {c.max_steps}, "
+            f"max step tokens {c.max_step_tokens}, max tokens {c.max_path_tokens}, aggregation "
+            f"{c.aggregation}, selection {c.select}, vote {c.vote}\n"
+            f"- sampling: temperature {c.sampling.temperature}, top-p {c.sampling.top_p}, seed "
+            f"{c.sampling.seed}\n"
+            f"- policy `{self.policy.name}`: {switches}\n"
+            f"- history: `{self.history.path}`"
+        )
 
     async def action_interrupt(self) -> None:
         """Ctrl+C, as a terminal user expects of it: cancels a running search (as Esc does), quits when none runs."""

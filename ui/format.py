@@ -36,6 +36,7 @@ def answer_markdown(result: SearchResult) -> str:
             s = f"{score:.2f}" if score is not None else "–"
             step = " ".join(latex_to_text(text).split())
             lines.append(f"{i}. `{s}` {step}")
-    lines.append(f"\n*{m.generated_tokens} tokens in {m.wall_s:.1f} s ({m.throughput_tok_s:.1f} tok/s), "
-                 f"{m.prm_calls} PRM calls*")
+    lines.append(
+        f"\n*{m.generated_tokens} tokens in {m.wall_s:.1f} s ({m.throughput_tok_s:.1f} tok/s), {m.prm_calls} PRM calls*"
+    )
     return visible("\n".join(lines))

@@ -31,9 +31,20 @@ class HistoryEntry:
     @classmethod
     def from_result(cls, result: SearchResult, model: str, policy: str, beams: int, width: int) -> HistoryEntry:
         best = result.answer_path()
-        return cls(time.strftime("%Y-%m-%d %H:%M:%S"), result.question, result.answer, result.status,
-                   best.score if best else None, [t for t, _ in best.steps] if best else [], model, policy,
-                   beams, width, result.metrics.generated_tokens, round(result.metrics.wall_s, 2))
+        return cls(
+            time.strftime("%Y-%m-%d %H:%M:%S"),
+            result.question,
+            result.answer,
+            result.status,
+            best.score if best else None,
+            [t for t, _ in best.steps] if best else [],
+            model,
+            policy,
+            beams,
+            width,
+            result.metrics.generated_tokens,
+            round(result.metrics.wall_s, 2),
+        )
 
 
 class History:
@@ -68,8 +79,18 @@ class History:
 
 
 _FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
-    "time": str, "problem": str, "answer": (str, type(None)), "status": str, "score": (int, float, type(None)),
-    "steps": list, "model": str, "policy": str, "beams": int, "width": int, "tokens": int, "wall_s": (int, float),
+    "time": str,
+    "problem": str,
+    "answer": (str, type(None)),
+    "status": str,
+    "score": (int, float, type(None)),
+    "steps": list,
+    "model": str,
+    "policy": str,
+    "beams": int,
+    "width": int,
+    "tokens": int,
+    "wall_s": (int, float),
 }
 
 

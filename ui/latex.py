@@ -5,16 +5,83 @@ from __future__ import annotations
 import re
 
 SYMBOLS = {
-    "times": "×", "cdot": "·", "div": "÷", "pm": "±", "mp": "∓", "le": "≤", "leq": "≤", "ge": "≥", "geq": "≥",
-    "neq": "≠", "ne": "≠", "approx": "≈", "equiv": "≡", "infty": "∞", "pi": "π", "theta": "θ", "alpha": "α",
-    "beta": "β", "gamma": "γ", "delta": "δ", "Delta": "Δ", "lambda": "λ", "mu": "μ", "sigma": "σ",
-    "Sigma": "Σ", "phi": "φ", "omega": "ω", "sum": "Σ", "prod": "∏", "int": "∫", "to": "→", "rightarrow": "→",
-    "Rightarrow": "⇒", "implies": "⇒", "iff": "⇔", "in": "∈", "cup": "∪", "cap": "∩", "circ": "°",
-    "degree": "°", "ldots": "…", "cdots": "⋯", "dots": "…", "quad": " ", "qquad": " ", "%": "%", "$": "$",
-    "{": "{", "}": "}", ",": " ", ";": " ", ":": " ", "!": "", " ": " ", "\\": "\n",
+    "times": "×",
+    "cdot": "·",
+    "div": "÷",
+    "pm": "±",
+    "mp": "∓",
+    "le": "≤",
+    "leq": "≤",
+    "ge": "≥",
+    "geq": "≥",
+    "neq": "≠",
+    "ne": "≠",
+    "approx": "≈",
+    "equiv": "≡",
+    "infty": "∞",
+    "pi": "π",
+    "theta": "θ",
+    "alpha": "α",
+    "beta": "β",
+    "gamma": "γ",
+    "delta": "δ",
+    "Delta": "Δ",
+    "lambda": "λ",
+    "mu": "μ",
+    "sigma": "σ",
+    "Sigma": "Σ",
+    "phi": "φ",
+    "omega": "ω",
+    "sum": "Σ",
+    "prod": "∏",
+    "int": "∫",
+    "to": "→",
+    "rightarrow": "→",
+    "Rightarrow": "⇒",
+    "implies": "⇒",
+    "iff": "⇔",
+    "in": "∈",
+    "cup": "∪",
+    "cap": "∩",
+    "circ": "°",
+    "degree": "°",
+    "ldots": "…",
+    "cdots": "⋯",
+    "dots": "…",
+    "quad": " ",
+    "qquad": " ",
+    "%": "%",
+    "$": "$",
+    "{": "{",
+    "}": "}",
+    ",": " ",
+    ";": " ",
+    ":": " ",
+    "!": "",
+    " ": " ",
+    "\\": "\n",
 }
-UNWRAP = {"text", "mathrm", "textbf", "mathbf", "boxed", "operatorname", "mathit", "textit", "mbox", "mathbb",
-          "mathcal", "mathsf", "dot", "bar", "hat", "vec", "tilde", "overline", "underline"}
+UNWRAP = {
+    "text",
+    "mathrm",
+    "textbf",
+    "mathbf",
+    "boxed",
+    "operatorname",
+    "mathit",
+    "textit",
+    "mbox",
+    "mathbb",
+    "mathcal",
+    "mathsf",
+    "dot",
+    "bar",
+    "hat",
+    "vec",
+    "tilde",
+    "overline",
+    "underline",
+}
 DROP = {"left", "right", "big", "Big", "bigg", "Bigg", "displaystyle", "limits"}
 SUPER = str.maketrans("0123456789+-=()n", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿ")
 SUB = str.maketrans("0123456789+-=()", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎")
@@ -42,8 +109,8 @@ def _group(s: str, i: int) -> tuple[str, int]:
     for j in range(i, len(s)):
         depth += {"{": 1, "}": -1}.get(s[j], 0)
         if depth == 0:
-            return s[i + 1:j], j + 1
-    return s[i + 1:], len(s)
+            return s[i + 1 : j], j + 1
+    return s[i + 1 :], len(s)
 
 
 def _wrap(x: str) -> str:

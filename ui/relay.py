@@ -24,8 +24,9 @@ class EventRelay:
     latest per key, and sent at most every `interval` seconds, and always before the next step-level event so
     the UI never sees a step end before its final text."""
 
-    def __init__(self, post: Callable[[Event], object], interval: float = INTERVAL_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, post: Callable[[Event], object], interval: float = INTERVAL_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._post = post
         self._interval = interval
         self._clock = clock

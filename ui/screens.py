@@ -38,9 +38,11 @@ CTRL_C = [Binding("ctrl+c", "screen.copy_text", show=False), Binding("ctrl+c", "
 
 def _modal_css(name: str) -> str:
     """Screen CSS is scoped to the class, so each screen names itself."""
-    return (f"{name} {{ align: center middle; }}\n"
-            f"{name} > Vertical {{ width: 90%; height: 85%; border: thick $primary; background: $surface; "
-            "padding: 0 1; }\n")
+    return (
+        f"{name} {{ align: center middle; }}\n"
+        f"{name} > Vertical {{ width: 90%; height: 85%; border: thick $primary; background: $surface; "
+        "padding: 0 1; }\n"
+    )
 
 
 class HelpScreen(ModalScreen[None]):
@@ -61,10 +63,13 @@ class HistoryScreen(ModalScreen[str | None]):
 
     # min-width: an OptionList left no column for its text (a terminal under 18 columns) raised ValueError in
     # Rich's line wrapping, which ended the chat
-    DEFAULT_CSS = _modal_css("HistoryScreen") + """
+    DEFAULT_CSS = (
+        _modal_css("HistoryScreen")
+        + """
     HistoryScreen OptionList { width: 45%; min-width: 10; }
     HistoryScreen #history-entry { width: 1fr; padding: 0 1; }
     """
+    )
     BINDINGS = [Binding("escape,f3,q", "dismiss", "Close"), *CTRL_C]
 
     def __init__(self, entries: list[HistoryEntry], skipped: int = 0) -> None:
@@ -76,25 +81,34 @@ class HistoryScreen(ModalScreen[str | None]):
         with Vertical():
             if self.skipped:
                 lines = "line was" if self.skipped == 1 else "lines were"
-                yield Static(f"{self.skipped} unreadable history {lines} skipped (cut by a crash or not an "
-                             "entry)", id="history-skipped")
+                yield Static(
+                    f"{self.skipped} unreadable history {lines} skipped (cut by a crash or not an entry)",
+                    id="history-skipped",
+                )
             if not self.entries:
                 yield Static("No history yet: solved problems are saved here.")
                 return
             with Horizontal():
                 # Text, not a str: Textual reads a str as markup, and a problem with "[/]" in it raised MarkupError
-                yield OptionList(*[Option(Text(visible(f"{e.time}  {' '.join(e.problem.split())[:60]}")), id=str(i))
-                                   for i, e in enumerate(self.entries)])
+                yield OptionList(
+                    *[
+                        Option(Text(visible(f"{e.time}  {' '.join(e.problem.split())[:60]}")), id=str(i))
+                        for i, e in enumerate(self.entries)
+                    ]
+                )
                 yield Markdown(id="history-entry")
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         e = self.entries[event.option_index]
         answer = latex_to_text(e.answer) if e.answer else "(none)"
         steps = "\n".join(f"{i}. {' '.join(latex_to_text(s).split())}" for i, s in enumerate(e.steps, 1))
-        self.query_one("#history-entry", Markdown).update(visible(
-            f"**{e.problem}**\n\nAnswer: **{answer}** ({e.status}, score "
-            f"{'-' if e.score is None else f'{e.score:.3f}'})\n\n{steps}\n\n"
-            f"*{e.model}, policy {e.policy}, beams {e.beams}, width {e.width}, {e.tokens} tokens, {e.wall_s} s*"))
+        self.query_one("#history-entry", Markdown).update(
+            visible(
+                f"**{e.problem}**\n\nAnswer: **{answer}** ({e.status}, score "
+                f"{'-' if e.score is None else f'{e.score:.3f}'})\n\n{steps}\n\n"
+                f"*{e.model}, policy {e.policy}, beams {e.beams}, width {e.width}, {e.tokens} tokens, {e.wall_s} s*"
+            )
+        )
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(self.entries[event.option_index].problem)

@@ -17,27 +17,54 @@ from edgereason.heads.value_head import ValueHead
 from edgereason.protocols import Points
 
 
-def open_models(generator_path: Path, prm_path: Path, prm_format_name: str, generator_kv_tokens: int,
-                verifier_kv_tokens: int, n_threads: int | None = None, n_gpu_layers: int = 0,
-                flash_attn: bool = True, head: ValueHead | None = None,
-                device_top_k: int = 0) -> tuple[LlamaGenerator, LlamaVerifier]:
+def open_models(
+    generator_path: Path,
+    prm_path: Path,
+    prm_format_name: str,
+    generator_kv_tokens: int,
+    verifier_kv_tokens: int,
+    n_threads: int | None = None,
+    n_gpu_layers: int = 0,
+    flash_attn: bool = True,
+    head: ValueHead | None = None,
+    device_top_k: int = 0,
+) -> tuple[LlamaGenerator, LlamaVerifier]:
     """head: the trained value head the `head` format reads (its backbone is prm_path). device_top_k > 0: the
     generator's rows are cut to their top k on the device (device_sampling.py). A value head on the generator's
     own weights reads the generator's context where its rows come back whole (LlamaVerifier)."""
     gen_model = load_model(str(generator_path), n_gpu_layers)
     prm_model = load_model(str(prm_path), n_gpu_layers)
-    generator = LlamaGenerator(gen_model, generator_kv_tokens, n_threads=n_threads, flash_attn=flash_attn,
-                               device_top_k=device_top_k)
-    verifier = LlamaVerifier(prm_model, prm_format(prm_format_name), verifier_kv_tokens, n_threads=n_threads,
-                             flash_attn=flash_attn, head=head, generator_ctx=generator.ctx)
+    generator = LlamaGenerator(
+        gen_model, generator_kv_tokens, n_threads=n_threads, flash_attn=flash_attn, device_top_k=device_top_k
+    )
+    verifier = LlamaVerifier(
+        prm_model,
+        prm_format(prm_format_name),
+        verifier_kv_tokens,
+        n_threads=n_threads,
+        flash_attn=flash_attn,
+        head=head,
+        generator_ctx=generator.ctx,
+    )
     return generator, verifier
 
 
-def open_generator(generator_path: Path, generator_kv_tokens: int, n_threads: int | None = None,
-                   n_gpu_layers: int = 0, flash_attn: bool = True, device_top_k: int = 0) -> LlamaGenerator:
+def open_generator(
+    generator_path: Path,
+    generator_kv_tokens: int,
+    n_threads: int | None = None,
+    n_gpu_layers: int = 0,
+    flash_attn: bool = True,
+    device_top_k: int = 0,
+) -> LlamaGenerator:
     """The generator alone, for a PRM on another backend (an hf: PRM on torch) in the same process."""
-    return LlamaGenerator(load_model(str(generator_path), n_gpu_layers), generator_kv_tokens, n_threads=n_threads,
-                          flash_attn=flash_attn, device_top_k=device_top_k)
+    return LlamaGenerator(
+        load_model(str(generator_path), n_gpu_layers),
+        generator_kv_tokens,
+        n_threads=n_threads,
+        flash_attn=flash_attn,
+        device_top_k=device_top_k,
+    )
 
 
 def supports_gpu() -> bool:
@@ -56,8 +83,7 @@ def kv_bytes_per_token(path: Path, n_gpu_layers: int = 0) -> int:
     return load_model(str(path), n_gpu_layers).kv_bytes_per_token
 
 
-def decode_points(generator: object, rows: tuple[int, ...], steps: int,
-                  n_threads: int | None) -> Points | None:
+def decode_points(generator: object, rows: tuple[int, ...], steps: int, n_threads: int | None) -> Points | None:
     """Decode throughput at each row count of this session's generator (`--policy auto` reads its pass cost); None
     for a generator that is not llama.cpp's own (a served one beside a local PRM)."""
     if not isinstance(generator, LlamaGenerator):
@@ -65,5 +91,20 @@ def decode_points(generator: object, rows: tuple[int, ...], steps: int,
     return measure_decode(generator.model, rows, steps, n_threads)
 
 
-__all__ = ["SEQ_SLOTS", "decode_points", "measure_decode", "profiled_generator", "profiled_prm", "LlamaGenerator", "LlamaVerifier", "LlamaModel", "kv_bytes_per_token", "load_model", "open_generator",
-           "open_models", "physical_cores", "require_gpu", "supports_gpu"]
+__all__ = [
+    "SEQ_SLOTS",
+    "decode_points",
+    "measure_decode",
+    "profiled_generator",
+    "profiled_prm",
+    "LlamaGenerator",
+    "LlamaVerifier",
+    "LlamaModel",
+    "kv_bytes_per_token",
+    "load_model",
+    "open_generator",
+    "open_models",
+    "physical_cores",
+    "require_gpu",
+    "supports_gpu",
+]

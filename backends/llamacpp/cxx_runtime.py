@@ -20,14 +20,20 @@ from edgereason.errors import ConfigError
 
 PROBE = "_ZNSt6locale5_ImplD1Ev"  # std::locale::_Impl::~_Impl(): only libstdc++ itself defines it
 # the one CUDA install command every message gives (the README's GPU section has it too)
-REBUILD = ('CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_RUNTIME_LIBRARY=Shared '
-           '-DCMAKE_SHARED_LINKER_FLAGS=-Wl,--exclude-libs,ALL" '
-           'pip install --force-reinstall --no-cache-dir llama-cpp-python==0.3.36')
+REBUILD = (
+    'CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_RUNTIME_LIBRARY=Shared '
+    '-DCMAKE_SHARED_LINKER_FLAGS=-Wl,--exclude-libs,ALL" '
+    "pip install --force-reinstall --no-cache-dir llama-cpp-python==0.3.36"
+)
 
 
 class _DlInfo(ctypes.Structure):
-    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
-                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+    _fields_ = [
+        ("dli_fname", ctypes.c_char_p),
+        ("dli_fbase", ctypes.c_void_p),
+        ("dli_sname", ctypes.c_char_p),
+        ("dli_saddr", ctypes.c_void_p),
+    ]
 
 
 def defining_library(library: Path, symbol: str) -> Path | None:
@@ -65,5 +71,7 @@ def require_one_cxx_runtime(what: str, instead: str) -> None:
     """ConfigError, before anything is lost, where `what` (e.g. "bench's plots load matplotlib") would crash
     beside this build; `instead` says what the user can do short of rebuilding."""
     if (library := private_cxx_runtime()) is not None:
-        raise ConfigError(f"{what}, which crashes beside this llama-cpp-python CUDA build ({library.name} carries "
-                          f"its own C++ runtime); rebuild it: {REBUILD}; or {instead}")
+        raise ConfigError(
+            f"{what}, which crashes beside this llama-cpp-python CUDA build ({library.name} carries "
+            f"its own C++ runtime); rebuild it: {REBUILD}; or {instead}"
+        )

@@ -19,23 +19,33 @@ from edgereason.protocols import BatchEntry
 
 
 class LlamaGenerator(ContextGenerator):
-    def __init__(self, model: LlamaModel, kv_tokens: int, n_threads: int | None = None, n_seq_max: int = SEQ_SLOTS,
-                 flash_attn: bool = True, device_top_k: int = 0) -> None:
+    def __init__(
+        self,
+        model: LlamaModel,
+        kv_tokens: int,
+        n_threads: int | None = None,
+        n_seq_max: int = SEQ_SLOTS,
+        flash_attn: bool = True,
+        device_top_k: int = 0,
+    ) -> None:
         self.model = model
         self.name = model.path.stem
         self.device_top_k = device_top_k
-        self.ctx = KVContext(model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads, flash_attn=flash_attn,
-                             top_k=device_top_k)
+        self.ctx = KVContext(
+            model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads, flash_attn=flash_attn, top_k=device_top_k
+        )
         self.eos_ids = model.eog_ids
 
     # -- the forward pass --
-    def step(self, batch: Sequence[BatchEntry], samples: Sequence[int],
-             sampling: SamplingParams | Sequence[SamplingParams]) -> list[list[int]]:
+    def step(
+        self, batch: Sequence[BatchEntry], samples: Sequence[int], sampling: SamplingParams | Sequence[SamplingParams]
+    ) -> list[list[int]]:
         """sampling: one setting for all entries or one per entry (concurrent requests may differ)."""
         params = [sampling] * len(batch) if isinstance(sampling, SamplingParams) else list(sampling)
         out: list[list[int]] = [[] for _ in batch]
-        items = [DecodeItem(e.seq, e.tokens, [(len(e.tokens) - 1, i)] if samples[i] > 0 else [])
-                 for i, e in enumerate(batch)]
+        items = [
+            DecodeItem(e.seq, e.tokens, [(len(e.tokens) - 1, i)] if samples[i] > 0 else []) for i, e in enumerate(batch)
+        ]
         rows: list[Candidates] = []
         entries: list[int] = []
 

@@ -40,8 +40,9 @@ class LayerCapture:
 
     def __init__(self, n_embd: int, n_layer: int, layers: Sequence[int]) -> None:
         if not layers or any(not 0 <= il < n_layer - 1 for il in layers):
-            raise ValueError(f"layers must be in 0..{n_layer - 2} (the last is computed for output rows only), "
-                             f"got {list(layers)}")
+            raise ValueError(
+                f"layers must be in 0..{n_layer - 2} (the last is computed for output rows only), got {list(layers)}"
+            )
         self.n_embd = n_embd
         self.layers = list(layers)
         self._slot = {f"l_out-{il}".encode(): k for k, il in enumerate(self.layers)}
@@ -76,8 +77,9 @@ class LayerCapture:
             raise RuntimeError(self._error)
         layers = [np.concatenate(p) if p else np.empty((0, self.n_embd), np.float32) for p in self._parts]
         if any(len(x) != self._n_tokens for x in layers):
-            raise RuntimeError(f"layer capture saw {[len(x) for x in layers]} rows per layer for a batch of "
-                               f"{self._n_tokens} tokens")
+            raise RuntimeError(
+                f"layer capture saw {[len(x) for x in layers]} rows per layer for a batch of {self._n_tokens} tokens"
+            )
         return np.stack(layers, axis=1)
 
     def _on_tensor(self, tensor: int, ask: bool, _user: int) -> bool:

@@ -1,7 +1,7 @@
 """Throughput points (x, tokens per second) measured on the real model: generator decode vs concurrent sequences,
-PRM prefill vs batch tokens. Each point is the fastest of several timed forward passes after a warm-up: other work on a shared
-CPU only ever slows a pass down, so the fastest pass is the best estimate of the model's own speed. A small KV
-context is used: speed depends mostly on the batch. Cells that other sequences hold cost every pass something too
+PRM prefill vs batch tokens. Each point is the fastest of several timed forward passes after a warm-up: other work
+on a shared CPU only ever slows a pass down, so the fastest pass is the best estimate of the model's own speed. A
+small KV context is used: speed depends mostly on the batch. Cells that other sequences hold cost every pass something too
 (the attention mask and scan cover them: 1.12-1.28x for 32 rows beside 22,528 cells on an H200, kv_span.py),
 which the curves leave out.
 """
@@ -26,14 +26,21 @@ def _tokens(model: LlamaModel, n: int) -> list[int]:
     return (base * math.ceil(n / len(base)))[:n]
 
 
-def measure_decode(model: LlamaModel, ns: Sequence[int], steps: int = 8, n_threads: int | None = None,
-                   progress: Progress | None = None, top_k: int = 0) -> Points:
+def measure_decode(
+    model: LlamaModel,
+    ns: Sequence[int],
+    steps: int = 8,
+    n_threads: int | None = None,
+    progress: Progress | None = None,
+    top_k: int = 0,
+) -> Points:
     """For each n, n sequences forked from one short prompt decode one token each per forward pass (greedy).
     top_k: the device-side cut the engine's generator uses (0: whole rows to the host), which changes what a row
     costs."""
     prompt = model.tokenize(FILLER, add_bos=model.add_bos)
-    ctx = KVContext(model, n_ctx=len(prompt) + sum(ns) * (steps + 1), n_seq_max=sum(ns) + 1, n_threads=n_threads,
-                    top_k=top_k)
+    ctx = KVContext(
+        model, n_ctx=len(prompt) + sum(ns) * (steps + 1), n_seq_max=sum(ns) + 1, n_threads=n_threads, top_k=top_k
+    )
     next_tok: dict[int, int] = {}
 
     def on_logits(seq: object, row: np.ndarray | Candidates) -> None:
@@ -47,14 +54,22 @@ def measure_decode(model: LlamaModel, ns: Sequence[int], steps: int = 8, n_threa
         for s in [s for g in groups.values() for s in g]:
             next_tok[s] = next_tok[root]
         return decode_points(
-            lambda n: ctx.decode([DecodeItem(s, [next_tok[s]], [(0, s)]) for s in groups[n]], on_logits), ns, steps,
-            progress)
+            lambda n: ctx.decode([DecodeItem(s, [next_tok[s]], [(0, s)]) for s in groups[n]], on_logits),
+            ns,
+            steps,
+            progress,
+        )
     finally:
         ctx.close()
 
 
-def measure_prefill(model: LlamaModel, batch_tokens: Sequence[int], reps: int = 3, n_threads: int | None = None,
-                    progress: Progress | None = None) -> Points:
+def measure_prefill(
+    model: LlamaModel,
+    batch_tokens: Sequence[int],
+    reps: int = 3,
+    n_threads: int | None = None,
+    progress: Progress | None = None,
+) -> Points:
     """b new tokens split over sequences of PREFILL_CHUNK tokens, one decode call, logits at each sequence end."""
     tokens = _tokens(model, max(batch_tokens))
     max_seqs = math.ceil(max(batch_tokens) / PREFILL_CHUNK)
@@ -64,7 +79,7 @@ def measure_prefill(model: LlamaModel, batch_tokens: Sequence[int], reps: int = 
         seqs = [ctx.new_seq() for _ in range(math.ceil(b / PREFILL_CHUNK))]
         items = []
         for i, s in enumerate(seqs):
-            chunk = tokens[i * PREFILL_CHUNK:min(b, (i + 1) * PREFILL_CHUNK)]
+            chunk = tokens[i * PREFILL_CHUNK : min(b, (i + 1) * PREFILL_CHUNK)]
             items.append(DecodeItem(s, chunk, [(len(chunk) - 1, s)]))
         t0 = time.perf_counter()
         ctx.decode(items, lambda tag, logits: None)

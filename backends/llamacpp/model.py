@@ -58,16 +58,19 @@ class LlamaModel:
         with interrupts.deferred():  # Ctrl-C ends the load through the progress callback, then is raised
             self.ptr = L.llama_model_load_from_file(str(self.path).encode(), params)
         if not self.ptr:
-            raise ModelError(f"llama.cpp could not load {self.path}: the file is corrupt, truncated or of an "
-                             "unsupported architecture; pull it again or pick another model")
+            raise ModelError(
+                f"llama.cpp could not load {self.path}: the file is corrupt, truncated or of an "
+                "unsupported architecture; pull it again or pick another model"
+            )
         self.vocab = L.llama_model_get_vocab(self.ptr)
         self.n_vocab = L.llama_vocab_n_tokens(self.vocab)
         self.n_ctx_train = L.llama_model_n_ctx_train(self.ptr)
         self.n_embd = L.llama_model_n_embd(self.ptr)
         self.add_bos = bool(L.llama_vocab_get_add_bos(self.vocab))
         self.eog_ids = frozenset(t for t in range(self.n_vocab) if L.llama_vocab_is_eog(self.vocab, t))
-        self.control_ids = frozenset(t for t in range(self.n_vocab)
-                                     if L.llama_vocab_get_attr(self.vocab, t) & L.LLAMA_TOKEN_ATTR_CONTROL)
+        self.control_ids = frozenset(
+            t for t in range(self.n_vocab) if L.llama_vocab_get_attr(self.vocab, t) & L.LLAMA_TOKEN_ATTR_CONTROL
+        )
         self._template = L.llama_model_chat_template(self.ptr, None)
         self._pieces: dict[int, bytes] = {}
         self._adapters: dict[Path, int] = {}
@@ -151,8 +154,10 @@ class LlamaModel:
             with interrupts.deferred():
                 ptr = L.llama_adapter_lora_init(self.ptr, str(path).encode())
             if not ptr:
-                raise ModelError(f"llama.cpp could not load {path.name} as a LoRA adapter of {self.path.name}: "
-                                 "corrupt, or made for other weights; export the head again")
+                raise ModelError(
+                    f"llama.cpp could not load {path.name} as a LoRA adapter of {self.path.name}: "
+                    "corrupt, or made for other weights; export the head again"
+                )
             self._adapters[path] = ptr
         return self._adapters[path]
 

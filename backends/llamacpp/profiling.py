@@ -54,14 +54,19 @@ def profiled_generator(path: Path, n_gpu_layers: int, n_threads: int | None) -> 
     def open_generator(kv_tokens: int) -> LlamaGenerator:
         return LlamaGenerator(model, kv_tokens, n_threads=n_threads, n_seq_max=SEQ_SLOTS)
 
-    return ProfiledGenerator(model.kv_bytes_per_token, path.stat().st_size, SEQ_SLOTS, _Prompter(model),
-                             lambda rows, steps, threads, progress, top_k: measure_decode(model, rows, steps, threads,
-                                                                                          progress, top_k),
-                             open_generator)
+    return ProfiledGenerator(
+        model.kv_bytes_per_token,
+        path.stat().st_size,
+        SEQ_SLOTS,
+        _Prompter(model),
+        lambda rows, steps, threads, progress, top_k: measure_decode(model, rows, steps, threads, progress, top_k),
+        open_generator,
+    )
 
 
-def profiled_prm(path: Path, same_as_generator: bool, fmt: str, head: ValueHead | None, n_gpu_layers: int,
-                 n_threads: int | None) -> ProfiledPRM:
+def profiled_prm(
+    path: Path, same_as_generator: bool, fmt: str, head: ValueHead | None, n_gpu_layers: int, n_threads: int | None
+) -> ProfiledPRM:
     model = load_model(str(path), n_gpu_layers)
     prompt = prm_format(fmt)
     ver_prompt = prompt_for(prompt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True))  # as the verifier
@@ -69,7 +74,10 @@ def profiled_prm(path: Path, same_as_generator: bool, fmt: str, head: ValueHead 
     def open_verifier(kv_tokens: int) -> Any:
         return LlamaVerifier(model, prompt, kv_tokens, n_threads=n_threads, head=head)
 
-    return ProfiledPRM(model.kv_bytes_per_token, 0 if same_as_generator else path.stat().st_size, open_verifier,
-                       lambda q: len(model.tokenize(ver_prompt.head(q), add_bos=model.add_bos)),
-                       lambda points, reps, threads, progress: measure_prefill(model, points, reps, threads,
-                                                                              progress))
+    return ProfiledPRM(
+        model.kv_bytes_per_token,
+        0 if same_as_generator else path.stat().st_size,
+        open_verifier,
+        lambda q: len(model.tokenize(ver_prompt.head(q), add_bos=model.add_bos)),
+        lambda points, reps, threads, progress: measure_prefill(model, points, reps, threads, progress),
+    )

@@ -47,9 +47,17 @@ class KVContext:
     while any sequence refers to it. `used_tokens` is the number of cells in use.
     """
 
-    def __init__(self, model: LlamaModel, n_ctx: int, n_seq_max: int = SEQ_SLOTS, n_batch: int = 2048,
-                 n_threads: int | None = None, flash_attn: bool = True, top_k: int = 0,
-                 capture: LayerCapture | None = None) -> None:
+    def __init__(
+        self,
+        model: LlamaModel,
+        n_ctx: int,
+        n_seq_max: int = SEQ_SLOTS,
+        n_batch: int = 2048,
+        n_threads: int | None = None,
+        flash_attn: bool = True,
+        top_k: int = 0,
+        capture: LayerCapture | None = None,
+    ) -> None:
         params = L.llama_context_default_params()
         params.n_ctx = max(256, -(-n_ctx // 256) * 256)  # llama.cpp pads to 256 cells; the budget is ours
         params.n_batch = n_batch
@@ -81,8 +89,10 @@ class KVContext:
         if not self.ptr:
             if self.top_k:
                 self.top_k.free()
-            raise OutOfMemoryError(f"could not create a llama.cpp context of {n_ctx} KV tokens for "
-                                   f"{model.path.name}; lower --kv-budget (or --kv-tokens)")
+            raise OutOfMemoryError(
+                f"could not create a llama.cpp context of {n_ctx} KV tokens for "
+                f"{model.path.name}; lower --kv-budget (or --kv-tokens)"
+            )
         self.mem = L.llama_get_memory(self.ptr)
         self.capacity = min(n_ctx, L.llama_n_ctx(self.ptr))
         self.n_batch = L.llama_n_batch(self.ptr)
@@ -95,8 +105,12 @@ class KVContext:
 
     def apply_lora(self, adapter: int) -> None:
         """Every later pass of this context runs the weights with the adapter (from LlamaModel.lora) at scale 1."""
-        if L.llama_set_adapters_lora(self.ptr, (L.llama_adapter_lora_p_ctypes * 1)(adapter), 1,
-                                     (ctypes.c_float * 1)(1.0)) != 0:
+        if (
+            L.llama_set_adapters_lora(
+                self.ptr, (L.llama_adapter_lora_p_ctypes * 1)(adapter), 1, (ctypes.c_float * 1)(1.0)
+            )
+            != 0
+        ):
             raise ModelError(f"llama.cpp refused the LoRA adapter on {self.model.path.name}'s context")
 
     # -- sequence ids (check/act pairs: can_alloc/new_seq, can_append/decode) --
@@ -172,8 +186,7 @@ class KVContext:
         assert not set(self._free_ids) & set(self._seqs), "a live sequence id is on the free list"
 
     # -- forward pass --
-    def decode(self, items: Sequence[DecodeItem],
-               on_logits: Callable[[object, np.ndarray | Candidates], None]) -> int:
+    def decode(self, items: Sequence[DecodeItem], on_logits: Callable[[object, np.ndarray | Candidates], None]) -> int:
         """Evaluate every item's tokens (one llama_decode per n_batch tokens; usually exactly one) and call
         on_logits(tag, row) for each requested row: logits [n_vocab], or Candidates (top_k ids and logits,
         copies) in a top-k context. An array row is only valid inside the callback."""
@@ -188,7 +201,7 @@ class KVContext:
                 flat.append((it.seq, tok, start + off, want.get(off, _NO_LOGITS)))
         b = self._batch
         for lo in range(0, len(flat), self.n_batch):
-            window = flat[lo:lo + self.n_batch]
+            window = flat[lo : lo + self.n_batch]
             rows: list[tuple[int, object]] = []
             for i, (seq, tok, pos, tag) in enumerate(window):
                 b.token[i] = tok
@@ -205,8 +218,9 @@ class KVContext:
             rc = L.llama_decode(self.ptr, b)
             interrupts.check()  # a stop signal that landed in llama.cpp's log callback was dropped there
             if rc != 0:
-                raise KVFullError(f"llama_decode failed (code {rc}) with {self.used_tokens}/{self.capacity} "
-                                  "KV cells in use")
+                raise KVFullError(
+                    f"llama_decode failed (code {rc}) with {self.used_tokens}/{self.capacity} KV cells in use"
+                )
             for seq, _tok, _pos, _tag in window:
                 cell = self._next_cell
                 self._next_cell += 1
@@ -234,4 +248,3 @@ class KVContext:
 
 
 _NO_LOGITS = object()
-

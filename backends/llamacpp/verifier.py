@@ -43,15 +43,26 @@ def _capture_for(model: LlamaModel, head: ValueHead) -> LayerCapture:
             raise ValueError(f"rows of {head.layer_width} values, not {model.n_embd}")
         return LayerCapture(model.n_embd, model.n_layer, head.layers)
     except ValueError as e:
-        raise ConfigError(f"the value head reads layers {list(head.layers)} of width {head.layer_width}, which "
-                          f"{model.path.name} ({model.n_layer} layers of {model.n_embd}) does not have ({e}): "
-                          "corrupt head file; train it again with edgereason train-prm") from None
+        raise ConfigError(
+            f"the value head reads layers {list(head.layers)} of width {head.layer_width}, which "
+            f"{model.path.name} ({model.n_layer} layers of {model.n_embd}) does not have ({e}): "
+            "corrupt head file; train it again with edgereason train-prm"
+        ) from None
 
 
 class LlamaVerifier(ContextKVMemory):
-    def __init__(self, model: LlamaModel, fmt: PRMFormat, kv_tokens: int, n_threads: int | None = None,
-                 n_seq_max: int = SEQ_SLOTS, flash_attn: bool = True, head: ValueHead | None = None,
-                 generator_ctx: KVContext | None = None, capture: LayerCapture | None = None) -> None:
+    def __init__(
+        self,
+        model: LlamaModel,
+        fmt: PRMFormat,
+        kv_tokens: int,
+        n_threads: int | None = None,
+        n_seq_max: int = SEQ_SLOTS,
+        flash_attn: bool = True,
+        head: ValueHead | None = None,
+        generator_ctx: KVContext | None = None,
+        capture: LayerCapture | None = None,
+    ) -> None:
         """generator_ctx: the generator's context on these same weights. A value head reads the generator's own
         prompt, so the generator's KV already holds what a step's score needs: a request naming a resident
         generator sequence is scored there, one row a step, instead of a prefill of the step here. Only where the
@@ -66,13 +77,18 @@ class LlamaVerifier(ContextKVMemory):
             scorer.check_backbone(model.path, model.n_vocab)
             if scorer.layers:
                 capture = _capture_for(model, scorer)
-        self.ctx = KVContext(model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads, flash_attn=flash_attn,
-                             capture=capture)
+        self.ctx = KVContext(
+            model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads, flash_attn=flash_attn, capture=capture
+        )
         if scorer is not None and scorer.adapter:
             self.ctx.apply_lora(model.lora(scorer.adapter.path))
         # the generator's context captures no layers and runs no adapter: such a head scores here
-        use_gen = (fmt.name == "head" and generator_ctx is not None and generator_ctx.model is model
-                   and not (scorer is not None and (scorer.layers or scorer.adapter)))
+        use_gen = (
+            fmt.name == "head"
+            and generator_ctx is not None
+            and generator_ctx.model is model
+            and not (scorer is not None and (scorer.layers or scorer.adapter))
+        )
         self._gen = generator_ctx if use_gen and generator_ctx.top_k is None else None
         self.prompt = prompt_for(fmt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True))
         self._read: Callable[[np.ndarray], float] | None = None  # None: features only (training)
@@ -108,9 +124,11 @@ class LlamaVerifier(ContextKVMemory):
             if key not in protect:
                 self.ctx.free(self._held.pop(key).seq)
         if not (self.ctx.can_append(n_tokens) and self.ctx.can_alloc(n_seqs)):
-            raise OutOfMemoryError(f"the PRM needs {n_tokens} KV tokens for one call but has "
-                                   f"{self.ctx.capacity - self.ctx.used_tokens} free of {self.ctx.capacity}; "
-                                   "give the verifier a larger KV share")
+            raise OutOfMemoryError(
+                f"the PRM needs {n_tokens} KV tokens for one call but has "
+                f"{self.ctx.capacity - self.ctx.used_tokens} free of {self.ctx.capacity}; "
+                "give the verifier a larger KV share"
+            )
 
     def _tokens(self, text: str, first: bool) -> list[int]:
         return self.model.tokenize(text, add_bos=first and self.model.add_bos, special=True)
@@ -123,8 +141,10 @@ class LlamaVerifier(ContextKVMemory):
         """Requests whose path the generator holds are read there; the rest in one call here when the KV share
         allows, else in halves until each part fits (one path must fit)."""
         if self._read is None:
-            raise ConfigError("--prm-format head needs a trained value head: pass --prm-head FILE "
-                              "(make one with edgereason train-prm)")
+            raise ConfigError(
+                "--prm-format head needs a trained value head: pass --prm-head FILE "
+                "(make one with edgereason train-prm)"
+            )
         results: list[ScoreResult | None] = [None] * len(requests)
         there = [i for i, r in enumerate(requests) if self._resident(r)]
         scored = set(self._score_in_generator(requests, there, results)) if there else set()
@@ -143,11 +163,14 @@ class LlamaVerifier(ContextKVMemory):
             return False
         starts = [path.prompt_len, *path.ends[:-1]]
         last = max(req.need) + 1
-        return all(list(path.tokens[a:b]) == self._tokens(segment, first=False)
-                   for a, b, segment in zip(starts, path.ends, self.prompt.segments(req.steps[:last], 0)))
+        return all(
+            list(path.tokens[a:b]) == self._tokens(segment, first=False)
+            for a, b, segment in zip(starts, path.ends, self.prompt.segments(req.steps[:last], 0))
+        )
 
-    def _score_in_generator(self, requests: Sequence[ScoreRequest], slots: Sequence[int],
-                            results: list[ScoreResult | None]) -> list[int]:
+    def _score_in_generator(
+        self, requests: Sequence[ScoreRequest], slots: Sequence[int], results: list[ScoreResult | None]
+    ) -> list[int]:
         """Each requested step's row, read in the generator's context: a fork of the path's sequence, cut back to
         just before the step's last token, is fed that token (one cell, freed at once; fork and cut touch no
         data in a unified cache). Requests are taken in order while the generator's KV has room for their rows;
@@ -163,7 +186,7 @@ class LlamaVerifier(ContextKVMemory):
             rows = []
             for j, k in enumerate(req.need):
                 start = min(held, path.ends[k] - 1)
-                rows.append((slot, j, path.seq, start, path.tokens[start:path.ends[k]]))
+                rows.append((slot, j, path.seq, start, path.tokens[start : path.ends[k]]))
             more = sum(len(r[4]) for r in rows)
             if not (ctx.can_append(fed + more) and ctx.can_alloc(len(plans) + len(rows))):
                 break
@@ -221,8 +244,11 @@ class LlamaVerifier(ContextKVMemory):
 
     def _heads(self, requests: Sequence[ScoreRequest]) -> int:
         """Evaluate the shared head of every question whose first steps are scored now; returns its tokens."""
-        new = {r.prefix_key: r.question for r in requests
-               if r.prefix_key and r.prefix_steps == 0 and r.prefix_key not in self._held}
+        new = {
+            r.prefix_key: r.question
+            for r in requests
+            if r.prefix_key and r.prefix_steps == 0 and r.prefix_key not in self._held
+        }
         if not new:
             return 0
         heads = {key: self._tokens(self.prompt.head(q), first=True) for key, q in new.items()}
@@ -256,7 +282,7 @@ class LlamaVerifier(ContextKVMemory):
             if base is not None:
                 seq = self.ctx.fork(base.seq)
                 self.ctx.truncate(seq, base.ends[shared])
-                ends, scores = base.ends[:shared + 1], base.scores[:shared]
+                ends, scores = base.ends[: shared + 1], base.scores[:shared]
             else:
                 seq, ends, scores = self.ctx.new_seq(), [len(head)], []
             flat = list(head)
@@ -285,8 +311,10 @@ class LlamaVerifier(ContextKVMemory):
             if req.prefix_key in self._held:
                 self._held.move_to_end(req.prefix_key)
         self._count_call(new_tokens + step_tokens, t0)
-        return [ScoreResult([state.scores[i] for i in req.need], len(head) + sum(len(t) for t in segs))
-                for req, state, (_, _, head, segs) in zip(requests, states, plans)]
+        return [
+            ScoreResult([state.scores[i] for i in req.need], len(head) + sum(len(t) for t in segs))
+            for req, state, (_, _, head, segs) in zip(requests, states, plans)
+        ]
 
     def _count_call(self, tokens: int, t0: float) -> None:
         """One forward pass of `tokens` (in this context or the generator's), begun at perf_counter() t0."""

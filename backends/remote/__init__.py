@@ -20,8 +20,9 @@ from edgereason.backends.remote.settings import DEFAULT_STEP_TOKENS, Endpoint, R
 from edgereason.backends.remote.verifier import TOP_LOGPROBS, RemoteVerifier
 
 
-def open_generator(vocab_path: Path, endpoint: Endpoint, context_tokens: int,
-                   step_tokens: int = DEFAULT_STEP_TOKENS) -> RemoteGenerator:
+def open_generator(
+    vocab_path: Path, endpoint: Endpoint, context_tokens: int, step_tokens: int = DEFAULT_STEP_TOKENS
+) -> RemoteGenerator:
     client = CompletionClient(endpoint)
     try:
         client.model  # noqa: B018 - fails here, with one line, when the server is down or lists no model
@@ -31,8 +32,9 @@ def open_generator(vocab_path: Path, endpoint: Endpoint, context_tokens: int,
     return RemoteGenerator(client, load_vocab(str(vocab_path)), context_tokens, step_tokens)
 
 
-def open_verifier(vocab_path: Path, prm_format_name: str, endpoint: Endpoint,
-                  top_logprobs: int = TOP_LOGPROBS) -> RemoteVerifier:
+def open_verifier(
+    vocab_path: Path, prm_format_name: str, endpoint: Endpoint, top_logprobs: int = TOP_LOGPROBS
+) -> RemoteVerifier:
     fmt = prm_format(prm_format_name)
     client = CompletionClient(endpoint)
     try:
@@ -44,5 +46,14 @@ def open_verifier(vocab_path: Path, prm_format_name: str, endpoint: Endpoint,
     return verifier
 
 
-__all__ = ["CompletionClient", "Endpoint", "RemoteError", "RemoteGenerator", "RemoteSettings", "RemoteVerifier",
-           "check_served_models", "open_generator", "open_verifier"]
+__all__ = [
+    "CompletionClient",
+    "Endpoint",
+    "RemoteError",
+    "RemoteGenerator",
+    "RemoteSettings",
+    "RemoteVerifier",
+    "check_served_models",
+    "open_generator",
+    "open_verifier",
+]

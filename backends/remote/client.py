@@ -62,8 +62,13 @@ class CompletionClient:
         e = self.endpoint
         limits = httpx.Limits(max_connections=e.concurrency, max_keepalive_connections=e.concurrency)
         # trust_env=False: no proxy from the environment between us and the server
-        return httpx.AsyncClient(base_url=e.root, headers=headers, limits=limits, trust_env=False,
-                                 timeout=httpx.Timeout(e.timeout_s, connect=e.connect_timeout_s))
+        return httpx.AsyncClient(
+            base_url=e.root,
+            headers=headers,
+            limits=limits,
+            trust_env=False,
+            timeout=httpx.Timeout(e.timeout_s, connect=e.connect_timeout_s),
+        )
 
     @property
     def model(self) -> str:
@@ -114,8 +119,10 @@ class CompletionClient:
         try:
             return future.result(timeout)
         except FutureTimeout:
-            raise RemoteError(f"the server at {self.endpoint.root} did not answer within {timeout:.0f}s; is it "
-                              "overloaded? (--remote-timeout)") from None
+            raise RemoteError(
+                f"the server at {self.endpoint.root} did not answer within {timeout:.0f}s; is it "
+                "overloaded? (--remote-timeout)"
+            ) from None
         finally:
             if not future.done():
                 future.cancel()
@@ -139,8 +146,9 @@ class CompletionClient:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _request(self, method: str, path: str, body: dict[str, Any] | None,
-                       optional: bool = False) -> dict[str, Any] | None:
+    async def _request(
+        self, method: str, path: str, body: dict[str, Any] | None, optional: bool = False
+    ) -> dict[str, Any] | None:
         e = self.endpoint
         last = ""
         for attempt in range(e.retries + 1):
@@ -162,21 +170,24 @@ class CompletionClient:
                 last = f"HTTP {response.status_code}: {_message(response)}"
                 continue
             if response.status_code >= 400:
-                raise RemoteError(f"the server at {e.root} refused the request (HTTP {response.status_code}): "
-                                  f"{_message(response)}{_hint(response.status_code)}")
+                raise RemoteError(
+                    f"the server at {e.root} refused the request (HTTP {response.status_code}): "
+                    f"{_message(response)}{_hint(response.status_code)}"
+                )
             try:
                 answer = response.json()
             except ValueError:
                 if optional:
                     return None
-                raise RemoteError(f"the server at {e.root} answered {path} with something other than JSON; is "
-                                  "it an OpenAI-compatible server?") from None
+                raise RemoteError(
+                    f"the server at {e.root} answered {path} with something other than JSON; is "
+                    "it an OpenAI-compatible server?"
+                ) from None
             usage = answer.get("usage") or {}
             self.stats.prompt_tokens += int(usage.get("prompt_tokens") or 0)
             self.stats.completion_tokens += int(usage.get("completion_tokens") or 0)
             return answer
-        raise RemoteError(f"cannot reach the server at {e.root} ({last}) after {e.retries + 1} tries; is it "
-                          "running?")
+        raise RemoteError(f"cannot reach the server at {e.root} ({last}) after {e.retries + 1} tries; is it running?")
 
 
 def _message(response: httpx.Response) -> str:
@@ -203,6 +214,8 @@ def _hint(status: int) -> str:
     if status in (401, 403):
         return " (check --api-key-env)"
     if status == 422:  # FastAPI's refusal of a body's fields: a prompt sent as token ids, for one
-        return (" (prompts go as token ids; llama-cpp-python's own server takes them only as "
-                "python -m edgereason.backends.remote.llamacpp_server)")
+        return (
+            " (prompts go as token ids; llama-cpp-python's own server takes them only as "
+            "python -m edgereason.backends.remote.llamacpp_server)"
+        )
     return ""

@@ -53,8 +53,9 @@ class _Seq:
 
 
 class RemoteGenerator:
-    def __init__(self, client: CompletionClient, vocab: LlamaModel, context_tokens: int,
-                 step_tokens: int = 512) -> None:
+    def __init__(
+        self, client: CompletionClient, vocab: LlamaModel, context_tokens: int, step_tokens: int = 512
+    ) -> None:
         """vocab: the served model's tokenizer and chat template (a GGUF read vocab-only). context_tokens: the
         server's context per sequence. step_tokens: max_tokens of one request (a longer step takes several)."""
         self.client = client
@@ -135,8 +136,9 @@ class RemoteGenerator:
         return self.vocab.n_ctx_train
 
     # -- draws --
-    def step(self, batch: Sequence[BatchEntry], samples: Sequence[int],
-             sampling: SamplingParams | Sequence[SamplingParams]) -> list[list[int]]:
+    def step(
+        self, batch: Sequence[BatchEntry], samples: Sequence[int], sampling: SamplingParams | Sequence[SamplingParams]
+    ) -> list[list[int]]:
         """Feed every entry, then draw: from plans where they continue the sequence, the rest from one round of
         concurrent requests."""
         params = [sampling] * len(batch) if isinstance(sampling, SamplingParams) else list(sampling)
@@ -187,12 +189,18 @@ class RemoteGenerator:
             context = self._seqs[sid].tokens
             room = self._capacity - len(context) - 1
             if room < 1:  # the engine ends a path before this; reaching it is a bug, not a user error
-                raise RemoteError(f"a path of {len(context)} tokens has no room left in the server's context "
-                                  f"({self._capacity})")
+                raise RemoteError(
+                    f"a path of {len(context)} tokens has no room left in the server's context ({self._capacity})"
+                )
             # token ids: a server parses "<|im_end|>" in text as the control token, in a problem or a step too
-            body = {"prompt": list(context), "max_tokens": min(self.step_tokens, room),
-                    "stop": [STEP_STOP], "temperature": sp.temperature, "top_p": sp.top_p,
-                    "cache_prompt": True}  # llama.cpp's server: keep the prefix's KV (others ignore it)
+            body = {
+                "prompt": list(context),
+                "max_tokens": min(self.step_tokens, room),
+                "stop": [STEP_STOP],
+                "temperature": sp.temperature,
+                "top_p": sp.top_p,
+                "cache_prompt": True,
+            }  # llama.cpp's server: keep the prefix's KV (others ignore it)
             if n > 1 and self._n_honoured is False:  # one request per draw, seeded apart
                 for j in range(n):
                     bodies.append({**body, "n": 1, "seed": _reseed(sp, j).seed & SEED_MASK})

@@ -59,8 +59,10 @@ def check_served_model(endpoint: Endpoint, name: str, flag: str, on_disk: OnDisk
         served = client.model  # also: a server that is down fails here, before a pull
         ids = served_tokens(client, PROBE)
         if ids is not None and not _tokenizes_as(ids, name, on_disk(name, "PRM" if flag == "--prm" else "model")):
-            raise ConfigError(f"the server at {endpoint.root} serves {served!r}, whose tokenizer is not that of "
-                              f"{name}; pass {flag} naming that model's GGUF")
+            raise ConfigError(
+                f"the server at {endpoint.root} serves {served!r}, whose tokenizer is not that of "
+                f"{name}; pass {flag} naming that model's GGUF"
+            )
     finally:
         client.close()
 
@@ -69,8 +71,17 @@ def served_tokens(client: CompletionClient, text: str) -> list[int] | None:
     """`text` tokenized by the server (control-token text parsed), or None where it has no tokenize endpoint."""
     model = client.model
     # one body for llama.cpp's server and vLLM: each reads its own fields and ignores the other's
-    answer = client.ask("/tokenize", {"content": text, "add_special": False, "parse_special": True,
-                                      "prompt": text, "model": model, "add_special_tokens": False})
+    answer = client.ask(
+        "/tokenize",
+        {
+            "content": text,
+            "add_special": False,
+            "parse_special": True,
+            "prompt": text,
+            "model": model,
+            "add_special_tokens": False,
+        },
+    )
     if _token_list(answer) is None:
         answer = client.ask("/extras/tokenize", {"input": text, "model": model})
     return _token_list(answer)
@@ -93,4 +104,3 @@ def _tokenizes_as(ids: list[int], name: str, path: Path | None) -> bool:
     vocab = load_vocab(str(path))  # cached: the remote role reads this one again, so it stays open
     local = vocab.tokenize(PROBE, add_bos=False, special=True)
     return ids == local or ids == [L.llama_vocab_bos(vocab.vocab), *local]
-

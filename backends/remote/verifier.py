@@ -40,14 +40,17 @@ Pair = tuple[float | None, float | None]  # (log P(good), log P(bad)); None: not
 
 
 class RemoteVerifier:
-    def __init__(self, client: CompletionClient, vocab: LlamaModel, fmt: PRMFormat,
-                 top_logprobs: int = TOP_LOGPROBS) -> None:
+    def __init__(
+        self, client: CompletionClient, vocab: LlamaModel, fmt: PRMFormat, top_logprobs: int = TOP_LOGPROBS
+    ) -> None:
         """vocab: the served PRM's tokenizer and chat template (a GGUF read vocab-only); its token ids name the
         tokens to the server's `logit_bias`. top_logprobs: `logprobs` of the first request of a score (fewer make
         the logit_bias round more frequent, which tests use)."""
         if fmt.prompt == "solve":
-            raise ConfigError(f"--prm-format {fmt.name} reads thousands of logits per step and a server returns "
-                              f"{TOP_LOGPROBS}: use judge, rlhflow or math-shepherd with a remote PRM")
+            raise ConfigError(
+                f"--prm-format {fmt.name} reads thousands of logits per step and a server returns "
+                f"{TOP_LOGPROBS}: use judge, rlhflow or math-shepherd with a remote PRM"
+            )
         if not 1 <= top_logprobs <= TOP_LOGPROBS:
             raise ConfigError(f"top_logprobs must be in 1..{TOP_LOGPROBS}, got {top_logprobs}")
         self.client = client
@@ -79,9 +82,9 @@ class RemoteVerifier:
         new_tokens: list[int] = []
         for req in requests:
             head, segments = self._tokens(req)
-            prompts += [head + [t for seg in segments[:i + 1] for t in seg] for i in req.need]
+            prompts += [head + [t for seg in segments[: i + 1] for t in seg] for i in req.need]
             # what a prefix-caching server evaluates anew: the steps past the prefix it saw (the local count)
-            fresh = segments[req.prefix_steps:] if req.prefix_key else [head, *segments]
+            fresh = segments[req.prefix_steps :] if req.prefix_key else [head, *segments]
             new_tokens.append(sum(len(seg) for seg in fresh))
         answers = self.client.complete([self._body(p, self.top_logprobs) for p in prompts])
         pairs = [self._pair(a) for a in answers]
@@ -103,8 +106,13 @@ class RemoteVerifier:
         return head, [self.vocab.tokenize(seg) for seg in self.prompt.segments(req.steps, 0)]
 
     def _body(self, prompt: list[int], top: int, bias: Sequence[int] = ()) -> dict[str, Any]:
-        body: dict[str, Any] = {"prompt": prompt, "max_tokens": 1, "logprobs": top, "temperature": 0.0,
-                                "cache_prompt": True}
+        body: dict[str, Any] = {
+            "prompt": prompt,
+            "max_tokens": 1,
+            "logprobs": top,
+            "temperature": 0.0,
+            "cache_prompt": True,
+        }
         if bias:
             body["logit_bias"] = {str(i): BIAS for i in bias}  # token ids, as OpenAI's API names them
         return body
@@ -112,12 +120,15 @@ class RemoteVerifier:
     def _biased(self, prompts: list[list[int]], missing: list[int], pairs: list[Pair]) -> list[Pair]:
         """The scores at `missing` read again with logit_bias, in one round (module docstring)."""
         good, bad = self._ids
-        bodies = [self._body(prompts[i], max(2, self.top_logprobs), b)
-                  for i in missing for b in ((good, bad), (good,), (bad,))]
+        bodies = [
+            self._body(prompts[i], max(2, self.top_logprobs), b)
+            for i in missing
+            for b in ((good, bad), (good,), (bad,))
+        ]
         answers = self.client.complete(bodies)
         pairs = list(pairs)
         for k, i in enumerate(missing):
-            shared, alone_good, alone_bad = answers[3 * k:3 * k + 3]
+            shared, alone_good, alone_bad = answers[3 * k : 3 * k + 3]
             pair = self._pair(shared)
             if pair[0] is None or pair[1] is None:  # logprobs from before the bias: one token per request
                 pair = (self._sampled(alone_good, 0), self._sampled(alone_bad, 1))
@@ -139,9 +150,11 @@ class RemoteVerifier:
         except (KeyError, IndexError, TypeError):
             raise self._no_logprobs() from None
         if str(token).strip() != piece.strip() or value is None:
-            raise RemoteError(f"the PRM server at {self.client.endpoint.root} ignored `logit_bias` (it sampled "
-                              f"{token!r}, not {piece!r}), which a score whose {piece!r} is outside the top "
-                              f"{self.top_logprobs} logprobs needs")
+            raise RemoteError(
+                f"the PRM server at {self.client.endpoint.root} ignored `logit_bias` (it sampled "
+                f"{token!r}, not {piece!r}), which a score whose {piece!r} is outside the top "
+                f"{self.top_logprobs} logprobs needs"
+            )
         return float(value)
 
     def _top(self, answer: dict[str, Any]) -> dict[str, float]:
@@ -159,8 +172,10 @@ class RemoteVerifier:
         return top
 
     def _no_logprobs(self) -> RemoteError:
-        return RemoteError(f"the PRM server at {self.client.endpoint.root} returned no token logprobs; it must "
-                           "support `logprobs` on /v1/completions (llama-cpp-python: --logits_all true)")
+        return RemoteError(
+            f"the PRM server at {self.client.endpoint.root} returned no token logprobs; it must "
+            "support `logprobs` on /v1/completions (llama-cpp-python: --logits_all true)"
+        )
 
     def close(self) -> None:
         self.client.close()

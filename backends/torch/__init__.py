@@ -73,27 +73,45 @@ def _note_cpu() -> None:
     global _cpu_noted
     if not _cpu_noted:
         why = no_cuda() if not supports_gpu() else "--gpu-layers 0"
-        print(f"edgereason: the torch backend runs on the CPU in float32 ({why}); llama.cpp is the faster CPU "
-              "backend", file=sys.stderr)
+        print(
+            f"edgereason: the torch backend runs on the CPU in float32 ({why}); llama.cpp is the faster CPU backend",
+            file=sys.stderr,
+        )
         _cpu_noted = True
 
 
-def open_models(generator_path: Path, prm_path: Path, prm_format_name: str, generator_kv_tokens: int,
-                verifier_kv_tokens: int, n_threads: int | None = None, n_gpu_layers: int = 0,
-                flash_attn: bool = True, head: ValueHead | None = None, device_top_k: int = 0):
+def open_models(
+    generator_path: Path,
+    prm_path: Path,
+    prm_format_name: str,
+    generator_kv_tokens: int,
+    verifier_kv_tokens: int,
+    n_threads: int | None = None,
+    n_gpu_layers: int = 0,
+    flash_attn: bool = True,
+    head: ValueHead | None = None,
+    device_top_k: int = 0,
+):
     """The llama.cpp backend's signature; flash_attn and device_top_k do not apply (attention is torch's SDPA and
     sampling runs on the device over whole rows)."""
     from edgereason.backends.torch.generator import TorchGenerator
     from edgereason.backends.torch.verifier import TorchVerifier
 
     generator = TorchGenerator(_load(generator_path, n_gpu_layers, n_threads), generator_kv_tokens)
-    verifier = TorchVerifier(_load(prm_path, n_gpu_layers, n_threads), prm_format(prm_format_name),
-                             verifier_kv_tokens, head=head)
+    verifier = TorchVerifier(
+        _load(prm_path, n_gpu_layers, n_threads), prm_format(prm_format_name), verifier_kv_tokens, head=head
+    )
     return generator, verifier
 
 
-def open_generator(generator_path: Path, generator_kv_tokens: int, n_threads: int | None = None,
-                   n_gpu_layers: int = 0, flash_attn: bool = True, device_top_k: int = 0):
+def open_generator(
+    generator_path: Path,
+    generator_kv_tokens: int,
+    n_threads: int | None = None,
+    n_gpu_layers: int = 0,
+    flash_attn: bool = True,
+    device_top_k: int = 0,
+):
     from edgereason.backends.torch.generator import TorchGenerator
 
     return TorchGenerator(_load(generator_path, n_gpu_layers, n_threads), generator_kv_tokens)
@@ -143,5 +161,14 @@ def decode_points(generator: object, rows: tuple[int, ...], steps: int, n_thread
     return measure_decode(generator.model, rows, steps)
 
 
-__all__ = ["check_architecture", "decode_points", "import_torch", "kv_bytes_per_token", "open_generator",
-           "open_models", "require_gpu", "supports_gpu", "weights_bytes"]
+__all__ = [
+    "check_architecture",
+    "decode_points",
+    "import_torch",
+    "kv_bytes_per_token",
+    "open_generator",
+    "open_models",
+    "require_gpu",
+    "supports_gpu",
+    "weights_bytes",
+]

@@ -23,12 +23,14 @@ class TorchGenerator(ContextGenerator):
         self.eos_ids = model.eog_ids
 
     # -- the forward pass --
-    def step(self, batch: Sequence[BatchEntry], samples: Sequence[int],
-             sampling: SamplingParams | Sequence[SamplingParams]) -> list[list[int]]:
+    def step(
+        self, batch: Sequence[BatchEntry], samples: Sequence[int], sampling: SamplingParams | Sequence[SamplingParams]
+    ) -> list[list[int]]:
         """sampling: one setting for all entries or one per entry. Each entry draws from its own seeded stream."""
         params = [sampling] * len(batch) if isinstance(sampling, SamplingParams) else list(sampling)
-        items = [DecodeItem(e.seq, e.tokens, [(len(e.tokens) - 1, i)] if samples[i] > 0 else [])
-                 for i, e in enumerate(batch)]
+        items = [
+            DecodeItem(e.seq, e.tokens, [(len(e.tokens) - 1, i)] if samples[i] > 0 else []) for i, e in enumerate(batch)
+        ]
         tags, logits = self.ctx.forward(items)
         out: list[list[int]] = [[] for _ in batch]
         entries: list[int] = tags  # type: ignore[assignment]

@@ -43,8 +43,14 @@ class DecodeGraphs:
     def fits(self, order: dict[int, list[int]], columns: torch.Tensor | None) -> bool:
         return columns is None and len(order) <= ROW_BUCKETS[-1] and all(len(idx) == 1 for idx in order.values())
 
-    def run(self, order: dict[int, list[int]], tokens: list[int], positions: np.ndarray, cells: np.ndarray,
-            wanted: list[int]) -> torch.Tensor:
+    def run(
+        self,
+        order: dict[int, list[int]],
+        tokens: list[int],
+        positions: np.ndarray,
+        cells: np.ndarray,
+        wanted: list[int],
+    ) -> torch.Tensor:
         """The logits of the `wanted` rows, [len(wanted), n_vocab] (a copy: the buffer is the next pass's). Row i
         is window token i: each sequence has one token, so `order` lists them in window order."""
         n, rows = len(tokens), bucket(len(tokens), ROW_BUCKETS)
@@ -65,8 +71,13 @@ class DecodeGraphs:
         def body() -> None:
             every = torch.arange(rows, device=ctx.device)
             mask = torch.arange(width, device=ctx.device)[None, None, :] <= positions[:, None, None]
-            group = AttentionGroup(query_rows=every[:, None], cells=ctx.table_cells.rows(seqs, width),
-                                   mask=mask[:, None], tokens=every, padded_at=every)
+            group = AttentionGroup(
+                query_rows=every[:, None],
+                cells=ctx.table_cells.rows(seqs, width),
+                mask=mask[:, None],
+                tokens=every,
+                padded_at=every,
+            )
 
             def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
                 return attend_groups(ctx.kv, layer, cells, [group], q, k, v)
@@ -91,8 +102,10 @@ class DecodeGraphs:
                 with torch.cuda.graph(graph, pool=self.pool):
                     body()
         except torch.OutOfMemoryError:
-            raise OutOfMemoryError(f"the GPU ran out of memory capturing the decode graph of {rows} rows over "
-                                   f"{width} KV cells; {GPU_MEMORY_HINT}") from None
+            raise OutOfMemoryError(
+                f"the GPU ran out of memory capturing the decode graph of {rows} rows over "
+                f"{width} KV cells; {GPU_MEMORY_HINT}"
+            ) from None
         if self.pool is None:
             self.pool = graph.pool()
         self.graphs[(rows, width)] = graph

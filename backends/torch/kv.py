@@ -79,8 +79,8 @@ class CellTables:
         """n fresh cells at the end of seq's table; KVFullError (an OutOfMemoryError) when fewer are free."""
         if not self.can_append(n):
             raise KVFullError(f"{n} new tokens do not fit: {self.used_tokens}/{self.capacity} KV cells in use")
-        cells = self._free_cells[len(self._free_cells) - n:][::-1]
-        del self._free_cells[len(self._free_cells) - n:]
+        cells = self._free_cells[len(self._free_cells) - n :][::-1]
+        del self._free_cells[len(self._free_cells) - n :]
         self._refs[cells] = 1
         self._tables[seq] += cells
         return cells
@@ -137,8 +137,9 @@ class KVFullError(OutOfMemoryError):
 class KVStore:
     """Keys and values of every layer for `capacity` cells plus the padding cell, in device memory."""
 
-    def __init__(self, n_layer: int, capacity: int, n_head_kv: int, head_dim: int, device: torch.device,
-                 dtype: torch.dtype) -> None:
+    def __init__(
+        self, n_layer: int, capacity: int, n_head_kv: int, head_dim: int, device: torch.device, dtype: torch.dtype
+    ) -> None:
         shape = (n_layer, capacity + 1, n_head_kv, head_dim)
         self.k = torch.zeros(shape, device=device, dtype=dtype)
         self.v = torch.zeros(shape, device=device, dtype=dtype)

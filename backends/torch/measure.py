@@ -24,7 +24,8 @@ def measure_decode(model: TorchModel, ns: Sequence[int], steps: int = 8, progres
         _, logits = ctx.forward([DecodeItem(root, prompt, [(len(prompt) - 1, root)])])
         token = int(logits[0].argmax())  # every row feeds the prompt's greedy next token: the pass is what is timed
         groups = {n: [ctx.fork(root) for _ in range(n)] for n in ns}
-        return decode_points(lambda n: ctx.forward([DecodeItem(s, [token], [(0, s)]) for s in groups[n]]), ns, steps,
-                             progress, sync)
+        return decode_points(
+            lambda n: ctx.forward([DecodeItem(s, [token], [(0, s)]) for s in groups[n]]), ns, steps, progress, sync
+        )
     finally:
         ctx.close()

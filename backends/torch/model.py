@@ -99,8 +99,10 @@ class Weights:
         try:
             values = dequantize(tensor.data, tensor.tensor_type)
         except NotImplementedError:
-            raise ModelError(f"{self.path.name}: tensor {name} is of type {tensor.tensor_type.name}, which the torch "
-                             "backend cannot dequantize; use --backend llamacpp") from None
+            raise ModelError(
+                f"{self.path.name}: tensor {name} is of type {tensor.tensor_type.name}, which the torch "
+                "backend cannot dequantize; use --backend llamacpp"
+            ) from None
         shape = tuple(int(n) for n in reversed(tensor.shape))  # GGUF lists dimensions innermost first
         if not values.flags.writeable:  # a float tensor is a view of the read-only file map
             values = values.copy()
@@ -110,21 +112,32 @@ class Weights:
 def read_config(weights: Weights) -> ModelConfig:
     arch = weights.meta("general.architecture")
     if arch not in ARCHITECTURES:
-        raise ModelError(f"{weights.path.name} is a {arch} model; the torch backend runs {', '.join(ARCHITECTURES)}: "
-                         "use --backend llamacpp")
+        raise ModelError(
+            f"{weights.path.name} is a {arch} model; the torch backend runs {', '.join(ARCHITECTURES)}: "
+            "use --backend llamacpp"
+        )
     scaling = weights.meta(f"{arch}.rope.scaling.type", "none")
     if scaling not in ("none", ""):
-        raise ModelError(f"{weights.path.name} scales its rotary positions ({scaling}), which the torch backend does "
-                         "not: use --backend llamacpp")
+        raise ModelError(
+            f"{weights.path.name} scales its rotary positions ({scaling}), which the torch backend does "
+            "not: use --backend llamacpp"
+        )
     n_embd = int(weights.meta(f"{arch}.embedding_length"))
     n_head = int(weights.meta(f"{arch}.attention.head_count"))
     head_dim = int(weights.meta(f"{arch}.attention.key_length", n_embd // n_head))
     vocab = weights.tensors["token_embd.weight"].shape
-    return ModelConfig(arch=arch, n_layer=int(weights.meta(f"{arch}.block_count")), n_embd=n_embd, n_head=n_head,
-                       n_head_kv=int(weights.meta(f"{arch}.attention.head_count_kv", n_head)), head_dim=head_dim,
-                       n_vocab=int(vocab[1]), n_ctx_train=int(weights.meta(f"{arch}.context_length", 0)),
-                       eps=float(weights.meta(f"{arch}.attention.layer_norm_rms_epsilon")),
-                       rope_base=float(weights.meta(f"{arch}.rope.freq_base", 10000.0)))
+    return ModelConfig(
+        arch=arch,
+        n_layer=int(weights.meta(f"{arch}.block_count")),
+        n_embd=n_embd,
+        n_head=n_head,
+        n_head_kv=int(weights.meta(f"{arch}.attention.head_count_kv", n_head)),
+        head_dim=head_dim,
+        n_vocab=int(vocab[1]),
+        n_ctx_train=int(weights.meta(f"{arch}.context_length", 0)),
+        eps=float(weights.meta(f"{arch}.attention.layer_norm_rms_epsilon")),
+        rope_base=float(weights.meta(f"{arch}.rope.freq_base", 10000.0)),
+    )
 
 
 def unpermute_rope(w: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -153,11 +166,10 @@ class TorchDecoder:
         self.layers = [self._layer(load, maybe, i) for i in range(cfg.n_layer)]
         factors = maybe("rope_freqs.weight")  # Llama 3.1's per-frequency divisors, as llama.cpp applies them
         exponent = torch.arange(0, cfg.head_dim, 2, dtype=torch.float64, device=device) / cfg.head_dim
-        inv_freq = 1.0 / (cfg.rope_base ** exponent)
+        inv_freq = 1.0 / (cfg.rope_base**exponent)
         self.inv_freq = (inv_freq / factors.double() if factors is not None else inv_freq).float()
 
-    def _layer(self, load: Callable[[str], torch.Tensor], maybe: Callable[[str], torch.Tensor | None],
-               i: int) -> Layer:
+    def _layer(self, load: Callable[[str], torch.Tensor], maybe: Callable[[str], torch.Tensor | None], i: int) -> Layer:
         cfg, p = self.config, f"blk.{i}."
         wq, wk = load(p + "attn_q.weight"), load(p + "attn_k.weight")
         bq, bk = maybe(p + "attn_q.bias"), maybe(p + "attn_k.bias")
@@ -165,14 +177,27 @@ class TorchDecoder:
             wq, wk = unpermute_rope(wq, cfg.n_head), unpermute_rope(wk, cfg.n_head_kv)
             bq = unpermute_rope(bq, cfg.n_head) if bq is not None else None
             bk = unpermute_rope(bk, cfg.n_head_kv) if bk is not None else None
-        return Layer(attn_norm=load(p + "attn_norm.weight"), wq=wq, wk=wk, wv=load(p + "attn_v.weight"), bq=bq, bk=bk,
-                     bv=maybe(p + "attn_v.bias"), wo=load(p + "attn_output.weight"),
-                     ffn_norm=load(p + "ffn_norm.weight"), w_gate=load(p + "ffn_gate.weight"),
-                     w_up=load(p + "ffn_up.weight"), w_down=load(p + "ffn_down.weight"))
+        return Layer(
+            attn_norm=load(p + "attn_norm.weight"),
+            wq=wq,
+            wk=wk,
+            wv=load(p + "attn_v.weight"),
+            bq=bq,
+            bk=bk,
+            bv=maybe(p + "attn_v.bias"),
+            wo=load(p + "attn_output.weight"),
+            ffn_norm=load(p + "ffn_norm.weight"),
+            w_gate=load(p + "ffn_gate.weight"),
+            w_up=load(p + "ffn_up.weight"),
+            w_down=load(p + "ffn_down.weight"),
+        )
 
     def weights_bytes(self) -> int:
-        tensors = [self.embed, self.output_norm, *(t for layer in self.layers for t in vars(layer).values()
-                                                   if t is not None)]
+        tensors = [
+            self.embed,
+            self.output_norm,
+            *(t for layer in self.layers for t in vars(layer).values() if t is not None),
+        ]
         if self.output is not self.embed:
             tensors.append(self.output)
         return sum(t.numel() * t.element_size() for t in tensors)

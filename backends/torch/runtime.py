@@ -42,8 +42,9 @@ class AttentionGroup:
     padded_at: torch.Tensor  # [m] where each of them is in the [E * n] layout
 
 
-def attention_group(cells: torch.Tensor, queries: Sequence[Sequence[int]], positions: Sequence[Sequence[int]]
-                    ) -> AttentionGroup:
+def attention_group(
+    cells: torch.Tensor, queries: Sequence[Sequence[int]], positions: Sequence[Sequence[int]]
+) -> AttentionGroup:
     """cells [E, L]: sequence e's cell table after this pass's appends (from DeviceTables); queries[e]: its flat
     token indices; positions[e] their positions. Positions index the table (a table is in position order)."""
     n_seq, width = len(queries), max(len(q) for q in queries)
@@ -51,18 +52,30 @@ def attention_group(cells: torch.Tensor, queries: Sequence[Sequence[int]], posit
     pos = np.zeros((n_seq, width), dtype=np.int64)  # a padding query sees key 0 only: no all-masked row
     valid = np.zeros((n_seq, width), dtype=bool)
     for e, (q, p) in enumerate(zip(queries, positions)):
-        rows[e, :len(q)] = q
-        pos[e, :len(p)] = p
-        valid[e, :len(q)] = True
+        rows[e, : len(q)] = q
+        pos[e, : len(p)] = p
+        valid[e, : len(q)] = True
     device = cells.device
     at = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
     mask = torch.arange(cells.shape[1], device=device)[None, None, :] <= at(pos)[:, :, None]
-    return AttentionGroup(query_rows=at(rows), cells=cells, mask=mask[:, None], tokens=at(rows[valid]),
-                          padded_at=at(np.flatnonzero(valid.ravel())))
+    return AttentionGroup(
+        query_rows=at(rows),
+        cells=cells,
+        mask=mask[:, None],
+        tokens=at(rows[valid]),
+        padded_at=at(np.flatnonzero(valid.ravel())),
+    )
 
 
-def attend_groups(kv: KVStore, layer: int, write_cells: torch.Tensor, groups: Sequence[AttentionGroup],
-                  q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def attend_groups(
+    kv: KVStore,
+    layer: int,
+    write_cells: torch.Tensor,
+    groups: Sequence[AttentionGroup],
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+) -> torch.Tensor:
     """Store this layer's new keys and values in their cells, then attend: q [T, H, D] -> [T, H * D]."""
     kv.write(layer, write_cells, k.to(kv.k.dtype), v.to(kv.v.dtype))
     n_tok, n_head, head_dim = q.shape
@@ -81,8 +94,15 @@ def attend_groups(kv: KVStore, layer: int, write_cells: torch.Tensor, groups: Se
 class TorchContext:
     """Sequence ids, exact KV accounting and forward passes on one model's weights (see the module doc)."""
 
-    def __init__(self, model: TorchModel, n_ctx: int, n_seq_max: int = SEQ_SLOTS, n_batch: int = 2048,
-                 columns: Sequence[int] | None = None, graphs: bool = True) -> None:
+    def __init__(
+        self,
+        model: TorchModel,
+        n_ctx: int,
+        n_seq_max: int = SEQ_SLOTS,
+        n_batch: int = 2048,
+        columns: Sequence[int] | None = None,
+        graphs: bool = True,
+    ) -> None:
         """columns: vocabulary ids whose logits `decode` hands on (the verifier reads a few), else whole rows.
         graphs: replay decode passes as CUDA graphs (on CUDA only)."""
         self.model = model
@@ -95,8 +115,9 @@ class TorchContext:
         try:
             self.kv = KVStore(cfg.n_layer, n_ctx, cfg.n_head_kv, cfg.head_dim, self.device, kv_dtype(self.device))
         except torch.OutOfMemoryError:
-            raise OutOfMemoryError(f"no room for {n_ctx} KV tokens of {model.path.name} on the GPU; "
-                                   f"{GPU_MEMORY_HINT}") from None
+            raise OutOfMemoryError(
+                f"no room for {n_ctx} KV tokens of {model.path.name} on the GPU; {GPU_MEMORY_HINT}"
+            ) from None
         self.table_cells = DeviceTables(n_seq_max, n_ctx, self.kv.pad_cell, self.device)
         self.columns = torch.tensor(list(columns), device=self.device) if columns is not None else None
         self.top_k = None  # the llama.cpp verifier reads these off a context: no device top-k, no layer capture
@@ -147,11 +168,12 @@ class TorchContext:
         self.tables.check_integrity()
         for seq in self.tables.live_ids():
             table = self.tables.table(seq)
-            assert self.table_cells.cells[seq, :len(table)].tolist() == table, f"seq {seq}: device table drifted"
+            assert self.table_cells.cells[seq, : len(table)].tolist() == table, f"seq {seq}: device table drifted"
 
     # -- forward passes --
-    def forward(self, items: Sequence[DecodeItem], columns: torch.Tensor | None = None
-                ) -> tuple[list[object], torch.Tensor]:
+    def forward(
+        self, items: Sequence[DecodeItem], columns: torch.Tensor | None = None
+    ) -> tuple[list[object], torch.Tensor]:
         """Evaluate every item's tokens (n_batch tokens a pass) -> the tags of the requested rows and their
         logits on the device, float32 [R, n_vocab] (or [R, len(columns)]), in request order."""
         total = sum(len(it.tokens) for it in items)
@@ -164,7 +186,7 @@ class TorchContext:
         tags: list[object] = []
         rows: list[torch.Tensor] = []
         for lo in range(0, len(flat), self.n_batch):
-            window = flat[lo:lo + self.n_batch]
+            window = flat[lo : lo + self.n_batch]
             wanted = [i for i, (_, _, tag) in enumerate(window) if tag is not _NO_ROW]
             tags += [window[i][2] for i in wanted]
             rows.append(self._pass(window, wanted, columns))
@@ -179,8 +201,9 @@ class TorchContext:
             on_logits(tag, row)
         return sum(len(it.tokens) for it in items)
 
-    def _pass(self, window: list[tuple[int, int, object]], wanted: list[int],
-              columns: torch.Tensor | None) -> torch.Tensor:
+    def _pass(
+        self, window: list[tuple[int, int, object]], wanted: list[int], columns: torch.Tensor | None
+    ) -> torch.Tensor:
         """One forward pass over `window` (at most n_batch tokens); the logits of its `wanted` rows. Cells taken
         for the window go back if the pass fails."""
         order: dict[int, list[int]] = {}  # seq -> its tokens' indices in the window, in order
@@ -203,12 +226,20 @@ class TorchContext:
             for seq, n in before.items():
                 self.tables.truncate(seq, n)
             if isinstance(e, torch.OutOfMemoryError):
-                raise OutOfMemoryError(f"the GPU ran out of memory in a forward pass of {len(window)} tokens; "
-                                       f"{GPU_MEMORY_HINT}") from None
+                raise OutOfMemoryError(
+                    f"the GPU ran out of memory in a forward pass of {len(window)} tokens; {GPU_MEMORY_HINT}"
+                ) from None
             raise
 
-    def _eager(self, order: dict[int, list[int]], tokens: list[int], positions: np.ndarray, cells: np.ndarray,
-               wanted: list[int], columns: torch.Tensor | None) -> torch.Tensor:
+    def _eager(
+        self,
+        order: dict[int, list[int]],
+        tokens: list[int],
+        positions: np.ndarray,
+        cells: np.ndarray,
+        wanted: list[int],
+        columns: torch.Tensor | None,
+    ) -> torch.Tensor:
         device = self.device
         groups = []
         for single in (True, False):  # decode rows in one group, prefill runs in another: little padding
@@ -223,8 +254,9 @@ class TorchContext:
             return attend_groups(self.kv, layer, write, groups, q, k, v)
 
         with torch.no_grad():
-            hidden = self.model.decoder.hidden(torch.tensor(tokens, device=device),
-                                               torch.from_numpy(positions).to(device), attend)
+            hidden = self.model.decoder.hidden(
+                torch.tensor(tokens, device=device), torch.from_numpy(positions).to(device), attend
+            )
             return self.model.decoder.logits(hidden[torch.tensor(wanted, device=device, dtype=torch.long)], columns)
 
     def close(self) -> None:

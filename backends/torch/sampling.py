@@ -37,7 +37,7 @@ def uniforms(seeds: torch.Tensor, counters: torch.Tensor) -> torch.Tensor:
         x = x ^ _shr(x, 27)
         x = x * _signed(_M2)
         x = x ^ _shr(x, 31)
-    return _shr(x, 11).double() * 2.0 ** -53
+    return _shr(x, 11).double() * 2.0**-53
 
 
 def draw_rows(logits: torch.Tensor, n: Sequence[int], params: Sequence[SamplingParams]) -> list[list[int]]:
@@ -82,6 +82,6 @@ def draw_rows(logits: torch.Tensor, n: Sequence[int], params: Sequence[SamplingP
     flat = tokens[keep].tolist()  # the one transfer to the host: the drawn ids
     out, start = [], 0
     for count in n:
-        out.append(flat[start:start + count])
+        out.append(flat[start : start + count])
         start += count
     return out

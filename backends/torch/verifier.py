@@ -25,16 +25,26 @@ from edgereason.protocols import ScoreRequest, VerifierStats
 
 def _check_head(head: ValueHead) -> None:
     if head.adapter:
-        raise ConfigError(f"this value head runs with a LoRA adapter ({head.adapter.file}), which only the llama.cpp "
-                          "backend applies; use --backend llamacpp")
+        raise ConfigError(
+            f"this value head runs with a LoRA adapter ({head.adapter.file}), which only the llama.cpp "
+            "backend applies; use --backend llamacpp"
+        )
     if head.layers:
-        raise ConfigError(f"this value head reads middle layers ({', '.join(map(str, head.layers))}), which only "
-                          "the llama.cpp backend reads; use --backend llamacpp")
+        raise ConfigError(
+            f"this value head reads middle layers ({', '.join(map(str, head.layers))}), which only "
+            "the llama.cpp backend reads; use --backend llamacpp"
+        )
 
 
 class TorchVerifier(LlamaVerifier):
-    def __init__(self, model: TorchModel, fmt: PRMFormat, kv_tokens: int, n_seq_max: int = SEQ_SLOTS,
-                 head: ValueHead | None = None) -> None:
+    def __init__(
+        self,
+        model: TorchModel,
+        fmt: PRMFormat,
+        kv_tokens: int,
+        n_seq_max: int = SEQ_SLOTS,
+        head: ValueHead | None = None,
+    ) -> None:
         self.model = model
         self.fmt = fmt
         self.name = f"{model.path.stem}:{fmt.name}"

@@ -22,8 +22,14 @@ from edgereason.heads.value_head import ValueHead
 HF_PREFIX = "hf:"
 
 
-def open_verifier(path: Path, fmt: str, kv_tokens: int, device: str = "auto", head: ValueHead | None = None,
-                  n_threads: int | None = None) -> TorchVerifier:
+def open_verifier(
+    path: Path,
+    fmt: str,
+    kv_tokens: int,
+    device: str = "auto",
+    head: ValueHead | None = None,
+    n_threads: int | None = None,
+) -> TorchVerifier:
     """The checkpoint at `path` (a folder or a .gguf file) as a Verifier reading `fmt`; `head` for the head format."""
     if fmt not in TORCH_FORMATS:  # before loading gigabytes
         raise ConfigError(f"unknown PRM format {fmt!r} for an hf: PRM; choose one of {', '.join(TORCH_FORMATS)}")
@@ -32,13 +38,23 @@ def open_verifier(path: Path, fmt: str, kv_tokens: int, device: str = "auto", he
     return TorchVerifier(checkpoint, fmt, tokens, kv_tokens, config_kv_bytes(checkpoint.config, checkpoint.dtype))
 
 
-def profiled_prm(path: Path, fmt: str, head: ValueHead | None, device_kind: str, kv_tokens: int,
-                 n_threads: int | None):  # -> protocols.ProfiledPRM
+def profiled_prm(
+    path: Path, fmt: str, head: ValueHead | None, device_kind: str, kv_tokens: int, n_threads: int | None
+):  # -> protocols.ProfiledPRM
     """The PRM as memory-profile measures it (profiling.py)."""
     from edgereason.backends.transformers.profiling import profiled_prm as make
 
     return make(path, fmt, head, device_kind, kv_tokens, n_threads)
 
 
-__all__ = ["DEVICES", "HF_PREFIX", "TORCH_FORMATS", "TorchVerifier", "kv_bytes_per_token", "on_cuda",
-           "open_verifier", "profiled_prm", "weights_bytes"]
+__all__ = [
+    "DEVICES",
+    "HF_PREFIX",
+    "TORCH_FORMATS",
+    "TorchVerifier",
+    "kv_bytes_per_token",
+    "on_cuda",
+    "open_verifier",
+    "profiled_prm",
+    "weights_bytes",
+]

@@ -54,12 +54,15 @@ class PathTokens:
 
     def encode(self, text: str) -> list[int]:
         """A literal span (the question, a step: edgereason.prompts.literal) is tokenized with no special tokens."""
-        return [i for piece, is_literal in literal_spans(text)
-                for i in self.tokenizer.encode(piece, add_special_tokens=False, split_special_tokens=is_literal)]
+        return [
+            i
+            for piece, is_literal in literal_spans(text)
+            for i in self.tokenizer.encode(piece, add_special_tokens=False, split_special_tokens=is_literal)
+        ]
 
     def head(self, question: str) -> list[int]:
         ids = self.encode(self.prompt.head(question))
-        return ids if ids[:len(self._lead)] == self._lead else self._lead + ids
+        return ids if ids[: len(self._lead)] == self._lead else self._lead + ids
 
     def segments(self, steps: Sequence[str], start: int) -> list[list[int]]:
         extra = [] if self.step_end is None else [self.step_end]
@@ -73,9 +76,11 @@ class QwenPRMPrompt:
         messages = [{"role": "system", "content": QWEN_PRM_SYSTEM}, {"role": "user", "content": "@@Q@@"}]
         opened = render(messages)
         whole = render(messages + [{"role": "assistant", "content": f"@@S@@{QWEN_PRM_SEP}"}])
-        if not whole.startswith(opened) or not whole[len(opened):].startswith(f"@@S@@{QWEN_PRM_SEP}"):
-            raise ModelError("the qwen-prm format needs a chat template whose assistant turn starts right after "
-                             "its header (Qwen's ChatML); this checkpoint's template differs")
+        if not whole.startswith(opened) or not whole[len(opened) :].startswith(f"@@S@@{QWEN_PRM_SEP}"):
+            raise ModelError(
+                "the qwen-prm format needs a chat template whose assistant turn starts right after "
+                "its header (Qwen's ChatML); this checkpoint's template differs"
+            )
         self._head = opened
 
     def head(self, question: str) -> str:
@@ -99,6 +104,7 @@ class SkyworkPrompt:
 
 def path_tokens(fmt: str, tokenizer: Any) -> PathTokens:
     """The token builder for `fmt` on this tokenizer; ModelError when the tokenizer lacks what the format needs."""
+
     def render(messages: list[dict[str, str]]) -> str:
         if not getattr(tokenizer, "chat_template", None):
             raise ModelError(f"the {fmt} format needs a chat template and this checkpoint's tokenizer has none")
@@ -106,10 +112,18 @@ def path_tokens(fmt: str, tokenizer: Any) -> PathTokens:
 
     if fmt == "qwen-prm":
         if QWEN_PRM_SEP not in tokenizer.get_vocab():
-            raise ModelError(f"the tokenizer has no {QWEN_PRM_SEP} token: not a Qwen2.5-Math-PRM checkpoint "
-                             "(choose the --prm-format it was trained with)")
-        return PathTokens(QwenPRMPrompt(lambda m: tokenizer.apply_chat_template(
-            m, tokenize=False, add_generation_prompt=m[-1]["role"] != "assistant")), tokenizer)
+            raise ModelError(
+                f"the tokenizer has no {QWEN_PRM_SEP} token: not a Qwen2.5-Math-PRM checkpoint "
+                "(choose the --prm-format it was trained with)"
+            )
+        return PathTokens(
+            QwenPRMPrompt(
+                lambda m: tokenizer.apply_chat_template(
+                    m, tokenize=False, add_generation_prompt=m[-1]["role"] != "assistant"
+                )
+            ),
+            tokenizer,
+        )
     if fmt == "skywork":
         step = tokenizer.encode(SKYWORK_STEP, add_special_tokens=False)[-1]
         return PathTokens(SkyworkPrompt(tokenizer.bos_token or ""), tokenizer, step_end=step)

@@ -41,8 +41,9 @@ def import_torch() -> Any:
         import torch
         import transformers  # noqa: F401
     except ImportError:
-        raise ConfigError('an hf: PRM runs on torch and transformers, which are not installed: '
-                          'pip install "edgereason[torch]"') from None
+        raise ConfigError(
+            'an hf: PRM runs on torch and transformers, which are not installed: pip install "edgereason[torch]"'
+        ) from None
     return torch
 
 
@@ -53,8 +54,9 @@ def resolve_device(device: str) -> tuple[Any, Any]:
         raise ConfigError(f"--prm-device must be one of {', '.join(DEVICES)}, got {device!r}")
     if device == "cuda" and not torch.cuda.is_available():
         build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
-        raise ConfigError(f"--prm-device cuda, but torch {torch.__version__} ({build}) sees no CUDA device; "
-                          "use --prm-device cpu")
+        raise ConfigError(
+            f"--prm-device cuda, but torch {torch.__version__} ({build}) sees no CUDA device; use --prm-device cpu"
+        )
     if device == "cuda" or (device == "auto" and torch.cuda.is_available()):
         return torch.device("cuda"), torch.bfloat16
     return torch.device("cpu"), torch.float32
@@ -172,8 +174,10 @@ def _head_tensors(src: Source, names: tuple[str, ...], fmt: str) -> dict[str, An
     missing = [n for n in names if n not in found]
     if missing:
         where = "a GGUF file keeps no reward head" if src.gguf_file else f"no tensor {missing[0]}"
-        raise ModelError(f"{src.folder / (src.gguf_file or '')}: {where}; the {fmt} format reads the checkpoint's "
-                         "reward head: not a checkpoint of that format (choose the --prm-format it was trained with)")
+        raise ModelError(
+            f"{src.folder / (src.gguf_file or '')}: {where}; the {fmt} format reads the checkpoint's "
+            "reward head: not a checkpoint of that format (choose the --prm-format it was trained with)"
+        )
     return found
 
 
@@ -186,7 +190,7 @@ def _head_readout(fmt: str, tensors: dict[str, Any], hidden: int, device: Any) -
     else:
         module = nn.Sequential(nn.Linear(hidden, 1))
         prefix, last = "v_head.summary.", lambda out: torch.sigmoid(out[:, 0])
-    state = {k[len(prefix):] if fmt == "qwen-prm" else "0." + k[len(prefix):]: v for k, v in tensors.items()}
+    state = {k[len(prefix) :] if fmt == "qwen-prm" else "0." + k[len(prefix) :]: v for k, v in tensors.items()}
     try:
         module.load_state_dict(state)
     except RuntimeError as e:
@@ -225,8 +229,9 @@ def _value_head_readout(model: Any, head: ValueHead) -> Readout:
     return read
 
 
-def load_checkpoint(path: Path, fmt: str, device: str = "auto", head: ValueHead | None = None,
-                    n_threads: int | None = None) -> Checkpoint:
+def load_checkpoint(
+    path: Path, fmt: str, device: str = "auto", head: ValueHead | None = None, n_threads: int | None = None
+) -> Checkpoint:
     """The backbone, tokenizer and readout `fmt` needs from the checkpoint at `path` (folder or .gguf)."""
     torch = import_torch()
     import transformers
@@ -238,18 +243,26 @@ def load_checkpoint(path: Path, fmt: str, device: str = "auto", head: ValueHead 
     src = source(path)
     own_code = _needs_own_code(src)
     if own_code:
-        print(f"edgereason: running the checkpoint's own model code from {src.folder} (its model type is unknown "
-              f"to transformers {transformers.__version__})", file=sys.stderr)
+        print(
+            f"edgereason: running the checkpoint's own model code from {src.folder} (its model type is unknown "
+            f"to transformers {transformers.__version__})",
+            file=sys.stderr,
+        )
     head_tensors = _head_tensors(src, HEAD_TENSORS[fmt], fmt) if fmt in HEAD_TENSORS else {}
     if fmt == "head" and head is None:
-        raise ConfigError("--prm-format head needs a trained value head: pass --prm-head FILE "
-                          "(make one with edgereason train-prm)")
+        raise ConfigError(
+            "--prm-format head needs a trained value head: pass --prm-head FILE (make one with edgereason train-prm)"
+        )
     if fmt == "head" and head.adapter:
-        raise ConfigError(f"this value head runs with a LoRA adapter ({head.adapter.file}), which only the llama.cpp "
-                          "backend applies; pass its GGUF without hf:")
+        raise ConfigError(
+            f"this value head runs with a LoRA adapter ({head.adapter.file}), which only the llama.cpp "
+            "backend applies; pass its GGUF without hf:"
+        )
     if fmt == "head" and head.layers:
-        raise ConfigError(f"this value head reads middle layers ({', '.join(map(str, head.layers))}), which only "
-                          "the llama.cpp backend reads; pass its GGUF without hf:")
+        raise ConfigError(
+            f"this value head reads middle layers ({', '.join(map(str, head.layers))}), which only "
+            "the llama.cpp backend reads; pass its GGUF without hf:"
+        )
     verbosity, bars = transformers.logging.get_verbosity(), transformers.logging.is_progress_bar_enabled()
     transformers.logging.set_verbosity_error()  # a head checkpoint loaded as its backbone lists the head's keys
     transformers.logging.disable_progress_bar()  # "Loading weights" bars would interleave with the search's output
@@ -257,8 +270,7 @@ def load_checkpoint(path: Path, fmt: str, device: str = "auto", head: ValueHead 
         config = load_config(path)  # once: reading a GGUF's metadata takes seconds
         tokenizer = AutoTokenizer.from_pretrained(src.folder, config=config, trust_remote_code=own_code, **src.kwargs)
         auto = AutoModelForCausalLM if fmt in LOGIT_FORMATS | {"head"} else AutoModel
-        model = auto.from_pretrained(src.folder, config=config, dtype=dtype, trust_remote_code=own_code,
-                                     **src.kwargs)
+        model = auto.from_pretrained(src.folder, config=config, dtype=dtype, trust_remote_code=own_code, **src.kwargs)
     except (OSError, ValueError, KeyError, ImportError) as e:
         raise ModelError(f"{path}: transformers cannot load it as a {fmt} PRM ({_first_line(e)})") from None
     finally:
@@ -273,8 +285,10 @@ def load_checkpoint(path: Path, fmt: str, device: str = "auto", head: ValueHead 
     elif fmt == "head":
         assert head is not None
         if not src.gguf_file:  # a head names its backbone by the GGUF's sha256
-            raise ConfigError(f"a value head reads the GGUF it was trained on ({head.backbone.file}); pass --prm "
-                              "hf:PATH.gguf, not a folder")
+            raise ConfigError(
+                f"a value head reads the GGUF it was trained on ({head.backbone.file}); pass --prm "
+                "hf:PATH.gguf, not a folder"
+            )
         head.check_backbone(Path(path), model.config.get_text_config(decoder=True).vocab_size)
         readout = _value_head_readout(model, head)
     else:

@@ -15,8 +15,9 @@ from edgereason.protocols import ProfiledPRM
 TORCH_DEVICE = {"cpu": "cpu", "gpu": "cuda"}  # profiled device kind -> where the hf: PRM runs
 
 
-def profiled_prm(path: Path, fmt: str, head: ValueHead | None, device_kind: str, kv_tokens: int,
-                 n_threads: int | None) -> ProfiledPRM:
+def profiled_prm(
+    path: Path, fmt: str, head: ValueHead | None, device_kind: str, kv_tokens: int, n_threads: int | None
+) -> ProfiledPRM:
     """Opened with room for `kv_tokens` (the sample search's)."""
     from edgereason.backends.transformers import open_verifier, weights_bytes  # the package imports this module
 
@@ -30,6 +31,10 @@ def profiled_prm(path: Path, fmt: str, head: ValueHead | None, device_kind: str,
         verifier.prefill_pass(rows)
         return time.perf_counter() - t0
 
-    return ProfiledPRM(verifier.kv_bytes_per_token, weights_bytes(path, device), lambda _kv: verifier,
-                       lambda q: len(verifier.tokens.head(q)),
-                       lambda points, reps, _threads, progress: best_rates(one_call, points, reps, progress))
+    return ProfiledPRM(
+        verifier.kv_bytes_per_token,
+        weights_bytes(path, device),
+        lambda _kv: verifier,
+        lambda q: len(verifier.tokens.head(q)),
+        lambda points, reps, _threads, progress: best_rates(one_call, points, reps, progress),
+    )

@@ -51,8 +51,9 @@ class _Row:
 
 
 class TorchVerifier:
-    def __init__(self, checkpoint: Checkpoint, fmt: str, tokens: PathTokens, kv_tokens: int,
-                 kv_bytes_per_token: int) -> None:
+    def __init__(
+        self, checkpoint: Checkpoint, fmt: str, tokens: PathTokens, kv_tokens: int, kv_bytes_per_token: int
+    ) -> None:
         self.checkpoint = checkpoint
         self.fmt = fmt
         self.tokens = tokens
@@ -99,9 +100,11 @@ class TorchVerifier:
             if key not in protect:
                 del self._held[key]
         if self.kv_used_tokens + n_tokens > self._capacity:
-            raise OutOfMemoryError(f"the PRM needs {n_tokens} KV tokens for one path but has "
-                                   f"{self._capacity - self.kv_used_tokens} free of {self._capacity}; "
-                                   "give the verifier a larger KV share")
+            raise OutOfMemoryError(
+                f"the PRM needs {n_tokens} KV tokens for one path but has "
+                f"{self._capacity - self.kv_used_tokens} free of {self._capacity}; "
+                "give the verifier a larger KV share"
+            )
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         t0 = time.perf_counter()
@@ -131,8 +134,9 @@ class TorchVerifier:
     def _score_batched(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         rows = [self._plan(r) for r in requests]
         self._run_waves(rows, set(), requests)
-        self.stats.rebuilt_tokens += sum(len(row.tokens) for r, row in zip(requests, rows)
-                                         if r.prefix_key and row.base is None)
+        self.stats.rebuilt_tokens += sum(
+            len(row.tokens) for r, row in zip(requests, rows) if r.prefix_key and row.base is None
+        )
         return [ScoreResult([row.scores[i] for i in r.need], len(row.tokens)) for r, row in zip(requests, rows)]
 
     def _plan(self, req: ScoreRequest) -> _Row:
@@ -143,16 +147,15 @@ class TorchVerifier:
         head = [] if base else self.tokens.head(req.question)
         segs = self.tokens.segments(req.steps, shared)
         start = base.ends[shared] if base else 0
-        ends = base.ends[:shared + 1] if base else [len(head)]
+        ends = base.ends[: shared + 1] if base else [len(head)]
         for seg in segs:
             ends.append(ends[-1] + len(seg))
-        read_at = [e - 1 - start for e in ends[1 + shared:]]  # each new step's last token, within the row's tokens
+        read_at = [e - 1 - start for e in ends[1 + shared :]]  # each new step's last token, within the row's tokens
         scores = base.scores[:shared] if base else []
         tokens = head + [t for seg in segs for t in seg]
         return _Row(req.key, req.prefix_key, base, start, tokens, read_at, ends, scores)
 
-    def _run_waves(self, rows: list[_Row], protect: set[str],
-                   requests: Sequence[ScoreRequest] | None = None) -> None:
+    def _run_waves(self, rows: list[_Row], protect: set[str], requests: Sequence[ScoreRequest] | None = None) -> None:
         """Run `rows` in order, as few forward passes as possible; each row ends held under its key.
 
         A wave closes before a row that depends on it (its prefix or its own key is a key of the wave; the row is
@@ -176,8 +179,9 @@ class TorchVerifier:
             elif req is not None and row.base is None and req.prefix_key in self._held:
                 row = rows[i] = self._plan(req)  # its prefix was made by an earlier wave of this call
             old = self._held.pop(row.key, None)  # replaced by this row; its room is free for it
-            if wave and (not self._fits(reserved + row.ends[-1], protect) or
-                         self._padded(wave + [row]) > self._capacity):
+            if wave and (
+                not self._fits(reserved + row.ends[-1], protect) or self._padded(wave + [row]) > self._capacity
+            ):
                 self._flush(wave)
                 wave, reserved = [], 0
             try:
@@ -239,28 +243,52 @@ class TorchVerifier:
         mask = torch.zeros((len(rows), past + new), dtype=torch.long, device=device)
         positions = torch.zeros((len(rows), new), dtype=torch.long, device=device)
         for i, r in enumerate(rows):
-            ids[i, :len(r.tokens)] = torch.tensor(r.tokens, dtype=torch.long)
-            mask[i, past - r.start:past + len(r.tokens)] = 1  # the prefix left-padded, the new tokens right-padded
+            ids[i, : len(r.tokens)] = torch.tensor(r.tokens, dtype=torch.long)
+            mask[i, past - r.start : past + len(r.tokens)] = 1  # the prefix left-padded, the new tokens right-padded
             positions[i] = torch.arange(r.start, r.start + new)
         cache = DynamicCache(config=self.checkpoint.config)
         if past:
             cache = DynamicCache(self._batched_past(rows, past), config=self.checkpoint.config)
         padded = any(r.start < past or len(r.tokens) < new for r in rows)
-        out = self.checkpoint.backbone(input_ids=ids, attention_mask=mask if padded else None,
-                                       position_ids=positions, use_cache=True, **{self._cache_kwarg: cache})
+        out = self.checkpoint.backbone(
+            input_ids=ids,
+            attention_mask=mask if padded else None,
+            position_ids=positions,
+            use_cache=True,
+            **{self._cache_kwarg: cache},
+        )
         rows_at = [i for i, r in enumerate(rows) for _ in r.read_at]
         cols_at = [p for r in rows for p in r.read_at]
         flat = self.checkpoint.readout(out.last_hidden_state[rows_at, cols_at]) if rows_at else []
         scores, k = [], 0
         for r in rows:
-            scores.append(flat[k:k + len(r.read_at)])
+            scores.append(flat[k : k + len(r.read_at)])
             k += len(r.read_at)
-        caches = [DynamicCache([(torch.cat([layer.keys[i:i + 1, :, past - r.start:past],
-                                            layer.keys[i:i + 1, :, past:past + len(r.tokens)]], dim=2),
-                                 torch.cat([layer.values[i:i + 1, :, past - r.start:past],
-                                            layer.values[i:i + 1, :, past:past + len(r.tokens)]], dim=2))
-                                for layer in cache.layers], config=self.checkpoint.config)
-                  for i, r in enumerate(rows)]
+        caches = [
+            DynamicCache(
+                [
+                    (
+                        torch.cat(
+                            [
+                                layer.keys[i : i + 1, :, past - r.start : past],
+                                layer.keys[i : i + 1, :, past : past + len(r.tokens)],
+                            ],
+                            dim=2,
+                        ),
+                        torch.cat(
+                            [
+                                layer.values[i : i + 1, :, past - r.start : past],
+                                layer.values[i : i + 1, :, past : past + len(r.tokens)],
+                            ],
+                            dim=2,
+                        ),
+                    )
+                    for layer in cache.layers
+                ],
+                config=self.checkpoint.config,
+            )
+            for i, r in enumerate(rows)
+        ]
         return caches, scores
 
     def _batched_past(self, rows: list[_Row], past: int) -> list[tuple[Any, Any]]:
@@ -275,7 +303,7 @@ class TorchVerifier:
             for i, r in enumerate(rows):
                 if r.base is not None and r.start:
                     src = r.base.cache.layers[li]
-                    keys[i, :, past - r.start:] = src.keys[0, :, :r.start]
-                    values[i, :, past - r.start:] = src.values[0, :, :r.start]
+                    keys[i, :, past - r.start :] = src.keys[0, :, : r.start]
+                    values[i, :, past - r.start :] = src.values[0, :, : r.start]
             layers.append((keys, values))
         return layers

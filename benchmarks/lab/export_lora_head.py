@@ -39,8 +39,15 @@ def main(argv: list[str] | None = None) -> None:
     tensors = {k: v.astype(np.float32) for k, v in load_file(args.lora).items()}
     record = json.loads(Path(args.report).read_text(encoding="utf-8")) if args.report else {}
     name = args.model if args.model in models.REGISTRY else Path(args.model).stem
-    for path in export_lora_head(tensors, args.alpha, models.resolve(args.model), name,
-                                 load_head(Path(args.tokens_from)).tokens, Path(args.out), record):
+    for path in export_lora_head(
+        tensors,
+        args.alpha,
+        models.resolve(args.model),
+        name,
+        load_head(Path(args.tokens_from)).tokens,
+        Path(args.out),
+        record,
+    ):
         print(path)
 
 

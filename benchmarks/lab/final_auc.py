@@ -36,9 +36,12 @@ def final_auc(dirs: list[str], keep: set[str] | None = None) -> dict[str, dict]:
     for policy, (scores, right, group) in cols.items():
         ids = {g: i for i, g in enumerate(dict.fromkeys(group))}
         y = np.asarray(right)
-        table[policy] = {"problems": len(ids), "candidates": len(y), "right_fraction": round(float(y.mean()), 4),
-                         "within_problem_auc": round(within_auc(np.asarray(scores), y,
-                                                                np.asarray([ids[g] for g in group])), 4)}
+        table[policy] = {
+            "problems": len(ids),
+            "candidates": len(y),
+            "right_fraction": round(float(y.mean()), 4),
+            "within_problem_auc": round(within_auc(np.asarray(scores), y, np.asarray([ids[g] for g in group])), 4),
+        }
     return table
 
 
@@ -48,6 +51,8 @@ if __name__ == "__main__":
     for name, dirs in named:
         for policy, row in final_auc(dirs, keep).items():
             result[f"{name}/{policy}"] = row
-            print(f"{name}/{policy:<10} {row['problems']:4d} problems  {row['candidates']:5d} candidates  "
-                  f"right {row['right_fraction']:.3f}  within-problem AUC {row['within_problem_auc']:.3f}")
+            print(
+                f"{name}/{policy:<10} {row['problems']:4d} problems  {row['candidates']:5d} candidates  "
+                f"right {row['right_fraction']:.3f}  within-problem AUC {row['within_problem_auc']:.3f}"
+            )
     out.write_text(json.dumps(result, indent=1) + "\n")

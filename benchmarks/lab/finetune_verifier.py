@@ -69,8 +69,17 @@ def examples(tokenizer, rows: list[dict], keep, max_tokens: int) -> list[dict]:
             if path["steps"]:
                 ids, ends = encode(tokenizer, row, path)
                 if len(ids) <= max_tokens:
-                    out.append({"row": ri, "id": row["id"], "path": pi, "correct": bool(path["correct"]),
-                                "answer": path.get("answer"), "ids": ids, "ends": ends})
+                    out.append(
+                        {
+                            "row": ri,
+                            "id": row["id"],
+                            "path": pi,
+                            "correct": bool(path["correct"]),
+                            "answer": path.get("answer"),
+                            "ids": ids,
+                            "ends": ends,
+                        }
+                    )
     return out
 
 
@@ -96,7 +105,7 @@ def step_states(torch, backbone, batch: list[dict], device, pad: int):
     width = max(len(e["ids"]) for e in batch)
     ids = torch.full((len(batch), width), pad, dtype=torch.long)
     for i, e in enumerate(batch):
-        ids[i, :len(e["ids"])] = torch.as_tensor(e["ids"])
+        ids[i, : len(e["ids"])] = torch.as_tensor(e["ids"])
     h = backbone(input_ids=ids.to(device)).last_hidden_state  # [B, T, hidden]
     rows = torch.as_tensor([i for i, e in enumerate(batch) for _ in e["ends"]], device=device)
     cols = torch.as_tensor([t for e in batch for t in e["ends"]], device=device)
@@ -113,12 +122,15 @@ def reading(lines: list[dict]) -> dict:
     by_row: dict[int, list[dict]] = defaultdict(list)
     for p in lines:
         by_row[p["row"]].append(p)
-    return {"paths": len(lines), "problems": len(by_row), "steps": int(len(s)),
-            "step_auc": round(auc(s, y), 4),
-            "within_step_auc": round(within_auc(s, y, step_groups({"problem": row, "step": step})), 4),
-            "within_final_auc": round(within_auc(last, [float(p["correct"]) for p in lines],
-                                                 [p["row"] for p in lines]), 4),
-            "votes": votes(by_row)}
+    return {
+        "paths": len(lines),
+        "problems": len(by_row),
+        "steps": int(len(s)),
+        "step_auc": round(auc(s, y), 4),
+        "within_step_auc": round(within_auc(s, y, step_groups({"problem": row, "step": step})), 4),
+        "within_final_auc": round(within_auc(last, [float(p["correct"]) for p in lines], [p["row"] for p in lines]), 4),
+        "votes": votes(by_row),
+    }
 
 
 def read_all(torch, backbone, readout, items: list[dict], device, pad: int, tokens: int) -> list[dict]:
@@ -129,8 +141,10 @@ def read_all(torch, backbone, readout, items: list[dict], device, pad: int, toke
             scores = readout(step_states(torch, backbone, batch, device, pad))
             at = 0
             for e in batch:
-                out.append({k: e[k] for k in ("row", "id", "path", "correct", "answer")}
-                           | {"head": [round(float(v), 5) for v in scores[at:at + len(e["ends"])]]})
+                out.append(
+                    {k: e[k] for k in ("row", "id", "path", "correct", "answer")}
+                    | {"head": [round(float(v), 5) for v in scores[at : at + len(e["ends"])]]}
+                )
                 at += len(e["ends"])
     return out
 
@@ -141,14 +155,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--head", required=True, help="the shipped head on this backbone (.safetensors)")
     ap.add_argument("--rollouts", required=True, help="the rollouts the head was made from (.jsonl.gz)")
     ap.add_argument("--shards", type=int, required=True, help="shards the head's features were made from")
-    ap.add_argument("--extra", nargs="*", default=[], help="more rollouts to train on (their validation "
-                                                            "problems, by id, left out)")
+    ap.add_argument(
+        "--extra", nargs="*", default=[], help="more rollouts to train on (their validation problems, by id, left out)"
+    )
     ap.add_argument("--out", required=True)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--rank", type=int, default=16)
     ap.add_argument("--alpha", type=float, default=32.0)
-    ap.add_argument("--targets", default="attention", choices=sorted(TARGETS),
-                    help="the projections LoRA adapts: attention's q/k/v/o, or all (the MLP's gate/up/down too)")
+    ap.add_argument(
+        "--targets",
+        default="attention",
+        choices=sorted(TARGETS),
+        help="the projections LoRA adapts: attention's q/k/v/o, or all (the MLP's gate/up/down too)",
+    )
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--lr-readout", type=float, default=1e-3)
     ap.add_argument("--batch-tokens", type=int, default=12288)
@@ -169,26 +188,35 @@ class Study:
         self.out.mkdir(parents=True, exist_ok=True)
         model_path = models.resolve(args.model)
         self.ck = load_checkpoint(model_path, "head", device=args.device, head=load_head(Path(args.head)))
-        self.torch, self.tokenizer, self.backbone, self.device = (__import__("torch"), self.ck.tokenizer,
-                                                                  self.ck.backbone, self.ck.device)
+        self.torch, self.tokenizer, self.backbone, self.device = (
+            __import__("torch"),
+            self.ck.tokenizer,
+            self.ck.backbone,
+            self.ck.device,
+        )
         self.torch.manual_seed(args.seed)
         self.pad = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else 0
         rows = list(read_jsonl(Path(args.rollouts)))
         self.val = set(validation_rows(len(rows), args.shards))
         self.val_ids = {rows[i]["id"] for i in self.val}
-        self.rows = rows[:args.limit]
+        self.rows = rows[: args.limit]
         self.t0 = time.time()
         self.val_items = examples(self.tokenizer, self.rows, lambda ri, r: ri in self.val, args.max_tokens)
-        self.report: dict = {"args": vars(args), "model": str(model_path), "validation_problems": len(self.val),
-                             "readings": {}}
+        self.report: dict = {
+            "args": vars(args),
+            "model": str(model_path),
+            "validation_problems": len(self.val),
+            "readings": {},
+        }
 
     def log(self, msg: str) -> None:
         print(f"[{time.time() - self.t0:.0f} s] {msg}", file=sys.stderr, flush=True)
 
     def read(self, name: str, readout) -> None:
         """Score the validation paths with `readout` and record the reading as `name`."""
-        lines = read_all(self.torch, self.backbone, readout, self.val_items, self.device, self.pad,
-                         self.args.batch_tokens)
+        lines = read_all(
+            self.torch, self.backbone, readout, self.val_items, self.device, self.pad, self.args.batch_tokens
+        )
         self.report["readings"][name] = reading(lines)
         write_jsonl_gz(self.out / f"scores-{name}.jsonl.gz", lines)
         write_report(self.out / "report.json", self.report)  # undefined AUCs (one class) as null: the head keeps it
@@ -199,22 +227,36 @@ class Study:
         args = self.args
         train = examples(self.tokenizer, self.rows, lambda ri, r: ri not in self.val, args.max_tokens)
         for extra in args.extra:
-            train += examples(self.tokenizer, list(read_jsonl(Path(extra)))[:args.limit],
-                              lambda ri, r: r["id"] not in self.val_ids, args.max_tokens)
+            train += examples(
+                self.tokenizer,
+                list(read_jsonl(Path(extra)))[: args.limit],
+                lambda ri, r: r["id"] not in self.val_ids,
+                args.max_tokens,
+            )
         self.report["train_paths"] = len(train)
         self.report["train_tokens"] = sum(len(e["ids"]) for e in train)
-        self.log(f"{len(train)} training paths, {self.report['train_tokens']} tokens; {len(self.val_items)} "
-                 "validation paths")
+        self.log(
+            f"{len(train)} training paths, {self.report['train_tokens']} tokens; {len(self.val_items)} validation paths"
+        )
         return train
 
 
 def optimizer(torch, lora: list, value, args: argparse.Namespace, steps_total: int):
     """AdamW over the LoRA (no decay) and the readout, with a 3% linear warm-up then cosine to zero."""
-    opt = torch.optim.AdamW([{"params": [p for _, p in lora], "lr": args.lr, "weight_decay": 0.0},
-                             {"params": value.parameters(), "lr": args.lr_readout, "weight_decay": 0.01}])
+    opt = torch.optim.AdamW(
+        [
+            {"params": [p for _, p in lora], "lr": args.lr, "weight_decay": 0.0},
+            {"params": value.parameters(), "lr": args.lr_readout, "weight_decay": 0.01},
+        ]
+    )
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda k: min(1.0, (k + 1) / max(1, 0.03 * steps_total))
-        * 0.5 * (1 + math.cos(math.pi * min(k, steps_total) / steps_total)))
+        opt,
+        lambda k: (
+            min(1.0, (k + 1) / max(1, 0.03 * steps_total))
+            * 0.5
+            * (1 + math.cos(math.pi * min(k, steps_total) / steps_total))
+        ),
+    )
     return opt, schedule
 
 
@@ -226,8 +268,9 @@ def path_loss(torch, z, batch: list[dict], device):
     return (torch.nn.functional.binary_cross_entropy_with_logits(z, y, reduction="none") * w).sum() / len(batch)
 
 
-def train_epoch(study: Study, value, train: list[dict], opt, schedule,
-                rng: np.random.Generator) -> tuple[int, float, bool]:
+def train_epoch(
+    study: Study, value, train: list[dict], opt, schedule, rng: np.random.Generator
+) -> tuple[int, float, bool]:
     """One pass over the training paths: (paths seen, summed loss, whether --seconds ran out)."""
     torch, args = study.torch, study.args
     study.backbone.train()
@@ -250,8 +293,10 @@ def save_weights(torch, lora: list, value, path: Path) -> None:
     """The LoRA pairs (fp16) and the readout (fp32), named as export_lora_head reads them."""
     from safetensors.torch import save_file
 
-    readout_weights = {"value.weight": value.weight.detach().float().cpu(),
-                       "value.bias": value.bias.detach().float().cpu()}
+    readout_weights = {
+        "value.weight": value.weight.detach().float().cpu(),
+        "value.bias": value.bias.detach().float().cpu(),
+    }
     save_file({**{k: p.detach().to(torch.float16).cpu() for k, p in lora}, **readout_weights}, str(path))
 
 

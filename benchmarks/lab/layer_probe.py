@@ -60,8 +60,10 @@ def _verifier(args: argparse.Namespace, model, capture: bool):
     n_layer = model.n_layer
     layers = args.layers or layers_at(n_layer, DEPTHS)
     cap = LayerCapture(model.n_embd, n_layer, layers) if capture else None
-    print(f"{args.backbone}: {n_layer} layers, n_embd {model.n_embd}, capturing {layers if capture else 'none'}",
-          file=sys.stderr)
+    print(
+        f"{args.backbone}: {n_layer} layers, n_embd {model.n_embd}, capturing {layers if capture else 'none'}",
+        file=sys.stderr,
+    )
     return LlamaVerifier(model, prm_format("head"), args.kv_tokens, n_threads=args.threads, capture=cap), layers
 
 
@@ -70,7 +72,7 @@ def _load(args: argparse.Namespace):
 
     model = load_model(str(models.resolve(args.backbone, allow_pull=False)))
     tokens = feature_tokens(model.n_vocab, model.n_embd, model.eog_ids | model.control_ids, 0)
-    return model, tokens, list(read_jsonl(args.rollouts))[:args.problems], list(read_jsonl(args.mc))
+    return model, tokens, list(read_jsonl(args.rollouts))[: args.problems], list(read_jsonl(args.mc))
 
 
 def speed(args: argparse.Namespace) -> None:
@@ -81,8 +83,17 @@ def speed(args: argparse.Namespace) -> None:
         t0 = time.perf_counter()
         feats.extract(verifier, tokens, rollouts, mc_rows)
         seconds = time.perf_counter() - t0
-        print(json.dumps({"backbone": args.backbone, "capture": capture, "tokens": verifier.stats.tokens,
-                          "seconds": round(seconds, 1), "tokens_per_s": round(verifier.stats.tokens / seconds, 1)}))
+        print(
+            json.dumps(
+                {
+                    "backbone": args.backbone,
+                    "capture": capture,
+                    "tokens": verifier.stats.tokens,
+                    "seconds": round(seconds, 1),
+                    "tokens_per_s": round(verifier.stats.tokens / seconds, 1),
+                }
+            )
+        )
         verifier.close()
 
 
@@ -99,8 +110,16 @@ def extract(args: argparse.Namespace) -> None:
         verifier.close()
 
 
-def _extract_shard(verifier, tokens: np.ndarray, rollouts: list[dict], mc_rows: list[dict], lo: int, hi: int,
-                   layers: list[int], out: Path) -> None:
+def _extract_shard(
+    verifier,
+    tokens: np.ndarray,
+    rollouts: list[dict],
+    mc_rows: list[dict],
+    lo: int,
+    hi: int,
+    layers: list[int],
+    out: Path,
+) -> None:
     tokens_before, t0 = verifier.stats.tokens, time.perf_counter()
     f = feats.extract(verifier, tokens, rollouts[lo:hi], mc_rows)
     seconds = time.perf_counter() - t0
@@ -112,8 +131,11 @@ def _extract_shard(verifier, tokens: np.ndarray, rollouts: list[dict], mc_rows: 
     f["layers"] = np.asarray(layers, dtype=np.int32)
     f["timing"] = np.asarray([n_tok, seconds])  # tokens evaluated, wall seconds
     feats.save(shard_path(out, lo, hi), f)
-    print(f"problems {lo}-{hi - 1}: {len(rows)} steps, {n_tok} tokens in {seconds:.1f} s "
-          f"({n_tok / seconds:.0f} tokens/s)", file=sys.stderr)
+    print(
+        f"problems {lo}-{hi - 1}: {len(rows)} steps, {n_tok} tokens in {seconds:.1f} s "
+        f"({n_tok / seconds:.0f} tokens/s)",
+        file=sys.stderr,
+    )
 
 
 def load_shards(out: Path) -> dict[str, np.ndarray]:
@@ -124,13 +146,15 @@ def load_shards(out: Path) -> dict[str, np.ndarray]:
                 parts.append({k: z[k] for k in z.files})
     if not parts:
         raise SystemExit(f"no shards in {out}: run extract first")
-    if any(not (np.array_equal(p["layers"], parts[0]["layers"]) and np.array_equal(p["tokens"], parts[0]["tokens"]))
-           for p in parts):
+    if any(
+        not (np.array_equal(p["layers"], parts[0]["layers"]) and np.array_equal(p["tokens"], parts[0]["tokens"]))
+        for p in parts
+    ):
         raise SystemExit(f"the shards in {out} read different layers or backbones: one folder per run")
-    merged = {k: np.concatenate([p[k] for p in parts])
-              for k in (*feats.FIELDS, "h") if k not in ("tokens", "layers")}
-    merged.update(tokens=parts[0]["tokens"], layers=parts[0]["layers"],
-                  timing=np.sum([p["timing"] for p in parts], axis=0))
+    merged = {k: np.concatenate([p[k] for p in parts]) for k in (*feats.FIELDS, "h") if k not in ("tokens", "layers")}
+    merged.update(
+        tokens=parts[0]["tokens"], layers=parts[0]["layers"], timing=np.sum([p["timing"] for p in parts], axis=0)
+    )
     return merged
 
 
@@ -140,8 +164,12 @@ def feature_sets(f: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
     labels = {k: f[k] for k in feats.FIELDS if k not in ("tokens", "layers", "x")}
     sets = {FINAL: {**labels, "tokens": f["tokens"], "layers": np.zeros(0, np.int32), "x": f["x"]}}
     for j, il in enumerate(f["layers"]):
-        sets[f"layer {il}"] = {**labels, "tokens": np.zeros(0, np.int32), "layers": np.asarray([il], np.int32),
-                               "x": f["h"][:, j]}
+        sets[f"layer {il}"] = {
+            **labels,
+            "tokens": np.zeros(0, np.int32),
+            "layers": np.asarray([il], np.int32),
+            "x": f["h"][:, j],
+        }
     return sets
 
 
@@ -152,12 +180,22 @@ def train(args: argparse.Namespace) -> None:
 
     torch.set_num_threads(args.threads)
     f = load_shards(args.out)
-    report: dict = {"features": args.out.name, "problems": int(len(np.unique(f["problem"]))),
-                    "rows": int(len(f["x"])), "layers": f["layers"].tolist(),
-                    "extract_tokens": int(f["timing"][0]), "extract_seconds": round(float(f["timing"][1]), 1),
-                    "train_config": {"hidden": args.hidden, "val_fraction": TrainConfig().val_fraction,
-                                     "epochs": TrainConfig().epochs, "rank_weight": TrainConfig().rank_weight},
-                    "seeds": args.seeds, "sets": {}}
+    report: dict = {
+        "features": args.out.name,
+        "problems": int(len(np.unique(f["problem"]))),
+        "rows": int(len(f["x"])),
+        "layers": f["layers"].tolist(),
+        "extract_tokens": int(f["timing"][0]),
+        "extract_seconds": round(float(f["timing"][1]), 1),
+        "train_config": {
+            "hidden": args.hidden,
+            "val_fraction": TrainConfig().val_fraction,
+            "epochs": TrainConfig().epochs,
+            "rank_weight": TrainConfig().rank_weight,
+        },
+        "seeds": args.seeds,
+        "sets": {},
+    }
     for name, fs in feature_sets(f).items():
         report["sets"][name] = _probe(name, fs, args.seeds, args.hidden)
         args.report.write_text(json.dumps(report, indent=1) + "\n")  # a set at a time: a kill keeps what ran
@@ -176,20 +214,34 @@ def _probe(name: str, fs: dict[str, np.ndarray], seeds: list[int], hidden: int) 
         t0 = time.perf_counter()
         cfg = TrainConfig(hidden=hidden, seed=seed)
         head, record = train_head(fs, Backbone("probe", "probe", "not a shipped head"), cfg)
-        runs.append({"seed": seed, "best_epoch": record["best_epoch"], "val_problems": record["val_problems"],
-                     "seconds": round(time.perf_counter() - t0, 1), **{m: record[m] for m in METRICS}})
+        runs.append(
+            {
+                "seed": seed,
+                "best_epoch": record["best_epoch"],
+                "val_problems": record["val_problems"],
+                "seconds": round(time.perf_counter() - t0, 1),
+                **{m: record[m] for m in METRICS},
+            }
+        )
         print(f"{name}, split seed {seed}: " + ", ".join(f"{m} {record[m]:.3f}" for m in METRICS), file=sys.stderr)
         val = split_by_problem(fs["problem"], cfg.val_fraction, seed)
         offset = (seed + 1) * (int(groups.max()) + 1)  # a problem in two splits counts as two
-        for key, col in (("score", head.logits(fs["x"])), ("outcome", fs["outcome"]), ("group", groups + offset),
-                         ("problem", fs["problem"] + (seed + 1) * (int(fs["problem"].max()) + 1)),
-                         ("last", fs["last"])):
+        for key, col in (
+            ("score", head.logits(fs["x"])),
+            ("outcome", fs["outcome"]),
+            ("group", groups + offset),
+            ("problem", fs["problem"] + (seed + 1) * (int(fs["problem"].max()) + 1)),
+            ("last", fs["last"]),
+        ):
             pooled[key].append(col[val])
     p = {k: np.concatenate(v) for k, v in pooled.items()}
     last = p["last"]
-    return {"runs": runs, **_summary(runs),
-            "pooled_within_step_auc": within_auc(p["score"], p["outcome"], p["group"]),
-            "pooled_within_outcome_auc": within_auc(p["score"][last], p["outcome"][last], p["problem"][last])}
+    return {
+        "runs": runs,
+        **_summary(runs),
+        "pooled_within_step_auc": within_auc(p["score"], p["outcome"], p["group"]),
+        "pooled_within_outcome_auc": within_auc(p["score"][last], p["outcome"][last], p["problem"][last]),
+    }
 
 
 def _summary(runs: list[dict]) -> dict:
@@ -197,8 +249,10 @@ def _summary(runs: list[dict]) -> dict:
     out = {}
     for m in METRICS:
         vals = [r[m] for r in runs if r[m] == r[m]]  # NaN: a split without a mixed problem
-        out[m] = {"mean": statistics.fmean(vals) if vals else None,
-                  "sd": statistics.stdev(vals) if len(vals) > 1 else None}
+        out[m] = {
+            "mean": statistics.fmean(vals) if vals else None,
+            "sd": statistics.stdev(vals) if len(vals) > 1 else None,
+        }
     return out
 
 
@@ -208,8 +262,10 @@ def table(args: argparse.Namespace) -> None:
     number of splits where the set did better."""
     report = json.loads(args.report.read_text())
     final = report["sets"][FINAL]["runs"]
-    print("| features | step AUC | within step | outcome AUC | within final | pooled within step "
-          "| pooled within final | within step vs final | within final vs final |")
+    print(
+        "| features | step AUC | within step | outcome AUC | within final | pooled within step "
+        "| pooled within final | within step vs final | within final vs final |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for name, s in report["sets"].items():
         cells = [f"{s[m]['mean']:.3f} ({s[m]['sd']:.3f})" for m in METRICS]

@@ -26,8 +26,9 @@ def add_lora(backbone: Any, rank: int, alpha: float, targets: str = "attention")
         def __init__(self, base: nn.Linear) -> None:
             super().__init__()
             self.base = base
-            self.lora_a = nn.Parameter(torch.randn(rank, base.in_features, device=base.weight.device)
-                                       / math.sqrt(base.in_features))
+            self.lora_a = nn.Parameter(
+                torch.randn(rank, base.in_features, device=base.weight.device) / math.sqrt(base.in_features)
+            )
             self.lora_b = nn.Parameter(torch.zeros(base.out_features, rank, device=base.weight.device))
 
         def forward(self, x: Any) -> Any:

@@ -20,9 +20,15 @@ from edgereason.heads.value_head import Adapter, Backbone, ValueHead, file_sha25
 from edgereason.util.files import write_atomic
 
 # Hugging Face module names (Qwen2/Llama) -> GGUF tensor names, as llama.cpp's convert_lora_to_gguf.py maps them
-_GGUF_NAMES = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-               "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
-               "mlp.down_proj": "ffn_down"}
+_GGUF_NAMES = {
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
 _MODULE = re.compile(r"(?:.*\.)?layers\.(\d+)\.(\w+\.\w+)$")
 
 
@@ -46,8 +52,13 @@ def _permute_rows(b: np.ndarray, n_head: int) -> np.ndarray:
     return b.reshape(n_head, 2, b.shape[0] // n_head // 2, *b.shape[1:]).swapaxes(1, 2).reshape(b.shape)
 
 
-def write_adapter(path: Path, arch: str, alpha: float, pairs: dict[str, tuple[np.ndarray, np.ndarray]],
-                  heads: tuple[int, int] = (0, 0)) -> None:
+def write_adapter(
+    path: Path,
+    arch: str,
+    alpha: float,
+    pairs: dict[str, tuple[np.ndarray, np.ndarray]],
+    heads: tuple[int, int] = (0, 0),
+) -> None:
     """A GGUF LoRA adapter llama.cpp loads (llama_adapter_lora_init). pairs: module name -> (A [r, in], B [out, r]),
     y = W x + (alpha / r) B A x; stored f16 as `<tensor>.lora_a` / `.lora_b` (ggml shapes [in, r] and [r, out]).
     heads: (attention heads, KV heads), for an architecture whose conversion permutes q and k rows."""
@@ -57,8 +68,15 @@ def write_adapter(path: Path, arch: str, alpha: float, pairs: dict[str, tuple[np
         raise ValueError(f"LoRA export knows {sorted(_PLAIN_ARCHS | _PERMUTED_ARCHS)} GGUFs, not {arch}")
     if arch in _PERMUTED_ARCHS:
         n_head, n_head_kv = heads
-        pairs = {m: (a, _permute_rows(b, n_head if m.endswith("q_proj") else n_head_kv)
-                     if m.endswith(("q_proj", "k_proj")) else b) for m, (a, b) in pairs.items()}
+        pairs = {
+            m: (
+                a,
+                _permute_rows(b, n_head if m.endswith("q_proj") else n_head_kv)
+                if m.endswith(("q_proj", "k_proj"))
+                else b,
+            )
+            for m, (a, b) in pairs.items()
+        }
 
     def write(tmp: Path) -> None:
         w = gguf.GGUFWriter(str(tmp), arch)
@@ -110,13 +128,23 @@ def readout_on_tokens(rows: np.ndarray, v: np.ndarray) -> np.ndarray:
     return u.astype(np.float32)
 
 
-def export_lora_head(tensors: dict[str, np.ndarray], alpha: float, model_path: Path, backbone_name: str,
-                     tokens: np.ndarray, out: Path, record: dict) -> tuple[Path, Path, Path]:
+def export_lora_head(
+    tensors: dict[str, np.ndarray],
+    alpha: float,
+    model_path: Path,
+    backbone_name: str,
+    tokens: np.ndarray,
+    out: Path,
+    record: dict,
+) -> tuple[Path, Path, Path]:
     """tensors: `<module>.lora_a`, `<module>.lora_b` and `value.weight` [1, n_embd], `value.bias` [1] (what
     finetune_verifier saves). Writes NAME.safetensors, NAME.json and NAME.lora.gguf (out: any of them, or NAME);
     returns their paths."""
-    pairs = {k.removesuffix(".lora_a"): (tensors[k], tensors[k.removesuffix(".lora_a") + ".lora_b"])
-             for k in tensors if k.endswith(".lora_a")}
+    pairs = {
+        k.removesuffix(".lora_a"): (tensors[k], tensors[k.removesuffix(".lora_a") + ".lora_b"])
+        for k in tensors
+        if k.endswith(".lora_a")
+    }
     rows, arch, heads = backbone_facts(model_path, tokens)
     u = readout_on_tokens(rows, np.asarray(tensors["value.weight"], dtype=np.float32).reshape(-1))
     weights_path, _ = head_paths(Path(out))
@@ -124,10 +152,15 @@ def export_lora_head(tensors: dict[str, np.ndarray], alpha: float, model_path: P
     adapter_path.parent.mkdir(parents=True, exist_ok=True)
     write_adapter(adapter_path, arch, alpha, pairs, heads)
     k = len(tokens)
-    head = ValueHead(Backbone(backbone_name, Path(model_path).name, file_sha256(Path(model_path))),
-                     tokens=np.asarray(tokens, dtype=np.int64), mean=np.zeros(k, np.float32),
-                     std=np.ones(k, np.float32), w2=u.reshape(1, k),
-                     b2=np.asarray(tensors["value.bias"], dtype=np.float32).reshape(1), record=record,
-                     adapter=Adapter(adapter_path.name, file_sha256(adapter_path), adapter_path))
+    head = ValueHead(
+        Backbone(backbone_name, Path(model_path).name, file_sha256(Path(model_path))),
+        tokens=np.asarray(tokens, dtype=np.int64),
+        mean=np.zeros(k, np.float32),
+        std=np.ones(k, np.float32),
+        w2=u.reshape(1, k),
+        b2=np.asarray(tensors["value.bias"], dtype=np.float32).reshape(1),
+        record=record,
+        adapter=Adapter(adapter_path.name, file_sha256(adapter_path), adapter_path),
+    )
     weights, meta = save_head(head, weights_path)
     return weights, meta, adapter_path

@@ -57,16 +57,25 @@ def validation_rows(n_rows: int, shards: int, fraction: float = 0.15, seed: int 
 
 def prompt_text(problem: str) -> str:
     """Qwen2.5's chat template around the solve prompt (both models of this study share it)."""
-    return (f"<|im_start|>system\n{SYSTEM_PROMPT}<|im_end|>\n<|im_start|>user\n{problem.strip()}<|im_end|>\n"
-            "<|im_start|>assistant\n")
+    return (
+        f"<|im_start|>system\n{SYSTEM_PROMPT}<|im_end|>\n<|im_start|>user\n{problem.strip()}<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
 
 
 def score(args: argparse.Namespace) -> None:
     from llama_cpp import Llama
 
     head = load_head(Path(args.head)) if args.head else None
-    llm = Llama(model_path=str(models.resolve(args.model)), n_ctx=args.ctx, logits_all=True, n_batch=512,
-                n_gpu_layers=args.gpu_layers, n_threads=args.threads, verbose=False)
+    llm = Llama(
+        model_path=str(models.resolve(args.model)),
+        n_ctx=args.ctx,
+        logits_all=True,
+        n_batch=512,
+        n_gpu_layers=args.gpu_layers,
+        n_threads=args.threads,
+        verbose=False,
+    )
     rows = list(read_jsonl(Path(args.rollouts)))
     out = Path(args.out)
     done = {json.loads(line)["row"] for line in out.open(encoding="utf-8")} if out.exists() else set()
@@ -95,27 +104,40 @@ def _score_problem(llm, head, i: int, row: dict) -> list[dict]:
         llm.n_tokens = n0
         llm.eval(toks[n0:])
         # logits [len(toks) - n0 + 1, n_vocab]: row j is read after token n0 - 1 + j and predicts token n0 + j
-        logits = np.asarray(llm.scores[n0 - 1:len(toks)], dtype=np.float32)
+        logits = np.asarray(llm.scores[n0 - 1 : len(toks)], dtype=np.float32)
         m = logits[:-1].max(axis=1, keepdims=True)
         lse = np.log(np.exp(logits[:-1] - m).sum(axis=1)) + m[:, 0]
         lp = logits[np.arange(len(toks) - n0), toks[n0:]] - lse
         per_step, heads, at = [], [], 0
         for s in steps:
-            per_step.append([round(float(v), 4) for v in lp[at:at + len(s)]])
+            per_step.append([round(float(v), 4) for v in lp[at : at + len(s)]])
             at += len(s)
             if head is not None:  # the row read after the step's last token
                 heads.append(round(float(head.score_features(logits[at][head.tokens])), 5))
-        lines.append({"row": i, "id": row["id"], "path": pi, "correct": bool(path["correct"]),
-                      "answer": path.get("answer"), "token_logprobs": per_step, **({"head": heads} if heads else {})})
+        lines.append(
+            {
+                "row": i,
+                "id": row["id"],
+                "path": pi,
+                "correct": bool(path["correct"]),
+                "answer": path.get("answer"),
+                "token_logprobs": per_step,
+                **({"head": heads} if heads else {}),
+            }
+        )
     return lines
 
 
 def signals(line: dict) -> dict[str, float]:
     """Path-level scores, each higher = more likely right."""
     lp = np.concatenate([np.asarray(s, dtype=np.float64) for s in line["token_logprobs"]])
-    out = {"logprob mean": lp.mean(), "logprob 10th percentile": np.quantile(lp, 0.1), "logprob min": lp.min(),
-           "tokens below -3 (fraction, negated)": -float(np.mean(lp < -3)),
-           "worst step's mean logprob": min(float(np.mean(s)) for s in line["token_logprobs"] if s)}
+    out = {
+        "logprob mean": lp.mean(),
+        "logprob 10th percentile": np.quantile(lp, 0.1),
+        "logprob min": lp.min(),
+        "tokens below -3 (fraction, negated)": -float(np.mean(lp < -3)),
+        "worst step's mean logprob": min(float(np.mean(s)) for s in line["token_logprobs"] if s),
+    }
     if "head" in line:
         h = np.clip(np.asarray(line["head"]), 1e-6, 1 - 1e-6)
         out.update({"head, last step": h[-1], "head, min over steps": h.min(), "head, mean over steps": h.mean()})
@@ -141,8 +163,10 @@ def table(args: argparse.Namespace) -> None:
         rep = {"problems": len(by_row), "mixed problems": len(mixed), "paths": len(rows), "signals": {}}
         for k, v in cols.items():
             best = [max(np.flatnonzero(group == gi), key=lambda j: v[j]) for gi in range(len(mixed))]
-            rep["signals"][k] = {"within_problem_auc": round(within_auc(v, right, group), 4),
-                                 "best_scored_right": round(float(right[best].mean()), 4)}
+            rep["signals"][k] = {
+                "within_problem_auc": round(within_auc(v, right, group), 4),
+                "best_scored_right": round(float(right[best].mean()), 4),
+            }
         result[Path(name).name] = rep
         print(f"\n{name}: {rep['mixed problems']} problems with right and wrong paths ({rep['paths']} paths)")
         print("| signal | within-problem AUC | best-scored path right |\n|---|---|---|")
@@ -166,11 +190,14 @@ def votes(by_row: dict[int, list[dict]]) -> dict[str, float]:
     right: dict[str, int] = defaultdict(int)
     for group in by_row.values():
         for name in AGGREGATIONS:
-            finals = sorted((FinalPath([], aggregate(p["head"], name), p["answer"], i) for i, p in enumerate(group)),
-                            key=lambda f: -f.score)
+            finals = sorted(
+                (FinalPath([], aggregate(p["head"], name), p["answer"], i) for i, p in enumerate(group)),
+                key=lambda f: -f.score,
+            )
             right[f"weighted, --agg {name}"] += _right(vote(finals, by_score=True), group)
-        right["majority"] += _right(vote([FinalPath([], 1.0, p["answer"], i) for i, p in enumerate(group)],
-                                         by_score=False), group)
+        right["majority"] += _right(
+            vote([FinalPath([], 1.0, p["answer"], i) for i, p in enumerate(group)], by_score=False), group
+        )
         right["right answer among the paths"] += any(p["correct"] for p in group)
     return {k: round(v / len(by_row), 4) for k, v in right.items()}
 
@@ -196,9 +223,13 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("--model", required=True, help="registry name or .gguf")
     s.add_argument("--head", help="value head (.safetensors) on this model, scored from the same logits")
     s.add_argument("--rollouts", default=str(ROLLOUTS))
-    s.add_argument("--shards", type=int, default=8,
-                   help="shards the head's features were made from (its results README: 8 for the heads on the "
-                        "0.5B's rollouts, 16 for the 1.5B's own)")
+    s.add_argument(
+        "--shards",
+        type=int,
+        default=8,
+        help="shards the head's features were made from (its results README: 8 for the heads on the "
+        "0.5B's rollouts, 16 for the 1.5B's own)",
+    )
     s.add_argument("--out", required=True)
     s.add_argument("--limit", type=int, default=None, help="validation problems to score (default all)")
     s.add_argument("--gpu-layers", type=int, default=0)

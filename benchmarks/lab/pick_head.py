@@ -14,8 +14,14 @@ import argparse
 import json
 from pathlib import Path
 
-SHOWN = ("val_step_auc", "val_within_step_auc", "val_outcome_auc", "val_within_outcome_auc", "judge_val_step_auc",
-         "judge_val_within_step_auc")
+SHOWN = (
+    "val_step_auc",
+    "val_within_step_auc",
+    "val_outcome_auc",
+    "val_within_outcome_auc",
+    "judge_val_step_auc",
+    "judge_val_within_step_auc",
+)
 
 
 def merit(report: dict, and_final: bool) -> float:
@@ -25,8 +31,9 @@ def merit(report: dict, and_final: bool) -> float:
 
 def pick(generator: str, heads: Path, backbones: list[str], variants: str, and_final: bool) -> None:
     for backbone in backbones:
-        reports = {p.parent: json.loads(p.read_text())
-                   for p in heads.glob(variants.format(backbone=backbone) + "/report.json")}
+        reports = {
+            p.parent: json.loads(p.read_text()) for p in heads.glob(variants.format(backbone=backbone) + "/report.json")
+        }
         if not reports:
             raise SystemExit(f"no trained head for {backbone} in {heads} (see its */log.txt)")
         for variant, r in sorted(reports.items()):

@@ -6,6 +6,7 @@ the mean of their step scores, on the paths they all scored.
 One line a reader: step AUC, within-problem step and final AUC, best-of-n's weighted vote (--agg last, mean) and a
 right answer among the paths (finetune_verifier.reading). (From the repository root, as a module.)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,9 +36,11 @@ def mean_of(readers: list[dict[tuple[int, int], dict]]) -> list[dict]:
 def line(name: str, lines: list[dict]) -> str:
     r = reading(lines)
     v = r["votes"]
-    return (f"{name}: {r['paths']} paths, step AUC {r['step_auc']}, within-problem step {r['within_step_auc']}, "
-            f"final {r['within_final_auc']}; weighted vote (last) {v['weighted, --agg last']}, "
-            f"(mean) {v['weighted, --agg mean']}; a right answer among the paths {v['right answer among the paths']}")
+    return (
+        f"{name}: {r['paths']} paths, step AUC {r['step_auc']}, within-problem step {r['within_step_auc']}, "
+        f"final {r['within_final_auc']}; weighted vote (last) {v['weighted, --agg last']}, "
+        f"(mean) {v['weighted, --agg mean']}; a right answer among the paths {v['right answer among the paths']}"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

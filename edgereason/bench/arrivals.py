@@ -20,8 +20,10 @@ def parse_rate(text: str) -> float:
     if not rate > 0 or math.isnan(rate):
         raise ConfigError(f"--rate must be positive (or inf), got {text!r}")
     if rate < MIN_RATE:
-        raise ConfigError(f"--rate {text} is under one request a day: the bench would wait days between "
-                          f"problems; give at least {MIN_RATE:.2g} (or inf)")
+        raise ConfigError(
+            f"--rate {text} is under one request a day: the bench would wait days between "
+            f"problems; give at least {MIN_RATE:.2g} (or inf)"
+        )
     return rate
 
 

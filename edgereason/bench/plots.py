@@ -116,13 +116,19 @@ def _boxes(out: Path, pooled: dict[str, list[float]], name: str, ylabel: str, ti
 
 
 def _waiting(out: Path, runs: list[dict]) -> Path | None:
-    return _boxes(out, _by_policy(runs, "waiting_ratio"), "waiting_ratio.png", "waiting ratio per problem",
-                  "Waiting ratio")
+    return _boxes(
+        out, _by_policy(runs, "waiting_ratio"), "waiting_ratio.png", "waiting ratio per problem", "Waiting ratio"
+    )
 
 
 def _common_prefix(out: Path, runs: list[dict]) -> Path | None:
-    return _boxes(out, _by_policy(runs, "common_prefix"), "common_prefix.png",
-                  "shared-token share per selection", "Common prefix share")
+    return _boxes(
+        out,
+        _by_policy(runs, "common_prefix"),
+        "common_prefix.png",
+        "shared-token share per selection",
+        "Common prefix share",
+    )
 
 
 def _prm_scores(out: Path, runs: list[dict]) -> Path | None:

@@ -18,18 +18,36 @@ from edgereason.util.files import make_writable_folder, write_text_atomic
 RunKey = tuple[str, int, str]
 
 TABLE = [  # (header, field, format)
-    ("policy", "policy", "{}"), ("beams", "beams", "{}"), ("rate", "rate", "{}"), ("rep", "repeat", "{}"),
-    ("acc", "accuracy", "{:.2f}"), ("tok/s", "throughput_tok_s", "{:.1f}"), ("good/s", "goodput_tok_s", "{:.1f}"),
-    ("lat_s", "latency_s_mean", "{:.1f}"), ("p90_s", "latency_s_p90", "{:.1f}"),
-    ("ms/tok", "normalized_latency_ms_mean", "{:.0f}"), ("wait", "waiting_ratio_median", "{:.2f}"),
-    ("gen_s", "gen_time_s", "{:.1f}"), ("prm_s", "prm_time_s", "{:.1f}"), ("other_s", "other_time_s", "{:.1f}"),
-    ("prm_calls", "prm_calls", "{}"), ("rows/pass", "rows_per_pass", "{:.1f}"),
+    ("policy", "policy", "{}"),
+    ("beams", "beams", "{}"),
+    ("rate", "rate", "{}"),
+    ("rep", "repeat", "{}"),
+    ("acc", "accuracy", "{:.2f}"),
+    ("tok/s", "throughput_tok_s", "{:.1f}"),
+    ("good/s", "goodput_tok_s", "{:.1f}"),
+    ("lat_s", "latency_s_mean", "{:.1f}"),
+    ("p90_s", "latency_s_p90", "{:.1f}"),
+    ("ms/tok", "normalized_latency_ms_mean", "{:.0f}"),
+    ("wait", "waiting_ratio_median", "{:.2f}"),
+    ("gen_s", "gen_time_s", "{:.1f}"),
+    ("prm_s", "prm_time_s", "{:.1f}"),
+    ("other_s", "other_time_s", "{:.1f}"),
+    ("prm_calls", "prm_calls", "{}"),
+    ("rows/pass", "rows_per_pass", "{:.1f}"),
 ]
 
 RESULTS = "results.json"
 CSV = "results.csv"
-COMPARED = ("accuracy", "throughput_tok_s", "goodput_tok_s", "latency_s_mean", "normalized_latency_ms_mean",
-            "waiting_ratio_median", "prm_calls", "wall_s")
+COMPARED = (
+    "accuracy",
+    "throughput_tok_s",
+    "goodput_tok_s",
+    "latency_s_mean",
+    "normalized_latency_ms_mean",
+    "waiting_ratio_median",
+    "prm_calls",
+    "wall_s",
+)
 
 
 def prepare_out(out: Path, force: bool) -> None:
@@ -41,11 +59,13 @@ def prepare_out(out: Path, force: bool) -> None:
     except OSError as e:
         raise ConfigError(f"cannot write results to --out {out}: {e.strerror or e}") from None
     if folders := [name for name in (RESULTS, CSV) if (out / name).is_dir()]:  # found out after the first run
-        raise ConfigError(f"--out {out} holds a folder named {folders[0]} where the results go; move it, or choose "
-                          "another --out")
+        raise ConfigError(
+            f"--out {out} holds a folder named {folders[0]} where the results go; move it, or choose another --out"
+        )
     if (out / RESULTS).exists() and not force:
-        raise ConfigError(f"{out} holds the results of an earlier bench; pass --force to overwrite them, or choose "
-                          "another --out")
+        raise ConfigError(
+            f"{out} holds the results of an earlier bench; pass --force to overwrite them, or choose another --out"
+        )
 
 
 def write_results(out: Path, config: dict, runs: list[dict]) -> None:
@@ -63,8 +83,12 @@ def write_results(out: Path, config: dict, runs: list[dict]) -> None:
 
 
 # What --compare reads from each run, and the type each must have.
-_RUN_FIELDS: dict[str, type | tuple[type, ...]] = {"policy": str, "beams": int, "rate": (str, int, float),
-                                                   **{f: (int, float) for f in COMPARED}}
+_RUN_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "policy": str,
+    "beams": int,
+    "rate": (str, int, float),
+    **{f: (int, float) for f in COMPARED},
+}
 
 
 class Results(NamedTuple):
@@ -89,8 +113,9 @@ def load_results(folder: str | Path) -> Results:
         raise ConfigError(f"{path} is not a bench results file (its runs are not a list of objects)")
     for i, run in enumerate(runs, 1):
         if missing := [f for f in _RUN_FIELDS if f not in run]:
-            raise ConfigError(f"{path}: run {i} lacks {', '.join(missing)}; compare folders written by "
-                              "`edgereason bench --out`")
+            raise ConfigError(
+                f"{path}: run {i} lacks {', '.join(missing)}; compare folders written by `edgereason bench --out`"
+            )
         if wrong := [f for f, kind in _RUN_FIELDS.items() if not isinstance(run[f], kind)]:
             raise ConfigError(f"{path}: run {i} has a value of the wrong type in {', '.join(wrong)}")
     config = data.get("config")
@@ -122,11 +147,18 @@ def unlike(results: list[tuple[str | Path, Results]]) -> list[str]:
     """Why two benches' ratios ((folder, results) of base, then new) may not mean what they seem: settings that
     differ, runs cut short."""
     base, new = (r.config for _, r in results)
-    notes = [f"the benches differ in {k}: {base.get(k)!r} against {new.get(k)!r}"
-             for k in sorted((set(base) | set(new)) - _CONFIG_FREE) if base.get(k) != new.get(k)]
+    notes = [
+        f"the benches differ in {k}: {base.get(k)!r} against {new.get(k)!r}"
+        for k in sorted((set(base) | set(new)) - _CONFIG_FREE)
+        if base.get(k) != new.get(k)
+    ]
     for folder, r in results:
-        notes += [f"{run['policy']} beams={run['beams']} rate={run['rate']} in {folder} was interrupted after "
-                  f"{run.get('problems', '?')} problems" for run in r.runs if run.get("interrupted")]
+        notes += [
+            f"{run['policy']} beams={run['beams']} rate={run['rate']} in {folder} was interrupted after "
+            f"{run.get('problems', '?')} problems"
+            for run in r.runs
+            if run.get("interrupted")
+        ]
     return notes
 
 
@@ -143,8 +175,10 @@ def print_compare(base_dir: str | Path, new_dir: str | Path, file: TextIO, notes
     for key in common:
         rows.append([key[0], str(key[1]), key[2], *(_ratio(new[key][f], base[key][f]) for f in COMPARED)])
     _print_rows(rows, file)
-    for label, keys in (("only in " + str(base_dir), set(base) - set(new)), ("only in " + str(new_dir),
-                                                                             set(new) - set(base))):
+    for label, keys in (
+        ("only in " + str(base_dir), set(base) - set(new)),
+        ("only in " + str(new_dir), set(new) - set(base)),
+    ):
         if keys:
             print(f"{label}: {', '.join(f'{p} beams={b} rate={r}' for p, b, r in sorted(keys))}", file=file)
     for note in unlike(results):
@@ -159,5 +193,6 @@ def _ratio(a: float, b: float) -> str:
 def _print_rows(rows: list[list[str]], file: TextIO) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
-        print("  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))),
-              file=file)
+        print(
+            "  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))), file=file
+        )

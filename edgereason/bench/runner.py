@@ -25,8 +25,17 @@ from edgereason.session.opening import Session
 
 Progress = Callable[[int, int], None]
 
-SUMMED = ("spec_tokens", "spec_tokens_reused", "spec_tokens_wasted", "pruned_rank", "pruned_perfect",
-          "dedup_saved_rows", "lookahead_scores", "forward_rows", "evictions")
+SUMMED = (
+    "spec_tokens",
+    "spec_tokens_reused",
+    "spec_tokens_wasted",
+    "pruned_rank",
+    "pruned_perfect",
+    "dedup_saved_rows",
+    "lookahead_scores",
+    "forward_rows",
+    "evictions",
+)
 
 
 @dataclass(frozen=True)
@@ -101,16 +110,32 @@ def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Reque
     per_problem = []
     for p, res in done:
         m = res.metrics
-        per_problem.append({
-            "id": p.id, "answer": res.answer, "gold": p.answer, "correct": answers_match(res.answer, p.answer),
-            "status": res.status, "latency": m.wall_s, "tokens": m.generated_tokens, "final_tokens": m.final_tokens,
-            "waiting_ratio": m.waiting_ratio, "step_scores": res.step_scores,
-            "common_prefix": res.step_common_prefix,
-            # the final candidates, best first, with each step's PRM score (None: unscored): lets a vote rule or a
-            # way of adding up step scores be compared after the run on the same paths
-            "paths": [{"answer": fp.answer, "score": fp.score, "potential": fp.potential,
-                       "step_scores": [score for _, score in fp.steps]} for fp in res.paths],
-        })
+        per_problem.append(
+            {
+                "id": p.id,
+                "answer": res.answer,
+                "gold": p.answer,
+                "correct": answers_match(res.answer, p.answer),
+                "status": res.status,
+                "latency": m.wall_s,
+                "tokens": m.generated_tokens,
+                "final_tokens": m.final_tokens,
+                "waiting_ratio": m.waiting_ratio,
+                "step_scores": res.step_scores,
+                "common_prefix": res.step_common_prefix,
+                # the final candidates, best first, with each step's PRM score (None: unscored): lets a vote rule or a
+                # way of adding up step scores be compared after the run on the same paths
+                "paths": [
+                    {
+                        "answer": fp.answer,
+                        "score": fp.score,
+                        "potential": fp.potential,
+                        "step_scores": [score for _, score in fp.steps],
+                    }
+                    for fp in res.paths
+                ],
+            }
+        )
     metrics = [res.metrics for _, res in done]
     generated = sum(m.generated_tokens for m in metrics)
     final = sum(m.final_tokens for m in metrics)
@@ -120,17 +145,30 @@ def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Reque
     correct = sum(pp["correct"] for pp in per_problem)
     cfg = spec.config
     run = {
-        "policy": spec.name, "strategy": cfg.strategy, "beams": cfg.beams, "width": cfg.width,
+        "policy": spec.name,
+        "strategy": cfg.strategy,
+        "beams": cfg.beams,
+        "width": cfg.width,
         "rate": rate_label(spec.rate),
-        "concurrency": spec.concurrency, "repeat": spec.repeat, "problems": len(done), "correct": correct,
-        "accuracy": correct / len(done) if done else 0.0, "wall_s": wall, "generated_tokens": generated,
-        "final_tokens": final, "throughput_tok_s": generated / wall if wall > 0 else 0.0,
+        "concurrency": spec.concurrency,
+        "repeat": spec.repeat,
+        "problems": len(done),
+        "correct": correct,
+        "accuracy": correct / len(done) if done else 0.0,
+        "wall_s": wall,
+        "generated_tokens": generated,
+        "final_tokens": final,
+        "throughput_tok_s": generated / wall if wall > 0 else 0.0,
         "goodput_tok_s": final / wall if wall > 0 else 0.0,
-        "latency_s_mean": _mean(latencies), "latency_s_p90": _quantile(latencies, 0.9),
+        "latency_s_mean": _mean(latencies),
+        "latency_s_p90": _quantile(latencies, 0.9),
         "normalized_latency_ms_mean": _mean(normalized),
         "waiting_ratio_median": _quantile([m.waiting_ratio for m in metrics], 0.5),
-        "gen_time_s": gen_s, "prm_time_s": prm_s, "other_time_s": max(0.0, wall - gen_s - prm_s),
-        "prm_calls": stats.prm_calls, "prm_requests_per_call_mean": _mean(stats.prm_batches),
+        "gen_time_s": gen_s,
+        "prm_time_s": prm_s,
+        "other_time_s": max(0.0, wall - gen_s - prm_s),
+        "prm_calls": stats.prm_calls,
+        "prm_requests_per_call_mean": _mean(stats.prm_batches),
         "prm_tokens": prm_tokens,
         "prm_batch_tokens_mean": prm_tokens / stats.prm_calls if stats.prm_calls else 0.0,
         "recomputed_tokens": sum(m.recomputed_tokens for m in metrics) + stats.prm_rebuilt_tokens,

@@ -8,64 +8,97 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime, timezone
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
 
 from edgereason import __version__
-
-from edgereason.util import interrupts
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
 from edgereason.bench.arrivals import parse_rate
-from edgereason.search.dataset import Problem, load_problems
 from edgereason.bench.report import prepare_out, print_compare, print_table, write_results
 from edgereason.bench.runner import RunInterrupted, RunSpec, rate_label, run_one
-from edgereason.cli.common import add_model_args, add_search_args, add_switch_args, model_settings, policy_from, search_config
-from edgereason.cli.progress import pull_progress
-from edgereason.cli.progress import bar, end_line
+from edgereason.cli.common import (
+    add_model_args,
+    add_search_args,
+    add_switch_args,
+    model_settings,
+    policy_from,
+    search_config,
+)
+from edgereason.cli.progress import bar, end_line, pull_progress
 from edgereason.config import STRATEGY_NAMES
 from edgereason.engine.loop import prompt_ids
-from edgereason.errors import ConfigError
 from edgereason.engine.policy import PRESETS, Policy
+from edgereason.errors import ConfigError
+from edgereason.search.dataset import Problem, load_problems
 from edgereason.session.opening import Session, open_session
 from edgereason.session.settings import SPLITS
+from edgereason.util import interrupts
 
 T = TypeVar("T")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="measure speed and accuracy of engine policies on a JSONL math set",
-                       conflict_handler="resolve",
-                       description="Run each policy over the problems of a JSONL file (id, problem, answer) and "
-                                   "write results.json, results.csv and plots; or compare two result folders.")
+    p = sub.add_parser(
+        "bench",
+        help="measure speed and accuracy of engine policies on a JSONL math set",
+        conflict_handler="resolve",
+        description="Run each policy over the problems of a JSONL file (id, problem, answer) and "
+        "write results.json, results.csv and plots; or compare two result folders.",
+    )
     p.add_argument("--dataset", help="JSONL file, one {id, problem, answer} object a line")
     p.add_argument("--limit", type=int, default=None, help="problems to run (default all)")
     p.add_argument("--offset", type=int, default=0, help="problems to skip first (default 0)")
-    p.add_argument("--policies", default="baseline,edge",
-                   help=f"comma list of PRESET[:key=value...]; presets: {', '.join(PRESETS)} (default baseline,edge)")
-    p.add_argument("--rate", default="inf",
-                   help="comma list of arrival rates in requests/s (Poisson), inf = all at once (default inf)")
-    p.add_argument("--concurrency", type=int, default=0,
-                   help="most requests in flight at once; later arrivals wait, 1 = one at a time like a chat user "
-                        "(default 0: no limit)")
+    p.add_argument(
+        "--policies",
+        default="baseline,edge",
+        help=f"comma list of PRESET[:key=value...]; presets: {', '.join(PRESETS)} (default baseline,edge)",
+    )
+    p.add_argument(
+        "--rate",
+        default="inf",
+        help="comma list of arrival rates in requests/s (Poisson), inf = all at once (default inf)",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=0,
+        help="most requests in flight at once; later arrivals wait, 1 = one at a time like a chat user "
+        "(default 0: no limit)",
+    )
     p.add_argument("--repeat", type=int, default=1, help="repetitions of every run, interleaved (default 1)")
     p.add_argument("--out", help="folder for results.json, results.csv and plots; checked before the first problem")
     p.add_argument("--force", action="store_true", help="overwrite the results of an earlier bench in --out")
     p.add_argument("--no-plots", action="store_true", help="write results.json and results.csv only")
-    p.add_argument("--compare", nargs=2, metavar=("BASE", "NEW"),
-                   help="print ratios NEW / BASE between two result folders, matching runs by policy/beams/rate")
+    p.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("BASE", "NEW"),
+        help="print ratios NEW / BASE between two result folders, matching runs by policy/beams/rate",
+    )
     add_model_args(p)
     add_search_args(p)
     add_switch_args(p)
     # replace the shared single-valued --beams and --strategy (conflict_handler="resolve")
-    p.add_argument("--beams", default="4", metavar="N[,N...]",
-                   help="beam size N, or a comma list of sizes run side by side (default 4)")
-    p.add_argument("--strategy", default="beam", metavar="S[,S...]",
-                   help=f"search strategy ({', '.join(STRATEGY_NAMES)}), or a comma list run side by side: with "
-                        "--beams, one accuracy-against-compute point per strategy and N (default beam)")
-    p.add_argument("--split", default="profile",
-                   help="comma list of ways to split --kv-budget: profile, even; several run side by side "
-                        "(default profile)")
+    p.add_argument(
+        "--beams",
+        default="4",
+        metavar="N[,N...]",
+        help="beam size N, or a comma list of sizes run side by side (default 4)",
+    )
+    p.add_argument(
+        "--strategy",
+        default="beam",
+        metavar="S[,S...]",
+        help=f"search strategy ({', '.join(STRATEGY_NAMES)}), or a comma list run side by side: with "
+        "--beams, one accuracy-against-compute point per strategy and N (default beam)",
+    )
+    p.add_argument(
+        "--split",
+        default="profile",
+        help="comma list of ways to split --kv-budget: profile, even; several run side by side (default profile)",
+    )
     p.set_defaults(func=run)
 
 
@@ -87,24 +120,43 @@ def run(args: argparse.Namespace) -> int:
     splits = _items(args.split, "--split", allowed=SPLITS)
     if len(splits) > 1 and args.kv_budget is None and args.gpu_memory is None:
         # without a budget each model gets --kv-tokens: the runs would be alike, labelled as different splits
-        raise ConfigError(f"--split {args.split} compares ways to split a KV budget; give --kv-budget SIZE (or "
-                          "--gpu-memory SIZE), or one --split")
+        raise ConfigError(
+            f"--split {args.split} compares ways to split a KV budget; give --kv-budget SIZE (or "
+            "--gpu-memory SIZE), or one --split"
+        )
     if not args.no_plots:
         require_one_cxx_runtime("bench's plots load matplotlib", "pass --no-plots")
     # with several strategies or splits the label names them, so tables, plots and --compare keep runs apart
-    specs = [(split, RunSpec(policy, search_config(argparse.Namespace(**{**vars(args), "beams": b,
-                                                                        "strategy": strategy})),
-                             rate, rep, args.seed + rep, args.concurrency,
-                             label=policy.name + (f"/{strategy}" if len(strategies) > 1 else "")
-                             + (f"@{split}" if len(splits) > 1 else "")))
-             for rep in range(args.repeat) for rate in rates for strategy in strategies for b in beams
-             for policy in policies for split in splits]  # splits alternate like policies
+    specs = [
+        (
+            split,
+            RunSpec(
+                policy,
+                search_config(argparse.Namespace(**{**vars(args), "beams": b, "strategy": strategy})),
+                rate,
+                rep,
+                args.seed + rep,
+                args.concurrency,
+                label=policy.name
+                + (f"/{strategy}" if len(strategies) > 1 else "")
+                + (f"@{split}" if len(splits) > 1 else ""),
+            ),
+        )
+        for rep in range(args.repeat)
+        for rate in rates
+        for strategy in strategies
+        for b in beams
+        for policy in policies
+        for split in splits
+    ]  # splits alternate like policies
     out = Path(args.out)
     prepare_out(out, args.force)  # after every setting is checked: a refused bench leaves no folder behind
     config = _config(args, problems, policies, beams, rates)
     runs: list[dict] = []
-    sessions = {s: open_session(model_settings(argparse.Namespace(**{**vars(args), "split": s})),
-                                progress=pull_progress) for s in splits}
+    sessions = {
+        s: open_session(model_settings(argparse.Namespace(**{**vars(args), "split": s})), progress=pull_progress)
+        for s in splits
+    }
     config["backend"] = next(iter(sessions.values())).backend  # auto's choice: the same for every split
     try:
         for session in sessions.values():  # a problem refused mid-run stopped the bench and lost that run's work
@@ -150,18 +202,38 @@ def _check_problems_fit(session: Session, problems: list[Problem], dataset: str)
             raise ConfigError(f"{dataset}: problem {p.id!r}: {e}") from None
 
 
-def _config(args: argparse.Namespace, problems: list, policies: list[Policy], beams: list[int],
-            rates: list[float]) -> dict:
+def _config(
+    args: argparse.Namespace, problems: list, policies: list[Policy], beams: list[int], rates: list[float]
+) -> dict:
     return {
-        "version": __version__, "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "dataset": str(args.dataset), "offset": args.offset, "limit": args.limit, "problems": len(problems),
-        "policies": [p.name for p in policies], "beams": beams, "rates": [rate_label(r) for r in rates],
+        "version": __version__,
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "dataset": str(args.dataset),
+        "offset": args.offset,
+        "limit": args.limit,
+        "problems": len(problems),
+        "policies": [p.name for p in policies],
+        "beams": beams,
+        "rates": [rate_label(r) for r in rates],
         "concurrency": args.concurrency,
-        "repeat": args.repeat, "model": args.model, "prm": args.prm, "prm_format": args.prm_format,
-        "threads": args.threads, "kv_tokens": args.kv_tokens, "kv_budget": args.kv_budget, "split": args.split,
-        "strategy": args.strategy, "width": args.width,
-        "max_steps": args.max_steps, "max_step_tokens": args.max_step_tokens, "max_tokens": args.max_tokens,
-        "temperature": args.temperature, "top_p": args.top_p, "seed": args.seed, "agg": args.agg, "vote": args.vote,
+        "repeat": args.repeat,
+        "model": args.model,
+        "prm": args.prm,
+        "prm_format": args.prm_format,
+        "threads": args.threads,
+        "kv_tokens": args.kv_tokens,
+        "kv_budget": args.kv_budget,
+        "split": args.split,
+        "strategy": args.strategy,
+        "width": args.width,
+        "max_steps": args.max_steps,
+        "max_step_tokens": args.max_step_tokens,
+        "max_tokens": args.max_tokens,
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "seed": args.seed,
+        "agg": args.agg,
+        "vote": args.vote,
         "select": args.select,
     }
 
@@ -174,8 +246,10 @@ def _items(text: str, flag: str, allowed: Sequence[str] | None = None) -> list[s
         raise ConfigError(f"{flag} takes {', '.join(allowed)}; got {', '.join(bad)}")
     if twice := sorted({s for s in items if items.count(s) > 1}):
         # runs are labelled by these values: two alike would share a label in the tables, plots and --compare
-        raise ConfigError(f"{flag} names {', '.join(twice)} more than once; give each value once "
-                          "(--repeat N runs every configuration N times)")
+        raise ConfigError(
+            f"{flag} names {', '.join(twice)} more than once; give each value once "
+            "(--repeat N runs every configuration N times)"
+        )
     return items
 
 
@@ -184,8 +258,10 @@ def _values(text: str, flag: str, parse: Callable[[str], T]) -> list[T]:
     items = _items(text, flag)
     values = [parse(s) for s in items]
     if alike := [s for s, v in zip(items, values) if values.count(v) > 1]:
-        raise ConfigError(f"{flag} names one value twice ({' and '.join(alike)}); give each value once "
-                          "(--repeat N runs every configuration N times)")
+        raise ConfigError(
+            f"{flag} names one value twice ({' and '.join(alike)}); give each value once "
+            "(--repeat N runs every configuration N times)"
+        )
     return values
 
 
@@ -194,4 +270,3 @@ def _int(text: str) -> int:
         return int(text)
     except ValueError:
         raise ConfigError(f"--beams takes whole numbers, got {text!r}") from None
-

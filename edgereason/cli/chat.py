@@ -17,10 +17,13 @@ from edgereason.session.opening import Session, open_session
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("chat", help="interactive terminal UI: solve problems and watch the search live",
-                       description="A terminal chat: each problem is solved with PRM-guided search while the "
-                                   "tree of candidate steps, their scores and the engine counters update live. "
-                                   "F1 shows the keys; Ctrl+Q quits.")
+    p = sub.add_parser(
+        "chat",
+        help="interactive terminal UI: solve problems and watch the search live",
+        description="A terminal chat: each problem is solved with PRM-guided search while the "
+        "tree of candidate steps, their scores and the engine counters update live. "
+        "F1 shows the keys; Ctrl+Q quits.",
+    )
     add_model_args(p)
     add_search_args(p, from_recipe=True)
     add_policy_arg(p)
@@ -29,8 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if not (is_terminal(sys.stdin) and is_terminal(sys.stdout)):  # no keys could reach the UI, nor Ctrl+Q
-        raise ConfigError("chat needs an interactive terminal; from a script or a pipe, use "
-                          "edgereason solve (--json for one JSON object)")
+        raise ConfigError(
+            "chat needs an interactive terminal; from a script or a pipe, use "
+            "edgereason solve (--json for one JSON object)"
+        )
     # flags are checked here, before the screen switches, so a typo is one line on the terminal
     choice = recipe_search_config(args)
     policy = policy_from(args)

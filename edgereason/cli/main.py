@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="edgereason",
         description="Local reasoning with test-time search: a generator proposes steps, a process reward model "
-                    "scores them, a beam search keeps the best paths. Everything runs offline on this machine.")
+        "scores them, a beam search keeps the best paths. Everything runs offline on this machine.",
+    )
     parser.add_argument("--version", action="version", version=f"edgereason {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{solve,chat,bench,memory-profile,train-prm,models}")
     parser.set_defaults(func=lambda args: _no_command(parser))

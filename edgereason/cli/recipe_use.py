@@ -28,6 +28,7 @@ class RecipeUse(NamedTuple):
 
 class SearchChoice(NamedTuple):
     """What `solve` and `chat` run, and the flags the user gave that it has no use for (best-of-n has no tree)."""
+
     config: SearchConfig
     unused: tuple[str, ...]
 
@@ -36,13 +37,15 @@ class SearchChoice(NamedTuple):
         if not self.unused:
             return None
         flags = " and ".join(f"--{f}" for f in self.unused)
-        return (f"note: {self.config.strategy} ran, which has no use for {flags} (beam and dvts read them; add "
-                f"--strategy beam)")
+        return (
+            f"note: {self.config.strategy} ran, which has no use for {flags} (beam and dvts read them; add "
+            f"--strategy beam)"
+        )
 
 
 def recipe_device(args: argparse.Namespace) -> Device:
-    """Where the generator's layers will run, as the session decides it (edgereason/session/gpu.py); a served generator has
-    no recipe, so no device to ask."""
+    """Where the generator's layers will run, as the session decides it (edgereason/session/gpu.py); a served
+    generator has no recipe, so no device to ask."""
     if args.backend == "remote":
         return "cpu"
     if args.gpu_layers is not None:
@@ -60,8 +63,9 @@ def apply_recipe(args: argparse.Namespace, device: Device) -> RecipeUse:
     return RecipeUse(recipe, fill.filled, fill.tree_flags)
 
 
-def recipe_search_config(args: argparse.Namespace, resolve: Callable[..., Path] = models.resolve,
-                         device: Device | None = None) -> SearchChoice:
+def recipe_search_config(
+    args: argparse.Namespace, resolve: Callable[..., Path] = models.resolve, device: Device | None = None
+) -> SearchChoice:
     """The search of `solve` and `chat`: the recipe applied and the flags checked (a typo costs no download), then
     the recipe's PRM pulled. Where it cannot be (offline, say), the plain recipe runs, with a note: what is on disk
     keeps working. device: None = where the session will put the layers."""
@@ -72,8 +76,11 @@ def recipe_search_config(args: argparse.Namespace, resolve: Callable[..., Path] 
             resolve(use.recipe.prm, progress=pull_progress, role="PRM")
         except ModelError as e:
             end_line()
-            print(f"note: {e}\nnote: running {PLAIN.strategy} with the generator's own weights as PRM instead, "
-                  f"until {use.recipe.prm} is on disk", file=sys.stderr)
+            print(
+                f"note: {e}\nnote: running {PLAIN.strategy} with the generator's own weights as PRM instead, "
+                f"until {use.recipe.prm} is on disk",
+                file=sys.stderr,
+            )
             for f in use.filled:
                 setattr(args, f, getattr(PLAIN, f))
             config = search_config(args)

@@ -5,36 +5,44 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+
 from edgereason.cli.common import add_model_args, add_policy_arg, add_search_args, model_settings, policy_from
-from edgereason.cli.progress import is_terminal, pull_progress
+from edgereason.cli.progress import SearchProgress, is_terminal, pull_progress
 from edgereason.cli.recipe_use import recipe_search_config
-from edgereason.cli.progress import SearchProgress
-from edgereason.util import text
-from edgereason.errors import ConfigError
 from edgereason.engine.result import SearchResult
+from edgereason.errors import ConfigError
 from edgereason.session.auto_policy import is_auto
 from edgereason.session.opening import open_session
 from edgereason.tree import FINISH_WORDS
+from edgereason.util import text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("solve", help="solve one math problem with PRM-guided search",
-                       description="Solve one math problem: the generator proposes steps, the PRM scores them, "
-                                   "the search keeps the best paths. On a terminal, stderr shows the search's "
-                                   "progress on one line.")
+    p = sub.add_parser(
+        "solve",
+        help="solve one math problem with PRM-guided search",
+        description="Solve one math problem: the generator proposes steps, the PRM scores them, "
+        "the search keeps the best paths. On a terminal, stderr shows the search's "
+        "progress on one line.",
+    )
     p.add_argument("problem", help="the problem text, or - to read it from stdin")
     add_model_args(p)
     add_search_args(p, from_recipe=True)
     add_policy_arg(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object (answer, paths, tree, metrics; on a failure: error, exit_code)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object (answer, paths, tree, metrics; on a failure: error, exit_code)",
+    )
     p.add_argument("--show-tree", action="store_true", help="print the surviving tree with step scores")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if sys.stdout is None:  # started with stdout closed (`>&-`): print() would drop the answer without a word
-        raise ConfigError("stdout is closed, so the answer would be lost; let it print, or redirect it to a file "
-                          "(> answer.txt)")
+        raise ConfigError(
+            "stdout is closed, so the answer would be lost; let it print, or redirect it to a file (> answer.txt)"
+        )
     problem = text.read_stdin() if args.problem == "-" else args.problem
     if not problem.strip():
         raise ConfigError("the problem is empty; pass the problem text (or - to read it from stdin)")
@@ -76,8 +84,10 @@ def print_text(result: SearchResult, show_tree: bool) -> None:
     if show_tree:
         print("\nSurviving tree:")
         print_tree(result)
-    print(f"\n{m.generated_tokens} tokens in {m.wall_s:.1f}s ({m.throughput_tok_s:.1f} tok/s, goodput "
-          f"{m.goodput_tok_s:.1f} tok/s), {m.prm_calls} PRM calls ({m.prm_tokens} PRM tokens)")
+    print(
+        f"\n{m.generated_tokens} tokens in {m.wall_s:.1f}s ({m.throughput_tok_s:.1f} tok/s, goodput "
+        f"{m.goodput_tok_s:.1f} tok/s), {m.prm_calls} PRM calls ({m.prm_tokens} PRM tokens)"
+    )
 
 
 def print_tree(result: SearchResult) -> None:
@@ -106,4 +116,4 @@ def clip(step: str, width: int) -> str:
     if len(line) <= width:
         return line
     space = line.rfind(" ", 0, width - 2)
-    return line[:space if space > width // 2 else width - 3].rstrip() + "..."
+    return line[: space if space > width // 2 else width - 3].rstrip() + "..."

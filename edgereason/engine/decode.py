@@ -30,8 +30,9 @@ def speculate(req: Request, node: Node, policy: Policy) -> None:
 
 
 class Decoder:
-    def __init__(self, generator: Generator, kv: KVRoom, verification: VerifyStage, policy: Policy,
-                 emit: Emitter) -> None:
+    def __init__(
+        self, generator: Generator, kv: KVRoom, verification: VerifyStage, policy: Policy, emit: Emitter
+    ) -> None:
         self.generator, self.kv, self.verification, self.policy, self.emit = generator, kv, verification, policy, emit
 
     def postprocess(self, batch: list[Work], draws: list[list[int]]) -> None:
@@ -61,13 +62,19 @@ class Decoder:
         (first, first_n), *rest = groups.items()
         twins = []
         for k, (token, count) in enumerate(rest, start=1):
-            twin = req.tree.add_sibling_copy(node, potential=count, base=node.base, offset=node.offset,
-                                             seed=mix_seed(node.seed, 1, len(node.tokens), k))
+            twin = req.tree.add_sibling_copy(
+                node,
+                potential=count,
+                base=node.base,
+                offset=node.offset,
+                seed=mix_seed(node.seed, 1, len(node.tokens), k),
+            )
             twin.seq = self.generator.fork(node.seq)
             req.join(twin, node.group)
             twins.append((twin, token))
-            self.emit(NodeAdded(req.id, twin.id, node.parent.id if node.parent else None, twin.depth,
-                                count, twin.speculative))
+            self.emit(
+                NodeAdded(req.id, twin.id, node.parent.id if node.parent else None, twin.depth, count, twin.speculative)
+            )
         node.potential = first_n
         self._append(req, node, first)
         for twin, token in twins:
@@ -122,7 +129,7 @@ class Decoder:
         specs: list[tuple[int | None, int, int]] = []  # (group, token, potential)
         i = 0
         for group_id, n in plan:
-            chunk = draws[i:i + n]
+            chunk = draws[i : i + n]
             i += n
             if self.policy.dedup:
                 specs += [(group_id, tok, cnt) for tok, cnt in Counter(chunk).items()]
@@ -132,9 +139,15 @@ class Decoder:
         offset = parent.offset + len(parent.tokens)
         children = []
         for idx, (group_id, token, potential) in enumerate(specs):
-            child = req.tree.add_child(parent, potential=potential, speculative=speculative, base=base,
-                                       offset=offset, status=Status.SPECULATIVE if speculative else Status.GENERATING,
-                                       seed=mix_seed(parent.seed, 2, idx))
+            child = req.tree.add_child(
+                parent,
+                potential=potential,
+                speculative=speculative,
+                base=base,
+                offset=offset,
+                status=Status.SPECULATIVE if speculative else Status.GENERATING,
+                seed=mix_seed(parent.seed, 2, idx),
+            )
             req.join(child, group_id)
             # the last child takes the parent's sequence over; the others share its KV through forks
             child.seq = parent.seq if idx == len(specs) - 1 else self.generator.fork(parent.seq)

@@ -24,8 +24,9 @@ class KVRoom:
     def free_tokens(self) -> int:
         return self.generator.kv_capacity_tokens - self.generator.kv_used_tokens
 
-    def fit(self, batch: list[Work], running: list[Request],
-            step: int) -> tuple[list[Work], list[tuple[Request, OutOfMemoryError]]]:
+    def fit(
+        self, batch: list[Work], running: list[Request], step: int
+    ) -> tuple[list[Work], list[tuple[Request, OutOfMemoryError]]]:
         """The part of `batch` that fits, with evicted nodes rebuilt, and the requests that cannot fit at all (one
         path longer than the whole room). `step` stamps the nodes that run (least-recently-used order)."""
         batch = list(batch)
@@ -41,9 +42,16 @@ class KVRoom:
                     victims.insert(0, (dropped.request, dropped.node))
             else:
                 work = batch.pop()
-                return [], [(work.request, OutOfMemoryError(
-                    f"one search path needs {work.cost} KV tokens but the generator has "
-                    f"{self.generator.kv_capacity_tokens}; raise --kv-budget (or --kv-tokens) or lower --max-tokens"))]
+                return [], [
+                    (
+                        work.request,
+                        OutOfMemoryError(
+                            f"one search path needs {work.cost} KV tokens but the generator has "
+                            f"{self.generator.kv_capacity_tokens}; raise --kv-budget (or --kv-tokens) or lower "
+                            "--max-tokens"
+                        ),
+                    )
+                ]
         for w in batch:
             w.node.last_run = step
         return [self._restore(w) if w.restore else w for w in batch], []
@@ -51,9 +59,10 @@ class KVRoom:
     def _eviction_order(self, batch: list[Work], running: list[Request]) -> list[tuple[Request, Node]]:
         """Resident nodes outside the batch, the best victim last (pop() takes it)."""
         in_batch = {id(w.node) for w in batch}
-        victims = sorted(((r, n) for r in running for n in r.tree.steps()
-                          if n.seq is not None and id(n) not in in_batch),
-                         key=lambda rn: (not rn[1].speculative, rn[1].last_run, rn[1].id))
+        victims = sorted(
+            ((r, n) for r in running for n in r.tree.steps() if n.seq is not None and id(n) not in in_batch),
+            key=lambda rn: (not rn[1].speculative, rn[1].last_run, rn[1].id),
+        )
         victims.reverse()
         return victims
 

@@ -39,16 +39,22 @@ def prompt_ids(generator: Generator, question: str, prefix: str = "") -> list[in
     if not question.strip():
         raise ConfigError("the problem is empty; pass the problem text (or - to read it from stdin)")
     # the prefix is model-written text: read as text, like the problem (prompts.literal)
-    prompt = generator.tokenize(generator.apply_chat_template(solve_messages(question)) + (literal(prefix) if prefix else ""))
+    prompt = generator.tokenize(
+        generator.apply_chat_template(solve_messages(question)) + (literal(prefix) if prefix else "")
+    )
     trained = generator.context_length
     if len(prompt) + 16 > trained:
-        raise ConfigError(f"the problem is {len(prompt)} tokens but the generator {generator.name} was "
-                          f"trained on at most {trained} tokens of context; shorten the problem or use a model "
-                          "with a longer context")
+        raise ConfigError(
+            f"the problem is {len(prompt)} tokens but the generator {generator.name} was "
+            f"trained on at most {trained} tokens of context; shorten the problem or use a model "
+            "with a longer context"
+        )
     room = generator.kv_capacity_tokens
     if len(prompt) + 16 > room:
-        raise ConfigError(f"the problem is {len(prompt)} tokens but the generator's KV memory holds {room}; "
-                          "shorten the problem or raise --kv-budget (or --kv-tokens)")
+        raise ConfigError(
+            f"the problem is {len(prompt)} tokens but the generator's KV memory holds {room}; "
+            "shorten the problem or raise --kv-budget (or --kv-tokens)"
+        )
     return prompt
 
 
@@ -57,8 +63,10 @@ def check_beams(generator: Generator, config: SearchConfig) -> None:
     such a search ran out of sequences at its first branch and failed with advice to raise the KV memory."""
     slots = generator.free_seq_slots() + generator.live_seqs()
     if config.beams > slots:
-        raise ConfigError(f"--beams {config.beams} is more than the generator {generator.name} runs at once: "
-                          f"{slots} sequences, one a beam; pick --beams {slots} or fewer")
+        raise ConfigError(
+            f"--beams {config.beams} is more than the generator {generator.name} runs at once: "
+            f"{slots} sequences, one a beam; pick --beams {slots} or fewer"
+        )
 
 
 class Engine:
@@ -66,8 +74,14 @@ class Engine:
     the caller got from `submit`); `waiting` holds, in arrival order, the submitted ones whose beams do not fit in
     the sequence slots yet; `stats` sums what the models did over the engine's life."""
 
-    def __init__(self, generator: Generator, verifier: Verifier, policy: Policy | None = None,
-                 on_event: Listener | None = None, lv_threshold: int = 512) -> None:
+    def __init__(
+        self,
+        generator: Generator,
+        verifier: Verifier,
+        policy: Policy | None = None,
+        on_event: Listener | None = None,
+        lv_threshold: int = 512,
+    ) -> None:
         self.generator, self.verifier = generator, verifier
         self.policy = policy or Policy()
         self.emit = Emitter(on_event)
@@ -84,8 +98,7 @@ class Engine:
         self.steps = 0
 
     # ------------------------------------------------------------------ requests
-    def submit(self, question: str, config: SearchConfig, request_id: str | None = None,
-               prefix: str = "") -> Request:
+    def submit(self, question: str, config: SearchConfig, request_id: str | None = None, prefix: str = "") -> Request:
         """prefix: solution text the search continues from (Monte-Carlo labels of a step prefix); the tree and
         the paths hold only what is generated after it. Raises ConfigError for a problem or a beam count that cannot
         fit. The request starts at once where its beams fit in the sequence slots, else it waits for them."""
@@ -106,8 +119,9 @@ class Engine:
         root = req.tree.root
         root.seed = mix_seed(req.config.sampling.seed)
         root.seq = self.generator.new_seq()
-        req.plan(root, [(req.new_group(keep, width).id, draws)
-                        for keep, width, draws in req.strategy.first_plan(req.config)])
+        req.plan(
+            root, [(req.new_group(keep, width).id, draws) for keep, width, draws in req.strategy.first_plan(req.config)]
+        )
         req.status = "running"
         self.requests.append(req)
         self.emit(NodeAdded(req.id, root.id, None, 0, req.config.beams, False))
@@ -161,8 +175,11 @@ class Engine:
 
     def _run(self, batch: list[Work]) -> list[list[int]]:
         t0 = time.perf_counter()
-        draws = self.generator.step([BatchEntry(w.node.seq, w.tokens) for w in batch], [w.draws for w in batch],
-                                    [_draw_params(w) for w in batch])
+        draws = self.generator.step(
+            [BatchEntry(w.node.seq, w.tokens) for w in batch],
+            [w.draws for w in batch],
+            [_draw_params(w) for w in batch],
+        )
         dt = time.perf_counter() - t0
         self.stats.gen_pass(sum(1 for w in batch if w.draws), dt)
         for req in {id(w.request): w.request for w in batch}.values():
@@ -182,7 +199,11 @@ class Engine:
             self._progress(req)  # the last figures, every finished path counted
             self._end(req, "done", completed_reason(req.completed))
         elif req.idle_steps > 2:  # nothing can run, score or be selected: never spin forever
-            self._end(req, "failed", "the search cannot make progress with the KV memory it has; raise --kv-budget (or --kv-tokens)")
+            self._end(
+                req,
+                "failed",
+                "the search cannot make progress with the KV memory it has; raise --kv-budget (or --kv-tokens)",
+            )
         else:
             self._progress(req)
 
@@ -202,8 +223,18 @@ class Engine:
             self.selector.prune(req, req.tree.root, "cancelled", include_root=True)
         req.status, req.reason = status, reason
         self.verification.forget(req)
-        req.result = build_result(req.id, req.question, req.config, req.tree, req.completed, req.metrics,
-                                  req.status, req.reason, time.perf_counter() - req.started_at, req.common_prefix)
+        req.result = build_result(
+            req.id,
+            req.question,
+            req.config,
+            req.tree,
+            req.completed,
+            req.metrics,
+            req.status,
+            req.reason,
+            time.perf_counter() - req.started_at,
+            req.common_prefix,
+        )
         self._progress(req)  # the request's totals, and the KV in use now that its share is free
         self.emit(RequestDone(req.id, req.result))
 
@@ -211,10 +242,20 @@ class Engine:
     def _progress(self, req: Request) -> None:
         if self.emit.listener is None:
             return
-        self.emit(Progress(req.id, req.metrics.generated_tokens, time.perf_counter() - req.started_at,
-                           req.metrics.prm_calls, self.generator.kv_used_tokens, self.generator.kv_capacity_tokens,
-                           self.verifier.kv_used_tokens, self.verifier.kv_capacity_tokens,
-                           req.metrics.spec_tokens_reused, req.completed_logical()))
+        self.emit(
+            Progress(
+                req.id,
+                req.metrics.generated_tokens,
+                time.perf_counter() - req.started_at,
+                req.metrics.prm_calls,
+                self.generator.kv_used_tokens,
+                self.generator.kv_capacity_tokens,
+                self.verifier.kv_used_tokens,
+                self.verifier.kv_capacity_tokens,
+                req.metrics.spec_tokens_reused,
+                req.completed_logical(),
+            )
+        )
 
     def check_integrity(self) -> None:
         """Exact invariants (design.md section 4); raises AssertionError on the first violation."""

@@ -46,8 +46,9 @@ class Policy:
     def __post_init__(self) -> None:
         # errors name the flag and the policy switch (`--policies edge:spec_slots=2`) alike
         if not 0.0 <= self.spec_reuse_fraction <= 1.0:
-            raise ConfigError(f"--spec-reuse-fraction (spec_reuse_fraction) must be in [0, 1], "
-                              f"got {self.spec_reuse_fraction}")
+            raise ConfigError(
+                f"--spec-reuse-fraction (spec_reuse_fraction) must be in [0, 1], got {self.spec_reuse_fraction}"
+            )
         if not math.isfinite(self.spec_slots) or self.spec_slots < 0:
             raise ConfigError(f"--spec-slots (spec_slots) must be a finite number >= 0, got {self.spec_slots}")
         if not 0.0 < self.perfect_score <= 1.0:
@@ -79,8 +80,13 @@ SWITCH_HELP: dict[str, str] = {
     "lv_max_defer": "times a queued PRM request may be deferred before a lazy flush",
     "order": "scheduling order when KV memory is short",
 }
-SWITCH_METAVAR: dict[str, str] = {"spec_reuse_fraction": "FRACTION", "spec_slots": "FACTOR",
-                                  "perfect_score": "SCORE", "lv_threshold": "TOKENS", "lv_max_defer": "N"}
+SWITCH_METAVAR: dict[str, str] = {
+    "spec_reuse_fraction": "FRACTION",
+    "spec_slots": "FACTOR",
+    "perfect_score": "SCORE",
+    "lv_threshold": "TOKENS",
+    "lv_max_defer": "N",
+}
 
 
 PRESETS: dict[str, Policy] = {
@@ -88,12 +94,21 @@ PRESETS: dict[str, Policy] = {
     "naive-spec": Policy(name="naive-spec", async_expand=True),
     "fasttts": Policy(name="fasttts", speculative_extension=True, lookahead=True),
     "specscale": Policy(
-        name="specscale", async_expand=True, early_prune_rank=True, early_prune_perfect=True,
-        dedup=True, lazy_verify=True,
+        name="specscale",
+        async_expand=True,
+        early_prune_rank=True,
+        early_prune_perfect=True,
+        dedup=True,
+        lazy_verify=True,
     ),
     "edge": Policy(
-        name="edge", speculative_extension=True, lookahead=True, early_prune_rank=True,
-        early_prune_perfect=True, dedup=True, lazy_verify=True,
+        name="edge",
+        speculative_extension=True,
+        lookahead=True,
+        early_prune_rank=True,
+        early_prune_perfect=True,
+        dedup=True,
+        lazy_verify=True,
     ),
     # a placeholder: the session resolves it to edge or baseline by this device's pass cost (policy_auto.py)
     "auto": Policy(name="auto"),

@@ -63,8 +63,7 @@ def rank_prunable(group: Group, how: str, rule: Select) -> list[Node]:
     out = []
     for m in scored:
         better = [o for o in scored if scores[o.id] > scores[m.id]]
-        ahead = (sum(o.potential for o in better) if rule == "top"
-                 else len({id(o.parent) for o in better}))
+        ahead = sum(o.potential for o in better) if rule == "top" else len({id(o.parent) for o in better})
         if ahead >= group.keep:
             out.append(m)
     return out
@@ -73,8 +72,9 @@ def rank_prunable(group: Group, how: str, rule: Select) -> list[Node]:
 def perfect_set(group: Group, how: str, threshold: float, rule: Select) -> list[tuple[Node, int]] | None:
     """Early pruning, perfect-score rule: once `keep` logical competitors score >= threshold, they are the
     selection (in `rule`'s order); None while too few do."""
-    perfect = [m for m in group.live_members() if m.score is not None and group.competes(m)
-               and path_score(m, how) >= threshold]
+    perfect = [
+        m for m in group.live_members() if m.score is not None and group.competes(m) and path_score(m, how) >= threshold
+    ]
     if sum(m.potential for m in perfect) < group.keep:
         return None
     return _take(perfect, group.keep, how, rule)

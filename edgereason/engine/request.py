@@ -123,5 +123,6 @@ class Request:
         """Anything left to generate, score or select."""
         if self.prompt_fed < len(self.prompt_ids) or self.tree.root.plan:
             return True
-        return any(n.alive and (n.plan or n.status not in (Status.SELECTED, Status.COMPLETE))
-                   for n in self.tree.steps())
+        return any(
+            n.alive and (n.plan or n.status not in (Status.SELECTED, Status.COMPLETE)) for n in self.tree.steps()
+        )

@@ -52,8 +52,7 @@ class FinalPath:
     potential: int = 1
 
     def as_dict(self) -> dict[str, Any]:
-        return {"steps": [{"text": t, "score": s} for t, s in self.steps], "score": self.score,
-                "answer": self.answer}
+        return {"steps": [{"text": t, "score": s} for t, s in self.steps], "score": self.score, "answer": self.answer}
 
 
 @dataclass
@@ -78,8 +77,7 @@ class SearchResult:
 
     def answer_support(self) -> tuple[int, int]:
         """(paths that reach the answer, paths), each counted by its potential (deduplicated copies)."""
-        return (sum(p.potential for p in self.paths if self.reaches_answer(p)),
-                sum(p.potential for p in self.paths))
+        return (sum(p.potential for p in self.paths if self.reaches_answer(p)), sum(p.potential for p in self.paths))
 
     def best_path_title(self, best: FinalPath) -> str:
         if self.answer is None:
@@ -98,9 +96,18 @@ class SearchResult:
         }
 
 
-def build_result(request_id: str, question: str, config: SearchConfig, tree: Tree, completed: Sequence[Node],
-                 metrics: RequestMetrics, status: str, reason: str | None, wall: float,
-                 common_prefix: list[float]) -> SearchResult:
+def build_result(
+    request_id: str,
+    question: str,
+    config: SearchConfig,
+    tree: Tree,
+    completed: Sequence[Node],
+    metrics: RequestMetrics,
+    status: str,
+    reason: str | None,
+    wall: float,
+    common_prefix: list[float],
+) -> SearchResult:
     """The record of a finished request: the best `beams` logical candidates among the completed paths, the
     answer (the best path's, or a vote), the tree's steps, and the metrics that need the whole run."""
     cfg, m = config, metrics
@@ -116,12 +123,31 @@ def build_result(request_id: str, question: str, config: SearchConfig, tree: Tre
     waits = [n.waiting_s for n in tree.steps() if n.finished_at is not None and not n.path_complete]
     m.waiting_ratio = (sum(waits) / len(waits)) / wall if waits and wall > 0 else 0.0
     # steps only: a first step's parent is None, the root (the prompt) is not a step (README: JSON output)
-    rows = [{"id": n.id, "parent": n.parent.id if n.parent and n.parent.depth > 0 else None, "depth": n.depth,
-             "text": n.text, "score": n.score, "status": n.status.value, "finish": n.finish,
-             "potential": n.potential}
-            for n in tree.steps()]
-    return SearchResult(request_id, question, answer, paths, rows, m, status, reason,
-                        [n.score for n in tree.steps() if n.score is not None], list(common_prefix))
+    rows = [
+        {
+            "id": n.id,
+            "parent": n.parent.id if n.parent and n.parent.depth > 0 else None,
+            "depth": n.depth,
+            "text": n.text,
+            "score": n.score,
+            "status": n.status.value,
+            "finish": n.finish,
+            "potential": n.potential,
+        }
+        for n in tree.steps()
+    ]
+    return SearchResult(
+        request_id,
+        question,
+        answer,
+        paths,
+        rows,
+        m,
+        status,
+        reason,
+        [n.score for n in tree.steps() if n.score is not None],
+        list(common_prefix),
+    )
 
 
 def final_paths(completed: Sequence[Node], cfg: SearchConfig) -> list[FinalPath]:
@@ -134,8 +160,15 @@ def final_paths(completed: Sequence[Node], cfg: SearchConfig) -> list[FinalPath]
             break
         times = min(node.potential, slots)
         slots -= times
-        paths.append(FinalPath([(s.text, s.score) for s in node.path()], path_score(node, cfg.aggregation),
-                               extract_boxed("".join(s.text for s in node.path())), node.id, times))
+        paths.append(
+            FinalPath(
+                [(s.text, s.score) for s in node.path()],
+                path_score(node, cfg.aggregation),
+                extract_boxed("".join(s.text for s in node.path())),
+                node.id,
+                times,
+            )
+        )
     return paths
 
 
@@ -148,8 +181,10 @@ def final_tokens(finals: Sequence[tuple[Node, int]]) -> int:
         for node in leaf.path():
             through[id(node)] = (node, through.get(id(node), (node, 0))[1] + times)
     leaves = {id(leaf) for leaf, _ in finals}
-    return sum(len(node.tokens) * (t if id(node) in leaves else min(node.times_selected or node.potential, t))
-               for node, t in through.values())
+    return sum(
+        len(node.tokens) * (t if id(node) in leaves else min(node.times_selected or node.potential, t))
+        for node, t in through.values()
+    )
 
 
 def completed_reason(completed: Sequence[Node]) -> str:

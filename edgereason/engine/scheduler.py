@@ -52,7 +52,7 @@ def is_speculative(node: Node) -> bool:
 
 def _work_for(req: Request, node: Node, budget: int) -> Work | None:
     if node is req.tree.root and req.prompt_fed < len(req.prompt_ids):
-        chunk = req.prompt_ids[req.prompt_fed: req.prompt_fed + budget]
+        chunk = req.prompt_ids[req.prompt_fed : req.prompt_fed + budget]
         last = req.prompt_fed + len(chunk) == len(req.prompt_ids)
         draws = sum(n for _, n in node.plan) if last and node.plan else 0
         return Work(req, node, chunk, draws, expand=draws > 0)
@@ -91,8 +91,9 @@ def schedule(requests: list[Request], generator: Generator, policy: Policy) -> l
     running = [r for r in requests if r.status == "running"]
     own = unclaimed_seqs(running)  # one walk of each tree a pass: this runs before every forward pass
     spare = spare_seq_slots(generator, own)
-    pool = sorted(((i, r, n) for i, r in enumerate(running) for n in runnable(r)),
-                  key=lambda t: order_key(t[0], t[2], policy))
+    pool = sorted(
+        ((i, r, n) for i, r in enumerate(running) for n in runnable(r)), key=lambda t: order_key(t[0], t[2], policy)
+    )
     standard = {r.id: sum(1 for _, q, n in pool if q is r and not is_speculative(n)) for r in running}
     spec_room = {r.id: max(0, int(policy.spec_slots * r.config.beams) - standard[r.id]) for r in running}
     batch: list[Work] = []

@@ -21,8 +21,9 @@ from edgereason.tree import Node, Status
 
 
 class Selector:
-    def __init__(self, generator: Generator, kv: KVRoom, verification: VerifyStage, policy: Policy,
-                 emit: Emitter) -> None:
+    def __init__(
+        self, generator: Generator, kv: KVRoom, verification: VerifyStage, policy: Policy, emit: Emitter
+    ) -> None:
         self.generator, self.kv, self.verification, self.policy, self.emit = generator, kv, verification, policy, emit
 
     def select_ready(self, req: Request) -> None:
@@ -41,8 +42,7 @@ class Selector:
             if req.status != "running":
                 return
             if p.early_prune_perfect:
-                chosen = ranking.perfect_set(group, req.config.aggregation, p.perfect_score,
-                                                    req.config.select)
+                chosen = ranking.perfect_set(group, req.config.aggregation, p.perfect_score, req.config.select)
                 if chosen is not None:
                     kept = {id(n) for n, _ in chosen}
                     req.metrics.pruned_perfect += sum(1 for m in group.live_members() if id(m) not in kept)
@@ -115,8 +115,7 @@ class Selector:
         parent = children[0].parent
         assert parent is not None
         rng = np.random.default_rng(mix_seed(parent.seed, 4))
-        take = np.bincount(rng.choice(pool, size=min(need, len(pool)), replace=False),
-                           minlength=len(children))
+        take = np.bincount(rng.choice(pool, size=min(need, len(pool)), replace=False), minlength=len(children))
         for child, n in zip(children, take):
             if n == 0:
                 self.prune(req, child, "selection")
@@ -147,8 +146,9 @@ class Selector:
         j = min(int(len(spec.tokens) * self.policy.spec_reuse_fraction), len(spec.tokens) - 1)
         counts = [n] if self.policy.dedup else [1] * n
         for k, potential in enumerate(counts):
-            sib = req.tree.add_child(parent, potential=potential, base=spec.base, offset=spec.offset,
-                                     seed=mix_seed(parent.seed, 3, k))
+            sib = req.tree.add_child(
+                parent, potential=potential, base=spec.base, offset=spec.offset, seed=mix_seed(parent.seed, 3, k)
+            )
             req.join(sib, group.id)
             if j >= 1:
                 sib.tokens = spec.tokens[:j]

@@ -111,8 +111,9 @@ class VerifyStage:
     """The engine's verification stage (the Verifier is the PRM model it calls): owns the queue and the PRM paths
     held for running requests (`Request.prm_held`)."""
 
-    def __init__(self, verifier: Verifier, queue: VerifyQueue, lookahead: bool, emit: Emitter,
-                 stats: EngineStats) -> None:
+    def __init__(
+        self, verifier: Verifier, queue: VerifyQueue, lookahead: bool, emit: Emitter, stats: EngineStats
+    ) -> None:
         self.verifier, self.queue, self.lookahead, self.emit, self.stats = verifier, queue, lookahead, emit, stats
         self.reads_generator = bool(getattr(verifier, "reads_generator", False))
 
@@ -181,17 +182,24 @@ class VerifyStage:
         parent = node.parent if node.parent is not None and node.parent.depth > 0 else None
         # a first step shares the question's head, held under the root's key
         prefix_key = parent.prm_key if parent is not None else req.key(req.tree.root)
-        return req, nodes, ScoreRequest(
-            key=req.key(nodes[-1]), question=req.question, steps=[n.text for n in path],
-            need=[n.depth - 1 for n in nodes], prefix_key=prefix_key,
-            prefix_steps=parent.depth if parent is not None else 0,
-            generator_path=generator_path(req, path) if self.reads_generator else None)
+        return (
+            req,
+            nodes,
+            ScoreRequest(
+                key=req.key(nodes[-1]),
+                question=req.question,
+                steps=[n.text for n in path],
+                need=[n.depth - 1 for n in nodes],
+                prefix_key=prefix_key,
+                prefix_steps=parent.depth if parent is not None else 0,
+                generator_path=generator_path(req, path) if self.reads_generator else None,
+            ),
+        )
 
     def release_dead(self, req: Request) -> None:
         """Free the PRM paths no live node can extend any more. On a unified KV cache every row of a forward pass
         attends over all cells in use, so dead paths would slow every later PRM call, not only take memory."""
-        live = {n.prm_key for n in req.tree.steps()
-                if n.prm_key and n.alive and n.status is not Status.COMPLETE}
+        live = {n.prm_key for n in req.tree.steps() if n.prm_key and n.alive and n.status is not Status.COMPLETE}
         for key in req.prm_held - live:
             self.verifier.release(key)
         req.prm_held &= live

@@ -73,15 +73,22 @@ class ValueHead:
     def __post_init__(self) -> None:
         d, k, width = self.mean.shape[0], self.tokens.shape[0], self.layer_width
         inner = d if self.w1 is None else self.w1.shape[0]
-        ok = (d > 0 and self.mean.shape == self.std.shape == (d,) and self.tokens.shape == (k,)
-              and (k == d if not self.layers else width > 0 and k + width * len(self.layers) == d)
-              and (k == 0 or self.tokens.min() >= 0) and all(il >= 0 for il in self.layers)
-              and self.w2.shape == (1, inner) and self.b2.shape == (1,)
-              and (self.w1 is None or (self.w1.shape == (inner, d) and self.b1 is not None
-                                       and self.b1.shape == (inner,))))
+        ok = (
+            d > 0
+            and self.mean.shape == self.std.shape == (d,)
+            and self.tokens.shape == (k,)
+            and (k == d if not self.layers else width > 0 and k + width * len(self.layers) == d)
+            and (k == 0 or self.tokens.min() >= 0)
+            and all(il >= 0 for il in self.layers)
+            and self.w2.shape == (1, inner)
+            and self.b2.shape == (1,)
+            and (self.w1 is None or (self.w1.shape == (inner, d) and self.b1 is not None and self.b1.shape == (inner,)))
+        )
         if not ok:  # else a search fails at its first score, or a negative id reads a logit from the row's end
-            raise ModelError("the value head's tensors do not fit together (corrupt head file); train it again "
-                             "with edgereason train-prm")
+            raise ModelError(
+                "the value head's tensors do not fit together (corrupt head file); train it again "
+                "with edgereason train-prm"
+            )
 
     def logits(self, features: np.ndarray) -> np.ndarray:
         """features [..., k] (the logits of `tokens`) -> [...] (pre-sigmoid)."""
@@ -108,13 +115,17 @@ class ValueHead:
     def check_backbone(self, model_path: Path, n_vocab: int) -> None:
         """ConfigError unless `model_path` holds the weights the head was trained on."""
         if len(self.tokens) and int(self.tokens.max()) >= n_vocab:
-            raise ConfigError(f"the value head reads tokens beyond {model_path.name}'s vocabulary of {n_vocab}: "
-                              f"it was trained on {self.backbone.name}")
+            raise ConfigError(
+                f"the value head reads tokens beyond {model_path.name}'s vocabulary of {n_vocab}: "
+                f"it was trained on {self.backbone.name}"
+            )
         digest = file_sha256(model_path)
         if digest != self.backbone.sha256:
-            raise ConfigError(f"the value head was trained on {self.backbone.name} ({self.backbone.file}, sha256 "
-                              f"{self.backbone.sha256[:12]}...) but the PRM model is {model_path.name} (sha256 "
-                              f"{digest[:12]}...); use --prm {self.backbone.name} or a head trained for this model")
+            raise ConfigError(
+                f"the value head was trained on {self.backbone.name} ({self.backbone.file}, sha256 "
+                f"{self.backbone.sha256[:12]}...) but the PRM model is {model_path.name} (sha256 "
+                f"{digest[:12]}...); use --prm {self.backbone.name} or a head trained for this model"
+            )
 
 
 def head_features(logits: np.ndarray, tokens: np.ndarray, hidden: np.ndarray | None = None) -> np.ndarray:
@@ -127,8 +138,11 @@ def head_features(logits: np.ndarray, tokens: np.ndarray, hidden: np.ndarray | N
 
 def head_paths(path: Path) -> tuple[Path, Path]:
     """`x.safetensors` or `x.json` or `x` -> (weights, metadata); names may hold dots (`qwen2.5-coder-0.5b`)."""
-    base = path.name.removesuffix(".safetensors").removesuffix(".json") if path.suffix in (".safetensors", ".json") \
+    base = (
+        path.name.removesuffix(".safetensors").removesuffix(".json")
+        if path.suffix in (".safetensors", ".json")
         else path.name
+    )
     return path.with_name(base + ".safetensors"), path.with_name(base + ".json")
 
 
@@ -140,12 +154,16 @@ def load_head(path: Path) -> ValueHead:
     given = Path(path).expanduser()
     weights, meta_path = head_paths(given)
     if given.is_file() and given not in (weights, meta_path):  # e.g. a GGUF given as --prm-head
-        raise ConfigError(f"{given} is not a value head: a head is NAME.safetensors with NAME.json beside it; make "
-                          "one with edgereason train-prm")
+        raise ConfigError(
+            f"{given} is not a value head: a head is NAME.safetensors with NAME.json beside it; make "
+            "one with edgereason train-prm"
+        )
     for p in (weights, meta_path):
         if not p.is_file():
-            raise ConfigError(f"value head file not found: {p} (a head is NAME.safetensors with NAME.json beside "
-                              "it; make one with edgereason train-prm)")
+            raise ConfigError(
+                f"value head file not found: {p} (a head is NAME.safetensors with NAME.json beside "
+                "it; make one with edgereason train-prm)"
+            )
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         if not isinstance(meta, dict) or meta.get("format") != HEAD_FORMAT:
@@ -157,13 +175,18 @@ def load_head(path: Path) -> ValueHead:
         adapter = _adapter(meta["adapter"], weights.parent) if meta.get("adapter") else None
         tensors = load_file(str(weights))
     except (ValueError, KeyError, TypeError, OSError, SafetensorError) as e:
-        raise ModelError(f"{meta_path.name}/{weights.name}: corrupt or not a value head ({e}); train it again "
-                         "with edgereason train-prm") from None
+        raise ModelError(
+            f"{meta_path.name}/{weights.name}: corrupt or not a value head ({e}); train it again "
+            "with edgereason train-prm"
+        ) from None
     missing = {"tokens", "mean", "std", "w2", "b2"} - tensors.keys()
     if missing:
         raise ModelError(f"{weights.name} lacks tensors {sorted(missing)}: corrupt value head")
-    arrays = {k: np.ascontiguousarray(v, dtype=np.int64 if k == "tokens" else np.float32)
-              for k, v in tensors.items() if k in _TENSORS}
+    arrays = {
+        k: np.ascontiguousarray(v, dtype=np.int64 if k == "tokens" else np.float32)
+        for k, v in tensors.items()
+        if k in _TENSORS
+    }
     return ValueHead(backbone, record=meta.get("training"), layers=layers, adapter=adapter, **arrays)
 
 
@@ -172,11 +195,15 @@ def _adapter(entry: dict, folder: Path) -> Adapter:
     file, sha256 = str(entry["file"]), str(entry["sha256"])
     path = folder / Path(file).name
     if not path.is_file():
-        raise ConfigError(f"the value head's LoRA adapter {path} is missing; a LoRA head is three files "
-                          "(NAME.safetensors, NAME.json, NAME.lora.gguf): copy them together")
+        raise ConfigError(
+            f"the value head's LoRA adapter {path} is missing; a LoRA head is three files "
+            "(NAME.safetensors, NAME.json, NAME.lora.gguf): copy them together"
+        )
     if file_sha256(path) != sha256:
-        raise ModelError(f"{path.name} is not the LoRA adapter this value head was trained with (sha256 "
-                         f"mismatch): corrupt or replaced; export the head again")
+        raise ModelError(
+            f"{path.name} is not the LoRA adapter this value head was trained with (sha256 "
+            f"mismatch): corrupt or replaced; export the head again"
+        )
     return Adapter(file, sha256, path)
 
 
@@ -186,18 +213,27 @@ def save_head(head: ValueHead, path: Path) -> tuple[Path, Path]:
 
     weights, meta_path = head_paths(Path(path))
     weights.parent.mkdir(parents=True, exist_ok=True)
-    tensors = {k: np.ascontiguousarray(getattr(head, k), dtype=np.int32 if k == "tokens" else np.float32)
-               for k in _TENSORS if getattr(head, k) is not None}
-    read = [f"the logits of {len(head.tokens)} vocabulary tokens (a full-rank linear image of the final hidden "
-            "state)"] if len(head.tokens) else []
+    tensors = {
+        k: np.ascontiguousarray(getattr(head, k), dtype=np.int32 if k == "tokens" else np.float32)
+        for k in _TENSORS
+        if getattr(head, k) is not None
+    }
+    read = (
+        [f"the logits of {len(head.tokens)} vocabulary tokens (a full-rank linear image of the final hidden state)"]
+        if len(head.tokens)
+        else []
+    )
     read += [f"the hidden state of layer {il}" for il in head.layers]
-    meta = {"format": HEAD_FORMAT, "version": HEAD_VERSION if head.adapter else 2 if head.layers else 1,
-            "backbone": {"name": head.backbone.name, "file": head.backbone.file, "sha256": head.backbone.sha256},
-            "features": ", then ".join(read) + " at the last token of each step",
-            "layers": list(head.layers),
-            "hidden": None if head.w1 is None else int(head.w1.shape[0]),
-            "prompt": "the generator's solve prompt, then the steps verbatim",
-            "training": without_nan(head.record or {})}  # JSON has no NaN: an undefined AUC is null
+    meta = {
+        "format": HEAD_FORMAT,
+        "version": HEAD_VERSION if head.adapter else 2 if head.layers else 1,
+        "backbone": {"name": head.backbone.name, "file": head.backbone.file, "sha256": head.backbone.sha256},
+        "features": ", then ".join(read) + " at the last token of each step",
+        "layers": list(head.layers),
+        "hidden": None if head.w1 is None else int(head.w1.shape[0]),
+        "prompt": "the generator's solve prompt, then the steps verbatim",
+        "training": without_nan(head.record or {}),
+    }  # JSON has no NaN: an undefined AUC is null
     if head.adapter:
         meta["adapter"] = {"file": head.adapter.file, "sha256": head.adapter.sha256}
     write_atomic(weights, lambda p: save_file(tensors, str(p)))

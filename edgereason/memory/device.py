@@ -63,8 +63,9 @@ def read_gpu(index: int = 0) -> DeviceInfo:
 
         pynvml.nvmlInit()
     except Exception as e:  # ImportError, or NVMLError when there is no driver
-        raise ConfigError(f"--device gpu needs an NVIDIA GPU and driver, and NVML could not start ({e}); "
-                          "use --device cpu") from None
+        raise ConfigError(
+            f"--device gpu needs an NVIDIA GPU and driver, and NVML could not start ({e}); use --device cpu"
+        ) from None
     try:
         if pynvml.nvmlDeviceGetCount() <= index:
             raise ConfigError("NVML found no NVIDIA GPU; use --device cpu")
@@ -101,6 +102,8 @@ def auto_budget(free_bytes: int, weights: int, gen_bytes_per_token: int, ver_byt
     budget = after_weights - max(int(AUTO_MARGIN_FRACTION * after_weights), AUTO_MARGIN_MIN)
     cap = AUTO_MAX_TOKENS * (gen_bytes_per_token + ver_bytes_per_token)
     if budget <= 0:
-        raise ConfigError(f"no memory left for KV caches: {free_bytes >> 20} MiB free, weights take "
-                          f"{weights >> 20} MiB; close other programs or give --kv-budget")
+        raise ConfigError(
+            f"no memory left for KV caches: {free_bytes >> 20} MiB free, weights take "
+            f"{weights >> 20} MiB; close other programs or give --kv-budget"
+        )
     return min(budget, cap)

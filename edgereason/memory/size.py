@@ -9,16 +9,39 @@ from edgereason.errors import ConfigError
 
 # Decimal (kB, MB) and binary (KiB, MiB) units; a bare letter (K, M, G, T) is binary, as in most tools' flags.
 _UNITS = {
-    "": 1, "b": 1,
-    "k": 1 << 10, "kib": 1 << 10, "kb": 10**3,
-    "m": 1 << 20, "mib": 1 << 20, "mb": 10**6,
-    "g": 1 << 30, "gib": 1 << 30, "gb": 10**9,
-    "t": 1 << 40, "tib": 1 << 40, "tb": 10**12,
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kib": 1 << 10,
+    "kb": 10**3,
+    "m": 1 << 20,
+    "mib": 1 << 20,
+    "mb": 10**6,
+    "g": 1 << 30,
+    "gib": 1 << 30,
+    "gb": 10**9,
+    "t": 1 << 40,
+    "tib": 1 << 40,
+    "tb": 10**12,
 }
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*([a-zA-Z]*)\s*")
 # How each unit is written back to the user (a bare letter is binary, see above).
-_LABELS = {"": "B", "b": "B", "k": "KiB", "kib": "KiB", "kb": "kB", "m": "MiB", "mib": "MiB", "mb": "MB",
-           "g": "GiB", "gib": "GiB", "gb": "GB", "t": "TiB", "tib": "TiB", "tb": "TB"}
+_LABELS = {
+    "": "B",
+    "b": "B",
+    "k": "KiB",
+    "kib": "KiB",
+    "kb": "kB",
+    "m": "MiB",
+    "mib": "MiB",
+    "mb": "MB",
+    "g": "GiB",
+    "gib": "GiB",
+    "gb": "GB",
+    "t": "TiB",
+    "tib": "TiB",
+    "tb": "TB",
+}
 
 
 def parse_size(text: str) -> int:

@@ -77,8 +77,10 @@ class Workload:
     def min_budget_bytes(self, gen_bytes_per_token: int, ver_bytes_per_token: int) -> int:
         """One generator path and one PRM path of the last step (rebuilt every call): less runs nothing."""
         last = self.steps - 1
-        return (max(self.generator_path_tokens(last), MIN_KV_TOKENS) * gen_bytes_per_token
-                + max(self.verifier_path_tokens(last), MIN_KV_TOKENS) * ver_bytes_per_token)
+        return (
+            max(self.generator_path_tokens(last), MIN_KV_TOKENS) * gen_bytes_per_token
+            + max(self.verifier_path_tokens(last), MIN_KV_TOKENS) * ver_bytes_per_token
+        )
 
 
 @dataclass(frozen=True)
@@ -103,10 +105,17 @@ class Prediction:
 
     def to_dict(self, workload: Workload) -> dict:
         if not self.feasible:  # infinite times are not JSON
-            return {"generator_share": self.generator_share, "generator_kv_tokens": self.generator_kv_tokens,
-                    "verifier_kv_tokens": self.verifier_kv_tokens, "feasible": False}
-        d = asdict(self) | {"feasible": True, "step_time_s": self.step_time_s,
-                            "goodput_tok_s": workload.sequences * workload.step_tokens / self.step_time_s}
+            return {
+                "generator_share": self.generator_share,
+                "generator_kv_tokens": self.generator_kv_tokens,
+                "verifier_kv_tokens": self.verifier_kv_tokens,
+                "feasible": False,
+            }
+        d = asdict(self) | {
+            "feasible": True,
+            "step_time_s": self.step_time_s,
+            "goodput_tok_s": workload.sequences * workload.step_tokens / self.step_time_s,
+        }
         return {k: round(v, 4) if isinstance(v, float) else v for k, v in d.items()}
 
 
@@ -147,8 +156,9 @@ def _prm_time(tokens: int, curve: Curve, w: Workload) -> tuple[int, float, float
     return 0, per_call, total / curve.at(per_call)
 
 
-def predict(share: float, gen_tokens: int, ver_tokens: int, gen_curve: Curve, ver_curve: Curve,
-            w: Workload) -> Prediction:
+def predict(
+    share: float, gen_tokens: int, ver_tokens: int, gen_curve: Curve, ver_curve: Curve, w: Workload
+) -> Prediction:
     if min(gen_tokens, ver_tokens) < MIN_KV_TOKENS:
         return Prediction(share, gen_tokens, ver_tokens)
     if not w.measured:
@@ -160,41 +170,59 @@ def predict(share: float, gen_tokens: int, ver_tokens: int, gen_curve: Curve, ve
 
 def budget_error(budget_bytes: int, gen_bytes_per_token: int, ver_bytes_per_token: int, w: Workload) -> ConfigError:
     need = w.min_budget_bytes(gen_bytes_per_token, ver_bytes_per_token)
-    return ConfigError(f"a KV budget of {format_size(budget_bytes)} fits no split: one path of {w.steps} steps "
-                       f"needs at least {format_size(need)} for the two models together (more for a split on the 5% "
-                       "grid), whatever --beams; raise --kv-budget or lower --steps")
+    return ConfigError(
+        f"a KV budget of {format_size(budget_bytes)} fits no split: one path of {w.steps} steps "
+        f"needs at least {format_size(need)} for the two models together (more for a split on the 5% "
+        "grid), whatever --beams; raise --kv-budget or lower --steps"
+    )
 
 
-def problem_budget_error(budget_bytes: int, gen_bytes_per_token: int, ver_bytes_per_token: int,
-                         w: Workload) -> ConfigError:
+def problem_budget_error(
+    budget_bytes: int, gen_bytes_per_token: int, ver_bytes_per_token: int, w: Workload
+) -> ConfigError:
     """The budget would hold one path of a typical problem: the --problem texts are too long for it."""
     need = w.min_budget_bytes(gen_bytes_per_token, ver_bytes_per_token)
-    return ConfigError(f"the --problem texts make a prompt of {w.prompt_tokens} tokens ({w.head_tokens} for the "
-                       f"PRM): a path of it and {w.steps} steps needs at least {format_size(need)} for the two models "
-                       f"together, more than the KV budget of {format_size(budget_bytes)}; give a shorter --problem, "
-                       "one like those you solve, or raise --kv-budget")
+    return ConfigError(
+        f"the --problem texts make a prompt of {w.prompt_tokens} tokens ({w.head_tokens} for the "
+        f"PRM): a path of it and {w.steps} steps needs at least {format_size(need)} for the two models "
+        f"together, more than the KV budget of {format_size(budget_bytes)}; give a shorter --problem, "
+        "one like those you solve, or raise --kv-budget"
+    )
 
 
 def _scaled(w: Workload, f: float) -> Workload:
-    return replace(w, generator_peak_tokens=round(w.generator_peak_tokens * f),
-                   verifier_peak_tokens=round(w.verifier_peak_tokens * f))
+    return replace(
+        w,
+        generator_peak_tokens=round(w.generator_peak_tokens * f),
+        verifier_peak_tokens=round(w.verifier_peak_tokens * f),
+    )
 
 
-def plan_split(budget_bytes: int, gen_bytes_per_token: int, ver_bytes_per_token: int, gen_curve: Curve,
-               ver_curve: Curve, w: Workload, shares: tuple[float, ...] = SHARES) -> SplitPlan:
+def plan_split(
+    budget_bytes: int,
+    gen_bytes_per_token: int,
+    ver_bytes_per_token: int,
+    gen_curve: Curve,
+    ver_curve: Curve,
+    w: Workload,
+    shares: tuple[float, ...] = SHARES,
+) -> SplitPlan:
     """Predict every split in `shares` (plus even) and pick the fastest; ConfigError when none can run."""
     rows = []
     for share in sorted(set(shares) | {EVEN}):
         gen_tokens = int(budget_bytes * share) // gen_bytes_per_token
         ver_tokens = (budget_bytes - gen_tokens * gen_bytes_per_token) // ver_bytes_per_token
-        scaled = {f: predict(share, gen_tokens, ver_tokens, gen_curve, ver_curve, _scaled(w, f))
-                  for f in WORKING_SET_RANGE}
+        scaled = {
+            f: predict(share, gen_tokens, ver_tokens, gen_curve, ver_curve, _scaled(w, f)) for f in WORKING_SET_RANGE
+        }
         rows.append(replace(scaled[1.0], worst_step_time_s=max(p.step_time_s for p in scaled.values())))
     feasible = [r for r in rows if r.feasible and math.isfinite(r.worst_step_time_s)]
     if not feasible:
         raise budget_error(budget_bytes, gen_bytes_per_token, ver_bytes_per_token, w)
     fastest = min(r.worst_step_time_s for r in feasible)
-    best = min((r for r in feasible if r.worst_step_time_s <= fastest * (1 + TIE)),
-               key=lambda r: (abs(r.generator_share - EVEN), r.worst_step_time_s))
+    best = min(
+        (r for r in feasible if r.worst_step_time_s <= fastest * (1 + TIE)),
+        key=lambda r: (abs(r.generator_share - EVEN), r.worst_step_time_s),
+    )
     even = next(r for r in rows if r.generator_share == EVEN)
     return SplitPlan(tuple(rows), best, even)

@@ -26,15 +26,17 @@ def check_profiles_dir() -> None:
     try:
         make_writable_folder(folder)
     except OSError as e:  # $EDGEREASON_HOME is a file, or read-only
-        raise ConfigError(f"cannot write memory profiles to {folder}: {e.strerror or e}; set EDGEREASON_HOME to a "
-                          "folder you can write") from None
+        raise ConfigError(
+            f"cannot write memory profiles to {folder}: {e.strerror or e}; set EDGEREASON_HOME to a "
+            "folder you can write"
+        ) from None
 
 
 def verifier_id(prm: str, prm_format: str) -> str:
     """A PRM is its weights, its backend and how it is prompted: the same weights as a judge and as a trained PRM
     differ, and so do the same GGUF on llama.cpp and read into torch (`hf:`; its KV and speed differ)."""
     if prm.startswith(models.HF_PREFIX):
-        return f"hf-{models.display_name(prm[len(models.HF_PREFIX):])}-{prm_format}"
+        return f"hf-{models.display_name(prm[len(models.HF_PREFIX) :])}-{prm_format}"
     return f"{models.display_name(prm)}-{prm_format}"
 
 

@@ -7,6 +7,24 @@ from edgereason.models.files import cache_path, check_gguf, home, is_cached, pat
 from edgereason.models.registry import DEFAULT_MODEL, HF_PREFIX, REGISTRY, ModelSpec, display_name, human_size, spec_for
 from edgereason.models.resolve import resolve
 
-__all__ = ["DEFAULT_MODEL", "HF_PREFIX", "PULL_PREFIX", "REGISTRY", "ModelSpec", "PartialPull", "cache_path",
-           "check_gguf", "display_name", "human_size", "home", "is_cached", "partial_pulls", "prepare_cache", "pull",
-           "path_in_message", "resolve", "sha256", "spec_for"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "HF_PREFIX",
+    "PULL_PREFIX",
+    "REGISTRY",
+    "ModelSpec",
+    "PartialPull",
+    "cache_path",
+    "check_gguf",
+    "display_name",
+    "human_size",
+    "home",
+    "is_cached",
+    "partial_pulls",
+    "prepare_cache",
+    "pull",
+    "path_in_message",
+    "resolve",
+    "sha256",
+    "spec_for",
+]

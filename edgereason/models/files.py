@@ -28,8 +28,10 @@ def is_cached(spec: ModelSpec) -> bool:
     try:
         mode = file_mode(path)
     except OSError as e:  # a cache folder without search permission: no pull could write there either
-        raise ConfigError(f"cannot read the model cache {path_in_message(path.parent)}: {e.strerror or e}; set "
-                          "EDGEREASON_HOME to a folder you can read and write") from None
+        raise ConfigError(
+            f"cannot read the model cache {path_in_message(path.parent)}: {e.strerror or e}; set "
+            "EDGEREASON_HOME to a folder you can read and write"
+        ) from None
     return mode is not None and stat.S_ISREG(mode)
 
 
@@ -42,8 +44,7 @@ def file_mode(path: Path) -> int | None:
         return None
 
 
-def check_gguf(path: Path, role: str = "model", fix: str = "re-download or pull it again",
-               whole: bool = False) -> None:
+def check_gguf(path: Path, role: str = "model", fix: str = "re-download or pull it again", whole: bool = False) -> None:
     """Fail early, with a clear message, on a missing, empty or non-GGUF file. `role` names the file in the
     message ("model", "PRM"), so the user knows which flag to fix; `fix` says how to get a good file. whole: also
     a file cut short, for a caller that loads nothing (llama.cpp finds those as it loads)."""
@@ -51,8 +52,9 @@ def check_gguf(path: Path, role: str = "model", fix: str = "re-download or pull 
     try:
         mode = file_mode(path)
     except OSError as e:
-        raise ModelError(f"cannot read {role} file {shown}: {e.strerror or e}; check the path and the permissions "
-                         "of its folders") from None
+        raise ModelError(
+            f"cannot read {role} file {shown}: {e.strerror or e}; check the path and the permissions of its folders"
+        ) from None
     if mode is None:
         raise ModelError(f"{role} file not found: {shown}; check the path, or name one of {', '.join(REGISTRY)}")
     if not stat.S_ISREG(mode):
@@ -78,8 +80,10 @@ def _check_whole(path: Path, role: str, fix: str) -> None:
     except OSError as e:  # a lost mount, a file system that cannot map files
         raise ModelError(f"cannot read {role} file {shown}: {e.strerror or e}") from None
     if size < need:
-        raise ModelError(f"{role} {shown} is cut short: {size:,} of the {need:,} bytes its header describes (a copy "
-                         f"or download that stopped?); {fix}")
+        raise ModelError(
+            f"{role} {shown} is cut short: {size:,} of the {need:,} bytes its header describes (a copy "
+            f"or download that stopped?); {fix}"
+        )
 
 
 def path_in_message(path: Path) -> str:
@@ -107,9 +111,13 @@ def prepare_cache(spec: ModelSpec) -> None:
         make_writable_folder(target.parent)
         mode = file_mode(target)
     except OSError as e:  # $EDGEREASON_HOME is a file, or read-only
-        raise ConfigError(f"cannot write the model cache {path_in_message(target.parent)}: {e.strerror or e}; set "
-                          "EDGEREASON_HOME to a folder you can write") from None
+        raise ConfigError(
+            f"cannot write the model cache {path_in_message(target.parent)}: {e.strerror or e}; set "
+            "EDGEREASON_HOME to a folder you can write"
+        ) from None
     if mode is not None and not stat.S_ISREG(mode):
         kind = "a folder" if stat.S_ISDIR(mode) else "something other than a file"
-        raise ModelError(f"{path_in_message(target)} is {kind}, where the model file of {spec.name} goes; move it away and "
-                         f"run: edgereason models pull {spec.name}")
+        raise ModelError(
+            f"{path_in_message(target)} is {kind}, where the model file of {spec.name} goes; move it away and "
+            f"run: edgereason models pull {spec.name}"
+        )

@@ -12,9 +12,13 @@ from edgereason.models.files import cache_path, check_gguf, file_mode, is_cached
 from edgereason.models.registry import REGISTRY
 
 
-def resolve(name_or_path: str, allow_pull: bool = True,
-            progress: Callable[[str, int, int], None] | None = None, role: str = "model",
-            whole: bool = False) -> Path:
+def resolve(
+    name_or_path: str,
+    allow_pull: bool = True,
+    progress: Callable[[str, int, int], None] | None = None,
+    role: str = "model",
+    whole: bool = False,
+) -> Path:
     """A registry name or a path to a local .gguf -> a checked local GGUF path. `role` ("model", "PRM") names
     it in errors; whole: check_gguf's."""
     if not name_or_path.strip():  # Path("") is the current folder: "path is not a file: ."
@@ -29,8 +33,9 @@ def resolve(name_or_path: str, allow_pull: bool = True,
         fix = f"run: edgereason models pull {spec.name}"
     else:
         if not _names_a_file(name_or_path):
-            raise ConfigError(f"unknown {role} {name_or_path!r}; known: {', '.join(REGISTRY)} "
-                              "(or give a path to a .gguf file)")
+            raise ConfigError(
+                f"unknown {role} {name_or_path!r}; known: {', '.join(REGISTRY)} (or give a path to a .gguf file)"
+            )
         path = Path(name_or_path).expanduser()
         fix = "re-download it or pick another model"
     check_gguf(path, role, fix, whole)

@@ -95,8 +95,11 @@ class Profile:
             "lv_threshold_tokens": self.lv_threshold_tokens,
             "curves": {"generator": self.gen_curve.as_list(), "verifier": self.ver_curve.as_list()},
             "workload": asdict(w),
-            "predicted": {"best": best.to_dict(w), "even": self.plan.even.to_dict(w),
-                          "speedup_vs_even": _round(self.plan.speedup_vs_even)},
+            "predicted": {
+                "best": best.to_dict(w),
+                "even": self.plan.even.to_dict(w),
+                "speedup_vs_even": _round(self.plan.speedup_vs_even),
+            },
             "splits": [row.to_dict(w) for row in self.plan.rows],
         }
 
@@ -105,12 +108,24 @@ def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 4)
 
 
-def run_profile(generator: str, prm: str | None, prm_format: str = "auto", budget: str = "auto",
-                device_kind: str = "cpu", threads: int | None = None, beams: int | None = None,
-                max_step_tokens: int = 96, width: int = 4, requests: int = 1, steps: int = 4,
-                problems: tuple[str, ...] = (),
-                points: MeasurePoints | None = None, progress: Progress | None = None,
-                pull_progress: PullProgress | None = None, prm_head: str | None = None) -> Profile:
+def run_profile(
+    generator: str,
+    prm: str | None,
+    prm_format: str = "auto",
+    budget: str = "auto",
+    device_kind: str = "cpu",
+    threads: int | None = None,
+    beams: int | None = None,
+    max_step_tokens: int = 96,
+    width: int = 4,
+    requests: int = 1,
+    steps: int = 4,
+    problems: tuple[str, ...] = (),
+    points: MeasurePoints | None = None,
+    progress: Progress | None = None,
+    pull_progress: PullProgress | None = None,
+    prm_head: str | None = None,
+) -> Profile:
     """problems: the sample search's (the --problem texts); none: SAMPLE_PROBLEMS. Every setting is checked before
     a model loads, and the budget before minutes of measuring."""
     given, problems = bool(problems), problems or SAMPLE_PROBLEMS
@@ -121,50 +136,89 @@ def run_profile(generator: str, prm: str | None, prm_format: str = "auto", budge
     gen_id, ver_id = models.display_name(generator), verifier_id(choice.name, choice.format)
     check_profile_path(device.device_id, gen_id, ver_id)  # the CLI saves the profile there
     runtime = load_backend("llamacpp")
-    workload = _modelled_search(beams, width, requests, max_step_tokens, steps, device.kind, runtime.SEQ_SLOTS,
-                                problems)
+    workload = _modelled_search(
+        beams, width, requests, max_step_tokens, steps, device.kind, runtime.SEQ_SLOTS, problems
+    )
     n_gpu_layers = ALL_GPU_LAYERS if device.kind == "gpu" else 0
     if device.kind == "gpu":
         runtime.require_gpu("use --device cpu")
     gen_path = models.resolve(generator, progress=pull_progress)
     gen = runtime.profiled_generator(gen_path, n_gpu_layers, threads)
     lengths = prompt_lengths(gen.prompter, problems, requests)  # before the PRM loads
-    prm_ = _open_prm(runtime, choice, generator, gen_path, device.kind, n_gpu_layers, threads, requests,
-                     pull_progress)
+    prm_ = _open_prm(runtime, choice, generator, gen_path, device.kind, n_gpu_layers, threads, requests, pull_progress)
     workload = _with_prompts(workload, problems, lengths, prm_)
-    budget_bytes = fixed_budget or auto_budget(device.free_bytes, gen.weights_bytes + prm_.weights_bytes,
-                                               gen.bytes_per_token, prm_.bytes_per_token)
+    budget_bytes = fixed_budget or auto_budget(
+        device.free_bytes, gen.weights_bytes + prm_.weights_bytes, gen.bytes_per_token, prm_.bytes_per_token
+    )
     _check_budget(budget_bytes, gen.bytes_per_token, prm_.bytes_per_token, workload, given)
     if progress and budget_bytes > device.free_bytes:
         progress(f"warning: the budget is more than the {format_size(device.free_bytes)} free on this device")
-    gen_curve, ver_curve = _curves(gen, prm_, points or (GPU_POINTS if device.kind == "gpu" else MeasurePoints()),
-                                   workload, n_gpu_layers, threads, progress)
+    gen_curve, ver_curve = _curves(
+        gen,
+        prm_,
+        points or (GPU_POINTS if device.kind == "gpu" else MeasurePoints()),
+        workload,
+        n_gpu_layers,
+        threads,
+        progress,
+    )
     workload = _sampled(gen, prm_, workload, max_step_tokens, problems, progress)
     plan = plan_split(budget_bytes, gen.bytes_per_token, prm_.bytes_per_token, gen_curve, ver_curve, workload)
-    return Profile(device, gen_id, ver_id, threads or physical_cores(), budget_bytes, gen.bytes_per_token,
-                   prm_.bytes_per_token, workload, gen_curve, ver_curve, plan)
+    return Profile(
+        device,
+        gen_id,
+        ver_id,
+        threads or physical_cores(),
+        budget_bytes,
+        gen.bytes_per_token,
+        prm_.bytes_per_token,
+        workload,
+        gen_curve,
+        ver_curve,
+        plan,
+    )
 
 
-def _modelled_search(beams: int | None, width: int, requests: int, max_step_tokens: int, steps: int,
-                     device_kind: str, max_seqs: int, problems: tuple[str, ...]) -> Workload:
+def _modelled_search(
+    beams: int | None,
+    width: int,
+    requests: int,
+    max_step_tokens: int,
+    steps: int,
+    device_kind: str,
+    max_seqs: int,
+    problems: tuple[str, ...],
+) -> Workload:
     """The search the split is modelled on, checked before any model loads."""
     if min(1 if beams is None else beams, width, requests, max_step_tokens, steps) <= 0:
         raise ConfigError("--beams, --width, --requests, --steps and --max-step-tokens must be positive")
     beams = DEFAULT_BEAMS[device_kind] if beams is None else beams
     check_sequences(beams, width, requests, max_seqs)  # first: the beams the next check suggests may be beyond them
     if beams % width:
-        fix = (f"pick --beams {width * max(1, beams // width)} or another --width" if width <= max_seqs
-               else f"pick a --width that divides {beams}")  # no --beams of a multiple of it can run
-        raise ConfigError(f"the modelled beam search of --beams {beams} cannot keep beams/width paths with --width "
-                          f"{width}: {fix}")
+        fix = (
+            f"pick --beams {width * max(1, beams // width)} or another --width"
+            if width <= max_seqs
+            else f"pick a --width that divides {beams}"
+        )  # no --beams of a multiple of it can run
+        raise ConfigError(
+            f"the modelled beam search of --beams {beams} cannot keep beams/width paths with --width {width}: {fix}"
+        )
     if not all(p.strip() for p in problems):
         raise ConfigError("a --problem is empty; give the text of a problem like those you solve")
-    return Workload(beams=beams, width=width, requests=requests, step_tokens=min(TYPICAL_STEP_TOKENS, max_step_tokens),
-                    steps=steps)
+    return Workload(
+        beams=beams, width=width, requests=requests, step_tokens=min(TYPICAL_STEP_TOKENS, max_step_tokens), steps=steps
+    )
 
 
-def _curves(gen: ProfiledGenerator, prm: ProfiledPRM, points: MeasurePoints, workload: Workload, n_gpu_layers: int,
-            threads: int | None, progress: Progress | None) -> tuple[Curve, Curve]:
+def _curves(
+    gen: ProfiledGenerator,
+    prm: ProfiledPRM,
+    points: MeasurePoints,
+    workload: Workload,
+    n_gpu_layers: int,
+    threads: int | None,
+    progress: Progress | None,
+) -> tuple[Curve, Curve]:
     """Generator decode against concurrent sequences, PRM prefill against batch tokens."""
     # up to every sequence of the workload at once: the split model reads the curve at R*N (clamped beyond it)
     decode_seqs = sorted(set(points.decode_seqs) | {min(workload.sequences, MAX_DECODE_SEQS)})
@@ -174,17 +228,28 @@ def _curves(gen: ProfiledGenerator, prm: ProfiledPRM, points: MeasurePoints, wor
     return gen_curve, ver_curve
 
 
-def _sampled(gen: ProfiledGenerator, prm: ProfiledPRM, workload: Workload, max_step_tokens: int,
-             problems: tuple[str, ...], progress: Progress | None) -> Workload:
+def _sampled(
+    gen: ProfiledGenerator,
+    prm: ProfiledPRM,
+    workload: Workload,
+    max_step_tokens: int,
+    problems: tuple[str, ...],
+    progress: Progress | None,
+) -> Workload:
     """The workload with what a sample search measured: step length, prompt and head tokens, peak KV."""
     if progress:
-        progress(f"sample search: {workload.requests} x {workload.beams} beams, width {workload.width}, "
-                 f"{workload.steps} steps")
-    sample = sample_search(gen, prm, workload.beams, workload.width, workload.steps, max_step_tokens,
-                           workload.requests, problems)
+        progress(
+            f"sample search: {workload.requests} x {workload.beams} beams, width {workload.width}, "
+            f"{workload.steps} steps"
+        )
+    sample = sample_search(
+        gen, prm, workload.beams, workload.width, workload.steps, max_step_tokens, workload.requests, problems
+    )
     if progress:
-        progress(f"sample search: {sample.step_tokens} tokens a step; KV in use at most "
-                 f"{sample.generator_peak_tokens} generator, {sample.verifier_peak_tokens} PRM tokens")
+        progress(
+            f"sample search: {sample.step_tokens} tokens a step; KV in use at most "
+            f"{sample.generator_peak_tokens} generator, {sample.verifier_peak_tokens} PRM tokens"
+        )
     return replace(workload, **asdict(sample))  # the sample's fields are Workload's measured fields
 
 
@@ -193,8 +258,9 @@ def _with_prompts(w: Workload, problems: tuple[str, ...], lengths: list[int], pr
     search measures them), in place of the typical ones."""
     chosen = sample_problems(range(len(problems)), w.requests)
     heads = [prm.head_tokens(p) for p in problems]
-    return replace(w, prompt_tokens=round(mean(lengths[i] for i in chosen)),
-                   head_tokens=round(mean(heads[i] for i in chosen)))
+    return replace(
+        w, prompt_tokens=round(mean(lengths[i] for i in chosen)), head_tokens=round(mean(heads[i] for i in chosen))
+    )
 
 
 def _check_budget(budget_bytes: int, gen_bpt: int, ver_bpt: int, w: Workload, problems_given: bool) -> None:
@@ -208,18 +274,28 @@ def _check_budget(budget_bytes: int, gen_bpt: int, ver_bpt: int, w: Workload, pr
     raise budget_error(budget_bytes, gen_bpt, ver_bpt, w)
 
 
-def _open_prm(runtime: ModuleType, choice: PRMChoice, generator: str, gen_path: Path, device_kind: str,
-              n_gpu_layers: int, threads: int | None, requests: int,
-              pull_progress: PullProgress | None) -> ProfiledPRM:
+def _open_prm(
+    runtime: ModuleType,
+    choice: PRMChoice,
+    generator: str,
+    gen_path: Path,
+    device_kind: str,
+    n_gpu_layers: int,
+    threads: int | None,
+    requests: int,
+    pull_progress: PullProgress | None,
+) -> ProfiledPRM:
     """The PRM to measure: the generator's own model, another GGUF on llama.cpp, or an hf: PRM on torch (a
     registry name after hf: means its GGUF, read into torch, as in solve)."""
     if choice.name.startswith(models.HF_PREFIX):
-        name = choice.name[len(models.HF_PREFIX):]
+        name = choice.name[len(models.HF_PREFIX) :]
         path = models.resolve(name, progress=pull_progress, role="PRM") if name in models.REGISTRY else Path(name)
-        return load_backend("transformers").profiled_prm(path, choice.format, choice.head, device_kind,
-                                                         sample_kv_tokens(requests), threads)
+        return load_backend("transformers").profiled_prm(
+            path, choice.format, choice.head, device_kind, sample_kv_tokens(requests), threads
+        )
     if choice.name == generator:
         return runtime.profiled_prm(gen_path, True, choice.format, choice.head, n_gpu_layers, threads)
     path = models.resolve(choice.name, progress=pull_progress, role="PRM")
-    return runtime.profiled_prm(path, path.resolve() == gen_path.resolve(), choice.format, choice.head, n_gpu_layers,
-                                threads)
+    return runtime.profiled_prm(
+        path, path.resolve() == gen_path.resolve(), choice.format, choice.head, n_gpu_layers, threads
+    )

@@ -52,15 +52,22 @@ def check_sequences(beams: int, width: int, requests: int, max_seqs: int) -> Non
     otherwise (scheduler.can_admit): `requests` searches run at once, as the sample search measures them and the
     profile models them, only where requests x beams sequences fit."""
     if beams > max_seqs:
-        fix = (f"pick --beams {width * (max_seqs // width)} or fewer" if width <= max_seqs
-               else f"pick a --width and --beams of at most {max_seqs}")
-        raise ConfigError(f"--beams {beams} is more than one search can hold: the generator runs at most {max_seqs} "
-                          f"sequences at once, one a beam; {fix}")
+        fix = (
+            f"pick --beams {width * (max_seqs // width)} or fewer"
+            if width <= max_seqs
+            else f"pick a --width and --beams of at most {max_seqs}"
+        )
+        raise ConfigError(
+            f"--beams {beams} is more than one search can hold: the generator runs at most {max_seqs} "
+            f"sequences at once, one a beam; {fix}"
+        )
     if requests * beams > max_seqs:
-        raise ConfigError(f"--requests {requests} searches of {beams} beams need {requests * beams} sequences to run "
-                          f"at once (one a beam) but the generator runs at most {max_seqs}, so the rest would wait "
-                          f"and the profile would model more than it measured; pick --requests {max_seqs // beams} "
-                          "or fewer, or lower --beams")
+        raise ConfigError(
+            f"--requests {requests} searches of {beams} beams need {requests * beams} sequences to run "
+            f"at once (one a beam) but the generator runs at most {max_seqs}, so the rest would wait "
+            f"and the profile would model more than it measured; pick --requests {max_seqs // beams} "
+            "or fewer, or lower --beams"
+        )
 
 
 def prompt_lengths(prompter: Prompter, problems: Sequence[str], requests: int) -> list[int]:
@@ -76,8 +83,10 @@ def prompt_lengths(prompter: Prompter, problems: Sequence[str], requests: int) -
         except ConfigError as e:
             raise ConfigError(f"{where}{e}") from None
         if n + 16 > kv_tokens:  # prompt_ids' margin
-            raise ConfigError(f"{where}the problem is {n} tokens but the sample search holds {kv_tokens} KV tokens; "
-                              "give a shorter problem, one like those you solve")
+            raise ConfigError(
+                f"{where}the problem is {n} tokens but the sample search holds {kv_tokens} KV tokens; "
+                "give a shorter problem, one like those you solve"
+            )
         lengths.append(n)
     return lengths
 
@@ -91,16 +100,24 @@ class WorkloadSample:
     verifier_peak_tokens: int
 
 
-def sample_search(generator: ProfiledGenerator, prm: ProfiledPRM, beams: int, width: int, steps: int,
-                  max_step_tokens: int, requests: int = 1,
-                  problems: tuple[str, ...] = SAMPLE_PROBLEMS) -> WorkloadSample:
+def sample_search(
+    generator: ProfiledGenerator,
+    prm: ProfiledPRM,
+    beams: int,
+    width: int,
+    steps: int,
+    max_step_tokens: int,
+    requests: int = 1,
+    problems: tuple[str, ...] = SAMPLE_PROBLEMS,
+) -> WorkloadSample:
     """Run `requests` searches at once, the i-th on problems[i % len(problems)]. Step, prompt and head tokens are
     means over the searches; the peaks count them together."""
     kv_tokens = sample_kv_tokens(requests)
     gen = generator.open_generator(kv_tokens)
     ver = prm.open_verifier(kv_tokens)
-    config = SearchConfig(beams=beams, width=width, max_steps=steps, max_step_tokens=max_step_tokens,
-                          sampling=SamplingParams(seed=0))
+    config = SearchConfig(
+        beams=beams, width=width, max_steps=steps, max_step_tokens=max_step_tokens, sampling=SamplingParams(seed=0)
+    )
     chosen = sample_problems(problems, requests)
     try:
         engine = Engine(gen, ver, PRESETS["baseline"])
@@ -111,12 +128,19 @@ def sample_search(generator: ProfiledGenerator, prm: ProfiledPRM, beams: int, wi
             gen_peak = max(gen_peak, gen.kv_used_tokens)
         if failed := next((r for r in reqs if r.status == "failed"), None):  # it measured nothing to model
             why = failed.reason.split(";")[0]  # its advice is for solve's flags
-            raise ConfigError(f"the sample search of {requests} x {beams} beams could not run in {kv_tokens} KV "
-                              f"tokens a model ({why}); lower --beams or --requests")
+            raise ConfigError(
+                f"the sample search of {requests} x {beams} beams could not run in {kv_tokens} KV "
+                f"tokens a model ({why}); lower --beams or --requests"
+            )
         finished = [len(n.tokens) for r in reqs for n in r.tree.steps() if n.finish is not None] or [max_step_tokens]
         heads = [prm.head_tokens(p) for p in chosen]
-        return WorkloadSample(round(mean(finished)), round(mean(len(r.prompt_ids) for r in reqs)), round(mean(heads)),
-                              gen_peak, ver.stats.peak_tokens)
+        return WorkloadSample(
+            round(mean(finished)),
+            round(mean(len(r.prompt_ids) for r in reqs)),
+            round(mean(heads)),
+            gen_peak,
+            ver.stats.peak_tokens,
+        )
     finally:
         gen.close()
         ver.close()

@@ -46,7 +46,7 @@ def load_problems(path: str | Path, limit: int | None = None, offset: int = 0) -
     if len(set(ids)) < len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise ConfigError(f"{path}: id {dup!r} appears twice; request ids must be unique within a run")
-    selected = problems[offset:offset + limit if limit is not None else None]
+    selected = problems[offset : offset + limit if limit is not None else None]
     if not selected:
         raise ConfigError(f"no problems selected from {path} ({len(problems)} in the file, --offset {offset})")
     return selected

@@ -13,8 +13,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from typing import Callable
 
 from edgereason import models
 from edgereason.engine.policy import Policy, parse_policy
@@ -39,8 +39,10 @@ class AutoChoice:
     source: str  # "memory profile", "measured at start-up", "cached measurement"
 
     def note(self) -> str:
-        return (f"edgereason: --policy auto chose {self.preset}: a forward pass of 8 rows costs {self.cost_8:.1f}x "
-                f"one row here ({self.source}); speculation pays below {EDGE_MAX_COST_8}x")
+        return (
+            f"edgereason: --policy auto chose {self.preset}: a forward pass of 8 rows costs {self.cost_8:.1f}x "
+            f"one row here ({self.source}); speculation pays below {EDGE_MAX_COST_8}x"
+        )
 
     def as_dict(self) -> dict[str, object]:
         return {**asdict(self), "edge_max_cost_8": EDGE_MAX_COST_8}
@@ -57,7 +59,7 @@ def choose(cost_8: float, source: str) -> AutoChoice:
 def resolve(policy: Policy, choice: AutoChoice) -> Policy:
     """The chosen preset with the overrides `auto` carried (its name holds them all: parse_policy and
     with_switches both record `:key=value`); the name stays as the user wrote it."""
-    return replace(parse_policy(choice.preset + policy.name[len(AUTO):]), name=policy.name)
+    return replace(parse_policy(choice.preset + policy.name[len(AUTO) :]), name=policy.name)
 
 
 def cost_8(curve: Curve) -> float:
@@ -79,7 +81,7 @@ def choice_for(profile: dict | None, cache_key: str, measure: Callable[[], Point
     if key in cache:
         return choose(float(cache[key]["cost_8"]), "cached measurement")
     value = cost_8(Curve(measure()))
-    cache[key] = {"cost_8": round(value, 3), "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    cache[key] = {"cost_8": round(value, 3), "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
     _write_cache(cache)
     return choose(value, "measured at start-up")
 

@@ -39,8 +39,10 @@ def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: 
         need = sum(MIN_KV_TOKENS * torch_backend.kv_bytes_per_token(p, 1) for p in roles)
         need += sum(torch_backend.weights_bytes(p, 1) for p in {p.resolve() for p in roles})
         if need > settings.gpu_memory_bytes:
-            return _fall_back(f"the models need {format_size(need)} in bf16 on torch, more than --gpu-memory "
-                              f"{format_size(settings.gpu_memory_bytes)}")
+            return _fall_back(
+                f"the models need {format_size(need)} in bf16 on torch, more than --gpu-memory "
+                f"{format_size(settings.gpu_memory_bytes)}"
+            )
     return "torch"
 
 

@@ -50,9 +50,11 @@ def capped_kv_budget(cap_bytes: int, weights: int, bytes_per_token: int) -> int:
     after_weights = cap_bytes - weights
     budget = after_weights - max(int(AUTO_MARGIN_FRACTION * after_weights), AUTO_MARGIN_MIN)
     if budget <= 0:
-        raise ConfigError(f"--gpu-memory {format_size(cap_bytes)} leaves no room for KV caches: the weights take "
-                          f"{format_size(weights)} and llama.cpp's buffers need {format_size(AUTO_MARGIN_MIN)} or "
-                          "more; raise --gpu-memory")
+        raise ConfigError(
+            f"--gpu-memory {format_size(cap_bytes)} leaves no room for KV caches: the weights take "
+            f"{format_size(weights)} and llama.cpp's buffers need {format_size(AUTO_MARGIN_MIN)} or "
+            "more; raise --gpu-memory"
+        )
     return min(budget, AUTO_MAX_TOKENS * bytes_per_token)
 
 
@@ -65,23 +67,33 @@ def gpu_settings(settings, runtime: ModuleType, gen_path: Path, prm_path: Path, 
     if settings.gpu_memory_bytes is None:
         return settings
     if not layers:
-        why = ("--gpu-layers is 0" if runtime.supports_gpu() and gpu_present() else
-               "this llama-cpp-python build has no GPU support" if not runtime.supports_gpu() else "no GPU was found")
+        why = (
+            "--gpu-layers is 0"
+            if runtime.supports_gpu() and gpu_present()
+            else "this llama-cpp-python build has no GPU support"
+            if not runtime.supports_gpu()
+            else "no GPU was found"
+        )
         raise ConfigError(f"--gpu-memory caps GPU memory, but no layers are on a GPU ({why}); drop --gpu-memory")
     if prm_runtime is None:
         weights = _weights(runtime, gen_path, prm_path, layers)
         prm_per_token = runtime.kv_bytes_per_token(prm_path, layers)
     else:
         if not prm_runtime.on_cuda(settings.prm_device):
-            raise ConfigError(f"--gpu-memory caps GPU memory, but the hf: PRM runs on the CPU (--prm-device "
-                              f"{settings.prm_device}); use --prm-device cuda or drop --gpu-memory")
-        weights = (_weights(runtime, gen_path, gen_path, layers)
-                   + prm_runtime.weights_bytes(prm_path, settings.prm_device))
+            raise ConfigError(
+                f"--gpu-memory caps GPU memory, but the hf: PRM runs on the CPU (--prm-device "
+                f"{settings.prm_device}); use --prm-device cuda or drop --gpu-memory"
+            )
+        weights = _weights(runtime, gen_path, gen_path, layers) + prm_runtime.weights_bytes(
+            prm_path, settings.prm_device
+        )
         prm_per_token = prm_runtime.kv_bytes_per_token(prm_path, settings.prm_device)
     if settings.kv_budget_bytes is not None:
         if weights + settings.kv_budget_bytes > settings.gpu_memory_bytes:
-            raise ConfigError(f"--kv-budget {format_size(settings.kv_budget_bytes)} and the weights "
-                              f"({format_size(weights)}) exceed --gpu-memory {format_size(settings.gpu_memory_bytes)}")
+            raise ConfigError(
+                f"--kv-budget {format_size(settings.kv_budget_bytes)} and the weights "
+                f"({format_size(weights)}) exceed --gpu-memory {format_size(settings.gpu_memory_bytes)}"
+            )
         return settings
     per_token = runtime.kv_bytes_per_token(gen_path, layers) + prm_per_token
     budget = capped_kv_budget(settings.gpu_memory_bytes, weights, per_token)

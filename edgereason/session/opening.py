@@ -4,9 +4,9 @@ split is kv_split.py's, the memory profile lookup profile_lookup.py's; backends 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 from edgereason import models
 from edgereason.backends import load_backend
@@ -16,8 +16,8 @@ from edgereason.engine.loop import Engine
 from edgereason.engine.policy import Policy
 from edgereason.errors import ConfigError
 from edgereason.protocols import Generator, Verifier
-from edgereason.session.backend_choice import choose_backend
 from edgereason.session.auto_policy import MEASURE_ROWS, MEASURE_STEPS, AutoChoice, choice_for, is_auto, resolve
+from edgereason.session.backend_choice import choose_backend
 from edgereason.session.gpu import default_gpu_layers, device_top_k, gpu_settings
 from edgereason.session.kv_split import check_host_memory, kv_tokens
 from edgereason.session.prm_choice import PRMChoice, choose_prm
@@ -50,8 +50,11 @@ class Session:
         """What `auto` runs in this session: decided once (profile, cache or a second's measurement)."""
         if self._auto is None:
             decode = getattr(load_backend(self.backend), "decode_points", None)
-            measure = None if decode is None else (
-                lambda: decode(self.generator, MEASURE_ROWS, MEASURE_STEPS, self.settings.threads))
+            measure = (
+                None
+                if decode is None
+                else (lambda: decode(self.generator, MEASURE_ROWS, MEASURE_STEPS, self.settings.threads))
+            )
             self._auto = choice_for(self.profile, pass_cost_key(self.settings), measure)
             if self.settings.verbose:
                 print(self._auto.note(), file=sys.stderr)
@@ -86,21 +89,43 @@ def open_session(settings: ModelSettings, backend: str | None = None, progress: 
     if not settings.n_gpu_layers:  # a torch PRM's KV grows as it is used: only llama.cpp's is made whole
         check_host_memory(settings, gen_tokens * gen_bpt + (0 if hf else ver_tokens * ver_bpt))
     if hf:
-        generator = runtime.open_generator(gen_path, gen_tokens, n_threads=settings.threads,
-                                           n_gpu_layers=settings.n_gpu_layers, flash_attn=settings.flash_attn,
-                                           **({"device_top_k": top_k} if top_k else {}))
-        verifier = prm_runtime.open_verifier(prm_path, settings.prm_format, ver_tokens, device=settings.prm_device,
-                                             head=choice.head, n_threads=settings.threads)
+        generator = runtime.open_generator(
+            gen_path,
+            gen_tokens,
+            n_threads=settings.threads,
+            n_gpu_layers=settings.n_gpu_layers,
+            flash_attn=settings.flash_attn,
+            **({"device_top_k": top_k} if top_k else {}),
+        )
+        verifier = prm_runtime.open_verifier(
+            prm_path,
+            settings.prm_format,
+            ver_tokens,
+            device=settings.prm_device,
+            head=choice.head,
+            n_threads=settings.threads,
+        )
     else:
-        generator, verifier = runtime.open_models(gen_path, prm_path, settings.prm_format, gen_tokens, ver_tokens,
-                                                  n_threads=settings.threads, n_gpu_layers=settings.n_gpu_layers,
-                                                  flash_attn=settings.flash_attn, head=choice.head,
-                                                  # only a backend that can cut rows on the device takes it
-                                                  **({"device_top_k": top_k} if top_k else {}))
+        generator, verifier = runtime.open_models(
+            gen_path,
+            prm_path,
+            settings.prm_format,
+            gen_tokens,
+            ver_tokens,
+            n_threads=settings.threads,
+            n_gpu_layers=settings.n_gpu_layers,
+            flash_attn=settings.flash_attn,
+            head=choice.head,
+            # only a backend that can cut rows on the device takes it
+            **({"device_top_k": top_k} if top_k else {}),
+        )
     if profile is None:
         note_no_profile(settings)
-    lv = int(profile["lv_threshold_tokens"]) if profile else DEFAULT_LV_THRESHOLD[
-        "gpu" if settings.n_gpu_layers else "cpu"]
+    lv = (
+        int(profile["lv_threshold_tokens"])
+        if profile
+        else DEFAULT_LV_THRESHOLD["gpu" if settings.n_gpu_layers else "cpu"]
+    )
     return Session(settings, generator, verifier, gen_path, prm_path, backend, lv_threshold=lv, profile=profile)
 
 
@@ -109,13 +134,17 @@ def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress: Pull
     models' GGUFs, read here for their tokenizer and chat template only; no memory profile applies."""
     served, local = load_backend("remote"), load_backend("llamacpp")
     if settings.prm_format == "head":
-        raise ConfigError("--prm-format head cannot be served: a value head reads thousands of logits per step and "
-                          "a server returns 20; use judge, rlhflow or math-shepherd with a served PRM")
+        raise ConfigError(
+            "--prm-format head cannot be served: a value head reads thousands of logits per step and "
+            "a server returns 20; use judge, rlhflow or math-shepherd with a served PRM"
+        )
     fmt = "judge" if settings.prm_format == "auto" else settings.prm_format  # a server cannot run a value head
     choice = choose_prm(settings.model, settings.prm, fmt, settings.prm_head)
     if choice.name.startswith(models.HF_PREFIX):
-        raise ConfigError(f"--prm {choice.name} runs on torch in this process; a served PRM is named by its "
-                          "GGUF (its tokenizer and chat template) and --prm-base-url")
+        raise ConfigError(
+            f"--prm {choice.name} runs on torch in this process; a served PRM is named by its "
+            "GGUF (its tokenizer and chat template) and --prm-base-url"
+        )
     settings = replace(settings, prm_format=choice.format)
     # before any pull: a server serving another model is one line naming it, not a failed search after a download
     served.check_served_models(remote, settings.model, choice.name, gguf_on_disk)
@@ -128,17 +157,32 @@ def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress: Pull
         else:
             layers = default_gpu_layers(local) if settings.n_gpu_layers is None else settings.n_gpu_layers
             settings = replace(settings, n_gpu_layers=layers)
-            tokens = settings.generator_kv_tokens if settings.kv_budget_bytes is None else (  # all of it: no PRM here
-                settings.kv_budget_bytes // local.kv_bytes_per_token(gen_path, layers))
+            tokens = (
+                settings.generator_kv_tokens
+                if settings.kv_budget_bytes is None
+                # all of it: no PRM here
+                else (settings.kv_budget_bytes // local.kv_bytes_per_token(gen_path, layers))
+            )
             top_k = device_top_k(settings.device_sampling, settings.device_top_k, layers)
-            generator = local.open_generator(gen_path, max(MIN_KV_TOKENS, tokens), n_threads=settings.threads,
-                                             n_gpu_layers=layers, flash_attn=settings.flash_attn,
-                                             **({"device_top_k": top_k} if top_k else {}))
+            generator = local.open_generator(
+                gen_path,
+                max(MIN_KV_TOKENS, tokens),
+                n_threads=settings.threads,
+                n_gpu_layers=layers,
+                flash_attn=settings.flash_attn,
+                **({"device_top_k": top_k} if top_k else {}),
+            )
     except BaseException:
         verifier.close()
         raise
-    return Session(settings, generator, verifier, gen_path, prm_path,
-                   backend="remote" if remote.generator is not None else "llamacpp")
+    return Session(
+        settings,
+        generator,
+        verifier,
+        gen_path,
+        prm_path,
+        backend="remote" if remote.generator is not None else "llamacpp",
+    )
 
 
 def gguf_on_disk(name: str, role: str) -> Path | None:
@@ -153,9 +197,10 @@ def _model_paths(settings: ModelSettings, choice: PRMChoice, progress: PullProgr
     is a folder or a file; a registry name after hf: means its GGUF, read into torch."""
     gen_path = models.resolve(settings.model, progress=progress)
     if choice.name.startswith(models.HF_PREFIX):
-        name = choice.name[len(models.HF_PREFIX):]
-        return gen_path, (models.resolve(name, progress=progress, role="PRM") if name in models.REGISTRY
-                          else Path(name))
+        name = choice.name[len(models.HF_PREFIX) :]
+        return gen_path, (
+            models.resolve(name, progress=progress, role="PRM") if name in models.REGISTRY else Path(name)
+        )
     if choice.name == settings.model:
         return gen_path, gen_path
     return gen_path, models.resolve(choice.name, progress=progress, role="PRM")

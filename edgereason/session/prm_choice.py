@@ -60,13 +60,17 @@ def choose_prm(model: str, prm: str | None, prm_format: str, prm_head: str | Non
     head_file = head_path(prm_head) if prm_head else shipped_head(name, model)
     fmt = ("head" if head_file else "judge") if prm_format == "auto" else prm_format
     if fmt in HEAD_ONLY_FORMATS and not name.startswith(models.HF_PREFIX):
-        raise ConfigError(f"--prm-format {fmt} reads the checkpoint's reward head, which llama.cpp cannot run: "
-                          f"pass --prm {models.HF_PREFIX}FOLDER (pip install \"edgereason[torch]\")")
+        raise ConfigError(
+            f"--prm-format {fmt} reads the checkpoint's reward head, which llama.cpp cannot run: "
+            f'pass --prm {models.HF_PREFIX}FOLDER (pip install "edgereason[torch]")'
+        )
     if fmt != "head":
         if prm_head:
             raise ConfigError(f"--prm-head is read by --prm-format head, not {fmt}; drop one of them")
         return PRMChoice(name, fmt, None)
     if head_file is None:
-        raise ConfigError(f"--prm-format head needs a trained value head and none ships for {name}: pass "
-                          "--prm-head FILE (make one with edgereason train-prm)")
+        raise ConfigError(
+            f"--prm-format head needs a trained value head and none ships for {name}: pass "
+            "--prm-head FILE (make one with edgereason train-prm)"
+        )
     return PRMChoice(name, fmt, load_head(head_file))

@@ -26,14 +26,19 @@ def device_id(settings: ModelSettings) -> str:
 
 def pass_cost_key(settings: ModelSettings) -> str:
     """What `--policy auto`'s measured pass cost is cached under: the device, generator, threads and GPU layers."""
-    return (f"{device_id(settings)}/{models.display_name(settings.model)}/threads={settings.threads or 'auto'}/"
-            f"gpu_layers={settings.n_gpu_layers}")
+    return (
+        f"{device_id(settings)}/{models.display_name(settings.model)}/threads={settings.threads or 'auto'}/"
+        f"gpu_layers={settings.n_gpu_layers}"
+    )
 
 
 def _profile_key(settings: ModelSettings) -> tuple[str, str, str]:
     """(device, generator, verifier): what this device and model pair's memory profile is stored under."""
-    return device_id(settings), models.display_name(settings.model), verifier_id(_prm_name(settings),
-                                                                                 settings.prm_format)
+    return (
+        device_id(settings),
+        models.display_name(settings.model),
+        verifier_id(_prm_name(settings), settings.prm_format),
+    )
 
 
 def profile_for(settings: ModelSettings) -> dict | None:
@@ -45,14 +50,18 @@ def note_no_profile(settings: ModelSettings) -> None:
     profile is reported as such on every run; a missing one once per device and model pair (remembered in
     $EDGEREASON_HOME/profile-tips), or on every run with --verbose."""
     path = profile_path(*_profile_key(settings))
-    command = (f"edgereason memory-profile --model {shlex.quote(settings.model)} "
-               f"--prm {shlex.quote(_prm_name(settings))}")
+    command = (
+        f"edgereason memory-profile --model {shlex.quote(settings.model)} --prm {shlex.quote(_prm_name(settings))}"
+    )
     if path.exists():
-        print(f"edgereason: the memory profile {path} is corrupt; using defaults. Rebuild it: {command}",
-              file=sys.stderr)
+        print(
+            f"edgereason: the memory profile {path} is corrupt; using defaults. Rebuild it: {command}", file=sys.stderr
+        )
     elif settings.verbose or _first_time(path.name):
-        print(f"edgereason: no memory profile for this device and models; using defaults. To tune: {command}",
-              file=sys.stderr)
+        print(
+            f"edgereason: no memory profile for this device and models; using defaults. To tune: {command}",
+            file=sys.stderr,
+        )
 
 
 def _first_time(key: str) -> bool:

@@ -29,7 +29,9 @@ class ModelSettings:
     verifier_kv_tokens: int = DEFAULT_KV_TOKENS
     kv_budget_bytes: int | None = None  # both models together; overrides the per-model token counts
     split: str = "profile"
-    n_gpu_layers: int | None = None  # None: all layers where a CUDA build sees a GPU, else 0 (edgereason/session/gpu.py)
+    n_gpu_layers: int | None = (
+        None  # None: all layers where a CUDA build sees a GPU, else 0 (edgereason/session/gpu.py)
+    )
     gpu_memory_bytes: int | None = None  # cap on weights + KV on the GPU; derives the KV budget when none is given
     device_sampling: str = "auto"  # top-k cut on the device: auto = where layers are on a GPU, on, off
     device_top_k: int = DEFAULT_TOP_K

@@ -1,6 +1,6 @@
 """Features for the value head: at the last token of every step of every rollout path, the backbone's logits of a
-fixed token set (a full-rank image of its final hidden state; see edgereason/heads/value_head.py), then the hidden states
-of the middle layers the verifier's layer capture reads (none without one), read through the same verifier code
+fixed token set (a full-rank image of its final hidden state; see edgereason/heads/value_head.py), then the hidden
+states of the middle layers the verifier's layer capture reads (none without one), read through the same verifier code
 that scores with the head later (prompt, tokenisation and all), so training and scoring see the same numbers. One
 row per step, with its labels:
 
@@ -35,8 +35,14 @@ def mc_values(mc_rows: list[dict]) -> dict[tuple[str, int, int], float]:
     return {(r["id"], int(r["path"]), int(r["steps"])): float(r["value"]) for r in mc_rows}
 
 
-def extract(verifier, tokens: np.ndarray, rollouts: list[dict], mc_rows: list[dict], paths_per_call: int = 32,
-            progress: Progress | None = None) -> dict[str, np.ndarray]:
+def extract(
+    verifier,
+    tokens: np.ndarray,
+    rollouts: list[dict],
+    mc_rows: list[dict],
+    paths_per_call: int = 32,
+    progress: Progress | None = None,
+) -> dict[str, np.ndarray]:
     """verifier: a llama.cpp verifier in the head format on the backbone (its `features`)."""
     mc = mc_values(mc_rows)
     cols: dict[str, list] = {k: [] for k in FIELDS}
@@ -67,8 +73,14 @@ def extract(verifier, tokens: np.ndarray, rollouts: list[dict], mc_rows: list[di
         for pi, path in enumerate(row["paths"]):
             if path["steps"]:
                 root = f"feat{ri}/"
-                batch.append((ri, pi, path, ScoreRequest(f"{root}{pi}", row["problem"], path["steps"],
-                                                         range(len(path["steps"])), root, 0)))
+                batch.append(
+                    (
+                        ri,
+                        pi,
+                        path,
+                        ScoreRequest(f"{root}{pi}", row["problem"], path["steps"], range(len(path["steps"])), root, 0),
+                    )
+                )
         if len(batch) >= paths_per_call:
             flush()
         if progress:
@@ -78,10 +90,21 @@ def extract(verifier, tokens: np.ndarray, rollouts: list[dict], mc_rows: list[di
     if not cols["x"]:
         return {}
     capture = verifier.ctx.capture
-    out = {"tokens": np.asarray(tokens, dtype=np.int32),
-           "layers": np.asarray(capture.layers if capture else [], dtype=np.int32), "x": np.concatenate(cols["x"])}
-    types = {"problem": np.int32, "path": np.int32, "step": np.int32, "last": bool, "outcome": np.float32,
-             "mc": np.float32, "prm": np.float32, "weight": np.float32}
+    out = {
+        "tokens": np.asarray(tokens, dtype=np.int32),
+        "layers": np.asarray(capture.layers if capture else [], dtype=np.int32),
+        "x": np.concatenate(cols["x"]),
+    }
+    types = {
+        "problem": np.int32,
+        "path": np.int32,
+        "step": np.int32,
+        "last": bool,
+        "outcome": np.float32,
+        "mc": np.float32,
+        "prm": np.float32,
+        "weight": np.float32,
+    }
     out.update({k: np.asarray(cols[k], dtype=t) for k, t in types.items()})
     return out
 
@@ -138,9 +161,15 @@ def select(f: dict[str, np.ndarray], layers: tuple[int, ...]) -> dict[str, np.nd
     if not layers:
         return {**f, "x": f["x"][:, :k], "layers": np.zeros(0, np.int32)}
     if missing := [il for il in layers if il not in have]:
-        raise ValueError(f"the features hold layers {have or 'none'}, not {missing}; run the features phase with "
-                         f"--layers {' '.join(map(str, layers))}")
+        raise ValueError(
+            f"the features hold layers {have or 'none'}, not {missing}; run the features phase with "
+            f"--layers {' '.join(map(str, layers))}"
+        )
     width = (f["x"].shape[1] - k) // len(have)
     cols = [k + have.index(il) * width + np.arange(width) for il in layers]
-    return {**f, "x": f["x"][:, np.concatenate(cols)], "tokens": np.zeros(0, np.int32),
-            "layers": np.asarray(layers, dtype=np.int32)}
+    return {
+        **f,
+        "x": f["x"][:, np.concatenate(cols)],
+        "tokens": np.zeros(0, np.int32),
+        "layers": np.asarray(layers, dtype=np.int32),
+    }

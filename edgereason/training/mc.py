@@ -24,6 +24,7 @@ def mc_jobs(rollouts: list[dict], problems: int, seed: int) -> list[tuple[Job, i
     where both exist (the contrast the head must learn), else one path; every proper prefix of each. A path of
     one step has no proper prefix: one of several steps is drawn where the outcome has one, and a problem with
     none takes no place in the subset."""
+
     def has_prefix(path: dict) -> bool:
         return len(path["steps"]) > 1
 
@@ -44,8 +45,17 @@ def mc_jobs(rollouts: list[dict], problems: int, seed: int) -> list[tuple[Job, i
     return jobs
 
 
-def collect_mc(engine: Engine, rollouts: list[dict], out: Path, problems: int, completions: int,
-               config: SearchConfig, concurrency: int, seed: int = 0, progress: Progress | None = None) -> int:
+def collect_mc(
+    engine: Engine,
+    rollouts: list[dict],
+    out: Path,
+    problems: int,
+    completions: int,
+    config: SearchConfig,
+    concurrency: int,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> int:
     """Append the Monte-Carlo value of every chosen prefix not yet in `out`; returns how many were added."""
     seen = {f"{r['id']}#{r['path']}@{r['steps']}" for r in read_jsonl(out)}
     todo = [(job, pi, k) for job, pi, k in mc_jobs(rollouts, problems, seed) if job.key not in seen]
@@ -56,7 +66,8 @@ def collect_mc(engine: Engine, rollouts: list[dict], out: Path, problems: int, c
         pi, k = where[job.key]
         hits = sum(p.potential for p in result.paths if answers_match(p.answer, job.problem.answer))
         n = sum(p.potential for p in result.paths)
-        append_line(out, {"id": job.problem.id, "path": pi, "steps": k, "value": hits / n if n else 0.0,
-                          "completions": n})
+        append_line(
+            out, {"id": job.problem.id, "path": pi, "steps": k, "value": hits / n if n else 0.0, "completions": n}
+        )
 
     return run_jobs(engine, (job for job, _, _ in todo), cfg, concurrency, write, len(todo), progress)

@@ -29,8 +29,11 @@ def calibration(scores: np.ndarray, labels: np.ndarray, bins: int = 10) -> list[
     """(mean score, fraction positive, count) per equal-width score bin that has rows."""
     s, y = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=np.float64)
     which = np.minimum((s * bins).astype(int), bins - 1)
-    return [(float(s[which == b].mean()), float(y[which == b].mean()), int((which == b).sum()))
-            for b in range(bins) if (which == b).any()]
+    return [
+        (float(s[which == b].mean()), float(y[which == b].mean()), int((which == b).sum()))
+        for b in range(bins)
+        if (which == b).any()
+    ]
 
 
 def within_auc(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray) -> float:

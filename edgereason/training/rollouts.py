@@ -56,18 +56,34 @@ def merge_rollouts(files: Iterable[Path]) -> list[dict]:
             merged = rows[row["id"]]
             have = {tuple(p["steps"]) for p in merged["paths"]}
             search = row.get("search", "best-of-n")  # a path keeps the search that made it
-            merged["paths"] = merged["paths"] + [{**p, "search": search} for p in row["paths"]
-                                                 if tuple(p["steps"]) not in have]
+            merged["paths"] = merged["paths"] + [
+                {**p, "search": search} for p in row["paths"] if tuple(p["steps"]) not in have
+            ]
     return list(rows.values())
 
 
 def graded_paths(result: SearchResult, gold: str) -> list[dict]:
-    return [{"steps": [t for t, _ in p.steps], "answer": p.answer, "correct": answers_match(p.answer, gold),
-             "prm": [s for _, s in p.steps], "potential": p.potential} for p in result.paths]
+    return [
+        {
+            "steps": [t for t, _ in p.steps],
+            "answer": p.answer,
+            "correct": answers_match(p.answer, gold),
+            "prm": [s for _, s in p.steps],
+            "potential": p.potential,
+        }
+        for p in result.paths
+    ]
 
 
-def run_jobs(engine: Engine, jobs: Iterable[Job], config: SearchConfig, concurrency: int,
-             on_done: Callable[[Job, SearchResult], None], total: int, progress: Progress | None = None) -> int:
+def run_jobs(
+    engine: Engine,
+    jobs: Iterable[Job],
+    config: SearchConfig,
+    concurrency: int,
+    on_done: Callable[[Job, SearchResult], None],
+    total: int,
+    progress: Progress | None = None,
+) -> int:
     """Serve the jobs on one engine, at most `concurrency` in flight (a closed loop: a finished job makes room for
     the next), calling on_done as each finishes. Returns the number finished. Ctrl-C propagates; what on_done
     wrote stays written."""
@@ -101,16 +117,30 @@ def rollout_config(config: SearchConfig, samples: int) -> SearchConfig:
     return config.with_(beams=samples) if config.grows_tree else config.with_(beams=samples, width=1)
 
 
-def collect(engine: Engine, problems: list[Problem], out: Path, config: SearchConfig, concurrency: int,
-            progress: Progress | None = None) -> int:
+def collect(
+    engine: Engine,
+    problems: list[Problem],
+    out: Path,
+    config: SearchConfig,
+    concurrency: int,
+    progress: Progress | None = None,
+) -> int:
     """Append the rollouts (one `config` search each, see rollout_config) of every problem not yet in `out`;
     returns how many problems were added."""
     seen = {row["id"] for row in read_jsonl(out) if "id" in row}
     todo = [p for p in problems if p.id not in seen]
 
     def write(job: Job, result: SearchResult) -> None:
-        append_line(out, {"id": job.problem.id, "problem": job.problem.problem, "gold": job.problem.answer,
-                          "search": config.strategy, "status": result.status,
-                          "paths": graded_paths(result, job.problem.answer)})
+        append_line(
+            out,
+            {
+                "id": job.problem.id,
+                "problem": job.problem.problem,
+                "gold": job.problem.answer,
+                "search": config.strategy,
+                "status": result.status,
+                "paths": graded_paths(result, job.problem.answer),
+            },
+        )
 
     return run_jobs(engine, (Job(p.id, p) for p in todo), config, concurrency, write, len(todo), progress)

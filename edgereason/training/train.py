@@ -37,11 +37,14 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.hidden < 0 or self.epochs <= 0 or self.batch <= 0 or self.lr <= 0 or self.rank_weight < 0:
-            raise ConfigError("training settings must be positive (--hidden may be 0 for a linear head, "
-                              "--rank-weight 0 for no ranking loss)")
+            raise ConfigError(
+                "training settings must be positive (--hidden may be 0 for a linear head, "
+                "--rank-weight 0 for no ranking loss)"
+            )
         if not math.isfinite(self.rank_weight):
-            raise ConfigError(f"--rank-weight must be a finite number >= 0 (0 = no ranking loss), got "
-                              f"{self.rank_weight}")
+            raise ConfigError(
+                f"--rank-weight must be a finite number >= 0 (0 = no ranking loss), got {self.rank_weight}"
+            )
         if not 0 < self.val_fraction < 1:
             raise ConfigError(f"--val-fraction must be in (0, 1), got {self.val_fraction}")
 
@@ -69,11 +72,12 @@ def problem_batches(problem: np.ndarray, rows: np.ndarray, batch: int, rng: np.r
     chunks = np.split(order, np.flatnonzero(np.diff(problem[order])) + 1)
     per = max(1, round(batch * len(chunks) / max(len(rows), 1)))
     perm = rng.permutation(len(chunks))
-    return [np.concatenate([chunks[k] for k in perm[lo:lo + per]]) for lo in range(0, len(chunks), per)]
+    return [np.concatenate([chunks[k] for k in perm[lo : lo + per]]) for lo in range(0, len(chunks), per)]
 
 
-def rank_loss(z: torch.Tensor, y: np.ndarray, group: np.ndarray, problem: np.ndarray, last: np.ndarray,
-              weight: torch.Tensor) -> torch.Tensor:
+def rank_loss(
+    z: torch.Tensor, y: np.ndarray, group: np.ndarray, problem: np.ndarray, last: np.ndarray, weight: torch.Tensor
+) -> torch.Tensor:
     """Mean logistic loss over (right, wrong) pairs of one batch that share a step group, or a problem among final
     steps; weighted by both paths' potentials. z, weight: float tensors [b]; y, group, problem, last: numpy [b]."""
     import torch
@@ -88,8 +92,7 @@ def rank_loss(z: torch.Tensor, y: np.ndarray, group: np.ndarray, problem: np.nda
     return (torch.nn.functional.softplus(z[j] - z[i]) * w).sum() / w.sum()
 
 
-def train_head(f: dict[str, np.ndarray], backbone: Backbone, cfg: TrainConfig,
-               log=None) -> tuple[ValueHead, dict]:
+def train_head(f: dict[str, np.ndarray], backbone: Backbone, cfg: TrainConfig, log=None) -> tuple[ValueHead, dict]:
     """-> (the head, a training record with AUCs and calibration on the validation problems)."""
     y, val = _labels_and_split(f, cfg)
     x = f["x"].astype(np.float32)
@@ -107,17 +110,22 @@ def _labels_and_split(f: dict[str, np.ndarray], cfg: TrainConfig) -> tuple[np.nd
         raise ConfigError("no training rows: the rollouts have no steps (run the rollouts phase first)")
     y = targets(f)
     if (y > 0.5).all() or (y <= 0.5).all():
-        raise ConfigError("every training step has the same label (all paths right or all wrong): a head cannot "
-                          "learn from that; use more or harder problems, or more samples per problem")
+        raise ConfigError(
+            "every training step has the same label (all paths right or all wrong): a head cannot "
+            "learn from that; use more or harder problems, or more samples per problem"
+        )
     val = split_by_problem(f["problem"], cfg.val_fraction, cfg.seed)
     if val.all():  # one problem: it is held out whole, and a head fitted to no rows is all NaN
-        raise ConfigError("training needs steps of at least 2 problems: whole problems are held out for "
-                          "validation; roll out more problems")
+        raise ConfigError(
+            "training needs steps of at least 2 problems: whole problems are held out for "
+            "validation; roll out more problems"
+        )
     return y, val
 
 
-def _fit(f: dict[str, np.ndarray], xs: np.ndarray, y: np.ndarray, val: np.ndarray, cfg: TrainConfig,
-         log) -> tuple[torch.nn.Module, int]:
+def _fit(
+    f: dict[str, np.ndarray], xs: np.ndarray, y: np.ndarray, val: np.ndarray, cfg: TrainConfig, log
+) -> tuple[torch.nn.Module, int]:
     """The network at the epoch with the best within-problem validation step AUC, and that epoch (from 1).
     xs: the standardized features."""
     import torch
@@ -148,8 +156,9 @@ def _network(d: int, cfg: TrainConfig) -> torch.nn.Module:
     nn = torch.nn
     if not cfg.hidden:
         return nn.Sequential(nn.Dropout(cfg.dropout), nn.Linear(d, 1))
-    return nn.Sequential(nn.Dropout(cfg.dropout), nn.Linear(d, cfg.hidden), nn.ReLU(), nn.Dropout(cfg.dropout),
-                         nn.Linear(cfg.hidden, 1))
+    return nn.Sequential(
+        nn.Dropout(cfg.dropout), nn.Linear(d, cfg.hidden), nn.ReLU(), nn.Dropout(cfg.dropout), nn.Linear(cfg.hidden, 1)
+    )
 
 
 def _batch_loss(f: dict[str, np.ndarray], y: np.ndarray, val: np.ndarray, cfg: TrainConfig):
@@ -167,15 +176,17 @@ def _batch_loss(f: dict[str, np.ndarray], y: np.ndarray, val: np.ndarray, cfg: T
         b = torch.from_numpy(rows)
         value = torch.nn.functional.binary_cross_entropy_with_logits(z, yt[b], weight=class_weight[b])
         if cfg.rank_weight:
-            value = value + cfg.rank_weight * rank_loss(z, y[rows], groups[rows], f["problem"][rows],
-                                                        f["last"][rows], path_weight[b])
+            value = value + cfg.rank_weight * rank_loss(
+                z, y[rows], groups[rows], f["problem"][rows], f["last"][rows], path_weight[b]
+            )
         return value
 
     return loss
 
 
-def _train_epoch(net: torch.nn.Module, opt: torch.optim.Optimizer, xt: torch.Tensor, loss,
-                 batches: list[np.ndarray]) -> None:
+def _train_epoch(
+    net: torch.nn.Module, opt: torch.optim.Optimizer, xt: torch.Tensor, loss, batches: list[np.ndarray]
+) -> None:
     import torch
 
     net.train()
@@ -200,11 +211,17 @@ def _validation_auc(net: torch.nn.Module, xt: torch.Tensor, f: dict[str, np.ndar
 
 def _record(f: dict[str, np.ndarray], y: np.ndarray, val: np.ndarray, cfg: TrainConfig, best_epoch: int) -> dict:
     """What the training saw: its settings, the kept epoch, the rows and problems on each side."""
-    return {"config": asdict(cfg), "best_epoch": best_epoch, "rows": int(len(y)), "train_rows": int((~val).sum()),
-            "val_rows": int(val.sum()), "problems": int(len(np.unique(f["problem"]))),
-            "val_problems": int(len(np.unique(f["problem"][val]))),
-            "positive_fraction": float((f["outcome"] > 0.5).mean()),
-            "mc_rows": int((~np.isnan(f["mc"])).sum())}
+    return {
+        "config": asdict(cfg),
+        "best_epoch": best_epoch,
+        "rows": int(len(y)),
+        "train_rows": int((~val).sum()),
+        "val_rows": int(val.sum()),
+        "problems": int(len(np.unique(f["problem"]))),
+        "val_problems": int(len(np.unique(f["problem"][val]))),
+        "positive_fraction": float((f["outcome"] > 0.5).mean()),
+        "mc_rows": int((~np.isnan(f["mc"])).sum()),
+    }
 
 
 def evaluate(scores: np.ndarray, f: dict[str, np.ndarray], val: np.ndarray) -> dict:
@@ -224,16 +241,24 @@ def evaluate(scores: np.ndarray, f: dict[str, np.ndarray], val: np.ndarray) -> d
         "judge_val_within_outcome_auc": within_auc(f["prm"][last], f["outcome"][last], f["problem"][last]),
         "train_step_auc": auc(scores[~val], f["outcome"][~val]),
         "val_calibration": calibration(scores[val], f["outcome"][val]),
-        "judge_val_calibration": calibration(f["prm"][val & ~np.isnan(f["prm"])],
-                                             f["outcome"][val & ~np.isnan(f["prm"])]),
+        "judge_val_calibration": calibration(
+            f["prm"][val & ~np.isnan(f["prm"])], f["outcome"][val & ~np.isnan(f["prm"])]
+        ),
     }
 
 
-def _to_head(net, backbone: Backbone, tokens: np.ndarray, layers: tuple[int, ...], mean: np.ndarray, std: np.ndarray,
-             cfg: TrainConfig) -> ValueHead:
+def _to_head(
+    net,
+    backbone: Backbone,
+    tokens: np.ndarray,
+    layers: tuple[int, ...],
+    mean: np.ndarray,
+    std: np.ndarray,
+    cfg: TrainConfig,
+) -> ValueHead:
     linears = [m for m in net if hasattr(m, "weight")]
-    arrays = [(m.weight.detach().numpy().astype(np.float32), m.bias.detach().numpy().astype(np.float32))
-              for m in linears]
+    arrays = [
+        (m.weight.detach().numpy().astype(np.float32), m.bias.detach().numpy().astype(np.float32)) for m in linears
+    ]
     (w1, b1), (w2, b2) = arrays if cfg.hidden else ((None, None), *arrays)
-    return ValueHead(backbone, tokens, mean.astype(np.float32), std.astype(np.float32), w2, b2, w1, b1,
-                     layers=layers)
+    return ValueHead(backbone, tokens, mean.astype(np.float32), std.astype(np.float32), w2, b2, w1, b1, layers=layers)

@@ -40,9 +40,11 @@ def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
 
 def write_text_atomic(path: Path, text: str) -> None:
     """`write_atomic` of a text, synced to the disk before the rename."""
+
     def write(tmp: Path) -> None:
         with tmp.open("w", encoding="utf-8", newline="") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+
     write_atomic(path, write)

@@ -66,9 +66,12 @@ def _in_main_thread() -> bool:
 @contextmanager
 def stop_signals() -> Iterator[None]:
     """SIGTERM and SIGHUP raise `Stopped` inside the block; their previous handlers come back after it."""
-    default = [s for s in STOP_SIGNALS
-               if _in_main_thread() and signal.getsignal(s) == (signal.default_int_handler if s == signal.SIGINT
-                                                                 else signal.SIG_DFL)]
+    default = [
+        s
+        for s in STOP_SIGNALS
+        if _in_main_thread()
+        and signal.getsignal(s) == (signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
+    ]
     previous_hook = sys.unraisablehook
 
     def quiet_stops(unraisable) -> None:  # ctypes reports an exception raised in a callback here, then drops it
@@ -112,8 +115,9 @@ def requested() -> bool:
 def deferred() -> Iterator[None]:
     """Stop signals that would raise only set `requested()` inside the block; the first one is raised when it
     ends. Nested blocks defer to the outermost."""
-    raising = [s for s in STOP_SIGNALS
-               if _in_main_thread() and signal.getsignal(s) in (signal.default_int_handler, _raise)]
+    raising = [
+        s for s in STOP_SIGNALS if _in_main_thread() and signal.getsignal(s) in (signal.default_int_handler, _raise)
+    ]
     try:
         with _installed({s: _defer for s in raising}):
             yield

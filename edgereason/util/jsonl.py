@@ -52,8 +52,10 @@ def read_jsonl(path: Path) -> Iterator[dict]:
     except EOFError:
         return
     except (gzip.BadGzipFile, zlib.error) as e:
-        raise ConfigError(f"cannot read {path}: {e}; a .gz file must be gzip-compressed JSONL (decompress it, or "
-                          "rename it without .gz if it is plain)") from None
+        raise ConfigError(
+            f"cannot read {path}: {e}; a .gz file must be gzip-compressed JSONL (decompress it, or "
+            "rename it without .gz if it is plain)"
+        ) from None
 
 
 def without_nan(value: object) -> object:

@@ -27,6 +27,5 @@ def read_stdin() -> str:
     """All of stdin as UTF-8, undecodable bytes replaced, whatever error handler the locale gave sys.stdin; a
     leading byte-order mark (Windows editors and PowerShell write one) is not part of the text."""
     if sys.stdin is None:  # started with stdin closed (`<&-`)
-        raise ConfigError("stdin is closed, so there is no problem to read from it; pass the problem text instead "
-                          "of -")
+        raise ConfigError("stdin is closed, so there is no problem to read from it; pass the problem text instead of -")
     return sys.stdin.buffer.read().decode("utf-8-sig", errors="replace")

@@ -12,22 +12,31 @@ import pytest
 from edgereason.backends.llamacpp import supports_gpu
 from edgereason.session.gpu import gpu_present
 
-pytestmark = pytest.mark.skipif(not (supports_gpu() and gpu_present()),
-                                reason="needs a CUDA build of llama-cpp-python and an NVIDIA GPU")
+pytestmark = pytest.mark.skipif(
+    not (supports_gpu() and gpu_present()), reason="needs a CUDA build of llama-cpp-python and an NVIDIA GPU"
+)
 
-SOLVE = ("from edgereason.cli.main import main\n"
-         "assert main(['solve', 'What is 2 + 3?', '--model', 'smollm2-135m', '--gpu-layers', '999', '--beams', '2',"
-         " '--max-steps', '2', '--max-step-tokens', '24', '--json']) == 0\n")
-PLOT = ("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
-        "plt.plot([1, 2])\nplt.savefig({png!r})\n")
+SOLVE = (
+    "from edgereason.cli.main import main\n"
+    "assert main(['solve', 'What is 2 + 3?', '--model', 'smollm2-135m', '--gpu-layers', '999', '--beams', '2',"
+    " '--max-steps', '2', '--max-step-tokens', '24', '--json']) == 0\n"
+)
+PLOT = (
+    "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+    "plt.plot([1, 2])\nplt.savefig({png!r})\n"
+)
 TORCH = "import torch\nassert float(torch.ones(3).sum()) == 3.0\n"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("order", ["numpy, solve", "solve, plot", "plot, solve", "solve, torch", "torch, solve"])
 def test_a_gpu_search_lives_beside_numpy_matplotlib_and_torch(order, smollm2_path, tmp_path):
-    parts = {"numpy": "import numpy\n", "solve": SOLVE, "plot": PLOT.format(png=str(tmp_path / "p.png")),
-             "torch": TORCH}
+    parts = {
+        "numpy": "import numpy\n",
+        "solve": SOLVE,
+        "plot": PLOT.format(png=str(tmp_path / "p.png")),
+        "torch": TORCH,
+    }
     if "torch" in order:
         pytest.importorskip("torch")
     code = "".join(parts[p.strip()] for p in order.split(","))

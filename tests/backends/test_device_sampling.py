@@ -55,9 +55,15 @@ def test_a_device_row_is_the_top_k_of_the_host_row(smollm2):
     np.testing.assert_allclose(row.logits, full[row.ids], atol=1e-4)
 
 
-@pytest.mark.parametrize("params", [SamplingParams(temperature=1.0, seed=5), SamplingParams(temperature=0.8, seed=6),
-                                    SamplingParams(temperature=1.2, top_p=0.9, seed=7),
-                                    SamplingParams(temperature=0.0)])
+@pytest.mark.parametrize(
+    "params",
+    [
+        SamplingParams(temperature=1.0, seed=5),
+        SamplingParams(temperature=0.8, seed=6),
+        SamplingParams(temperature=1.2, top_p=0.9, seed=7),
+        SamplingParams(temperature=0.0),
+    ],
+)
 def test_device_draws_are_host_draws_over_the_top_k(smollm2, device_gen, params):
     """The host rule with every token outside the top k removed, from the same per-row stream: same tokens."""
     tokens = _prompt(smollm2)
@@ -82,8 +88,10 @@ def test_device_draws_do_not_depend_on_the_batch_and_replay(smollm2, device_gen)
     first = device_gen.step([BatchEntry(alone, tokens)], [16], params)[0]
     others = [device_gen.new_seq() for _ in range(3)]
     rebuilt = device_gen.new_seq()
-    batch = [BatchEntry(s, _prompt(smollm2)[:-i - 1]) for i, s in enumerate(others)] + [BatchEntry(rebuilt, tokens)]
-    draws = device_gen.step(batch, [4, 4, 4, 16], [SamplingParams(temperature=0.8, seed=i) for i in range(3)] + [params])
+    batch = [BatchEntry(s, _prompt(smollm2)[: -i - 1]) for i, s in enumerate(others)] + [BatchEntry(rebuilt, tokens)]
+    draws = device_gen.step(
+        batch, [4, 4, 4, 16], [SamplingParams(temperature=0.8, seed=i) for i in range(3)] + [params]
+    )
     assert sum(x == y for x, y in zip(draws[3], first)) >= 12
     device_gen.free(alone)
     device_gen.check_integrity()
@@ -105,8 +113,15 @@ def test_the_session_setting_reaches_the_generator(smollm2_path, tmp_path, monke
     from edgereason.session.settings import ModelSettings
 
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
-    session = open_session(ModelSettings(model=str(smollm2_path), generator_kv_tokens=512, verifier_kv_tokens=512,
-                                         device_sampling="on", device_top_k=20))
+    session = open_session(
+        ModelSettings(
+            model=str(smollm2_path),
+            generator_kv_tokens=512,
+            verifier_kv_tokens=512,
+            device_sampling="on",
+            device_top_k=20,
+        )
+    )
     try:
         g = session.generator
         assert g.device_top_k == 20

@@ -82,8 +82,9 @@ def test_what_the_generator_has_no_room_for_is_scored_in_the_prm_context(smollm2
     tokens = [smollm2.tokenize(s, add_bos=False, special=True) for s in steps]
     first, second = _generated(gen, tokens), _generated(gen, tokens)
     filler = gen.new_seq()  # leaves room for one request's three rows
-    gen.step([BatchEntry(filler, tokens[0][:1] * (gen.kv_capacity_tokens - gen.kv_used_tokens - 4))], [0],
-             SamplingParams())
+    gen.step(
+        [BatchEntry(filler, tokens[0][:1] * (gen.kv_capacity_tokens - gen.kv_used_tokens - 4))], [0], SamplingParams()
+    )
     requests = [ScoreRequest(f"r/{i}", Q, steps, [0, 1, 2], generator_path=p) for i, p in enumerate((first, second))]
     res = ver.score(requests)
     assert ver.stats.generator_rows == 3 and res[0].new_tokens == 3 and res[1].new_tokens > 3
@@ -100,8 +101,15 @@ def test_what_the_generator_has_no_room_for_is_scored_in_the_prm_context(smollm2
 @pytest.mark.parametrize("strategy, policy", [("best-of-n", "baseline"), ("beam", "baseline"), ("beam", "edge")])
 def test_searches_score_in_the_generator_and_free_what_they_kept(smollm2, head, strategy, policy):
     gen, ver = open_models(smollm2.path, smollm2.path, "head", 8192, 8192, head=head)
-    config = SearchConfig(strategy=strategy, beams=4, width=2, max_steps=3, max_step_tokens=24, max_path_tokens=64,
-                          sampling=SamplingParams(temperature=0.8, seed=3))
+    config = SearchConfig(
+        strategy=strategy,
+        beams=4,
+        width=2,
+        max_steps=3,
+        max_step_tokens=24,
+        max_path_tokens=64,
+        sampling=SamplingParams(temperature=0.8, seed=3),
+    )
     result = Engine(gen, ver, PRESETS[policy]).solve(Q, config, check=True)
     assert result.status == "done" and len(result.paths) >= 1
     assert ver.stats.generator_rows > 0
@@ -114,8 +122,9 @@ def test_searches_score_in_the_generator_and_free_what_they_kept(smollm2, head, 
 @pytest.mark.parametrize("fmt, top_k", [("judge", 0), ("head", 40)])
 def test_only_a_head_over_whole_rows_reads_the_generator(smollm2, head, fmt, top_k):
     """A judge reads its own prompt; a context that cuts rows on the device lacks the logits a head reads."""
-    gen, ver = open_models(smollm2.path, smollm2.path, fmt, 2048, 2048, head=head if fmt == "head" else None,
-                           device_top_k=top_k)
+    gen, ver = open_models(
+        smollm2.path, smollm2.path, fmt, 2048, 2048, head=head if fmt == "head" else None, device_top_k=top_k
+    )
     assert not ver.reads_generator
     gen.close()
     ver.close()

@@ -15,8 +15,12 @@ from edgereason.prompts import solve_messages, unmark
 from edgereason.protocols import BatchEntry
 
 GREEDY = SamplingParams(temperature=0.0)
-QUESTIONS = ["What is 2+3?", "Name a primary color.", "Janet has 16 eggs and eats 3. How many are left?",
-             "Write one sentence about rain."]
+QUESTIONS = [
+    "What is 2+3?",
+    "Name a primary color.",
+    "Janet has 16 eggs and eats 3. How many are left?",
+    "Write one sentence about rain.",
+]
 
 
 @pytest.fixture()

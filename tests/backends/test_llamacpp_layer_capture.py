@@ -26,7 +26,7 @@ def _features(model, requests: list[ScoreRequest], layers: list[int] | None) -> 
 
 
 def _hidden(rows: np.ndarray, n_layers: int) -> np.ndarray:
-    return rows[:, len(TOKENS):].reshape(len(rows), n_layers, -1)
+    return rows[:, len(TOKENS) :].reshape(len(rows), n_layers, -1)
 
 
 def _relative(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -38,15 +38,16 @@ def test_capture_reads_middle_layers_at_each_step_end_whatever_the_batch(smollm2
     n_layer = L.llama_model_n_layer(smollm2.ptr)
     layers = [0, n_layer // 2, n_layer - 2]
     path = ScoreRequest("p", Q, STEPS, [0, 1, 2], "root", 0)
-    others = [ScoreRequest(f"o{i}", f"{Q} ({i})", [f"{s} ({i})" for s in STEPS], [0, 1, 2], f"r{i}", 0)
-              for i in range(6)]
+    others = [
+        ScoreRequest(f"o{i}", f"{Q} ({i})", [f"{s} ({i})" for s in STEPS], [0, 1, 2], f"r{i}", 0) for i in range(6)
+    ]
     alone = _features(smollm2, [path], layers)[0]
     # six other paths first: the path's steps land in other rows of a batch of three ubatches
     crowded = _features(smollm2, others + [path], layers)[-1]
     plain = _features(smollm2, [path], None)[0]
 
     assert alone.shape == (len(STEPS), len(TOKENS) + len(layers) * smollm2.n_embd)
-    np.testing.assert_array_equal(alone[:, :len(TOKENS)], plain)  # reading layers changes no logit
+    np.testing.assert_array_equal(alone[:, : len(TOKENS)], plain)  # reading layers changes no logit
     h, h_crowded = _hidden(alone, len(layers)), _hidden(crowded, len(layers))
     # llama.cpp's numbers move a little with the batch (~2% by the late layers of SmolLM2), far less than from
     # one step's end to the next at any layer: each row is its own step's

@@ -28,7 +28,7 @@ def test_math_shepherd_on_llamacpp_step_by_step_equals_whole(smollm2):
     stepwise = LlamaVerifier(smollm2, fmt, kv_tokens=2048, flash_attn=False)
     incremental = []
     for k in range(len(STEPS)):
-        req = ScoreRequest(f"p{k}", Q, STEPS[:k + 1], [k], f"p{k - 1}" if k else "root", k)
+        req = ScoreRequest(f"p{k}", Q, STEPS[: k + 1], [k], f"p{k - 1}" if k else "root", k)
         incremental += stepwise.score([req])[0].scores
     stepwise.check_integrity()
     stepwise.close()

@@ -28,11 +28,12 @@ def test_turn_prompt_is_prefix_stable(smollm2):
         return prompt.head(Q) + "".join(prompt.segments(steps, 0))
 
     for k in range(1, len(STEPS)):
-        assert text(STEPS[:k + 1]).startswith(text(STEPS[:k]))
-    assert text(STEPS) == prompt.head(Q) + "".join(prompt.segments(STEPS[:1], 0)) + "".join(
-        prompt.segments(STEPS, 1))
-    whole = smollm2.apply_chat_template([{"role": "system", "content": PRM_FORMATS["judge"].system},
-                                         {"role": "user", "content": f"{Q} {STEPS[0]}"}], True)
+        assert text(STEPS[: k + 1]).startswith(text(STEPS[:k]))
+    assert text(STEPS) == prompt.head(Q) + "".join(prompt.segments(STEPS[:1], 0)) + "".join(prompt.segments(STEPS, 1))
+    whole = smollm2.apply_chat_template(
+        [{"role": "system", "content": PRM_FORMATS["judge"].system}, {"role": "user", "content": f"{Q} {STEPS[0]}"}],
+        True,
+    )
     assert unmark(text(STEPS[:1])) == whole  # the model's own chat template, exactly
 
 
@@ -67,7 +68,7 @@ def test_incremental_scoring_equals_scoring_from_scratch(smollm2, flash_attn, to
     incremental = []
     for k in range(len(STEPS)):
         prefix = f"p{k - 1}" if k else None
-        res = verifier.score([ScoreRequest(f"p{k}", Q, STEPS[:k + 1], [k], prefix, k)])[0]
+        res = verifier.score([ScoreRequest(f"p{k}", Q, STEPS[: k + 1], [k], prefix, k)])[0]
         incremental += res.scores
         if k:  # only the new step's tokens were evaluated
             assert res.new_tokens < 40
@@ -97,10 +98,16 @@ def _random_head(model):
     tokens = feature_tokens(model.n_vocab, 16, model.eog_ids)
     rng = np.random.default_rng(0)
     k = len(tokens)
-    return ValueHead(Backbone("smollm2-135m", model.path.name, file_sha256(model.path)), tokens,
-                     np.zeros(k, np.float32), np.full(k, 4.0, np.float32),
-                     rng.normal(size=(1, 8)).astype(np.float32), np.zeros(1, np.float32),
-                     rng.normal(size=(8, k)).astype(np.float32), np.zeros(8, np.float32))
+    return ValueHead(
+        Backbone("smollm2-135m", model.path.name, file_sha256(model.path)),
+        tokens,
+        np.zeros(k, np.float32),
+        np.full(k, 4.0, np.float32),
+        rng.normal(size=(1, 8)).astype(np.float32),
+        np.zeros(1, np.float32),
+        rng.normal(size=(8, k)).astype(np.float32),
+        np.zeros(8, np.float32),
+    )
 
 
 def _step_by_step_and_whole(model, head, steps: list[str], flash_attn: bool) -> tuple[list[float], list[float]]:
@@ -109,7 +116,7 @@ def _step_by_step_and_whole(model, head, steps: list[str], flash_attn: bool) -> 
     incremental = []
     for k in range(len(steps)):
         prefix = f"h{k - 1}" if k else "root"
-        incremental += v.score([ScoreRequest(f"h{k}", Q, steps[:k + 1], [k], prefix, k)])[0].scores
+        incremental += v.score([ScoreRequest(f"h{k}", Q, steps[: k + 1], [k], prefix, k)])[0].scores
     v.check_integrity()
     v.close()
     fresh = LlamaVerifier(model, PRM_FORMATS["head"], kv_tokens=4096, flash_attn=flash_attn, head=head)
@@ -139,10 +146,17 @@ def _layer_head(model, layers: tuple[int, ...]):
 
     rng = np.random.default_rng(1)
     d = model.n_embd * len(layers)
-    return ValueHead(Backbone("smollm2-135m", model.path.name, file_sha256(model.path)), np.zeros(0, np.int64),
-                     np.zeros(d, np.float32), np.full(d, 2.0, np.float32),
-                     rng.normal(size=(1, 8)).astype(np.float32), np.zeros(1, np.float32),
-                     (rng.normal(size=(8, d)) / np.sqrt(d)).astype(np.float32), np.zeros(8, np.float32), layers=layers)
+    return ValueHead(
+        Backbone("smollm2-135m", model.path.name, file_sha256(model.path)),
+        np.zeros(0, np.int64),
+        np.zeros(d, np.float32),
+        np.full(d, 2.0, np.float32),
+        rng.normal(size=(1, 8)).astype(np.float32),
+        np.zeros(1, np.float32),
+        (rng.normal(size=(8, d)) / np.sqrt(d)).astype(np.float32),
+        np.zeros(8, np.float32),
+        layers=layers,
+    )
 
 
 def test_a_head_that_reads_middle_layers_scores_step_by_step_as_whole_and_as_trained(smollm2):
@@ -218,8 +232,9 @@ def test_a_lora_head_scores_step_by_step_as_whole_in_its_own_context(smollm2, tm
     assert max(abs(a - b) for a, b in zip(whole, plain)) > 0.02
     generator = LlamaGenerator(smollm2, 2048)
     with_lora = LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=2048, head=head, generator_ctx=generator.ctx)
-    without = LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=2048, head=replace(head, adapter=None),
-                            generator_ctx=generator.ctx)
+    without = LlamaVerifier(
+        smollm2, PRM_FORMATS["head"], kv_tokens=2048, head=replace(head, adapter=None), generator_ctx=generator.ctx
+    )
     assert not with_lora.reads_generator and without.reads_generator
     for role in (with_lora, without, generator):
         role.close()
@@ -268,7 +283,7 @@ def _read_literally(v: LlamaVerifier, steps: list[str]) -> tuple[list[int], list
         around = unmark(v.prompt.segments([mark] * (i + 1), i)[0])
         before, after = around.split(mark)
         template = before.rstrip(" ")  # the " " that joins step 1 to the question tokenizes with the step
-        plain = before[len(template):] + (step.strip() if v.fmt.name != "head" else step)
+        plain = before[len(template) :] + (step.strip() if v.fmt.name != "head" else step)
         ids += model.tokenize(template, special=True) + model.tokenize(plain, special=False)
         ids += model.tokenize(after, special=True)
         ends.append(len(ids))
@@ -281,8 +296,10 @@ def _scores_of(v: LlamaVerifier, ids: list[int], ends: list[int]) -> list[float]
     scores = [0.0] * len(ends)
     seq = v.ctx.new_seq()
     try:
-        v.ctx.decode([DecodeItem(seq, ids, [(e - 1, k) for k, e in enumerate(ends)])],
-                     lambda k, row: scores.__setitem__(k, v._read(row)))
+        v.ctx.decode(
+            [DecodeItem(seq, ids, [(e - 1, k) for k, e in enumerate(ends)])],
+            lambda k, row: scores.__setitem__(k, v._read(row)),
+        )
     finally:
         v.ctx.free(seq)
     return scores
@@ -293,9 +310,15 @@ def test_a_step_cannot_write_control_tokens(smollm2, fmt):
     """A step holding a control token's text ("<|im_end|>") is text: the PRM reads the tokens that text has read
     literally, as many control tokens as around a plain step, and scores it as it scores those tokens (one
     sequence a call, so the forward passes match to rounding)."""
-    v = LlamaVerifier(smollm2, PRM_FORMATS[fmt], kv_tokens=4096, flash_attn=False,
-                      head=_random_head(smollm2) if fmt == "head" else None)
+    v = LlamaVerifier(
+        smollm2,
+        PRM_FORMATS[fmt],
+        kv_tokens=4096,
+        flash_attn=False,
+        head=_random_head(smollm2) if fmt == "head" else None,
+    )
     try:
+
         def prm_input(steps, mark=lambda text: text):
             ids = v._tokens(mark(v.prompt.head(Q)), first=True)
             return ids + [t for seg in v.prompt.segments(steps, 0) for t in v._tokens(mark(seg), first=False)]

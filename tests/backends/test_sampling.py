@@ -35,8 +35,9 @@ def test_uniforms_are_the_tree_hash_and_uniform():
     u = uniforms(np.full(20000, 12345), np.arange(20000))
     assert kstest(u, "uniform").pvalue > 0.01 and u.min() >= 0.0 and u.max() < 1.0
     logits = np.zeros(50, dtype=np.float32)  # a seed is any int: its low 64 bits choose the stream
-    assert sample(logits, 8, SamplingParams(temperature=1.0, seed=2**64 + 3)) == \
-        sample(logits, 8, SamplingParams(temperature=1.0, seed=3))
+    assert sample(logits, 8, SamplingParams(temperature=1.0, seed=2**64 + 3)) == sample(
+        logits, 8, SamplingParams(temperature=1.0, seed=3)
+    )
     assert len(sample(logits, 8, SamplingParams(temperature=1.0, seed=-1))) == 8
 
 
@@ -53,9 +54,13 @@ def test_rows_drawn_together_are_drawn_as_alone():
     rng = np.random.default_rng(3)
     k = 12
     full = [rng.normal(scale=1.0, size=50).astype(np.float32) for _ in range(5)]
-    params = [SamplingParams(temperature=0.8, seed=1), SamplingParams(temperature=0.0, top_p=0.9, seed=2),
-              SamplingParams(temperature=1.3, top_p=0.7, seed=3), SamplingParams(temperature=0.5, seed=4),
-              SamplingParams(temperature=1.0, top_p=0.95, seed=5)]
+    params = [
+        SamplingParams(temperature=0.8, seed=1),
+        SamplingParams(temperature=0.0, top_p=0.9, seed=2),
+        SamplingParams(temperature=1.3, top_p=0.7, seed=3),
+        SamplingParams(temperature=0.5, seed=4),
+        SamplingParams(temperature=1.0, top_p=0.95, seed=5),
+    ]
     n = [6, 2, 9, 1, 4]
     top = np.stack([rng.permutation(np.argsort(-row)[:k]) for row in full])  # [5, k] as a device returns them
     together = sample_rows(*by_id(top, np.stack([row[ids] for row, ids in zip(full, top)])), n, params)

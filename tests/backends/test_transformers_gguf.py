@@ -54,8 +54,14 @@ def smollm2_head(model, path) -> ValueHead:
     tokens = feature_tokens(model.n_vocab, model.n_embd, model.control_ids)
     k = len(tokens)
     w2 = (rng.normal(size=(1, k)) / np.sqrt(k)).astype(np.float32)
-    return ValueHead(Backbone("smollm2-135m", path.name, file_sha256(path)), tokens.astype(np.int64),
-                     np.zeros(k, np.float32), np.full(k, 4.0, np.float32), w2, np.zeros(1, np.float32))
+    return ValueHead(
+        Backbone("smollm2-135m", path.name, file_sha256(path)),
+        tokens.astype(np.int64),
+        np.zeros(k, np.float32),
+        np.full(k, 4.0, np.float32),
+        w2,
+        np.zeros(1, np.float32),
+    )
 
 
 def test_a_value_head_scores_alike_on_torch_and_llamacpp(smollm2, smollm2_path, gsm8k_path, tmp_path):
@@ -88,7 +94,13 @@ def test_a_head_that_reads_middle_layers_is_refused_on_torch_before_the_weights_
 
     head = smollm2_head(smollm2, smollm2_path)
     d = smollm2.n_embd
-    layered = replace(head, tokens=np.zeros(0, np.int64), mean=np.zeros(d, np.float32), std=np.ones(d, np.float32),
-                      w2=np.zeros((1, d), np.float32), layers=(6,))
+    layered = replace(
+        head,
+        tokens=np.zeros(0, np.int64),
+        mean=np.zeros(d, np.float32),
+        std=np.ones(d, np.float32),
+        w2=np.zeros((1, d), np.float32),
+        layers=(6,),
+    )
     with pytest.raises(ConfigError, match="middle layers \\(6\\), which only the llama.cpp backend reads"):
         open_verifier(smollm2_path, "head", kv_tokens=4096, device="cpu", head=layered)

@@ -47,10 +47,14 @@ def reference(name: str, model, tok) -> list[float]:
     steps = [s.strip() for s in STEPS]
     with torch.no_grad():
         if name == "qwen-prm":
-            text = tok.apply_chat_template([{"role": "system", "content": QWEN_PRM_SYSTEM},
-                                            {"role": "user", "content": Q},
-                                            {"role": "assistant", "content": "<extra_0>".join(steps) + "<extra_0>"}],
-                                           tokenize=False)
+            text = tok.apply_chat_template(
+                [
+                    {"role": "system", "content": QWEN_PRM_SYSTEM},
+                    {"role": "user", "content": Q},
+                    {"role": "assistant", "content": "<extra_0>".join(steps) + "<extra_0>"},
+                ],
+                tokenize=False,
+            )
             ids = torch.tensor([encode(tok, text)])
             h = model.model(input_ids=ids).last_hidden_state[0]
             at = ids[0] == tok.convert_tokens_to_ids("<extra_0>")
@@ -103,11 +107,14 @@ def test_step_by_step_equals_whole(checkpoints, fmt, layout):
     incremental = []
     for k in range(len(STEPS)):
         prefix = f"p{k - 1}" if k else "root"
-        res = verifier.score([ScoreRequest(f"p{k}", Q, STEPS[:k + 1], [k], prefix, k)])[0]
+        res = verifier.score([ScoreRequest(f"p{k}", Q, STEPS[: k + 1], [k], prefix, k)])[0]
         incremental += res.scores
         assert res.new_tokens == len(verifier.tokens.segments(STEPS, k)[0])  # only the new step was evaluated
-    whole = open_verifier(folder, fmt, kv_tokens=4096, device="cpu").score(
-        [ScoreRequest("whole", Q, STEPS, [0, 1, 2])])[0].scores
+    whole = (
+        open_verifier(folder, fmt, kv_tokens=4096, device="cpu")
+        .score([ScoreRequest("whole", Q, STEPS, [0, 1, 2])])[0]
+        .scores
+    )
     assert incremental == pytest.approx(whole, abs=EXACT)
     verifier.check_integrity()
 
@@ -127,8 +134,9 @@ def test_paths_share_their_questions_head_and_a_held_path_serves_a_shorter_prefi
 def test_lru_drops_held_paths_under_memory_pressure(checkpoints):
     folder, _ = checkpoints["causal"]
     verifier = open_verifier(folder, "judge", kv_tokens=700, device="cpu")
-    scores = [verifier.score([ScoreRequest(f"k{i}", Q, [STEPS[0], f"Step variant {i}."], [1])])[0].scores
-              for i in range(8)]  # each path is about 200 tokens: they cannot all be held
+    scores = [
+        verifier.score([ScoreRequest(f"k{i}", Q, [STEPS[0], f"Step variant {i}."], [1])])[0].scores for i in range(8)
+    ]  # each path is about 200 tokens: they cannot all be held
     assert verifier.kv_used_tokens <= verifier.kv_capacity_tokens and len(verifier._held) < 8
     rebuilt = verifier.score([ScoreRequest("k0", Q, [STEPS[0], "Step variant 0."], [1], "k0", 2)])[0]
     assert rebuilt.scores == pytest.approx(scores[0], abs=EXACT)  # dropped, rebuilt from scratch, same score
@@ -137,8 +145,17 @@ def test_lru_drops_held_paths_under_memory_pressure(checkpoints):
 
 def flush(fmt_steps: list[list[str]], k: int, prefix: bool) -> list[ScoreRequest]:
     """The engine's flush at step k: every path grown by its k-th step, from its parent path or from scratch."""
-    return [ScoreRequest(f"b{b}s{k}", Q, steps[:k + 1], [k], (f"b{b}s{k - 1}" if k else "root") if prefix else None,
-                         k if prefix else 0) for b, steps in enumerate(fmt_steps)]
+    return [
+        ScoreRequest(
+            f"b{b}s{k}",
+            Q,
+            steps[: k + 1],
+            [k],
+            (f"b{b}s{k - 1}" if k else "root") if prefix else None,
+            k if prefix else 0,
+        )
+        for b, steps in enumerate(fmt_steps)
+    ]
 
 
 class PassCounter:
@@ -174,8 +191,11 @@ def test_a_request_on_a_path_made_in_the_same_call_waits_for_it(checkpoints):
     folder, _ = checkpoints["causal"]
     verifier, single = (open_verifier(folder, "judge", kv_tokens=8192, device="cpu") for _ in range(2))
     passes = PassCounter(verifier)
-    reqs = [ScoreRequest("a", Q, STEPS[:1], [0], "root", 0), ScoreRequest("b", Q, STEPS[:1], [0], "root", 0),
-            ScoreRequest("a2", Q, STEPS[:2], [1], "a", 1)]
+    reqs = [
+        ScoreRequest("a", Q, STEPS[:1], [0], "root", 0),
+        ScoreRequest("b", Q, STEPS[:1], [0], "root", 0),
+        ScoreRequest("a2", Q, STEPS[:2], [1], "a", 1),
+    ]
     together = verifier.score(reqs)
     assert passes.rows == [1, 2, 1]  # head; a and b; then a2 on the a just made
     assert together[2].new_tokens == len(verifier.tokens.segments(STEPS, 1)[0])  # only its new step
@@ -211,6 +231,7 @@ def test_weights_bytes_are_the_tensors_as_they_load(checkpoints):
 
 # -- bad input: one clear line each --------------------------------------------------------------------------
 
+
 def one_line(e: pytest.ExceptionInfo) -> str:
     assert "\n" not in str(e.value)
     return str(e.value)
@@ -243,9 +264,11 @@ def test_torch_not_installed_through_the_cli(smollm2_path, tiny_hf_path):
     """A Python where torch cannot be imported: --prm hf: says which extra to install, in one line."""
     import subprocess
 
-    code = ("import sys; sys.modules['torch'] = None; from edgereason.cli.main import main; "
-            f"sys.exit(main(['solve', '1+1', '--model', {str(smollm2_path)!r}, '--prm', 'hf:{tiny_hf_path}', "
-            "'--prm-format', 'judge']))")
+    code = (
+        "import sys; sys.modules['torch'] = None; from edgereason.cli.main import main; "
+        f"sys.exit(main(['solve', '1+1', '--model', {str(smollm2_path)!r}, '--prm', 'hf:{tiny_hf_path}', "
+        "'--prm-format', 'judge']))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode != 0 and len(lines) == 1 and 'pip install "edgereason[torch]"' in lines[0], proc.stderr
@@ -265,15 +288,18 @@ def test_cuda_requested_without_cuda(monkeypatch):
     assert "sees no CUDA device" in one_line(e)
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["--prm", "hf:/no/such/folder", "--prm-format", "qwen-prm"], "PRM checkpoint not found: /no/such/folder"),
-    (["--prm", "hf:{notes}", "--prm-format", "judge"], "is not a Hugging Face checkpoint"),
-    (["--prm-format", "skywork"], "--prm hf:FOLDER"),  # a reward-head format on llama.cpp
-    (["--prm", "hf:{tiny}", "--prm-format", "qwen-prm"], "no tensor score.0.weight"),  # no reward head
-    (["--prm", "hf:{tiny}", "--prm-format", "skywork"], "no tensor v_head.summary.weight"),
-    (["--prm", "hf:{tiny}", "--prm-format", "head", "--prm-head", "{head}"], "not a folder"),  # heads read a GGUF
-    (["--prm", "hf:{tiny}", "--prm-format", "judge", "--prm-device", "cuda"], "sees no CUDA device"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--prm", "hf:/no/such/folder", "--prm-format", "qwen-prm"], "PRM checkpoint not found: /no/such/folder"),
+        (["--prm", "hf:{notes}", "--prm-format", "judge"], "is not a Hugging Face checkpoint"),
+        (["--prm-format", "skywork"], "--prm hf:FOLDER"),  # a reward-head format on llama.cpp
+        (["--prm", "hf:{tiny}", "--prm-format", "qwen-prm"], "no tensor score.0.weight"),  # no reward head
+        (["--prm", "hf:{tiny}", "--prm-format", "skywork"], "no tensor v_head.summary.weight"),
+        (["--prm", "hf:{tiny}", "--prm-format", "head", "--prm-head", "{head}"], "not a folder"),  # heads read a GGUF
+        (["--prm", "hf:{tiny}", "--prm-format", "judge", "--prm-device", "cuda"], "sees no CUDA device"),
+    ],
+)
 def test_cli_says_it_in_one_line(argv, says, capsys, smollm2_path, tiny_hf_path, tmp_path, monkeypatch):
     from edgereason.cli.main import main
     from edgereason.heads.value_head import Backbone, ValueHead, save_head
@@ -281,8 +307,10 @@ def test_cli_says_it_in_one_line(argv, says, capsys, smollm2_path, tiny_hf_path,
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on this CPU machine, on any machine
     (tmp_path / "notes").mkdir()
     one = np.ones(1, np.float32)
-    save_head(ValueHead(Backbone("m", "m.gguf", "0" * 64), np.zeros(1, np.int64), 0 * one, one, one[None], one),
-              tmp_path / "head")
+    save_head(
+        ValueHead(Backbone("m", "m.gguf", "0" * 64), np.zeros(1, np.int64), 0 * one, one, one[None], one),
+        tmp_path / "head",
+    )
     fill = {"tiny": str(tiny_hf_path), "notes": str(tmp_path / "notes"), "head": str(tmp_path / "head.safetensors")}
     rc = main(["solve", "What is 2+3?", "--model", str(smollm2_path), *[a.format(**fill) for a in argv]])
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
@@ -320,7 +348,7 @@ def _read_literally(tokens, tok, steps: list[str]) -> list[int]:
     for i, step in enumerate(steps):
         before, after = unmark(tokens.prompt.segments([mark] * (i + 1), i)[0]).split(mark)
         template = before.rstrip(" ")  # the " " that joins step 1 to the question tokenizes with the step
-        plain = before[len(template):] + step.strip()
+        plain = before[len(template) :] + step.strip()
         ids += encode(tok, template) + tok.encode(plain, add_special_tokens=False, split_special_tokens=True)
         ids += encode(tok, after) + ([] if tokens.step_end is None else [tokens.step_end])
     return ids

@@ -22,8 +22,13 @@ OFFLINE_INDEX = "http://127.0.0.1:9/"  # the discard port: nothing listens, the 
 
 def pull_env(home: Path, index: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env.update(EDGEREASON_HOME=str(home), PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL=index, PIP_RETRIES="0",
-               PIP_DEFAULT_TIMEOUT="120")
+    env.update(
+        EDGEREASON_HOME=str(home),
+        PIP_CONFIG_FILE=os.devnull,
+        PIP_INDEX_URL=index,
+        PIP_RETRIES="0",
+        PIP_DEFAULT_TIMEOUT="120",
+    )
     return env
 
 
@@ -34,11 +39,19 @@ def default_stop_signals() -> None:
         signal.signal(signum, signal.SIG_DFL)
 
 
-def edgereason(*args: str, env: dict[str, str] | None = None, command: Sequence[str] | None = None,
-               **kw) -> subprocess.Popen:
+def edgereason(
+    *args: str, env: dict[str, str] | None = None, command: Sequence[str] | None = None, **kw
+) -> subprocess.Popen:
     """`edgereason ARGS` in a child process (`python -m edgereason`, or `command` instead of it)."""
-    return subprocess.Popen([*(command or [sys.executable, "-m", "edgereason"]), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, preexec_fn=default_stop_signals, **kw)
+    return subprocess.Popen(
+        [*(command or [sys.executable, "-m", "edgereason"]), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=default_stop_signals,
+        **kw,
+    )
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 120.0, every_s: float = 0.002) -> None:

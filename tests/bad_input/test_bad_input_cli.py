@@ -66,17 +66,34 @@ def one_line_error(capsys, rc: int, code: int = 2) -> str:
 
 # -- bench --out ---------------------------------------------------------------------------------------------
 
+
 @pytest.fixture()
 def dataset(tmp_path) -> Path:
     path = tmp_path / "two.jsonl"
-    path.write_text('{"id": "a", "problem": "What is 2+3?", "answer": "5"}\n'
-                    '{"id": "b", "problem": "What is 4*2?", "answer": "8"}\n')
+    path.write_text(
+        '{"id": "a", "problem": "What is 2+3?", "answer": "5"}\n{"id": "b", "problem": "What is 4*2?", "answer": "8"}\n'
+    )
     return path
 
 
 def bench(dataset: Path, out: Path, *extra: str) -> int:
-    return main(["bench", "--dataset", str(dataset), "--limit", "1", "--policies", "baseline", "--kv-tokens",
-                 "1024", "--out", str(out), *FAST, *extra])
+    return main(
+        [
+            "bench",
+            "--dataset",
+            str(dataset),
+            "--limit",
+            "1",
+            "--policies",
+            "baseline",
+            "--kv-tokens",
+            "1024",
+            "--out",
+            str(out),
+            *FAST,
+            *extra,
+        ]
+    )
 
 
 def test_bench_out_that_is_a_file_fails_before_the_models_load(tmp_path, dataset, capsys):
@@ -158,16 +175,22 @@ def test_a_dataset_that_is_a_folder_is_called_one(tmp_path, capsys):
 
 def test_a_dataset_without_read_permission_is_named(tmp_path, dataset):
     dataset.chmod(0)
-    proc = subprocess.run(without_root_file_access("bench", "--dataset", str(dataset), "--model", "absent.gguf",
-                                                   "--out", str(tmp_path / "out")),
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        without_root_file_access(
+            "bench", "--dataset", str(dataset), "--model", "absent.gguf", "--out", str(tmp_path / "out")
+        ),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = proc.stderr.splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr  # a PermissionError traceback before
     assert lines[0] == f"edgereason: error: cannot read dataset {dataset}: Permission denied; check its permissions"
 
 
-def test_a_problem_the_generator_cannot_hold_is_named_before_the_first_run(tmp_path, dataset, capsys, home,
-                                                                          smollm2_path):
+def test_a_problem_the_generator_cannot_hold_is_named_before_the_first_run(
+    tmp_path, dataset, capsys, home, smollm2_path
+):
     """Refused at its submit before: mid-run, without its id, and the problems that run had finished were lost."""
     with dataset.open("a") as f:
         f.write(json.dumps({"id": "long", "problem": "What is 2+3? " * 300, "answer": "5"}) + "\n")
@@ -183,15 +206,20 @@ def test_a_problem_the_generator_cannot_hold_is_named_before_the_first_run(tmp_p
 GOOD_RUN = {"policy": "edge", "beams": 4, "rate": "inf", **{f: 1.0 for f in report.COMPARED}}
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, "no results.json"),
-    ("{half a file", "not a bench results file"),
-    ('["a list"]', "not a bench results file"),
-    ('{"runs": [1, 2]}', "not a list of objects"),
-    (json.dumps({"runs": [{k: v for k, v in GOOD_RUN.items() if k != "throughput_tok_s"}]}),
-     "run 1 lacks throughput_tok_s"),
-    (json.dumps({"runs": [GOOD_RUN, {**GOOD_RUN, "wall_s": "slow"}]}), "run 2 has a value of the wrong type"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "no results.json"),
+        ("{half a file", "not a bench results file"),
+        ('["a list"]', "not a bench results file"),
+        ('{"runs": [1, 2]}', "not a list of objects"),
+        (
+            json.dumps({"runs": [{k: v for k, v in GOOD_RUN.items() if k != "throughput_tok_s"}]}),
+            "run 1 lacks throughput_tok_s",
+        ),
+        (json.dumps({"runs": [GOOD_RUN, {**GOOD_RUN, "wall_s": "slow"}]}), "run 2 has a value of the wrong type"),
+    ],
+)
 def test_compare_on_a_damaged_results_file(tmp_path, capsys, content, message):
     good, bad = tmp_path / "good", tmp_path / "bad"
     for folder in (good, bad):
@@ -203,6 +231,7 @@ def test_compare_on_a_damaged_results_file(tmp_path, capsys, content, message):
 
 
 # -- solve: JSON tree and reason, trained context, --show-tree -----------------------------------------------
+
 
 def test_solve_json_tree_is_rooted_and_says_why_it_ended(smollm2_path, capsys):
     assert main(["solve", "What is 2+3?", "--model", str(smollm2_path), *FAST, "--json"]) == 0
@@ -225,10 +254,10 @@ def test_problem_longer_than_the_trained_context(smollm2_path, capsys):
 def test_more_beams_than_the_generator_runs_at_once(smollm2_path, capsys, strategy):
     """512 beams failed after loading, as "cannot make progress with the KV memory it has; raise --kv-budget":
     the limit is llama.cpp's 256 sequences, one a beam."""
-    rc = main(["solve", "What is 2+3?", "--model", str(smollm2_path), *FAST, "--strategy", strategy,
-               "--beams", "512"])
-    assert re.search(r"--beams 512 is more than .* 256 sequences, one a beam; pick --beams 256 or fewer",
-                     one_line_error(capsys, rc))
+    rc = main(["solve", "What is 2+3?", "--model", str(smollm2_path), *FAST, "--strategy", strategy, "--beams", "512"])
+    assert re.search(
+        r"--beams 512 is more than .* 256 sequences, one a beam; pick --beams 256 or fewer", one_line_error(capsys, rc)
+    )
 
 
 def test_show_tree_says_how_each_path_ended(smollm2_path, capsys):
@@ -245,13 +274,22 @@ def test_show_tree_cuts_long_steps_at_a_word():
 
 
 def test_show_tree_line(capsys):
-    row = {"id": 1, "parent": None, "depth": 1, "text": "Add 2 and 3.", "score": 0.5, "status": "complete",
-           "finish": "answer", "potential": 1}
+    row = {
+        "id": 1,
+        "parent": None,
+        "depth": 1,
+        "text": "Add 2 and 3.",
+        "score": 0.5,
+        "status": "complete",
+        "finish": "answer",
+        "potential": 1,
+    }
     print_tree(SearchResult("r", "q", None, [], [row], RequestMetrics()))
     assert capsys.readouterr().out == "  - (0.500) [boxed answer] Add 2 and 3.\n"
 
 
 # -- start-up notes and model errors -------------------------------------------------------------------------
+
 
 def solve_stderr(capsys, smollm2_path, *extra: str) -> str:
     assert main(["solve", "What is 2+3?", "--model", str(smollm2_path), *FAST, *extra]) == 0
@@ -292,8 +330,12 @@ def test_a_model_file_without_read_permission_is_named(tmp_path):
     locked = tmp_path / "locked.gguf"
     locked.write_bytes(b"GGUF" + b"\0" * 64)
     locked.chmod(0)
-    proc = subprocess.run(without_root_file_access("solve", "What is 2+3?", "--model", str(locked), "--prm", "self"),
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        without_root_file_access("solve", "What is 2+3?", "--model", str(locked), "--prm", "self"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = proc.stderr.splitlines()
     assert proc.returncode == 1 and len(lines) == 1, proc.stderr  # a PermissionError traceback before
     assert lines[0] == f"edgereason: error: cannot read model file {locked}: Permission denied; check its permissions"
@@ -304,12 +346,18 @@ def test_a_plot_file_without_write_permission_is_refused_before_measuring(tmp_pa
     plot = tmp_path / "curves.png"
     plot.write_bytes(b"an earlier plot")
     plot.chmod(0o444)
-    proc = subprocess.run(without_root_file_access("memory-profile", "--model", str(smollm2_path), "--plot",
-                                                   str(plot)), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        without_root_file_access("memory-profile", "--model", str(smollm2_path), "--plot", str(plot)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = proc.stderr.splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr  # no "generator decode: ..." progress before it
-    assert lines[0] == (f"edgereason: error: --plot {plot}: the file is there and cannot be written; check its "
-                        "permissions or give another file name")
+    assert lines[0] == (
+        f"edgereason: error: --plot {plot}: the file is there and cannot be written; check its "
+        "permissions or give another file name"
+    )
     assert plot.read_bytes() == b"an earlier plot"
 
 
@@ -323,6 +371,7 @@ def test_a_home_that_is_a_file_is_named_before_a_pull(tmp_path, monkeypatch, cap
 
 
 # -- flags ---------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("command", ["solve", "chat", "bench"])
 def test_policy_switches_have_metavars_and_help(command, capsys):
@@ -359,14 +408,16 @@ def test_kv_budget_too_small_speaks_the_users_unit_and_the_minimum(home, smollm2
 
 
 @pytest.mark.parametrize("flag, size", [("--kv-budget", "1000TiB"), ("--kv-tokens", str(10**12))])
-def test_kv_memory_beyond_the_free_memory_is_refused_before_llama_cpp_makes_it(home, smollm2_path, capsys, flag,
-                                                                               size):
+def test_kv_memory_beyond_the_free_memory_is_refused_before_llama_cpp_makes_it(home, smollm2_path, capsys, flag, size):
     """llama.cpp allocates and clears a CPU KV cache whole: --kv-tokens 99999999999 was killed by the kernel's OOM
     killer (exit 137, no message); a budget too large even for that was "could not create a context" (exit 1)."""
     rc = main(["solve", "What is 2+3?", "--model", str(smollm2_path), *FAST, flag, size])
     line = one_line_error(capsys, rc)
-    assert re.fullmatch(rf"edgereason: error: {flag} {size} needs [\d.]+ GiB of KV memory for the two models, more "
-                        rf"than the [\d.]+ [GMK]iB free on this machine; lower {flag}", line), line
+    assert re.fullmatch(
+        rf"edgereason: error: {flag} {size} needs [\d.]+ GiB of KV memory for the two models, more "
+        rf"than the [\d.]+ [GMK]iB free on this machine; lower {flag}",
+        line,
+    ), line
 
 
 @pytest.mark.parametrize("stdin", ["pytest's", "closed"])
@@ -384,8 +435,13 @@ def test_stdout_closed_by_its_reader_ends_quietly():
     read, write = os.pipe()
     os.close(read)
     try:
-        proc = subprocess.run([sys.executable, "-m", "edgereason", "models", "list", "--json"], stdout=write,
-                              stderr=subprocess.PIPE, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "edgereason", "models", "list", "--json"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
     finally:
         os.close(write)
     assert proc.returncode == 141 and proc.stderr == "", proc.stderr
@@ -394,17 +450,22 @@ def test_stdout_closed_by_its_reader_ends_quietly():
 def test_json_mode_reports_a_failure_as_one_json_object(capsys):
     assert main(["solve", "   ", "--json", "--model", "smollm2-135m", "--prm", "self"]) == 2
     captured = capsys.readouterr()
-    assert json.loads(captured.out) == {"error": "the problem is empty; pass the problem text (or - to read it "
-                                                 "from stdin)", "exit_code": 2}
+    assert json.loads(captured.out) == {
+        "error": "the problem is empty; pass the problem text (or - to read it from stdin)",
+        "exit_code": 2,
+    }
     assert "edgereason: error: the problem is empty" in captured.err
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["solve", "1+1", "--json", "--width", "abc"], "argument --width: invalid int value: 'abc'"),
-    (["solve", "1+1", "--json", "--beams", "4,8"], "argument --beams: one search takes one beam size"),
-    (["solve", "1+1", "--json", "--bogus"], "unrecognized arguments: --bogus"),
-    (["memory-profile", "--json", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["solve", "1+1", "--json", "--width", "abc"], "argument --width: invalid int value: 'abc'"),
+        (["solve", "1+1", "--json", "--beams", "4,8"], "argument --beams: one search takes one beam size"),
+        (["solve", "1+1", "--json", "--bogus"], "unrecognized arguments: --bogus"),
+        (["memory-profile", "--json", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
+    ],
+)
 def test_json_mode_reports_a_bad_command_line_as_one_json_object(capsys, argv, message):
     """argparse's refusals printed nothing on stdout, though --json promises an error object on a failure."""
     with pytest.raises(SystemExit) as stop:

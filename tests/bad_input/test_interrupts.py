@@ -44,8 +44,20 @@ from child_processes import (
 
 from edgereason.util import interrupts
 
-TINY_FLAGS = ["--beams", "2", "--width", "2", "--max-steps", "1", "--max-step-tokens", "4", "--threads", "1",
-              "--kv-tokens", "1024"]
+TINY_FLAGS = [
+    "--beams",
+    "2",
+    "--width",
+    "2",
+    "--max-steps",
+    "1",
+    "--max-step-tokens",
+    "4",
+    "--threads",
+    "1",
+    "--kv-tokens",
+    "1024",
+]
 CONSOLE_SCRIPT = Path(sys.executable).with_name("edgereason")
 
 
@@ -77,8 +89,11 @@ def python_sigint() -> Iterator[None]:
 def test_ctrl_c_while_the_model_loads_exits_130(smollm2_path) -> None:
     for _ in range(3):
         proc = edgereason("solve", "What is 1 + 1?", "--model", str(smollm2_path), *TINY_FLAGS)
-        wait_for(lambda proc=proc: maps(proc.pid, smollm2_path.name) or proc.poll() is not None, "the model load",
-                 every_s=0.0002)
+        wait_for(
+            lambda proc=proc: maps(proc.pid, smollm2_path.name) or proc.poll() is not None,
+            "the model load",
+            every_s=0.0002,
+        )
         proc.send_signal(signal.SIGINT)
         out, stderr = proc.communicate(timeout=120)
         assert proc.returncode == 130 and not out, stderr
@@ -118,17 +133,19 @@ def test_ctrl_c_while_libraries_import_exits_130_without_traceback(stage) -> Non
     assert proc.returncode == 130 and "Traceback" not in stderr and not out, stderr
 
 
-@pytest.mark.parametrize("signum, code, line", [
-    (signal.SIGINT, 130, "edgereason: interrupted"),
-    (signal.SIGTERM, 143, "edgereason: stopped by SIGTERM"),
-    (signal.SIGHUP, 129, "edgereason: stopped by SIGHUP"),
-])
+@pytest.mark.parametrize(
+    "signum, code, line",
+    [
+        (signal.SIGINT, 130, "edgereason: interrupted"),
+        (signal.SIGTERM, 143, "edgereason: stopped by SIGTERM"),
+        (signal.SIGHUP, 129, "edgereason: stopped by SIGHUP"),
+    ],
+)
 def test_stop_signal_during_a_download_removes_its_folder_and_stops_pip(tmp_path, signum, code, line) -> None:
     home = tmp_path / "home"
     with hanging_index() as index:
         proc = edgereason("models", "pull", "smollm2-135m", env=pull_env(home, index))
-        wait_for(lambda: proc.poll() is not None or psutil.Process(proc.pid).children(), "pip to start",
-                 every_s=0.01)
+        wait_for(lambda: proc.poll() is not None or psutil.Process(proc.pid).children(), "pip to start", every_s=0.01)
         assert len(pull_folders(home)) == 1
         pip = psutil.Process(proc.pid).children(recursive=True)
         proc.send_signal(signum)
@@ -140,18 +157,38 @@ def test_stop_signal_during_a_download_removes_its_folder_and_stops_pip(tmp_path
     assert not alive
 
 
-@pytest.mark.parametrize("signum, code, word", [
-    (signal.SIGINT, 130, "interrupted"),
-    (signal.SIGTERM, 143, "stopped by SIGTERM"),  # was 130 and "interrupted": the bench dropped which stop it was
-])
-def test_a_stopped_bench_keeps_what_finished_and_exits_by_the_signal(tmp_path, smollm2_path, signum, code,
-                                                                     word) -> None:
+@pytest.mark.parametrize(
+    "signum, code, word",
+    [
+        (signal.SIGINT, 130, "interrupted"),
+        (signal.SIGTERM, 143, "stopped by SIGTERM"),  # was 130 and "interrupted": the bench dropped which stop it was
+    ],
+)
+def test_a_stopped_bench_keeps_what_finished_and_exits_by_the_signal(
+    tmp_path, smollm2_path, signum, code, word
+) -> None:
     data = tmp_path / "three.jsonl"
-    data.write_text("".join(json.dumps({"id": f"p{i}", "problem": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n"
-                            for i in range(3)))
+    data.write_text(
+        "".join(
+            json.dumps({"id": f"p{i}", "problem": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n" for i in range(3)
+        )
+    )
     out = tmp_path / "out"
-    proc = edgereason("bench", "--dataset", str(data), "--out", str(out), "--model", str(smollm2_path),
-                      "--policies", "baseline", "--concurrency", "1", "--no-plots", *TINY_FLAGS)
+    proc = edgereason(
+        "bench",
+        "--dataset",
+        str(data),
+        "--out",
+        str(out),
+        "--model",
+        str(smollm2_path),
+        "--policies",
+        "baseline",
+        "--concurrency",
+        "1",
+        "--no-plots",
+        *TINY_FLAGS,
+    )
     err: list[str] = []  # the progress bar redraws one line: read it a character at a time
     reader = threading.Thread(target=lambda: err.extend(iter(lambda: proc.stderr.read(1), "")), daemon=True)
     reader.start()
@@ -224,8 +261,9 @@ def reported(monkeypatch) -> list:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_stop_signal_dropped_in_a_c_callback_is_raised_after_the_call_and_not_printed(python_sigint, reported,
-                                                                                        signum):
+def test_a_stop_signal_dropped_in_a_c_callback_is_raised_after_the_call_and_not_printed(
+    python_sigint, reported, signum
+):
     """ctypes drops an exception raised in a callback (it printed a traceback): check() raises the signal again."""
     import ctypes
 

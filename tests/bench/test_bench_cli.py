@@ -13,9 +13,31 @@ from edgereason.cli.main import main
 @pytest.mark.slow
 def test_bench_smollm2_two_problems(tmp_path, capsys, gsm8k_path):
     out = tmp_path / "bench"
-    rc = main(["bench", "--dataset", str(gsm8k_path), "--limit", "2", "--policies", "edge", "--beams", "2",
-               "--width", "2", "--max-steps", "2", "--max-step-tokens", "32", "--kv-tokens", "4096",
-               "--model", "smollm2-135m", "--out", str(out)])
+    rc = main(
+        [
+            "bench",
+            "--dataset",
+            str(gsm8k_path),
+            "--limit",
+            "2",
+            "--policies",
+            "edge",
+            "--beams",
+            "2",
+            "--width",
+            "2",
+            "--max-steps",
+            "2",
+            "--max-step-tokens",
+            "32",
+            "--kv-tokens",
+            "4096",
+            "--model",
+            "smollm2-135m",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     results = json.loads((out / "results.json").read_text())
     (run,) = results["runs"]
@@ -42,9 +64,31 @@ def test_plots_that_cannot_be_written_are_a_note_after_the_table(tmp_path, capsy
     """A folder where a plot goes was an IsADirectoryError traceback after every run, and no table."""
     out = tmp_path / "bench"
     (out / "throughput_goodput.png").mkdir(parents=True)
-    rc = main(["bench", "--dataset", str(gsm8k_path), "--limit", "1", "--policies", "baseline", "--beams", "2",
-               "--width", "2", "--max-steps", "1", "--max-step-tokens", "8", "--kv-tokens", "2048",
-               "--model", "smollm2-135m", "--out", str(out)])
+    rc = main(
+        [
+            "bench",
+            "--dataset",
+            str(gsm8k_path),
+            "--limit",
+            "1",
+            "--policies",
+            "baseline",
+            "--beams",
+            "2",
+            "--width",
+            "2",
+            "--max-steps",
+            "1",
+            "--max-step-tokens",
+            "8",
+            "--kv-tokens",
+            "2048",
+            "--model",
+            "smollm2-135m",
+            "--out",
+            str(out),
+        ]
+    )
     captured = capsys.readouterr()
     assert rc == 0 and "Traceback" not in captured.err and "baseline" in captured.out
     note = f"edgereason: note: the plots were not written (Is a directory: {out}/throughput_goodput.png)"
@@ -53,8 +97,9 @@ def test_plots_that_cannot_be_written_are_a_note_after_the_table(tmp_path, capsy
 
 
 def test_missing_dataset_is_a_clear_error(tmp_path, capsys):
-    rc = main(["bench", "--dataset", str(tmp_path / "none.jsonl"), "--policies", "baseline",
-               "--out", str(tmp_path / "o")])
+    rc = main(
+        ["bench", "--dataset", str(tmp_path / "none.jsonl"), "--policies", "baseline", "--out", str(tmp_path / "o")]
+    )
     assert rc == 2
     assert "dataset file not found" in capsys.readouterr().err
 
@@ -68,9 +113,33 @@ def test_negative_concurrency_is_a_clear_error(tmp_path, capsys, gsm8k_path):
 @pytest.mark.slow
 def test_kv_splits_run_side_by_side(tmp_path, gsm8k_path):
     out = tmp_path / "bench"
-    rc = main(["bench", "--dataset", str(gsm8k_path), "--limit", "1", "--policies", "baseline", "--beams", "2",
-               "--width", "2", "--max-steps", "2", "--max-step-tokens", "24", "--kv-budget", "24MiB",
-               "--split", "profile,even", "--model", "smollm2-135m", "--out", str(out)])
+    rc = main(
+        [
+            "bench",
+            "--dataset",
+            str(gsm8k_path),
+            "--limit",
+            "1",
+            "--policies",
+            "baseline",
+            "--beams",
+            "2",
+            "--width",
+            "2",
+            "--max-steps",
+            "2",
+            "--max-step-tokens",
+            "24",
+            "--kv-budget",
+            "24MiB",
+            "--split",
+            "profile,even",
+            "--model",
+            "smollm2-135m",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     runs = json.loads((out / "results.json").read_text())["runs"]
     assert [r["policy"] for r in runs] == ["baseline@profile", "baseline@even"]
@@ -80,14 +149,44 @@ def test_kv_splits_run_side_by_side(tmp_path, gsm8k_path):
 @pytest.mark.slow
 def test_strategies_and_splits_run_side_by_side_under_auto(tmp_path, gsm8k_path):
     out = tmp_path / "bench"
-    rc = main(["bench", "--dataset", str(gsm8k_path), "--limit", "1", "--policies", "auto", "--beams", "2",
-               "--width", "2", "--max-steps", "2", "--max-step-tokens", "24", "--kv-budget", "24MiB",
-               "--strategy", "beam,best-of-n", "--split", "profile,even", "--model", "smollm2-135m",
-               "--no-plots", "--out", str(out)])
+    rc = main(
+        [
+            "bench",
+            "--dataset",
+            str(gsm8k_path),
+            "--limit",
+            "1",
+            "--policies",
+            "auto",
+            "--beams",
+            "2",
+            "--width",
+            "2",
+            "--max-steps",
+            "2",
+            "--max-step-tokens",
+            "24",
+            "--kv-budget",
+            "24MiB",
+            "--strategy",
+            "beam,best-of-n",
+            "--split",
+            "profile,even",
+            "--model",
+            "smollm2-135m",
+            "--no-plots",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     runs = json.loads((out / "results.json").read_text())["runs"]
-    assert [r["policy"] for r in runs] == ["auto/beam@profile", "auto/beam@even", "auto/best-of-n@profile",
-                                           "auto/best-of-n@even"]
+    assert [r["policy"] for r in runs] == [
+        "auto/beam@profile",
+        "auto/beam@even",
+        "auto/best-of-n@profile",
+        "auto/best-of-n@even",
+    ]
     assert [r["strategy"] for r in runs] == ["beam", "beam", "best-of-n", "best-of-n"]
     # the label is the run's name only: each run still resolved `auto` to a preset
     assert all(r["auto_policy"]["preset"] in ("baseline", "edge") and r["generated_tokens"] > 0 for r in runs)
@@ -97,15 +196,35 @@ def test_unknown_or_impossible_strategy_is_a_clear_error_before_any_work(tmp_pat
     rc = main(["bench", "--dataset", str(gsm8k_path), "--strategy", "beam,greedy", "--out", str(tmp_path / "o")])
     assert rc == 2
     assert "--strategy takes beam, best-of-n, dvts; got greedy" in capsys.readouterr().err
-    rc = main(["bench", "--dataset", str(gsm8k_path), "--strategy", "best-of-n,beam", "--beams", "1,4",
-               "--width", "4", "--out", str(tmp_path / "o")])
+    rc = main(
+        [
+            "bench",
+            "--dataset",
+            str(gsm8k_path),
+            "--strategy",
+            "best-of-n,beam",
+            "--beams",
+            "1,4",
+            "--width",
+            "4",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     assert rc == 2
     assert "--strategy best-of-n" in capsys.readouterr().err  # beam N=1 with width 4: what to run instead
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("flag, values", [("--policies", "edge,baseline, edge"), ("--beams", "4,8,4"),
-                                           ("--strategy", "beam,beam"), ("--split", "even,even")])
+@pytest.mark.parametrize(
+    "flag, values",
+    [
+        ("--policies", "edge,baseline, edge"),
+        ("--beams", "4,8,4"),
+        ("--strategy", "beam,beam"),
+        ("--split", "even,even"),
+    ],
+)
 def test_a_value_named_twice_is_a_clear_error_before_any_work(tmp_path, capsys, gsm8k_path, flag, values):
     rc = main(["bench", "--dataset", str(gsm8k_path), flag, values, "--out", str(tmp_path / "o")])
     assert rc == 2
@@ -113,9 +232,14 @@ def test_a_value_named_twice_is_a_clear_error_before_any_work(tmp_path, capsys, 
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("flag, values, alike", [("--rate", "0.5,2,.5", "0.5 and .5"), ("--rate", "inf,Infinity",
-                                                                                   "inf and Infinity"),
-                                                  ("--beams", "4,04", "4 and 04")])
+@pytest.mark.parametrize(
+    "flag, values, alike",
+    [
+        ("--rate", "0.5,2,.5", "0.5 and .5"),
+        ("--rate", "inf,Infinity", "inf and Infinity"),
+        ("--beams", "4,04", "4 and 04"),
+    ],
+)
 def test_one_value_spelled_twice_is_a_clear_error_before_any_work(tmp_path, capsys, gsm8k_path, flag, values, alike):
     """Ran the configuration twice under one label: the tables showed two rows alike, --compare averaged them."""
     rc = main(["bench", "--dataset", str(gsm8k_path), flag, values, "--out", str(tmp_path / "o")])
@@ -133,10 +257,37 @@ def test_unknown_split_is_a_clear_error(tmp_path, capsys, gsm8k_path):
 @pytest.mark.slow
 def test_bench_with_an_hf_prm_on_torch(tmp_path, gsm8k_path, tiny_hf_path):
     out = tmp_path / "bench"
-    rc = main(["bench", "--dataset", str(gsm8k_path), "--limit", "1", "--policies", "baseline", "--beams", "2",
-               "--width", "2", "--max-steps", "2", "--max-step-tokens", "16", "--kv-tokens", "2048",
-               "--model", "smollm2-135m", "--prm", f"hf:{tiny_hf_path}", "--prm-format", "judge",
-               "--prm-device", "cpu", "--out", str(out)])
+    rc = main(
+        [
+            "bench",
+            "--dataset",
+            str(gsm8k_path),
+            "--limit",
+            "1",
+            "--policies",
+            "baseline",
+            "--beams",
+            "2",
+            "--width",
+            "2",
+            "--max-steps",
+            "2",
+            "--max-step-tokens",
+            "16",
+            "--kv-tokens",
+            "2048",
+            "--model",
+            "smollm2-135m",
+            "--prm",
+            f"hf:{tiny_hf_path}",
+            "--prm-format",
+            "judge",
+            "--prm-device",
+            "cpu",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     (run,) = json.loads((out / "results.json").read_text())["runs"]
     assert run["problems"] == 1 and run["generated_tokens"] > 0
@@ -160,8 +311,19 @@ def test_several_splits_without_a_budget_are_a_clear_error_before_any_work(tmp_p
     """Without --kv-budget each model gets --kv-tokens whatever the split: the bench ran the same configuration
     once per split (twice the time, both sessions' KV memory at once) and tabled the runs as different splits."""
     out = tmp_path / "o"
-    rc = main(["bench", "--dataset", str(gsm8k_path), "--split", "profile,even", "--model",
-               str(tmp_path / "absent.gguf"), "--out", str(out)])
+    rc = main(
+        [
+            "bench",
+            "--dataset",
+            str(gsm8k_path),
+            "--split",
+            "profile,even",
+            "--model",
+            str(tmp_path / "absent.gguf"),
+            "--out",
+            str(out),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "--split profile,even compares ways to split a KV budget; give --kv-budget SIZE" in err
     assert not out.exists()

@@ -7,13 +7,25 @@ import json
 from edgereason.cli.main import main
 
 
-def _write(folder, throughput: float, repeats: int = 1, config: dict | None = None,
-           interrupted: bool = False) -> None:
+def _write(folder, throughput: float, repeats: int = 1, config: dict | None = None, interrupted: bool = False) -> None:
     folder.mkdir()
-    runs = [{"policy": "edge", "beams": 4, "rate": "inf", "repeat": r, "accuracy": 0.5,
-             "throughput_tok_s": throughput, "goodput_tok_s": throughput / 2, "latency_s_mean": 10.0,
-             "normalized_latency_ms_mean": 100.0, "waiting_ratio_median": 0.2, "prm_calls": 10, "wall_s": 20.0}
-            for r in range(repeats)]
+    runs = [
+        {
+            "policy": "edge",
+            "beams": 4,
+            "rate": "inf",
+            "repeat": r,
+            "accuracy": 0.5,
+            "throughput_tok_s": throughput,
+            "goodput_tok_s": throughput / 2,
+            "latency_s_mean": 10.0,
+            "normalized_latency_ms_mean": 100.0,
+            "waiting_ratio_median": 0.2,
+            "prm_calls": 10,
+            "wall_s": 20.0,
+        }
+        for r in range(repeats)
+    ]
     runs.append({**runs[0], "policy": "baseline"} if folder.name == "a" else {**runs[0], "beams": 8})
     runs[0]["interrupted"] = interrupted
     (folder / "results.json").write_text(json.dumps({"config": config or {}, "runs": runs}))

@@ -31,8 +31,14 @@ def test_runs_at_two_rates_aggregate_and_plot(tmp_path):
     for rate in (20.0, 40.0):
         for policy in ("baseline", "edge"):
             seen = []
-            runs.append(run_one(session, RunSpec(parse_policy(policy), config, rate, 0, seed=1), PROBLEMS,
-                                lambda done, total, seen=seen: seen.append((done, total))))
+            runs.append(
+                run_one(
+                    session,
+                    RunSpec(parse_policy(policy), config, rate, 0, seed=1),
+                    PROBLEMS,
+                    lambda done, total, seen=seen: seen.append((done, total)),
+                )
+            )
             assert seen[-1] == (4, 4)
     for run in runs:
         assert run["problems"] == 4 and len(run["per_problem"]) == 4
@@ -68,5 +74,6 @@ def test_concurrency_limit_serves_requests_one_at_a_time(monkeypatch):
     assert unlimited["concurrency"] == 0 and max(in_flight) == 4
     # one 4-beam search never has more than 4 rows in a pass; four at once fill passes further
     assert 1 < run["rows_per_pass"] <= 4 and run["forward_rows"] == pytest.approx(
-        run["rows_per_pass"] * run["forward_passes"])
+        run["rows_per_pass"] * run["forward_passes"]
+    )
     assert unlimited["rows_per_pass"] > run["rows_per_pass"]

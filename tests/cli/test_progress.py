@@ -31,8 +31,14 @@ def test_finished_paths_reach_the_status_line_from_a_real_search(smollm2) -> Non
 
     gen, ver = open_models(smollm2.path, smollm2.path, "judge", 4096, 4096)
     stream = io.StringIO()
-    config = SearchConfig(strategy="best-of-n", beams=3, max_steps=2, max_step_tokens=16, max_path_tokens=32,
-                          sampling=SamplingParams(temperature=0.8, seed=1))
+    config = SearchConfig(
+        strategy="best-of-n",
+        beams=3,
+        max_steps=2,
+        max_step_tokens=16,
+        max_path_tokens=32,
+        sampling=SamplingParams(temperature=0.8, seed=1),
+    )
     try:
         Engine(gen, ver, on_event=SearchProgress(3, stream, every_s=0.0)).solve("What is 2 + 2?", config)
     finally:
@@ -43,6 +49,7 @@ def test_finished_paths_reach_the_status_line_from_a_real_search(smollm2) -> Non
 
 def test_an_error_after_a_progress_bar_starts_a_line_of_its_own(monkeypatch, capsys) -> None:
     """It was printed on the end of the bar: "features [####....] 2/2edgereason: error: ..."."""
+
     def fails_half_way(args) -> int:
         bar("features", width=4)(1, 2)
         raise ConfigError("the rollouts hold no steps")

@@ -21,8 +21,7 @@ def models(smollm2_path):
 
 
 def small(**kw) -> SearchConfig:
-    base = dict(beams=4, width=2, max_steps=3, max_step_tokens=24, max_path_tokens=200,
-                sampling=SamplingParams(seed=1))
+    base = dict(beams=4, width=2, max_steps=3, max_step_tokens=24, max_path_tokens=200, sampling=SamplingParams(seed=1))
     base.update(kw)
     return SearchConfig(**base)
 

@@ -33,4 +33,3 @@ def test_solve_prints_the_path_to_its_answer(capsys) -> None:
     out = capsys.readouterr().out
     assert "Answer: 18" in out and "score 0.530; 4 of 6 paths reach it" in out
     assert "\\boxed{26}" not in out
-

@@ -17,8 +17,9 @@ def _request(rid: str, beams: int, prompt: int = 10) -> Request:
 
 
 def _decoding(req: Request, seq: int, speculative: bool = False) -> Node:
-    node = req.tree.add_child(req.tree.root, speculative=speculative,
-                              status=Status.SPECULATIVE if speculative else Status.GENERATING)
+    node = req.tree.add_child(
+        req.tree.root, speculative=speculative, status=Status.SPECULATIVE if speculative else Status.GENERATING
+    )
     node.tokens, node.pending, node.seq = [5], 5, seq
     return node
 

@@ -17,8 +17,13 @@ from edgereason.tree import Node, aggregate
 from tests.fakes import FakeGenerator, FakeVerifier
 
 
-def _group(scores: list[float], keep: int, potentials: list[int] | None = None,
-           parents: list[int] | None = None, steps: list[bytes] | None = None) -> Group:
+def _group(
+    scores: list[float],
+    keep: int,
+    potentials: list[int] | None = None,
+    parents: list[int] | None = None,
+    steps: list[bytes] | None = None,
+) -> Group:
     """A beam group of scored steps; parents[i] numbers member i's parent (default: all one parent), steps[i] is its
     text (default: all different)."""
     g = Group(0, STRATEGIES["beam"], keep, 2)
@@ -83,15 +88,19 @@ def test_majority_vote_counts_paths_and_breaks_ties_by_rank():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.floats(0, 1), st.integers(0, 3), st.integers(1, 3), st.integers(0, 2)),
-                min_size=2, max_size=10),
-       st.integers(1, 4), st.sampled_from(["top", "diverse"]), st.randoms())
+@given(
+    st.lists(
+        st.tuples(st.floats(0, 1), st.integers(0, 3), st.integers(1, 3), st.integers(0, 2)), min_size=2, max_size=10
+    ),
+    st.integers(1, 4),
+    st.sampled_from(["top", "diverse"]),
+    st.randoms(),
+)
 def test_rank_rule_never_prunes_what_sync_selection_keeps(members, keep, rule, rnd):
     """Reveal scores in a random order; whatever the rank rule prunes on the way must not be in the final
     synchronous selection. members: (score, parent, potential, step text)."""
     scores, parents, potentials, steps = (list(c) for c in zip(*members))
-    shape = dict(keep=min(keep, len(scores)), parents=parents, potentials=potentials,
-                 steps=[b"%d" % s for s in steps])
+    shape = dict(keep=min(keep, len(scores)), parents=parents, potentials=potentials, steps=[b"%d" % s for s in steps])
     kept = {n.id for n, _ in ranking.choose(_group(scores, **shape), "last", rule)}
     partial = _group(scores, **shape)
     order = list(range(len(scores)))
@@ -130,7 +139,8 @@ def test_lazy_verification_batches_prm_requests():
     eager, lazy = FakeVerifier(), FakeVerifier()
     Engine(FakeGenerator(), eager, parse_policy("naive-spec")).solve("q", cfg, check=True)
     Engine(FakeGenerator(), lazy, parse_policy("naive-spec:lazy_verify=true:lv_threshold=100000")).solve(
-        "q", cfg, check=True)
+        "q", cfg, check=True
+    )
     assert sum(lazy.calls) / len(lazy.calls) > sum(eager.calls) / len(eager.calls)
 
 
@@ -162,9 +172,13 @@ def test_token_metrics_count_logical_candidates_with_deduplication():
     forward rows drop. (Which equal nodes survive without deduplication is a tie-break, so the shared steps of
     the final paths may count up to the times their node was selected.)"""
     cfg = SearchConfig(beams=4, width=2, max_steps=4, max_step_tokens=16, sampling=SamplingParams(temperature=0))
-    (plain, _), (dedup, result) = ((r.metrics, r) for r in (
-        Engine(FakeGenerator(), FakeVerifier(), parse_policy(p)).solve("q", cfg, check=True)
-        for p in ("baseline", "baseline:dedup=true")))
+    (plain, _), (dedup, result) = (
+        (r.metrics, r)
+        for r in (
+            Engine(FakeGenerator(), FakeVerifier(), parse_policy(p)).solve("q", cfg, check=True)
+            for p in ("baseline", "baseline:dedup=true")
+        )
+    )
     assert dedup.generated_tokens == plain.generated_tokens > 0
     path_tokens = [len(n["text"]) - n["text"].count("\n\n") for n in result.tree]  # the fake: a char a token
     assert plain.final_tokens <= dedup.final_tokens <= 4 * sum(path_tokens)

@@ -80,9 +80,11 @@ def test_many_tiny_requests_leak_nothing(smollm2_path) -> None:
     finally:
         session.close()
     cpu = psutil.Process().cpu_times()
-    print(f"\nsoak: {TOTAL} requests, {IN_FLIGHT} in flight, {engine.steps} engine steps, "
-          f"{time.monotonic() - start:.1f} s wall, {cpu.user + cpu.system:.0f} s CPU (process); RSS "
-          f"{warm_rss:.1f} MiB after {IN_FLIGHT} -> {end_rss:.1f} MiB after {TOTAL}")
+    print(
+        f"\nsoak: {TOTAL} requests, {IN_FLIGHT} in flight, {engine.steps} engine steps, "
+        f"{time.monotonic() - start:.1f} s wall, {cpu.user + cpu.system:.0f} s CPU (process); RSS "
+        f"{warm_rss:.1f} MiB after {IN_FLIGHT} -> {end_rss:.1f} MiB after {TOTAL}"
+    )
     assert end_rss - warm_rss < RSS_GROWTH_MIB
 
 
@@ -120,8 +122,11 @@ def test_the_chat_workers_engine_keeps_no_finished_request() -> None:
             if len(results) == 3:
                 finished.set()
 
-    runner = SearchRunner(lambda progress: Recording(ModelSettings(), FakeGenerator(), FakeVerifier(),
-                                                     Path("gen"), Path("prm")), Policy(), post)
+    runner = SearchRunner(
+        lambda progress: Recording(ModelSettings(), FakeGenerator(), FakeVerifier(), Path("gen"), Path("prm")),
+        Policy(),
+        post,
+    )
     worker = threading.Thread(target=runner.run)
     worker.start()
     for i in range(3):

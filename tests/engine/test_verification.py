@@ -16,8 +16,9 @@ from tests.fakes import FakeVerifier
 
 
 def _request(strategy: str = "beam", members: int = 2) -> tuple[Request, list[Node]]:
-    req = Request("r", "q", SearchConfig(strategy=strategy, beams=8, width=1 if strategy == "best-of-n" else 2),
-                  [2] * 4)
+    req = Request(
+        "r", "q", SearchConfig(strategy=strategy, beams=8, width=1 if strategy == "best-of-n" else 2), [2] * 4
+    )
     group = req.new_group(1, 2)
     nodes = []
     for _ in range(members):
@@ -84,8 +85,9 @@ def test_pruned_steps_leave_the_queue() -> None:
 
 
 def _verification(verifier, events: list) -> VerifyStage:
-    return VerifyStage(verifier, VerifyQueue("eager"), lookahead=False, emit=Emitter(events.append),
-                        stats=EngineStats())
+    return VerifyStage(
+        verifier, VerifyQueue("eager"), lookahead=False, emit=Emitter(events.append), stats=EngineStats()
+    )
 
 
 def test_a_flush_scores_the_queue_says_so_and_records_the_call() -> None:

@@ -24,8 +24,17 @@ def random_head(backbone: Backbone, k: int = 12, hidden: int = 5, seed: int = 0,
     tokens = np.sort(rng.choice(n_vocab, size=k, replace=False))
     f32 = lambda *shape: rng.normal(size=shape).astype(np.float32)  # noqa: E731
     w1, b1 = (f32(hidden, k), f32(hidden)) if hidden else (None, None)
-    return ValueHead(backbone, tokens, f32(k), np.abs(f32(k)) + 0.5, f32(1, hidden or k), f32(1), w1, b1,
-                     record={"val_step_auc": 0.8})
+    return ValueHead(
+        backbone,
+        tokens,
+        f32(k),
+        np.abs(f32(k)) + 0.5,
+        f32(1, hidden or k),
+        f32(1),
+        w1,
+        b1,
+        record={"val_step_auc": 0.8},
+    )
 
 
 @pytest.mark.parametrize("hidden", [5, 0])
@@ -45,8 +54,9 @@ def test_an_undefined_measure_in_the_record_is_written_as_null(tmp_path: Path):
     import json
 
     head = random_head(Backbone("m", "m.gguf", "ab" * 32))
-    _, meta = save_head(ValueHead(**{**head.__dict__, "record": {"val_step_auc": float("nan"), "n": [1.5]}}),
-                        tmp_path / "h.safetensors")
+    _, meta = save_head(
+        ValueHead(**{**head.__dict__, "record": {"val_step_auc": float("nan"), "n": [1.5]}}), tmp_path / "h.safetensors"
+    )
     strict = json.loads(meta.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the head's JSON"))
     assert strict["training"] == {"val_step_auc": None, "n": [1.5]}
     assert load_head(meta).record == {"val_step_auc": None, "n": [1.5]}
@@ -56,8 +66,17 @@ def layer_head(backbone: Backbone, k: int, layers: tuple[int, ...], width: int, 
     rng = np.random.default_rng(seed)
     d = k + width * len(layers)
     f32 = lambda *shape: rng.normal(size=shape).astype(np.float32)  # noqa: E731
-    return ValueHead(backbone, np.sort(rng.choice(100, size=k, replace=False)), f32(d), np.abs(f32(d)) + 0.5,
-                     f32(1, 5), f32(1), f32(5, d), f32(5), layers=layers)
+    return ValueHead(
+        backbone,
+        np.sort(rng.choice(100, size=k, replace=False)),
+        f32(d),
+        np.abs(f32(d)) + 0.5,
+        f32(1, 5),
+        f32(1),
+        f32(5, d),
+        f32(5),
+        layers=layers,
+    )
 
 
 @pytest.mark.parametrize("k", [0, 12])
@@ -73,7 +92,8 @@ def test_a_head_that_reads_layers_round_trips_as_version_2(tmp_path: Path, k: in
     rng = np.random.default_rng(1)
     logits, hidden = rng.normal(size=(3, 100)).astype(np.float32), rng.normal(size=(3, 2, 6)).astype(np.float32)
     assert [back.score(z, h) for z, h in zip(logits, hidden)] == pytest.approx(
-        [head.score_features(np.concatenate([z[head.tokens], h.ravel()])) for z, h in zip(logits, hidden)], abs=1e-6)
+        [head.score_features(np.concatenate([z[head.tokens], h.ravel()])) for z, h in zip(logits, hidden)], abs=1e-6
+    )
     assert len({round(back.score(z, h), 6) for z, h in zip(logits, hidden)}) == 3
     plain, _ = save_head(random_head(Backbone("m", "m.gguf", "ab" * 32)), tmp_path / "p")
     assert json.loads(head_paths(plain)[1].read_text())["version"] == 1  # older readers still read logit heads
@@ -82,8 +102,17 @@ def test_a_head_that_reads_layers_round_trips_as_version_2(tmp_path: Path, k: in
 def test_layer_features_that_do_not_divide_into_the_layers_are_refused():
     head = layer_head(Backbone("m", "m.gguf", "0" * 64), 4, (3, 7), width=6)
     with pytest.raises(ModelError, match="do not fit"):  # 4 + 13 columns: not two layers of one width
-        ValueHead(head.backbone, head.tokens, np.zeros(17, np.float32), np.ones(17, np.float32), head.w2, head.b2,
-                  np.zeros((5, 17), np.float32), head.b1, layers=(3, 7))
+        ValueHead(
+            head.backbone,
+            head.tokens,
+            np.zeros(17, np.float32),
+            np.ones(17, np.float32),
+            head.w2,
+            head.b2,
+            np.zeros((5, 17), np.float32),
+            head.b1,
+            layers=(3, 7),
+        )
     with pytest.raises(ModelError, match="do not fit"):
         ValueHead(head.backbone, head.tokens, head.mean, head.std, head.w2, head.b2, head.w1, head.b1, layers=(-1, 7))
 
@@ -126,12 +155,19 @@ def test_tensors_that_do_not_fit_are_refused():
         ValueHead(head.backbone, head.tokens, head.mean, head.std, head.w2, head.b2, head.w1[:, :3], head.b1)
 
 
-@pytest.mark.parametrize("change", [
-    {"mean": np.zeros((12, 3), np.float32)},  # failed at the search's first score (numpy could not broadcast)
-    {"tokens": np.zeros(0, np.int32), "mean": np.zeros(0, np.float32), "std": np.zeros(0, np.float32),
-     "w1": np.zeros((5, 0), np.float32)},  # failed in the backbone check (the max of no tokens)
-    {"tokens": -np.arange(1, 13, dtype=np.int32)},  # read logits from the end of each row, silently
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"mean": np.zeros((12, 3), np.float32)},  # failed at the search's first score (numpy could not broadcast)
+        {
+            "tokens": np.zeros(0, np.int32),
+            "mean": np.zeros(0, np.float32),
+            "std": np.zeros(0, np.float32),
+            "w1": np.zeros((5, 0), np.float32),
+        },  # failed in the backbone check (the max of no tokens)
+        {"tokens": -np.arange(1, 13, dtype=np.int32)},  # read logits from the end of each row, silently
+    ],
+)
 def test_a_head_file_with_tensors_of_the_wrong_shape_or_ids_is_refused_on_load(tmp_path: Path, change):
     from safetensors.numpy import load_file, save_file
 
@@ -162,8 +198,9 @@ def test_a_head_with_a_lora_adapter_round_trips_as_version_3_and_checks_the_adap
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path / "home"))
     adapter = tmp_path / "h.lora.gguf"
     adapter.write_bytes(b"GGUF" + b"\2" * 64)
-    head = replace(random_head(Backbone("m", "m.gguf", "ab" * 32)),
-                   adapter=Adapter(adapter.name, file_sha256(adapter), adapter))
+    head = replace(
+        random_head(Backbone("m", "m.gguf", "ab" * 32)), adapter=Adapter(adapter.name, file_sha256(adapter), adapter)
+    )
     _, meta = save_head(head, tmp_path / "h")
     assert json.loads(meta.read_text())["version"] == 3  # an older EdgeReason refuses it instead of dropping the LoRA
     assert load_head(meta).adapter == head.adapter

@@ -59,8 +59,16 @@ FLAT_100 = Curve(((1, 100.0), (1000, 100.0)))
 
 def test_model_by_hand():
     # one step: the prompt and 4 new steps of 64 tokens; the PRM's head and 4 segments of 76 tokens
-    w = Workload(beams=4, width=2, steps=1, step_tokens=64, prompt_tokens=200, head_tokens=120,
-                 generator_peak_tokens=200 + 4 * 64, verifier_peak_tokens=120 + 4 * 76)
+    w = Workload(
+        beams=4,
+        width=2,
+        steps=1,
+        step_tokens=64,
+        prompt_tokens=200,
+        head_tokens=120,
+        generator_peak_tokens=200 + 4 * 64,
+        verifier_peak_tokens=120 + 4 * 76,
+    )
     p = predict(0.5, 200 + 2 * 64, 120 + 4 * 76, DECODE, FLAT_100, w)
     assert p.concurrent_seqs == 2  # beside the prompt: 2 waves of 2 sequences at 20 tok/s, 256 tokens in 12.8 s
     assert p.gen_time_s == pytest.approx(4 * 64 / 20)
@@ -70,8 +78,16 @@ def test_model_by_hand():
 
 def test_prm_short_of_its_working_set_rebuilds_in_proportion_to_the_shortfall():
     # 4 sequences, steps of 64 tokens (76 as PRM segments), the PRM's head 120 tokens, a working set of 576
-    w = Workload(beams=4, width=2, steps=2, step_tokens=64, prompt_tokens=200, head_tokens=120,
-                 generator_peak_tokens=584, verifier_peak_tokens=576)
+    w = Workload(
+        beams=4,
+        width=2,
+        steps=2,
+        step_tokens=64,
+        prompt_tokens=200,
+        head_tokens=120,
+        generator_peak_tokens=584,
+        verifier_peak_tokens=576,
+    )
     held = 4 * 76  # holding its working set, a step evaluates the 4 new segments
     every_path = 4 * (120 + 2 * 76)  # rebuilding every path, of the mean depth, each step
     for tokens in (500, 272):  # 272: one path of the last step, the least that runs

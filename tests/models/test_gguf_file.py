@@ -20,8 +20,13 @@ def tiny_gguf(alignment: int | None = None) -> bytes:
     metadata = [gguf_string("general.name") + struct.pack("<I", 8) + gguf_string("tiny")]
     if alignment is not None:
         metadata.append(gguf_string("general.alignment") + struct.pack("<II", 4, alignment))
-    header = (b"GGUF" + struct.pack("<IQQ", 3, 1, len(metadata)) + b"".join(metadata)
-              + gguf_string("t") + struct.pack("<IQIQ", 1, 10, 0, 0))
+    header = (
+        b"GGUF"
+        + struct.pack("<IQQ", 3, 1, len(metadata))
+        + b"".join(metadata)
+        + gguf_string("t")
+        + struct.pack("<IQIQ", 1, 10, 0, 0)
+    )
     padding = -len(header) % (alignment or 32)
     return header + b"\0" * padding + b"\1" * 40
 
@@ -40,13 +45,16 @@ def test_the_tensor_data_starts_at_the_alignment_the_header_gives(tmp_path, alig
     assert expected_size(path) == len(data)  # the size the caller compares with the file's
 
 
-@pytest.mark.parametrize("damage, why", [
-    (lambda d: d[:50], "the file ends inside its header"),
-    (lambda d: d[:4] + struct.pack("<I", 1) + d[8:], "GGUF version 1"),
-    (lambda d: d[:8] + struct.pack("<Q", 2**62) + d[16:], "more than the file holds"),  # would loop for minutes
-    (lambda d: d[:16] + struct.pack("<Q", 2**40) + d[24:], "more than the file holds"),
-    (lambda d: b"GGUX" + d[4:], "not a GGUF file"),
-])
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        (lambda d: d[:50], "the file ends inside its header"),
+        (lambda d: d[:4] + struct.pack("<I", 1) + d[8:], "GGUF version 1"),
+        (lambda d: d[:8] + struct.pack("<Q", 2**62) + d[16:], "more than the file holds"),  # would loop for minutes
+        (lambda d: d[:16] + struct.pack("<Q", 2**40) + d[24:], "more than the file holds"),
+        (lambda d: b"GGUX" + d[4:], "not a GGUF file"),
+    ],
+)
 def test_a_damaged_header_is_one_error(tmp_path, damage, why) -> None:
     path = tmp_path / "damaged.gguf"
     path.write_bytes(damage(tiny_gguf()))

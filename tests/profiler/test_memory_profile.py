@@ -16,9 +16,20 @@ from edgereason.profiler import run as profiler
 from edgereason.profiler.run import MeasurePoints, run_profile
 
 TINY = MeasurePoints(decode_seqs=(1, 2), decode_steps=2, prefill_tokens=(32, 64), prefill_reps=1)
-REQUIRED = {"generator_kv_tokens", "verifier_kv_tokens", "generator_kv_bytes", "verifier_kv_bytes",
-            "lv_threshold_tokens", "profile_path", "curves", "device", "generator", "verifier", "budget_bytes",
-            "predicted"}
+REQUIRED = {
+    "generator_kv_tokens",
+    "verifier_kv_tokens",
+    "generator_kv_bytes",
+    "verifier_kv_bytes",
+    "lv_threshold_tokens",
+    "profile_path",
+    "curves",
+    "device",
+    "generator",
+    "verifier",
+    "budget_bytes",
+    "predicted",
+}
 
 
 @pytest.fixture()
@@ -79,8 +90,10 @@ def test_real_profile_run_writes_a_findable_profile(home, smollm2_path):
     stored = json.loads(path.read_text())
     assert REQUIRED <= set(stored)
     assert stored["budget_bytes"] == budget
-    assert (stored["generator_kv_tokens"] * stored["generator_kv_bytes_per_token"]
-            + stored["verifier_kv_tokens"] * stored["verifier_kv_bytes_per_token"]) <= budget
+    assert (
+        stored["generator_kv_tokens"] * stored["generator_kv_bytes_per_token"]
+        + stored["verifier_kv_tokens"] * stored["verifier_kv_bytes_per_token"]
+    ) <= budget
     assert stored["generator_kv_bytes"] + stored["verifier_kv_bytes"] <= budget
     assert [n for n, _ in stored["curves"]["generator"]] == [1, 2, 4]  # TINY's points and the 4 beams at once
     assert all(tps > 0 for _, tps in stored["curves"]["verifier"])
@@ -93,8 +106,7 @@ def test_real_profile_run_writes_a_findable_profile(home, smollm2_path):
 def test_cli_json_and_plot(home, smollm2_path, monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(profiler, "MeasurePoints", lambda: TINY)
     plot = tmp_path / "curves.png"
-    rc = main(["memory-profile", "--generator", str(smollm2_path), "--budget", "24MiB", "--json",
-               "--plot", str(plot)])
+    rc = main(["memory-profile", "--generator", str(smollm2_path), "--budget", "24MiB", "--json", "--plot", str(plot)])
     out = capsys.readouterr()
     assert rc == 0, out.err
     data = json.loads(out.out)
@@ -103,15 +115,18 @@ def test_cli_json_and_plot(home, smollm2_path, monkeypatch, capsys, tmp_path):
     assert "generator decode" in out.err  # progress goes to stderr, keeping stdout JSON
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--budget", "lots"], "not a size"),
-    (["--budget", "1MiB"], "fits no split"),
-    (["--steps", str(10**9)], "raise --kv-budget or lower --steps"),  # said to lower --beams, which changes nothing
-    (["--threads", "0"], "--threads"),
-    (["--beams", "0"], "must be positive"),  # was refused only after the curves were measured
-    (["--beams", "3", "--width", "2"], "pick --beams 2 or another --width"),
-    (["--problem", "What is 2 + 3?", "--problem", " "], "a --problem is empty"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--budget", "lots"], "not a size"),
+        (["--budget", "1MiB"], "fits no split"),
+        (["--steps", str(10**9)], "raise --kv-budget or lower --steps"),  # said to lower --beams, which changes nothing
+        (["--threads", "0"], "--threads"),
+        (["--beams", "0"], "must be positive"),  # was refused only after the curves were measured
+        (["--beams", "3", "--width", "2"], "pick --beams 2 or another --width"),
+        (["--problem", "What is 2 + 3?", "--problem", " "], "a --problem is empty"),
+    ],
+)
 def test_cli_errors_are_one_line(home, smollm2_path, capsys, argv, message):
     assert main(["memory-profile", "--generator", str(smollm2_path), *argv]) == 2
     err = capsys.readouterr().err
@@ -133,23 +148,31 @@ def test_threads_past_the_cpus_are_refused_as_solve_refuses_them(home, smollm2_p
 LONG = "What is 2 + 3? " * 2000  # well over the 8,192 tokens of SmolLM2's trained context
 
 
-@pytest.mark.parametrize("argv, message", [
-    # the sample search gave up on them after the curves (half a minute here, minutes with a larger model)
-    (["--beams", "512"], "--beams 512 is more than one search can hold: the generator runs at most 256 sequences "
-                         "at once, one a beam; pick --beams 256 or fewer"),
-    (["--beams", "300", "--width", "3"], "pick --beams 255 or fewer"),  # a multiple of --width
-    (["--beams", "512", "--width", "512"], "pick a --width and --beams of at most 256"),
-    (["--width", "1000"], "--width 1000: pick a --width that divides 4"),  # was: pick --beams 1000
-    (["--requests", "300"], "--requests 300 searches of 4 beams need 1200 sequences to run at once"),
-    # 65 x 4 beams: 64 would run and one wait, so the peaks measured would be of 64 searches, not the 65 modelled
-    (["--requests", "65"], "pick --requests 64 or fewer, or lower --beams"),
-    (["--requests", "9", "--beams", "32", "--width", "4"], "pick --requests 8 or fewer"),
-    (["--requests", str(10**9)], "pick --requests 64 or fewer"),  # made a list of 10**9 problems first
-    (["--problem", LONG], "was trained on at most 8192 tokens of context; shorten the problem"),
-    (["--problem", "What is 2 + 3?", "--problem", LONG], "error: --problem 2: the problem is "),
-    (["--problem", "Tom has 3 apples and buys 2 more. " * 120, "--kv-budget", "24MiB"],
-     "the --problem texts make a prompt of"),  # said "fits no split ... lower --steps", not the problem
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        # the sample search gave up on them after the curves (half a minute here, minutes with a larger model)
+        (
+            ["--beams", "512"],
+            "--beams 512 is more than one search can hold: the generator runs at most 256 sequences "
+            "at once, one a beam; pick --beams 256 or fewer",
+        ),
+        (["--beams", "300", "--width", "3"], "pick --beams 255 or fewer"),  # a multiple of --width
+        (["--beams", "512", "--width", "512"], "pick a --width and --beams of at most 256"),
+        (["--width", "1000"], "--width 1000: pick a --width that divides 4"),  # was: pick --beams 1000
+        (["--requests", "300"], "--requests 300 searches of 4 beams need 1200 sequences to run at once"),
+        # 65 x 4 beams: 64 would run and one wait, so the peaks measured would be of 64 searches, not the 65 modelled
+        (["--requests", "65"], "pick --requests 64 or fewer, or lower --beams"),
+        (["--requests", "9", "--beams", "32", "--width", "4"], "pick --requests 8 or fewer"),
+        (["--requests", str(10**9)], "pick --requests 64 or fewer"),  # made a list of 10**9 problems first
+        (["--problem", LONG], "was trained on at most 8192 tokens of context; shorten the problem"),
+        (["--problem", "What is 2 + 3?", "--problem", LONG], "error: --problem 2: the problem is "),
+        (
+            ["--problem", "Tom has 3 apples and buys 2 more. " * 120, "--kv-budget", "24MiB"],
+            "the --problem texts make a prompt of",
+        ),  # said "fits no split ... lower --steps", not the problem
+    ],
+)
 def test_what_no_search_can_hold_is_refused_before_measuring(home, smollm2_path, capsys, argv, message):
     assert main(["memory-profile", "--model", str(smollm2_path), *argv]) == 2
     err = capsys.readouterr().err
@@ -159,9 +182,12 @@ def test_what_no_search_can_hold_is_refused_before_measuring(home, smollm2_path,
 
 def test_a_plot_that_cannot_be_written_is_refused_before_measuring(home, smollm2_path, capsys, tmp_path):
     (tmp_path / "afile").write_text("")
-    for plot, message in ((tmp_path, "is a folder"), (tmp_path / "x.txt", "ending in .png"),
-                          (tmp_path / "none" / "x.png", "does not exist"),
-                          (tmp_path / "afile" / "x.png", f"{tmp_path / 'afile'} is a file, not a folder")):
+    for plot, message in (
+        (tmp_path, "is a folder"),
+        (tmp_path / "x.txt", "ending in .png"),
+        (tmp_path / "none" / "x.png", "does not exist"),
+        (tmp_path / "afile" / "x.png", f"{tmp_path / 'afile'} is a file, not a folder"),
+    ):
         assert main(["memory-profile", "--generator", str(smollm2_path), "--plot", str(plot)]) == 2
         err = capsys.readouterr().err
         assert message in err and "generator decode" not in err
@@ -169,8 +195,9 @@ def test_a_plot_that_cannot_be_written_is_refused_before_measuring(home, smollm2
     assert not tmp_path.with_suffix(".png").exists()
 
 
-def test_a_home_where_profiles_cannot_be_written_is_refused_before_measuring(tmp_path, monkeypatch, smollm2_path,
-                                                                           capsys):
+def test_a_home_where_profiles_cannot_be_written_is_refused_before_measuring(
+    tmp_path, monkeypatch, smollm2_path, capsys
+):
     """A NotADirectoryError traceback once the minute of measuring was done, the profile lost."""
     home = tmp_path / "home"
     home.write_text("a file where the cache should be")
@@ -202,16 +229,18 @@ def test_an_hf_prm_is_profiled_on_torch_and_its_split_is_used(home, smollm2_path
     from edgereason.session.settings import ModelSettings
 
     prm = f"hf:{tiny_hf_path}"
-    profile = run_profile(str(smollm2_path), prm, "judge", budget="64MiB", points=TINY, beams=2, width=2, steps=2,
-                          max_step_tokens=16)
+    profile = run_profile(
+        str(smollm2_path), prm, "judge", budget="64MiB", points=TINY, beams=2, width=2, steps=2, max_step_tokens=16
+    )
     data = profile.to_dict()
     write_profile(data, profile.device.device_id, profile.generator, profile.verifier)
     assert data["verifier"] == "hf-tiny-judge"
     assert data["verifier_kv_bytes_per_token"] == 2 * 2 * 2 * 8 * 4  # the tiny config's K+V in fp32, not a GGUF's
     assert [b for b, _ in data["curves"]["verifier"]] == [32, 64] and all(t > 0 for _, t in data["curves"]["verifier"])
     assert profile.workload.verifier_peak_tokens > 0 and profile.workload.head_tokens > 0
-    settings = ModelSettings(model=str(smollm2_path), prm=prm, prm_format="judge", prm_device="cpu",
-                             kv_budget_bytes=64 << 20)
+    settings = ModelSettings(
+        model=str(smollm2_path), prm=prm, prm_format="judge", prm_device="cpu", kv_budget_bytes=64 << 20
+    )
     session = open_session(settings)
     try:
         assert session.profile is not None and session.lv_threshold == data["lv_threshold_tokens"]

@@ -30,13 +30,16 @@ def test_dataset_limit_offset_and_errors(tmp_path):
 
 def test_a_missing_or_null_id_is_the_file_and_line(tmp_path):
     path = tmp_path / "set.jsonl"
-    path.write_text('{"id": null, "problem": "q", "answer": 1}\n{"problem": "r", "answer": 2}\n'
-                    '{"id": 0, "problem": "s", "answer": 3}\n')
+    path.write_text(
+        '{"id": null, "problem": "q", "answer": 1}\n{"problem": "r", "answer": 2}\n'
+        '{"id": 0, "problem": "s", "answer": 3}\n'
+    )
     assert [p.id for p in load_problems(path)] == ["set-1", "set-2", "0"]
 
 
-@pytest.mark.parametrize("answer, kind", [('["4", "5"]', "a list"), ('{"x": 1}', "an object"), ("true", "true"),
-                                          ("false", "false")])
+@pytest.mark.parametrize(
+    "answer, kind", [('["4", "5"]', "a list"), ('{"x": 1}', "an object"), ("true", "true"), ("false", "false")]
+)
 def test_an_answer_no_model_writes_is_refused_with_its_line(tmp_path, answer, kind):
     """Stored as its Python text before ("['4', '5']", "True"), a gold answer no run could match."""
     path = tmp_path / "set.jsonl"

@@ -29,8 +29,10 @@ def test_the_default_generator_is_the_most_accurate_one():
 
 
 @pytest.mark.parametrize("command", [["solve", "1+1"], ["chat"]])
-@pytest.mark.parametrize("device, expected", [("gpu", ("best-of-n", "weighted", None, 8, 0.6)),
-                                              ("cpu", ("best-of-n", "weighted", None, 4, 0.4))])
+@pytest.mark.parametrize(
+    "device, expected",
+    [("gpu", ("best-of-n", "weighted", None, 8, 0.6)), ("cpu", ("best-of-n", "weighted", None, 4, 0.4))],
+)
 def test_the_default_generator_runs_its_recipe_for_the_device(command, device, expected):
     args, recipe = parsed(*command, device=device)
     assert args.model == Q15 and recipe == RECIPES[Q15, device]
@@ -44,8 +46,15 @@ def test_the_small_generator_is_judged_by_the_bigger_model(device):
     assert searched(args) == ("beam", "weighted", Q15, 8, 0.6) and args.width == 4
 
 
-@pytest.mark.parametrize("flags", [["--prm", "self"], ["--prm-format", "judge"], ["--prm-head", "my.safetensors"],
-                                   ["--backend", "remote", "--base-url", "http://127.0.0.1:1"]])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--prm", "self"],
+        ["--prm-format", "judge"],
+        ["--prm-head", "my.safetensors"],
+        ["--backend", "remote", "--base-url", "http://127.0.0.1:1"],
+    ],
+)
 def test_a_chosen_verifier_takes_the_plain_recipe(flags):
     args, recipe = parsed("solve", "1+1", *flags)
     assert recipe == PLAIN and searched(args)[:2] == ("best-of-n", "majority")
@@ -66,7 +75,7 @@ def test_explicit_search_flags_win_and_other_generators_run_plain():
 def test_the_device_is_where_the_session_puts_the_layers(monkeypatch):
     assert recipe_device(build_parser().parse_args(["solve", "1+1", "--gpu-layers", "0"])) == "cpu"
     assert recipe_device(build_parser().parse_args(["solve", "1+1", "--gpu-layers", "999"])) == "gpu"
-    # unset: all layers where a CUDA build sees a GPU, none elsewhere (edgereason/session/gpu.py decides, as for the session)
+    # unset: all layers where a CUDA build sees a GPU, none elsewhere (session/gpu.py decides, as for the session)
     for layers, device in ((999, "gpu"), (0, "cpu")):
         monkeypatch.setattr("edgereason.cli.recipe_use.default_gpu_layers", lambda backend, n=layers: n)
         assert recipe_device(build_parser().parse_args(["solve", "1+1"])) == device
@@ -121,8 +130,9 @@ def test_offline_without_the_recipes_prm_the_plain_recipe_runs_with_a_note(capsy
 @pytest.mark.parametrize("argv", [["solve", "1+1"], ["solve", "1+1", "--prm", "self"]])
 def test_no_pull_where_the_recipe_needs_no_other_model(argv):
     args = build_parser().parse_args(argv)
-    config = recipe_search_config(args, resolve=lambda *a, **k: pytest.fail("pulled a PRM nobody asked for"),
-                                  device="gpu").config
+    config = recipe_search_config(
+        args, resolve=lambda *a, **k: pytest.fail("pulled a PRM nobody asked for"), device="gpu"
+    ).config
     assert config.strategy == "best-of-n"
 
 
@@ -130,14 +140,17 @@ def no_pull(name, **_):
     pass
 
 
-@pytest.mark.parametrize("argv, unused, tree", [
-    (["--width", "2"], ("width",), (2, "top")),  # the default generator's recipe is best-of-n
-    (["--width", "2", "--select", "diverse"], ("width", "select"), (2, "diverse")),
-    (["--strategy", "best-of-n", "--select", "diverse"], ("select",), (4, "diverse")),
-    (["--strategy", "beam", "--width", "2"], (), (2, "top")),
-    (["--model", Q05, "--width", "2"], (), (2, "top")),  # its recipe is beam search
-    ([], (), (4, "top")),
-])
+@pytest.mark.parametrize(
+    "argv, unused, tree",
+    [
+        (["--width", "2"], ("width",), (2, "top")),  # the default generator's recipe is best-of-n
+        (["--width", "2", "--select", "diverse"], ("width", "select"), (2, "diverse")),
+        (["--strategy", "best-of-n", "--select", "diverse"], ("select",), (4, "diverse")),
+        (["--strategy", "beam", "--width", "2"], (), (2, "top")),
+        (["--model", Q05, "--width", "2"], (), (2, "top")),  # its recipe is beam search
+        ([], (), (4, "top")),
+    ],
+)
 def test_tree_flags_that_best_of_n_does_not_read_are_named(argv, unused, tree):
     choice = recipe_search_config(build_parser().parse_args(["solve", "1+1", *argv]), resolve=no_pull, device="gpu")
     assert choice.unused == unused and (choice.config.width, choice.config.select) == tree

@@ -31,7 +31,10 @@ def test_auto_resolves_to_the_preset_with_its_overrides():
     assert edge.name == policy.name
     assert edge.switches() == {**PRESETS["edge"].switches(), "order": "fifo", "lv_max_defer": 3}
     assert resolve(policy, AutoChoice("baseline", 4.0, "test")).switches() == {
-        **PRESETS["baseline"].switches(), "order": "fifo", "lv_max_defer": 3}
+        **PRESETS["baseline"].switches(),
+        "order": "fifo",
+        "lv_max_defer": 3,
+    }
 
 
 def test_a_session_measures_once_then_reads_its_cache(smollm2_path, tmp_path, monkeypatch):
@@ -56,8 +59,7 @@ def test_a_session_measures_once_then_reads_its_cache(smollm2_path, tmp_path, mo
 
 def test_a_memory_profile_decides_without_measuring(smollm2_path, tmp_path, monkeypatch):
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
-    session = open_session(ModelSettings(model=str(smollm2_path), generator_kv_tokens=1024,
-                                         verifier_kv_tokens=1024))
+    session = open_session(ModelSettings(model=str(smollm2_path), generator_kv_tokens=1024, verifier_kv_tokens=1024))
     try:
         session.profile = {"curves": {"generator": [[1, 800.0], [8, 4000.0]]}}  # 8 rows = 1.6x one row
         assert session.auto_choice() == AutoChoice("edge", pytest.approx(1.6), "memory profile")

@@ -15,7 +15,9 @@ from edgereason.session.settings import ModelSettings
 
 GiB = 1 << 30
 ON_GPU = supports_gpu() and gpu.gpu_present()
-cpu_machine = pytest.mark.skipif(ON_GPU, reason="this machine has a CUDA build and a GPU: the CPU defaults do not apply")
+cpu_machine = pytest.mark.skipif(
+    ON_GPU, reason="this machine has a CUDA build and a GPU: the CPU defaults do not apply"
+)
 gpu_machine = pytest.mark.skipif(not ON_GPU, reason="needs a CUDA build of llama-cpp-python and an NVIDIA GPU")
 
 
@@ -45,8 +47,11 @@ def test_gpu_memory_without_a_gpu_is_an_error(smollm2_path, tmp_path, monkeypatc
 @gpu_machine
 def test_this_gpu_machine_puts_every_layer_on_the_gpu_and_samples_there(smollm2_path, tmp_path, monkeypatch):
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
-    session = open_session(ModelSettings(model=str(smollm2_path), generator_kv_tokens=512, verifier_kv_tokens=512,
-                                         gpu_memory_bytes=24 * GiB))
+    session = open_session(
+        ModelSettings(
+            model=str(smollm2_path), generator_kv_tokens=512, verifier_kv_tokens=512, gpu_memory_bytes=24 * GiB
+        )
+    )
     try:
         assert session.settings.n_gpu_layers == gpu.ALL_LAYERS
         assert session.generator.device_top_k > 0  # device sampling auto: on with every layer on the GPU
@@ -73,29 +78,41 @@ def test_the_cap_gives_the_kv_what_the_weights_leave(smollm2_path, monkeypatch):
     with pytest.raises(ConfigError, match="leaves no room for KV"):
         gpu.gpu_settings(ModelSettings(gpu_memory_bytes=weights), _runtime(True), smollm2_path, smollm2_path)
     with pytest.raises(ConfigError, match="exceed --gpu-memory"):
-        gpu.gpu_settings(ModelSettings(gpu_memory_bytes=cap, kv_budget_bytes=cap), _runtime(True), smollm2_path,
-                         smollm2_path)
+        gpu.gpu_settings(
+            ModelSettings(gpu_memory_bytes=cap, kv_budget_bytes=cap), _runtime(True), smollm2_path, smollm2_path
+        )
 
 
 def _torch_prm(on_cuda: bool) -> SimpleNamespace:
     """The transformers backend's facts gpu_settings reads for an hf: PRM: 1 GiB of bf16 weights, 4 KiB per token."""
-    return SimpleNamespace(on_cuda=lambda device: on_cuda, weights_bytes=lambda path, device: GiB,
-                           kv_bytes_per_token=lambda path, device: 4096)
+    return SimpleNamespace(
+        on_cuda=lambda device: on_cuda,
+        weights_bytes=lambda path, device: GiB,
+        kv_bytes_per_token=lambda path, device: 4096,
+    )
 
 
 def test_the_cap_counts_an_hf_prms_torch_weights_and_kv(smollm2_path, tiny_hf_path, monkeypatch):
     monkeypatch.setattr(gpu, "gpu_present", lambda: True)
     weights = smollm2_path.stat().st_size + GiB  # the generator's GGUF and the PRM as torch loads it
     cap = weights + 2 * AUTO_MARGIN_MIN
-    settings = gpu.gpu_settings(ModelSettings(gpu_memory_bytes=cap), _runtime(True), smollm2_path, tiny_hf_path,
-                                _torch_prm(True))
+    settings = gpu.gpu_settings(
+        ModelSettings(gpu_memory_bytes=cap), _runtime(True), smollm2_path, tiny_hf_path, _torch_prm(True)
+    )
     assert settings.kv_budget_bytes == AUTO_MARGIN_MIN
-    big = gpu.gpu_settings(ModelSettings(gpu_memory_bytes=24 * GiB), _runtime(True), smollm2_path, tiny_hf_path,
-                           _torch_prm(True))
+    big = gpu.gpu_settings(
+        ModelSettings(gpu_memory_bytes=24 * GiB), _runtime(True), smollm2_path, tiny_hf_path, _torch_prm(True)
+    )
     assert big.kv_budget_bytes == AUTO_MAX_TOKENS * (12288 + 4096)  # the PRM's own bytes per token
     with pytest.raises(ConfigError, match="leaves no room for KV"):
-        gpu.gpu_settings(ModelSettings(gpu_memory_bytes=weights), _runtime(True), smollm2_path, tiny_hf_path,
-                         _torch_prm(True))
+        gpu.gpu_settings(
+            ModelSettings(gpu_memory_bytes=weights), _runtime(True), smollm2_path, tiny_hf_path, _torch_prm(True)
+        )
     with pytest.raises(ConfigError, match="the hf: PRM runs on the CPU"):
-        gpu.gpu_settings(ModelSettings(gpu_memory_bytes=cap, prm_device="cpu"), _runtime(True), smollm2_path,
-                         tiny_hf_path, _torch_prm(False))
+        gpu.gpu_settings(
+            ModelSettings(gpu_memory_bytes=cap, prm_device="cpu"),
+            _runtime(True),
+            smollm2_path,
+            tiny_hf_path,
+            _torch_prm(False),
+        )

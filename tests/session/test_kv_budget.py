@@ -34,14 +34,17 @@ def _run(policy: str, capacity: int = 100_000):
     return Engine(gen, FakeVerifier(), parse_policy(policy)).solve("a question", CFG, check=True)
 
 
-@pytest.mark.parametrize("policy, same", [
-    ("baseline", "tree"),  # nothing depends on timing: the whole tree, pruned nodes included
-    ("specscale", "surviving"),  # how far a doomed candidate got before pruning depends on timing
-    ("naive-spec", "surviving"),
-    ("fasttts", "answer-count"),  # siblings reuse a timing-dependent share of the speculative tokens
-    ("edge", "answer-count"),
-    ("edge:order=fifo", "answer-count"),
-])
+@pytest.mark.parametrize(
+    "policy, same",
+    [
+        ("baseline", "tree"),  # nothing depends on timing: the whole tree, pruned nodes included
+        ("specscale", "surviving"),  # how far a doomed candidate got before pruning depends on timing
+        ("naive-spec", "surviving"),
+        ("fasttts", "answer-count"),  # siblings reuse a timing-dependent share of the speculative tokens
+        ("edge", "answer-count"),
+        ("edge:order=fifo", "answer-count"),
+    ],
+)
 def test_quarter_budget_computes_the_same_search(policy, same):
     free = _run(policy)
     peak = free.metrics.peak_generator_kv_tokens
@@ -67,7 +70,8 @@ def test_a_path_that_cannot_fit_fails_clearly():
 
 def test_paths_longer_than_the_budget_end_at_the_limit():
     result = Engine(FakeGenerator(capacity=40, step_len=6), FakeVerifier(), parse_policy("baseline")).solve(
-        "question", CFG, check=True)
+        "question", CFG, check=True
+    )
     assert result.status == "done"
     assert any(n["status"] == "complete" for n in result.tree)
 

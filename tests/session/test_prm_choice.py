@@ -51,7 +51,8 @@ def test_prm_head_takes_a_shipped_heads_name(tmp_path: Path, monkeypatch):
     assert lora.head.adapter.path == prm_choice.HEADS_DIR / "qwen2.5-coder-1.5b-lora.lora.gguf"
     monkeypatch.chdir(tmp_path)
     save_head(random_head(Backbone(Q15, "f.gguf", "0" * 64), seed=3), tmp_path / "qwen2.5-coder-1.5b-lora")
-    assert lora.head.adapter is not None and choose_prm(Q15, None, "auto", "qwen2.5-coder-1.5b-lora").head.adapter \
-        is None  # the file in the working folder
+    assert (
+        lora.head.adapter is not None and choose_prm(Q15, None, "auto", "qwen2.5-coder-1.5b-lora").head.adapter is None
+    )  # the file in the working folder
     with pytest.raises(ConfigError, match="not found"):
         choose_prm(Q15, None, "auto", "no-such-head")

@@ -10,11 +10,19 @@ from edgereason.training import features as feats
 
 def _part(problems: list[int], tokens: list[int]) -> dict[str, np.ndarray]:
     n = len(problems)
-    return {"tokens": np.asarray(tokens, np.int32), "layers": np.zeros(0, np.int32),
-            "x": np.arange(n * 2, dtype=np.float16).reshape(n, 2),
-            "problem": np.asarray(problems, np.int32), "path": np.zeros(n, np.int32),
-            "step": np.arange(n, dtype=np.int32), "last": np.ones(n, bool), "outcome": np.ones(n, np.float32),
-            "mc": np.full(n, np.nan, np.float32), "prm": np.full(n, 0.5, np.float32), "weight": np.ones(n, np.float32)}
+    return {
+        "tokens": np.asarray(tokens, np.int32),
+        "layers": np.zeros(0, np.int32),
+        "x": np.arange(n * 2, dtype=np.float16).reshape(n, 2),
+        "problem": np.asarray(problems, np.int32),
+        "path": np.zeros(n, np.int32),
+        "step": np.arange(n, dtype=np.int32),
+        "last": np.ones(n, bool),
+        "outcome": np.ones(n, np.float32),
+        "mc": np.full(n, np.nan, np.float32),
+        "prm": np.full(n, 0.5, np.float32),
+        "weight": np.ones(n, np.float32),
+    }
 
 
 def test_merge_shifts_problem_indices_past_earlier_parts():

@@ -6,8 +6,12 @@ from edgereason.training.mc import mc_jobs
 
 
 def row(pid: str, *paths: tuple[bool, int]) -> dict:
-    return {"id": pid, "problem": "p", "gold": "1",
-            "paths": [{"correct": ok, "steps": [f"s{k}" for k in range(n)]} for ok, n in paths]}
+    return {
+        "id": pid,
+        "problem": "p",
+        "gold": "1",
+        "paths": [{"correct": ok, "steps": [f"s{k}" for k in range(n)]} for ok, n in paths],
+    }
 
 
 def test_one_correct_and_one_wrong_path_of_several_steps_each_with_every_proper_prefix() -> None:

@@ -19,17 +19,25 @@ def _write(path: Path, rows: list[dict]) -> Path:
 
 
 def _row(pid: str, *paths: list[str], search: str | None = None) -> dict:
-    row = {"id": pid, "problem": f"problem {pid}", "gold": "1",
-           "paths": [{"steps": steps, "answer": "1", "correct": True, "prm": [0.5] * len(steps), "potential": 1}
-                     for steps in paths]}
+    row = {
+        "id": pid,
+        "problem": f"problem {pid}",
+        "gold": "1",
+        "paths": [
+            {"steps": steps, "answer": "1", "correct": True, "prm": [0.5] * len(steps), "potential": 1}
+            for steps in paths
+        ],
+    }
     return row if search is None else {**row, "search": search}
 
 
 def test_a_problem_in_two_files_gets_both_files_paths_once_each_with_its_search(tmp_path: Path):
-    samples = _write(tmp_path / "samples.jsonl", [_row("a", ["s1"], ["s2"]), _row("b", ["t1"]),
-                                                  _row("a", ["ignored"])])  # a second line of one file: first counts
-    beam = _write(tmp_path / "beam.jsonl", [_row("a", ["s2"], ["s3", "s4"], search="beam"),
-                                            _row("c", ["u"], search="beam")])
+    samples = _write(
+        tmp_path / "samples.jsonl", [_row("a", ["s1"], ["s2"]), _row("b", ["t1"]), _row("a", ["ignored"])]
+    )  # a second line of one file: first counts
+    beam = _write(
+        tmp_path / "beam.jsonl", [_row("a", ["s2"], ["s3", "s4"], search="beam"), _row("c", ["u"], search="beam")]
+    )
     rows = {r["id"]: r for r in merge_rollouts([samples, beam])}
     assert sorted(rows) == ["a", "b", "c"]
     assert [p["steps"] for p in rows["a"]["paths"]] == [["s1"], ["s2"], ["s3", "s4"]]  # s2 once, the first file's

@@ -18,7 +18,7 @@ def test_problem_batches_cover_the_rows_once_in_whole_problems():
     batches = problem_batches(problem, rows, 20, np.random.default_rng(0))
     assert sorted(np.concatenate(batches).tolist()) == rows.tolist()
     owners = [set(problem[b].tolist()) for b in batches]
-    assert all(not (a & b) for i, a in enumerate(owners) for b in owners[i + 1:])  # no problem split over batches
+    assert all(not (a & b) for i, a in enumerate(owners) for b in owners[i + 1 :])  # no problem split over batches
     assert 1 < len(batches) < len(np.unique(problem[rows]))
 
 
@@ -50,11 +50,19 @@ def _features(seed: int = 0, problems: int = 60, paths: int = 6, steps: int = 3)
     x = rng.normal(size=(len(problem), 4)).astype(np.float16)
     x[:, 0] += 1.5 * right
     n = len(problem)
-    return {"tokens": np.arange(4, dtype=np.int32), "layers": np.zeros(0, np.int32), "x": x,
-            "problem": problem.astype(np.int32),
-            "path": path.astype(np.int32), "step": step.astype(np.int32), "last": step == steps - 1,
-            "outcome": right.astype(np.float32), "mc": np.full(n, np.nan, np.float32),
-            "prm": rng.random(n).astype(np.float32), "weight": np.ones(n, np.float32)}
+    return {
+        "tokens": np.arange(4, dtype=np.int32),
+        "layers": np.zeros(0, np.int32),
+        "x": x,
+        "problem": problem.astype(np.int32),
+        "path": path.astype(np.int32),
+        "step": step.astype(np.int32),
+        "last": step == steps - 1,
+        "outcome": right.astype(np.float32),
+        "mc": np.full(n, np.nan, np.float32),
+        "prm": rng.random(n).astype(np.float32),
+        "weight": np.ones(n, np.float32),
+    }
 
 
 def test_training_with_the_ranking_loss_on_still_learns_the_signal_and_records_within_aucs():
@@ -63,8 +71,7 @@ def test_training_with_the_ranking_loss_on_still_learns_the_signal_and_records_w
     head, record = train_head(f, Backbone("t", "t.gguf", "0" * 64), cfg)
     assert record["val_within_step_auc"] > 0.75 and record["judge_val_within_step_auc"] < 0.65
     scores = head.logits(f["x"].astype(np.float32))
-    assert within_auc(scores, f["outcome"], step_groups(f)) == pytest.approx(
-        record["val_within_step_auc"], abs=0.1)
+    assert within_auc(scores, f["outcome"], step_groups(f)) == pytest.approx(record["val_within_step_auc"], abs=0.1)
     assert record["config"]["rank_weight"] == 1.0
 
 

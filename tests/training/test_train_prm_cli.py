@@ -22,11 +22,27 @@ from edgereason.util.jsonl import read_jsonl
 
 pytest.importorskip("torch")
 
-PROBLEMS = [("c0", "Copy this sentence exactly: Therefore, the final answer is: $\\boxed{4}$.", "4"),
-            ("c1", "Copy this sentence exactly: Therefore, the final answer is: $\\boxed{7}$.", "7"),
-            ("c2", "What is 2 + 7? Say only the number.", "9")]
-TINY = ["--model", "smollm2-135m", "--samples", "4", "--max-steps", "3", "--max-step-tokens", "24",
-        "--max-tokens", "72", "--concurrency", "3", "--threads", "2"]
+PROBLEMS = [
+    ("c0", "Copy this sentence exactly: Therefore, the final answer is: $\\boxed{4}$.", "4"),
+    ("c1", "Copy this sentence exactly: Therefore, the final answer is: $\\boxed{7}$.", "7"),
+    ("c2", "What is 2 + 7? Say only the number.", "9"),
+]
+TINY = [
+    "--model",
+    "smollm2-135m",
+    "--samples",
+    "4",
+    "--max-steps",
+    "3",
+    "--max-step-tokens",
+    "24",
+    "--max-tokens",
+    "72",
+    "--concurrency",
+    "3",
+    "--threads",
+    "2",
+]
 
 
 @pytest.fixture()
@@ -42,16 +58,18 @@ def test_rollouts_resume_then_features_and_training_make_a_head(smollm2_path, da
     assert main(args + ["--phases", "rollouts"]) == 0
     rows = list(read_jsonl(work / "rollouts.jsonl"))
     assert sorted(r["id"] for r in rows) == ["c0", "c1", "c2"]
-    assert all(len(r["paths"]) >= 1 and all(p["steps"] and len(p["prm"]) == len(p["steps"]) for p in r["paths"])
-               for r in rows)
+    assert all(
+        len(r["paths"]) >= 1 and all(p["steps"] and len(p["prm"]) == len(p["steps"]) for p in r["paths"]) for r in rows
+    )
     assert main(args + ["--phases", "rollouts"]) == 0  # resumed: nothing left to do
     assert "0 problems added" in capsys.readouterr().err
     assert main(args + ["--phases", "mc", "--mc-problems", "3", "--mc-completions", "2"]) == 0
     mc = list(read_jsonl(work / "mc.jsonl"))
     assert mc and all(0.0 <= r["value"] <= 1.0 and r["steps"] >= 1 for r in mc)
 
-    relabelled = [{**r, "paths": [{**p, "correct": r["gold"] in "".join(p["steps"])} for p in r["paths"]]}
-                  for r in rows]
+    relabelled = [
+        {**r, "paths": [{**p, "correct": r["gold"] in "".join(p["steps"])} for p in r["paths"]]} for r in rows
+    ]
     labels = [p["correct"] for r in relabelled for p in r["paths"]]
     if all(labels) or not any(labels):
         pytest.skip("this sample gave one class only")
@@ -96,18 +114,36 @@ def test_beam_rollouts_add_the_paths_a_search_keeps_and_their_judge_scores_stay_
     args = ["train-prm", *TINY, "--dataset", str(dataset), "--work", str(work)]
     beam = work / "beam.jsonl"
     assert main(args + ["--phases", "rollouts", "--samples", "2"]) == 0
-    assert main(args + ["--phases", "rollouts", "--beams", "2", "--strategy", "beam", "--width", "2",
-                        "--rollouts", str(beam)]) == 0  # --beams is --samples: the later of TINY's 4 and 2
+    assert (
+        main(
+            args
+            + ["--phases", "rollouts", "--beams", "2", "--strategy", "beam", "--width", "2", "--rollouts", str(beam)]
+        )
+        == 0
+    )  # --beams is --samples: the later of TINY's 4 and 2
     lines = list(read_jsonl(beam))
     assert sorted(r["id"] for r in lines) == ["c0", "c1", "c2"] and {r["search"] for r in lines} == {"beam"}
     assert all(1 <= len(r["paths"]) <= 2 and all(len(p["prm"]) == len(p["steps"]) for p in r["paths"]) for r in lines)
     assert {r["search"] for r in read_jsonl(work / "rollouts.jsonl")} == {"best-of-n"}
-    assert main(args + ["--phases", "features", "--rollouts", str(work / "rollouts.jsonl"), "--rollouts", str(beam),
-                        "--threads", "1"]) == 0
+    assert (
+        main(
+            args
+            + [
+                "--phases",
+                "features",
+                "--rollouts",
+                str(work / "rollouts.jsonl"),
+                "--rollouts",
+                str(beam),
+                "--threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     f = feats.load(work / "features-smollm2-135m.npz")
     samples = {(r["id"], tuple(p["steps"])) for r in read_jsonl(work / "rollouts.jsonl") for p in r["paths"]}
-    merged = [(r["id"], tuple(p["steps"])) for r in merge_rollouts([work / "rollouts.jsonl", beam])
-              for p in r["paths"]]
+    merged = [(r["id"], tuple(p["steps"])) for r in merge_rollouts([work / "rollouts.jsonl", beam]) for p in r["paths"]]
     assert set(merged) - samples, "the beam kept no path the samples lack"
     assert set(merged) == samples | {(r["id"], tuple(p["steps"])) for r in lines for p in r["paths"]}
     from_samples = np.concatenate([[key in samples] * len(key[1]) for key in merged])  # rows: path by path
@@ -122,16 +158,32 @@ def test_samples_and_beams_name_one_setting(flag):
 
 
 def test_a_beam_that_cannot_be_built_is_refused_before_any_model_loads(tmp_path, capsys, dataset):
-    code = main(["train-prm", "--model", "/nowhere/model.gguf", "--dataset", str(dataset), "--work", str(tmp_path),
-                 "--phases", "rollouts", "--strategy", "beam", "--samples", "6", "--width", "4"])
+    code = main(
+        [
+            "train-prm",
+            "--model",
+            "/nowhere/model.gguf",
+            "--dataset",
+            str(dataset),
+            "--work",
+            str(tmp_path),
+            "--phases",
+            "rollouts",
+            "--strategy",
+            "beam",
+            "--samples",
+            "6",
+            "--width",
+            "4",
+        ]
+    )
     assert code == 2 and "--beams" in capsys.readouterr().err
 
 
 def test_training_data_without_answers_is_one_clear_error(tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"id": "x", "problem": "What is 1 + 1?"}) + "\n")
-    assert main(["train-prm", *TINY, "--dataset", str(bad), "--work", str(tmp_path / "w"),
-                 "--phases", "rollouts"]) == 2
+    assert main(["train-prm", *TINY, "--dataset", str(bad), "--work", str(tmp_path / "w"), "--phases", "rollouts"]) == 2
     assert "answer" in capsys.readouterr().err
 
 
@@ -139,8 +191,21 @@ def test_training_data_without_answers_is_one_clear_error(tmp_path, capsys):
 def test_the_dataset_is_checked_before_the_model_loads(tmp_path, capsys, dataset):
     """A missing --dataset was named only once the generator had loaded (or been pulled: 1.1 GB by default)."""
     given = ["--dataset", str(tmp_path / dataset)] if dataset else []
-    assert main(["train-prm", "--model", str(tmp_path / "absent.gguf"), "--work", str(tmp_path / "w"),
-                 "--phases", "rollouts", *given]) == 2
+    assert (
+        main(
+            [
+                "train-prm",
+                "--model",
+                str(tmp_path / "absent.gguf"),
+                "--work",
+                str(tmp_path / "w"),
+                "--phases",
+                "rollouts",
+                *given,
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert ("dataset file not found" if dataset else "the rollouts phase needs --dataset") in err
 
@@ -177,10 +242,15 @@ def test_a_work_folder_that_cannot_be_made_is_a_clear_error(tmp_path, capsys):
     assert afile.read_text() == "not a folder"
 
 
-@pytest.mark.parametrize("damage, message", [("cut short", "not a whole feature file"),
-                                             ("a field missing", "not a whole feature file"),
-                                             ("random bytes", "not a feature file (not an .npz archive)"),
-                                             ("one .npy array", "not a feature file (not an .npz archive)")])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        ("cut short", "not a whole feature file"),
+        ("a field missing", "not a whole feature file"),
+        ("random bytes", "not a feature file (not an .npz archive)"),
+        ("one .npy array", "not a feature file (not an .npz archive)"),
+    ],
+)
 def test_a_damaged_feature_file_is_one_clear_error(tmp_path, capsys, smollm2_path, damage, message):
     """A zipfile.BadZipFile or KeyError traceback before; random bytes were called pickled data to load with
     allow_pickle, and a .npy array was a TypeError traceback."""
@@ -196,8 +266,22 @@ def test_a_damaged_feature_file_is_one_clear_error(tmp_path, capsys, smollm2_pat
     else:
         with path.open("wb") as f:
             np.save(f, good["x"])
-    assert main(["train-prm", "--model", "smollm2-135m", "--work", str(tmp_path / "w"), "--phases", "train",
-                 "--features", str(path)]) == 2
+    assert (
+        main(
+            [
+                "train-prm",
+                "--model",
+                "smollm2-135m",
+                "--work",
+                str(tmp_path / "w"),
+                "--phases",
+                "train",
+                "--features",
+                str(path),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert f"cannot train on {path}: {message}" in err and "Traceback" not in err and "pickle" not in err
 
@@ -207,15 +291,40 @@ def test_a_head_too_large_for_memory_is_one_clear_error(tmp_path, capsys, smollm
     rng = np.random.default_rng(0)
     problem = np.repeat(np.arange(8), 4).astype(np.int32)
     n = len(problem)
-    features = {"tokens": np.arange(4, dtype=np.int32), "x": rng.normal(size=(n, 4)).astype(np.float16),
-                "problem": problem, "path": np.tile(np.arange(4), 8).astype(np.int32),
-                "step": np.zeros(n, np.int32), "last": np.ones(n, bool),
-                "outcome": (np.arange(n) % 2).astype(np.float32), "mc": np.full(n, np.nan, np.float32),
-                "prm": rng.random(n).astype(np.float32), "weight": np.ones(n, np.float32)}
+    features = {
+        "tokens": np.arange(4, dtype=np.int32),
+        "x": rng.normal(size=(n, 4)).astype(np.float16),
+        "problem": problem,
+        "path": np.tile(np.arange(4), 8).astype(np.int32),
+        "step": np.zeros(n, np.int32),
+        "last": np.ones(n, bool),
+        "outcome": (np.arange(n) % 2).astype(np.float32),
+        "mc": np.full(n, np.nan, np.float32),
+        "prm": rng.random(n).astype(np.float32),
+        "weight": np.ones(n, np.float32),
+    }
     path = tmp_path / "features.npz"
     feats.save(path, features)
-    assert main(["train-prm", "--model", "smollm2-135m", "--work", str(tmp_path / "w"), "--phases", "train",
-                 "--features", str(path), "--hidden", str(10**12), "--out", str(tmp_path / "head")]) == 1
+    assert (
+        main(
+            [
+                "train-prm",
+                "--model",
+                "smollm2-135m",
+                "--work",
+                str(tmp_path / "w"),
+                "--phases",
+                "train",
+                "--features",
+                str(path),
+                "--hidden",
+                str(10**12),
+                "--out",
+                str(tmp_path / "head"),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert f"training a head of --hidden {10**12} units on {n} steps ran out of memory; lower --hidden" in err
     assert "Traceback" not in err and not (tmp_path / "head.safetensors").exists()
@@ -228,8 +337,23 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_phase(tmp_path, 
     feature extraction or after the whole training."""
     (tmp_path / "afile").write_text("not a folder")
     out = tmp_path / under / "output"
-    assert main(["train-prm", *TINY, "--work", str(tmp_path / "w"), "--phases", phase, "--dataset",
-                 str(tmp_path / "absent.jsonl"), flag, str(out)]) == 2
+    assert (
+        main(
+            [
+                "train-prm",
+                *TINY,
+                "--work",
+                str(tmp_path / "w"),
+                "--phases",
+                phase,
+                "--dataset",
+                str(tmp_path / "absent.jsonl"),
+                flag,
+                str(out),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert f"cannot write {flag} {out}: {tmp_path / 'afile'} is a file" in err and "Traceback" not in err
     assert (tmp_path / "afile").read_text() == "not a folder"
@@ -241,8 +365,23 @@ def test_a_compressed_output_is_refused_before_any_phase(tmp_path, capsys, phase
     out = tmp_path / "rollouts.jsonl.gz"
     out.write_bytes(gzip.compress(b'{"id": "1"}\n'))
     before = out.read_bytes()
-    assert main(["train-prm", *TINY, "--work", str(tmp_path / "w"), "--phases", phase, "--dataset",
-                 str(tmp_path / "absent.jsonl"), flag, str(out)]) == 2
+    assert (
+        main(
+            [
+                "train-prm",
+                *TINY,
+                "--work",
+                str(tmp_path / "w"),
+                "--phases",
+                phase,
+                "--dataset",
+                str(tmp_path / "absent.jsonl"),
+                flag,
+                str(out),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert f"{flag} {out} is compressed and this phase writes plain lines; give a path without .gz" in err
     assert "Traceback" not in err and out.read_bytes() == before
@@ -253,37 +392,91 @@ def test_an_output_that_names_a_folder_is_refused_before_any_phase(tmp_path, cap
     """`--out heads/` wrote heads.safetensors beside the folder; --rollouts and --features failed after the work."""
     folder = tmp_path / "heads"
     folder.mkdir()
-    assert main(["train-prm", *TINY, "--work", str(tmp_path / "w"), "--phases", phase, "--dataset",
-                 str(tmp_path / "absent.jsonl"), flag, str(folder)]) == 2
+    assert (
+        main(
+            [
+                "train-prm",
+                *TINY,
+                "--work",
+                str(tmp_path / "w"),
+                "--phases",
+                phase,
+                "--dataset",
+                str(tmp_path / "absent.jsonl"),
+                flag,
+                str(folder),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert f"{flag} {folder} is a folder; give a file path in it, such as {folder}/" in err and "Traceback" not in err
     assert list(folder.iterdir()) == [] and not (tmp_path / "heads.safetensors").exists()
 
 
-@pytest.mark.parametrize("flag, value, message", [("--val-fraction", "1.5", "--val-fraction must be in (0, 1)"),
-                                                  ("--val-fraction", "nan", "--val-fraction must be in (0, 1)"),
-                                                  ("--rank-weight", "inf", "--rank-weight must be a finite number"),
-                                                  ("--epochs", "0", "training settings must be positive"),
-                                                  ("--hidden", "-1", "training settings must be positive")])
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--val-fraction", "1.5", "--val-fraction must be in (0, 1)"),
+        ("--val-fraction", "nan", "--val-fraction must be in (0, 1)"),
+        ("--rank-weight", "inf", "--rank-weight must be a finite number"),
+        ("--epochs", "0", "training settings must be positive"),
+        ("--hidden", "-1", "training settings must be positive"),
+    ],
+)
 def test_training_settings_are_refused_before_any_phase(tmp_path, capsys, dataset, flag, value, message):
     """Refused by the train phase before: after hours of rollouts and feature extraction."""
-    assert main(["train-prm", *TINY, "--model", str(tmp_path / "absent.gguf"), "--work", str(tmp_path / "w"),
-                 "--dataset", str(dataset), flag, value]) == 2
+    assert (
+        main(
+            [
+                "train-prm",
+                *TINY,
+                "--model",
+                str(tmp_path / "absent.gguf"),
+                "--work",
+                str(tmp_path / "w"),
+                "--dataset",
+                str(dataset),
+                flag,
+                value,
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert message in err and "model file not found" not in err and "Traceback" not in err
     assert not (tmp_path / "w" / "rollouts.jsonl").exists()
 
 
-@pytest.mark.parametrize("flag, value, message", [("--threads", "-1", "--threads must be positive, got -1"),
-                                                  ("--threads", "0", "--threads must be positive, got 0"),
-                                                  ("--threads", "100000", "--threads 100000 is more than"),
-                                                  ("--kv-tokens", "0", "at least 256 KV tokens; raise --kv-tokens"),
-                                                  ("--gpu-layers", "-1", "--gpu-layers must be >= 0")])
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--threads", "-1", "--threads must be positive, got -1"),
+        ("--threads", "0", "--threads must be positive, got 0"),
+        ("--threads", "100000", "--threads 100000 is more than"),
+        ("--kv-tokens", "0", "at least 256 KV tokens; raise --kv-tokens"),
+        ("--gpu-layers", "-1", "--gpu-layers must be >= 0"),
+    ],
+)
 @pytest.mark.parametrize("phases", ["features", "train"])
 def test_runtime_settings_are_refused_before_any_phase(tmp_path, capsys, flag, value, message, phases):
     """Checked by the rollouts phase's session alone: --threads -1 was a RuntimeError traceback from torch after
     the features phase, --kv-tokens 0 a message about a "KV share" once the features phase had started."""
-    assert main(["train-prm", "--model", str(tmp_path / "absent.gguf"), "--work", str(tmp_path / "w"),
-                 "--phases", phases, flag, value]) == 2
+    assert (
+        main(
+            [
+                "train-prm",
+                "--model",
+                str(tmp_path / "absent.gguf"),
+                "--work",
+                str(tmp_path / "w"),
+                "--phases",
+                phases,
+                flag,
+                value,
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err

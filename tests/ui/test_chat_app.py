@@ -34,8 +34,13 @@ TIMEOUT_S = 60.0
 
 @pytest.fixture
 def app(tmp_path, smollm2_path) -> ChatApp:
-    return ChatApp(lambda progress: open_session(SETTINGS, progress=progress), SETTINGS, CONFIG, Policy(),
-                   History(tmp_path / "history.jsonl"))
+    return ChatApp(
+        lambda progress: open_session(SETTINGS, progress=progress),
+        SETTINGS,
+        CONFIG,
+        Policy(),
+        History(tmp_path / "history.jsonl"),
+    )
 
 
 async def wait_for(pilot: Pilot, condition: Callable[[], bool], what: str) -> None:

@@ -21,9 +21,9 @@ from edgereason.ui.history import History, HistoryEntry
 TINY = SearchConfig(beams=2, width=2, max_steps=1, max_step_tokens=4)
 
 
-def fake_app(tmp_path: Path, generator: FakeGenerator | None = None,
-             loaded: threading.Event | None = None) -> ChatApp:
+def fake_app(tmp_path: Path, generator: FakeGenerator | None = None, loaded: threading.Event | None = None) -> ChatApp:
     """loaded: the models load once it is set (at once without it)."""
+
     def session(progress) -> Session:
         if loaded is not None:
             loaded.wait(timeout=10)
@@ -112,8 +112,20 @@ async def test_escape_sequences_the_model_generates_are_shown_not_sent(tmp_path)
 
 async def test_escape_sequences_in_the_history_are_shown_not_sent(tmp_path) -> None:
     app = fake_app(tmp_path)
-    app.history.append(HistoryEntry("2025-01-01 00:00:00", "What is 2 + 2?\x1b]0;PWNED\x07\x1b[2J", "4\x1b[5m",
-                                    "done", 0.5, ["2 + 2 = 4\x9b31m"], "m", "edge", 2, 2))
+    app.history.append(
+        HistoryEntry(
+            "2025-01-01 00:00:00",
+            "What is 2 + 2?\x1b]0;PWNED\x07\x1b[2J",
+            "4\x1b[5m",
+            "done",
+            0.5,
+            ["2 + 2 = 4\x9b31m"],
+            "m",
+            "edge",
+            2,
+            2,
+        )
+    )
     async with app.run_test(size=(160, 48)) as pilot:
         await until_ready(pilot)
         await pilot.press("f3")
@@ -150,7 +162,8 @@ async def test_a_search_that_cannot_start_leaves_the_chat_usable(tmp_path) -> No
         await ask(pilot, "please break")
         await until_idle(pilot)
         assert "the search could not start: RuntimeError('tokenizer bug')" in str(
-            app.query("ChatLog .error").last().render())
+            app.query("ChatLog .error").last().render()
+        )
         assert app.query_one("StatusBar").phase == "ready"
         app.query_one(Input).value = ""
         await ask(pilot, "What is 2 + 2?")

@@ -111,13 +111,21 @@ class TreeApp(App[None]):
 
 async def test_tree_hides_pruned_until_toggled_and_marks_best_path() -> None:
     state = SearchState("q")
-    events = [NodeAdded("r", 0, None, 0, 2, False), NodeAdded("r", 1, 0, 1, 1, False),
-              NodeAdded("r", 2, 0, 1, 1, False), NodeAdded("r", 3, 2, 2, 1, False)]
+    events = [
+        NodeAdded("r", 0, None, 0, 2, False),
+        NodeAdded("r", 1, 0, 1, 1, False),
+        NodeAdded("r", 2, 0, 1, 1, False),
+        NodeAdded("r", 3, 2, 2, 1, False),
+    ]
     async with TreeApp().run_test() as pilot:
         tree = pilot.app.query_one(SearchTree)
         tree.reset(state)
-        for event in events + [StepFinished("r", 1, "step"), NodeScored("r", 1, 0.9),
-                               NodeStatus("r", 1, "verified"), NodeScored("r", 2, 0.1)]:
+        for event in events + [
+            StepFinished("r", 1, "step"),
+            NodeScored("r", 1, 0.9),
+            NodeStatus("r", 1, "verified"),
+            NodeScored("r", 2, 0.1),
+        ]:
             tree.update_nodes(state.apply(event))
         assert set(tree._lines) == {1, 2, 3}
         assert str(tree._lines[1].label).startswith("◆ 0.90")
@@ -154,6 +162,7 @@ async def test_app_survives_models_that_do_not_load(tmp_path) -> None:
 
 async def test_p_shows_pruned_branches_with_the_tree_focused_only(tmp_path) -> None:
     """The help says "p (tree focused) or F2"; p in the chat pane showed and hid them as well."""
+
     def broken(progress) -> Session:
         raise ModelError("no such model")
 
@@ -173,6 +182,7 @@ async def test_p_shows_pruned_branches_with_the_tree_focused_only(tmp_path) -> N
 
 async def test_h_opens_the_history_with_the_tree_focused_only(tmp_path) -> None:
     """The help says "h (tree focused) or F3"; h in the chat pane opened the history as well."""
+
     def broken(progress) -> Session:
         raise ModelError("no such model")
 
@@ -194,6 +204,7 @@ async def test_h_opens_the_history_with_the_tree_focused_only(tmp_path) -> None:
 
 def idle_app(tmp_path) -> ChatApp:
     """A chat whose models did not load: no search can run, so it stays idle."""
+
     def broken(progress) -> Session:
         raise ModelError("no such model")
 
@@ -251,8 +262,10 @@ async def test_status_bar_keeps_live_counters_when_narrow() -> None:
         bar.set_phase("searching")
         bar.set_progress(progress)
         wide = str(bar.render())
-        assert wide == ("searching  gen qwen2.5-coder-0.5b · prm qwen2.5-coder-1.5b  auto · beam beams 8 width 4  "
-                        "2000 tok/s  PRM 12  KV gen 1.2k/16k prm 0.4k/8k  spec reused 35")
+        assert wide == (
+            "searching  gen qwen2.5-coder-0.5b · prm qwen2.5-coder-1.5b  auto · beam beams 8 width 4  "
+            "2000 tok/s  PRM 12  KV gen 1.2k/16k prm 0.4k/8k  spec reused 35"
+        )
         await pilot.resize_terminal(80, 5)
         await pilot.pause()
         narrow = str(bar.render())
@@ -272,12 +285,14 @@ async def test_status_bar_shows_a_kv_capacity_under_a_thousand_tokens() -> None:
 async def test_start_up_notes_show_in_the_chat_log(tmp_path) -> None:
     """chat's command line cannot print past the screen switch: a note from it (a flag the search does not use)
     shows in the chat log."""
+
     def broken(progress) -> Session:
         raise ModelError("no such model")
 
     note = "note: best-of-n ran, which has no use for --width"
-    app = ChatApp(broken, ModelSettings(model="nope"), SearchConfig(), Policy(), History(tmp_path / "h.jsonl"),
-                  notes=(note,))
+    app = ChatApp(
+        broken, ModelSettings(model="nope"), SearchConfig(), Policy(), History(tmp_path / "h.jsonl"), notes=(note,)
+    )
     async with app.run_test() as pilot:
         shown = [str(w.render()) for w in app.query_one(ChatLog).query(".note")]
         assert shown[:1] == [note]
@@ -286,8 +301,9 @@ async def test_start_up_notes_show_in_the_chat_log(tmp_path) -> None:
 
 def test_search_line_names_a_width_only_where_the_strategy_has_one(tmp_path) -> None:
     def line(**search) -> str:
-        return ChatApp(None, ModelSettings(model="m"), SearchConfig(**search), Policy(),
-                       History(tmp_path / "h.jsonl"))._search_line()
+        return ChatApp(
+            None, ModelSettings(model="m"), SearchConfig(**search), Policy(), History(tmp_path / "h.jsonl")
+        )._search_line()
 
     assert line(strategy="best-of-n", beams=8).endswith("best-of-n beams 8")
     assert line(strategy="beam", beams=8, width=4).endswith("beam beams 8 width 4")

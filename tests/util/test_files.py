@@ -30,8 +30,7 @@ def test_new_file_mode_follows_the_umask(umask_022):
     assert new_file_mode() == 0o600
 
 
-def test_bench_results_heads_and_profiles_are_readable_by_others_under_umask_022(tmp_path, umask_022,
-                                                                                 monkeypatch):
+def test_bench_results_heads_and_profiles_are_readable_by_others_under_umask_022(tmp_path, umask_022, monkeypatch):
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path / "home"))
     write_results(tmp_path / "bench", {}, [])
     weights, meta = save_head(random_head(Backbone("m", "m.gguf", "0" * 64)), tmp_path / "h.safetensors")
@@ -63,6 +62,7 @@ def test_two_writers_of_one_file_each_write_a_temp_file_of_their_own(tmp_path):
             temps.append(tmp)
             both_open.wait()  # both temp files exist at once
             tmp.write_text(text * 1000)
+
         write_atomic(path, write)
 
     threads = [threading.Thread(target=writer, args=(t,)) for t in "ab"]

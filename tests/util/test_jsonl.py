@@ -49,8 +49,10 @@ def test_a_gz_file_cut_short_yields_the_rows_before_the_cut(tmp_path: Path):
     assert 0 < len(rows) < len(ROWS) and rows == ROWS[: len(rows)]
 
 
-@pytest.mark.parametrize("content, says", [(b'{"id": "1"}\n', "Not a gzipped file"),
-                                           (gzip.compress(b'{"id": "1"}\n')[:10] + b"\xff" * 40, "")])
+@pytest.mark.parametrize(
+    "content, says",
+    [(b'{"id": "1"}\n', "Not a gzipped file"), (gzip.compress(b'{"id": "1"}\n')[:10] + b"\xff" * 40, "")],
+)
 def test_a_gz_file_that_is_not_gzip_or_is_damaged_is_one_clear_error(tmp_path: Path, content: bytes, says: str):
     path = tmp_path / "rows.jsonl.gz"
     path.write_bytes(content)

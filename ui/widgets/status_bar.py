@@ -45,10 +45,13 @@ class StatusBar(Static):
         p = self.progress
         if p is not None:
             rate = p.generated_tokens / p.elapsed_s if p.elapsed_s > 0 else 0.0
-            parts |= {"rate": f"{rate:.0f} tok/s", "prm": f"PRM {p.prm_calls}",
-                      "kv": f"KV gen {_kv(p.generator_kv_used, p.generator_kv_capacity)} "
-                            f"prm {_kv(p.verifier_kv_used, p.verifier_kv_capacity)}",
-                      "spec": f"spec reused {p.spec_tokens_reused}"}
+            parts |= {
+                "rate": f"{rate:.0f} tok/s",
+                "prm": f"PRM {p.prm_calls}",
+                "kv": f"KV gen {_kv(p.generator_kv_used, p.generator_kv_capacity)} "
+                f"prm {_kv(p.verifier_kv_used, p.verifier_kv_capacity)}",
+                "spec": f"spec reused {p.spec_tokens_reused}",
+            }
         width = self.size.width  # 0 before the first layout: show everything
         for dropped in (None, *_DROPPED_FIRST):
             parts.pop(dropped, None)

@@ -27,9 +27,13 @@ def node_label(node: StepView, best: bool) -> Text:
     glyph, style = LOOK.get(node.status, ("·", ""))  # a status newer than this table still renders
     score = f"{node.score:.2f}" if node.score is not None else " -- "
     preview = " ".join(visible(latex_to_text(node.text)).split())
-    preview = preview[:PREVIEW - 1] + "…" if len(preview) > PREVIEW else preview
-    label = Text.assemble((f"{glyph} ", style), (score, "bold" if best else ""), " ",
-                          (preview or node.status, "dim italic" if not preview else ""))
+    preview = preview[: PREVIEW - 1] + "…" if len(preview) > PREVIEW else preview
+    label = Text.assemble(
+        (f"{glyph} ", style),
+        (score, "bold" if best else ""),
+        " ",
+        (preview or node.status, "dim italic" if not preview else ""),
+    )
     if node.status == "pruned":
         label.stylize("dim strike")
     if best:
@@ -42,8 +46,10 @@ class SearchTree(Tree[int]):
 
     DEFAULT_CSS = "SearchTree { border: round $primary-darken-2; border-title-align: left; }"
     # p and h here only, as the help says: F2 and F3 are the app-wide keys
-    BINDINGS = [Binding("p", "app.toggle_pruned", "Pruned", show=False),
-                Binding("h", "app.history", "History", show=False)]
+    BINDINGS = [
+        Binding("p", "app.toggle_pruned", "Pruned", show=False),
+        Binding("h", "app.history", "History", show=False),
+    ]
 
     def __init__(self, **kwargs) -> None:
         super().__init__("no search yet", **kwargs)
@@ -58,7 +64,7 @@ class SearchTree(Tree[int]):
         self._lines.clear()
         self._best = set()
         self.clear()
-        self.root.set_label(Text(" ".join(state.question.split())[:PREVIEW * 2], style="bold"))  # as typed
+        self.root.set_label(Text(" ".join(state.question.split())[: PREVIEW * 2], style="bold"))  # as typed
         self.root.data = None
         for node in state.nodes.values():
             self._place(node)
@@ -93,8 +99,9 @@ class SearchTree(Tree[int]):
         parent = self.root if node.depth == 1 else self._lines.get(node.parent)
         if parent is not None:
             parent.allow_expand = True
-            self._lines[node.id] = parent.add(node_label(node, node.id in self._best), data=node.id, expand=True,
-                                              allow_expand=False)
+            self._lines[node.id] = parent.add(
+                node_label(node, node.id in self._best), data=node.id, expand=True, allow_expand=False
+            )
 
     def _drop(self, nid: int) -> None:
         """Remove a line with its subtree (Tree removes the sub-lines; forget them here too)."""

@@ -27,9 +27,24 @@ class LocalServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tempfile.TemporaryFile()  # a pipe would fill up with the server's log and stall it
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "edgereason.backends.remote.llamacpp_server", "--model", str(model),
-             "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(n_ctx), "--n_threads", "2"],
-            stdout=subprocess.DEVNULL, stderr=self.log)
+            [
+                sys.executable,
+                "-m",
+                "edgereason.backends.remote.llamacpp_server",
+                "--model",
+                str(model),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--n_ctx",
+                str(n_ctx),
+                "--n_threads",
+                "2",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=self.log,
+        )
         deadline = time.monotonic() + SERVER_START_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -24,38 +24,83 @@ def one_line_error(proc: subprocess.CompletedProcess, code: int, needle: str) ->
     assert "Traceback" not in proc.stderr and len(lines) == 1 and needle in lines[0], proc.stderr
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--base-url", "http://127.0.0.1:1"], "add --backend remote"),
-    (["--backend", "remote"], "needs --base-url"),
-    (["--backend", "remote", "--base-url", "127.0.0.1:8080"], "--base-url must be an http(s) URL"),
-    (["--prm-base-url", "localhost:8080"], "--prm-base-url must be an http(s) URL"),  # named --base-url before
-    (["--backend", "remote", "--base-url", "http://127.0.0.1:1", "--remote-retries", "-1"], "--remote-retries"),
-    (["--backend", "remote", "--base-url", "http://127.0.0.1:1", "--api-key-env", "EDGEREASON_UNSET_KEY"],
-     "EDGEREASON_UNSET_KEY"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--base-url", "http://127.0.0.1:1"], "add --backend remote"),
+        (["--backend", "remote"], "needs --base-url"),
+        (["--backend", "remote", "--base-url", "127.0.0.1:8080"], "--base-url must be an http(s) URL"),
+        (["--prm-base-url", "localhost:8080"], "--prm-base-url must be an http(s) URL"),  # named --base-url before
+        (["--backend", "remote", "--base-url", "http://127.0.0.1:1", "--remote-retries", "-1"], "--remote-retries"),
+        (
+            ["--backend", "remote", "--base-url", "http://127.0.0.1:1", "--api-key-env", "EDGEREASON_UNSET_KEY"],
+            "EDGEREASON_UNSET_KEY",
+        ),
+    ],
+)
 def test_bad_remote_flags(args: list[str], needle: str, smollm2_path: Path) -> None:
     one_line_error(run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), *args), 2, needle)
 
 
 def test_a_dead_server_is_one_line(smollm2_path: Path) -> None:
-    proc = run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), "--backend", "remote", "--base-url",
-                   f"http://127.0.0.1:{free_port()}", "--remote-retries", "0")
+    proc = run_cli(
+        "solve",
+        "What is 1+1?",
+        "--model",
+        str(smollm2_path),
+        "--backend",
+        "remote",
+        "--base-url",
+        f"http://127.0.0.1:{free_port()}",
+        "--remote-retries",
+        "0",
+    )
     one_line_error(proc, 1, "is it running?")
 
 
 def test_the_value_head_is_refused_for_a_served_prm(smollm2_path: Path) -> None:
-    proc = run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), "--prm-base-url", "http://127.0.0.1:1",
-                   "--prm-format", "head", "--prm-head", "x.safetensors")
+    proc = run_cli(
+        "solve",
+        "What is 1+1?",
+        "--model",
+        str(smollm2_path),
+        "--prm-base-url",
+        "http://127.0.0.1:1",
+        "--prm-format",
+        "head",
+        "--prm-head",
+        "x.safetensors",
+    )
     one_line_error(proc, 2, "cannot be served")
 
 
 @pytest.mark.slow
 def test_solve_json_through_the_server_has_the_local_fields(server: LocalServer, smollm2_path: Path) -> None:
-    remote = run_cli("solve", "What is 12 * 7 - 5?", "--model", str(smollm2_path), "--backend", "remote",
-                     "--base-url", server.url, "--json", *SMALL)
+    remote = run_cli(
+        "solve",
+        "What is 12 * 7 - 5?",
+        "--model",
+        str(smollm2_path),
+        "--backend",
+        "remote",
+        "--base-url",
+        server.url,
+        "--json",
+        *SMALL,
+    )
     assert remote.returncode == 0, remote.stderr
-    local = run_cli("solve", "What is 12 * 7 - 5?", "--model", str(smollm2_path), "--json", "--kv-tokens", "2048",
-                    "--threads", "2", *SMALL)
+    local = run_cli(
+        "solve",
+        "What is 12 * 7 - 5?",
+        "--model",
+        str(smollm2_path),
+        "--json",
+        "--kv-tokens",
+        "2048",
+        "--threads",
+        "2",
+        *SMALL,
+    )
     assert local.returncode == 0, local.stderr
     r, here = json.loads(remote.stdout), json.loads(local.stdout)
     assert r["status"] == "done" and set(r) == set(here) and set(r["metrics"]) == set(here["metrics"])
@@ -66,8 +111,20 @@ def test_solve_json_through_the_server_has_the_local_fields(server: LocalServer,
 
 @pytest.mark.slow
 def test_a_local_generator_with_a_served_prm(server: LocalServer, smollm2_path: Path) -> None:
-    proc = run_cli("solve", "What is 12 * 7 - 5?", "--model", str(smollm2_path), "--prm-base-url", server.url,
-                   "--json", "--kv-tokens", "2048", "--threads", "2", *SMALL)
+    proc = run_cli(
+        "solve",
+        "What is 12 * 7 - 5?",
+        "--model",
+        str(smollm2_path),
+        "--prm-base-url",
+        server.url,
+        "--json",
+        "--kv-tokens",
+        "2048",
+        "--threads",
+        "2",
+        *SMALL,
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["status"] == "done" and out["metrics"]["prm_calls"] >= 1

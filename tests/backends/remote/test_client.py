@@ -21,6 +21,7 @@ from edgereason.errors import ConfigError
 
 def loop_tasks(client: CompletionClient) -> int:
     """Tasks alive on the client's loop, besides the one counting them."""
+
     async def count() -> int:
         return len(asyncio.all_tasks()) - 1
 
@@ -37,8 +38,11 @@ class Scripted(BaseHTTPRequestHandler):
         type(self).seen += 1
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         status = type(self).script.pop(0) if type(self).script else 200
-        body = {"choices": [{"text": "ok", "finish_reason": "length"}]} if status == 200 else {
-            "error": {"message": f"scripted {status}"}}
+        body = (
+            {"choices": [{"text": "ok", "finish_reason": "length"}]}
+            if status == 200
+            else {"error": {"message": f"scripted {status}"}}
+        )
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -99,8 +103,11 @@ def test_a_server_that_refuses_token_id_prompts_is_told_which_server_takes_them(
     Scripted.script = [422]
     client = CompletionClient(Endpoint(scripted, model="m", retries=3))
     try:
-        with pytest.raises(RemoteError, match=r"\(HTTP 422\): scripted 422 \(prompts go as token ids; .* "
-                                              r"python -m edgereason.backends.remote.llamacpp_server\)$"):
+        with pytest.raises(
+            RemoteError,
+            match=r"\(HTTP 422\): scripted 422 \(prompts go as token ids; .* "
+            r"python -m edgereason.backends.remote.llamacpp_server\)$",
+        ):
             client.complete([{"prompt": [1, 2, 3]}])
     finally:
         client.close()
@@ -120,8 +127,9 @@ def test_a_silent_server_hits_the_deadline_and_leaves_no_task() -> None:
     with socket.socket() as silent:  # accepts connections (the kernel's backlog), never answers
         silent.bind(("127.0.0.1", 0))
         silent.listen(16)
-        client = CompletionClient(Endpoint(f"http://127.0.0.1:{silent.getsockname()[1]}", model="m",
-                                           timeout_s=1, retries=1))
+        client = CompletionClient(
+            Endpoint(f"http://127.0.0.1:{silent.getsockname()[1]}", model="m", timeout_s=1, retries=1)
+        )
         try:
             t0 = time.monotonic()
             with pytest.raises(RemoteError, match="no answer within 1s"):

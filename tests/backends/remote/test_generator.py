@@ -48,6 +48,7 @@ def scripted(smollm2_path: Path):
     def make(texts: list[str]) -> tuple[RemoteGenerator, ScriptedClient]:
         client = ScriptedClient(texts)
         return RemoteGenerator(client, load_vocab(str(smollm2_path)), 4096), client  # type: ignore[arg-type]
+
     return make
 
 
@@ -72,7 +73,7 @@ def test_one_round_trip_per_step_and_each_plan_position_drawn_once(scripted) -> 
             if gen.token_piece(nxt[0]).endswith(b"\n\n"):
                 gen.step([BatchEntry(kid, nxt)], [0], sp)
                 break
-        texts.append(gen.vocab.detokenize(gen._seqs[kid].tokens[len(prompt):]))
+        texts.append(gen.vocab.detokenize(gen._seqs[kid].tokens[len(prompt) :]))
     assert len(client.bodies) == 3
     assert sorted(texts) == sorted(t + "\n\n" for t in ["Two plus two is four.", "Four it is.", "It is 4."])
 
@@ -131,8 +132,9 @@ def test_a_search_through_the_server_has_the_structure_of_a_local_one(remote_mod
     from edgereason.backends.llamacpp import LlamaGenerator, LlamaVerifier
     from edgereason.backends.prm_format import prm_format
 
-    local = Engine(LlamaGenerator(smollm2, 4096), LlamaVerifier(smollm2, prm_format("judge"), 4096),
-                   parse_policy("baseline")).solve(QUESTION, SMALL)
+    local = Engine(
+        LlamaGenerator(smollm2, 4096), LlamaVerifier(smollm2, prm_format("judge"), 4096), parse_policy("baseline")
+    ).solve(QUESTION, SMALL)
     assert local.status == "done"
     assert set(local.tree[0]) == set(result.tree[0])
     assert sum(p.potential for p in local.paths) == sum(p.potential for p in result.paths)
@@ -143,8 +145,9 @@ def test_a_search_through_the_server_has_the_structure_of_a_local_one(remote_mod
 
 
 @pytest.mark.slow
-def test_a_server_killed_mid_search_is_a_clean_error_and_leaves_no_task(own_server: LocalServer,
-                                                                        smollm2_path: Path) -> None:
+def test_a_server_killed_mid_search_is_a_clean_error_and_leaves_no_task(
+    own_server: LocalServer, smollm2_path: Path
+) -> None:
     endpoint = Endpoint(own_server.url, timeout_s=30, retries=2)
     gen = open_generator(smollm2_path, endpoint, 2048, step_tokens=48)
     ver = open_verifier(smollm2_path, "judge", endpoint)

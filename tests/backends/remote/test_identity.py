@@ -55,8 +55,13 @@ def other_gguf(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edgereason", *args], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "edgereason", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def mismatch_line(proc: subprocess.CompletedProcess, served: str, flag: str) -> str:
@@ -70,40 +75,59 @@ def mismatch_line(proc: subprocess.CompletedProcess, served: str, flag: str) -> 
 
 # ---------------------------------------------------------------- the CLI against llama-cpp-python's server
 @pytest.mark.slow
-def test_no_model_against_a_smollm2_server_is_named_before_the_default_is_pulled(server: LocalServer,
-                                                                                 smollm2_path: Path,
-                                                                                 tmp_path: Path) -> None:
+def test_no_model_against_a_smollm2_server_is_named_before_the_default_is_pulled(
+    server: LocalServer, smollm2_path: Path, tmp_path: Path
+) -> None:
     """The issue: without --model the 1.1 GB default was pulled, then the PRM 'ignored logit_bias'. Here the
     default is not on disk and the package index is off: a pull would fail with a download error instead."""
     home = tmp_path / "home"
-    proc = run_cli("solve", "What is 1+1?", "--backend", "remote", "--base-url", server.url, *SMALL,
-                   env={"EDGEREASON_HOME": str(home), "PIP_NO_INDEX": "1"})
+    proc = run_cli(
+        "solve",
+        "What is 1+1?",
+        "--backend",
+        "remote",
+        "--base-url",
+        server.url,
+        *SMALL,
+        env={"EDGEREASON_HOME": str(home), "PIP_NO_INDEX": "1"},
+    )
     line = mismatch_line(proc, str(smollm2_path), "--model")
     assert models.DEFAULT_MODEL in line
     assert not (home / "models").exists()  # nothing pulled, nothing begun
 
 
 @pytest.mark.slow
-def test_a_local_gguf_of_another_tokenizer_is_named(server: LocalServer, smollm2_path: Path,
-                                                    other_gguf: Path) -> None:
-    proc = run_cli("solve", "What is 1+1?", "--model", str(other_gguf), "--backend", "remote", "--base-url",
-                   server.url, *SMALL)
+def test_a_local_gguf_of_another_tokenizer_is_named(server: LocalServer, smollm2_path: Path, other_gguf: Path) -> None:
+    proc = run_cli(
+        "solve", "What is 1+1?", "--model", str(other_gguf), "--backend", "remote", "--base-url", server.url, *SMALL
+    )
     mismatch_line(proc, str(smollm2_path), "--model")
 
 
 @pytest.mark.slow
-def test_a_served_prm_of_another_tokenizer_names_prm(server: LocalServer, smollm2_path: Path,
-                                                     other_gguf: Path) -> None:
+def test_a_served_prm_of_another_tokenizer_names_prm(server: LocalServer, smollm2_path: Path, other_gguf: Path) -> None:
     """The generator runs here (its model is right); the PRM named for the server is not the served one."""
-    proc = run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), "--prm", str(other_gguf),
-                   "--prm-base-url", server.url, "--kv-tokens", "2048", "--threads", "2", *SMALL)
+    proc = run_cli(
+        "solve",
+        "What is 1+1?",
+        "--model",
+        str(smollm2_path),
+        "--prm",
+        str(other_gguf),
+        "--prm-base-url",
+        server.url,
+        "--kv-tokens",
+        "2048",
+        "--threads",
+        "2",
+        *SMALL,
+    )
     mismatch_line(proc, str(smollm2_path), "--prm")
 
 
 # ---------------------------------------------------------------- the check itself
 @pytest.mark.slow
-def test_llama_cpp_pythons_server_tokenizes_the_probe_as_the_gguf_does(server: LocalServer,
-                                                                       smollm2: Any) -> None:
+def test_llama_cpp_pythons_server_tokenizes_the_probe_as_the_gguf_does(server: LocalServer, smollm2: Any) -> None:
     client = CompletionClient(Endpoint(server.url))
     try:
         assert served_tokens(client, PROBE) == smollm2.tokenize(PROBE, add_bos=False, special=True)
@@ -118,11 +142,14 @@ def test_the_served_model_named_passes_by_path_and_by_registry_name(server: Loca
 
 
 @pytest.mark.slow
-def test_a_registry_model_not_pulled_is_judged_without_pulling_it(server: LocalServer, tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_registry_model_not_pulled_is_judged_without_pulling_it(
+    server: LocalServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))  # no model is on disk there
     monkeypatch.setattr(download, "pull", lambda *a, **k: pytest.fail("the check pulled a model"))
-    check_served_model(Endpoint(server.url), "smollm2-135m", "--model", gguf_on_disk)  # its probe ends match: no false alarm
+    check_served_model(
+        Endpoint(server.url), "smollm2-135m", "--model", gguf_on_disk
+    )  # its probe ends match: no false alarm
     with pytest.raises(ConfigError, match=r"not that of qwen2\.5-coder-0\.5b; pass --prm naming"):
         check_served_model(Endpoint(server.url), "qwen2.5-coder-0.5b", "--prm", gguf_on_disk)
 
@@ -157,14 +184,22 @@ class Tokenizing(BaseHTTPRequestHandler):
         elif self.style == "odd":
             self.answer(422, {"detail": "unexpected body"})
         elif self.style == "llama.cpp":
-            tokens = self.vocab.tokenize(body["content"], add_bos=body.get("add_special", False),
-                                         special=body.get("parse_special", True))
+            tokens = self.vocab.tokenize(
+                body["content"], add_bos=body.get("add_special", False), special=body.get("parse_special", True)
+            )
             self.answer(200, {"tokens": tokens})
         elif body.get("model") != self.served:  # vLLM: an unknown model is a 404
             self.answer(404, {"error": {"message": "model does not exist"}})
         else:
-            self.answer(200, {"count": 0, "tokens": self.vocab.tokenize(
-                body["prompt"], add_bos=body.get("add_special_tokens", True), special=True)})
+            self.answer(
+                200,
+                {
+                    "count": 0,
+                    "tokens": self.vocab.tokenize(
+                        body["prompt"], add_bos=body.get("add_special_tokens", True), special=True
+                    ),
+                },
+            )
 
     def answer(self, status: int, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
@@ -190,8 +225,9 @@ def tokenizing(smollm2: Any) -> Iterator[str]:
 
 
 @pytest.mark.parametrize("style", ["llama.cpp", "vllm"])
-def test_llama_cpp_and_vllm_tokenize_endpoints_are_read(style: str, tokenizing: str, smollm2_path: Path,
-                                                        other_gguf: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_llama_cpp_and_vllm_tokenize_endpoints_are_read(
+    style: str, tokenizing: str, smollm2_path: Path, other_gguf: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(Tokenizing, "style", style)
     check_served_model(Endpoint(tokenizing), str(smollm2_path), "--model", gguf_on_disk)
     with pytest.raises(ConfigError, match=r"serves 'SmolLM2-135M-Instruct', whose tokenizer is not that of "):
@@ -199,8 +235,9 @@ def test_llama_cpp_and_vllm_tokenize_endpoints_are_read(style: str, tokenizing: 
 
 
 @pytest.mark.parametrize("style", ["none", "odd"])
-def test_a_server_without_a_usable_tokenize_endpoint_is_not_judged(style: str, tokenizing: str, other_gguf: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_server_without_a_usable_tokenize_endpoint_is_not_judged(
+    style: str, tokenizing: str, other_gguf: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(Tokenizing, "style", style)
     client = CompletionClient(Endpoint(tokenizing, retries=3))
     try:

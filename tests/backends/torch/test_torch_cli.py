@@ -61,8 +61,7 @@ def test_auto_takes_torch_only_with_cuda_and_room(smollm2_path, monkeypatch, cap
     assert choose_backend(ModelSettings(n_gpu_layers=0), smollm2_path, smollm2_path, hf=False) == "llamacpp"
 
 
-def test_auto_falls_back_in_one_line_on_an_architecture_torch_cannot_run(smollm2_path, phi3_gguf, monkeypatch,
-                                                                          capsys):
+def test_auto_falls_back_in_one_line_on_an_architecture_torch_cannot_run(smollm2_path, phi3_gguf, monkeypatch, capsys):
     monkeypatch.setattr(backend_choice, "gpu_present", lambda: True)
     monkeypatch.setattr(load_backend("torch"), "supports_gpu", lambda: True)
     assert choose_backend(ModelSettings(), smollm2_path, phi3_gguf, hf=False) == "llamacpp"

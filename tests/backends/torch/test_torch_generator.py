@@ -14,8 +14,9 @@ from edgereason.protocols import BatchEntry
 
 GREEDY = SamplingParams(temperature=0.0)
 MULTIPLY = "What is 12 times 7? Explain step by step."
-QUESTION = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast and bakes muffins with four. How many "
-            "are left?")
+QUESTION = (
+    "Janet's ducks lay 16 eggs per day. She eats three for breakfast and bakes muffins with four. How many are left?"
+)
 
 
 @pytest.fixture()
@@ -100,8 +101,11 @@ def test_draws_for_a_seed_do_not_depend_on_the_batch(gen):
     other = gen.new_seq()
     gen.step([BatchEntry(other, prompt[:20])], [0], GREEDY)
     seq = gen.new_seq()
-    busy = gen.step([BatchEntry(other, [28, 1848]), BatchEntry(seq, prompt), BatchEntry(gen.new_seq(), prompt[:9])],
-                    [3, 5, 2], [SamplingParams(seed=1), mine, SamplingParams(temperature=0.5, seed=3)])
+    busy = gen.step(
+        [BatchEntry(other, [28, 1848]), BatchEntry(seq, prompt), BatchEntry(gen.new_seq(), prompt[:9])],
+        [3, 5, 2],
+        [SamplingParams(seed=1), mine, SamplingParams(temperature=0.5, seed=3)],
+    )
     assert busy[1] == alone and len(busy[0]) == 3 and len(busy[2]) == 2
     assert len(set(alone)) > 1  # five draws at temperature 1 from one stream, not one token repeated
 

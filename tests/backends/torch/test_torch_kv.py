@@ -11,8 +11,10 @@ from edgereason.backends.torch.kv import CellTables, KVFullError
 CAPACITY = 64
 
 # an operation: (kind, which live sequence, a count)
-OPS = st.lists(st.tuples(st.sampled_from(["new", "append", "fork", "truncate", "free"]), st.integers(0, 7),
-                         st.integers(0, 12)), max_size=60)
+OPS = st.lists(
+    st.tuples(st.sampled_from(["new", "append", "fork", "truncate", "free"]), st.integers(0, 7), st.integers(0, 12)),
+    max_size=60,
+)
 
 
 class Reference:

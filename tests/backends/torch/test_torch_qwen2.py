@@ -22,11 +22,15 @@ from edgereason.prompts import solve_messages
 from edgereason.protocols import ScoreRequest
 
 QWEN = models.cache_path(models.REGISTRY["qwen2.5-coder-0.5b"])
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not QWEN.is_file(), reason="qwen2.5-coder-0.5b is not in the model cache")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not QWEN.is_file(), reason="qwen2.5-coder-0.5b is not in the model cache"),
+]
 
-Q = ("Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips "
-     "did Natalia sell altogether in April and May?")
+Q = (
+    "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips "
+    "did Natalia sell altogether in April and May?"
+)
 
 
 def test_next_token_agrees_with_llamacpp_wherever_llamacpp_is_decisive():
@@ -50,8 +54,11 @@ def test_next_token_agrees_with_llamacpp_wherever_llamacpp_is_decisive():
 
 def test_the_shipped_value_head_scores_near_llamacpp():
     head = load_head(Path(edgereason.__file__).parent / "heads" / "qwen2.5-coder-0.5b.safetensors")
-    good = ["In April she sold 48 clips.\n\n", "In May she sold 48 / 2 = 24 clips.\n\n",
-            "Altogether 48 + 24 = 72 clips. The answer is \\boxed{72}."]
+    good = [
+        "In April she sold 48 clips.\n\n",
+        "In May she sold 48 / 2 = 24 clips.\n\n",
+        "Altogether 48 + 24 = 72 clips. The answer is \\boxed{72}.",
+    ]
     bad = good[:1] + ["In May she sold 48 * 2 = 96 clips.\n\n", "Altogether 48 + 96 = 144. The answer is \\boxed{144}."]
     requests = [ScoreRequest("a", Q, good, [0, 1, 2], "root", 0), ScoreRequest("b", Q, bad, [0, 1, 2], "root", 0)]
     llama = LlamaVerifier(load_llama(str(QWEN)), prm_format("head"), 4096, head=head, flash_attn=False)
@@ -59,7 +66,9 @@ def test_the_shipped_value_head_scores_near_llamacpp():
         want = [r.scores for r in llama.score(requests)]
     finally:
         llama.close()
-    got = [r.scores for r in TorchVerifier(load_model(str(QWEN), "cpu"), prm_format("head"), 4096,
-                                           head=head).score(requests)]
+    got = [
+        r.scores
+        for r in TorchVerifier(load_model(str(QWEN), "cpu"), prm_format("head"), 4096, head=head).score(requests)
+    ]
     deltas = [abs(a - b) for ra, rb in zip(got, want) for a, b in zip(ra, rb)]
     assert max(deltas) < 0.03  # measured 0.015: llama.cpp's activation rounding, as on SmolLM2

@@ -21,12 +21,15 @@ def test_uniforms_equal_the_host_stream():
     np.testing.assert_array_equal(got, host.uniforms(np.array(seeds, dtype=np.uint64), np.array(counters)))
 
 
-@pytest.mark.parametrize("params", [
-    SamplingParams(temperature=0.8, seed=3),
-    SamplingParams(temperature=1.3, top_p=0.9, seed=11),
-    SamplingParams(temperature=0.5, top_p=0.5, seed=2**63 + 9),
-    SamplingParams(temperature=0.0, seed=4),
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        SamplingParams(temperature=0.8, seed=3),
+        SamplingParams(temperature=1.3, top_p=0.9, seed=11),
+        SamplingParams(temperature=0.5, top_p=0.5, seed=2**63 + 9),
+        SamplingParams(temperature=0.0, seed=4),
+    ],
+)
 def test_draws_equal_the_host_sampler_on_the_same_row(params):
     rng = np.random.default_rng(0)
     logits = (rng.standard_normal((3, 500)) * 3).astype(np.float32)
@@ -43,8 +46,13 @@ def test_a_rows_draws_do_not_depend_on_the_rest_of_the_batch():
     mine = SamplingParams(temperature=1.0, top_p=0.95, seed=42)
     alone = draw_rows(row, [6], [mine])[0]
     others = torch.from_numpy((rng.standard_normal((4, 300)) * 2).astype(np.float32))
-    mixed = [SamplingParams(temperature=0.7, seed=1), SamplingParams(temperature=0.0), mine,
-             SamplingParams(temperature=1.5, top_p=0.5, seed=9), SamplingParams(seed=2)]
+    mixed = [
+        SamplingParams(temperature=0.7, seed=1),
+        SamplingParams(temperature=0.0),
+        mine,
+        SamplingParams(temperature=1.5, top_p=0.5, seed=9),
+        SamplingParams(seed=2),
+    ]
     batch = torch.cat([others[:2], row, others[2:]])
     assert draw_rows(batch, [2, 1, 6, 3, 4], mixed)[2] == alone
     assert len(set(alone)) > 1  # a real stream: six draws at temperature 1 over 300 tokens are not all one token

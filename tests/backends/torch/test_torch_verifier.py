@@ -14,17 +14,24 @@ from edgereason.errors import ConfigError, ModelError
 from edgereason.heads.value_head import Backbone, ValueHead
 from edgereason.protocols import ScoreRequest
 
-Q = ("Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips "
-     "did Natalia sell altogether in April and May?")
-GOOD = ["In April she sold 48 clips.", "In May she sold 48 / 2 = 24 clips.", "Altogether 48 + 24 = 72 clips.",
-        "The answer is 72."]
+Q = (
+    "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips "
+    "did Natalia sell altogether in April and May?"
+)
+GOOD = [
+    "In April she sold 48 clips.",
+    "In May she sold 48 / 2 = 24 clips.",
+    "Altogether 48 + 24 = 72 clips.",
+    "The answer is 72.",
+]
 BAD = ["In April she sold 48 clips.", "In May she sold 48 * 2 = 96 clips.", "Altogether 48 + 96 = 144."]
 
 
 def _score_twice(v) -> list[list[float]]:
     """Two calls as a search makes them: first steps under a shared question head, then grown paths."""
-    first = v.score([ScoreRequest("a", Q, GOOD[:2], [0, 1], "root", 0),
-                     ScoreRequest("b", Q, BAD[:2], [0, 1], "root", 0)])
+    first = v.score(
+        [ScoreRequest("a", Q, GOOD[:2], [0, 1], "root", 0), ScoreRequest("b", Q, BAD[:2], [0, 1], "root", 0)]
+    )
     grown = v.score([ScoreRequest("a2", Q, GOOD, [2, 3], "a", 2), ScoreRequest("b2", Q, BAD, [2], "b", 2)])
     v.check_integrity()
     return [r.scores for r in first + grown]
@@ -69,9 +76,15 @@ def test_a_full_cache_drops_old_paths_and_rebuilds(torch_smollm2):
 
 
 def test_a_value_head_with_layers_is_refused_in_one_line(torch_smollm2):
-    head = ValueHead(Backbone("smollm2", "x.gguf", "0" * 64), tokens=np.zeros(0, dtype=np.int32),
-                     mean=np.zeros(576, dtype=np.float32), std=np.ones(576, dtype=np.float32),
-                     w2=np.zeros((1, 576), dtype=np.float32), b2=np.zeros(1, dtype=np.float32), layers=(10,))
+    head = ValueHead(
+        Backbone("smollm2", "x.gguf", "0" * 64),
+        tokens=np.zeros(0, dtype=np.int32),
+        mean=np.zeros(576, dtype=np.float32),
+        std=np.ones(576, dtype=np.float32),
+        w2=np.zeros((1, 576), dtype=np.float32),
+        b2=np.zeros(1, dtype=np.float32),
+        layers=(10,),
+    )
     with pytest.raises(ConfigError, match="middle layers .* --backend llamacpp"):
         TorchVerifier(torch_smollm2, prm_format("head"), 1024, head=head)
 
