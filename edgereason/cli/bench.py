@@ -8,24 +8,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
 
 from edgereason import __version__
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
 from edgereason.bench.arrivals import parse_rate
 from edgereason.bench.report import prepare_out, print_compare, print_table, write_results
 from edgereason.bench.runner import RunInterrupted, RunSpec, rate_label, run_one
-from edgereason.cli.common import (
-    add_model_args,
-    add_search_args,
-    add_switch_args,
-    model_settings,
-    policy_from,
-    search_config,
-)
+from edgereason.cli.comma_lists import beam_size, comma_items, comma_values
+from edgereason.cli.common import model_settings, policy_from, search_config
+from edgereason.cli.flags_models import add_model_args
+from edgereason.cli.flags_search import add_search_args, add_switch_args
 from edgereason.cli.progress import bar, end_line, pull_progress
 from edgereason.config import STRATEGY_NAMES
 from edgereason.engine.loop import prompt_ids
@@ -36,8 +30,6 @@ from edgereason.session.opening import Session, open_session
 from edgereason.session.settings import SPLITS
 from edgereason.util import interrupts
 
-T = TypeVar("T")
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -47,6 +39,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Run each policy over the problems of a JSONL file (id, problem, answer) and "
         "write results.json, results.csv and plots; or compare two result folders.",
     )
+    _add_workload_flags(p)
+    _add_output_flags(p)
+    add_model_args(p)
+    add_search_args(p)
+    add_switch_args(p)
+    _add_side_by_side_flags(p)
+    p.set_defaults(func=run)
+
+
+def _add_workload_flags(p: argparse.ArgumentParser) -> None:
+    """The problems, the policies, and how requests arrive."""
     p.add_argument("--dataset", help="JSONL file, one {id, problem, answer} object a line")
     p.add_argument("--limit", type=int, default=None, help="problems to run (default all)")
     p.add_argument("--offset", type=int, default=0, help="problems to skip first (default 0)")
@@ -68,6 +71,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(default 0: no limit)",
     )
     p.add_argument("--repeat", type=int, default=1, help="repetitions of every run, interleaved (default 1)")
+
+
+def _add_output_flags(p: argparse.ArgumentParser) -> None:
+    """Where the results go, or which two to compare."""
     p.add_argument("--out", help="folder for results.json, results.csv and plots; checked before the first problem")
     p.add_argument("--force", action="store_true", help="overwrite the results of an earlier bench in --out")
     p.add_argument("--no-plots", action="store_true", help="write results.json and results.csv only")
@@ -77,9 +84,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar=("BASE", "NEW"),
         help="print ratios NEW / BASE between two result folders, matching runs by policy/beams/rate",
     )
-    add_model_args(p)
-    add_search_args(p)
-    add_switch_args(p)
+
+
+def _add_side_by_side_flags(p: argparse.ArgumentParser) -> None:
+    """--beams, --strategy and --split as comma lists of configurations run side by side."""
     # replace the shared single-valued --beams and --strategy (conflict_handler="resolve")
     p.add_argument(
         "--beams",
@@ -99,35 +107,59 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="profile",
         help="comma list of ways to split --kv-budget: profile, even; several run side by side (default profile)",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.compare:
         print_compare(*args.compare, file=sys.stdout, notes=sys.stderr)
         return 0
+    _check_counts(args)
+    problems = load_problems(args.dataset, args.limit, args.offset)
+    policies = [policy_from(args, s) for s in comma_items(args.policies, "--policies")]
+    beams = comma_values(args.beams, "--beams", beam_size)
+    strategies = comma_items(args.strategy, "--strategy", allowed=STRATEGY_NAMES)
+    rates = comma_values(args.rate, "--rate", parse_rate)
+    splits = comma_items(args.split, "--split", allowed=SPLITS)
+    _check_splits(args, splits)
+    if not args.no_plots:
+        require_one_cxx_runtime("bench's plots load matplotlib", "pass --no-plots")
+    specs = _run_specs(args, policies, beams, strategies, rates, splits)
+    out = Path(args.out)
+    prepare_out(out, args.force)  # after every setting is checked: a refused bench leaves no folder behind
+    config = _config(args, problems, policies, beams, rates)
+    return _run_all(args, out, config, problems, specs, splits)
+
+
+def _check_counts(args: argparse.Namespace) -> None:
+    """The flags a bench cannot run without, and the counts that must be positive."""
     if not args.dataset or not args.out:
         raise ConfigError("bench needs --dataset FILE.jsonl and --out DIR (or --compare BASE NEW)")
     if args.repeat <= 0:
         raise ConfigError(f"--repeat must be a positive number, got {args.repeat}")
     if args.concurrency < 0:
         raise ConfigError(f"--concurrency must be 0 (no limit) or more, got {args.concurrency}")
-    problems = load_problems(args.dataset, args.limit, args.offset)
-    policies = [policy_from(args, s) for s in _items(args.policies, "--policies")]
-    beams = _values(args.beams, "--beams", _int)
-    strategies = _items(args.strategy, "--strategy", allowed=STRATEGY_NAMES)
-    rates = _values(args.rate, "--rate", parse_rate)
-    splits = _items(args.split, "--split", allowed=SPLITS)
+
+
+def _check_splits(args: argparse.Namespace, splits: list[str]) -> None:
     if len(splits) > 1 and args.kv_budget is None and args.gpu_memory is None:
         # without a budget each model gets --kv-tokens: the runs would be alike, labelled as different splits
         raise ConfigError(
             f"--split {args.split} compares ways to split a KV budget; give --kv-budget SIZE (or "
             "--gpu-memory SIZE), or one --split"
         )
-    if not args.no_plots:
-        require_one_cxx_runtime("bench's plots load matplotlib", "pass --no-plots")
+
+
+def _run_specs(
+    args: argparse.Namespace,
+    policies: list[Policy],
+    beams: list[int],
+    strategies: list[str],
+    rates: list[float],
+    splits: list[str],
+) -> list[tuple[str, RunSpec]]:
+    """Every run, each with its KV split, in the interleaved order they run in."""
     # with several strategies or splits the label names them, so tables, plots and --compare keep runs apart
-    specs = [
+    return [
         (
             split,
             RunSpec(
@@ -149,9 +181,17 @@ def run(args: argparse.Namespace) -> int:
         for policy in policies
         for split in splits
     ]  # splits alternate like policies
-    out = Path(args.out)
-    prepare_out(out, args.force)  # after every setting is checked: a refused bench leaves no folder behind
-    config = _config(args, problems, policies, beams, rates)
+
+
+def _run_all(
+    args: argparse.Namespace,
+    out: Path,
+    config: dict,
+    problems: list[Problem],
+    specs: list[tuple[str, RunSpec]],
+    splits: list[str],
+) -> int:
+    """Opens one session per split, runs every spec, and writes the results after each run and at the end."""
     runs: list[dict] = []
     sessions = {
         s: open_session(model_settings(argparse.Namespace(**{**vars(args), "split": s})), progress=pull_progress)
@@ -236,37 +276,3 @@ def _config(
         "vote": args.vote,
         "select": args.select,
     }
-
-
-def _items(text: str, flag: str, allowed: Sequence[str] | None = None) -> list[str]:
-    items = [s.strip() for s in text.split(",") if s.strip()]
-    if not items:
-        raise ConfigError(f"{flag} needs at least one value")
-    if allowed is not None and (bad := [s for s in items if s not in allowed]):
-        raise ConfigError(f"{flag} takes {', '.join(allowed)}; got {', '.join(bad)}")
-    if twice := sorted({s for s in items if items.count(s) > 1}):
-        # runs are labelled by these values: two alike would share a label in the tables, plots and --compare
-        raise ConfigError(
-            f"{flag} names {', '.join(twice)} more than once; give each value once "
-            "(--repeat N runs every configuration N times)"
-        )
-    return items
-
-
-def _values(text: str, flag: str, parse: Callable[[str], T]) -> list[T]:
-    """`_items` read as numbers, each number once: 0.5 and .5 would run one configuration twice, under one label."""
-    items = _items(text, flag)
-    values = [parse(s) for s in items]
-    if alike := [s for s, v in zip(items, values) if values.count(v) > 1]:
-        raise ConfigError(
-            f"{flag} names one value twice ({' and '.join(alike)}); give each value once "
-            "(--repeat N runs every configuration N times)"
-        )
-    return values
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ConfigError(f"--beams takes whole numbers, got {text!r}") from None

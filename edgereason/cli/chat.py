@@ -9,7 +9,9 @@ from collections.abc import Callable
 
 import psutil
 
-from edgereason.cli.common import add_model_args, add_policy_arg, add_search_args, model_settings, policy_from
+from edgereason.cli.common import model_settings, policy_from
+from edgereason.cli.flags_models import add_model_args
+from edgereason.cli.flags_search import add_policy_arg, add_search_args
 from edgereason.cli.progress import is_terminal
 from edgereason.cli.recipe_use import recipe_search_config
 from edgereason.errors import ConfigError

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from edgereason import models
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
-from edgereason.cli.common import beam_count
+from edgereason.cli.flags_search import beam_count
 from edgereason.cli.progress import pull_progress
 from edgereason.errors import ConfigError
 from edgereason.memory.device import DEVICE_KINDS
@@ -29,6 +29,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "against batch tokens, predicts the search step time of each split of the KV budget, and "
         "writes the best split to $EDGEREASON_HOME/profiles/ for start-up to reuse.",
     )
+    _add_model_flags(p)
+    _add_workload_flags(p)
+    p.add_argument("--json", action="store_true", help="print the profile as JSON")
+    p.add_argument("--plot", type=Path, default=None, metavar="FILE", help="write the curves to a PNG")
+    p.set_defaults(func=run)
+
+
+def _add_model_flags(p: argparse.ArgumentParser) -> None:
+    """The models to profile, the KV budget to split, and where they run."""
     # --generator and --budget: the flags' first names, kept working
     p.add_argument(
         "--model",
@@ -62,6 +71,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--device", default="cpu", choices=DEVICE_KINDS, help="where the models run (default cpu)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
+
+
+def _add_workload_flags(p: argparse.ArgumentParser) -> None:
+    """The search the split is chosen for, and the sample search that measures it."""
     p.add_argument(
         "--beams",
         type=beam_count,
@@ -91,9 +104,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="tokens a step may take in the sample search that measures the workload (default 96)",
     )
     p.add_argument("--steps", type=int, default=4, help="steps of a modelled search (default 4)")
-    p.add_argument("--json", action="store_true", help="print the profile as JSON")
-    p.add_argument("--plot", type=Path, default=None, metavar="FILE", help="write the curves to a PNG")
-    p.set_defaults(func=run)
 
 
 def _progress(message: str) -> None:

@@ -6,7 +6,9 @@ import argparse
 import json
 import sys
 
-from edgereason.cli.common import add_model_args, add_policy_arg, add_search_args, model_settings, policy_from
+from edgereason.cli.common import model_settings, policy_from
+from edgereason.cli.flags_models import add_model_args
+from edgereason.cli.flags_search import add_policy_arg, add_search_args
 from edgereason.cli.progress import SearchProgress, is_terminal, pull_progress
 from edgereason.cli.recipe_use import recipe_search_config
 from edgereason.engine.result import SearchResult

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from edgereason import models
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
-from edgereason.cli.common import add_search_args, beam_count, search_config
+from edgereason.cli.common import search_config
+from edgereason.cli.flags_search import add_search_args, beam_count
 from edgereason.cli.progress import bar, end_line, pull_progress, redraw
 from edgereason.engine.policy import Policy
 from edgereason.errors import ConfigError, OutOfMemoryError

@@ -1,0 +1,142 @@
+"""The remote-serving flags (--backend, --base-url...) and their conversion into RemoteSettings."""
+
+from __future__ import annotations
+
+import argparse
+
+from edgereason.backends.remote.settings import DEFAULT_STEP_TOKENS, Endpoint, RemoteSettings, check_url
+from edgereason.errors import ConfigError
+
+REMOTE_HELP = """\
+The generator and/or the PRM served by an OpenAI-compatible server (llama.cpp's llama-server, vLLM, SGLang,
+llama-cpp-python's server). --model and --prm then name the served models' GGUFs, read here for their
+tokenizer and chat template only. What each technique becomes on a server: deduplication = one request with n=p
+for p equal candidates (a server that ignores n gets p requests); speculative extension = extra requests for the
+next step of candidates that finished theirs, in flight with the others; lazy verification = PRM requests batched
+into one round of concurrent HTTP requests; early pruning = a pruned candidate gets no further requests, but its
+current step cannot be cut short: the engine waits for each step's completion, so nothing is in flight to cancel
+between steps (an error, a deadline or Ctrl-C does cancel every request in flight); the value-head PRM (--prm-format
+head) cannot be served (a server returns 20 log-probabilities, not thousands of logits); KV budgets, eviction
+and the memory profile do not apply to a served model (the server manages its own KV); --policy auto runs
+baseline. A served PRM is read from the top-20 logprobs of the next token, and with logit_bias where its good or
+bad token is not among them: the server must support both on /v1/completions."""
+
+
+def add_remote_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("remote serving (README: Serving)", REMOTE_HELP)
+    _add_server_flags(g)
+    _add_request_flags(g)
+
+
+def _add_server_flags(g: argparse._ArgumentGroup) -> None:
+    """Which runtime, and where the served models are."""
+    g.add_argument(
+        "--backend",
+        default="auto",
+        choices=["auto", "llamacpp", "torch", "remote"],
+        help="the runtime: torch (CUDA; on a CPU it runs, slowly, for tests), llamacpp, auto = torch "
+        "where CUDA torch is installed and the models fit under --gpu-memory, else llamacpp; remote "
+        "= the generator and the PRM on the server at --base-url (default auto)",
+    )
+    g.add_argument(
+        "--base-url",
+        default=None,
+        metavar="URL",
+        help="the OpenAI-compatible server of --backend remote, e.g. http://127.0.0.1:8080",
+    )
+    g.add_argument(
+        "--prm-base-url",
+        default=None,
+        metavar="URL",
+        help="the PRM's server: alone, the generator stays local and the PRM is served; with --backend "
+        "remote, the PRM is on this server instead of --base-url",
+    )
+    g.add_argument(
+        "--api-key-env",
+        default=None,
+        metavar="VAR",
+        help="environment variable holding the servers' API key (sent as a Bearer token)",
+    )
+    g.add_argument(
+        "--served-model",
+        default=None,
+        metavar="NAME",
+        help="the generator's model name on the server (default: the first it lists)",
+    )
+    g.add_argument(
+        "--prm-served-model",
+        default=None,
+        metavar="NAME",
+        help="the PRM's model name on its server (default: the first it lists)",
+    )
+
+
+def _add_request_flags(g: argparse._ArgumentGroup) -> None:
+    """How the HTTP requests to the servers are made."""
+    g.add_argument(
+        "--remote-timeout",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="seconds one HTTP request may take (default 120)",
+    )
+    g.add_argument(
+        "--remote-retries",
+        type=int,
+        default=3,
+        metavar="N",
+        help="retries, with backoff, after a connection error or a 5xx answer (default 3)",
+    )
+    g.add_argument(
+        "--remote-concurrency",
+        type=int,
+        default=16,
+        metavar="N",
+        help="HTTP requests in flight per server (default 16)",
+    )
+    g.add_argument(
+        "--remote-step-tokens",
+        type=int,
+        default=DEFAULT_STEP_TOKENS,
+        metavar="N",
+        help=f"max_tokens of one generator request; a longer step takes more (default {DEFAULT_STEP_TOKENS})",
+    )
+    g.add_argument(
+        "--remote-context",
+        type=int,
+        default=None,
+        metavar="N",
+        help="tokens of context per sequence on the generator's server (default: the model's trained "
+        "context); a path ends at it, as at a KV limit",
+    )
+
+
+def remote_settings(args: argparse.Namespace) -> RemoteSettings | None:
+    """None when both models run here."""
+    remote = args.backend == "remote"
+    if not remote and args.base_url:
+        raise ConfigError(
+            "--base-url is the server of --backend remote; add --backend remote (or use "
+            "--prm-base-url for a served PRM alone)"
+        )
+    if remote and not args.base_url:
+        raise ConfigError("--backend remote needs --base-url URL, the OpenAI-compatible server")
+    if not remote and not args.prm_base_url:
+        return None
+    if args.prm_base_url:  # Endpoint would name --base-url, which the user may not have given
+        check_url(args.prm_base_url, "--prm-base-url")
+
+    def endpoint(url: str, model: str | None) -> Endpoint:
+        return Endpoint(
+            url,
+            model,
+            args.api_key_env,
+            timeout_s=args.remote_timeout,
+            retries=args.remote_retries,
+            concurrency=args.remote_concurrency,
+        )
+
+    generator = endpoint(args.base_url, args.served_model) if remote else None
+    prm_url = args.prm_base_url or args.base_url
+    prm = endpoint(prm_url, args.prm_served_model or (args.served_model if prm_url == args.base_url else None))
+    return RemoteSettings(generator, prm, step_tokens=args.remote_step_tokens, context_tokens=args.remote_context)
