@@ -18,6 +18,8 @@ from edgereason.config import SearchConfig
 from edgereason.engine.loop import Engine
 from edgereason.engine.policy import Policy
 from edgereason.engine.request import Request
+from edgereason.engine.result import RequestMetrics, SearchResult
+from edgereason.engine.stats import EngineStats
 from edgereason.search.dataset import Problem
 from edgereason.search.grading import answers_match
 from edgereason.session.auto_policy import is_auto
@@ -104,47 +106,61 @@ def _has_room(spec: RunSpec, requests: list[tuple[Problem, Request]]) -> bool:
 
 def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Request]], wall: float) -> dict:
     """Run-level numbers over the requests that finished normally (design.md section 5)."""
-    stats = engine.stats
-    gen_s, prm_s = stats.gen_s, stats.prm_s
     done = [(p, r.result) for p, r in requests if r.result is not None]
-    per_problem = []
-    for p, res in done:
-        m = res.metrics
-        per_problem.append(
-            {
-                "id": p.id,
-                "answer": res.answer,
-                "gold": p.answer,
-                "correct": answers_match(res.answer, p.answer),
-                "status": res.status,
-                "latency": m.wall_s,
-                "tokens": m.generated_tokens,
-                "final_tokens": m.final_tokens,
-                "waiting_ratio": m.waiting_ratio,
-                "step_scores": res.step_scores,
-                "common_prefix": res.step_common_prefix,
-                # the final candidates, best first, with each step's PRM score (None: unscored): lets a vote rule or a
-                # way of adding up step scores be compared after the run on the same paths
-                "paths": [
-                    {
-                        "answer": fp.answer,
-                        "score": fp.score,
-                        "potential": fp.potential,
-                        "step_scores": [score for _, score in fp.steps],
-                    }
-                    for fp in res.paths
-                ],
-            }
-        )
+    per_problem = [_problem_record(p, res) for p, res in done]
     metrics = [res.metrics for _, res in done]
-    generated = sum(m.generated_tokens for m in metrics)
-    final = sum(m.final_tokens for m in metrics)
-    latencies = [m.wall_s for m in metrics]
-    normalized = [1000 * m.wall_s / m.final_tokens for m in metrics if m.final_tokens]
-    prm_tokens = sum(m.prm_tokens for m in metrics)
     correct = sum(pp["correct"] for pp in per_problem)
-    cfg = spec.config
     run = {
+        **_run_labels(spec),
+        "problems": len(done),
+        "correct": correct,
+        "accuracy": correct / len(done) if done else 0.0,
+        **_token_and_latency_numbers(metrics, wall),
+        **_model_time_numbers(engine.stats, metrics, wall),
+        "failed": sum(res.status == "failed" for _, res in done),
+    }
+    run.update({k: sum(getattr(m, k) for m in metrics) for k in SUMMED})
+    # the slots speculation can fill: a synchronous step leaves them idle while its stragglers finish
+    run["forward_passes"] = engine.stats.passes
+    run["rows_per_pass"] = engine.stats.rows / engine.stats.passes if engine.stats.passes else 0.0  # failed too
+    run["policy_switches"] = engine.policy.switches()  # as run: `auto` resolved
+    run["per_problem"] = per_problem
+    return run
+
+
+def _problem_record(p: Problem, res: SearchResult) -> dict:
+    """One finished problem's line of the run's per_problem list."""
+    m = res.metrics
+    return {
+        "id": p.id,
+        "answer": res.answer,
+        "gold": p.answer,
+        "correct": answers_match(res.answer, p.answer),
+        "status": res.status,
+        "latency": m.wall_s,
+        "tokens": m.generated_tokens,
+        "final_tokens": m.final_tokens,
+        "waiting_ratio": m.waiting_ratio,
+        "step_scores": res.step_scores,
+        "common_prefix": res.step_common_prefix,
+        # the final candidates, best first, with each step's PRM score (None: unscored): lets a vote rule or a
+        # way of adding up step scores be compared after the run on the same paths
+        "paths": [
+            {
+                "answer": fp.answer,
+                "score": fp.score,
+                "potential": fp.potential,
+                "step_scores": [score for _, score in fp.steps],
+            }
+            for fp in res.paths
+        ],
+    }
+
+
+def _run_labels(spec: RunSpec) -> dict:
+    """What the run was: policy, search shape, arrival rate."""
+    cfg = spec.config
+    return {
         "policy": spec.name,
         "strategy": cfg.strategy,
         "beams": cfg.beams,
@@ -152,9 +168,16 @@ def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Reque
         "rate": rate_label(spec.rate),
         "concurrency": spec.concurrency,
         "repeat": spec.repeat,
-        "problems": len(done),
-        "correct": correct,
-        "accuracy": correct / len(done) if done else 0.0,
+    }
+
+
+def _token_and_latency_numbers(metrics: list[RequestMetrics], wall: float) -> dict:
+    """Tokens made, their rates over the run's wall time, and the requests' latencies."""
+    generated = sum(m.generated_tokens for m in metrics)
+    final = sum(m.final_tokens for m in metrics)
+    latencies = [m.wall_s for m in metrics]
+    normalized = [1000 * m.wall_s / m.final_tokens for m in metrics if m.final_tokens]
+    return {
         "wall_s": wall,
         "generated_tokens": generated,
         "final_tokens": final,
@@ -164,6 +187,14 @@ def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Reque
         "latency_s_p90": _quantile(latencies, 0.9),
         "normalized_latency_ms_mean": _mean(normalized),
         "waiting_ratio_median": _quantile([m.waiting_ratio for m in metrics], 0.5),
+    }
+
+
+def _model_time_numbers(stats: EngineStats, metrics: list[RequestMetrics], wall: float) -> dict:
+    """Time inside the models (from the engine's record), the PRM's batching, recomputation and KV peak."""
+    gen_s, prm_s = stats.gen_s, stats.prm_s
+    prm_tokens = sum(m.prm_tokens for m in metrics)
+    return {
         "gen_time_s": gen_s,
         "prm_time_s": prm_s,
         "other_time_s": max(0.0, wall - gen_s - prm_s),
@@ -173,15 +204,7 @@ def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Reque
         "prm_batch_tokens_mean": prm_tokens / stats.prm_calls if stats.prm_calls else 0.0,
         "recomputed_tokens": sum(m.recomputed_tokens for m in metrics) + stats.prm_rebuilt_tokens,
         "peak_kv_tokens": max((m.peak_kv_tokens for m in metrics), default=0),
-        "failed": sum(res.status == "failed" for _, res in done),
     }
-    run.update({k: sum(getattr(m, k) for m in metrics) for k in SUMMED})
-    # the slots speculation can fill: a synchronous step leaves them idle while its stragglers finish
-    run["forward_passes"] = stats.passes
-    run["rows_per_pass"] = stats.rows / stats.passes if stats.passes else 0.0  # every pass, failed requests too
-    run["policy_switches"] = engine.policy.switches()  # as run: `auto` resolved
-    run["per_problem"] = per_problem
-    return run
 
 
 def rate_label(rate: float) -> float | str:

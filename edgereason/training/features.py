@@ -35,6 +35,19 @@ def mc_values(mc_rows: list[dict]) -> dict[tuple[str, int, int], float]:
     return {(r["id"], int(r["path"]), int(r["steps"])): float(r["value"]) for r in mc_rows}
 
 
+PathJob = tuple[int, int, dict, ScoreRequest]  # (rollout line, path index, path, the request that reads its steps)
+_COLUMN_TYPES = {
+    "problem": np.int32,
+    "path": np.int32,
+    "step": np.int32,
+    "last": bool,
+    "outcome": np.float32,
+    "mc": np.float32,
+    "prm": np.float32,
+    "weight": np.float32,
+}
+
+
 def extract(
     verifier,
     tokens: np.ndarray,
@@ -46,66 +59,80 @@ def extract(
     """verifier: a llama.cpp verifier in the head format on the backbone (its `features`)."""
     mc = mc_values(mc_rows)
     cols: dict[str, list] = {k: [] for k in FIELDS}
-    batch: list[tuple[int, int, dict, ScoreRequest]] = []
-
-    def flush() -> None:
-        states = verifier.features([b[3] for b in batch], tokens)
-        for (ri, pi, path, _), x in zip(batch, states):
-            n = len(path["steps"])
-            pid = rollouts[ri]["id"]
-            searched = path.get("search", rollouts[ri].get("search", "best-of-n")) != "best-of-n"
-            scores = [None] * n if searched else list(path.get("prm") or [None] * n)
-            cols["x"].append(x.astype(np.float16))
-            cols["problem"] += [ri] * n
-            cols["path"] += [pi] * n
-            cols["step"] += list(range(n))
-            cols["last"] += [k == n - 1 for k in range(n)]
-            cols["outcome"] += [float(bool(path["correct"]))] * n
-            cols["mc"] += [mc.get((pid, pi, k + 1), np.nan) for k in range(n)]
-            cols["prm"] += [np.nan if s is None else float(s) for s in scores]
-            cols["weight"] += [float(path.get("potential", 1))] * n
-        for key in {b[3].prefix_key for b in batch}:
-            verifier.release(key)
-        batch.clear()
-
+    batch: list[PathJob] = []
     total = len(rollouts)
     for ri, row in enumerate(rollouts):
-        for pi, path in enumerate(row["paths"]):
-            if path["steps"]:
-                root = f"feat{ri}/"
-                batch.append(
-                    (
-                        ri,
-                        pi,
-                        path,
-                        ScoreRequest(f"{root}{pi}", row["problem"], path["steps"], range(len(path["steps"])), root, 0),
-                    )
-                )
+        batch += _path_jobs(ri, row)
         if len(batch) >= paths_per_call:
-            flush()
+            _read_batch(verifier, tokens, batch, rollouts, mc, cols)
+            batch = []
         if progress:
             progress(ri + 1, total)
     if batch:
-        flush()
+        _read_batch(verifier, tokens, batch, rollouts, mc, cols)
     if not cols["x"]:
         return {}
-    capture = verifier.ctx.capture
+    return _as_arrays(cols, tokens, verifier.ctx.capture)
+
+
+def _path_jobs(ri: int, row: dict) -> list[PathJob]:
+    """One request per path with steps of rollout line ri, all its paths under one shared prompt prefix."""
+    root = f"feat{ri}/"
+    return [
+        (ri, pi, path, ScoreRequest(f"{root}{pi}", row["problem"], path["steps"], range(len(path["steps"])), root, 0))
+        for pi, path in enumerate(row["paths"])
+        if path["steps"]
+    ]
+
+
+def _read_batch(
+    verifier,
+    tokens: np.ndarray,
+    batch: list[PathJob],
+    rollouts: list[dict],
+    mc: dict[tuple[str, int, int], float],
+    cols: dict[str, list],
+) -> None:
+    """Read the batch's features in one call, add a row per step to cols, then free the prompts' cache."""
+    states = verifier.features([job[3] for job in batch], tokens)
+    for (ri, pi, path, _), x in zip(batch, states):
+        _add_path_rows(cols, ri, pi, path, rollouts[ri], x, mc)
+    for key in {job[3].prefix_key for job in batch}:
+        verifier.release(key)
+
+
+def _add_path_rows(
+    cols: dict[str, list],
+    ri: int,
+    pi: int,
+    path: dict,
+    row: dict,
+    x: np.ndarray,
+    mc: dict[tuple[str, int, int], float],
+) -> None:
+    """One row per step of a path: its features and labels."""
+    n = len(path["steps"])
+    searched = path.get("search", row.get("search", "best-of-n")) != "best-of-n"
+    scores = [None] * n if searched else list(path.get("prm") or [None] * n)
+    cols["x"].append(x.astype(np.float16))
+    cols["problem"] += [ri] * n
+    cols["path"] += [pi] * n
+    cols["step"] += list(range(n))
+    cols["last"] += [k == n - 1 for k in range(n)]
+    cols["outcome"] += [float(bool(path["correct"]))] * n
+    cols["mc"] += [mc.get((row["id"], pi, k + 1), np.nan) for k in range(n)]
+    cols["prm"] += [np.nan if s is None else float(s) for s in scores]
+    cols["weight"] += [float(path.get("potential", 1))] * n
+
+
+def _as_arrays(cols: dict[str, list], tokens: np.ndarray, capture) -> dict[str, np.ndarray]:
+    """The collected columns as the feature file's arrays."""
     out = {
         "tokens": np.asarray(tokens, dtype=np.int32),
         "layers": np.asarray(capture.layers if capture else [], dtype=np.int32),
         "x": np.concatenate(cols["x"]),
     }
-    types = {
-        "problem": np.int32,
-        "path": np.int32,
-        "step": np.int32,
-        "last": bool,
-        "outcome": np.float32,
-        "mc": np.float32,
-        "prm": np.float32,
-        "weight": np.float32,
-    }
-    out.update({k: np.asarray(cols[k], dtype=t) for k, t in types.items()})
+    out.update({k: np.asarray(cols[k], dtype=t) for k, t in _COLUMN_TYPES.items()})
     return out
 
 
