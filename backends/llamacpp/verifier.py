@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from edgereason.backends.context_roles import ContextKVMemory
+from edgereason.backends.llamacpp.generator_scoring import GeneratorScoring
 from edgereason.backends.llamacpp.layer_capture import LayerCapture
 from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.llamacpp.runtime import SEQ_SLOTS, DecodeItem, KVContext
@@ -50,7 +51,7 @@ def _capture_for(model: LlamaModel, head: ValueHead) -> LayerCapture:
         ) from None
 
 
-class LlamaVerifier(ContextKVMemory):
+class LlamaVerifier(GeneratorScoring, ContextKVMemory):
     def __init__(
         self,
         model: LlamaModel,
@@ -153,71 +154,6 @@ class LlamaVerifier(ContextKVMemory):
             for i, res in zip(here, self._in_parts([requests[i] for i in here], self._read)):
                 results[i] = res
         return results  # type: ignore[return-value]
-
-    def _resident(self, req: ScoreRequest) -> bool:
-        """The generator holds the path, tokenized as its text would be here. A head learned steps tokenized from
-        their text; a step sampled otherwise (two "\n" where the text gives one "\n\n") is scored here, as it
-        was trained."""
-        path = req.generator_path
-        if self._gen is None or path is None or path.seq is None:
-            return False
-        starts = [path.prompt_len, *path.ends[:-1]]
-        last = max(req.need) + 1
-        return all(
-            list(path.tokens[a:b]) == self._tokens(segment, first=False)
-            for a, b, segment in zip(starts, path.ends, self.prompt.segments(req.steps[:last], 0))
-        )
-
-    def _score_in_generator(
-        self, requests: Sequence[ScoreRequest], slots: Sequence[int], results: list[ScoreResult | None]
-    ) -> list[int]:
-        """Each requested step's row, read in the generator's context: a fork of the path's sequence, cut back to
-        just before the step's last token, is fed that token (one cell, freed at once; fork and cut touch no
-        data in a unified cache). Requests are taken in order while the generator's KV has room for their rows;
-        returns the slots scored (the rest go to the PRM context)."""
-        assert self._gen is not None and self._read is not None
-        ctx, t0 = self._gen, time.perf_counter()
-        plans = []  # (slot, index into its need, the path's sequence, where the fork is cut, tokens fed)
-        fed, taken = 0, []
-        for slot in slots:
-            req, path = requests[slot], requests[slot].generator_path
-            assert path is not None and path.seq is not None
-            held = ctx.seq_len(path.seq)
-            rows = []
-            for j, k in enumerate(req.need):
-                start = min(held, path.ends[k] - 1)
-                rows.append((slot, j, path.seq, start, path.tokens[start : path.ends[k]]))
-            more = sum(len(r[4]) for r in rows)
-            if not (ctx.can_append(fed + more) and ctx.can_alloc(len(plans) + len(rows))):
-                break
-            plans += rows
-            fed += more
-            taken.append(slot)
-        if not plans:
-            return []
-        scores = {slot: [0.0] * len(requests[slot].need) for slot in taken}
-        forks, items = [], []
-        try:
-            for slot, j, seq, start, toks in plans:
-                fork = ctx.fork(seq)
-                forks.append(fork)
-                ctx.truncate(fork, start)
-                items.append(DecodeItem(fork, toks, [(len(toks) - 1, (slot, j))]))
-
-            def on_row(tag: object, row: np.ndarray) -> None:
-                slot, j = tag  # type: ignore[misc]
-                scores[slot][j] = self._read(row)  # type: ignore[misc]
-
-            ctx.decode(items, on_row)
-        finally:
-            for fork in forks:
-                ctx.free(fork)
-        for slot in taken:
-            results[slot] = ScoreResult(scores[slot], sum(len(p[4]) for p in plans if p[0] == slot))
-            self._in_generator.add(requests[slot].key)
-        self.stats.generator_rows += len(plans)
-        self._count_call(fed, t0)
-        return taken
 
     def features(self, requests: Sequence[ScoreRequest], tokens: np.ndarray) -> list[np.ndarray]:
         """The logits of `tokens` at each requested step's last token, [len(need), len(tokens)] per request: what

@@ -113,40 +113,6 @@ def load_config(path: Path) -> Any:
         raise ModelError(f"{path}: not a checkpoint transformers can load ({_first_line(e)})") from None
 
 
-def kv_bytes_per_token(path: Path, device: str = "auto") -> int:
-    """2 (keys and values) * layers * KV heads * head size * bytes of the KV dtype (bf16 on a GPU, fp32 on CPU)."""
-    return config_kv_bytes(load_config(path), resolve_device(device)[1])
-
-
-def weights_bytes(path: Path, device: str = "auto") -> int:
-    """The bytes the checkpoint's weights take loaded on `device`, without loading them: every tensor's elements
-    (from the safetensors headers, or a GGUF's tensor table, which transformers dequantizes) times the size of the
-    dtype they load in (bf16 on a GPU, fp32 on CPU). Pickled `.bin` weights count at their file size."""
-    import math
-
-    src = source(path)
-    size = import_torch().tensor([], dtype=resolve_device(device)[1]).element_size()
-    if src.gguf_file:
-        from gguf import GGUFReader
-
-        return size * sum(int(t.n_elements) for t in GGUFReader(src.folder / src.gguf_file).tensors)
-    from safetensors import safe_open
-
-    elements = 0
-    for file in sorted(src.folder.glob("*.safetensors")):
-        with safe_open(str(file), framework="pt") as f:
-            elements += sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
-    return size * elements + sum(f.stat().st_size for f in src.folder.glob("*.bin"))
-
-
-def config_kv_bytes(config: Any, dtype: Any) -> int:
-    torch = import_torch()
-    config = config.get_text_config(decoder=True)
-    kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    return 2 * config.num_hidden_layers * kv_heads * head_dim * torch.tensor([], dtype=dtype).element_size()
-
-
 @dataclass
 class Checkpoint:
     path: Path
@@ -235,7 +201,6 @@ def load_checkpoint(
     """The backbone, tokenizer and readout `fmt` needs from the checkpoint at `path` (folder or .gguf)."""
     torch = import_torch()
     import transformers
-    from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     torch_device, dtype = resolve_device(device)
     if n_threads and torch_device.type == "cpu":
@@ -249,20 +214,45 @@ def load_checkpoint(
             file=sys.stderr,
         )
     head_tensors = _head_tensors(src, HEAD_TENSORS[fmt], fmt) if fmt in HEAD_TENSORS else {}
-    if fmt == "head" and head is None:
+    if fmt == "head":
+        _check_head_runs_here(head)
+    tokenizer, model = _load_quietly(path, src, fmt, dtype, own_code)
+    model = model.to(torch_device).eval()
+    backbone = model.base_model if fmt in LOGIT_FORMATS | {"head"} else model
+    hidden = backbone.config.get_text_config(decoder=True).hidden_size
+    if fmt in LOGIT_FORMATS:
+        readout = _logit_readout(model, tokenizer, fmt)
+    elif fmt == "head":
+        assert head is not None
+        readout = _checked_value_head_readout(path, src, model, head)
+    else:
+        readout = _head_readout(fmt, head_tensors, hidden, torch_device)
+    return Checkpoint(Path(path), backbone, tokenizer, readout, backbone.config, torch_device, dtype)
+
+
+def _check_head_runs_here(head: ValueHead | None) -> None:
+    """ConfigError where the head format has no head, or one that only the llama.cpp backend runs."""
+    if head is None:
         raise ConfigError(
             "--prm-format head needs a trained value head: pass --prm-head FILE (make one with edgereason train-prm)"
         )
-    if fmt == "head" and head.adapter:
+    if head.adapter:
         raise ConfigError(
             f"this value head runs with a LoRA adapter ({head.adapter.file}), which only the llama.cpp "
             "backend applies; pass its GGUF without hf:"
         )
-    if fmt == "head" and head.layers:
+    if head.layers:
         raise ConfigError(
             f"this value head reads middle layers ({', '.join(map(str, head.layers))}), which only "
             "the llama.cpp backend reads; pass its GGUF without hf:"
         )
+
+
+def _load_quietly(path: Path, src: Source, fmt: str, dtype: Any, own_code: bool) -> tuple[Any, Any]:
+    """The tokenizer and model of `src`, with transformers' logging and progress bars held down meanwhile."""
+    import transformers
+    from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
+
     verbosity, bars = transformers.logging.get_verbosity(), transformers.logging.is_progress_bar_enabled()
     transformers.logging.set_verbosity_error()  # a head checkpoint loaded as its backbone lists the head's keys
     transformers.logging.disable_progress_bar()  # "Loading weights" bars would interleave with the search's output
@@ -277,20 +267,15 @@ def load_checkpoint(
         transformers.logging.set_verbosity(verbosity)
         if bars:
             transformers.logging.enable_progress_bar()
-    model = model.to(torch_device).eval()
-    backbone = model.base_model if fmt in LOGIT_FORMATS | {"head"} else model
-    hidden = backbone.config.get_text_config(decoder=True).hidden_size
-    if fmt in LOGIT_FORMATS:
-        readout = _logit_readout(model, tokenizer, fmt)
-    elif fmt == "head":
-        assert head is not None
-        if not src.gguf_file:  # a head names its backbone by the GGUF's sha256
-            raise ConfigError(
-                f"a value head reads the GGUF it was trained on ({head.backbone.file}); pass --prm "
-                "hf:PATH.gguf, not a folder"
-            )
-        head.check_backbone(Path(path), model.config.get_text_config(decoder=True).vocab_size)
-        readout = _value_head_readout(model, head)
-    else:
-        readout = _head_readout(fmt, head_tensors, hidden, torch_device)
-    return Checkpoint(Path(path), backbone, tokenizer, readout, backbone.config, torch_device, dtype)
+    return tokenizer, model
+
+
+def _checked_value_head_readout(path: Path, src: Source, model: Any, head: ValueHead) -> Readout:
+    """The head's readout, once the checkpoint is the GGUF the head was trained on."""
+    if not src.gguf_file:  # a head names its backbone by the GGUF's sha256
+        raise ConfigError(
+            f"a value head reads the GGUF it was trained on ({head.backbone.file}); pass --prm "
+            "hf:PATH.gguf, not a folder"
+        )
+    head.check_backbone(Path(path), model.config.get_text_config(decoder=True).vocab_size)
+    return _value_head_readout(model, head)

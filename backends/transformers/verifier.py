@@ -20,34 +20,13 @@ import inspect
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+from edgereason.backends.transformers.batched_rows import HeldPath, Row, fork_cache, forward_rows, padded_cells
 from edgereason.backends.transformers.formats import PathTokens
 from edgereason.backends.transformers.loader import Checkpoint, import_torch
 from edgereason.errors import OutOfMemoryError
 from edgereason.protocols import ScoreRequest, ScoreResult, VerifierStats
-
-
-@dataclass
-class _Held:
-    cache: Any  # DynamicCache holding exactly ends[-1] tokens
-    ends: list[int]  # cache length after the head (index 0) and after each step's segment
-    scores: list[float]  # one per step
-
-
-@dataclass
-class _Row:
-    """One row of a batched forward pass: `tokens` appended to the first `start` tokens of `base`'s cache."""
-
-    key: str
-    base_key: str | None  # the prefix the request named (made recent when the row runs)
-    base: _Held | None
-    start: int
-    tokens: list[int]
-    read_at: list[int]  # indices into tokens whose readout is wanted
-    ends: list[int]
-    scores: list[float] = field(default_factory=list)  # the base's for the shared steps, then the new ones
 
 
 class TorchVerifier:
@@ -64,7 +43,7 @@ class TorchVerifier:
         self._cache_kwarg = "past_key_values" if "past_key_values" in params else "cache"
         self._capacity = kv_tokens
         self._bytes_per_token = kv_bytes_per_token
-        self._held: OrderedDict[str, _Held] = OrderedDict()
+        self._held: OrderedDict[str, HeldPath] = OrderedDict()
         self.stats = VerifierStats()
         self._torch = import_torch()
 
@@ -126,7 +105,7 @@ class TorchVerifier:
             if r.prefix_key and r.prefix_steps == 0 and r.prefix_key not in self._held:
                 roots.setdefault(r.prefix_key, r.question)
         heads = {key: self.tokens.head(q) for key, q in roots.items()}
-        rows = [_Row(key, None, None, 0, tokens, [], [len(tokens)]) for key, tokens in heads.items()]
+        rows = [Row(key, None, None, 0, tokens, [], [len(tokens)]) for key, tokens in heads.items()]
         protect = {r.prefix_key for r in requests if r.prefix_key}
         self._run_waves(rows, protect)
         return sum(len(row.tokens) for row in rows)
@@ -139,7 +118,7 @@ class TorchVerifier:
         )
         return [ScoreResult([row.scores[i] for i in r.need], len(row.tokens)) for r, row in zip(requests, rows)]
 
-    def _plan(self, req: ScoreRequest) -> _Row:
+    def _plan(self, req: ScoreRequest) -> Row:
         """The row scoring `req` on what is held now (a prefix made in this call is looked up again when its wave
         comes; see _run_waves)."""
         base = self._held.get(req.prefix_key) if req.prefix_key else None
@@ -153,9 +132,9 @@ class TorchVerifier:
         read_at = [e - 1 - start for e in ends[1 + shared :]]  # each new step's last token, within the row's tokens
         scores = base.scores[:shared] if base else []
         tokens = head + [t for seg in segs for t in seg]
-        return _Row(req.key, req.prefix_key, base, start, tokens, read_at, ends, scores)
+        return Row(req.key, req.prefix_key, base, start, tokens, read_at, ends, scores)
 
-    def _run_waves(self, rows: list[_Row], protect: set[str], requests: Sequence[ScoreRequest] | None = None) -> None:
+    def _run_waves(self, rows: list[Row], protect: set[str], requests: Sequence[ScoreRequest] | None = None) -> None:
         """Run `rows` in order, as few forward passes as possible; each row ends held under its key.
 
         A wave closes before a row that depends on it (its prefix or its own key is a key of the wave; the row is
@@ -163,7 +142,7 @@ class TorchVerifier:
         and before its padded batch would outgrow the capacity. Never dropped to make room at row i: `protect` and
         the prefixes of requests[i:]. `requests[i]` made rows[i] (None for question heads, which depend on
         nothing)."""
-        wave: list[_Row] = []
+        wave: list[Row] = []
         reserved = 0
         later = [set(protect)]  # later[j]: protect and the prefixes of requests[-j:]
         for r in reversed(requests or []):
@@ -180,7 +159,7 @@ class TorchVerifier:
                 row = rows[i] = self._plan(req)  # its prefix was made by an earlier wave of this call
             old = self._held.pop(row.key, None)  # replaced by this row; its room is free for it
             if wave and (
-                not self._fits(reserved + row.ends[-1], protect) or self._padded(wave + [row]) > self._capacity
+                not self._fits(reserved + row.ends[-1], protect) or padded_cells(wave + [row]) > self._capacity
             ):
                 self._flush(wave)
                 wave, reserved = [], 0
@@ -198,7 +177,7 @@ class TorchVerifier:
         """Run `rows` as new sequences from empty caches in one batched pass, a readout at each row's end, holding
         nothing: what the memory profiler times for the PRM's prefill curve."""
         with self._torch.inference_mode():
-            self._forward([_Row("", None, None, 0, r, [len(r) - 1], [len(r)]) for r in rows])
+            self._forward_rows([Row("", None, None, 0, r, [len(r) - 1], [len(r)]) for r in rows])
         if self.checkpoint.device.type == "cuda":  # a CUDA pass is queued, not done, until the device syncs
             self._torch.cuda.synchronize()
 
@@ -207,103 +186,17 @@ class TorchVerifier:
         pinned = sum(h.ends[-1] for k, h in self._held.items() if k in protect)
         return pinned + n_tokens <= self._capacity
 
-    @staticmethod
-    def _padded(rows: list[_Row]) -> int:
-        """KV cells of the batched cache a pass of `rows` builds (every row padded to the longest)."""
-        return len(rows) * (max(r.start for r in rows) + max(len(r.tokens) for r in rows))
-
-    def _flush(self, rows: list[_Row]) -> None:
+    def _flush(self, rows: list[Row]) -> None:
         """One forward pass over `rows`; each row's cache, ends and scores are held under its key."""
         run = [r for r in rows if r.tokens]  # a held path that already covers a request needs no pass
-        caches, scores = self._forward(run) if run else ([], [])
+        caches, scores = self._forward_rows(run) if run else ([], [])
         done = dict(zip(map(id, run), zip(caches, scores)))
         for row in rows:
-            cache, new = done.get(id(row)) or (self._fork(row.base, row.start), [])
+            cache, new = done.get(id(row)) or (fork_cache(self.checkpoint, row.base, row.start), [])
             row.scores = row.scores + new
-            self._held[row.key] = _Held(cache, row.ends, row.scores)
+            self._held[row.key] = HeldPath(cache, row.ends, row.scores)
             if row.base_key in self._held:  # a used prefix is recent
                 self._held.move_to_end(row.base_key)
 
-    def _fork(self, held: _Held | None, n_tokens: int) -> Any:
-        """A new cache holding the first n_tokens of `held`'s (which stays as it is)."""
-        from transformers import DynamicCache
-
-        if held is None:
-            return DynamicCache(config=self.checkpoint.config)
-        data = [(layer.keys[..., :n_tokens, :], layer.values[..., :n_tokens, :]) for layer in held.cache.layers]
-        return DynamicCache(data, config=self.checkpoint.config)
-
-    def _forward(self, rows: list[_Row]) -> tuple[list[Any], list[list[float]]]:
-        """Append each row's tokens to its prefix in one batched pass: the rows' new caches and readouts."""
-        from transformers import DynamicCache
-
-        torch, device = self._torch, self.checkpoint.device
-        past, new = max(r.start for r in rows), max(len(r.tokens) for r in rows)
-        ids = torch.zeros((len(rows), new), dtype=torch.long, device=device)
-        mask = torch.zeros((len(rows), past + new), dtype=torch.long, device=device)
-        positions = torch.zeros((len(rows), new), dtype=torch.long, device=device)
-        for i, r in enumerate(rows):
-            ids[i, : len(r.tokens)] = torch.tensor(r.tokens, dtype=torch.long)
-            mask[i, past - r.start : past + len(r.tokens)] = 1  # the prefix left-padded, the new tokens right-padded
-            positions[i] = torch.arange(r.start, r.start + new)
-        cache = DynamicCache(config=self.checkpoint.config)
-        if past:
-            cache = DynamicCache(self._batched_past(rows, past), config=self.checkpoint.config)
-        padded = any(r.start < past or len(r.tokens) < new for r in rows)
-        out = self.checkpoint.backbone(
-            input_ids=ids,
-            attention_mask=mask if padded else None,
-            position_ids=positions,
-            use_cache=True,
-            **{self._cache_kwarg: cache},
-        )
-        rows_at = [i for i, r in enumerate(rows) for _ in r.read_at]
-        cols_at = [p for r in rows for p in r.read_at]
-        flat = self.checkpoint.readout(out.last_hidden_state[rows_at, cols_at]) if rows_at else []
-        scores, k = [], 0
-        for r in rows:
-            scores.append(flat[k : k + len(r.read_at)])
-            k += len(r.read_at)
-        caches = [
-            DynamicCache(
-                [
-                    (
-                        torch.cat(
-                            [
-                                layer.keys[i : i + 1, :, past - r.start : past],
-                                layer.keys[i : i + 1, :, past : past + len(r.tokens)],
-                            ],
-                            dim=2,
-                        ),
-                        torch.cat(
-                            [
-                                layer.values[i : i + 1, :, past - r.start : past],
-                                layer.values[i : i + 1, :, past : past + len(r.tokens)],
-                            ],
-                            dim=2,
-                        ),
-                    )
-                    for layer in cache.layers
-                ],
-                config=self.checkpoint.config,
-            )
-            for i, r in enumerate(rows)
-        ]
-        return caches, scores
-
-    def _batched_past(self, rows: list[_Row], past: int) -> list[tuple[Any, Any]]:
-        """Per layer, the rows' held prefixes left-padded with zeros to `past` tokens."""
-        torch = self._torch
-        layers = []
-        template = next(r.base for r in rows if r.base is not None).cache.layers
-        for li, layer in enumerate(template):
-            shape = (len(rows), layer.keys.shape[1], past, layer.keys.shape[3])
-            keys = torch.zeros(shape, dtype=layer.keys.dtype, device=layer.keys.device)
-            values = torch.zeros(shape, dtype=layer.values.dtype, device=layer.values.device)
-            for i, r in enumerate(rows):
-                if r.base is not None and r.start:
-                    src = r.base.cache.layers[li]
-                    keys[i, :, past - r.start :] = src.keys[0, :, : r.start]
-                    values[i, :, past - r.start :] = src.values[0, :, : r.start]
-            layers.append((keys, values))
-        return layers
+    def _forward_rows(self, rows: list[Row]) -> tuple[list[Any], list[list[float]]]:
+        return forward_rows(self.checkpoint, self._torch, self._cache_kwarg, rows)

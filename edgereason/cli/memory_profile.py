@@ -17,7 +17,8 @@ from edgereason.memory.device import DEVICE_KINDS
 from edgereason.memory.size import format_size
 from edgereason.memory.split import Prediction
 from edgereason.memory.store import check_profiles_dir, write_profile
-from edgereason.profiler.run import Profile, run_profile
+from edgereason.profiler.profile import Profile
+from edgereason.profiler.run import run_profile
 from edgereason.session.prm_choice import PRM_FORMAT_CHOICES
 
 

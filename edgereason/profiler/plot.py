@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from edgereason.profiler.run import Profile
+from edgereason.profiler.profile import Profile
 
 
 def write_plot(profile: Profile, path: Path) -> None:

@@ -6,7 +6,6 @@ knows no concrete backend.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -20,8 +19,9 @@ from edgereason.errors import ConfigError
 from edgereason.memory.curve import Curve
 from edgereason.memory.device import DeviceInfo, auto_budget, read_device
 from edgereason.memory.size import format_size, parse_size
-from edgereason.memory.split import SplitPlan, Workload, budget_error, plan_split, problem_budget_error
+from edgereason.memory.split import Workload, budget_error, plan_split, problem_budget_error
 from edgereason.memory.store import check_profile_path, verifier_id
+from edgereason.profiler.profile import Profile
 from edgereason.profiler.sample import (
     SAMPLE_PROBLEMS,
     check_sequences,
@@ -36,7 +36,6 @@ from edgereason.session.prm_choice import PRMChoice, choose_prm
 
 PullProgress = Callable[[str, int, int], None]
 
-PROFILE_VERSION = 1
 ALL_GPU_LAYERS = 999
 
 
@@ -53,59 +52,6 @@ GPU_POINTS = MeasurePoints((1, 2, 4, 8, 16, 32, 64), 8, (128, 256, 512, 1024, 20
 MAX_DECODE_SEQS = 128  # measure_decode holds every point's sequences at once: 255 with GPU_POINTS, llama.cpp's cap 256
 DEFAULT_BEAMS = {"cpu": 4, "gpu": 8}  # design.md section 3
 TYPICAL_STEP_TOKENS = 64  # for the budget check before the sample search measures the real step length
-
-
-@dataclass(frozen=True)
-class Profile:
-    device: DeviceInfo
-    generator: str
-    verifier: str
-    threads: int
-    budget_bytes: int
-    gen_bytes_per_token: int
-    ver_bytes_per_token: int
-    workload: Workload
-    gen_curve: Curve
-    ver_curve: Curve
-    plan: SplitPlan
-
-    @property
-    def lv_threshold_tokens(self) -> int:
-        """Lazy verification flushes at the batch where PRM prefill reaches 90% of its best throughput."""
-        return self.ver_curve.saturation(0.9)
-
-    def to_dict(self) -> dict:
-        best, w = self.plan.best, self.workload
-        return {
-            "version": PROFILE_VERSION,
-            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "device": self.device.device_id,
-            "device_name": self.device.name,
-            "device_memory_bytes": self.device.total_bytes,
-            "generator": self.generator,
-            "verifier": self.verifier,
-            "threads": self.threads,
-            "budget_bytes": self.budget_bytes,
-            "generator_kv_tokens": best.generator_kv_tokens,
-            "verifier_kv_tokens": best.verifier_kv_tokens,
-            "generator_kv_bytes": best.generator_kv_tokens * self.gen_bytes_per_token,
-            "verifier_kv_bytes": best.verifier_kv_tokens * self.ver_bytes_per_token,
-            "generator_kv_bytes_per_token": self.gen_bytes_per_token,
-            "verifier_kv_bytes_per_token": self.ver_bytes_per_token,
-            "lv_threshold_tokens": self.lv_threshold_tokens,
-            "curves": {"generator": self.gen_curve.as_list(), "verifier": self.ver_curve.as_list()},
-            "workload": asdict(w),
-            "predicted": {
-                "best": best.to_dict(w),
-                "even": self.plan.even.to_dict(w),
-                "speedup_vs_even": _round(self.plan.speedup_vs_even),
-            },
-            "splits": [row.to_dict(w) for row in self.plan.rows],
-        }
-
-
-def _round(x: float | None) -> float | None:
-    return None if x is None else round(x, 4)
 
 
 def run_profile(
@@ -147,21 +93,9 @@ def run_profile(
     lengths = prompt_lengths(gen.prompter, problems, requests)  # before the PRM loads
     prm_ = _open_prm(runtime, choice, generator, gen_path, device.kind, n_gpu_layers, threads, requests, pull_progress)
     workload = _with_prompts(workload, problems, lengths, prm_)
-    budget_bytes = fixed_budget or auto_budget(
-        device.free_bytes, gen.weights_bytes + prm_.weights_bytes, gen.bytes_per_token, prm_.bytes_per_token
-    )
-    _check_budget(budget_bytes, gen.bytes_per_token, prm_.bytes_per_token, workload, given)
-    if progress and budget_bytes > device.free_bytes:
-        progress(f"warning: the budget is more than the {format_size(device.free_bytes)} free on this device")
-    gen_curve, ver_curve = _curves(
-        gen,
-        prm_,
-        points or (GPU_POINTS if device.kind == "gpu" else MeasurePoints()),
-        workload,
-        n_gpu_layers,
-        threads,
-        progress,
-    )
+    budget_bytes = _settled_budget(fixed_budget, device, gen, prm_, workload, given, progress)
+    points = points or (GPU_POINTS if device.kind == "gpu" else MeasurePoints())
+    gen_curve, ver_curve = _curves(gen, prm_, points, workload, n_gpu_layers, threads, progress)
     workload = _sampled(gen, prm_, workload, max_step_tokens, problems, progress)
     plan = plan_split(budget_bytes, gen.bytes_per_token, prm_.bytes_per_token, gen_curve, ver_curve, workload)
     return Profile(
@@ -261,6 +195,26 @@ def _with_prompts(w: Workload, problems: tuple[str, ...], lengths: list[int], pr
     return replace(
         w, prompt_tokens=round(mean(lengths[i] for i in chosen)), head_tokens=round(mean(heads[i] for i in chosen))
     )
+
+
+def _settled_budget(
+    fixed_budget: int | None,
+    device: DeviceInfo,
+    gen: ProfiledGenerator,
+    prm: ProfiledPRM,
+    workload: Workload,
+    problems_given: bool,
+    progress: Progress | None,
+) -> int:
+    """The given budget, else what the device's free memory leaves beside both models' weights; checked to hold one
+    path before minutes of measuring."""
+    budget_bytes = fixed_budget or auto_budget(
+        device.free_bytes, gen.weights_bytes + prm.weights_bytes, gen.bytes_per_token, prm.bytes_per_token
+    )
+    _check_budget(budget_bytes, gen.bytes_per_token, prm.bytes_per_token, workload, problems_given)
+    if progress and budget_bytes > device.free_bytes:
+        progress(f"warning: the budget is more than the {format_size(device.free_bytes)} free on this device")
+    return budget_bytes
 
 
 def _check_budget(budget_bytes: int, gen_bpt: int, ver_bpt: int, w: Workload, problems_given: bool) -> None:
