@@ -6,14 +6,14 @@
 #
 # Usage: eval_sweep.sh CONFIGS DATA_DIR WORK
 #   CONFIGS: lines "NAME FLAGS..." (# starts a comment), FLAGS added to the common ones below
-#   DATA_DIR: holds gsm8k_test.jsonl    WORK: output folder (eval/NAME-i/, summary.json, vote-rules.json)
-# Settings (environment): SHARDS (16), PER_SHARD (13), FIRST (problems counted, 200), SECONDS_BOX (time box of
-#   the whole run, 3600), COMMON (the flags every bench gets, below)
+#   DATA_DIR: holds the data set    WORK: output folder (eval/NAME-i/, summary.json, vote-rules.json)
+# Settings (environment): DATASET (the file in DATA_DIR, gsm8k_test.jsonl), SHARDS (16), PER_SHARD (13), FIRST
+#   (problems counted, 200), SECONDS_BOX (time box of the whole run, 3600), COMMON (the flags every bench gets, below)
 set -uo pipefail
 configs=$1 data=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
-shards=${SHARDS:-16} per=${PER_SHARD:-13} first=${FIRST:-200}
-common=${COMMON:-"--gpu-layers 999 --threads 1 --dataset $data/gsm8k_test.jsonl --max-steps 20 --max-tokens 1024 --concurrency 8 --kv-tokens 32768 --no-plots"}
+shards=${SHARDS:-16} per=${PER_SHARD:-13} first=${FIRST:-200} dataset=$data/${DATASET:-gsm8k_test.jsonl}
+common=${COMMON:-"--gpu-layers 999 --threads 1 --max-steps 20 --max-tokens 1024 --concurrency 8 --kv-tokens 32768 --no-plots"}
 mkdir -p "$work/eval"
 mapfile -t lines < <(grep -v '^\s*\(#\|$\)' "$configs")
 
@@ -21,7 +21,7 @@ for i in $(seq 0 $((shards - 1))); do
   (for line in "${lines[@]}"; do
      read -r name flags <<<"$line"
      # shellcheck disable=SC2086  # flags are words
-     edgereason bench $common --offset $((i * per)) --limit "$per" $flags --out "$work/eval/$name-$i" \
+     edgereason bench $common --dataset "$dataset" --offset $((i * per)) --limit "$per" $flags --out "$work/eval/$name-$i" \
        >"$work/eval/log-$name-$i.txt" 2>&1
    done) &
 done
@@ -37,5 +37,5 @@ for line in "${lines[@]}"; do
     grep -q "^results in" "$work/eval/log-$name-$i.txt" 2>/dev/null || echo "incomplete: $name-$i" >&2
   done
 done
-python3 "$here/merge_shards.py" "$work/summary.json" --first "$first" "$data/gsm8k_test.jsonl" "${args[@]}"
-python3 "$here/vote_rules.py" "$work/vote-rules.json" --first "$first" "$data/gsm8k_test.jsonl" "${args[@]}"
+python3 "$here/merge_shards.py" "$work/summary.json" --first "$first" "$dataset" "${args[@]}"
+python3 "$here/vote_rules.py" "$work/vote-rules.json" --first "$first" "$dataset" "${args[@]}"

@@ -4,7 +4,11 @@
 #   recipe: the 1.5B's default recipe (best-of-8, T 0.6, its value head, weighted vote), one problem at a time
 #   at16:   16 problems at once, the 0.5B's beam recipe (beam N=8 M=4, T 0.6, the 1.5B's head for the 0.5B)
 #   one:    edge against baseline one problem at a time on the 0.5B's beam recipe
-# Usage: torch_targets.sh PART DATA_DIR OUT [LIMIT]   (PART: pass, recipe, at16, one; LIMIT: recipe's problems)
+#   frontier: accuracy of torch_frontier.txt's searches on each backend (eval_sweep.sh: shards over disjoint
+#           problems), on the first 200 GSM8K and the first 100 MATH-500 problems; then the seconds a problem of
+#           each search one problem at a time on LIMIT problems (accuracy needs all problems; latency does not)
+# Usage: torch_targets.sh PART DATA_DIR OUT [LIMIT]   (PART: pass, recipe, at16, one, frontier; LIMIT: problems
+#   of recipe (50) and of frontier's latency runs (20))
 set -uo pipefail
 part=$1 data=$2 out=$3 limit=${4:-50}
 here=$(dirname "$0")
@@ -35,6 +39,26 @@ case $part in
       edgereason bench $common $q05 --offset 16 --limit 8 --concurrency 1 --policies baseline,edge \
         --backend $backend --out "$out/one-$backend" >"$out/one-$backend.log" 2>&1
       echo "one $backend rc $?"
+    done ;;
+  frontier)
+    for backend in torch llamacpp; do
+      # torch fills the GPU from fewer processes (a row costs little): 4 shards of 16 problems at once
+      [ $backend = torch ] && shards=4 || shards=16
+      for set in gsm8k_test:200 math500_test:100; do
+        name=${set%%:*} first=${set##*:}
+        COMMON="--backend $backend --policies auto --gpu-memory 24GiB --threads 1 --max-steps 20 --max-tokens 1024 \
+          --concurrency 16 --no-plots" SHARDS=$shards PER_SHARD=$(((first + shards - 1) / shards)) FIRST=$first \
+          DATASET=$name.jsonl SECONDS_BOX=${SECONDS_BOX:-1200} \
+          bash "$here/eval_sweep.sh" "$here/torch_frontier.txt" "$data" "$out/frontier-$backend-$name" \
+          >"$out/frontier-$backend-$name.log" 2>&1
+        echo "frontier accuracy $backend $name rc $?"
+      done
+      grep -v '^\s*\(#\|$\)' "$here/torch_frontier.txt" | while read -r name flags; do
+        # shellcheck disable=SC2086  # flags are words
+        edgereason bench $common $flags --backend $backend --policies auto --limit "${4:-20}" --concurrency 1 \
+          --out "$out/latency-$backend/$name" >"$out/latency-$backend-$name.log" 2>&1
+        echo "frontier latency $backend $name rc $?"
+      done
     done ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac

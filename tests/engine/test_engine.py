@@ -1,11 +1,11 @@
-"""The engine on the real llama.cpp backend with SmolLM2: every preset, concurrent requests, integrity."""
+"""The engine on real backends with SmolLM2 (llama.cpp; torch too where there is a GPU, tests/engine/conftest.py):
+every preset, concurrent requests, integrity."""
 
 from __future__ import annotations
 
 import pytest
+from real_backends import open_pair, open_with_slots
 
-from edgereason.backends.llamacpp import LlamaGenerator, LlamaVerifier, load_model, open_models
-from edgereason.backends.prm_format import prm_format
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine.events import NodeAdded, NodeScored, RequestDone
 from edgereason.engine.loop import Engine
@@ -16,8 +16,8 @@ PROBLEMS = ["Janet has 16 eggs and eats 3. How many are left?", "What is 12 time
 
 
 @pytest.fixture(scope="module")
-def models(smollm2_path):
-    return open_models(smollm2_path, smollm2_path, "judge", 8192, 8192)
+def models(backend, smollm2_path):
+    return open_pair(backend, smollm2_path, 8192)
 
 
 def small(**kw) -> SearchConfig:
@@ -63,14 +63,14 @@ def test_every_preset_finishes_concurrent_requests(models, preset, strategy):
     assert gen.kv_used_tokens == 0
 
 
-def test_greedy_presets_agree_on_the_answer(smollm2_path):
+def test_greedy_presets_agree_on_the_answer(backend, smollm2_path):
     """With greedy sampling every candidate is the same path, so scheduling cannot change the answer.
 
     Deduplication is off here: it runs one row where the others run several identical rows, and llama.cpp's CPU
     kernels are not batch-invariant, so a near-tie can break differently. tests/test_search_units.py checks the
     same equality with deduplication on, on the batch-invariant fake backend. Flash attention is off: with it
     the logits also depend on how a forward pass is split into ubatches."""
-    gen, ver = open_models(smollm2_path, smollm2_path, "judge", 4096, 4096, flash_attn=False)
+    gen, ver = open_pair(backend, smollm2_path, 4096, flash_attn=False)
     greedy = small(beams=2, width=2, max_steps=4, max_step_tokens=40, sampling=SamplingParams(temperature=0))
     answers = set()
     for preset in ("baseline", "fasttts", "specscale:early_prune_perfect=false:dedup=false"):
@@ -91,12 +91,10 @@ def test_more_beams_than_sequences_is_refused_at_submit(models):
 
 
 @pytest.mark.parametrize("preset", ["baseline", "edge"])
-def test_a_request_whose_beams_do_not_fit_the_free_sequences_waits_for_them(smollm2_path, preset):
+def test_a_request_whose_beams_do_not_fit_the_free_sequences_waits_for_them(backend, smollm2_path, preset):
     """bench --concurrency 8 --beams 64: all 8 started at once on 256 sequences, each kept the forks it got and
     waited for the rest, until the engine gave them up ("cannot make progress"). Here 16 sequences, 3 x 8 beams."""
-    model = load_model(str(smollm2_path))
-    gen = LlamaGenerator(model, 4096, n_seq_max=16)
-    ver = LlamaVerifier(model, prm_format("judge"), 4096)
+    gen, ver = open_with_slots(backend, smollm2_path, 4096, n_seq_max=16)
     engine = Engine(gen, ver, parse_policy(preset))
     config = small(beams=8, width=2, max_steps=2, max_step_tokens=8)
     reqs = [engine.submit(p, config) for p in PROBLEMS]
