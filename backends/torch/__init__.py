@@ -1,5 +1,6 @@
-"""torch backend: a Generator and a Verifier on CUDA (bf16 weights dequantized from the GGUF, KV in device memory,
-decode passes replayed as CUDA graphs, sampling on the device), with the llama.cpp backend's interface.
+"""torch backend: a Generator and a Verifier on CUDA (bf16 weights dequantized from the GGUF, or read from a Hugging
+Face folder's safetensors: `--model hf:FOLDER`; KV in device memory, decode passes replayed as CUDA graphs, sampling
+on the device), with the llama.cpp backend's interface. Every function taking a model path takes either.
 
 Without CUDA (`--backend torch` on a CPU, or a torch build without CUDA) it runs on the CPU in float32 and says so:
 that is what the CPU tests check it with; llama.cpp is the faster CPU backend.
@@ -97,6 +98,11 @@ def open_models(
     from edgereason.backends.torch.generator import TorchGenerator
     from edgereason.backends.torch.verifier import TorchVerifier
 
+    if head is not None and Path(prm_path).is_dir():
+        raise ConfigError(
+            "a value head is checked against the sha256 of the GGUF it was trained on, and the PRM is a "
+            "Hugging Face folder; use that GGUF as --prm, or --prm-format judge"
+        )
     generator = TorchGenerator(_load(generator_path, n_gpu_layers, n_threads), generator_kv_tokens)
     verifier = TorchVerifier(
         _load(prm_path, n_gpu_layers, n_threads), prm_format(prm_format_name), verifier_kv_tokens, head=head
@@ -118,37 +124,34 @@ def open_generator(
 
 
 @lru_cache(maxsize=4)
-def _gguf(path: str):
-    """The GGUF's tensor table and metadata (no weights read): parsed once, as a session asks several times."""
+def _weights(path: str):
+    """The GGUF's or the folder's tensor table and metadata (no weights read): read once, as a session asks several
+    times."""
     import_torch()
-    from edgereason.backends.torch.model import Weights
+    from edgereason.backends.torch.sources import open_weights
 
-    return Weights(Path(path))
+    return open_weights(Path(path))
 
 
 def check_architecture(path: Path) -> None:
-    """One ModelError line unless the torch backend runs the GGUF's architecture (from its metadata alone)."""
-    import_torch()
-    from edgereason.backends.torch.model import read_config
-
-    read_config(_gguf(str(path)))
+    """One ModelError line unless the torch backend runs the model's architecture (from its metadata alone)."""
+    _weights(str(path)).config()
 
 
 def kv_bytes_per_token(path: Path, n_gpu_layers: int = 0) -> int:
     torch = import_torch()
     from edgereason.backends.torch.model import kv_bytes_per_token as per_token
-    from edgereason.backends.torch.model import read_config
 
-    return per_token(read_config(_gguf(str(path))), torch.device(device_for(n_gpu_layers)))
+    return per_token(_weights(str(path)).config(), torch.device(device_for(n_gpu_layers)))
 
 
 def weights_bytes(path: Path, n_gpu_layers: int = 0) -> int:
-    """The bytes the GGUF's weights take dequantized on the device (bf16 on CUDA, float32 on the CPU)."""
+    """The bytes the weights take on the device (bf16 on CUDA, float32 on the CPU)."""
     torch = import_torch()
     from edgereason.backends.torch.model import device_dtype
 
     size = torch.tensor([], dtype=device_dtype(torch.device(device_for(n_gpu_layers)))).element_size()
-    return size * sum(int(t.n_elements) for t in _gguf(str(path)).reader.tensors)
+    return size * _weights(str(path)).n_elements()
 
 
 def decode_points(generator: object, rows: tuple[int, ...], steps: int, n_threads: int | None) -> Points | None:

@@ -18,7 +18,7 @@ from edgereason.protocols import BatchEntry
 class TorchGenerator(ContextGenerator):
     def __init__(self, model: TorchModel, kv_tokens: int, n_seq_max: int = SEQ_SLOTS, graphs: bool = True) -> None:
         self.model = model
-        self.name = model.path.stem
+        self.name = model.name
         self.ctx = TorchContext(model, kv_tokens, n_seq_max=n_seq_max, graphs=graphs)
         self.eos_ids = model.eog_ids
 

@@ -1,6 +1,6 @@
 """A decoder-only transformer in plain torch, with its weights read from a GGUF (dequantized: bf16 on CUDA, float32
 on the CPU) and its tokenizer and chat template from llama.cpp's vocabulary of the same file, so both backends
-tokenize alike.
+tokenize alike; or both from a Hugging Face folder (hf_folder.py, tokenizer.py).
 
 Architectures: llama (SmolLM2, Llama) and qwen2 (Qwen2.5): RMSNorm, rotary positions, grouped-query attention,
 SwiGLU, q/k/v biases where the file has them, tied embeddings where it has no output matrix.
@@ -8,7 +8,7 @@ SwiGLU, q/k/v biases where the file has them, tied embeddings where it has no ou
 Rotary layout: llama.cpp's converter permutes a llama model's Q and K rows so that its "normal" rope rotates
 adjacent pairs (x0, x1), (x2, x3)...; qwen2 keeps the Hugging Face layout, which llama.cpp rotates as "neox" pairs
 (x_i, x_{i + d/2}). The llama rows are un-permuted here (as transformers' GGUF loader does), so one rope, neox,
-serves both.
+serves both, and a Hugging Face folder's rows, in that layout already, load as they are.
 """
 
 from __future__ import annotations
@@ -82,6 +82,7 @@ class Weights:
             raise ModelError(f"{path}: not a GGUF file the torch backend can read ({e})") from None
         self.path = path
         self.tensors = {t.name: t for t in self.reader.tensors}
+        self.permuted_rope = self.meta("general.architecture") in _PERMUTED_ROPE
 
     def meta(self, key: str, default: Any = None) -> Any:
         field = self.reader.get_field(key)
@@ -89,6 +90,12 @@ class Weights:
 
     def has(self, name: str) -> bool:
         return name in self.tensors
+
+    def config(self) -> ModelConfig:
+        return read_config(self)
+
+    def n_elements(self) -> int:
+        return sum(int(t.n_elements) for t in self.reader.tensors)
 
     def load(self, name: str, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
         from gguf.quants import dequantize
@@ -154,8 +161,11 @@ class TorchDecoder:
         self.path = Path(path)
         self.device = device
         self.dtype = device_dtype(device)
-        weights = Weights(self.path)
-        self.config = cfg = read_config(weights)
+        from edgereason.backends.torch.sources import open_weights
+
+        weights = open_weights(self.path)
+        self.config = cfg = weights.config()
+        self._permuted_rope = weights.permuted_rope
         load = lambda name: weights.load(name, device, self.dtype)  # noqa: E731
         maybe = lambda name: load(name) if weights.has(name) else None  # noqa: E731
         self.embed = load("token_embd.weight")
@@ -173,7 +183,7 @@ class TorchDecoder:
         cfg, p = self.config, f"blk.{i}."
         wq, wk = load(p + "attn_q.weight"), load(p + "attn_k.weight")
         bq, bk = maybe(p + "attn_q.bias"), maybe(p + "attn_k.bias")
-        if cfg.arch in _PERMUTED_ROPE:
+        if self._permuted_rope:
             wq, wk = unpermute_rope(wq, cfg.n_head), unpermute_rope(wk, cfg.n_head_kv)
             bq = unpermute_rope(bq, cfg.n_head) if bq is not None else None
             bk = unpermute_rope(bk, cfg.n_head_kv) if bk is not None else None
@@ -238,21 +248,22 @@ class TorchDecoder:
 
 @lru_cache(maxsize=4)
 def load_decoder(path: str, device: str) -> TorchDecoder:
-    """One decoder per file and device: the two roles share weights when they name the same GGUF."""
+    """One decoder per file (or folder) and device: the two roles share weights when they name the same one."""
     return TorchDecoder(Path(path), torch.device(device))
 
 
 class TorchModel:
-    """The decoder and the GGUF's own tokenizer and chat template (llama.cpp's vocabulary, without its weights):
-    what both roles need, with the attributes the llama.cpp verifier reads off a LlamaModel."""
+    """The decoder and the tokenizer and chat template of the same GGUF or folder (tokenizer.py): what both roles
+    need, with the attributes the llama.cpp verifier reads off a LlamaModel."""
 
     def __init__(self, path: Path, device: torch.device) -> None:
-        from edgereason.backends.llamacpp.model import load_vocab
+        from edgereason.backends.torch.sources import display_name, open_tokenizer
 
         self.decoder = load_decoder(str(path), str(device))
-        self.vocab = load_vocab(str(path))
-        cfg = self.decoder.config
         self.path = Path(path)
+        self.vocab = open_tokenizer(self.path)
+        self.name = display_name(self.path)
+        cfg = self.decoder.config
         self.device = device
         self.n_vocab, self.n_embd, self.n_layer = cfg.n_vocab, cfg.n_embd, cfg.n_layer
         self.n_ctx_train = cfg.n_ctx_train

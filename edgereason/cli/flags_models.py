@@ -31,8 +31,8 @@ def _add_weight_flags(g: argparse._ArgumentGroup) -> None:
     g.add_argument(
         "--model",
         default=models.DEFAULT_MODEL,
-        help=f"generator: a registry name ({', '.join(models.REGISTRY)}) or a .gguf path "
-        f"(default {models.DEFAULT_MODEL})",
+        help=f"generator: a registry name ({', '.join(models.REGISTRY)}), a .gguf path, or hf:FOLDER, a Hugging "
+        f"Face folder run on the torch backend (default {models.DEFAULT_MODEL})",
     )
     g.add_argument(
         "--prm",

@@ -1,7 +1,8 @@
 """Which local runtime a session opens (`--backend auto|llamacpp|torch`): auto takes torch where NVML sees a GPU,
 torch is installed with CUDA, it runs the models' architectures and they fit under `--gpu-memory` in bf16, else
 llama.cpp; a CPU stays on llama.cpp without importing torch. A fallback the user may not expect is said in one
-line."""
+line. A Hugging Face folder as generator (`--model hf:FOLDER`) runs on torch, on a CPU too: llama.cpp cannot read
+it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from importlib.util import find_spec
 from pathlib import Path
 
+from edgereason import models
 from edgereason.backends import load_backend
 from edgereason.errors import ConfigError, ModelError
 from edgereason.memory.size import format_size
@@ -19,6 +21,13 @@ from edgereason.session.settings import MIN_KV_TOKENS, ModelSettings
 def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: bool) -> str:
     """settings.backend, with auto decided. hf: the PRM runs on transformers either way (only the generator's
     weights count here)."""
+    if settings.model.startswith(models.HF_PREFIX):
+        if settings.backend == "llamacpp":
+            raise ConfigError(
+                f"--model {settings.model} runs on the torch backend (llama.cpp reads GGUF files): use --backend "
+                "torch or auto, or name a GGUF of the model without hf:"
+            )
+        return "torch"
     if settings.backend != "auto":
         return settings.backend
     if settings.n_gpu_layers == 0 or not gpu_present() or find_spec("torch") is None or find_spec("gguf") is None:

@@ -10,11 +10,12 @@ from pathlib import Path
 
 from edgereason import models
 from edgereason.backends import load_backend
+from edgereason.backends.prm_format import PRM_FORMATS
 from edgereason.backends.remote.settings import RemoteSettings
 from edgereason.engine.events import Listener
 from edgereason.engine.loop import Engine
 from edgereason.engine.policy import Policy
-from edgereason.errors import ConfigError
+from edgereason.errors import ConfigError, ModelError
 from edgereason.protocols import Generator, Verifier
 from edgereason.session.auto_policy import MEASURE_ROWS, MEASURE_STEPS, AutoChoice, choice_for, is_auto, resolve
 from edgereason.session.backend_choice import choose_backend
@@ -74,7 +75,7 @@ def open_session(settings: ModelSettings, backend: str | None = None, progress: 
     choice = choose_prm(settings.model, settings.prm, settings.prm_format, settings.prm_head)
     settings = replace(settings, prm_format=choice.format)
     gen_path, prm_path = _model_paths(settings, choice, progress)
-    hf = choice.name.startswith(models.HF_PREFIX)  # the PRM on torch beside the generator
+    hf = prm_on_transformers(settings.model, choice)  # the PRM on transformers beside the generator
     backend = choose_backend(replace(settings, backend=backend or settings.backend), gen_path, prm_path, hf)
     runtime = load_backend(backend)
     prm_runtime = load_backend("transformers") if hf else runtime
@@ -132,6 +133,11 @@ def open_session(settings: ModelSettings, backend: str | None = None, progress: 
 def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress: PullProgress | None = None) -> Session:
     """The PRM (and the generator, when it is served too) on a server. `--model` / `--prm` name the served
     models' GGUFs, read here for their tokenizer and chat template only; no memory profile applies."""
+    if settings.model.startswith(models.HF_PREFIX):
+        raise ConfigError(
+            f"--model {settings.model} runs on the torch backend, which a served setup does not use; name the "
+            "generator by its GGUF"
+        )
     served, local = load_backend("remote"), load_backend("llamacpp")
     if settings.prm_format == "head":
         raise ConfigError(
@@ -192,15 +198,40 @@ def gguf_on_disk(name: str, role: str) -> Path | None:
     return models.resolve(name, allow_pull=False, role=role)
 
 
+def prm_on_transformers(model: str, choice: PRMChoice) -> bool:
+    """An hf: PRM runs on transformers, but for the hf: generator's own weights in a format the torch backend's
+    verifier reads: that one shares the generator's weights on torch."""
+    if not choice.name.startswith(models.HF_PREFIX):
+        return False
+    return not (choice.name == model and choice.format in PRM_FORMATS)
+
+
 def _model_paths(settings: ModelSettings, choice: PRMChoice, progress: PullProgress | None) -> tuple[Path, Path]:
-    """The generator's GGUF and the PRM's weights, pulled where they are registry names not on disk yet. An hf: PRM
+    """The generator's weights and the PRM's, pulled where they are registry names not on disk yet. An hf: PRM
     is a folder or a file; a registry name after hf: means its GGUF, read into torch."""
-    gen_path = models.resolve(settings.model, progress=progress)
+    gen_path = _generator_path(settings.model, progress)
+    if choice.name == settings.model:
+        return gen_path, gen_path
     if choice.name.startswith(models.HF_PREFIX):
         name = choice.name[len(models.HF_PREFIX) :]
         return gen_path, (
             models.resolve(name, progress=progress, role="PRM") if name in models.REGISTRY else Path(name)
         )
-    if choice.name == settings.model:
-        return gen_path, gen_path
     return gen_path, models.resolve(choice.name, progress=progress, role="PRM")
+
+
+def _generator_path(model: str, progress: PullProgress | None) -> Path:
+    """--model: a registry name or a GGUF; after hf:, a Hugging Face folder for the torch backend (or a registry
+    name or a .gguf, read into torch as an hf: PRM's is)."""
+    if not model.startswith(models.HF_PREFIX):
+        return models.resolve(model, progress=progress)
+    name = model[len(models.HF_PREFIX) :]
+    if name in models.REGISTRY or name.lower().endswith(".gguf"):
+        return models.resolve(name, progress=progress)
+    folder = Path(name).expanduser()
+    if not folder.is_dir():
+        raise ModelError(
+            f"--model {model}: {folder} is not a folder; hf: names a Hugging Face model folder (config.json, "
+            "*.safetensors and the tokenizer's files)"
+        )
+    return folder

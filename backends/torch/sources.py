@@ -1,0 +1,29 @@
+"""Where a torch model comes from: a GGUF file (its tensors, and llama.cpp's vocabulary for the tokenizer) or a
+Hugging Face folder (hf_folder.py's safetensors under the GGUF names, and transformers' tokenizer)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from edgereason.backends.torch.hf_folder import HFWeights
+from edgereason.backends.torch.model import Weights
+from edgereason.backends.torch.tokenizer import HFTokenizer, Tokenizer
+
+
+def open_weights(path: Path) -> Weights | HFWeights:
+    """The tensors by their GGUF names, with `config()`, `n_elements()` and `permuted_rope`."""
+    return HFWeights(path) if path.is_dir() else Weights(path)
+
+
+def open_tokenizer(path: Path) -> Tokenizer:
+    """A Hugging Face folder's tokenizer, or a GGUF's vocabulary (llama.cpp's, without the weights)."""
+    if path.is_dir():
+        return HFTokenizer(path)
+    from edgereason.backends.llamacpp.model import load_vocab
+
+    return load_vocab(str(path))
+
+
+def display_name(path: Path) -> str:
+    """A folder by its name (a dot in it is not a suffix), a file by its stem."""
+    return path.name if path.is_dir() else path.stem
