@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from edgereason.backends.prm_format import prm_format
-from edgereason.errors import ConfigError
+from edgereason.errors import ConfigError, OutOfMemoryError
 from edgereason.heads.value_head import ValueHead
 from edgereason.protocols import Points
 
@@ -64,7 +64,24 @@ def _load(path: Path, n_gpu_layers: int, n_threads: int | None):
         if n_threads:
             torch.set_num_threads(n_threads)
         _note_cpu()
-    return load_model(str(path), device)
+    try:
+        return load_model(str(path), device)
+    except torch.OutOfMemoryError:
+        raise OutOfMemoryError(_no_room_for_weights(torch, path)) from None
+
+
+def _gib(n_bytes: int) -> str:
+    return f"{n_bytes / 2**30:.1f} GiB"
+
+
+def _no_room_for_weights(torch: Any, path: Path) -> str:
+    """What did not fit and what to do: the weights are dequantized to bf16, several times the GGUF's size."""
+    torch.cuda.empty_cache()
+    free, total = torch.cuda.mem_get_info()
+    return (
+        f"{path.name} needs {_gib(weights_bytes(path, 1))} in bf16 on torch, more than the GPU's {_gib(free)} "
+        f"free of {_gib(total)}; free GPU memory, or use --backend llamacpp, which keeps the weights quantized"
+    )
 
 
 _cpu_noted = False

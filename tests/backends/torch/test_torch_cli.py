@@ -68,3 +68,26 @@ def test_auto_falls_back_in_one_line_on_an_architecture_torch_cannot_run(smollm2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--backend auto runs on llama.cpp: phi.gguf is a phi3 model" in err[0]
     assert choose_backend(ModelSettings(), smollm2_path, phi3_gguf, hf=True) == "torch"  # an hf: PRM: not torch's
+
+
+def test_weights_that_do_not_fit_the_gpu_are_one_line(monkeypatch, smollm2_path):
+    """torch's out-of-memory while the weights load (CUDA only) becomes one OutOfMemoryError line that says how much
+    the weights need, what is free, and what to do: the allocation is simulated, as this machine has no GPU."""
+    import torch
+
+    import edgereason.backends.torch as torch_backend
+    from edgereason.backends.torch import model
+    from edgereason.errors import OutOfMemoryError
+
+    def no_room(path, device):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB")
+
+    monkeypatch.setattr(model, "load_model", no_room)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (2**29, 2**31))
+    with pytest.raises(OutOfMemoryError) as e:
+        torch_backend.open_generator(smollm2_path, 256, n_gpu_layers=999)
+    assert str(e.value) == (
+        "SmolLM2-135M-Instruct.Q4_1.gguf needs 0.3 GiB in bf16 on torch, more than the GPU's 0.5 GiB free of 2.0 GiB; "
+        "free GPU memory, or use --backend llamacpp, which keeps the weights quantized"
+    )
