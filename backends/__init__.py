@@ -15,7 +15,10 @@ def load_backend(name: str) -> ModuleType:
     `open_models(generator_path, prm_path, prm_format, generator_kv_tokens, verifier_kv_tokens, n_threads,
     n_gpu_layers) -> (Generator, Verifier)`, `kv_bytes_per_token(path, n_gpu_layers) -> int` and
     `require_gpu(instead)`, a ConfigError when the runtime cannot offload to a GPU; llamacpp and torch also
-    `open_generator(...)` alone; torch also `weights_bytes(path, n_gpu_layers)` (dequantized on its device).
+    `open_generator(...)` alone, `SEQ_SLOTS` and memory-profile's `profiled_generator(path, n_gpu_layers,
+    n_threads)` and `profiled_prm(path, same_as_generator, prm_format, head, n_gpu_layers, n_threads)`
+    (protocols.ProfiledGenerator / ProfiledPRM); torch also `weights_bytes(path, n_gpu_layers)` (dequantized on
+    its device).
     `transformers` is a PRM backend only: `open_verifier(path, prm_format, kv_tokens, device, head, n_threads) ->
     Verifier`, `kv_bytes_per_token(path, device) -> int`, `weights_bytes(path, device)
     -> int` (as loaded there) and `on_cuda(device) -> bool`. `remote` serves either role from an OpenAI-compatible

@@ -22,10 +22,11 @@ from edgereason.protocols import ProfiledGenerator, ProfiledPRM
 
 
 @dataclass(frozen=True)
-class _Prompter:
+class ModelPrompter:
     """What engine.loop.prompt_ids reads of a generator, from the loaded model: no KV cache is made for it. Its KV
     capacity is its trained context, so that only the context is checked there (the sample's KV is not set by
-    --kv-budget, which prompt_ids would advise)."""
+    --kv-budget, which prompt_ids would advise). The torch backend's TorchModel has the same tokenizer attributes
+    (llama.cpp's vocabulary of the same GGUF) and is read alike."""
 
     model: LlamaModel
 
@@ -58,7 +59,7 @@ def profiled_generator(path: Path, n_gpu_layers: int, n_threads: int | None) -> 
         model.kv_bytes_per_token,
         path.stat().st_size,
         SEQ_SLOTS,
-        _Prompter(model),
+        ModelPrompter(model),
         lambda rows, steps, threads, progress, top_k: measure_decode(model, rows, steps, threads, progress, top_k),
         open_generator,
     )

@@ -4,6 +4,10 @@ on the device), with the llama.cpp backend's interface. Every function taking a 
 
 Without CUDA (`--backend torch` on a CPU, or a torch build without CUDA) it runs on the CPU in float32 and says so:
 that is what the CPU tests check it with; llama.cpp is the faster CPU backend.
+
+This module imports without torch (the modules it opens lazily need it): `import_torch` is where a missing torch
+becomes one ConfigError line. memory-profile measures the models through `profiled_generator` and `profiled_prm`
+(profiling.py).
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from typing import Any
 from edgereason.backends.prm_format import prm_format
 from edgereason.errors import ConfigError, OutOfMemoryError
 from edgereason.heads.value_head import ValueHead
-from edgereason.protocols import Points
+from edgereason.protocols import Points, ProfiledGenerator, ProfiledPRM
 
 INSTALL = 'pip install "edgereason[torch]"'
+SEQ_SLOTS = 256  # sequence ids one context hands out at once: as llama.cpp's, the beams one search can have
 
 
 def import_torch() -> Any:
@@ -55,7 +60,8 @@ def device_for(n_gpu_layers: int) -> str:
     return "cuda" if n_gpu_layers else "cpu"
 
 
-def _load(path: Path, n_gpu_layers: int, n_threads: int | None):
+def open_model(path: Path, n_gpu_layers: int, n_threads: int | None):
+    """The GGUF's TorchModel on the device the layers name (one per file and device, shared by both roles)."""
     torch = import_torch()
     from edgereason.backends.torch.model import load_model
 
@@ -120,9 +126,9 @@ def open_models(
             "a value head is checked against the sha256 of the GGUF it was trained on, and the PRM is a "
             "Hugging Face folder; use that GGUF as --prm, or --prm-format judge"
         )
-    generator = TorchGenerator(_load(generator_path, n_gpu_layers, n_threads), generator_kv_tokens)
+    generator = TorchGenerator(open_model(generator_path, n_gpu_layers, n_threads), generator_kv_tokens)
     verifier = TorchVerifier(
-        _load(prm_path, n_gpu_layers, n_threads), prm_format(prm_format_name), verifier_kv_tokens, head=head
+        open_model(prm_path, n_gpu_layers, n_threads), prm_format(prm_format_name), verifier_kv_tokens, head=head
     )
     return generator, verifier
 
@@ -137,7 +143,25 @@ def open_generator(
 ):
     from edgereason.backends.torch.generator import TorchGenerator
 
-    return TorchGenerator(_load(generator_path, n_gpu_layers, n_threads), generator_kv_tokens)
+    return TorchGenerator(open_model(generator_path, n_gpu_layers, n_threads), generator_kv_tokens)
+
+
+def profiled_generator(path: Path, n_gpu_layers: int, n_threads: int | None) -> ProfiledGenerator:
+    """The generator as memory-profile measures it (profiling.py)."""
+    import_torch()  # before profiling.py imports it
+    from edgereason.backends.torch.profiling import profiled_generator as make
+
+    return make(path, n_gpu_layers, n_threads)
+
+
+def profiled_prm(
+    path: Path, same_as_generator: bool, fmt: str, head: ValueHead | None, n_gpu_layers: int, n_threads: int | None
+) -> ProfiledPRM:
+    """The PRM as memory-profile measures it (profiling.py); same_as_generator: its weights are counted there."""
+    import_torch()
+    from edgereason.backends.torch.profiling import profiled_prm as make
+
+    return make(path, same_as_generator, fmt, head, n_gpu_layers, n_threads)
 
 
 @lru_cache(maxsize=4)
@@ -182,12 +206,16 @@ def decode_points(generator: object, rows: tuple[int, ...], steps: int, n_thread
 
 
 __all__ = [
+    "SEQ_SLOTS",
     "check_architecture",
     "decode_points",
     "import_torch",
     "kv_bytes_per_token",
     "open_generator",
+    "open_model",
     "open_models",
+    "profiled_generator",
+    "profiled_prm",
     "require_gpu",
     "supports_gpu",
     "weights_bytes",

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from edgereason.backends.torch import SEQ_SLOTS
 from edgereason.errors import OutOfMemoryError
 
-SEQ_SLOTS = 256  # sequence ids one context hands out at once: as llama.cpp's, the beams one search can have
 MIN_TABLE = 256  # the narrowest table width a pass gathers (CUDA graphs are recorded per width)
 
 

@@ -23,7 +23,8 @@ from edgereason.heads.value_head import ValueHead
 from edgereason.protocols import ScoreRequest, VerifierStats
 
 
-def _check_head(head: ValueHead) -> None:
+def check_head(head: ValueHead) -> None:
+    """One ConfigError line for a value head only the llama.cpp backend runs (a LoRA adapter, middle layers)."""
     if head.adapter:
         raise ConfigError(
             f"this value head runs with a LoRA adapter ({head.adapter.file}), which only the llama.cpp "
@@ -51,7 +52,7 @@ class TorchVerifier(LlamaVerifier):
         self._read = None  # None: the head format without a head (LlamaVerifier.score says what to pass)
         columns: list[int] = []
         if fmt.name == "head" and head is not None:
-            _check_head(head)
+            check_head(head)
             head.check_backbone(model.path, model.n_vocab)
             columns = [int(t) for t in head.tokens]
             self._read = head.score_features  # the row is the logits of the head's tokens: its features

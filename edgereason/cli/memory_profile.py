@@ -1,4 +1,6 @@
-"""`edgereason memory-profile`: measure both models on this device and choose how the KV budget is split."""
+"""`edgereason memory-profile`: measure both models on this device, on the backend a session of them would run
+(`--backend auto|llamacpp|torch`, decided as solve decides it), and choose how the KV budget is split. The profile
+records the backend and is saved under it: a session finds only a profile of its own backend."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from edgereason.memory.store import check_profiles_dir, write_profile
 from edgereason.profiler.profile import Profile
 from edgereason.profiler.run import run_profile
 from edgereason.session.prm_choice import PRM_FORMAT_CHOICES
+from edgereason.session.settings import LOCAL_BACKENDS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,8 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "memory-profile",
         help="measure the models and choose the generator/PRM split of the KV memory",
         description="Measures generator decode throughput against concurrent sequences and PRM prefill throughput "
-        "against batch tokens, predicts the search step time of each split of the KV budget, and "
-        "writes the best split to $EDGEREASON_HOME/profiles/ for start-up to reuse.",
+        "against batch tokens on the chosen backend, predicts the search step time of each split of the KV "
+        "budget, and writes the best split to $EDGEREASON_HOME/profiles/ for start-up to reuse (by sessions of "
+        "the same device, models and backend).",
     )
     _add_model_flags(p)
     _add_workload_flags(p)
@@ -71,6 +75,14 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
         "weights, less a margin (default auto)",
     )
     p.add_argument("--device", default="cpu", choices=DEVICE_KINDS, help="where the models run (default cpu)")
+    p.add_argument(
+        "--backend",
+        default="auto",
+        choices=LOCAL_BACKENDS,
+        help="the runtime measured, as in solve: torch (CUDA; on a CPU it runs, slowly, for tests), llamacpp, "
+        "auto = torch on --device gpu where CUDA torch is installed and runs the models, else llamacpp; a "
+        "session uses the profile of its own backend (default auto)",
+    )
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
 
 
@@ -121,16 +133,22 @@ def _row(r: Prediction) -> str:
     )
 
 
+def _prm_weights(profile: Profile) -> str:
+    return format_size(profile.ver_weights_bytes) if profile.ver_weights_bytes else "the generator's"
+
+
 def _print_table(profile: Profile, path: Path) -> None:
     w, plan, best = profile.workload, profile.plan, profile.plan.best
     print(
-        f"device {profile.device.device_id} ({profile.device.name}), KV budget {format_size(profile.budget_bytes)}, "
+        f"device {profile.device.device_id} ({profile.device.name}), backend {profile.backend}, "
+        f"KV budget {format_size(profile.budget_bytes)}, "
         f"{w.requests} x {w.beams} beams (width {w.width}), {w.steps} steps of {w.step_tokens} tokens; "
         f"KV in use at most {w.generator_peak_tokens} (generator) and {w.verifier_peak_tokens} (PRM) tokens"
     )
     print(
-        f"generator {profile.generator}: {format_size(profile.gen_bytes_per_token)}/token; "
-        f"PRM {profile.verifier}: {format_size(profile.ver_bytes_per_token)}/token\n"
+        f"generator {profile.generator}: {format_size(profile.gen_bytes_per_token)}/token, weights "
+        f"{format_size(profile.gen_weights_bytes)}; PRM {profile.verifier}: "
+        f"{format_size(profile.ver_bytes_per_token)}/token, weights {_prm_weights(profile)}\n"
     )
     print("  gen %  gen KV tok  PRM KV tok  seqs  held  PRM call   gen s    PRM s   step s")
     for r in plan.rows:
@@ -190,9 +208,10 @@ def run(args: argparse.Namespace) -> int:
         progress=_progress,
         pull_progress=pull_progress,
         prm_head=args.prm_head,
+        backend=args.backend,
     )
     data = profile.to_dict()
-    path = write_profile(data, profile.device.device_id, profile.generator, profile.verifier)
+    path = write_profile(data, profile.device.device_id, profile.generator, profile.verifier, profile.backend)
     if args.plot:
         from edgereason.profiler.plot import write_plot
 

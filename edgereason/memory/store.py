@@ -1,6 +1,10 @@
-"""Profile files: `<device>__<generator>__<verifier>.json` under $EDGEREASON_HOME/profiles, written by
-`edgereason memory-profile` and looked up at start-up. Only the user's own profiles are read: the repository's
-profiles/ folder holds reference measurements (often with small test budgets), not settings to run with.
+"""Profile files: `<device>__<generator>__<verifier>.json` under $EDGEREASON_HOME/profiles for llama.cpp, and
+`<device>__<generator>__<verifier>__<backend>.json` for another backend (torch), written by `edgereason
+memory-profile` and looked up at start-up. The backend is part of the key: the same models on torch and on llama.cpp
+differ in KV bytes per token and in speed, so a session finds only a profile measured on its own backend (profiles
+from before the backend was recorded are llama.cpp's, and keep their names). Only the user's own profiles are read:
+the repository's profiles/ folder holds reference measurements (often with small test budgets), not settings to run
+with.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from edgereason.memory.device import slug
 from edgereason.util.files import make_writable_folder, write_text_atomic
 
 STARTUP_KEYS = ("generator_kv_bytes", "verifier_kv_bytes", "lv_threshold_tokens")  # what session.py reads
+UNNAMED_BACKEND = "llamacpp"  # the backend whose profile names carry none (every profile's, before torch's)
 
 
 def profiles_dir() -> Path:
@@ -40,38 +45,40 @@ def verifier_id(prm: str, prm_format: str) -> str:
     return f"{models.display_name(prm)}-{prm_format}"
 
 
-def profile_name(device: str, generator: str, verifier: str) -> str:
-    return f"{slug(device)}__{slug(generator)}__{slug(verifier)}.json"
+def profile_name(device: str, generator: str, verifier: str, backend: str = UNNAMED_BACKEND) -> str:
+    tail = "" if backend == UNNAMED_BACKEND else f"__{slug(backend)}"
+    return f"{slug(device)}__{slug(generator)}__{slug(verifier)}{tail}.json"
 
 
-def profile_path(device: str, generator: str, verifier: str) -> Path:
-    return profiles_dir() / profile_name(device, generator, verifier)
+def profile_path(device: str, generator: str, verifier: str, backend: str = UNNAMED_BACKEND) -> Path:
+    return profiles_dir() / profile_name(device, generator, verifier, backend)
 
 
-def check_profile_path(device: str, generator: str, verifier: str) -> None:
+def check_profile_path(device: str, generator: str, verifier: str, backend: str = UNNAMED_BACKEND) -> None:
     """Before minutes of measuring: no folder stands where the profile file goes (a file cannot replace one)."""
-    path = profile_path(device, generator, verifier)
+    path = profile_path(device, generator, verifier, backend)
     if path.is_dir():
         raise ConfigError(f"{path} is a folder where the profile goes; move it away")
 
 
-def write_profile(profile: dict, device: str, generator: str, verifier: str) -> Path:
+def write_profile(profile: dict, device: str, generator: str, verifier: str, backend: str = UNNAMED_BACKEND) -> Path:
     """Atomic: a start-up reading the file never sees half of it, and two profilers of one pair write whole
     files (the last one stays)."""
-    path = profile_path(device, generator, verifier)
+    path = profile_path(device, generator, verifier, backend)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps(profile | {"profile_path": str(path)}, indent=2) + "\n")
     return path
 
 
-def find_profile(device: str, generator: str, verifier: str) -> dict | None:
+def find_profile(device: str, generator: str, verifier: str, backend: str = UNNAMED_BACKEND) -> dict | None:
     """The stored profile for this device and model pair, or None (start-up then profiles or uses defaults).
     A damaged file (not JSON, not an object, or without what start-up reads) is as good as missing: None, while
     the file stays at profile_path, which is how start-up tells the two apart.
 
-    generator: models.display_name(...) of the generator; verifier: verifier_id(prm, prm_format)."""
+    generator: models.display_name(...) of the generator; verifier: verifier_id(prm, prm_format); backend: the
+    local backend the session runs its generator on (and its PRM, unless an hf: one)."""
     try:
-        profile = json.loads(profile_path(device, generator, verifier).read_text())
+        profile = json.loads(profile_path(device, generator, verifier, backend).read_text())
     except (OSError, ValueError):  # ValueError: not JSON, or not UTF-8
         return None
     return profile if isinstance(profile, dict) and all(k in profile for k in STARTUP_KEYS) else None

@@ -1,5 +1,5 @@
-"""A memory profile: the device, both models' KV costs and throughput curves, the modelled search and the split
-chosen for it, as `memory-profile` saves it."""
+"""A memory profile: the device, the backend that ran the models, both models' KV costs, weights and throughput
+curves, the modelled search and the split chosen for it, as `memory-profile` saves it."""
 
 from __future__ import annotations
 
@@ -16,12 +16,15 @@ PROFILE_VERSION = 1
 @dataclass(frozen=True)
 class Profile:
     device: DeviceInfo
+    backend: str  # the generator's (and the PRM's, unless an hf: one on transformers): llamacpp or torch
     generator: str
     verifier: str
     threads: int
     budget_bytes: int
     gen_bytes_per_token: int
     ver_bytes_per_token: int
+    gen_weights_bytes: int  # on the device, as the backend loads them
+    ver_weights_bytes: int  # 0 where the generator's weights serve both
     workload: Workload
     gen_curve: Curve
     ver_curve: Curve
@@ -40,6 +43,7 @@ class Profile:
             "device": self.device.device_id,
             "device_name": self.device.name,
             "device_memory_bytes": self.device.total_bytes,
+            "backend": self.backend,
             "generator": self.generator,
             "verifier": self.verifier,
             "threads": self.threads,
@@ -50,6 +54,8 @@ class Profile:
             "verifier_kv_bytes": best.verifier_kv_tokens * self.ver_bytes_per_token,
             "generator_kv_bytes_per_token": self.gen_bytes_per_token,
             "verifier_kv_bytes_per_token": self.ver_bytes_per_token,
+            "generator_weights_bytes": self.gen_weights_bytes,
+            "verifier_weights_bytes": self.ver_weights_bytes,
             "lv_threshold_tokens": self.lv_threshold_tokens,
             "curves": {"generator": self.gen_curve.as_list(), "verifier": self.ver_curve.as_list()},
             "workload": asdict(w),

@@ -1,7 +1,9 @@
-"""`memory-profile` end to end: read the device, load both models, settle the budget, measure the two curves,
-choose the split. Kept apart from the CLI so tests and start-up can run it with fewer measurement points. The models
-are measured through their backend's profiling objects (protocols.ProfiledGenerator / ProfiledPRM): this module
-knows no concrete backend.
+"""`memory-profile` end to end: read the device, choose the backend, load both models, settle the budget, measure
+the two curves, choose the split. Kept apart from the CLI so tests and start-up can run it with fewer measurement
+points. The models are measured through the chosen backend's profiling objects (protocols.ProfiledGenerator /
+ProfiledPRM; an hf: PRM through the transformers backend's): this module knows no concrete backend. The backend is
+chosen as a session chooses it (backend_choice.choose_backend: auto = torch on a GPU where CUDA torch runs the
+models, else llama.cpp), so that the profile is the one that session looks up.
 """
 
 from __future__ import annotations
@@ -31,8 +33,11 @@ from edgereason.profiler.sample import (
     sample_search,
 )
 from edgereason.protocols import ProfiledGenerator, ProfiledPRM, Progress
+from edgereason.session.backend_choice import choose_backend
 from edgereason.session.gpu import DEFAULT_TOP_K, device_top_k
+from edgereason.session.opening import model_paths
 from edgereason.session.prm_choice import PRMChoice, choose_prm
+from edgereason.session.settings import ModelSettings
 
 PullProgress = Callable[[str, int, int], None]
 
@@ -71,27 +76,27 @@ def run_profile(
     progress: Progress | None = None,
     pull_progress: PullProgress | None = None,
     prm_head: str | None = None,
+    backend: str = "auto",
 ) -> Profile:
-    """problems: the sample search's (the --problem texts); none: SAMPLE_PROBLEMS. Every setting is checked before
-    a model loads, and the budget before minutes of measuring."""
+    """problems: the sample search's (the --problem texts); none: SAMPLE_PROBLEMS. backend: auto, llamacpp or torch.
+    Every setting is checked before a model loads (after its file is pulled: auto reads it), and the budget before
+    minutes of measuring."""
     given, problems = bool(problems), problems or SAMPLE_PROBLEMS
     check_threads(threads)
     choice = choose_prm(generator, prm, prm_format, prm_head)  # bad settings fail now, not after measuring
     fixed_budget = None if budget == "auto" else parse_size(budget)
     device = read_device(device_kind)
+    n_gpu_layers = ALL_GPU_LAYERS if device.kind == "gpu" else 0
+    gen_path, prm_path, backend = _models_and_backend(generator, choice, backend, threads, n_gpu_layers, pull_progress)
     gen_id, ver_id = models.display_name(generator), verifier_id(choice.name, choice.format)
-    check_profile_path(device.device_id, gen_id, ver_id)  # the CLI saves the profile there
-    runtime = load_backend("llamacpp")
+    check_profile_path(device.device_id, gen_id, ver_id, backend)  # the CLI saves the profile there
+    runtime = load_backend(backend)
     workload = _modelled_search(
         beams, width, requests, max_step_tokens, steps, device.kind, runtime.SEQ_SLOTS, problems
     )
-    n_gpu_layers = ALL_GPU_LAYERS if device.kind == "gpu" else 0
-    if device.kind == "gpu":
-        runtime.require_gpu("use --device cpu")
-    gen_path = models.resolve(generator, progress=pull_progress)
     gen = runtime.profiled_generator(gen_path, n_gpu_layers, threads)
     lengths = prompt_lengths(gen.prompter, problems, requests)  # before the PRM loads
-    prm_ = _open_prm(runtime, choice, generator, gen_path, device.kind, n_gpu_layers, threads, requests, pull_progress)
+    prm_ = _open_prm(runtime, choice, gen_path, prm_path, device.kind, n_gpu_layers, threads, requests)
     workload = _with_prompts(workload, problems, lengths, prm_)
     budget_bytes = _settled_budget(fixed_budget, device, gen, prm_, workload, given, progress)
     points = points or (GPU_POINTS if device.kind == "gpu" else MeasurePoints())
@@ -100,17 +105,38 @@ def run_profile(
     plan = plan_split(budget_bytes, gen.bytes_per_token, prm_.bytes_per_token, gen_curve, ver_curve, workload)
     return Profile(
         device,
+        backend,
         gen_id,
         ver_id,
         threads or physical_cores(),
         budget_bytes,
         gen.bytes_per_token,
         prm_.bytes_per_token,
+        gen.weights_bytes,
+        prm_.weights_bytes,
         workload,
         gen_curve,
         ver_curve,
         plan,
     )
+
+
+def _models_and_backend(
+    generator: str,
+    choice: PRMChoice,
+    backend: str,
+    threads: int | None,
+    n_gpu_layers: int,
+    pull_progress: PullProgress | None,
+) -> tuple[Path, Path, str]:
+    """The models' files (pulled where needed) and the backend that runs them, chosen as a session of these models
+    on this device chooses it (auto reads their architectures), so that the profile is the one it looks up."""
+    settings = ModelSettings(model=generator, threads=threads, n_gpu_layers=n_gpu_layers, backend=backend)
+    gen_path, prm_path = model_paths(settings, choice, pull_progress)
+    backend = choose_backend(settings, gen_path, prm_path, choice.name.startswith(models.HF_PREFIX))
+    if n_gpu_layers:
+        load_backend(backend).require_gpu("use --device cpu")
+    return gen_path, prm_path, backend
 
 
 def _modelled_search(
@@ -231,25 +257,18 @@ def _check_budget(budget_bytes: int, gen_bpt: int, ver_bpt: int, w: Workload, pr
 def _open_prm(
     runtime: ModuleType,
     choice: PRMChoice,
-    generator: str,
     gen_path: Path,
+    prm_path: Path,
     device_kind: str,
     n_gpu_layers: int,
     threads: int | None,
     requests: int,
-    pull_progress: PullProgress | None,
 ) -> ProfiledPRM:
-    """The PRM to measure: the generator's own model, another GGUF on llama.cpp, or an hf: PRM on torch (a
-    registry name after hf: means its GGUF, read into torch, as in solve)."""
+    """The PRM to measure: the generator's own model or another GGUF on the generator's backend, or an hf: PRM on
+    torch through the transformers backend."""
     if choice.name.startswith(models.HF_PREFIX):
-        name = choice.name[len(models.HF_PREFIX) :]
-        path = models.resolve(name, progress=pull_progress, role="PRM") if name in models.REGISTRY else Path(name)
         return load_backend("transformers").profiled_prm(
-            path, choice.format, choice.head, device_kind, sample_kv_tokens(requests), threads
+            prm_path, choice.format, choice.head, device_kind, sample_kv_tokens(requests), threads
         )
-    if choice.name == generator:
-        return runtime.profiled_prm(gen_path, True, choice.format, choice.head, n_gpu_layers, threads)
-    path = models.resolve(choice.name, progress=pull_progress, role="PRM")
-    return runtime.profiled_prm(
-        path, path.resolve() == gen_path.resolve(), choice.format, choice.head, n_gpu_layers, threads
-    )
+    same = prm_path.resolve() == gen_path.resolve()
+    return runtime.profiled_prm(prm_path, same, choice.format, choice.head, n_gpu_layers, threads)

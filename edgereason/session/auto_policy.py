@@ -3,7 +3,7 @@ speculation to pay, `baseline` elsewhere, decided by this device's pass cost.
 
 Pass cost: the time of a decode pass of 8 rows over that of 1 row, read from the generator decode curve of the
 memory profile; without a profile it is measured once at start-up (measure_decode, 1 and 8 rows, about a second)
-and cached in $EDGEREASON_HOME/pass-cost.json per device, generator, threads and GPU layers.
+and cached in $EDGEREASON_HOME/pass-cost.json per device, generator, threads, GPU layers and backend.
 
 `auto:key=value...` and switch flags override the chosen preset as they would override it named directly.
 """
@@ -68,9 +68,9 @@ def cost_8(curve: Curve) -> float:
 
 
 def choice_for(profile: dict | None, cache_key: str, measure: Callable[[], Points] | None) -> AutoChoice:
-    """From the memory profile, else the cache (under `cache_key`: device, generator, threads, GPU layers), else
-    `measure` (the decode points at MEASURE_ROWS of this session's generator; None where its backend cannot
-    measure one, a served generator), then cached."""
+    """From the memory profile, else the cache (under `cache_key`: device, generator, threads, GPU layers,
+    backend), else `measure` (the decode points at MEASURE_ROWS of this session's generator; None where its backend
+    cannot measure one, a served generator), then cached."""
     if profile is not None:
         points = tuple((int(x), float(y)) for x, y in profile["curves"]["generator"])
         return choose(cost_8(Curve(points)), "memory profile")

@@ -56,7 +56,7 @@ class Session:
                 if decode is None
                 else (lambda: decode(self.generator, MEASURE_ROWS, MEASURE_STEPS, self.settings.threads))
             )
-            self._auto = choice_for(self.profile, pass_cost_key(self.settings), measure)
+            self._auto = choice_for(self.profile, pass_cost_key(self.settings, self.backend), measure)
             if self.settings.verbose:
                 print(self._auto.note(), file=sys.stderr)
         return self._auto
@@ -74,7 +74,7 @@ def open_session(settings: ModelSettings, backend: str | None = None, progress: 
         return _open_remote(settings, settings.remote, progress)
     choice = choose_prm(settings.model, settings.prm, settings.prm_format, settings.prm_head)
     settings = replace(settings, prm_format=choice.format)
-    gen_path, prm_path = _model_paths(settings, choice, progress)
+    gen_path, prm_path = model_paths(settings, choice, progress)
     hf = prm_on_transformers(settings.model, choice)  # the PRM on transformers beside the generator
     backend = choose_backend(replace(settings, backend=backend or settings.backend), gen_path, prm_path, hf)
     runtime = load_backend(backend)
@@ -83,7 +83,7 @@ def open_session(settings: ModelSettings, backend: str | None = None, progress: 
         runtime.require_gpu("drop --gpu-layers")
     settings = gpu_settings(settings, runtime, gen_path, prm_path, prm_runtime if hf else None)
     top_k = device_top_k(settings.device_sampling, settings.device_top_k, settings.n_gpu_layers)
-    profile = profile_for(settings)
+    profile = profile_for(settings, backend)
     gen_bpt = runtime.kv_bytes_per_token(gen_path, settings.n_gpu_layers)
     ver_bpt = prm_runtime.kv_bytes_per_token(prm_path, settings.prm_device if hf else settings.n_gpu_layers)
     gen_tokens, ver_tokens = kv_tokens(settings, gen_bpt, ver_bpt, profile)
@@ -121,7 +121,7 @@ def open_session(settings: ModelSettings, backend: str | None = None, progress: 
             **({"device_top_k": top_k} if top_k else {}),
         )
     if profile is None:
-        note_no_profile(settings)
+        note_no_profile(settings, backend)
     lv = (
         int(profile["lv_threshold_tokens"])
         if profile
@@ -154,7 +154,7 @@ def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress: Pull
     settings = replace(settings, prm_format=choice.format)
     # before any pull: a server serving another model is one line naming it, not a failed search after a download
     served.check_served_models(remote, settings.model, choice.name, gguf_on_disk)
-    gen_path, prm_path = _model_paths(settings, choice, progress)
+    gen_path, prm_path = model_paths(settings, choice, progress)
     verifier = served.open_verifier(prm_path, choice.format, remote.prm_endpoint)
     try:
         if remote.generator is not None:
@@ -206,7 +206,7 @@ def prm_on_transformers(model: str, choice: PRMChoice) -> bool:
     return not (choice.name == model and choice.format in PRM_FORMATS)
 
 
-def _model_paths(settings: ModelSettings, choice: PRMChoice, progress: PullProgress | None) -> tuple[Path, Path]:
+def model_paths(settings: ModelSettings, choice: PRMChoice, progress: PullProgress | None) -> tuple[Path, Path]:
     """The generator's weights and the PRM's, pulled where they are registry names not on disk yet. An hf: PRM
     is a folder or a file; a registry name after hf: means its GGUF, read into torch."""
     gen_path = _generator_path(settings.model, progress)

@@ -1,5 +1,6 @@
-"""Which memory profile applies to a session (device, generator, verifier), what `--policy auto`'s cached pass cost
-is keyed by, and saying how to make a profile where none exists."""
+"""Which memory profile applies to a session (device, generator, verifier, backend), what `--policy auto`'s cached
+pass cost is keyed by, and saying how to make a profile where none exists. The backend is the one the session
+chose: a profile or pass cost measured on torch is not one of llama.cpp's (KV bytes per token and speed differ)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 
 from edgereason import models
 from edgereason.memory import default_device_id, find_profile, verifier_id
-from edgereason.memory.store import profile_path
+from edgereason.memory.store import UNNAMED_BACKEND, profile_path
 from edgereason.session.prm_choice import SELF
 from edgereason.session.settings import ModelSettings
 
@@ -24,34 +25,39 @@ def device_id(settings: ModelSettings) -> str:
     return default_device_id("gpu" if settings.n_gpu_layers else "cpu")
 
 
-def pass_cost_key(settings: ModelSettings) -> str:
-    """What `--policy auto`'s measured pass cost is cached under: the device, generator, threads and GPU layers."""
+def pass_cost_key(settings: ModelSettings, backend: str) -> str:
+    """What `--policy auto`'s measured pass cost is cached under: the device, generator, threads and GPU layers,
+    and the backend where it is not llama.cpp (llama.cpp's keys stay as they were before the backend was chosen)."""
+    tail = "" if backend == UNNAMED_BACKEND else f"/backend={backend}"
     return (
         f"{device_id(settings)}/{models.display_name(settings.model)}/threads={settings.threads or 'auto'}/"
-        f"gpu_layers={settings.n_gpu_layers}"
+        f"gpu_layers={settings.n_gpu_layers}{tail}"
     )
 
 
-def _profile_key(settings: ModelSettings) -> tuple[str, str, str]:
-    """(device, generator, verifier): what this device and model pair's memory profile is stored under."""
+def _profile_key(settings: ModelSettings, backend: str) -> tuple[str, str, str, str]:
+    """(device, generator, verifier, backend): what this device and model pair's memory profile is stored under."""
     return (
         device_id(settings),
         models.display_name(settings.model),
         verifier_id(_prm_name(settings), settings.prm_format),
+        backend,
     )
 
 
-def profile_for(settings: ModelSettings) -> dict | None:
-    return find_profile(*_profile_key(settings))
+def profile_for(settings: ModelSettings, backend: str) -> dict | None:
+    """backend: the local backend the session chose (never auto)."""
+    return find_profile(*_profile_key(settings, backend))
 
 
-def note_no_profile(settings: ModelSettings) -> None:
+def note_no_profile(settings: ModelSettings, backend: str) -> None:
     """Say how to profile, once the models are open (a run that fails ends with its error alone). A damaged
     profile is reported as such on every run; a missing one once per device and model pair (remembered in
     $EDGEREASON_HOME/profile-tips), or on every run with --verbose."""
-    path = profile_path(*_profile_key(settings))
+    path = profile_path(*_profile_key(settings, backend))
     command = (
         f"edgereason memory-profile --model {shlex.quote(settings.model)} --prm {shlex.quote(_prm_name(settings))}"
+        + ("" if backend == UNNAMED_BACKEND else f" --backend {backend}")
     )
     if path.exists():
         print(

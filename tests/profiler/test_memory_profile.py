@@ -111,6 +111,9 @@ def test_cli_json_and_plot(home, smollm2_path, monkeypatch, capsys, tmp_path):
     assert rc == 0, out.err
     data = json.loads(out.out)
     assert REQUIRED <= set(data) and data["budget_bytes"] == 24 << 20
+    assert data["backend"] == "llamacpp"  # auto on a CPU, under the name profiles had before the backend was recorded
+    assert data["profile_path"].endswith("-judge.json")
+    assert data["generator_weights_bytes"] == smollm2_path.stat().st_size  # llama.cpp's weights: the file's
     assert plot.read_bytes()[:4] == b"\x89PNG"
     assert "generator decode" in out.err  # progress goes to stderr, keeping stdout JSON
 

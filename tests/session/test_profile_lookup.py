@@ -1,0 +1,52 @@
+"""Which memory profile and cached pass cost a session reads: only those measured on its own backend."""
+
+from __future__ import annotations
+
+import pytest
+
+from edgereason.memory import verifier_id
+from edgereason.memory.store import write_profile
+from edgereason.session.auto_policy import choice_for
+from edgereason.session.profile_lookup import device_id, note_no_profile, pass_cost_key, profile_for
+from edgereason.session.settings import ModelSettings
+
+SETTINGS = ModelSettings(model="gen.gguf", prm="prm.gguf", prm_format="judge", n_gpu_layers=0, verbose=True)
+
+
+@pytest.fixture()
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
+    return tmp_path
+
+
+def _stored(lv_threshold: int) -> dict:
+    """What start-up reads of a profile."""
+    return {"generator_kv_bytes": 1 << 20, "verifier_kv_bytes": 1 << 20, "lv_threshold_tokens": lv_threshold}
+
+
+def test_each_backend_finds_only_its_own_profile(home):
+    key = (device_id(SETTINGS), "gen", verifier_id("prm.gguf", "judge"))
+    write_profile(_stored(64), *key)  # a profile from before the backend was recorded: llama.cpp's
+    assert profile_for(SETTINGS, "llamacpp")["lv_threshold_tokens"] == 64
+    assert profile_for(SETTINGS, "torch") is None
+    write_profile(_stored(128), *key, "torch")
+    assert profile_for(SETTINGS, "torch")["lv_threshold_tokens"] == 128
+    assert profile_for(SETTINGS, "llamacpp")["lv_threshold_tokens"] == 64  # beside it, not replaced
+
+
+def test_the_note_says_how_to_profile_the_sessions_backend(home, capsys):
+    note_no_profile(SETTINGS, "torch")
+    assert "edgereason memory-profile --model gen.gguf --prm prm.gguf --backend torch\n" in capsys.readouterr().err
+    note_no_profile(SETTINGS, "llamacpp")
+    assert "edgereason memory-profile --model gen.gguf --prm prm.gguf\n" in capsys.readouterr().err
+
+
+def test_a_pass_cost_measured_on_one_backend_is_not_read_by_the_other(home):
+    cheap, dear = ((1, 100.0), (8, 700.0)), ((1, 100.0), (8, 200.0))  # 8 rows cost 1.1x and 4x one row
+    llama, torch = pass_cost_key(SETTINGS, "llamacpp"), pass_cost_key(SETTINGS, "torch")
+    assert choice_for(None, llama, lambda: cheap).preset == "edge"
+    measured = choice_for(None, torch, lambda: dear)
+    assert (measured.preset, measured.source) == ("baseline", "measured at start-up")
+    for key, preset in ((llama, "edge"), (torch, "baseline")):
+        cached = choice_for(None, key, lambda: pytest.fail("measured again"))
+        assert (cached.preset, cached.source) == (preset, "cached measurement")
