@@ -58,6 +58,7 @@ def note_no_profile(settings: ModelSettings, backend: str) -> None:
     command = (
         f"edgereason memory-profile --model {shlex.quote(settings.model)} --prm {shlex.quote(_prm_name(settings))}"
         + ("" if backend == UNNAMED_BACKEND else f" --backend {backend}")
+        + (" --device gpu" if settings.n_gpu_layers else "")  # memory-profile measures the CPU unless told
     )
     if path.exists():
         print(
