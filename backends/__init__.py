@@ -22,9 +22,10 @@ def load_backend(name: str) -> ModuleType:
     `transformers` is a PRM backend only: `open_verifier(path, prm_format, kv_tokens, device, head, n_threads) ->
     Verifier`, `kv_bytes_per_token(path, device) -> int`, `weights_bytes(path, device)
     -> int` (as loaded there) and `on_cuda(device) -> bool`. `remote` serves either role from an OpenAI-compatible
-    server: `open_generator(vocab_path, endpoint, context_tokens, step_tokens)`, `open_verifier(vocab_path,
-    prm_format, endpoint)` and `check_served_models(remote, model, prm)`, a ConfigError where a server serves
-    another model than the one named."""
+    server or several: `open_generator(vocab_path, endpoints, context_tokens, step_tokens, outages)`,
+    `open_verifier(vocab_path, prm_format, endpoints, outages=)` and `check_servers(remote, model, prm, on_disk)`, a
+    one-line error where a server is down, serves another model than the one named, or (a PRM's) gives no
+    logprobs."""
     if name in BACKENDS:
         # by name: no layer above imports a concrete backend's module (pyproject.toml's import contracts)
         return importlib.import_module(f"edgereason.backends.{name}")

@@ -9,7 +9,8 @@ Rules:
 - Connection errors, timeouts and 5xx answers are retried `retries` times with exponential backoff; a 4xx answer
   is the caller's mistake (an unknown model name, a prompt longer than the server's context) and is reported at
   once, with the server's own message.
-- The event loop runs on one daemon thread for the client's lifetime; `close()` stops it.
+- The event loop runs on one daemon thread (`LoopThread`) for the client's lifetime, and `close()` stops it; clients
+  of several servers may share one (pool.py), and then the pool stops it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,16 @@ class RemoteError(EdgeReasonError):
     """The server refused a request, or could not be reached."""
 
 
+class Unreachable(RemoteError):
+    """No answer after every retry (refused, reset, timed out, 5xx): the server is down or stopped answering."""
+
+    def __init__(self, root: str, detail: str, tries: int) -> None:
+        tried = f"{tries} tries" if tries > 1 else "1 try"
+        super().__init__(f"cannot reach the server at {root} ({detail}) after {tried}; is it running?")
+        self.root = root
+        self.detail = detail
+
+
 @dataclass
 class ClientStats:
     requests: int = 0  # HTTP requests answered, retries included
@@ -46,13 +57,49 @@ class ClientStats:
     per_batch: list[int] = field(default_factory=list)  # requests per complete() call
 
 
+class LoopThread:
+    """An event loop on a daemon thread, and synchronous calls into it that leave nothing running behind them."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="edgereason-http", daemon=True)
+        self.thread.start()
+
+    def call(self, coro: Any, timeout: float, who: str) -> Any:
+        """Run `coro` on the loop thread and wait for it; on any exit but its result (an error, the deadline,
+        Ctrl-C) the task is cancelled and awaited, so nothing keeps running behind the caller's back. `who`: the
+        server(s) a deadline names."""
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            raise RemoteError(
+                f"{who} did not answer within {timeout:.0f}s; is it overloaded? (--remote-timeout)"
+            ) from None
+        finally:
+            if not future.done():
+                future.cancel()
+                try:
+                    future.result(5)  # the cancellation has run: the loop holds no task of this call
+                except (FutureCancelled, FutureTimeout, Exception):  # noqa: BLE001 - only waiting for the end
+                    pass
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
 class CompletionClient:
-    def __init__(self, endpoint: Endpoint) -> None:
+    def __init__(self, endpoint: Endpoint, runner: LoopThread | None = None, stats: ClientStats | None = None) -> None:
+        """runner: a loop thread shared with other clients (the owner stops it), else one of its own. stats: shared
+        with other clients, to count their requests together."""
         self.endpoint = endpoint
-        self.stats = ClientStats()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="edgereason-http", daemon=True)
-        self._thread.start()
+        self.stats = stats if stats is not None else ClientStats()
+        self._owns_runner = runner is None
+        self._runner = runner or LoopThread()
+        self._loop, self._thread = self._runner.loop, self._runner.thread
         key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else None
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._http: httpx.AsyncClient = self._call(self._open(headers), endpoint.connect_timeout_s + 5)
@@ -100,36 +147,22 @@ class CompletionClient:
         return self._call(self._request("POST", path, body, optional=True), self.endpoint.deadline_s)
 
     def close(self) -> None:
-        if self._loop.is_closed():
+        if self._loop.is_closed() or self._http.is_closed:
             return
         try:
             self._call(self._http.aclose(), 5)
         except (EdgeReasonError, RuntimeError):  # a wedged loop: stopping it below is all that is left
             pass
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
-        if not self._thread.is_alive():
-            self._loop.close()
+        if self._owns_runner:
+            self._runner.stop()
 
     # ------------------------------------------------------------------ the loop thread
+    async def completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        """One POST to /v1/completions on the loop thread (the served model name added; `model` asked before)."""
+        return await self._request("POST", "/v1/completions", {"model": self._model, **body})
+
     def _call(self, coro: Any, timeout: float) -> Any:
-        """Run `coro` on the loop thread and wait for it; on any exit but its result (an error, the deadline,
-        Ctrl-C) the task is cancelled and awaited, so nothing keeps running behind the caller's back."""
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        try:
-            return future.result(timeout)
-        except FutureTimeout:
-            raise RemoteError(
-                f"the server at {self.endpoint.root} did not answer within {timeout:.0f}s; is it "
-                "overloaded? (--remote-timeout)"
-            ) from None
-        finally:
-            if not future.done():
-                future.cancel()
-                try:
-                    future.result(5)  # the cancellation has run: the loop holds no task of this call
-                except (FutureCancelled, FutureTimeout, Exception):  # noqa: BLE001 - only waiting for the end
-                    pass
+        return self._runner.call(coro, timeout, f"the server at {self.endpoint.root}")
 
     async def _gather(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
         gate = asyncio.Semaphore(self.endpoint.concurrency)
@@ -170,9 +203,10 @@ class CompletionClient:
                 last = f"HTTP {response.status_code}: {_message(response)}"
                 continue
             if response.status_code >= 400:
+                message = _message(response)
                 raise RemoteError(
                     f"the server at {e.root} refused the request (HTTP {response.status_code}): "
-                    f"{_message(response)}{_hint(response.status_code)}"
+                    f"{message}{_hint(response.status_code, message)}"
                 )
             try:
                 answer = response.json()
@@ -187,7 +221,7 @@ class CompletionClient:
             self.stats.prompt_tokens += int(usage.get("prompt_tokens") or 0)
             self.stats.completion_tokens += int(usage.get("completion_tokens") or 0)
             return answer
-        raise RemoteError(f"cannot reach the server at {e.root} ({last}) after {e.retries + 1} tries; is it running?")
+        raise Unreachable(e.root, last, e.retries + 1)
 
 
 def _message(response: httpx.Response) -> str:
@@ -208,7 +242,12 @@ def _message(response: httpx.Response) -> str:
     return line[:300] + ("..." if len(line) > 300 else "")
 
 
-def _hint(status: int) -> str:
+def _hint(status: int, message: str) -> str:
+    if status == 400 and "context" in message.lower():  # a prompt longer than the server's context
+        return (
+            " (start that server with a longer context: llama-server -c, llama-cpp-python --n_ctx, vLLM "
+            "--max-model-len)"
+        )
     if status == 404:
         return " (check --base-url and --served-model)"
     if status in (401, 403):

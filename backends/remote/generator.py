@@ -17,6 +17,9 @@ Rules that keep the samples independent and the search replayable:
   server and vLLM do) and answers `n` (a server that ignores it, as llama-cpp-python's does, gets one request per
   missing completion, seeded `mix_seed(seed, j)`).
 
+Each sequence remembers the server that answered its last request (`home`, inherited by its forks), where its
+prefix is cached, and its next request asks to go there (pool.py's routing rule).
+
 The server holds the KV: this side holds no cells (`kv_used_tokens` 0); `kv_capacity_tokens` is the longest
 sequence the server is asked to hold (its context).
 """
@@ -30,7 +33,8 @@ from typing import Any
 import llama_cpp.llama_cpp as L
 
 from edgereason.backends.llamacpp.model import LlamaModel
-from edgereason.backends.remote.client import CompletionClient, RemoteError
+from edgereason.backends.remote.client import RemoteError
+from edgereason.backends.remote.pool import ServerPool
 from edgereason.config import STEP_END, SamplingParams, mix_seed
 from edgereason.protocols import BatchEntry, SeqId
 
@@ -50,17 +54,17 @@ class _Plan:
 class _Seq:
     tokens: list[int]
     family: list[_Plan] = field(default_factory=list)  # shared with every fork
+    home: int | None = None  # the server that answered this sequence's (or its parent's) last request
 
 
 class RemoteGenerator:
-    def __init__(
-        self, client: CompletionClient, vocab: LlamaModel, context_tokens: int, step_tokens: int = 512
-    ) -> None:
-        """vocab: the served model's tokenizer and chat template (a GGUF read vocab-only). context_tokens: the
-        server's context per sequence. step_tokens: max_tokens of one request (a longer step takes several)."""
+    def __init__(self, client: ServerPool, vocab: LlamaModel, context_tokens: int, step_tokens: int = 512) -> None:
+        """client: the servers. vocab: the served model's tokenizer and chat template (a GGUF read vocab-only).
+        context_tokens: the servers' context per sequence. step_tokens: max_tokens of one request (a longer step
+        takes several)."""
         self.client = client
         self.vocab = vocab
-        self.name = f"{vocab.path.stem}@{client.endpoint.root}"
+        self.name = f"{vocab.path.stem}@{','.join(client.roots)}"
         self.eos_ids = vocab.eog_ids
         eos = L.llama_vocab_eos(vocab.vocab)
         self._eos = eos if eos in self.eos_ids else min(self.eos_ids)
@@ -87,7 +91,7 @@ class RemoteGenerator:
 
     def fork(self, parent: SeqId) -> SeqId:
         p = self._seqs[parent]
-        return self._add(_Seq(list(p.tokens), p.family))
+        return self._add(_Seq(list(p.tokens), p.family, p.home))
 
     def _add(self, seq: _Seq) -> SeqId:
         sid, self._next_id = self._next_id, self._next_id + 1
@@ -108,6 +112,9 @@ class RemoteGenerator:
 
     def live_seqs(self) -> int:
         return len(self._seqs)
+
+    def requests_per_server(self) -> dict[str, int]:
+        return self.client.requests_per_server()
 
     def check_integrity(self) -> None:
         """A plan is drawn only by a live sequence, and never past its end."""
@@ -209,9 +216,10 @@ class RemoteGenerator:
                 bodies.append({**body, "n": n, "seed": sp.seed & SEED_MASK})
                 owners.append(w)
         plans: list[list[_Plan]] = [[] for _ in wants]
-        for w, answer in zip(owners, self.client.complete(bodies)):
-            base = list(self._seqs[wants[w][0]].tokens)
-            plans[w] += [_Plan(base, self._tokens_of(c)) for c in answer.get("choices") or []]
+        seqs = [self._seqs[sid] for sid, _, _ in wants]
+        for w, (answer, server) in zip(owners, self.client.send(bodies, [seqs[w].home for w in owners])):
+            seqs[w].home = server
+            plans[w] += [_Plan(list(seqs[w].tokens), self._tokens_of(c)) for c in answer.get("choices") or []]
         short = [w for w, (_, n, _) in enumerate(wants) if len(plans[w]) < n]
         if short and self._n_honoured is None:  # it answers one choice whatever n is: top up, then one per draw
             self._n_honoured = False
@@ -221,8 +229,9 @@ class RemoteGenerator:
                 plans[w] += got
         elif self._n_honoured is None and any(n > 1 for _, n, _ in wants):
             self._n_honoured = True
-        if any(len(plans[w]) < n for w, (_, n, _) in enumerate(wants)):
-            raise RemoteError(f"the server at {self.client.endpoint.root} answered fewer completions than asked")
+        if fewer := [w for w, (_, n, _) in enumerate(wants) if len(plans[w]) < n]:
+            root = self.client.roots[seqs[fewer[0]].home or 0]
+            raise RemoteError(f"the server at {root} answered fewer completions than asked")
         return [plans[w][:n] for w, (_, n, _) in enumerate(wants)]
 
     def _tokens_of(self, choice: dict[str, Any]) -> list[int]:

@@ -21,7 +21,7 @@ import llama_cpp.llama_cpp as L
 
 from edgereason.backends.llamacpp.model import load_vocab
 from edgereason.backends.remote.client import CompletionClient
-from edgereason.backends.remote.settings import Endpoint, RemoteSettings
+from edgereason.backends.remote.settings import Endpoint
 from edgereason.errors import ConfigError
 
 # control tokens, words and digits: text every implementation of one tokenizer (llama.cpp's, Hugging Face's) splits
@@ -40,31 +40,25 @@ REGISTRY_PROBE_ENDS: dict[str, tuple[int, int]] = {
 OnDisk = Callable[[str, str], Path | None]  # (name, role) -> the checked GGUF it names, None where not on disk yet
 
 
-def check_served_models(remote: RemoteSettings, model: str, prm: str, on_disk: OnDisk) -> None:
-    """ConfigError, one line, where a server serves a model whose tokenizer is not the named one's: the served
-    generator's (`model`, where the generator is served) and the served PRM's (`prm`), each server asked once.
-    on_disk: the set-up's look-up of a named model's GGUF that pulls nothing."""
-    checks = [(remote.generator, model, "--model")] if remote.generator is not None else []
-    checks.append((remote.prm_endpoint, prm, "--prm"))
-    done: set[tuple[Endpoint, str]] = set()
-    for endpoint, name, flag in checks:
-        if (endpoint, name) not in done:  # a PRM that is the served generator: checked as --model
-            done.add((endpoint, name))
-            check_served_model(endpoint, name, flag, on_disk)
-
-
 def check_served_model(endpoint: Endpoint, name: str, flag: str, on_disk: OnDisk) -> None:
+    """ConfigError, one line, where the server serves a model whose tokenizer is not the one `name` names (`flag`
+    names it). on_disk: the set-up's look-up of a named model's GGUF that pulls nothing."""
     client = CompletionClient(endpoint)
     try:
         served = client.model  # also: a server that is down fails here, before a pull
-        ids = served_tokens(client, PROBE)
-        if ids is not None and not _tokenizes_as(ids, name, on_disk(name, "PRM" if flag == "--prm" else "model")):
-            raise ConfigError(
-                f"the server at {endpoint.root} serves {served!r}, whose tokenizer is not that of "
-                f"{name}; pass {flag} naming that model's GGUF"
-            )
+        judge_tokens(endpoint.root, served, served_tokens(client, PROBE), name, flag, on_disk)
     finally:
         client.close()
+
+
+def judge_tokens(root: str, served: str, ids: list[int] | None, name: str, flag: str, on_disk: OnDisk) -> None:
+    """The check of `check_served_model` on the probe's ids as the server at `root` tokenized them (None: it has
+    no tokenize endpoint, so it is not judged)."""
+    if ids is not None and not _tokenizes_as(ids, name, on_disk(name, "PRM" if flag == "--prm" else "model")):
+        raise ConfigError(
+            f"the server at {root} serves {served!r}, whose tokenizer is not that of {name}; pass {flag} naming "
+            "that model's GGUF"
+        )
 
 
 def served_tokens(client: CompletionClient, text: str) -> list[int] | None:

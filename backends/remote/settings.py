@@ -57,24 +57,33 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class RemoteSettings:
-    """Which roles are served and where. `generator` None: the generator runs here. `prm` None: the PRM is served
-    by the generator's endpoint (a remote generator always comes with a remote PRM)."""
+    """Which roles are served and where, each by one or more servers of its model. `generator` empty: the generator
+    runs here. `prm` empty: the PRM is served by the generator's servers (a remote generator always comes with a
+    remote PRM)."""
 
-    generator: Endpoint | None = None
-    prm: Endpoint | None = None
+    generator: tuple[Endpoint, ...] = ()
+    prm: tuple[Endpoint, ...] = ()
     step_tokens: int = DEFAULT_STEP_TOKENS  # max_tokens of one generator request
-    context_tokens: int | None = None  # the server's context per sequence; None: the model's trained context
+    context_tokens: int | None = None  # the servers' context per sequence; None: the model's trained context
 
     def __post_init__(self) -> None:
-        if self.generator is None and self.prm is None:
+        if not self.generator and not self.prm:
             raise ConfigError("the remote backend needs --base-url (generator and PRM) or --prm-base-url")
+        for endpoints, flag in ((self.generator, "--base-url"), (self.prm, "--prm-base-url")):
+            roots = [e.root for e in endpoints]
+            if twice := sorted({r for r in roots if roots.count(r) > 1}):
+                raise ConfigError(f"{flag} names the server at {twice[0]} twice; list each server once")
         if self.step_tokens < 1:
             raise ConfigError(f"--remote-step-tokens must be >= 1, got {self.step_tokens}")
         if self.context_tokens is not None and self.context_tokens < 64:
             raise ConfigError(f"--remote-context must be >= 64 tokens, got {self.context_tokens}")
 
     @property
-    def prm_endpoint(self) -> Endpoint:
-        endpoint = self.prm or self.generator
-        assert endpoint is not None  # __post_init__
-        return endpoint
+    def prm_endpoints(self) -> tuple[Endpoint, ...]:
+        return self.prm or self.generator
+
+    @property
+    def prm_flag(self) -> str:
+        """The flag that lists the PRM's servers."""
+        same = [e.root for e in self.prm_endpoints] == [e.root for e in self.generator]
+        return "--base-url" if same else "--prm-base-url"

@@ -17,6 +17,9 @@ server takes it) - three requests for that score, all in that round:
 The first answer is used where it holds both tokens (both values come from one distribution, shifted alike),
 else the other two; never values of different requests mixed with a bias in between.
 
+Several PRM servers: each score asks to go to the server that scored its path's parent (pool.py's routing rule), whose
+prompt cache holds the parent's prompt; the logit_bias round goes where its score's first request went.
+
 The `head` format cannot be served: a value head reads thousands of logits per step, a server returns 20.
 """
 
@@ -29,7 +32,8 @@ from typing import Any
 
 from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.prm_format import PRMFormat, prompt_for
-from edgereason.backends.remote.client import CompletionClient, RemoteError
+from edgereason.backends.remote.client import RemoteError
+from edgereason.backends.remote.pool import Reply, ServerPool
 from edgereason.errors import ConfigError
 from edgereason.protocols import ScoreRequest, ScoreResult, VerifierStats
 
@@ -40,9 +44,7 @@ Pair = tuple[float | None, float | None]  # (log P(good), log P(bad)); None: not
 
 
 class RemoteVerifier:
-    def __init__(
-        self, client: CompletionClient, vocab: LlamaModel, fmt: PRMFormat, top_logprobs: int = TOP_LOGPROBS
-    ) -> None:
+    def __init__(self, client: ServerPool, vocab: LlamaModel, fmt: PRMFormat, top_logprobs: int = TOP_LOGPROBS) -> None:
         """vocab: the served PRM's tokenizer and chat template (a GGUF read vocab-only); its token ids name the
         tokens to the server's `logit_bias`. top_logprobs: `logprobs` of the first request of a score (fewer make
         the logit_bias round more frequent, which tests use)."""
@@ -57,20 +59,26 @@ class RemoteVerifier:
         self.vocab = vocab
         self.fmt = fmt
         self.top_logprobs = top_logprobs
-        self.name = f"{vocab.path.stem}:{fmt.name}@{client.endpoint.root}"
+        self.name = f"{vocab.path.stem}:{fmt.name}@{','.join(client.roots)}"
         self.prompt = prompt_for(fmt, lambda msgs: vocab.apply_chat_template(msgs, add_assistant=True))
         # the answer tokens as the local verifier reads them: the first token of each word
         self._ids = [vocab.tokenize(w, add_bos=False, special=False)[0] for w in (fmt.good, fmt.bad)]
         self._pieces = [vocab.token_piece(i).decode("utf-8", errors="replace") for i in self._ids]
         self.stats = VerifierStats()
         self.biased_scores = 0  # scores read in the logit_bias round
+        self._homes: dict[str, int] = {}  # path key -> the server that scored it last
 
     kv_capacity_tokens = 1 << 30  # the server holds the KV
     kv_used_tokens = 0
     kv_bytes_per_token = 0
 
     def release(self, key_prefix: str) -> None:
-        """Nothing is held here; the server's cache evicts on its own."""
+        """No KV is held here (the server's cache evicts on its own); the paths' homes are forgotten."""
+        for key in [k for k in self._homes if k.startswith(key_prefix)]:
+            del self._homes[key]
+
+    def requests_per_server(self) -> dict[str, int]:
+        return self.client.requests_per_server()
 
     def check_integrity(self) -> None:
         """Every call is counted once."""
@@ -79,18 +87,21 @@ class RemoteVerifier:
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         t0 = time.perf_counter()
         prompts: list[list[int]] = []
+        keys: list[str] = []  # the path each prompt scores
         new_tokens: list[int] = []
         for req in requests:
             head, segments = self._tokens(req)
             prompts += [head + [t for seg in segments[: i + 1] for t in seg] for i in req.need]
+            keys += [req.key] * len(req.need)
             # what a prefix-caching server evaluates anew: the steps past the prefix it saw (the local count)
             fresh = segments[req.prefix_steps :] if req.prefix_key else [head, *segments]
             new_tokens.append(sum(len(seg) for seg in fresh))
-        answers = self.client.complete([self._body(p, self.top_logprobs) for p in prompts])
-        pairs = [self._pair(a) for a in answers]
+        replies = self.client.send([self._body(p, self.top_logprobs) for p in prompts], self._route(requests))
+        self._homes.update((key, reply.server) for key, reply in zip(keys, replies))
+        pairs = [self._pair(r) for r in replies]
         missing = [i for i, (good, bad) in enumerate(pairs) if good is None or bad is None]
         if missing:
-            pairs = self._biased(prompts, missing, pairs)
+            pairs = self._biased(prompts, missing, pairs, [replies[i].server for i in missing])
         scores = iter(1.0 / (1.0 + math.exp(bad - good)) for good, bad in pairs)  # type: ignore[operator]
         results = [ScoreResult([next(scores) for _ in req.need], n) for req, n in zip(requests, new_tokens)]
         self.stats.calls += 1
@@ -98,6 +109,14 @@ class RemoteVerifier:
         self.stats.per_call_tokens.append(sum(new_tokens))
         self.stats.seconds += time.perf_counter() - t0
         return results
+
+    def _route(self, requests: Sequence[ScoreRequest]) -> list[int | None]:
+        """Each prompt's home: where its path, else the path it extends, was scored last."""
+        homes = []
+        for req in requests:
+            home = self._homes.get(req.key, self._homes.get(req.prefix_key or "", None))
+            homes += [home] * len(req.need)
+        return homes
 
     def _tokens(self, req: ScoreRequest) -> tuple[list[int], list[list[int]]]:
         """The head's and each step's tokens, as the local verifier evaluates them. Sent as token ids, not text: a
@@ -117,18 +136,19 @@ class RemoteVerifier:
             body["logit_bias"] = {str(i): BIAS for i in bias}  # token ids, as OpenAI's API names them
         return body
 
-    def _biased(self, prompts: list[list[int]], missing: list[int], pairs: list[Pair]) -> list[Pair]:
-        """The scores at `missing` read again with logit_bias, in one round (module docstring)."""
+    def _biased(self, prompts: list[list[int]], missing: list[int], pairs: list[Pair], homes: list[int]) -> list[Pair]:
+        """The scores at `missing` read again with logit_bias, in one round (module docstring), each where its first
+        request was answered."""
         good, bad = self._ids
         bodies = [
             self._body(prompts[i], max(2, self.top_logprobs), b)
             for i in missing
             for b in ((good, bad), (good,), (bad,))
         ]
-        answers = self.client.complete(bodies)
+        replies = self.client.send(bodies, [home for home in homes for _ in range(3)])
         pairs = list(pairs)
         for k, i in enumerate(missing):
-            shared, alone_good, alone_bad = answers[3 * k : 3 * k + 3]
+            shared, alone_good, alone_bad = replies[3 * k : 3 * k + 3]
             pair = self._pair(shared)
             if pair[0] is None or pair[1] is None:  # logprobs from before the bias: one token per request
                 pair = (self._sampled(alone_good, 0), self._sampled(alone_bad, 1))
@@ -136,31 +156,31 @@ class RemoteVerifier:
         self.biased_scores += len(missing)
         return pairs
 
-    def _pair(self, answer: dict[str, Any]) -> Pair:
+    def _pair(self, reply: Reply) -> Pair:
         """log P(good), log P(bad) from the first position's top logprobs and its sampled token."""
-        top = self._top(answer)
+        top = self._top(reply)
         return tuple(top.get(piece, _alike(top, piece)) for piece in self._pieces)  # type: ignore[return-value]
 
-    def _sampled(self, answer: dict[str, Any], which: int) -> float:
+    def _sampled(self, reply: Reply, which: int) -> float:
         """The logprob of the sampled token, which logit_bias made good (which=0) or bad (1)."""
         piece = self._pieces[which]
         try:
-            logprobs = answer["choices"][0]["logprobs"]
+            logprobs = reply.answer["choices"][0]["logprobs"]
             token, value = logprobs["tokens"][0], logprobs["token_logprobs"][0]
         except (KeyError, IndexError, TypeError):
-            raise self._no_logprobs() from None
+            raise self._no_logprobs(reply.server) from None
         if str(token).strip() != piece.strip() or value is None:
             raise RemoteError(
-                f"the PRM server at {self.client.endpoint.root} ignored `logit_bias` (it sampled "
+                f"the PRM server at {self.client.roots[reply.server]} ignored `logit_bias` (it sampled "
                 f"{token!r}, not {piece!r}), which a score whose {piece!r} is outside the top "
                 f"{self.top_logprobs} logprobs needs"
             )
         return float(value)
 
-    def _top(self, answer: dict[str, Any]) -> dict[str, float]:
+    def _top(self, reply: Reply) -> dict[str, float]:
         """The first position's top logprobs, the sampled token's among them (some servers list it apart)."""
         try:
-            logprobs = answer["choices"][0]["logprobs"]
+            logprobs = reply.answer["choices"][0]["logprobs"]
             top = logprobs["top_logprobs"][0]
             if isinstance(top, list):  # some servers give [{"token": ..., "logprob": ...}]
                 top = {t["token"]: t["logprob"] for t in top}
@@ -168,12 +188,12 @@ class RemoteVerifier:
             if logprobs.get("tokens") and logprobs.get("token_logprobs") and logprobs["token_logprobs"][0] is not None:
                 top.setdefault(str(logprobs["tokens"][0]), float(logprobs["token_logprobs"][0]))
         except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-            raise self._no_logprobs() from None
+            raise self._no_logprobs(reply.server) from None
         return top
 
-    def _no_logprobs(self) -> RemoteError:
+    def _no_logprobs(self, server: int) -> RemoteError:
         return RemoteError(
-            f"the PRM server at {self.client.endpoint.root} returned no token logprobs; it must "
+            f"the PRM server at {self.client.roots[server]} returned no token logprobs; it must "
             "support `logprobs` on /v1/completions (llama-cpp-python: --logits_all true)"
         )
 

@@ -123,8 +123,17 @@ def load_results(folder: str | Path) -> Results:
 
 
 def print_table(runs: Iterable[dict], file: TextIO) -> None:
+    """The table, then each served run's requests per server."""
+    runs = list(runs)
     rows = [[h for h, _, _ in TABLE]] + [[fmt.format(run[k]) for _, k, fmt in TABLE] for run in runs]
     _print_rows(rows, file)
+    for run in runs:
+        if counts := run.get("requests_per_server"):
+            spread = ", ".join(
+                f"{url} {' + '.join(f'{n} {role}' for role, n in roles.items())}" for url, roles in counts.items()
+            )
+            label = f"{run['policy']} beams={run['beams']} rate={run['rate']} rep={run['repeat']}"
+            print(f"requests per server, {label}: {spread}", file=file)
 
 
 def run_key(run: dict) -> RunKey:

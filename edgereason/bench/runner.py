@@ -70,6 +70,7 @@ def run_one(session: Session, spec: RunSpec, problems: list[Problem], progress: 
     Ctrl-C ends the run early and raises RunInterrupted carrying the problems finished so far (the engine is
     dropped, so nothing is cancelled)."""
     engine = session.engine(spec.policy)
+    served_before = session.requests_per_server()
     arrivals = arrival_times(len(problems), spec.rate, spec.seed)
     requests: list[tuple[Problem, Request]] = []
     if progress:
@@ -93,11 +94,20 @@ def run_one(session: Session, spec: RunSpec, problems: list[Problem], progress: 
     wall = time.perf_counter() - t0
     run = aggregate(spec, engine, requests, wall)
     run["interrupted"] = stop is not None
+    if served_before:  # served models: how the run's requests spread over the servers
+        run["requests_per_server"] = _requests_since(served_before, session.requests_per_server())
     if is_auto(spec.policy):  # which preset `auto` ran, and why
         run["auto_policy"] = session.auto_choice().as_dict()
     if stop is not None:
         raise RunInterrupted(run, stop)
     return run
+
+
+def _requests_since(before: dict[str, dict[str, int]], now: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """Each server's requests by role, counted from `before` (the session's servers answered earlier runs too)."""
+    return {
+        url: {role: n - before.get(url, {}).get(role, 0) for role, n in roles.items()} for url, roles in now.items()
+    }
 
 
 def _has_room(spec: RunSpec, requests: list[tuple[Problem, Request]]) -> bool:

@@ -259,6 +259,8 @@ def _config(
         "repeat": args.repeat,
         "model": args.model,
         "prm": args.prm,
+        "base_url": args.base_url,  # the servers of a served generator and PRM
+        "prm_base_url": args.prm_base_url,
         "prm_format": args.prm_format,
         "threads": args.threads,
         "kv_tokens": args.kv_tokens,

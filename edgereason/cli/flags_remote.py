@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from edgereason.backends.remote.settings import DEFAULT_STEP_TOKENS, Endpoint, RemoteSettings, check_url
 from edgereason.errors import ConfigError
@@ -41,15 +42,17 @@ def _add_server_flags(g: argparse._ArgumentGroup) -> None:
     g.add_argument(
         "--base-url",
         default=None,
-        metavar="URL",
-        help="the OpenAI-compatible server of --backend remote, e.g. http://127.0.0.1:8080",
+        metavar="URL[,URL...]",
+        help="the OpenAI-compatible server of --backend remote, e.g. http://127.0.0.1:8080, or a comma list of "
+        "servers of one model: requests spread over them (least in flight, a path kept on the server that holds "
+        "its prefix), and one that stops answering hands its requests to the others",
     )
     g.add_argument(
         "--prm-base-url",
         default=None,
-        metavar="URL",
-        help="the PRM's server: alone, the generator stays local and the PRM is served; with --backend "
-        "remote, the PRM is on this server instead of --base-url",
+        metavar="URL[,URL...]",
+        help="the PRM's server, or a comma list of them: alone, the generator stays local and the PRM is "
+        "served; with --backend remote, the PRM is on these servers instead of --base-url",
     )
     g.add_argument(
         "--api-key-env",
@@ -123,20 +126,40 @@ def remote_settings(args: argparse.Namespace) -> RemoteSettings | None:
         raise ConfigError("--backend remote needs --base-url URL, the OpenAI-compatible server")
     if not remote and not args.prm_base_url:
         return None
-    if args.prm_base_url:  # Endpoint would name --base-url, which the user may not have given
-        check_url(args.prm_base_url, "--prm-base-url")
 
-    def endpoint(url: str, model: str | None) -> Endpoint:
-        return Endpoint(
-            url,
-            model,
-            args.api_key_env,
-            timeout_s=args.remote_timeout,
-            retries=args.remote_retries,
-            concurrency=args.remote_concurrency,
+    def endpoints(text: str, flag: str, model: str | None) -> tuple[Endpoint, ...]:
+        return tuple(
+            Endpoint(
+                url,
+                model,
+                args.api_key_env,
+                timeout_s=args.remote_timeout,
+                retries=args.remote_retries,
+                concurrency=args.remote_concurrency,
+            )
+            for url in url_list(text, flag)
         )
 
-    generator = endpoint(args.base_url, args.served_model) if remote else None
-    prm_url = args.prm_base_url or args.base_url
-    prm = endpoint(prm_url, args.prm_served_model or (args.served_model if prm_url == args.base_url else None))
+    generator = endpoints(args.base_url, "--base-url", args.served_model) if remote else ()
+    # no --prm-base-url: the PRM is on the generator's servers, under --served-model's name unless it has its own
+    prm = (
+        endpoints(
+            args.prm_base_url,
+            "--prm-base-url",
+            args.prm_served_model or (args.served_model if args.prm_base_url == args.base_url else None),
+        )
+        if args.prm_base_url
+        else tuple(replace(e, model=args.prm_served_model or e.model) for e in generator)
+    )
     return RemoteSettings(generator, prm, step_tokens=args.remote_step_tokens, context_tokens=args.remote_context)
+
+
+def url_list(text: str, flag: str) -> list[str]:
+    """A comma list of server URLs, written as bench's list flags are, each checked (naming `flag`: Endpoint would
+    name --base-url)."""
+    urls = [url.strip() for url in text.split(",") if url.strip()]
+    if not urls:
+        raise ConfigError(f"{flag} needs at least one URL")
+    for url in urls:
+        check_url(url, flag)
+    return urls

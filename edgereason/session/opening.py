@@ -61,6 +61,16 @@ class Session:
                 print(self._auto.note(), file=sys.stderr)
         return self._auto
 
+    def requests_per_server(self) -> dict[str, dict[str, int]]:
+        """The requests each server answered so far, by role ("generator", "prm"): served roles only, so {} where
+        both models run here."""
+        counts: dict[str, dict[str, int]] = {}
+        for role, model in (("generator", self.generator), ("prm", self.verifier)):
+            read = getattr(model, "requests_per_server", None)
+            for url, n in (read() if read else {}).items():
+                counts.setdefault(url, {})[role] = n
+        return counts
+
     def close(self) -> None:
         for model in (self.generator, self.verifier):
             close = getattr(model, "close", None)
@@ -152,14 +162,16 @@ def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress: Pull
             "GGUF (its tokenizer and chat template) and --prm-base-url"
         )
     settings = replace(settings, prm_format=choice.format)
-    # before any pull: a server serving another model is one line naming it, not a failed search after a download
-    served.check_served_models(remote, settings.model, choice.name, gguf_on_disk)
+    # before any pull: a server that is down or serves another model is one line naming it, not a failed search
+    # after a download
+    served.check_servers(remote, settings.model, choice.name, gguf_on_disk)
     gen_path, prm_path = model_paths(settings, choice, progress)
-    verifier = served.open_verifier(prm_path, choice.format, remote.prm_endpoint)
+    outages = served.Outages()  # a server both roles use is reported once when it stops answering
+    verifier = served.open_verifier(prm_path, choice.format, remote.prm_endpoints, outages=outages)
     try:
-        if remote.generator is not None:
+        if remote.generator:
             context = remote.context_tokens or 1 << 30  # capped by the trained context
-            generator = served.open_generator(gen_path, remote.generator, context, remote.step_tokens)
+            generator = served.open_generator(gen_path, remote.generator, context, remote.step_tokens, outages)
         else:
             layers = default_gpu_layers(local) if settings.n_gpu_layers is None else settings.n_gpu_layers
             settings = replace(settings, n_gpu_layers=layers)
@@ -187,7 +199,7 @@ def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress: Pull
         verifier,
         gen_path,
         prm_path,
-        backend="remote" if remote.generator is not None else "llamacpp",
+        backend="remote" if remote.generator else "llamacpp",
     )
 
 

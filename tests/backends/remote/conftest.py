@@ -16,6 +16,14 @@ def server(smollm2_path: Path) -> Iterator[LocalServer]:
     srv.stop()
 
 
+@pytest.fixture(scope="session")
+def second_server(smollm2_path: Path) -> Iterator[LocalServer]:
+    """Another server of the same model, beside `server`: a list of two."""
+    srv = LocalServer(smollm2_path, n_ctx=2048, n_threads=1)
+    yield srv
+    srv.stop()
+
+
 @pytest.fixture()
 def own_server(smollm2_path: Path) -> Iterator[LocalServer]:
     """A server this test may kill."""

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -22,7 +23,8 @@ def free_port() -> int:
 
 
 class LocalServer:
-    def __init__(self, model: Path, n_ctx: int = 4096) -> None:
+    def __init__(self, model: Path, n_ctx: int = 4096, n_threads: int = 2, extra: Sequence[str] = ()) -> None:
+        """extra: more of the server's flags (--model_alias NAME, --logits_all false)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tempfile.TemporaryFile()  # a pipe would fill up with the server's log and stall it
@@ -40,7 +42,8 @@ class LocalServer:
                 "--n_ctx",
                 str(n_ctx),
                 "--n_threads",
-                "2",
+                str(n_threads),
+                *extra,
             ],
             stdout=subprocess.DEVNULL,
             stderr=self.log,

@@ -14,6 +14,7 @@ from remote_server import LocalServer
 from edgereason.backends.llamacpp.model import load_vocab
 from edgereason.backends.remote import Endpoint, RemoteError, open_generator, open_verifier
 from edgereason.backends.remote.generator import RemoteGenerator
+from edgereason.backends.remote.pool import Reply
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine.events import NodeScored
 from edgereason.engine.loop import Engine, prompt_ids
@@ -28,8 +29,7 @@ class ScriptedClient:
     """Answers each request with the next completion text of a script, one choice per request (as
     llama-cpp-python's server does whatever `n` says); records the bodies."""
 
-    class endpoint:  # noqa: N801 - stands in for an Endpoint
-        root = "http://scripted"
+    roots = ("http://scripted",)
 
     def __init__(self, texts: list[str]) -> None:
         self.texts = list(texts)
@@ -38,6 +38,9 @@ class ScriptedClient:
     def complete(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
         self.bodies += bodies
         return [{"choices": [{"text": self.texts.pop(0), "finish_reason": "stop"}]} for _ in bodies]
+
+    def send(self, bodies: list[dict[str, Any]], homes: list[int | None]) -> list[Reply]:
+        return [Reply(answer, 0) for answer in self.complete(bodies)]
 
     def close(self) -> None:
         pass
