@@ -62,6 +62,7 @@ class Layer:
 # Attention over the KV cache: (layer, q [T, n_head, head_dim], k, v [T, n_head_kv, head_dim]) -> [T, n_embd].
 # The KV context supplies it: it writes k and v to the token's cells and attends over each sequence's cells.
 Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+OnLayer = Callable[[int, torch.Tensor], None]  # (layer, its output [T, n_embd])
 
 
 def device_dtype(device: torch.device) -> torch.dtype:
@@ -156,7 +157,7 @@ class TorchDecoder:
         self.dtype = device_dtype(device)
         weights = Weights(self.path)
         self.config = cfg = read_config(weights)
-        load = lambda name: weights.load(name, device, self.dtype)  # noqa: E731
+        load = lambda name: self.oriented(name, weights.load(name, device, self.dtype))  # noqa: E731
         maybe = lambda name: load(name) if weights.has(name) else None  # noqa: E731
         self.embed = load("token_embd.weight")
         self.output = maybe("output.weight")
@@ -170,20 +171,14 @@ class TorchDecoder:
         self.inv_freq = (inv_freq / factors.double() if factors is not None else inv_freq).float()
 
     def _layer(self, load: Callable[[str], torch.Tensor], maybe: Callable[[str], torch.Tensor | None], i: int) -> Layer:
-        cfg, p = self.config, f"blk.{i}."
-        wq, wk = load(p + "attn_q.weight"), load(p + "attn_k.weight")
-        bq, bk = maybe(p + "attn_q.bias"), maybe(p + "attn_k.bias")
-        if cfg.arch in _PERMUTED_ROPE:
-            wq, wk = unpermute_rope(wq, cfg.n_head), unpermute_rope(wk, cfg.n_head_kv)
-            bq = unpermute_rope(bq, cfg.n_head) if bq is not None else None
-            bk = unpermute_rope(bk, cfg.n_head_kv) if bk is not None else None
+        p = f"blk.{i}."
         return Layer(
             attn_norm=load(p + "attn_norm.weight"),
-            wq=wq,
-            wk=wk,
+            wq=load(p + "attn_q.weight"),
+            wk=load(p + "attn_k.weight"),
             wv=load(p + "attn_v.weight"),
-            bq=bq,
-            bk=bk,
+            bq=maybe(p + "attn_q.bias"),
+            bk=maybe(p + "attn_k.bias"),
             bv=maybe(p + "attn_v.bias"),
             wo=load(p + "attn_output.weight"),
             ffn_norm=load(p + "ffn_norm.weight"),
@@ -191,6 +186,13 @@ class TorchDecoder:
             w_up=load(p + "ffn_up.weight"),
             w_down=load(p + "ffn_down.weight"),
         )
+
+    def oriented(self, name: str, w: torch.Tensor) -> torch.Tensor:
+        """A GGUF tensor in the rows this decoder computes with: Q and K (weights, biases) of a permuted-rope
+        architecture un-permuted, the rest as read."""
+        cfg = self.config
+        heads = {"attn_q": cfg.n_head, "attn_k": cfg.n_head_kv}.get(name.split(".")[-2])
+        return unpermute_rope(w, heads) if heads and cfg.arch in _PERMUTED_ROPE else w
 
     def weights_bytes(self) -> int:
         tensors = [
@@ -212,9 +214,12 @@ class TorchDecoder:
         x1, x2 = x[..., :half].float(), x[..., half:].float()
         return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
 
-    def hidden(self, tokens: torch.Tensor, positions: torch.Tensor, attend: Attend) -> torch.Tensor:
+    def hidden(
+        self, tokens: torch.Tensor, positions: torch.Tensor, attend: Attend, on_layer: OnLayer | None = None
+    ) -> torch.Tensor:
         """tokens, positions [T] -> final normed hidden states [T, n_embd]. `attend` stores each layer's keys and
-        values and returns its attention output."""
+        values and returns its attention output; `on_layer(i, x)`, where given, sees layer i's output x [T, n_embd]
+        (the residual stream after the layer, before any norm: llama.cpp's "l_out-i")."""
         cfg = self.config
         angles = positions.float()[:, None] * self.inv_freq[None, :]
         cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]
@@ -228,6 +233,8 @@ class TorchDecoder:
             x = x + F.linear(attend(i, self._rope(q, cos, sin), self._rope(k, cos, sin), v), layer.wo)
             h = self._norm(x, layer.ffn_norm)
             x = x + F.linear(F.silu(F.linear(h, layer.w_gate)) * F.linear(h, layer.w_up), layer.w_down)
+            if on_layer is not None:
+                on_layer(i, x)
         return self._norm(x, self.output_norm)
 
     def logits(self, hidden: torch.Tensor, columns: torch.Tensor | None = None) -> torch.Tensor:
