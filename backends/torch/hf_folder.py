@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from edgereason.backends.torch.model import ARCHITECTURES, ModelConfig
+from edgereason.backends.torch.gguf_weights import ARCHITECTURES, ModelConfig
 from edgereason.errors import ModelError
 
 INDEX = "model.safetensors.index.json"

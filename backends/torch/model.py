@@ -17,30 +17,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-from edgereason.errors import ModelError
-
-ARCHITECTURES = ("llama", "qwen2")
-_PERMUTED_ROPE = {"llama"}  # llama.cpp's converter permuted these architectures' Q and K rows
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    arch: str
-    n_layer: int
-    n_embd: int
-    n_head: int
-    n_head_kv: int
-    head_dim: int
-    n_vocab: int
-    n_ctx_train: int
-    eps: float
-    rope_base: float
+from edgereason.backends.torch.gguf_weights import ModelConfig
 
 
 @dataclass
@@ -62,89 +43,13 @@ class Layer:
 # Attention over the KV cache: (layer, q [T, n_head, head_dim], k, v [T, n_head_kv, head_dim]) -> [T, n_embd].
 # The KV context supplies it: it writes k and v to the token's cells and attends over each sequence's cells.
 Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+OnLayer = Callable[[int, torch.Tensor], None]  # (layer, its output [T, n_embd])
 
 
 def device_dtype(device: torch.device) -> torch.dtype:
     """bf16 on a GPU (what the weights hold after dequantizing); float32 on the CPU, where bf16 matmuls are slow
     and the CPU tests compare with llama.cpp closely."""
     return torch.bfloat16 if device.type == "cuda" else torch.float32
-
-
-class Weights:
-    """A GGUF's tensors by name, dequantized on demand to a torch tensor on `device`."""
-
-    def __init__(self, path: Path) -> None:
-        from gguf import GGUFReader
-
-        try:
-            self.reader = GGUFReader(str(path))
-        except (OSError, ValueError) as e:
-            raise ModelError(f"{path}: not a GGUF file the torch backend can read ({e})") from None
-        self.path = path
-        self.tensors = {t.name: t for t in self.reader.tensors}
-        self.permuted_rope = self.meta("general.architecture") in _PERMUTED_ROPE
-
-    def meta(self, key: str, default: Any = None) -> Any:
-        field = self.reader.get_field(key)
-        return default if field is None else field.contents()
-
-    def has(self, name: str) -> bool:
-        return name in self.tensors
-
-    def config(self) -> ModelConfig:
-        return read_config(self)
-
-    def n_elements(self) -> int:
-        return sum(int(t.n_elements) for t in self.reader.tensors)
-
-    def load(self, name: str, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-        from gguf.quants import dequantize
-
-        tensor = self.tensors.get(name)
-        if tensor is None:
-            raise ModelError(f"{self.path.name} has no tensor {name}: a corrupt or unsupported GGUF")
-        try:
-            values = dequantize(tensor.data, tensor.tensor_type)
-        except NotImplementedError:
-            raise ModelError(
-                f"{self.path.name}: tensor {name} is of type {tensor.tensor_type.name}, which the torch "
-                "backend cannot dequantize; use --backend llamacpp"
-            ) from None
-        shape = tuple(int(n) for n in reversed(tensor.shape))  # GGUF lists dimensions innermost first
-        if not values.flags.writeable:  # a float tensor is a view of the read-only file map
-            values = values.copy()
-        return torch.from_numpy(np.ascontiguousarray(values).reshape(shape)).to(device=device, dtype=dtype)
-
-
-def read_config(weights: Weights) -> ModelConfig:
-    arch = weights.meta("general.architecture")
-    if arch not in ARCHITECTURES:
-        raise ModelError(
-            f"{weights.path.name} is a {arch} model; the torch backend runs {', '.join(ARCHITECTURES)}: "
-            "use --backend llamacpp"
-        )
-    scaling = weights.meta(f"{arch}.rope.scaling.type", "none")
-    if scaling not in ("none", ""):
-        raise ModelError(
-            f"{weights.path.name} scales its rotary positions ({scaling}), which the torch backend does "
-            "not: use --backend llamacpp"
-        )
-    n_embd = int(weights.meta(f"{arch}.embedding_length"))
-    n_head = int(weights.meta(f"{arch}.attention.head_count"))
-    head_dim = int(weights.meta(f"{arch}.attention.key_length", n_embd // n_head))
-    vocab = weights.tensors["token_embd.weight"].shape
-    return ModelConfig(
-        arch=arch,
-        n_layer=int(weights.meta(f"{arch}.block_count")),
-        n_embd=n_embd,
-        n_head=n_head,
-        n_head_kv=int(weights.meta(f"{arch}.attention.head_count_kv", n_head)),
-        head_dim=head_dim,
-        n_vocab=int(vocab[1]),
-        n_ctx_train=int(weights.meta(f"{arch}.context_length", 0)),
-        eps=float(weights.meta(f"{arch}.attention.layer_norm_rms_epsilon")),
-        rope_base=float(weights.meta(f"{arch}.rope.freq_base", 10000.0)),
-    )
 
 
 def unpermute_rope(w: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -166,7 +71,7 @@ class TorchDecoder:
         weights = open_weights(self.path)
         self.config = cfg = weights.config()
         self._permuted_rope = weights.permuted_rope
-        load = lambda name: weights.load(name, device, self.dtype)  # noqa: E731
+        load = lambda name: self.oriented(name, weights.load(name, device, self.dtype))  # noqa: E731
         maybe = lambda name: load(name) if weights.has(name) else None  # noqa: E731
         self.embed = load("token_embd.weight")
         self.output = maybe("output.weight")
@@ -180,20 +85,14 @@ class TorchDecoder:
         self.inv_freq = (inv_freq / factors.double() if factors is not None else inv_freq).float()
 
     def _layer(self, load: Callable[[str], torch.Tensor], maybe: Callable[[str], torch.Tensor | None], i: int) -> Layer:
-        cfg, p = self.config, f"blk.{i}."
-        wq, wk = load(p + "attn_q.weight"), load(p + "attn_k.weight")
-        bq, bk = maybe(p + "attn_q.bias"), maybe(p + "attn_k.bias")
-        if self._permuted_rope:
-            wq, wk = unpermute_rope(wq, cfg.n_head), unpermute_rope(wk, cfg.n_head_kv)
-            bq = unpermute_rope(bq, cfg.n_head) if bq is not None else None
-            bk = unpermute_rope(bk, cfg.n_head_kv) if bk is not None else None
+        p = f"blk.{i}."
         return Layer(
             attn_norm=load(p + "attn_norm.weight"),
-            wq=wq,
-            wk=wk,
+            wq=load(p + "attn_q.weight"),
+            wk=load(p + "attn_k.weight"),
             wv=load(p + "attn_v.weight"),
-            bq=bq,
-            bk=bk,
+            bq=maybe(p + "attn_q.bias"),
+            bk=maybe(p + "attn_k.bias"),
             bv=maybe(p + "attn_v.bias"),
             wo=load(p + "attn_output.weight"),
             ffn_norm=load(p + "ffn_norm.weight"),
@@ -201,6 +100,13 @@ class TorchDecoder:
             w_up=load(p + "ffn_up.weight"),
             w_down=load(p + "ffn_down.weight"),
         )
+
+    def oriented(self, name: str, w: torch.Tensor) -> torch.Tensor:
+        """A GGUF tensor in the rows this decoder computes with: Q and K (weights, biases) of a permuted-rope
+        architecture un-permuted, the rest as read."""
+        cfg = self.config
+        heads = {"attn_q": cfg.n_head, "attn_k": cfg.n_head_kv}.get(name.split(".")[-2])
+        return unpermute_rope(w, heads) if heads and self._permuted_rope else w
 
     def weights_bytes(self) -> int:
         tensors = [
@@ -222,9 +128,12 @@ class TorchDecoder:
         x1, x2 = x[..., :half].float(), x[..., half:].float()
         return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
 
-    def hidden(self, tokens: torch.Tensor, positions: torch.Tensor, attend: Attend) -> torch.Tensor:
+    def hidden(
+        self, tokens: torch.Tensor, positions: torch.Tensor, attend: Attend, on_layer: OnLayer | None = None
+    ) -> torch.Tensor:
         """tokens, positions [T] -> final normed hidden states [T, n_embd]. `attend` stores each layer's keys and
-        values and returns its attention output."""
+        values and returns its attention output; `on_layer(i, x)`, where given, sees layer i's output x [T, n_embd]
+        (the residual stream after the layer, before any norm: llama.cpp's "l_out-i")."""
         cfg = self.config
         angles = positions.float()[:, None] * self.inv_freq[None, :]
         cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]
@@ -238,6 +147,8 @@ class TorchDecoder:
             x = x + F.linear(attend(i, self._rope(q, cos, sin), self._rope(k, cos, sin), v), layer.wo)
             h = self._norm(x, layer.ffn_norm)
             x = x + F.linear(F.silu(F.linear(h, layer.w_gate)) * F.linear(h, layer.w_up), layer.w_down)
+            if on_layer is not None:
+                on_layer(i, x)
         return self._norm(x, self.output_norm)
 
     def logits(self, hidden: torch.Tensor, columns: torch.Tensor | None = None) -> torch.Tensor:

@@ -38,9 +38,9 @@ def profiled_generator(path: Path, n_gpu_layers: int, n_threads: int | None) -> 
 def profiled_prm(
     path: Path, same_as_generator: bool, fmt: str, head: ValueHead | None, n_gpu_layers: int, n_threads: int | None
 ) -> ProfiledPRM:
-    if head is not None:
-        check_head(head)  # now, not when the sample search opens the verifier after minutes of curves
     model = open_model(path, n_gpu_layers, n_threads)
+    if head is not None:
+        check_head(model, head)  # now, not when the sample search opens the verifier after minutes of curves
     prompt = prm_format(fmt)
     ver_prompt = prompt_for(prompt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True))  # as the verifier
     return ProfiledPRM(

@@ -102,9 +102,11 @@ class TorchContext:
         n_batch: int = 2048,
         columns: Sequence[int] | None = None,
         graphs: bool = True,
+        layers: Sequence[int] = (),
     ) -> None:
         """columns: vocabulary ids whose logits `decode` hands on (the verifier reads a few), else whole rows.
-        graphs: replay decode passes as CUDA graphs (on CUDA only)."""
+        graphs: replay decode passes as CUDA graphs (on CUDA only; not with layers). layers: each requested row
+        goes on with these layers' outputs at its token, layer by layer (a value head's features)."""
         self.model = model
         cfg = model.decoder.config
         self.device = model.device
@@ -119,11 +121,12 @@ class TorchContext:
                 f"no room for {n_ctx} KV tokens of {model.path.name} on the GPU; {GPU_MEMORY_HINT}"
             ) from None
         self.table_cells = DeviceTables(n_seq_max, n_ctx, self.kv.pad_cell, self.device)
-        self.columns = torch.tensor(list(columns), device=self.device) if columns is not None else None
-        self.top_k = None  # the llama.cpp verifier reads these off a context: no device top-k, no layer capture
+        self.columns = None if columns is None else torch.tensor(list(columns), dtype=torch.long, device=self.device)
+        self.layers = list(layers)
+        self.top_k = None  # the llama.cpp verifier reads these off a context: no device top-k, no llama.cpp capture
         self.capture = None
         self.graphs = None
-        if graphs and self.device.type == "cuda":
+        if graphs and not self.layers and self.device.type == "cuda":
             from edgereason.backends.torch.graphs import DecodeGraphs
 
             self.graphs = DecodeGraphs(self)
@@ -175,7 +178,8 @@ class TorchContext:
         self, items: Sequence[DecodeItem], columns: torch.Tensor | None = None
     ) -> tuple[list[object], torch.Tensor]:
         """Evaluate every item's tokens (n_batch tokens a pass) -> the tags of the requested rows and their
-        logits on the device, float32 [R, n_vocab] (or [R, len(columns)]), in request order."""
+        logits on the device, float32 [R, n_vocab] (or [R, len(columns)]), in request order; then, with `layers`,
+        their outputs there ([R, len(columns) + len(layers) * n_embd])."""
         total = sum(len(it.tokens) for it in items)
         if not self.tables.can_append(total):
             raise KVFullError(f"{total} new tokens do not fit: {self.used_tokens}/{self.capacity} KV cells in use")
@@ -190,12 +194,12 @@ class TorchContext:
             wanted = [i for i, (_, _, tag) in enumerate(window) if tag is not _NO_ROW]
             tags += [window[i][2] for i in wanted]
             rows.append(self._pass(window, wanted, columns))
-        width = self.model.n_vocab if columns is None else len(columns)
+        width = (self.model.n_vocab if columns is None else len(columns)) + len(self.layers) * self.model.n_embd
         return tags, (torch.cat(rows) if rows else torch.empty(0, width, device=self.device))
 
     def decode(self, items: Sequence[DecodeItem], on_logits: Callable[[object, np.ndarray], None]) -> int:
         """KVContext's interface: on_logits(tag, row) for each requested row, a float32 numpy copy of the logits
-        of `columns` (or the whole row)."""
+        of `columns` (or the whole row), then of the `layers`' outputs."""
         tags, logits = self.forward(items, self.columns)
         for tag, row in zip(tags, logits.cpu().numpy()):
             on_logits(tag, row)
@@ -253,11 +257,22 @@ class TorchContext:
         def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
             return attend_groups(self.kv, layer, write, groups, q, k, v)
 
+        rows = torch.tensor(wanted, device=device, dtype=torch.long)
+        taps: dict[int, torch.Tensor] = {}
+
+        def tap(layer: int, x: torch.Tensor) -> None:
+            if layer in self.layers:
+                taps[layer] = x[rows]
+
         with torch.no_grad():
             hidden = self.model.decoder.hidden(
-                torch.tensor(tokens, device=device), torch.from_numpy(positions).to(device), attend
+                torch.tensor(tokens, device=device),
+                torch.from_numpy(positions).to(device),
+                attend,
+                tap if self.layers else None,
             )
-            return self.model.decoder.logits(hidden[torch.tensor(wanted, device=device, dtype=torch.long)], columns)
+            logits = self.model.decoder.logits(hidden[rows], columns)
+        return torch.cat([logits, *(taps[il].float() for il in self.layers)], dim=1) if self.layers else logits
 
     def close(self) -> None:
         self.graphs = None

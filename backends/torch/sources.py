@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from edgereason.backends.torch.gguf_weights import Weights
 from edgereason.backends.torch.hf_folder import HFWeights
-from edgereason.backends.torch.model import Weights
 from edgereason.backends.torch.tokenizer import HFTokenizer, Tokenizer
 
 

@@ -3,7 +3,9 @@ truncate, shared question heads, least-recently-used eviction, halving on a full
 
 Only the few logits a format reads leave the device: the good and bad tokens of a token-probability format
 (judge, rlhflow, math-shepherd), or the k tokens a value head reads; the host turns them into the score exactly
-as the llama.cpp verifier does.
+as the llama.cpp verifier does. A value head's features are llama.cpp's too: the middle layers it reads follow
+the logits (each layer's output at the step's last token, as llama.cpp's layer capture reads "l_out-<il>"), and
+its LoRA adapter is merged into the verifier's own copy of the adapted weights (lora.py), never the generator's.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 from edgereason.backends.llamacpp.verifier import LlamaVerifier
 from edgereason.backends.prm_format import PRMFormat, prompt_for
 from edgereason.backends.torch.kv import SEQ_SLOTS
+from edgereason.backends.torch.lora import with_adapter
 from edgereason.backends.torch.model import TorchModel
 from edgereason.backends.torch.runtime import TorchContext
 from edgereason.errors import ConfigError
@@ -23,17 +26,13 @@ from edgereason.heads.value_head import ValueHead
 from edgereason.protocols import ScoreRequest, VerifierStats
 
 
-def check_head(head: ValueHead) -> None:
-    """One ConfigError line for a value head only the llama.cpp backend runs (a LoRA adapter, middle layers)."""
-    if head.adapter:
+def check_head(model: TorchModel, head: ValueHead) -> None:
+    """ConfigError unless the model has every layer the head reads, of the width it reads."""
+    if head.layers and (head.layer_width != model.n_embd or max(head.layers) >= model.n_layer):
         raise ConfigError(
-            f"this value head runs with a LoRA adapter ({head.adapter.file}), which only the llama.cpp "
-            "backend applies; use --backend llamacpp"
-        )
-    if head.layers:
-        raise ConfigError(
-            f"this value head reads middle layers ({', '.join(map(str, head.layers))}), which only "
-            "the llama.cpp backend reads; use --backend llamacpp"
+            f"the value head reads layers {list(head.layers)} of width {head.layer_width}, which "
+            f"{model.path.name} ({model.n_layer} layers of {model.n_embd}) does not have: "
+            "corrupt head file; train it again with edgereason train-prm"
         )
 
 
@@ -46,23 +45,26 @@ class TorchVerifier(LlamaVerifier):
         n_seq_max: int = SEQ_SLOTS,
         head: ValueHead | None = None,
     ) -> None:
-        self.model = model
         self.fmt = fmt
-        self.name = f"{model.path.stem}:{fmt.name}"
+        self.name = f"{model.name}:{fmt.name}"
         self._read = None  # None: the head format without a head (LlamaVerifier.score says what to pass)
         columns: list[int] = []
+        layers: tuple[int, ...] = ()
         if fmt.name == "head" and head is not None:
-            check_head(head)
             head.check_backbone(model.path, model.n_vocab)
-            columns = [int(t) for t in head.tokens]
-            self._read = head.score_features  # the row is the logits of the head's tokens: its features
+            check_head(model, head)
+            if head.adapter:
+                model = with_adapter(model, head.adapter.path)
+            columns, layers = [int(t) for t in head.tokens], head.layers
+            self._read = head.score_features  # the row: the logits of the head's tokens, then its layers: features
         elif fmt.name != "head":
             good = model.tokenize(fmt.good, add_bos=False, special=False)[0]
             bad = model.tokenize(fmt.bad, add_bos=False, special=False)[0]
             columns = [good, bad]
             self._read = _two_token_score  # softmax over the two tokens
+        self.model = model  # with a head's adapter: the verifier's own merged copy
         # its passes are prefills that read a few columns: eager (the graphs replay whole-row decode passes)
-        self.ctx = TorchContext(model, kv_tokens, n_seq_max=n_seq_max, columns=columns, graphs=False)
+        self.ctx = TorchContext(model, kv_tokens, n_seq_max=n_seq_max, columns=columns, graphs=False, layers=layers)
         self._gen = None  # a value head scores in this context, not in the generator's
         self.prompt = prompt_for(fmt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True))
         self._held = OrderedDict()

@@ -79,8 +79,8 @@ def test_backend_torch_without_torch_is_one_line_before_measuring(home, smollm2_
     assert len(out.err.splitlines()) == 1 and 'pip install "edgereason[torch]"' in out.err, out.err
 
 
-def test_a_value_head_torch_cannot_run_is_refused_as_the_prm_is_profiled(smollm2_path):
-    """Not when the sample search opens the verifier, after the curves."""
+def test_a_value_head_the_model_cannot_feed_is_refused_as_the_prm_is_profiled(smollm2_path):
+    """Not when the sample search opens the verifier, after the curves: a head reading layer 99 of SmolLM2's 30."""
     head = ValueHead(
         Backbone("smollm2", "x.gguf", "0" * 64),
         tokens=np.zeros(0, dtype=np.int32),
@@ -88,7 +88,7 @@ def test_a_value_head_torch_cannot_run_is_refused_as_the_prm_is_profiled(smollm2
         std=np.ones(576, dtype=np.float32),
         w2=np.zeros((1, 576), dtype=np.float32),
         b2=np.zeros(1, dtype=np.float32),
-        layers=(10,),
+        layers=(99,),
     )
-    with pytest.raises(ConfigError, match="middle layers .* --backend llamacpp"):
+    with pytest.raises(ConfigError, match=r"reads layers \[99\] of width 576, which .* does not have"):
         load_backend("torch").profiled_prm(smollm2_path, True, "head", head, 0, None)
