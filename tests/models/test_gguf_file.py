@@ -60,3 +60,18 @@ def test_a_damaged_header_is_one_error(tmp_path, damage, why) -> None:
     path.write_bytes(damage(tiny_gguf()))
     with pytest.raises(GGUFFormatError, match=why):
         expected_size(path)
+
+
+def test_the_header_gives_the_metadata_and_the_tensor_values_gguf_py_reads(smollm2_path: Path) -> None:
+    """What `models export` estimates its folder from: the values every tensor holds, and the scalar and string
+    metadata (the architecture, the chat template), as gguf-py's full reader finds them."""
+    from gguf import GGUFReader
+
+    from edgereason.models.gguf_file import read_header
+
+    header, reader = read_header(smollm2_path), GGUFReader(str(smollm2_path))
+    assert header.n_elements == sum(int(t.n_elements) for t in reader.tensors) > 100_000_000
+    for key in ("general.architecture", "tokenizer.chat_template", "llama.rope.freq_base", "llama.block_count"):
+        assert header.metadata[key] == reader.fields[key].contents()
+    assert "tokenizer.ggml.tokens" not in header.metadata  # an array: skipped
+    assert header.data_start == reader.data_offset and header.size == smollm2_path.stat().st_size

@@ -30,17 +30,14 @@ def phi3_gguf(tmp_path):
 
 @pytest.fixture(scope="session")
 def smollm2_hf(smollm2_path, tmp_path_factory):
-    """SmolLM2 as a Hugging Face folder, made offline by transformers from the GGUF (dequantized, float32: the
-    values the torch backend dequantizes the GGUF to), saved in shards with model.safetensors.index.json."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """SmolLM2 as a Hugging Face folder, made offline from the GGUF by `models export`'s conversion (dequantized,
+    float32: the values the torch backend dequantizes the GGUF to), saved in shards with
+    model.safetensors.index.json."""
+    from edgereason.backends.transformers.export import write_hf_folder
 
     folder = tmp_path_factory.mktemp("hf") / "SmolLM2-135M-Instruct"
-    source = {"gguf_file": smollm2_path.name, "local_files_only": True}
-    model = AutoModelForCausalLM.from_pretrained(smollm2_path.parent, dtype="float32", **source)
-    model.hf_quantizer = None  # the weights are dequantized: save them as a plain float checkpoint
-    del model.config.quantization_config
-    model.save_pretrained(folder, max_shard_size="200MB")
-    AutoTokenizer.from_pretrained(smollm2_path.parent, **source).save_pretrained(folder)
+    folder.mkdir()
+    write_hf_folder(smollm2_path, folder, "float32", max_shard_size="200MB")
     return folder
 
 
