@@ -162,8 +162,7 @@ def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress: Pull
             "GGUF (its tokenizer and chat template) and --prm-base-url"
         )
     settings = replace(settings, prm_format=choice.format)
-    # before any pull: a server that is down or serves another model is one line naming it, not a failed search
-    # after a download
+    # before any pull: a server that is down or serves another model is one line, not a failed search after a pull
     served.check_servers(remote, settings.model, choice.name, gguf_on_disk)
     gen_path, prm_path = model_paths(settings, choice, progress)
     outages = served.Outages()  # a server both roles use is reported once when it stops answering
