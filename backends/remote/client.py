@@ -20,16 +20,30 @@ import json
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
 from edgereason.backends.remote.settings import BACKOFF_S, Endpoint
 from edgereason.errors import EdgeReasonError
+
+T = TypeVar("T")
+
+
+async def gather_all(coros: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
+    """Their results in order; when one fails (or the caller is cancelled) the rest are cancelled and awaited, so
+    none outlives the call."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class RemoteError(EdgeReasonError):
@@ -171,13 +185,7 @@ class CompletionClient:
             async with gate:
                 return await self._request("POST", "/v1/completions", body)
 
-        tasks = [asyncio.ensure_future(one(b)) for b in bodies]
-        try:
-            return list(await asyncio.gather(*tasks))
-        finally:  # one failed (or we were cancelled): the rest must not outlive the call
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        return await gather_all([one(b) for b in bodies])
 
     async def _request(
         self, method: str, path: str, body: dict[str, Any] | None, optional: bool = False

@@ -23,7 +23,14 @@ import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from edgereason.backends.remote.client import ClientStats, CompletionClient, LoopThread, RemoteError, Unreachable
+from edgereason.backends.remote.client import (
+    ClientStats,
+    CompletionClient,
+    LoopThread,
+    RemoteError,
+    Unreachable,
+    gather_all,
+)
 from edgereason.backends.remote.settings import Endpoint
 
 AFFINITY_SLACK = 2  # in-flight requests home may have beyond the least-loaded server before a path moves
@@ -124,13 +131,7 @@ class ServerPool:
 
     # ------------------------------------------------------------------ the loop thread
     async def _send_all(self, bodies: Sequence[dict[str, Any]], homes: Sequence[int | None]) -> list[Reply]:
-        tasks = [asyncio.ensure_future(self._send(body, home)) for body, home in zip(bodies, homes)]
-        try:
-            return list(await asyncio.gather(*tasks))
-        finally:  # one failed (or we were cancelled): the rest must not outlive the call
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        return await gather_all([self._send(body, home) for body, home in zip(bodies, homes)])
 
     async def _send(self, body: dict[str, Any], home: int | None) -> Reply:
         while True:

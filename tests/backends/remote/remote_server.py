@@ -1,19 +1,37 @@
 """llama-cpp-python's own OpenAI-compatible server (`server` extra) serving a GGUF on 127.0.0.1, on a free port,
-for the remote backend's tests. Loopback only."""
+for the remote backend's tests, and a base for the tests' fake servers. Loopback only."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 SERVER_START_S = 120
+
+
+class JSONHandler(BaseHTTPRequestHandler):
+    """A fake server's request handler: `answer` writes a JSON reply; no access log on stderr."""
+
+    def answer(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
 
 
 def free_port() -> int:

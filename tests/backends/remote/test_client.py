@@ -4,15 +4,14 @@ that holds against a server that never answers, and no task left running after a
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
-from remote_server import LocalServer, free_port
+from remote_server import JSONHandler, LocalServer, free_port
 
 from edgereason.backends.remote.client import CompletionClient, RemoteError
 from edgereason.backends.remote.settings import Endpoint
@@ -28,7 +27,7 @@ def loop_tasks(client: CompletionClient) -> int:
     return asyncio.run_coroutine_threadsafe(count(), client._loop).result(5)
 
 
-class Scripted(BaseHTTPRequestHandler):
+class Scripted(JSONHandler):
     """Answers POSTs with the statuses in `script`, in order, then 200 with a completion."""
 
     script: list[int] = []
@@ -43,15 +42,7 @@ class Scripted(BaseHTTPRequestHandler):
             if status == 200
             else {"error": {"message": f"scripted {status}"}}
         )
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.answer(status, body)
 
 
 @pytest.fixture()

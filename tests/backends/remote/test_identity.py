@@ -9,13 +9,13 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import gguf
 import pytest
-from remote_server import LocalServer
+from remote_server import JSONHandler, LocalServer
 
 from edgereason import models
 from edgereason.backends.llamacpp.model import load_vocab
@@ -165,7 +165,7 @@ def test_every_registry_model_has_its_probe_ends(smollm2_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- other servers' tokenize endpoints
-class Tokenizing(BaseHTTPRequestHandler):
+class Tokenizing(JSONHandler):
     """/v1/models, and /tokenize as llama.cpp's server (`content`) or vLLM (`prompt`, `model`) reads it, with the
     real SmolLM2 tokenizer; `style` "none": a server without a tokenize endpoint (404), "odd": one whose /tokenize
     refuses these bodies (422)."""
@@ -200,17 +200,6 @@ class Tokenizing(BaseHTTPRequestHandler):
                     ),
                 },
             )
-
-    def answer(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 @pytest.fixture()

@@ -8,11 +8,11 @@ import json
 import re
 import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from remote_server import LocalServer, free_port
+from remote_server import JSONHandler, LocalServer, free_port
 
 from edgereason.backends.remote import Endpoint, Outages, open_generator, open_verifier
 from edgereason.backends.remote.pool import AFFINITY_SLACK, choose_server
@@ -176,7 +176,7 @@ def test_servers_of_different_models_are_named(server: LocalServer, start_server
     assert "'another-model'); list servers of one model in --base-url (or pass --served-model" in proc.stderr
 
 
-class OtherTokenizer(BaseHTTPRequestHandler):
+class OtherTokenizer(JSONHandler):
     """A server that lists the model name `served` but tokenizes as another model does (llama-cpp-python's
     /extras/tokenize)."""
 
@@ -188,17 +188,6 @@ class OtherTokenizer(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         self.answer(200, {"tokens": [7, 8, 9]}) if self.path == "/extras/tokenize" else self.answer(404, {})
-
-    def answer(self, status: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 @pytest.mark.slow
