@@ -67,6 +67,26 @@ def open_generator(
     )
 
 
+def open_verifier(
+    prm_path: Path,
+    prm_format_name: str,
+    verifier_kv_tokens: int,
+    n_threads: int | None = None,
+    n_gpu_layers: int = 0,
+    flash_attn: bool = True,
+    head: ValueHead | None = None,
+) -> LlamaVerifier:
+    """The PRM alone, beside a generator on another backend (served generators and a value head here)."""
+    return LlamaVerifier(
+        load_model(str(prm_path), n_gpu_layers),
+        prm_format(prm_format_name),
+        verifier_kv_tokens,
+        n_threads=n_threads,
+        flash_attn=flash_attn,
+        head=head,
+    )
+
+
 def supports_gpu() -> bool:
     import llama_cpp.llama_cpp as L
 
@@ -104,6 +124,7 @@ __all__ = [
     "load_model",
     "open_generator",
     "open_models",
+    "open_verifier",
     "physical_cores",
     "require_gpu",
     "supports_gpu",

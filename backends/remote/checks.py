@@ -41,7 +41,8 @@ def check_servers(remote: RemoteSettings, model: str, prm: str, on_disk: OnDisk)
     """ConfigError or RemoteError, one line, for the first server of `remote` that fails a check (module
     docstring). on_disk: the set-up's look-up of a named model's GGUF that pulls nothing."""
     roles = [Role(remote.generator, model, "--model", "--base-url", False)] if remote.generator else []
-    roles.append(Role(remote.prm_endpoints, prm, "--prm", remote.prm_flag, True))
+    if remote.prm_endpoints:
+        roles.append(Role(remote.prm_endpoints, prm, "--prm", remote.prm_flag, True))
     for role in roles:
         leave_out = f" (or leave it out of {role.list_flag})" if len(role.endpoints) > 1 else ""
         readings = [_read(endpoint, role, leave_out) for endpoint in role.endpoints]

@@ -58,17 +58,20 @@ class Endpoint:
 @dataclass(frozen=True)
 class RemoteSettings:
     """Which roles are served and where, each by one or more servers of its model. `generator` empty: the generator
-    runs here. `prm` empty: the PRM is served by the generator's servers (a remote generator always comes with a
-    remote PRM)."""
+    runs here. `prm` empty: the PRM is served by the generator's servers, unless `prm_here` (a value head, which a
+    server cannot run: it reads thousands of logits a step) runs it in this process."""
 
     generator: tuple[Endpoint, ...] = ()
     prm: tuple[Endpoint, ...] = ()
     step_tokens: int = DEFAULT_STEP_TOKENS  # max_tokens of one generator request
     context_tokens: int | None = None  # the servers' context per sequence; None: the model's trained context
+    prm_here: bool = False
 
     def __post_init__(self) -> None:
         if not self.generator and not self.prm:
             raise ConfigError("the remote backend needs --base-url (generator and PRM) or --prm-base-url")
+        if self.prm_here and self.prm:
+            raise ConfigError("a value head runs here, not on a server: drop --prm-base-url or --prm-format head")
         for endpoints, flag in ((self.generator, "--base-url"), (self.prm, "--prm-base-url")):
             roots = [e.root for e in endpoints]
             if twice := sorted({r for r in roots if roots.count(r) > 1}):
@@ -80,7 +83,8 @@ class RemoteSettings:
 
     @property
     def prm_endpoints(self) -> tuple[Endpoint, ...]:
-        return self.prm or self.generator
+        """The PRM's servers; none where it runs here."""
+        return self.prm or (() if self.prm_here else self.generator)
 
     @property
     def prm_flag(self) -> str:

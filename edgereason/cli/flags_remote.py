@@ -141,6 +141,8 @@ def remote_settings(args: argparse.Namespace) -> RemoteSettings | None:
         )
 
     generator = endpoints(args.base_url, "--base-url", args.served_model) if remote else ()
+    if remote and not args.prm_base_url and args.prm_format == "head":  # a value head runs here, beside the servers
+        return RemoteSettings(generator, (), args.remote_step_tokens, args.remote_context, prm_here=True)
     # no --prm-base-url: the PRM is on the generator's servers, under --served-model's name unless it has its own
     prm = (
         endpoints(

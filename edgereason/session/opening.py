@@ -7,6 +7,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from edgereason import models
 from edgereason.backends import load_backend
@@ -149,10 +151,10 @@ def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress: Pull
             "generator by its GGUF"
         )
     served, local = load_backend("remote"), load_backend("llamacpp")
-    if settings.prm_format == "head":
+    if settings.prm_format == "head" and not remote.prm_here:
         raise ConfigError(
             "--prm-format head cannot be served: a value head reads thousands of logits per step and "
-            "a server returns 20; use judge, rlhflow or math-shepherd with a served PRM"
+            "a server returns 20; drop --prm-base-url to run it here, or use judge, rlhflow or math-shepherd"
         )
     fmt = "judge" if settings.prm_format == "auto" else settings.prm_format  # a server cannot run a value head
     choice = choose_prm(settings.model, settings.prm, fmt, settings.prm_head)
@@ -166,24 +168,24 @@ def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress: Pull
     served.check_servers(remote, settings.model, choice.name, gguf_on_disk)
     gen_path, prm_path = model_paths(settings, choice, progress)
     outages = served.Outages()  # a server both roles use is reported once when it stops answering
-    verifier = served.open_verifier(prm_path, choice.format, remote.prm_endpoints, outages=outages)
+    verifier = (
+        _local_prm(settings, choice, prm_path)
+        if remote.prm_here
+        else served.open_verifier(prm_path, choice.format, remote.prm_endpoints, outages=outages)
+    )
     try:
         if remote.generator:
             context = remote.context_tokens or 1 << 30  # capped by the trained context
             generator = served.open_generator(gen_path, remote.generator, context, remote.step_tokens, outages)
         else:
-            layers = default_gpu_layers(local) if settings.n_gpu_layers is None else settings.n_gpu_layers
+            layers = _local_layers(settings, local)
             settings = replace(settings, n_gpu_layers=layers)
-            tokens = (
-                settings.generator_kv_tokens
-                if settings.kv_budget_bytes is None
-                # all of it: no PRM here
-                else (settings.kv_budget_bytes // local.kv_bytes_per_token(gen_path, layers))
-            )
+            # all of the budget: no PRM here
+            tokens = _local_kv_tokens(settings, local, gen_path, layers, settings.generator_kv_tokens)
             top_k = device_top_k(settings.device_sampling, settings.device_top_k, layers)
             generator = local.open_generator(
                 gen_path,
-                max(MIN_KV_TOKENS, tokens),
+                tokens,
                 n_threads=settings.threads,
                 n_gpu_layers=layers,
                 flash_attn=settings.flash_attn,
@@ -199,6 +201,32 @@ def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress: Pull
         gen_path,
         prm_path,
         backend="remote" if remote.generator else "llamacpp",
+    )
+
+
+def _local_layers(settings: ModelSettings, local: ModuleType) -> int:
+    return default_gpu_layers(local) if settings.n_gpu_layers is None else settings.n_gpu_layers
+
+
+def _local_kv_tokens(settings: ModelSettings, local: ModuleType, path: Path, layers: int, default: int) -> int:
+    """The KV of the one model that runs here beside served ones: the whole --kv-budget, else `default`."""
+    if settings.kv_budget_bytes is None:
+        return max(MIN_KV_TOKENS, default)
+    return max(MIN_KV_TOKENS, settings.kv_budget_bytes // local.kv_bytes_per_token(path, layers))
+
+
+def _local_prm(settings: ModelSettings, choice: PRMChoice, prm_path: Path) -> Any:
+    """A value head here on llama.cpp beside served generators (a server cannot run one)."""
+    local = load_backend("llamacpp")
+    layers = _local_layers(settings, local)
+    return local.open_verifier(
+        prm_path,
+        choice.format,
+        _local_kv_tokens(settings, local, prm_path, layers, settings.verifier_kv_tokens),
+        n_threads=settings.threads,
+        n_gpu_layers=layers,
+        flash_attn=settings.flash_attn,
+        head=choice.head,
     )
 
 

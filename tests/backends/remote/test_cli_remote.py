@@ -129,3 +129,36 @@ def test_a_local_generator_with_a_served_prm(server: LocalServer, smollm2_path: 
     out = json.loads(proc.stdout)
     assert out["status"] == "done" and out["metrics"]["prm_calls"] >= 1
     assert all(0 <= n["score"] <= 1 for n in out["tree"]["nodes"] if n["score"] is not None)
+
+
+@pytest.mark.slow
+def test_a_value_head_scores_here_beside_a_served_generator(
+    server: LocalServer, smollm2, smollm2_path: Path, tmp_path: Path
+) -> None:
+    """--backend remote --prm-format head: the generator is served and the head scores here on llama.cpp (a server
+    returns 20 log-probabilities, a head reads thousands of logits). The scores in the JSON are the head's own for
+    those steps, scored again here."""
+    from edgereason.backends.llamacpp import LlamaVerifier
+    from edgereason.backends.prm_format import PRM_FORMATS
+    from edgereason.heads.value_head import save_head
+    from edgereason.protocols import ScoreRequest
+    from tests.backends.test_llamacpp_verifier import _random_head
+
+    head = _random_head(smollm2)
+    weights, _ = save_head(head, tmp_path / "head")
+    question = "What is 12 * 7 - 5?"
+    served = ["--model", str(smollm2_path), "--backend", "remote", "--base-url", server.url, "--prm-format", "head"]
+    proc = run_cli("solve", question, *served, "--prm-head", str(weights), "--json", *SMALL)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["backend"] == "remote" and result["paths"]
+    steps = result["paths"][0]["steps"]
+    local = LlamaVerifier(smollm2, PRM_FORMATS["head"], 4096, head=head)
+    try:
+        again = local.score([ScoreRequest("p", question, [s["text"] for s in steps], list(range(len(steps))))])
+    finally:
+        local.close()
+    assert again[0].scores == pytest.approx([s["score"] for s in steps], abs=0.02)
+    # naming a server for it as well is a contradiction: one line
+    refused = run_cli("solve", question, *served, "--prm-head", str(weights), "--prm-base-url", server.url)
+    one_line_error(refused, 2, "cannot be served")
