@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import edgereason.backends.torch as torch_backend
 from edgereason.backends import load_backend
 from edgereason.cli.main import main
 from edgereason.errors import ConfigError
@@ -47,6 +48,7 @@ def _profile(smollm2_path: Path, capsys, *argv: str) -> tuple[dict, str]:
 @pytest.mark.slow  # float32 torch on the CPU: the curves and a sample search
 def test_memory_profile_measures_the_torch_backend(home, smollm2_path, torch_smollm2, monkeypatch, capsys):
     monkeypatch.setattr(profiler, "MeasurePoints", lambda: TINY)
+    monkeypatch.setattr(torch_backend, "_cpu_noted", False)  # the note is said once a process; earlier tests said it
     data, err = _profile(smollm2_path, capsys, "--backend", "torch", "--device", "cpu")
     assert data["backend"] == "torch" and "the torch backend runs on the CPU in float32" in err
     assert data["generator_kv_bytes_per_token"] == data["verifier_kv_bytes_per_token"]
