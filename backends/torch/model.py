@@ -68,7 +68,7 @@ class TorchDecoder:
         self.dtype = device_dtype(device)
         from edgereason.backends.torch.sources import open_weights
 
-        weights = open_weights(self.path)
+        weights = open_weights(self.path, self.dtype)
         self.config = cfg = weights.config()
         self._permuted_rope = weights.permuted_rope
         load = lambda name: self.oriented(name, weights.load(name, device, self.dtype))  # noqa: E731

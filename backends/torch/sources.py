@@ -5,14 +5,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from edgereason.backends.torch.gguf_weights import Weights
 from edgereason.backends.torch.hf_folder import HFWeights
 from edgereason.backends.torch.tokenizer import HFTokenizer, Tokenizer
+from edgereason.backends.torch.weights_cache import CACHED_DTYPES, CachedWeights
 
 
-def open_weights(path: Path) -> Weights | HFWeights:
-    """The tensors by their GGUF names, with `config()`, `n_elements()` and `permuted_rope`."""
-    return HFWeights(path) if path.is_dir() else Weights(path)
+def open_weights(path: Path, dtype: torch.dtype | None = None) -> Weights | HFWeights | CachedWeights:
+    """The tensors by their GGUF names, with `config()`, `n_elements()` and `permuted_rope`; a GGUF's read through
+    its kept dequantized copy where `dtype` is one that is kept (weights_cache.py)."""
+    if path.is_dir():
+        return HFWeights(path)
+    weights = Weights(path)
+    return CachedWeights(weights, dtype) if dtype in CACHED_DTYPES else weights
 
 
 def open_tokenizer(path: Path) -> Tokenizer:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -11,12 +10,11 @@ from pathlib import Path
 from edgereason.errors import ConfigError, ModelError
 from edgereason.models.gguf_file import GGUF_MAGIC, GGUFFormatError, expected_size
 from edgereason.models.registry import REGISTRY, ModelSpec
-from edgereason.util.files import make_writable_folder
+from edgereason.util.files import cache_home, make_writable_folder
 
 
 def home() -> Path:
-    # an empty value is unset (`EDGEREASON_HOME= cmd`), not the current folder: the cache would move with `cd`
-    return Path(os.environ.get("EDGEREASON_HOME") or Path.home() / ".cache" / "edgereason")
+    return cache_home()
 
 
 def cache_path(spec: ModelSpec) -> Path:

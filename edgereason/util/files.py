@@ -10,6 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 
+def cache_home() -> Path:
+    """$EDGEREASON_HOME, else ~/.cache/edgereason: models, profiles, caches. An empty value is unset
+    (`EDGEREASON_HOME= cmd`), not the current folder: the cache would move with `cd`."""
+    return Path(os.environ.get("EDGEREASON_HOME") or Path.home() / ".cache" / "edgereason")
+
+
 def new_file_mode() -> int:
     mask = os.umask(0)  # the only portable read of the umask is to set it; put it straight back
     os.umask(mask)
