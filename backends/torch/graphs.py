@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from edgereason.backends.torch.kv import table_width
-from edgereason.backends.torch.runtime import GPU_MEMORY_HINT, AttentionGroup, attend_groups
+from edgereason.backends.torch.runtime import GPU_MEMORY_HINT, AttentionGroup, attend_groups, visibility_bias
 from edgereason.errors import OutOfMemoryError
 
 if TYPE_CHECKING:
@@ -68,15 +68,17 @@ class DecodeGraphs:
         ctx = self.ctx
         tokens, positions, cells, seqs = self.inputs[:, :rows]
 
+        cfg = ctx.model.decoder.config
+
         def body() -> None:
             every = torch.arange(rows, device=ctx.device)
-            mask = torch.arange(width, device=ctx.device)[None, None, :] <= positions[:, None, None]
-            group = AttentionGroup(
+            visible = torch.arange(width, device=ctx.device)[None, None, :] <= positions[:, None, None]
+            group = AttentionGroup(  # row i is flat token i: no gather of queries or scatter of outputs
                 query_rows=every[:, None],
                 cells=ctx.table_cells.rows(seqs, width),
-                mask=mask[:, None],
-                tokens=every,
-                padded_at=every,
+                bias=visibility_bias(visible, cfg.n_head // cfg.n_head_kv, ctx.model.decoder.dtype),
+                tokens=None,
+                padded_at=None,
             )
 
             def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

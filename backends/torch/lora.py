@@ -10,7 +10,8 @@ skipped, as llama.cpp skips them. The scale at the adapter scale 1 the verifier 
 ne[0]), or 1 where alpha is 0 or absent (llama_adapter_lora_weight::get_scale).
 
 The merged decoder shares every tensor the adapter leaves alone with the base decoder (which the generator shares
-too when both roles read one GGUF) and holds its own copy of each tensor it adapts: the base is never written.
+too when both roles read one GGUF) and holds its own copy of each group it adapts (Q, K and V are one matrix,
+gate and up another: model.Layer): the base is never written.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 import torch
 
 from edgereason.backends.torch.gguf_weights import Weights
-from edgereason.backends.torch.model import TorchDecoder, TorchModel
+from edgereason.backends.torch.model import Layer, TorchDecoder, TorchModel
 from edgereason.errors import ConfigError, ModelError
 
 # a layer's matrices llama.cpp multiplies through build_lora_mm -> the Layer field that holds each
@@ -60,7 +61,8 @@ def merged_decoder(decoder: TorchDecoder, path: Path) -> TorchDecoder:
     merged.layers = [dataclasses.replace(layer) for layer in decoder.layers]  # new holders, the same tensors
     for name in _adapted_names(adapter):
         owner, field = _holder(merged, base, adapter, name)
-        setattr(owner, field, _merge(decoder, base, adapter, name, alpha))
+        w = _merge(decoder, base, adapter, name, alpha)
+        owner.with_part(field, w) if isinstance(owner, Layer) else setattr(owner, field, w)
     return merged
 
 

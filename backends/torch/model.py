@@ -26,18 +26,52 @@ from edgereason.backends.torch.gguf_weights import ModelConfig
 
 @dataclass
 class Layer:
+    """One block's weights. Q, K and V are one matrix (and one bias), gate and up another, so a pass multiplies
+    each group in one kernel: on a GPU a decode pass costs about a few microseconds a kernel, and the kernels of
+    28 layers are most of a small batch's time. The parts (`wq`, `w_up`...) are row views of the groups."""
+
     attn_norm: torch.Tensor
-    wq: torch.Tensor
-    wk: torch.Tensor
-    wv: torch.Tensor
-    bq: torch.Tensor | None
-    bk: torch.Tensor | None
-    bv: torch.Tensor | None
+    wqkv: torch.Tensor  # [(n_head + 2 n_head_kv) * head_dim, n_embd]
+    bqkv: torch.Tensor | None
     wo: torch.Tensor
     ffn_norm: torch.Tensor
-    w_gate: torch.Tensor
-    w_up: torch.Tensor
+    w_gate_up: torch.Tensor  # [2 n_ff, n_embd]
     w_down: torch.Tensor
+    splits: tuple[int, int, int]  # rows of Q, K and V in wqkv
+
+    @property
+    def wq(self) -> torch.Tensor:
+        return self.wqkv.split(self.splits)[0]
+
+    @property
+    def wk(self) -> torch.Tensor:
+        return self.wqkv.split(self.splits)[1]
+
+    @property
+    def wv(self) -> torch.Tensor:
+        return self.wqkv.split(self.splits)[2]
+
+    @property
+    def w_gate(self) -> torch.Tensor:
+        return self.w_gate_up.chunk(2)[0]
+
+    @property
+    def w_up(self) -> torch.Tensor:
+        return self.w_gate_up.chunk(2)[1]
+
+    def with_part(self, part: str, w: torch.Tensor) -> None:
+        """Put `w` in place of part `part` (wq, wk, wv, w_gate, w_up, wo, w_down): the group that holds it is
+        made anew (the tensor it replaces, which another decoder may share, is not written)."""
+        if part in ("wq", "wk", "wv"):
+            parts = dict(zip(("wq", "wk", "wv"), self.wqkv.split(self.splits)))
+            parts[part] = w
+            self.wqkv = torch.cat(list(parts.values()))
+        elif part in ("w_gate", "w_up"):
+            parts = dict(zip(("w_gate", "w_up"), self.w_gate_up.chunk(2)))
+            parts[part] = w
+            self.w_gate_up = torch.cat(list(parts.values()))
+        else:
+            setattr(self, part, w)
 
 
 # Attention over the KV cache: (layer, q [T, n_head, head_dim], k, v [T, n_head_kv, head_dim]) -> [T, n_embd].
@@ -86,19 +120,20 @@ class TorchDecoder:
 
     def _layer(self, load: Callable[[str], torch.Tensor], maybe: Callable[[str], torch.Tensor | None], i: int) -> Layer:
         p = f"blk.{i}."
+        wq, wk, wv = (load(p + f"attn_{x}.weight") for x in "qkv")
+        biases = [maybe(p + f"attn_{x}.bias") for x in "qkv"]
+        bqkv = None
+        if any(b is not None for b in biases):  # a missing one adds nothing
+            bqkv = torch.cat([b if b is not None else w.new_zeros(w.shape[0]) for b, w in zip(biases, (wq, wk, wv))])
         return Layer(
             attn_norm=load(p + "attn_norm.weight"),
-            wq=load(p + "attn_q.weight"),
-            wk=load(p + "attn_k.weight"),
-            wv=load(p + "attn_v.weight"),
-            bq=maybe(p + "attn_q.bias"),
-            bk=maybe(p + "attn_k.bias"),
-            bv=maybe(p + "attn_v.bias"),
+            wqkv=torch.cat([wq, wk, wv]),
+            bqkv=bqkv,
             wo=load(p + "attn_output.weight"),
             ffn_norm=load(p + "ffn_norm.weight"),
-            w_gate=load(p + "ffn_gate.weight"),
-            w_up=load(p + "ffn_up.weight"),
+            w_gate_up=torch.cat([load(p + "ffn_gate.weight"), load(p + "ffn_up.weight")]),
             w_down=load(p + "ffn_down.weight"),
+            splits=(wq.shape[0], wk.shape[0], wv.shape[0]),
         )
 
     def oriented(self, name: str, w: torch.Tensor) -> torch.Tensor:
@@ -112,21 +147,28 @@ class TorchDecoder:
         tensors = [
             self.embed,
             self.output_norm,
-            *(t for layer in self.layers for t in vars(layer).values() if t is not None),
+            *(t for layer in self.layers for t in vars(layer).values() if isinstance(t, torch.Tensor)),
         ]
         if self.output is not self.embed:
             tensors.append(self.output)
         return sum(t.numel() * t.element_size() for t in tensors)
 
     def _norm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.config.eps)).to(x.dtype) * w
+        return F.rms_norm(x, (x.shape[-1],), w, self.config.eps)
 
-    def _rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """x [T, heads, head_dim]; neox pairs (x_i, x_{i+d/2})."""
+    def rope_tables(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """positions [T] -> cos, sin [T, 1, head_dim] (each frequency twice: neox halves), float32."""
+        angles = positions.float()[:, None] * self.inv_freq[None, :]
+        angles = torch.cat([angles, angles], dim=-1)[:, None, :]
+        return angles.cos(), angles.sin()
+
+    @staticmethod
+    def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """x [T, heads, head_dim]; neox pairs (x_i, x_{i+d/2}) rotated: x cos + rotate_half(x) sin."""
+        xf = x.float()
         half = x.shape[-1] // 2
-        x1, x2 = x[..., :half].float(), x[..., half:].float()
-        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+        rotated = torch.cat([-xf[..., half:], xf[..., :half]], dim=-1)
+        return (xf * cos + rotated * sin).to(x.dtype)
 
     def hidden(
         self, tokens: torch.Tensor, positions: torch.Tensor, attend: Attend, on_layer: OnLayer | None = None
@@ -135,18 +177,18 @@ class TorchDecoder:
         values and returns its attention output; `on_layer(i, x)`, where given, sees layer i's output x [T, n_embd]
         (the residual stream after the layer, before any norm: llama.cpp's "l_out-i")."""
         cfg = self.config
-        angles = positions.float()[:, None] * self.inv_freq[None, :]
-        cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]
+        cos, sin = self.rope_tables(positions)
         x = F.embedding(tokens, self.embed)
-        n = tokens.shape[0]
+        n, heads, kv_heads = tokens.shape[0], cfg.n_head, cfg.n_head_kv
         for i, layer in enumerate(self.layers):
             h = self._norm(x, layer.attn_norm)
-            q = F.linear(h, layer.wq, layer.bq).view(n, cfg.n_head, cfg.head_dim)
-            k = F.linear(h, layer.wk, layer.bk).view(n, cfg.n_head_kv, cfg.head_dim)
-            v = F.linear(h, layer.wv, layer.bv).view(n, cfg.n_head_kv, cfg.head_dim)
-            x = x + F.linear(attend(i, self._rope(q, cos, sin), self._rope(k, cos, sin), v), layer.wo)
+            qkv = F.linear(h, layer.wqkv, layer.bqkv).view(n, heads + 2 * kv_heads, cfg.head_dim)
+            qk = self._rope(qkv[:, : heads + kv_heads], cos, sin)  # Q and K rotated in one go
+            out = attend(i, qk[:, :heads], qk[:, heads:], qkv[:, heads + kv_heads :])
+            x = torch.addmm(x, out, layer.wo.t())  # x + out @ wo.T, the residual added in the matmul
             h = self._norm(x, layer.ffn_norm)
-            x = x + F.linear(F.silu(F.linear(h, layer.w_gate)) * F.linear(h, layer.w_up), layer.w_down)
+            gate, up = F.linear(h, layer.w_gate_up).chunk(2, dim=-1)
+            x = torch.addmm(x, F.silu(gate) * up, layer.w_down.t())
             if on_layer is not None:
                 on_layer(i, x)
         return self._norm(x, self.output_norm)

@@ -33,20 +33,36 @@ GPU_MEMORY_HINT = "lower --gpu-memory (or --kv-budget) or free GPU memory"
 
 @dataclass
 class AttentionGroup:
-    """Queries of some sequences, padded to [E, n]: which flat tokens they are, the cells they read, the mask."""
+    """Queries of some sequences, padded to [E, n]: which flat tokens they are, the cells they read, the mask.
+
+    Grouped-query attention without repeating keys: a KV head's G query heads go in as G query rows of that head
+    (query t's heads at rows t * G .. t * G + G - 1), so SDPA sees [E, KVH, n * G, D] queries against [E, KVH, L, D]
+    keys, and a masked kernel runs as one call."""
 
     query_rows: torch.Tensor  # [E, n] flat token index of each query (padding: any valid index)
     cells: torch.Tensor  # [E, L] cell ids, in position order (padding: the pad cell)
-    mask: torch.Tensor  # [E, 1, n, L] key j visible to query t: j <= its position
-    tokens: torch.Tensor  # [m] the flat tokens this group answers, in padded-layout order
-    padded_at: torch.Tensor  # [m] where each of them is in the [E * n] layout
+    bias: torch.Tensor  # [E, 1, n * G, L] added to the scores: 0 where key j is visible (j <= position), -inf else
+    tokens: torch.Tensor | None  # [m] the flat tokens this group answers, in padded-layout order; None: all, in order
+    padded_at: torch.Tensor | None  # [m] where each of them is in the [E * n] layout
+
+
+def visibility_bias(visible: torch.Tensor, group: int, dtype: torch.dtype) -> torch.Tensor:
+    """visible [E, n, L] bool -> the additive mask [E, 1, n * group, L] of `dtype` (each query row repeated for
+    its G query heads)."""
+    bias = torch.zeros(visible.shape, dtype=dtype, device=visible.device).masked_fill_(~visible, float("-inf"))
+    return bias.repeat_interleave(group, dim=1)[:, None]
 
 
 def attention_group(
-    cells: torch.Tensor, queries: Sequence[Sequence[int]], positions: Sequence[Sequence[int]]
+    cells: torch.Tensor,
+    queries: Sequence[Sequence[int]],
+    positions: Sequence[Sequence[int]],
+    group: int,
+    dtype: torch.dtype,
 ) -> AttentionGroup:
     """cells [E, L]: sequence e's cell table after this pass's appends (from DeviceTables); queries[e]: its flat
-    token indices; positions[e] their positions. Positions index the table (a table is in position order)."""
+    token indices; positions[e] their positions. Positions index the table (a table is in position order).
+    group: query heads per KV head; dtype: the queries'."""
     n_seq, width = len(queries), max(len(q) for q in queries)
     rows = np.zeros((n_seq, width), dtype=np.int64)
     pos = np.zeros((n_seq, width), dtype=np.int64)  # a padding query sees key 0 only: no all-masked row
@@ -57,14 +73,19 @@ def attention_group(
         valid[e, : len(q)] = True
     device = cells.device
     at = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
-    mask = torch.arange(cells.shape[1], device=device)[None, None, :] <= at(pos)[:, :, None]
+    visible = torch.arange(cells.shape[1], device=device)[None, None, :] <= at(pos)[:, :, None]
     return AttentionGroup(
         query_rows=at(rows),
         cells=cells,
-        mask=mask[:, None],
+        bias=visibility_bias(visible, group, dtype),
         tokens=at(rows[valid]),
         padded_at=at(np.flatnonzero(valid.ravel())),
     )
+
+
+def aligned_width(length: int) -> int:
+    """A table width SDPA's masked kernels take without a copy: the mask's rows a multiple of 16 long."""
+    return -(-length // 16) * 16
 
 
 def attend_groups(
@@ -79,15 +100,24 @@ def attend_groups(
     """Store this layer's new keys and values in their cells, then attend: q [T, H, D] -> [T, H * D]."""
     kv.write(layer, write_cells, k.to(kv.k.dtype), v.to(kv.v.dtype))
     n_tok, n_head, head_dim = q.shape
-    out = q.new_empty(n_tok, n_head * head_dim)
+    n_kv = k.shape[1]
+    group = n_head // n_kv
+    out = None
     for g in groups:
         n_seq, width = g.query_rows.shape
-        queries = q[g.query_rows].transpose(1, 2)  # [E, H, n, D]
+        queries = q.reshape(n_seq, width, n_head, head_dim) if g.tokens is None else q[g.query_rows]  # [E, n, H, D]
+        queries = queries.reshape(n_seq, width, n_kv, group, head_dim).transpose(1, 2)
+        queries = queries.reshape(n_seq, n_kv, width * group, head_dim)
         keys = kv.k[layer][g.cells].to(q.dtype).transpose(1, 2)  # [E, KVH, L, D]
         values = kv.v[layer][g.cells].to(q.dtype).transpose(1, 2)
-        o = F.scaled_dot_product_attention(queries, keys, values, attn_mask=g.mask, enable_gqa=True)
-        o = o.transpose(1, 2).reshape(n_seq * width, n_head * head_dim)
+        o = F.scaled_dot_product_attention(queries, keys, values, attn_mask=g.bias)  # [E, KVH, n * G, D]
+        o = o.reshape(n_seq, n_kv, width, group, head_dim).transpose(1, 2).reshape(n_seq * width, n_head * head_dim)
+        if g.tokens is None:
+            return o
+        if out is None:
+            out = q.new_empty(n_tok, n_head * head_dim)
         out[g.tokens] = o[g.padded_at]
+    assert out is not None
     return out
 
 
@@ -245,13 +275,22 @@ class TorchContext:
         columns: torch.Tensor | None,
     ) -> torch.Tensor:
         device = self.device
+        cfg = self.model.decoder.config
         groups = []
         for single in (True, False):  # decode rows in one group, prefill runs in another: little padding
             seqs = [s for s, idx in order.items() if (len(idx) == 1) == single]
             if seqs:
-                width = max(self.tables.seq_len(s) for s in seqs)
+                width = aligned_width(max(self.tables.seq_len(s) for s in seqs))
                 cells_of = self.table_cells.rows(torch.tensor(seqs, device=device), width)
-                groups.append(attention_group(cells_of, [order[s] for s in seqs], [positions[order[s]] for s in seqs]))
+                groups.append(
+                    attention_group(
+                        cells_of,
+                        [order[s] for s in seqs],
+                        [positions[order[s]] for s in seqs],
+                        cfg.n_head // cfg.n_head_kv,
+                        self.model.decoder.dtype,
+                    )
+                )
         write = torch.from_numpy(cells).to(device)
 
         def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

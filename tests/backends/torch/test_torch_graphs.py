@@ -56,7 +56,7 @@ def test_a_padded_bucketed_pass_gives_the_eager_logits(torch_smollm2):
     ctx.graphs = EagerGraphs(ctx)
     replayed = _decode_rows(ctx, seqs, [216, 2068, 536])
     assert ctx.graphs.captured == [(4, 256)]  # three rows padded to four, tables to 256 cells
-    np.testing.assert_allclose(replayed, eager, atol=2e-3)  # matmuls of other shapes round otherwise; a bug: 1+
+    np.testing.assert_allclose(replayed, eager, atol=5e-3)  # other shapes round otherwise (f16 KV); a bug: 1+
     assert ctx.used_tokens == used + 3  # the padding row wrote only the pad cell, which is not counted
     ctx.check_integrity()
     again = _decode_rows(ctx, seqs, [30, 30, 30])  # the same bucket: replayed, not captured again
