@@ -19,13 +19,15 @@ mapfile -t lines < <(grep -v '^\s*\(#\|$\)' "$configs")
 
 for i in $(seq 0 $((shards - 1))); do
   (for line in "${lines[@]}"; do
+     [ -e "$work/.boxed" ] && break  # the time box ended: start no further configuration
      read -r name flags <<<"$line"
      # shellcheck disable=SC2086  # flags are words
      edgereason bench $common --dataset "$dataset" --offset $((i * per)) --limit "$per" $flags --out "$work/eval/$name-$i" \
        >"$work/eval/log-$name-$i.txt" 2>&1
    done) &
 done
-( sleep "${SECONDS_BOX:-3600}" && pkill -TERM -f "edgereason bench" ) & box=$!
+rm -f "$work/.boxed"
+( sleep "${SECONDS_BOX:-3600}" && touch "$work/.boxed" && pkill -TERM -f "edgereason bench" ) & box=$!
 wait $(jobs -p | grep -v "^$box$")
 kill $box 2>/dev/null
 args=()

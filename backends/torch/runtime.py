@@ -10,8 +10,8 @@ over the gathered cells. On CUDA a pass of decode tokens alone replays a CUDA gr
 The kernel: torch's SDPA over gathered cells. It needs nothing beyond torch (flash-attn and FlashInfer build
 against one torch and CUDA; the GPU machine has torch 2.11 with CUDA 13 and no network to fetch them), it records
 into a CUDA graph at fixed shapes, and with pages of one token the gather is the page-table read a paged kernel
-does itself. It has not yet been measured against FlexAttention or FlashInfer on a GPU: benchmarks/torch_pass.py
-times the whole pass beside llama.cpp's, the figure that decides.
+does itself. Not yet measured against FlexAttention or FlashInfer: the first CUDA run (2026-12-05, H200) found the
+pass bound by its number of kernels, not by attention (docs/results.md, "The torch backend on the H200").
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from edgereason.backends.llamacpp.runtime import DecodeItem
-from edgereason.backends.torch.kv import SEQ_SLOTS, CellTables, DeviceTables, KVFullError, KVStore
+from edgereason.backends.torch.kv import SEQ_SLOTS, CellTables, DeviceTables, KVFullError, KVStore, table_width
 from edgereason.backends.torch.model import TorchModel, kv_dtype
 from edgereason.errors import OutOfMemoryError
 
@@ -83,9 +84,9 @@ def attention_group(
     )
 
 
-def aligned_width(length: int) -> int:
-    """A table width SDPA's masked kernels take without a copy: the mask's rows a multiple of 16 long."""
-    return -(-length // 16) * 16
+# Not cuDNN's attention: it builds an execution plan per shape, and an eager pass's shapes change from pass to pass
+# (tables grow a token a step). The memory-efficient kernel takes the additive mask as it is.
+SDPA_BACKENDS = [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]
 
 
 def attend_groups(
@@ -110,7 +111,8 @@ def attend_groups(
         queries = queries.reshape(n_seq, n_kv, width * group, head_dim)
         keys = kv.k[layer][g.cells].to(q.dtype).transpose(1, 2)  # [E, KVH, L, D]
         values = kv.v[layer][g.cells].to(q.dtype).transpose(1, 2)
-        o = F.scaled_dot_product_attention(queries, keys, values, attn_mask=g.bias)  # [E, KVH, n * G, D]
+        with sdpa_kernel(SDPA_BACKENDS):
+            o = F.scaled_dot_product_attention(queries, keys, values, attn_mask=g.bias)  # [E, KVH, n * G, D]
         o = o.reshape(n_seq, n_kv, width, group, head_dim).transpose(1, 2).reshape(n_seq * width, n_head * head_dim)
         if g.tokens is None:
             return o
@@ -280,7 +282,7 @@ class TorchContext:
         for single in (True, False):  # decode rows in one group, prefill runs in another: little padding
             seqs = [s for s, idx in order.items() if (len(idx) == 1) == single]
             if seqs:
-                width = aligned_width(max(self.tables.seq_len(s) for s in seqs))
+                width = table_width(max(self.tables.seq_len(s) for s in seqs))  # few shapes: as graphs'
                 cells_of = self.table_cells.rows(torch.tensor(seqs, device=device), width)
                 groups.append(
                     attention_group(

@@ -35,8 +35,9 @@ def _add_server_flags(g: argparse._ArgumentGroup) -> None:
         "--backend",
         default="auto",
         choices=["auto", "llamacpp", "torch", "remote"],
-        help="the runtime: torch (CUDA; on a CPU it runs, slowly, for tests), llamacpp, auto = torch "
-        "where CUDA torch is installed and the models fit under --gpu-memory, else llamacpp; remote "
+        help="the runtime: torch (CUDA; on a CPU it runs, slowly, for tests), llamacpp, auto = llamacpp "
+        "where its build runs on the GPU (faster today), else torch where CUDA torch is installed and the "
+        "models fit under --gpu-memory, else llamacpp; remote "
         "= the generator and the PRM on the server at --base-url (default auto)",
     )
     g.add_argument(

@@ -80,7 +80,8 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
         default="auto",
         choices=LOCAL_BACKENDS,
         help="the runtime measured, as in solve: torch (CUDA; on a CPU it runs, slowly, for tests), llamacpp, "
-        "auto = torch on --device gpu where CUDA torch is installed and runs the models, else llamacpp; a "
+        "auto = as solve decides it (llamacpp where its build runs on the GPU, else torch on --device gpu "
+        "where CUDA torch is installed and runs the models, else llamacpp); a "
         "session uses the profile of its own backend (default auto)",
     )
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")

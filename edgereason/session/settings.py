@@ -13,7 +13,7 @@ from edgereason.session.gpu import DEFAULT_TOP_K
 
 DEFAULT_KV_TOKENS = 16384  # per model; about 370 MB for SmolLM2, 200 MB for Qwen2.5-0.5B
 SPLITS = ("profile", "even")
-LOCAL_BACKENDS = ("auto", "llamacpp", "torch")  # auto: torch where CUDA torch is installed and the models fit
+LOCAL_BACKENDS = ("auto", "llamacpp", "torch")  # auto: llama.cpp on a GPU it offloads to, else torch where it fits
 MIN_KV_TOKENS = 256  # per model: room for a prompt and a few steps
 
 

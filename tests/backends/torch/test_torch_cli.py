@@ -22,14 +22,16 @@ SMALL = ("--beams", "2", "--width", "2", "--max-steps", "1", "--max-step-tokens"
 
 
 def test_solve_json_names_the_backend_auto_chose_on_a_cpu(smollm2_path):
-    proc = run_cli("solve", "What is 2+3?", "--model", str(smollm2_path), *SMALL)
+    proc = run_cli("solve", "What is 2+3?", "--model", str(smollm2_path), "--gpu-layers", "0", *SMALL)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["backend"] == "llamacpp"  # a CPU stays on llama.cpp
 
 
 @pytest.mark.slow  # a search in float32 torch on the CPU
 def test_backend_torch_runs_on_the_cpu_and_says_so(smollm2_path):
-    proc = run_cli("solve", "What is 2+3?", "--model", str(smollm2_path), "--backend", "torch", *SMALL)
+    proc = run_cli(
+        "solve", "What is 2+3?", "--model", str(smollm2_path), "--backend", "torch", "--gpu-layers", "0", *SMALL
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["backend"] == "torch" and out["metrics"]["prm_calls"] > 0
@@ -45,9 +47,20 @@ def test_backend_torch_with_gpu_layers_and_no_cuda_is_one_line(smollm2_path):
     assert "sees no CUDA device; drop --gpu-layers" in lines[-1]
 
 
+def test_auto_keeps_a_gpu_build_of_llamacpp(smollm2_path, monkeypatch):
+    """llama.cpp on the GPU measured faster than torch (docs/results.md): auto keeps it where its build offloads."""
+    monkeypatch.setattr(backend_choice, "gpu_present", lambda: True)
+    monkeypatch.setattr(load_backend("torch"), "supports_gpu", lambda: True)
+    monkeypatch.setattr(load_backend("llamacpp"), "supports_gpu", lambda: True)
+    assert choose_backend(ModelSettings(), smollm2_path, smollm2_path, hf=False) == "llamacpp"
+    assert choose_backend(ModelSettings(backend="torch"), smollm2_path, smollm2_path, hf=False) == "torch"
+
+
 def test_auto_takes_torch_only_with_cuda_and_room(smollm2_path, monkeypatch, capsys):
+    """Where llama.cpp's build runs on the CPU only."""
     torch_backend = load_backend("torch")
     monkeypatch.setattr(backend_choice, "gpu_present", lambda: True)  # NVML sees a GPU
+    monkeypatch.setattr(load_backend("llamacpp"), "supports_gpu", lambda: False)
     if not torch_backend.supports_gpu():
         assert choose_backend(ModelSettings(), smollm2_path, smollm2_path, hf=False) == "llamacpp"
         err = capsys.readouterr().err
@@ -63,6 +76,7 @@ def test_auto_takes_torch_only_with_cuda_and_room(smollm2_path, monkeypatch, cap
 
 def test_auto_falls_back_in_one_line_on_an_architecture_torch_cannot_run(smollm2_path, phi3_gguf, monkeypatch, capsys):
     monkeypatch.setattr(backend_choice, "gpu_present", lambda: True)
+    monkeypatch.setattr(load_backend("llamacpp"), "supports_gpu", lambda: False)
     monkeypatch.setattr(load_backend("torch"), "supports_gpu", lambda: True)
     assert choose_backend(ModelSettings(), smollm2_path, phi3_gguf, hf=False) == "llamacpp"
     err = capsys.readouterr().err.strip().splitlines()
