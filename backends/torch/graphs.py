@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from edgereason.backends.torch.attention import AttentionGroup, attend_groups, visibility_bias
 from edgereason.backends.torch.kv import table_width
-from edgereason.backends.torch.runtime import GPU_MEMORY_HINT, AttentionGroup, attend_groups, visibility_bias
+from edgereason.backends.torch.runtime import GPU_MEMORY_HINT
 from edgereason.errors import OutOfMemoryError
 
 if TYPE_CHECKING:
@@ -90,25 +91,26 @@ class DecodeGraphs:
         return body
 
     def _capture(self, rows: int, width: int) -> torch.cuda.CUDAGraph:
-        """Warm up once on a side stream (it computes this very pass: the replay after writes the same cells
-        again), then record."""
-        body = self._body(rows, width)
-        try:
-            with torch.no_grad():
-                stream = torch.cuda.Stream()
-                stream.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(stream):
-                    body()
-                torch.cuda.current_stream().wait_stream(stream)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph, pool=self.pool):
-                    body()
-        except torch.OutOfMemoryError:
-            raise OutOfMemoryError(
-                f"the GPU ran out of memory capturing the decode graph of {rows} rows over "
-                f"{width} KV cells; {GPU_MEMORY_HINT}"
-            ) from None
+        graph = capture(self._body(rows, width), self.pool, f"the decode graph of {rows} rows over {width} KV cells")
         if self.pool is None:
             self.pool = graph.pool()
         self.graphs[(rows, width)] = graph
         return graph
+
+
+def capture(body: Callable[[], None], pool: object, what: str) -> torch.cuda.CUDAGraph:
+    """Warm up once on a side stream (it computes this very pass: the replay after writes the same cells again),
+    then record `body` into a graph drawing on memory `pool` (None: a new one)."""
+    try:
+        with torch.no_grad():
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                body()
+            torch.cuda.current_stream().wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool):
+                body()
+    except torch.OutOfMemoryError:
+        raise OutOfMemoryError(f"the GPU ran out of memory capturing {what}; {GPU_MEMORY_HINT}") from None
+    return graph

@@ -63,8 +63,8 @@ class TorchVerifier(LlamaVerifier):
             columns = [good, bad]
             self._read = _two_token_score  # softmax over the two tokens
         self.model = model  # with a head's adapter: the verifier's own merged copy
-        # its passes are prefills that read a few columns: eager (the graphs replay whole-row decode passes)
-        self.ctx = TorchContext(model, kv_tokens, n_seq_max=n_seq_max, columns=columns, graphs=False, layers=layers)
+        # its passes are prefills that read a few columns: on CUDA replayed as prefill graphs (prefill_graphs.py)
+        self.ctx = TorchContext(model, kv_tokens, n_seq_max=n_seq_max, columns=columns, layers=layers)
         self._gen = None  # a value head scores in this context, not in the generator's
         self.prompt = prompt_for(fmt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True))
         self._held = OrderedDict()

@@ -1,0 +1,138 @@
+"""Passes that append several tokens to each sequence (a prompt's prefill, every PRM call) replayed as CUDA graphs.
+
+Eager, such a pass costs Python and a launch for each of its ~1,800 kernels: 70-155 ms on an H200 where the decode
+graph of the same model costs 5-13 ms (docs/results.md). Here the window's sequences are laid out padded, E
+sequences of n query slots (token t of sequence e is row e * n + t), bucketed: E in ROW_BUCKETS, n in powers of two
+from MIN_QUERIES, the tables' width as the decode graphs'. A padding slot is token 0 at position 0 writing the pad
+cell; a padding sequence reads the all-pad table row. The graph leaves every row's final hidden state (and the
+`layers`' outputs, for a value head) in static buffers; the few rows a pass wants are read out after the replay,
+with the logits of their columns (eager: one matmul). A shape is captured the second time it comes (a capture costs
+about two eager passes; a one-off prompt is not worth one). Windows of more than MAX_ROWS padded rows, and passes
+whose capture fails for a reason other than memory (said once), run eagerly.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from edgereason.backends.torch.attention import AttentionGroup, attend_groups, visibility_bias
+from edgereason.backends.torch.graphs import ROW_BUCKETS, bucket, capture
+from edgereason.backends.torch.kv import table_width
+from edgereason.errors import OutOfMemoryError
+
+if TYPE_CHECKING:
+    from edgereason.backends.torch.runtime import TorchContext
+
+MIN_QUERIES = 16
+MAX_ROWS = 4096  # padded rows a graph holds: bounds its buffers (MLP activations: rows x 2 n_ff)
+CAPTURE_AT = 2  # the pass of a shape that is captured (a capture costs about two eager passes)
+QUERY_BUCKETS = tuple(MIN_QUERIES << i for i in range(int(np.log2(MAX_ROWS // MIN_QUERIES)) + 1))
+
+
+class PrefillGraphs:
+    def __init__(self, ctx: TorchContext) -> None:
+        self.ctx = ctx
+        model = ctx.model
+        self.inputs = torch.zeros(3, MAX_ROWS, dtype=torch.long, device=ctx.device)  # token, position, cell
+        self.seq_rows = torch.zeros(ROW_BUCKETS[-1], dtype=torch.long, device=ctx.device)
+        self.hidden = torch.zeros(MAX_ROWS, model.n_embd, dtype=model.decoder.dtype, device=ctx.device)
+        self.taps = torch.zeros(len(ctx.layers), MAX_ROWS, model.n_embd, dtype=model.decoder.dtype, device=ctx.device)
+        self.graphs: dict[tuple[int, int, int], torch.cuda.CUDAGraph] = {}
+        self.seen: dict[tuple[int, int, int], int] = {}  # passes of each shape not yet captured
+        self.capture_at = CAPTURE_AT
+        self.pool = None
+        self.broken = False
+
+    def fits(self, order: dict[int, list[int]]) -> bool:
+        if self.broken or len(order) > ROW_BUCKETS[-1]:
+            return False
+        longest = max(len(idx) for idx in order.values())
+        if longest == 1 or longest > QUERY_BUCKETS[-1]:
+            return False
+        return bucket(len(order), ROW_BUCKETS) * bucket(longest, QUERY_BUCKETS) <= MAX_ROWS
+
+    def run(
+        self,
+        order: dict[int, list[int]],
+        tokens: list[int],
+        positions: np.ndarray,
+        cells: np.ndarray,
+        wanted: list[int],
+    ) -> tuple[torch.Tensor, list[torch.Tensor]] | None:
+        """The final hidden states of the `wanted` window rows [len(wanted), n_embd] and each layer's outputs there
+        (copies); None where the graph could not be captured (the caller runs the pass eagerly)."""
+        ctx = self.ctx
+        n_seq, longest = bucket(len(order), ROW_BUCKETS), bucket(max(len(i) for i in order.values()), QUERY_BUCKETS)
+        width = table_width(max(ctx.tables.seq_len(seq) for seq in order))
+        host = np.zeros((3, n_seq * longest), dtype=np.int64)
+        host[2] = ctx.kv.pad_cell
+        slot = np.empty(len(tokens), dtype=np.int64)  # window row -> padded row
+        for e, idx in enumerate(order.values()):
+            slot[idx] = e * longest + np.arange(len(idx))
+        host[0, slot], host[1, slot], host[2, slot] = tokens, positions, cells
+        seqs = np.full(n_seq, ctx.table_cells.pad_row, dtype=np.int64)
+        seqs[: len(order)] = list(order)
+        self.inputs[:, : n_seq * longest].copy_(torch.from_numpy(host))
+        self.seq_rows[:n_seq].copy_(torch.from_numpy(seqs))
+        key = (n_seq, longest, width)
+        graph = self.graphs.get(key)
+        if graph is None:
+            self.seen[key] = self.seen.get(key, 0) + 1
+            if self.seen[key] < self.capture_at:  # a shape seen once may not come back: not worth a capture yet
+                return None
+            graph = self._capture(*key)
+            if graph is None:
+                return None
+        graph.replay()
+        rows = torch.from_numpy(slot[wanted]).to(ctx.device)
+        return self.hidden[rows], [tap[rows] for tap in self.taps]
+
+    def _body(self, n_seq: int, longest: int, width: int) -> Callable[[], None]:
+        """The pass over the static inputs' first n_seq * longest rows: what the graph records."""
+        ctx = self.ctx
+        cfg = ctx.model.decoder.config
+        n_rows = n_seq * longest
+        tokens, positions, cells = self.inputs[:, :n_rows]
+        seqs = self.seq_rows[:n_seq]
+
+        def tap(layer: int, x: torch.Tensor) -> None:
+            if layer in ctx.layers:
+                self.taps[ctx.layers.index(layer), :n_rows].copy_(x)
+
+        def body() -> None:
+            visible = torch.arange(width, device=ctx.device)[None, None, :] <= positions.view(n_seq, longest, 1)
+            group = AttentionGroup(  # row e * longest + t is flat token e * longest + t: no gather, no scatter
+                query_rows=torch.arange(n_rows, device=ctx.device).view(n_seq, longest),
+                cells=ctx.table_cells.rows(seqs, width),
+                bias=visibility_bias(visible, cfg.n_head // cfg.n_head_kv, ctx.model.decoder.dtype),
+                tokens=None,
+                padded_at=None,
+            )
+
+            def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+                return attend_groups(ctx.kv, layer, cells, [group], q, k, v)
+
+            hidden = ctx.model.decoder.hidden(tokens, positions, attend, tap if ctx.layers else None)
+            self.hidden[:n_rows].copy_(hidden)
+
+        return body
+
+    def _capture(self, n_seq: int, longest: int, width: int) -> torch.cuda.CUDAGraph | None:
+        what = f"the prefill graph of {n_seq} sequences of {longest} tokens over {width} KV cells"
+        try:
+            graph = capture(self._body(n_seq, longest, width), self.pool, what)
+        except OutOfMemoryError:
+            raise
+        except RuntimeError as e:  # a kernel that cannot be recorded: this context's prefills run eagerly
+            print(f"edgereason: prefills run without CUDA graphs ({what} failed: {e})", file=sys.stderr)
+            self.broken = True
+            return None
+        if self.pool is None:
+            self.pool = graph.pool()
+        self.graphs[(n_seq, longest, width)] = graph
+        return graph
