@@ -19,6 +19,7 @@ import torch
 
 from edgereason.backends.torch.attention import AttentionGroup, attend_groups, visibility_bias
 from edgereason.backends.torch.kv import table_width
+from edgereason.backends.torch.model import Attend
 from edgereason.backends.torch.runtime import GPU_MEMORY_HINT
 from edgereason.errors import OutOfMemoryError
 
@@ -69,22 +70,8 @@ class DecodeGraphs:
         ctx = self.ctx
         tokens, positions, cells, seqs = self.inputs[:, :rows]
 
-        cfg = ctx.model.decoder.config
-
         def body() -> None:
-            every = torch.arange(rows, device=ctx.device)
-            visible = torch.arange(width, device=ctx.device)[None, None, :] <= positions[:, None, None]
-            group = AttentionGroup(  # row i is flat token i: no gather of queries or scatter of outputs
-                query_rows=every[:, None],
-                cells=ctx.table_cells.rows(seqs, width),
-                bias=visibility_bias(visible, cfg.n_head // cfg.n_head_kv, ctx.model.decoder.dtype),
-                tokens=None,
-                padded_at=None,
-            )
-
-            def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-                return attend_groups(ctx.kv, layer, cells, [group], q, k, v)
-
+            attend = padded_attention(ctx, seqs, positions, cells, rows, 1, width)
             hidden = ctx.model.decoder.hidden(tokens, positions, attend)
             self.logits[:rows].copy_(ctx.model.decoder.logits(hidden))
 
@@ -96,6 +83,34 @@ class DecodeGraphs:
             self.pool = graph.pool()
         self.graphs[(rows, width)] = graph
         return graph
+
+
+def padded_attention(
+    ctx: TorchContext,
+    seqs: torch.Tensor,
+    positions: torch.Tensor,
+    cells: torch.Tensor,
+    n_seq: int,
+    longest: int,
+    width: int,
+) -> Attend:
+    """Attention for a pass laid out padded, as the graphs lay theirs out: n_seq sequences (rows `seqs` of the
+    device tables) of `longest` query slots each, row e * longest + t the flat token at `positions` and `cells` of
+    that row; each reads its table's first `width` cells. No gather of queries or scatter of outputs."""
+    cfg = ctx.model.decoder.config
+    visible = torch.arange(width, device=ctx.device)[None, None, :] <= positions.view(n_seq, longest, 1)
+    group = AttentionGroup(
+        query_rows=torch.arange(n_seq * longest, device=ctx.device).view(n_seq, longest),
+        cells=ctx.table_cells.rows(seqs, width),
+        bias=visibility_bias(visible, cfg.n_head // cfg.n_head_kv, ctx.model.decoder.dtype),
+        tokens=None,
+        padded_at=None,
+    )
+
+    def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return attend_groups(ctx.kv, layer, cells, [group], q, k, v)
+
+    return attend
 
 
 def capture(body: Callable[[], None], pool: object, what: str) -> torch.cuda.CUDAGraph:

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from edgereason.backends.torch.attention import AttentionGroup, attend_groups, visibility_bias
-from edgereason.backends.torch.graphs import ROW_BUCKETS, bucket, capture
+from edgereason.backends.torch.graphs import ROW_BUCKETS, bucket, capture, padded_attention
 from edgereason.backends.torch.kv import table_width
 from edgereason.errors import OutOfMemoryError
 
@@ -95,7 +94,6 @@ class PrefillGraphs:
     def _body(self, n_seq: int, longest: int, width: int) -> Callable[[], None]:
         """The pass over the static inputs' first n_seq * longest rows: what the graph records."""
         ctx = self.ctx
-        cfg = ctx.model.decoder.config
         n_rows = n_seq * longest
         tokens, positions, cells = self.inputs[:, :n_rows]
         seqs = self.seq_rows[:n_seq]
@@ -105,18 +103,7 @@ class PrefillGraphs:
                 self.taps[ctx.layers.index(layer), :n_rows].copy_(x)
 
         def body() -> None:
-            visible = torch.arange(width, device=ctx.device)[None, None, :] <= positions.view(n_seq, longest, 1)
-            group = AttentionGroup(  # row e * longest + t is flat token e * longest + t: no gather, no scatter
-                query_rows=torch.arange(n_rows, device=ctx.device).view(n_seq, longest),
-                cells=ctx.table_cells.rows(seqs, width),
-                bias=visibility_bias(visible, cfg.n_head // cfg.n_head_kv, ctx.model.decoder.dtype),
-                tokens=None,
-                padded_at=None,
-            )
-
-            def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-                return attend_groups(ctx.kv, layer, cells, [group], q, k, v)
-
+            attend = padded_attention(ctx, seqs, positions, cells, n_seq, longest, width)
             hidden = ctx.model.decoder.hidden(tokens, positions, attend, tap if ctx.layers else None)
             self.hidden[:n_rows].copy_(hidden)
 
