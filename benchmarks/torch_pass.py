@@ -4,11 +4,12 @@ pass; one JSON object on stdout.
     python benchmarks/torch_pass.py --model qwen2.5-coder-1.5b                # CUDA: rows 1,8,64,128
     python benchmarks/torch_pass.py --model smollm2-135m --rows 1,8 --steps 5 # CPU
 
-A pass: `rows` sequences, forked from one prompt of --context tokens, append one token each, with one logits row
-each (what a search's decode step asks for; the draw is not timed). The first --warmup passes of every setting are
-left out (CUDA graph capture, allocator growth); the median of the next --steps is reported, timed around a CUDA
-synchronize. llama.cpp runs with every layer on the GPU where its build can offload (else on the CPU) and only
-where llama_cpp imports.
+A pass: `rows` sequences, forked from one prompt of --context tokens, append one token each and draw one token
+each (temperature 0.8, a seed per row: a search's decode step; on torch the draw runs on the device, in the decode
+graph; llama.cpp's rows are read, not drawn, as its raw decode was measured before). The first --warmup passes of
+every setting are left out (CUDA graph capture, allocator growth); the median of the next --steps is reported,
+timed around a CUDA synchronize. llama.cpp runs with every layer on the GPU where its build can offload (else on the
+CPU) and only where llama_cpp imports.
 """
 
 from __future__ import annotations
@@ -64,7 +65,12 @@ def torch_times(path: Path, prompt: list[int], rows: list[int], steps: int, warm
     kv = len(prompt) + max(rows) * (warmup + steps + 2) + 256
     ctx = TorchContext(model, kv, graphs=graphs)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    decode = lambda c, items: c.forward(items)  # noqa: E731  logits stay on the device
+    from edgereason.config import SamplingParams
+
+    def decode(c, items) -> None:  # the pass and its draws; only the ids come back
+        rows = sum(1 for it in items if it.outputs)
+        c.forward_draw(items, [1] * rows, [SamplingParams(temperature=0.8, seed=i) for i in range(rows)])
+
     return {
         "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
         "ms": {n: _rows_passes(ctx, prompt, n, decode, steps, warmup, sync) for n in rows},

@@ -84,13 +84,13 @@ def attend_groups(
     write_cells: torch.Tensor,
     groups: Sequence[AttentionGroup],
     q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
+    new_kv: torch.Tensor,
 ) -> torch.Tensor:
-    """Store this layer's new keys and values in their cells, then attend: q [T, H, D] -> [T, H * D]."""
-    kv.write(layer, write_cells, k.to(kv.k.dtype), v.to(kv.v.dtype))
+    """Store this layer's new keys and values (new_kv [T, 2 KVH, D]) in their cells, then attend: q [T, H, D] ->
+    [T, H * D]."""
+    kv.write(layer, write_cells, new_kv)
     n_tok, n_head, head_dim = q.shape
-    n_kv = k.shape[1]
+    n_kv = new_kv.shape[1] // 2
     group = n_head // n_kv
     out = None
     for g in groups:
@@ -98,8 +98,7 @@ def attend_groups(
         queries = q.reshape(n_seq, width, n_head, head_dim) if g.tokens is None else q[g.query_rows]  # [E, n, H, D]
         queries = queries.reshape(n_seq, width, n_kv, group, head_dim).transpose(1, 2)
         queries = queries.reshape(n_seq, n_kv, width * group, head_dim)
-        keys = kv.k[layer][g.cells].to(q.dtype).transpose(1, 2)  # [E, KVH, L, D]
-        values = kv.v[layer][g.cells].to(q.dtype).transpose(1, 2)
+        keys, values = kv.read(layer, g.cells, q.dtype)  # [E, KVH, L, D]
         with sdpa_kernel(SDPA_BACKENDS):
             o = F.scaled_dot_product_attention(queries, keys, values, attn_mask=g.bias)  # [E, KVH, n * G, D]
         o = o.reshape(n_seq, n_kv, width, group, head_dim).transpose(1, 2).reshape(n_seq * width, n_head * head_dim)

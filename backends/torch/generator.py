@@ -1,5 +1,5 @@
-"""The Generator protocol on torch: one forward pass per engine step over the torch context, then sampling on the
-device (sampling.py); only the drawn ids come back to the host."""
+"""The Generator protocol on torch: one forward pass per engine step over the torch context, with sampling on the
+device (sampling.py; in the decode graph where the pass replays one); only the drawn ids come back to the host."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from edgereason.backends.llamacpp.runtime import DecodeItem
 from edgereason.backends.torch.kv import SEQ_SLOTS
 from edgereason.backends.torch.model import TorchModel
 from edgereason.backends.torch.runtime import TorchContext
-from edgereason.backends.torch.sampling import draw_rows
 from edgereason.config import SamplingParams
 from edgereason.protocols import BatchEntry
 
@@ -31,10 +30,9 @@ class TorchGenerator(ContextGenerator):
         items = [
             DecodeItem(e.seq, e.tokens, [(len(e.tokens) - 1, i)] if samples[i] > 0 else []) for i, e in enumerate(batch)
         ]
-        tags, logits = self.ctx.forward(items)
+        wanted = [i for i in range(len(batch)) if samples[i] > 0]  # the requested rows, in request order
+        tags, draws = self.ctx.forward_draw(items, [samples[i] for i in wanted], [params[i] for i in wanted])
         out: list[list[int]] = [[] for _ in batch]
-        entries: list[int] = tags  # type: ignore[assignment]
-        draws = draw_rows(logits, [samples[i] for i in entries], [params[i] for i in entries])
-        for i, tokens in zip(entries, draws):
-            out[i] = tokens
+        for i, tokens in zip(tags, draws):
+            out[i] = tokens  # type: ignore[index]
         return out

@@ -135,19 +135,29 @@ class KVFullError(OutOfMemoryError):
 
 
 class KVStore:
-    """Keys and values of every layer for `capacity` cells plus the padding cell, in device memory."""
+    """Keys and values of every layer for `capacity` cells plus the padding cell, in device memory: one tensor
+    [n_layer, cells, 2 * n_head_kv, head_dim], a cell's keys (heads 0..KVH-1) beside its values, as the fused QKV
+    matmul leaves a token's K and V, so a layer's write is one copy and its read one gather."""
 
     def __init__(
         self, n_layer: int, capacity: int, n_head_kv: int, head_dim: int, device: torch.device, dtype: torch.dtype
     ) -> None:
-        shape = (n_layer, capacity + 1, n_head_kv, head_dim)
-        self.k = torch.zeros(shape, device=device, dtype=dtype)
-        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        self.data = torch.zeros((n_layer, capacity + 1, 2 * n_head_kv, head_dim), device=device, dtype=dtype)
+        self.n_head_kv = n_head_kv
         self.pad_cell = capacity  # padding rows write here; no table holds it
 
-    def write(self, layer: int, cells: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        self.k[layer].index_copy_(0, cells, k)
-        self.v[layer].index_copy_(0, cells, v)
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.data.dtype
+
+    def write(self, layer: int, cells: torch.Tensor, kv: torch.Tensor) -> None:
+        """kv [T, 2 * n_head_kv, head_dim]: token i's keys and values into cell cells[i]."""
+        self.data[layer].index_copy_(0, cells, kv.to(self.data.dtype))
+
+    def read(self, layer: int, cells: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cells [E, L] -> keys, values [E, n_head_kv, L, head_dim] of `dtype` (views of one gather)."""
+        both = self.data[layer][cells].to(dtype).transpose(1, 2)  # [E, 2 KVH, L, D]
+        return both[:, : self.n_head_kv], both[:, self.n_head_kv :]
 
 
 class DeviceTables:

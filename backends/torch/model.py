@@ -74,9 +74,9 @@ class Layer:
             setattr(self, part, w)
 
 
-# Attention over the KV cache: (layer, q [T, n_head, head_dim], k, v [T, n_head_kv, head_dim]) -> [T, n_embd].
-# The KV context supplies it: it writes k and v to the token's cells and attends over each sequence's cells.
-Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+# Attention over the KV cache: (layer, q [T, n_head, head_dim], kv [T, 2 n_head_kv, head_dim]: keys, then values)
+# -> [T, n_embd]. The KV context supplies it: it writes kv to the tokens' cells and attends over each sequence's.
+Attend = Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor]
 OnLayer = Callable[[int, torch.Tensor], None]  # (layer, its output [T, n_embd])
 
 
@@ -157,18 +157,21 @@ class TorchDecoder:
         return F.rms_norm(x, (x.shape[-1],), w, self.config.eps)
 
     def rope_tables(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """positions [T] -> cos, sin [T, 1, head_dim] (each frequency twice: neox halves), float32."""
+        """positions [T] -> cos, signed sin [T, 1, head_dim] float32: each frequency twice (neox halves), the sine
+        negated in the first half, so the rotation is x cos + swap_halves(x) sin (see _rope)."""
         angles = positions.float()[:, None] * self.inv_freq[None, :]
         angles = torch.cat([angles, angles], dim=-1)[:, None, :]
-        return angles.cos(), angles.sin()
+        sin = angles.sin()
+        sin[..., : sin.shape[-1] // 2].neg_()
+        return angles.cos(), sin
 
     @staticmethod
-    def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """x [T, heads, head_dim]; neox pairs (x_i, x_{i+d/2}) rotated: x cos + rotate_half(x) sin."""
+    def _rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> None:
+        """Rotate x [T, heads, head_dim] in place; neox pairs (x_i, x_{i+d/2}): x cos + (-x2, x1) sin, with the sign
+        in rope_tables' sine, so the halves are swapped by one flip and no negation or concatenation runs a pass."""
         xf = x.float()
-        half = x.shape[-1] // 2
-        rotated = torch.cat([-xf[..., half:], xf[..., :half]], dim=-1)
-        return (xf * cos + rotated * sin).to(x.dtype)
+        swapped = xf.unflatten(-1, (2, -1)).flip(-2).flatten(-2)  # (x2, x1)
+        x.copy_(xf * cos + swapped * sin)
 
     def hidden(
         self, tokens: torch.Tensor, positions: torch.Tensor, attend: Attend, on_layer: OnLayer | None = None
@@ -183,8 +186,8 @@ class TorchDecoder:
         for i, layer in enumerate(self.layers):
             h = self._norm(x, layer.attn_norm)
             qkv = F.linear(h, layer.wqkv, layer.bqkv).view(n, heads + 2 * kv_heads, cfg.head_dim)
-            qk = self._rope(qkv[:, : heads + kv_heads], cos, sin)  # Q and K rotated in one go
-            out = attend(i, qk[:, :heads], qk[:, heads:], qkv[:, heads + kv_heads :])
+            self._rope_(qkv[:, : heads + kv_heads], cos, sin)  # Q and K rotated in one go, in place
+            out = attend(i, qkv[:, :heads], qkv[:, heads:])  # K and V side by side, as the cache keeps them
             x = torch.addmm(x, out, layer.wo.t())  # x + out @ wo.T, the residual added in the matmul
             h = self._norm(x, layer.ffn_norm)
             gate, up = F.linear(h, layer.w_gate_up).chunk(2, dim=-1)

@@ -44,7 +44,6 @@ class PrefillGraphs:
         self.graphs: dict[tuple[int, int, int], torch.cuda.CUDAGraph] = {}
         self.seen: dict[tuple[int, int, int], int] = {}  # passes of each shape not yet captured
         self.capture_at = CAPTURE_AT
-        self.pool = None
         self.broken = False
 
     def fits(self, order: dict[int, list[int]]) -> bool:
@@ -112,14 +111,12 @@ class PrefillGraphs:
     def _capture(self, n_seq: int, longest: int, width: int) -> torch.cuda.CUDAGraph | None:
         what = f"the prefill graph of {n_seq} sequences of {longest} tokens over {width} KV cells"
         try:
-            graph = capture(self._body(n_seq, longest, width), self.pool, what)
+            graph = capture(self._body(n_seq, longest, width), self.ctx.device, what)
         except OutOfMemoryError:
             raise
         except RuntimeError as e:  # a kernel that cannot be recorded: this context's prefills run eagerly
             print(f"edgereason: prefills run without CUDA graphs ({what} failed: {e})", file=sys.stderr)
             self.broken = True
             return None
-        if self.pool is None:
-            self.pool = graph.pool()
         self.graphs[(n_seq, longest, width)] = graph
         return graph

@@ -5,14 +5,16 @@ llama.cpp verifier's path bookkeeping runs on it unchanged.
 A forward pass packs every item's tokens into one flat batch with per-token positions and cells. Attention reads
 each sequence's keys and values through its cell table: the queries of the sequences that append one token (decode)
 go in one padded group, those of the sequences that append several (prefill) in another, each one masked SDPA call
-over the gathered cells. On CUDA a pass of decode tokens alone replays a CUDA graph (graphs.py), and a pass that
+over the gathered cells. On CUDA a pass of decode tokens alone replays a CUDA graph (graphs.py; the generator's
+draws recorded in it), and a pass that
 appends several tokens to its sequences (a prefill, a PRM call) another (prefill_graphs.py); attention itself is
 attention.py's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -21,6 +23,8 @@ from edgereason.backends.llamacpp.runtime import DecodeItem
 from edgereason.backends.torch.attention import attend_groups, attention_group
 from edgereason.backends.torch.kv import SEQ_SLOTS, CellTables, DeviceTables, KVFullError, KVStore, table_width
 from edgereason.backends.torch.model import TorchModel, kv_dtype
+from edgereason.backends.torch.sampling import draw_rows
+from edgereason.config import SamplingParams
 from edgereason.errors import OutOfMemoryError
 
 GPU_MEMORY_HINT = "lower --gpu-memory (or --kv-budget) or free GPU memory"
@@ -118,22 +122,39 @@ class TorchContext:
         """Evaluate every item's tokens (n_batch tokens a pass) -> the tags of the requested rows and their
         logits on the device, float32 [R, n_vocab] (or [R, len(columns)]), in request order; then, with `layers`,
         their outputs there ([R, len(columns) + len(layers) * n_embd])."""
-        total = sum(len(it.tokens) for it in items)
-        if not self.tables.can_append(total):
-            raise KVFullError(f"{total} new tokens do not fit: {self.used_tokens}/{self.capacity} KV cells in use")
-        flat: list[tuple[int, int, object]] = []  # (seq, token, tag or _NO_ROW)
-        for it in items:
-            want = dict(it.outputs)
-            flat += [(it.seq, tok, want.get(off, _NO_ROW)) for off, tok in enumerate(it.tokens)]
-        tags: list[object] = []
-        rows: list[torch.Tensor] = []
-        for lo in range(0, len(flat), self.n_batch):
-            window = flat[lo : lo + self.n_batch]
-            wanted = [i for i, (_, _, tag) in enumerate(window) if tag is not _NO_ROW]
+        tags, rows = [], []
+        for window, wanted in self._windows(items):
             tags += [window[i][2] for i in wanted]
             rows.append(self._pass(window, wanted, columns))
         width = (self.model.n_vocab if columns is None else len(columns)) + len(self.layers) * self.model.n_embd
         return tags, (torch.cat(rows) if rows else torch.empty(0, width, device=self.device))
+
+    def forward_draw(
+        self, items: Sequence[DecodeItem], draws: Sequence[int], params: Sequence[SamplingParams]
+    ) -> tuple[list[object], list[list[int]]]:
+        """Evaluate every item's tokens -> the tags of the requested rows and, for the k-th of them (request order),
+        draws[k] tokens drawn on the device with params[k] (sampling.py); only the ids come back. A pass the decode
+        graphs take draws each row's first token in the graph."""
+        tags: list[object] = []
+        drawn: list[list[int]] = []
+        for window, wanted in self._windows(items):
+            at = slice(len(tags), len(tags) + len(wanted))
+            tags += [window[i][2] for i in wanted]
+            drawn += self._pass(window, wanted, None, (list(draws[at]), list(params[at])))
+        return tags, drawn
+
+    def _windows(self, items: Sequence[DecodeItem]) -> Iterator[tuple[list[tuple[int, int, object]], list[int]]]:
+        """The items' tokens as (seq, token, tag or _NO_ROW), n_batch a window, with the requested rows' indices."""
+        total = sum(len(it.tokens) for it in items)
+        if not self.tables.can_append(total):
+            raise KVFullError(f"{total} new tokens do not fit: {self.used_tokens}/{self.capacity} KV cells in use")
+        flat: list[tuple[int, int, object]] = []
+        for it in items:
+            want = dict(it.outputs)
+            flat += [(it.seq, tok, want.get(off, _NO_ROW)) for off, tok in enumerate(it.tokens)]
+        for lo in range(0, len(flat), self.n_batch):
+            window = flat[lo : lo + self.n_batch]
+            yield window, [i for i, (_, _, tag) in enumerate(window) if tag is not _NO_ROW]
 
     def decode(self, items: Sequence[DecodeItem], on_logits: Callable[[object, np.ndarray], None]) -> int:
         """KVContext's interface: on_logits(tag, row) for each requested row, a float32 numpy copy of the logits
@@ -144,10 +165,15 @@ class TorchContext:
         return sum(len(it.tokens) for it in items)
 
     def _pass(
-        self, window: list[tuple[int, int, object]], wanted: list[int], columns: torch.Tensor | None
-    ) -> torch.Tensor:
-        """One forward pass over `window` (at most n_batch tokens); the logits of its `wanted` rows. Cells taken
-        for the window go back if the pass fails."""
+        self,
+        window: list[tuple[int, int, object]],
+        wanted: list[int],
+        columns: torch.Tensor | None,
+        draws: tuple[list[int], list[SamplingParams]] | None = None,
+    ) -> Any:
+        """One forward pass over `window` (at most n_batch tokens): the logits of its `wanted` rows or, given
+        `draws` (counts and settings of the wanted rows), their drawn ids. Cells taken for the window go back if
+        the pass fails."""
         order: dict[int, list[int]] = {}  # seq -> its tokens' indices in the window, in order
         for i, (seq, _, _) in enumerate(window):
             order.setdefault(seq, []).append(i)
@@ -158,16 +184,19 @@ class TorchContext:
             for seq, idx in order.items():
                 cells[idx] = self.tables.append(seq, len(idx))
                 positions[idx] = np.arange(before[seq], before[seq] + len(idx))
+            tokens = [tok for _, tok, _ in window]
+            if self.graphs is not None and self.graphs.fits(order, columns):  # it writes the tables itself
+                return self.graphs.run(order, tokens, positions, cells, wanted, *(draws or (None, None)))
             at = lambda a: torch.as_tensor(np.asarray(a, dtype=np.int64)).to(self.device)  # noqa: E731
             self.table_cells.write(at([seq for seq, _, _ in window]), at(positions), at(cells))
-            tokens = [tok for _, tok, _ in window]
-            if self.graphs is not None and self.graphs.fits(order, columns):
-                return self.graphs.run(order, tokens, positions, cells, wanted)
+            logits = None
             if self.prefill_graphs is not None and self.prefill_graphs.fits(order):
                 replayed = self.prefill_graphs.run(order, tokens, positions, cells, wanted)
                 if replayed is not None:
-                    return self._read_out(*replayed, columns)
-            return self._eager(order, tokens, positions, cells, wanted, columns)
+                    logits = self._read_out(*replayed, columns)
+            if logits is None:
+                logits = self._eager(order, tokens, positions, cells, wanted, columns)
+            return logits if draws is None else draw_rows(logits, *draws)
         except BaseException as e:
             for seq, n in before.items():
                 self.tables.truncate(seq, n)
@@ -205,8 +234,8 @@ class TorchContext:
                 )
         write = torch.from_numpy(cells).to(device)
 
-        def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            return attend_groups(self.kv, layer, write, groups, q, k, v)
+        def attend(layer: int, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
+            return attend_groups(self.kv, layer, write, groups, q, kv)
 
         rows = torch.tensor(wanted, device=device, dtype=torch.long)
         taps: dict[int, torch.Tensor] = {}

@@ -8,9 +8,13 @@ import numpy as np
 import torch
 
 from edgereason.backends.llamacpp.runtime import DecodeItem
+from edgereason.backends.torch.generator import TorchGenerator
 from edgereason.backends.torch.graphs import ROW_BUCKETS, DecodeGraphs, bucket
 from edgereason.backends.torch.kv import table_width
 from edgereason.backends.torch.runtime import TorchContext
+from edgereason.backends.torch.sampling import draw_rows
+from edgereason.config import SamplingParams
+from edgereason.protocols import BatchEntry
 
 
 class _Replay:
@@ -21,11 +25,11 @@ class _Replay:
 class EagerGraphs(DecodeGraphs):
     """Records nothing: `replay` runs the body the graph would have recorded."""
 
-    captured: list[tuple[int, int]]
+    captured: list[tuple[int, int, bool]]
 
-    def _capture(self, rows: int, width: int):
-        self.captured = getattr(self, "captured", []) + [(rows, width)]
-        graph = self.graphs[(rows, width)] = _Replay(self._body(rows, width))
+    def _capture(self, rows: int, width: int, nucleus: bool):
+        self.captured = getattr(self, "captured", []) + [(rows, width, nucleus)]
+        graph = self.graphs[(rows, width, nucleus)] = _Replay(self._body(rows, width, nucleus))
         return graph
 
 
@@ -55,12 +59,12 @@ def test_a_padded_bucketed_pass_gives_the_eager_logits(torch_smollm2):
     used = ctx.used_tokens
     ctx.graphs = EagerGraphs(ctx)
     replayed = _decode_rows(ctx, seqs, [216, 2068, 536])
-    assert ctx.graphs.captured == [(4, 256)]  # three rows padded to four, tables to 256 cells
+    assert ctx.graphs.captured == [(4, 256, False)]  # three rows padded to four, tables to 256 cells
     np.testing.assert_allclose(replayed, eager, atol=5e-3)  # other shapes round otherwise (f16 KV); a bug: 1+
     assert ctx.used_tokens == used + 3  # the padding row wrote only the pad cell, which is not counted
     ctx.check_integrity()
     again = _decode_rows(ctx, seqs, [30, 30, 30])  # the same bucket: replayed, not captured again
-    assert ctx.graphs.captured == [(4, 256)] and again.shape == (3, torch_smollm2.n_vocab)
+    assert ctx.graphs.captured == [(4, 256, False)] and again.shape == (3, torch_smollm2.n_vocab)
 
 
 def test_a_prefill_or_a_column_readout_runs_eagerly(torch_smollm2):
@@ -70,3 +74,34 @@ def test_a_prefill_or_a_column_readout_runs_eagerly(torch_smollm2):
     assert not graphs.fits({0: [0, 1]}, None)
     assert not graphs.fits({0: [0]}, torch.tensor([1, 2]))
     assert not graphs.fits({i: [i] for i in range(ROW_BUCKETS[-1] + 1)}, None)
+
+
+def test_the_draws_recorded_in_the_graph_are_the_device_samplers_on_its_logits(torch_smollm2):
+    """A decode pass replayed from the graph draws each row's first token inside it, more draws eagerly from the
+    same streams: exactly what draw_rows gives on the logits the graph left, whatever each row's settings."""
+    gen = TorchGenerator(torch_smollm2, 1024)
+    gen.ctx.graphs = graphs = EagerGraphs(gen.ctx)
+    prompt = torch_smollm2.tokenize("Janet has 16 eggs and eats 3. How many are left?", add_bos=True)
+    root = gen.new_seq()
+    gen.step([BatchEntry(root, prompt)], [0], SamplingParams())  # a prefill: eager, draws nothing
+    seqs = [gen.fork(root) for _ in range(5)]
+    params = [
+        SamplingParams(temperature=2.0, seed=1),  # hot: a wrong stream shows
+        SamplingParams(temperature=0.0, seed=2),
+        SamplingParams(temperature=2.0, top_p=0.95, seed=3),
+        SamplingParams(temperature=0.7, seed=2**63 + 5),
+        SamplingParams(temperature=0.8, seed=9),
+    ]
+    samples = [1, 1, 1, 3, 0]  # the fourth branches (three draws), the last only appends its token
+    last = [prompt[-1]] * 5
+    for _ in range(3):
+        out = gen.step([BatchEntry(s, [t]) for s, t in zip(seqs, last)], samples, params)
+        wanted = [i for i, n in enumerate(samples) if n]
+        rows = graphs.logits[torch.tensor(wanted)]
+        assert out[:4] == draw_rows(rows, [samples[i] for i in wanted], [params[i] for i in wanted])
+        assert out[4] == [] and len(out[3]) == 3
+        last = [o[0] if o else 30 for o in out]
+    assert graphs.captured == [(8, 256, True)]  # five rows padded to eight; top_p < 1 in one row: nucleus
+    gen.ctx.check_integrity()  # the tables the graph wrote are the accounting's
+    out = gen.step([BatchEntry(s, [t]) for s, t in zip(seqs[:2], last)], [1, 1], params[:2])
+    assert graphs.captured[-1] == (2, 256, False) and out == draw_rows(graphs.logits[:2], [1, 1], params[:2])
