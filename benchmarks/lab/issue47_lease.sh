@@ -3,6 +3,8 @@
 # /root/m). From the call's checkout: refresh /root/proj's code from it, then one PART, its results tarred into
 # $OUT after every step (a call cut by its time limit still brings back what finished).
 #   models:   join the pieces into the model cache
+#   smoke:    the torch tests on CUDA, the engine's on both backends (what the CPU cannot check: graph capture, the
+#             draws recorded in the decode graph, the shared graph pool), 150 s
 #   timing:   torch_targets.sh pass, recipe (LIMIT problems), one, at16: the llama.cpp and torch backends side by side
 #   frontier: torch_frontier_short.txt on the first 200 GSM8K (and 100 MATH-500 for two searches), 4 shards of 16
 #             problems at once; the torch tests on CUDA beside it; then seconds a problem one at a time
@@ -25,6 +27,10 @@ case $part in
     cat q05.* >/root/.cache/edgereason/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
     cat s135.* >/root/.cache/edgereason/models/SmolLM2-135M-Instruct.Q4_1.gguf
     ls -l /root/.cache/edgereason/models; tail -3 /root/build.log ;;
+  smoke)
+    python3 -m pip install -q --no-index --find-links .device/whl pytest hypothesis
+    timeout 150 python3 -m pytest -q -x -p no:cacheprovider tests/engine/test_engine.py tests/backends/torch \
+      >"$out/pytest-cuda.txt" 2>&1; echo "pytest rc $?" >>"$out/pytest-cuda.txt"; tail -5 "$out/pytest-cuda.txt" ;;
   timing)
     timeout 130 bash benchmarks/torch_targets.sh pass "$data" "$out"; keep
     timeout 210 bash benchmarks/torch_targets.sh recipe "$data" "$out" "$limit"; keep
