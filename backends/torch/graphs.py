@@ -69,9 +69,10 @@ class DecodeGraphs:
         With them: wanted row k's draws[k] tokens drawn with params[k]."""
         n, rows = len(tokens), bucket(len(tokens), ROW_BUCKETS)
         width = table_width(max(self.ctx.tables.seq_len(seq) for seq in order))
-        settings = [GREEDY] * n
-        for k, i in enumerate(wanted):
-            settings[i] = params[k] if params is not None else GREEDY
+        settings = [GREEDY] * n  # rows that draw nothing: greedy, the cheapest
+        if params is not None:
+            for k, i in enumerate(wanted):
+                settings[i] = params[k]
         host = np.zeros((7, rows), dtype=np.int64)
         host[2, n:], host[3, n:] = self.ctx.kv.pad_cell, self.ctx.table_cells.pad_row
         host[0, :n], host[1, :n], host[2, :n], host[3, :n] = tokens, positions, cells, list(order)

@@ -146,10 +146,6 @@ class KVStore:
         self.n_head_kv = n_head_kv
         self.pad_cell = capacity  # padding rows write here; no table holds it
 
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.data.dtype
-
     def write(self, layer: int, cells: torch.Tensor, kv: torch.Tensor) -> None:
         """kv [T, 2 * n_head_kv, head_dim]: token i's keys and values into cell cells[i]."""
         self.data[layer].index_copy_(0, cells, kv.to(self.data.dtype))
