@@ -1,5 +1,6 @@
 """Raw decode pass time of the torch backend (CUDA graphs and eager) beside the llama.cpp backend's, by rows per
-pass; one JSON object on stdout.
+pass; one JSON object on stdout. On CUDA the graphs run uncompiled (`torch_graphs`) and with the decoder's layers
+compiled (`torch_fused`, the backend's default there), side by side.
 
     python benchmarks/torch_pass.py --model qwen2.5-coder-1.5b                # CUDA: rows 1,8,64,128
     python benchmarks/torch_pass.py --model smollm2-135m --rows 1,8 --steps 5 # CPU
@@ -54,12 +55,19 @@ def _rows_passes(ctx, prompt: list[int], rows: int, decode, steps: int, warmup: 
             ctx.free(s)
 
 
-def torch_times(path: Path, prompt: list[int], rows: list[int], steps: int, warmup: int, graphs: bool) -> dict:
+def torch_times(
+    path: Path, prompt: list[int], rows: list[int], steps: int, warmup: int, graphs: bool, fused: bool = False
+) -> dict:
+    """fused: the decoder's layers compiled (backends/torch/fused.py); the first pass's seconds include the
+    compile."""
+    import os
+
     import torch
 
     from edgereason.backends.torch.model import load_model
     from edgereason.backends.torch.runtime import TorchContext
 
+    os.environ["EDGEREASON_COMPILE"] = "1" if fused else "0"
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = load_model(str(path), device)
     kv = len(prompt) + max(rows) * (warmup + steps + 2) + 256
@@ -71,8 +79,12 @@ def torch_times(path: Path, prompt: list[int], rows: list[int], steps: int, warm
         rows = sum(1 for it in items if it.outputs)
         c.forward_draw(items, [1] * rows, [SamplingParams(temperature=0.8, seed=i) for i in range(rows)])
 
+    t0 = time.perf_counter()
+    first = _rows_passes(ctx, prompt, rows[0], decode, 1, 0, sync)  # a capture (and a compile) of the first bucket
     return {
         "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+        "first_pass_s": time.perf_counter() - t0,
+        "first_ms": first,
         "ms": {n: _rows_passes(ctx, prompt, n, decode, steps, warmup, sync) for n in rows},
     }
 
@@ -104,7 +116,7 @@ def main() -> None:
     p.add_argument("--context", type=int, default=512, help="prompt tokens every row's sequence starts with")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--skip", default="", help="comma-separated: torch-graphs, torch-eager, llamacpp")
+    p.add_argument("--skip", default="", help="comma-separated: torch-graphs, torch-fused, torch-eager, llamacpp")
     args = p.parse_args()
     path = models.resolve(args.model)
     skip = set(filter(None, args.skip.split(",")))
@@ -128,6 +140,8 @@ def main() -> None:
     }
     if "torch-graphs" not in skip and on_cuda:
         out["torch_graphs"] = torch_times(path, prompt, rows, args.steps, args.warmup, graphs=True)
+    if "torch-fused" not in skip and on_cuda:
+        out["torch_fused"] = torch_times(path, prompt, rows, args.steps, args.warmup, graphs=True, fused=True)
     if "torch-eager" not in skip:
         out["torch_eager"] = torch_times(path, prompt, rows, args.steps, args.warmup, graphs=False)
     if "llamacpp" not in skip:

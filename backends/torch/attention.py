@@ -18,7 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from edgereason.backends.torch.kv import KVStore
+from edgereason.backends.torch.kv import KVStore, read_cells, write_cells
+from edgereason.backends.torch.model import Attend
 
 
 @dataclass
@@ -78,34 +79,42 @@ def attention_group(
 SDPA_BACKENDS = [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]
 
 
-def attend_groups(
-    kv: KVStore,
-    layer: int,
-    write_cells: torch.Tensor,
-    groups: Sequence[AttentionGroup],
-    q: torch.Tensor,
-    new_kv: torch.Tensor,
-) -> torch.Tensor:
-    """Store this layer's new keys and values (new_kv [T, 2 KVH, D]) in their cells, then attend: q [T, H, D] ->
-    [T, H * D]."""
-    kv.write(layer, write_cells, new_kv)
-    n_tok, n_head, head_dim = q.shape
-    n_kv = new_kv.shape[1] // 2
-    group = n_head // n_kv
-    out = None
-    for g in groups:
-        n_seq, width = g.query_rows.shape
-        queries = q.reshape(n_seq, width, n_head, head_dim) if g.tokens is None else q[g.query_rows]  # [E, n, H, D]
-        queries = queries.reshape(n_seq, width, n_kv, group, head_dim).transpose(1, 2)
-        queries = queries.reshape(n_seq, n_kv, width * group, head_dim)
-        keys, values = kv.read(layer, g.cells, q.dtype)  # [E, KVH, L, D]
-        with sdpa_kernel(SDPA_BACKENDS):
-            o = F.scaled_dot_product_attention(queries, keys, values, attn_mask=g.bias)  # [E, KVH, n * G, D]
-        o = o.reshape(n_seq, n_kv, width, group, head_dim).transpose(1, 2).reshape(n_seq * width, n_head * head_dim)
-        if g.tokens is None:
-            return o
-        if out is None:
-            out = q.new_empty(n_tok, n_head * head_dim)
-        out[g.tokens] = o[g.padded_at]
-    assert out is not None
-    return out
+@dataclass
+class LayerAttention:
+    """One layer's attention over the KV cells for one pass: store the pass's new keys and values, then attend
+    each group. A value of tensors alone (no layer index, no store), so the compiled decoder layer (fused.py) is
+    traced once and serves every layer."""
+
+    data: torch.Tensor  # the layer's cache [cells, 2 KVH, D]
+    write: torch.Tensor  # [T] the cell of each new token
+    groups: Sequence[AttentionGroup]
+
+    def __call__(self, q: torch.Tensor, new_kv: torch.Tensor) -> torch.Tensor:
+        """q [T, H, D], new_kv [T, 2 KVH, D] -> [T, H * D]."""
+        write_cells(self.data, self.write, new_kv)
+        n_tok, n_head, head_dim = q.shape
+        n_kv = new_kv.shape[1] // 2
+        group = n_head // n_kv
+        out = None
+        for g in self.groups:
+            n_seq, width = g.query_rows.shape
+            padded = q.reshape(n_seq, width, n_head, head_dim) if g.tokens is None else q[g.query_rows]
+            queries = padded.reshape(n_seq, width, n_kv, group, head_dim).transpose(1, 2)
+            queries = queries.reshape(n_seq, n_kv, width * group, head_dim)  # [E, KVH, n * G, D]
+            keys, values = read_cells(self.data, g.cells, q.dtype)  # [E, KVH, L, D]
+            with sdpa_kernel(SDPA_BACKENDS):
+                o = F.scaled_dot_product_attention(queries, keys, values, attn_mask=g.bias)  # [E, KVH, n * G, D]
+            o = o.reshape(n_seq, n_kv, width, group, head_dim).transpose(1, 2)
+            o = o.reshape(n_seq * width, n_head * head_dim)
+            if g.tokens is None:
+                return o
+            if out is None:
+                out = q.new_empty(n_tok, n_head * head_dim)
+            out[g.tokens] = o[g.padded_at]
+        assert out is not None
+        return out
+
+
+def attend_groups(kv: KVStore, write: torch.Tensor, groups: Sequence[AttentionGroup]) -> Attend:
+    """The pass's attention at each layer (model.Attend): layer -> its LayerAttention over `kv`."""
+    return lambda layer: LayerAttention(kv.layers[layer], write, groups)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from edgereason.backends.torch import fused
 from edgereason.backends.torch.attention import AttentionGroup, attend_groups, visibility_bias
 from edgereason.backends.torch.kv import table_width
 from edgereason.backends.torch.model import Attend
@@ -103,7 +104,7 @@ class DecodeGraphs:
         def body() -> None:
             ctx.table_cells.write(seqs, positions, cells)
             attend = padded_attention(ctx, seqs, positions, cells, rows, 1, width)
-            hidden = ctx.model.decoder.hidden(tokens, positions, attend)
+            hidden = ctx.model.decoder.hidden(tokens, positions, attend, fused=fused.enabled(ctx.device))
             self.logits[:rows].copy_(ctx.model.decoder.logits(hidden))
             self.drawn[:rows].copy_(draw_tensor(self.logits[:rows], temps, top_p, seeds, 1, nucleus)[:, 0])
 
@@ -137,11 +138,7 @@ def padded_attention(
         tokens=None,
         padded_at=None,
     )
-
-    def attend(layer: int, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
-        return attend_groups(ctx.kv, layer, cells, [group], q, kv)
-
-    return attend
+    return attend_groups(ctx.kv, cells, [group])
 
 
 _POOLS: dict[int, object] = {}
@@ -159,14 +156,15 @@ def shared_pool(device: torch.device) -> object:
 
 
 def capture(body: Callable[[], None], device: torch.device, what: str) -> torch.cuda.CUDAGraph:
-    """Warm up once on a side stream (it computes this very pass: the replay after writes the same cells again),
-    then record `body` into a graph drawing on the process's shared pool."""
+    """Warm up once on a side stream (it computes this very pass: the replay after writes the same cells again;
+    a fused pass compiles there, fused.first_run), then record `body` into a graph drawing on the process's shared
+    pool."""
     try:
         with torch.no_grad():
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream):
-                body()
+                fused.first_run(body)
             torch.cuda.current_stream().wait_stream(stream)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=shared_pool(device)):

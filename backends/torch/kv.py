@@ -135,25 +135,39 @@ class KVFullError(OutOfMemoryError):
 
 
 class KVStore:
-    """Keys and values of every layer for `capacity` cells plus the padding cell, in device memory: one tensor
-    [n_layer, cells, 2 * n_head_kv, head_dim], a cell's keys (heads 0..KVH-1) beside its values, as the fused QKV
-    matmul leaves a token's K and V, so a layer's write is one copy and its read one gather."""
+    """Keys and values of every layer for `capacity` cells plus the padding cell, in device memory: one tensor a
+    layer, [cells, 2 * n_head_kv, head_dim], a cell's keys (heads 0..KVH-1) beside its values, as the fused QKV
+    matmul leaves a token's K and V, so a layer's write is one copy and its read one gather. One tensor a layer,
+    not one for all: a compiled pass writes a whole tensor in place, where a write into a view of one would be
+    copied (the layer's every cell, each pass)."""
 
     def __init__(
         self, n_layer: int, capacity: int, n_head_kv: int, head_dim: int, device: torch.device, dtype: torch.dtype
     ) -> None:
-        self.data = torch.zeros((n_layer, capacity + 1, 2 * n_head_kv, head_dim), device=device, dtype=dtype)
+        shape = (capacity + 1, 2 * n_head_kv, head_dim)
+        self.layers = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(n_layer)]
         self.n_head_kv = n_head_kv
         self.pad_cell = capacity  # padding rows write here; no table holds it
 
     def write(self, layer: int, cells: torch.Tensor, kv: torch.Tensor) -> None:
         """kv [T, 2 * n_head_kv, head_dim]: token i's keys and values into cell cells[i]."""
-        self.data[layer].index_copy_(0, cells, kv.to(self.data.dtype))
+        write_cells(self.layers[layer], cells, kv)
 
     def read(self, layer: int, cells: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """cells [E, L] -> keys, values [E, n_head_kv, L, head_dim] of `dtype` (views of one gather)."""
-        both = self.data[layer][cells].to(dtype).transpose(1, 2)  # [E, 2 KVH, L, D]
-        return both[:, : self.n_head_kv], both[:, self.n_head_kv :]
+        return read_cells(self.layers[layer], cells, dtype)
+
+
+def write_cells(data: torch.Tensor, cells: torch.Tensor, kv: torch.Tensor) -> None:
+    """One layer's cache data [cells, 2 KVH, D]: kv [T, 2 KVH, D], token i's keys and values, into cell cells[i]."""
+    data.index_copy_(0, cells, kv.to(data.dtype))
+
+
+def read_cells(data: torch.Tensor, cells: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """One layer's cache data, cells [E, L] -> keys, values [E, KVH, L, D] of `dtype` (views of one gather)."""
+    both = data[cells].to(dtype).transpose(1, 2)  # [E, 2 KVH, L, D]
+    half = both.shape[1] // 2
+    return both[:, :half], both[:, half:]
 
 
 class DeviceTables:

@@ -74,9 +74,10 @@ class Layer:
             setattr(self, part, w)
 
 
-# Attention over the KV cache: (layer, q [T, n_head, head_dim], kv [T, 2 n_head_kv, head_dim]: keys, then values)
-# -> [T, n_embd]. The KV context supplies it: it writes kv to the tokens' cells and attends over each sequence's.
-Attend = Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor]
+# One layer's attention over the KV cache: (q [T, n_head, head_dim], kv [T, 2 n_head_kv, head_dim]: keys, then
+# values) -> [T, n_embd]. It writes kv to the tokens' cells and attends over each sequence's.
+LayerAttend = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+Attend = Callable[[int], LayerAttend]  # layer index -> its attention for this pass (the KV context supplies it)
 OnLayer = Callable[[int, torch.Tensor], None]  # (layer, its output [T, n_embd])
 
 
@@ -91,6 +92,34 @@ def unpermute_rope(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     rows went from halves (x_i, x_{i+d/2}) to adjacent pairs (x_2i, x_2i+1); this puts them back in halves."""
     rest = w.shape[1:]
     return w.reshape(n_heads, -1, 2, *rest).transpose(1, 2).reshape(w.shape)
+
+
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    return F.rms_norm(x, (x.shape[-1],), w, eps)
+
+
+def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> None:
+    """Rotate x [T, heads, head_dim] in place; neox pairs (x_i, x_{i+d/2}): x cos + (-x2, x1) sin, with the sign
+    in rope_tables' sine, so the halves are swapped by one flip and no negation or concatenation runs a pass."""
+    xf = x.float()
+    swapped = xf.unflatten(-1, (2, -1)).flip(-2).flatten(-2)  # (x2, x1)
+    x.copy_(xf * cos + swapped * sin)
+
+
+def block(
+    x: torch.Tensor, layer: Layer, cos: torch.Tensor, sin: torch.Tensor, attend: LayerAttend, cfg: ModelConfig
+) -> torch.Tensor:
+    """One decoder layer: x [T, n_embd] -> [T, n_embd]; cos, sin [T, 1, head_dim] (rope_tables). Tensors and the
+    model's config alone, so one compiled copy serves every layer of a model (fused.py)."""
+    n, heads, kv_heads = x.shape[0], cfg.n_head, cfg.n_head_kv
+    h = rms_norm(x, layer.attn_norm, cfg.eps)
+    qkv = F.linear(h, layer.wqkv, layer.bqkv).view(n, heads + 2 * kv_heads, cfg.head_dim)
+    rope_(qkv[:, : heads + kv_heads], cos, sin)  # Q and K rotated in one go, in place
+    out = attend(qkv[:, :heads], qkv[:, heads:])  # K and V side by side, as the cache keeps them
+    x = torch.addmm(x, out, layer.wo.t())  # x + out @ wo.T, the residual added in the matmul
+    h = rms_norm(x, layer.ffn_norm, cfg.eps)
+    gate, up = F.linear(h, layer.w_gate_up).chunk(2, dim=-1)
+    return torch.addmm(x, F.silu(gate) * up, layer.w_down.t())
 
 
 class TorchDecoder:
@@ -153,48 +182,39 @@ class TorchDecoder:
             tensors.append(self.output)
         return sum(t.numel() * t.element_size() for t in tensors)
 
-    def _norm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        return F.rms_norm(x, (x.shape[-1],), w, self.config.eps)
-
     def rope_tables(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """positions [T] -> cos, signed sin [T, 1, head_dim] float32: each frequency twice (neox halves), the sine
-        negated in the first half, so the rotation is x cos + swap_halves(x) sin (see _rope)."""
+        negated in the first half, so the rotation is x cos + swap_halves(x) sin (see rope_)."""
         angles = positions.float()[:, None] * self.inv_freq[None, :]
         angles = torch.cat([angles, angles], dim=-1)[:, None, :]
         sin = angles.sin()
         sin[..., : sin.shape[-1] // 2].neg_()
         return angles.cos(), sin
 
-    @staticmethod
-    def _rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> None:
-        """Rotate x [T, heads, head_dim] in place; neox pairs (x_i, x_{i+d/2}): x cos + (-x2, x1) sin, with the sign
-        in rope_tables' sine, so the halves are swapped by one flip and no negation or concatenation runs a pass."""
-        xf = x.float()
-        swapped = xf.unflatten(-1, (2, -1)).flip(-2).flatten(-2)  # (x2, x1)
-        x.copy_(xf * cos + swapped * sin)
-
     def hidden(
-        self, tokens: torch.Tensor, positions: torch.Tensor, attend: Attend, on_layer: OnLayer | None = None
+        self,
+        tokens: torch.Tensor,
+        positions: torch.Tensor,
+        attend: Attend,
+        on_layer: OnLayer | None = None,
+        fused: bool = False,
     ) -> torch.Tensor:
-        """tokens, positions [T] -> final normed hidden states [T, n_embd]. `attend` stores each layer's keys and
-        values and returns its attention output; `on_layer(i, x)`, where given, sees layer i's output x [T, n_embd]
-        (the residual stream after the layer, before any norm: llama.cpp's "l_out-i")."""
-        cfg = self.config
+        """tokens, positions [T] -> final normed hidden states [T, n_embd]. `attend(i)` is layer i's attention:
+        it stores the layer's keys and values and returns its output; `on_layer(i, x)`, where given, sees layer
+        i's output x [T, n_embd] (the residual stream after the layer, before any norm: llama.cpp's "l_out-i").
+        fused: each layer runs compiled (fused.py): `block`, its kernels fused."""
+        run = block
+        if fused:
+            from edgereason.backends.torch.fused import run_block
+
+            run = run_block
         cos, sin = self.rope_tables(positions)
         x = F.embedding(tokens, self.embed)
-        n, heads, kv_heads = tokens.shape[0], cfg.n_head, cfg.n_head_kv
         for i, layer in enumerate(self.layers):
-            h = self._norm(x, layer.attn_norm)
-            qkv = F.linear(h, layer.wqkv, layer.bqkv).view(n, heads + 2 * kv_heads, cfg.head_dim)
-            self._rope_(qkv[:, : heads + kv_heads], cos, sin)  # Q and K rotated in one go, in place
-            out = attend(i, qkv[:, :heads], qkv[:, heads:])  # K and V side by side, as the cache keeps them
-            x = torch.addmm(x, out, layer.wo.t())  # x + out @ wo.T, the residual added in the matmul
-            h = self._norm(x, layer.ffn_norm)
-            gate, up = F.linear(h, layer.w_gate_up).chunk(2, dim=-1)
-            x = torch.addmm(x, F.silu(gate) * up, layer.w_down.t())
+            x = run(x, layer, cos, sin, attend(i), self.config)
             if on_layer is not None:
                 on_layer(i, x)
-        return self._norm(x, self.output_norm)
+        return rms_norm(x, self.output_norm, self.config.eps)
 
     def logits(self, hidden: torch.Tensor, columns: torch.Tensor | None = None) -> torch.Tensor:
         """hidden [R, n_embd] -> float32 logits [R, n_vocab], or only the vocabulary `columns` [R, len(columns)]."""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from edgereason.backends.torch import fused
 from edgereason.backends.torch.graphs import ROW_BUCKETS, bucket, capture, padded_attention
 from edgereason.backends.torch.kv import table_width
 from edgereason.errors import OutOfMemoryError
@@ -103,7 +104,8 @@ class PrefillGraphs:
 
         def body() -> None:
             attend = padded_attention(ctx, seqs, positions, cells, n_seq, longest, width)
-            hidden = ctx.model.decoder.hidden(tokens, positions, attend, tap if ctx.layers else None)
+            on_layer = tap if ctx.layers else None
+            hidden = ctx.model.decoder.hidden(tokens, positions, attend, on_layer, fused.enabled(ctx.device))
             self.hidden[:n_rows].copy_(hidden)
 
         return body

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from edgereason.backends.llamacpp.runtime import DecodeItem
+from edgereason.backends.torch import fused
 from edgereason.backends.torch.attention import attend_groups, attention_group
 from edgereason.backends.torch.kv import SEQ_SLOTS, CellTables, DeviceTables, KVFullError, KVStore, table_width
 from edgereason.backends.torch.model import TorchModel, kv_dtype
@@ -232,11 +233,7 @@ class TorchContext:
                         self.model.decoder.dtype,
                     )
                 )
-        write = torch.from_numpy(cells).to(device)
-
-        def attend(layer: int, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
-            return attend_groups(self.kv, layer, write, groups, q, kv)
-
+        attend = attend_groups(self.kv, torch.from_numpy(cells).to(device), groups)
         rows = torch.tensor(wanted, device=device, dtype=torch.long)
         taps: dict[int, torch.Tensor] = {}
 
@@ -244,13 +241,12 @@ class TorchContext:
             if layer in self.layers:
                 taps[layer] = x[rows]
 
+        def run() -> torch.Tensor:  # fused.enabled asked at each try: a failed compile turns it off
+            ids, at = torch.tensor(tokens, device=device), torch.from_numpy(positions).to(device)
+            return self.model.decoder.hidden(ids, at, attend, tap if self.layers else None, fused.enabled(device))
+
         with torch.no_grad():
-            hidden = self.model.decoder.hidden(
-                torch.tensor(tokens, device=device),
-                torch.from_numpy(positions).to(device),
-                attend,
-                tap if self.layers else None,
-            )
+            hidden = fused.first_run(run)
         return self._read_out(hidden[rows], [taps[il] for il in self.layers], columns)
 
     def _read_out(self, hidden: torch.Tensor, taps: list[torch.Tensor], columns: torch.Tensor | None) -> torch.Tensor:

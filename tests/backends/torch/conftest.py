@@ -46,3 +46,26 @@ def torch_smollm2_hf(smollm2_hf):
     from edgereason.backends.torch.model import load_model
 
     return load_model(str(smollm2_hf), "cpu")
+
+
+@pytest.fixture()
+def float32_kv(monkeypatch):
+    """A float32 KV cache: compiled kernels round differently before an f16 cache, whose rounding would hide their
+    own difference (about 3e-5 on SmolLM2's logits) behind its own (up to 1e-2)."""
+    import torch
+
+    from edgereason.backends.torch import runtime
+
+    monkeypatch.setattr(runtime, "kv_dtype", lambda device: torch.float32)
+
+
+@pytest.fixture(params=["uncompiled", "compiled"])
+def fusion(request, monkeypatch):
+    """The graphs' bodies as recorded, and with the decoder's layers compiled (fused.py: inductor's C++ kernels on
+    the CPU, Triton's on CUDA) over a float32 KV cache (float32_kv)."""
+    from edgereason.backends.torch import fused
+
+    monkeypatch.setenv(fused.SWITCH, "1" if request.param == "compiled" else "0")
+    if request.param == "compiled":
+        request.getfixturevalue("float32_kv")
+    return request.param

@@ -5,6 +5,7 @@ padded rows and cell tables of its buckets, gives the eager pass's logits. The c
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from edgereason.backends.llamacpp.runtime import DecodeItem
@@ -15,6 +16,9 @@ from edgereason.backends.torch.runtime import TorchContext
 from edgereason.backends.torch.sampling import draw_rows
 from edgereason.config import SamplingParams
 from edgereason.protocols import BatchEntry
+
+# each test twice: the bodies as recorded, and compiled (conftest.fusion)
+pytestmark = pytest.mark.usefixtures("fusion")
 
 
 class _Replay:

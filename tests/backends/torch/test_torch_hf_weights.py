@@ -77,12 +77,12 @@ def decoder_logits(model: TorchModel, ids: list[int]) -> torch.Tensor:
     and V in f16 on the CPU (as llama.cpp), which moves these logits by up to 0.03; this isolates the weights,
     their layout and the rope, which transformers matches to 2e-5."""
 
-    def attend(layer: int, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
+    def attention(q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
         heads = [x.transpose(0, 1) for x in (q, *kv.chunk(2, dim=1))]
         return F.scaled_dot_product_attention(*heads, is_causal=True, enable_gqa=True).transpose(0, 1).flatten(1)
 
     tokens = torch.tensor(ids)
-    return model.decoder.logits(model.decoder.hidden(tokens, torch.arange(len(ids)), attend))
+    return model.decoder.logits(model.decoder.hidden(tokens, torch.arange(len(ids)), lambda layer: attention))
 
 
 def context_logits(model: TorchModel, ids: list[int]) -> torch.Tensor:

@@ -15,6 +15,9 @@ from edgereason.backends.torch.runtime import TorchContext
 from edgereason.backends.torch.verifier import TorchVerifier
 from edgereason.protocols import ScoreRequest
 
+# each test twice: the bodies as recorded, and compiled (conftest.fusion)
+pytestmark = pytest.mark.usefixtures("fusion")
+
 
 class _Replay:
     def __init__(self, body) -> None:

@@ -1,0 +1,157 @@
+"""Fused passes: the decoder's layer compiled by torch.compile (inductor: Triton kernels on CUDA, C++ on a CPU).
+
+What is compiled is `model.block`, one decoder layer from its input to its output with its attention (the KV
+write, the gather of the sequences' cells, SDPA): about 10 kernels a layer where the layer run op by op launches
+about 20. The layer's weights and cache are its arguments, not constants, so one compiled copy serves every layer
+of a model: a compile traces one layer, not 28. Its shapes are dynamic in the rows, query slots and table width,
+so three compiles (a prefill, one row, several rows of one token) serve every bucket of the CUDA graphs, which
+then record the compiled kernels (a graph's warm-up pass compiles, its capture records). The sampler stays
+outside, recorded op by op in the same graph: inductor does not compile its scan over a 152k vocabulary.
+
+On by default on CUDA, off on a CPU (a compile takes longer there than the CPU's short runs gain);
+EDGEREASON_COMPILE=0 turns it off, =1 on (the CPU tests). Where compiling fails (no Triton, an inductor error),
+one line says so and the passes run uncompiled. Inductor's caches live in $EDGEREASON_HOME/torch/inductor-<torch
+version>, so a second run loads its kernels instead of compiling them; a cache that fails to load is removed and
+made anew, and another torch version's is removed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import TypeVar
+
+import torch
+
+from edgereason.backends.torch.attention import LayerAttention
+from edgereason.backends.torch.gguf_weights import ModelConfig
+from edgereason.backends.torch.model import Layer, block
+from edgereason.errors import ConfigError
+from edgereason.util.files import cache_home
+
+T = TypeVar("T")
+SWITCH = "EDGEREASON_COMPILE"
+RECOMPILES = 64  # compiled copies kept per function: a few per model (one row or several, one context's cache)
+
+_off: list[str] = []  # why compiling was turned off in this process (said once)
+
+
+def enabled(device: torch.device) -> bool:
+    """Whether this process's passes on `device` run compiled."""
+    if _off:
+        return False
+    flag = os.environ.get(SWITCH, "").strip()
+    if flag not in ("", "0", "1"):
+        raise ConfigError(f"{SWITCH}={flag!r}: set it to 1 (compile the passes) or 0 (run them uncompiled)")
+    return flag == "1" if flag else device.type == "cuda"
+
+
+def cache_dir() -> Path:
+    return cache_home() / "torch" / f"inductor-{torch.__version__}"
+
+
+def _use_cache_dir() -> None:
+    """Inductor's and Triton's caches under $EDGEREASON_HOME, unless the user chose a folder; another torch
+    version's caches there are removed (its kernels would never be read again)."""
+    if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+        return
+    folder = cache_dir()
+    for old in folder.parent.glob("inductor-*"):
+        if old != folder:
+            shutil.rmtree(old, ignore_errors=True)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
+    os.environ.setdefault("TRITON_CACHE_DIR", str(folder / "triton"))
+
+
+def run_block(
+    x: torch.Tensor, layer: Layer, cos: torch.Tensor, sin: torch.Tensor, attend: LayerAttention, cfg: ModelConfig
+) -> torch.Tensor:
+    """model.block, compiled. The sizes that vary from pass to pass or context to context (tokens, sequences,
+    query slots, table width, the cache's cells) are marked dynamic; the rest (the model's widths and heads) stay
+    constants of the kernels."""
+    for t in (x, cos, sin, attend.write, attend.data):
+        torch._dynamo.maybe_mark_dynamic(t, 0)
+    for g in attend.groups:
+        torch._dynamo.maybe_mark_dynamic(g.query_rows, (0, 1))
+        torch._dynamo.maybe_mark_dynamic(g.cells, (0, 1))
+        torch._dynamo.maybe_mark_dynamic(g.bias, (0, 2, 3))
+        for t in (g.tokens, g.padded_at):
+            if t is not None:
+                torch._dynamo.maybe_mark_dynamic(t, 0)
+    return _compiled_block()(x, layer, cos, sin, attend, cfg)
+
+
+@lru_cache(maxsize=1)
+def _compiled_block() -> Callable[..., torch.Tensor]:
+    """The whole layer one graph (fullgraph: a break would launch the rest op by op)."""
+    _use_cache_dir()
+    config = torch._dynamo.config
+    config.recompile_limit = max(config.recompile_limit, RECOMPILES)
+    config.accumulated_recompile_limit = max(config.accumulated_recompile_limit, 4 * RECOMPILES)
+    config.automatic_dynamic_shapes = False  # only the sizes run_block marks vary
+    shapes = torch.fx.experimental._config
+    # sizes that happen to be equal (a table's width and an input's offset in its buffer) are not the same size
+    shapes.use_duck_shape = False
+    shapes.backed_size_oblivious = True  # a size of 1 is not specialized: one row is a bucket like the others
+    return torch.compile(block, fullgraph=True)
+
+
+def is_compile_error(e: BaseException) -> bool:
+    """An error of compiling (dynamo, inductor, a missing or broken Triton), not of running the pass."""
+    from torch._dynamo.exc import TorchDynamoException
+    from torch._inductor.exc import InductorError
+
+    return isinstance(e, TorchDynamoException | InductorError)
+
+
+def first_run(run: Callable[[], T]) -> T:
+    """The first run of a pass that compiles (a graph's warm-up): where compiling fails, the cache is removed and
+    the compile tried once more (a damaged cache), then the passes run uncompiled, said in one line. Out of memory
+    while compiling is out of memory (the caller's message names --gpu-memory), not a compile error."""
+    try:
+        return run()
+    except Exception as e:  # noqa: BLE001 - _compile_failure raises anything else again
+        first = _compile_failure(e)
+    shutil.rmtree(os.environ.get("TORCHINDUCTOR_CACHE_DIR", cache_dir()), ignore_errors=True)
+    torch._dynamo.reset()
+    try:
+        return run()
+    except Exception as e:  # noqa: BLE001
+        _compile_failure(e)
+    turn_off(first)
+    return run()
+
+
+def _compile_failure(e: Exception) -> Exception:
+    """`e` where it is a compile error; anything else is raised again, and the out-of-memory error a compile error
+    wraps is raised as that."""
+    if not is_compile_error(e):
+        raise e
+    if (oom := _out_of_memory(e)) is not None:
+        raise oom from None
+    return e
+
+
+def _out_of_memory(e: BaseException) -> torch.OutOfMemoryError | None:
+    """The out-of-memory error a compile error wraps, if any."""
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, torch.OutOfMemoryError):
+            return e
+        seen.add(id(e))
+        e = getattr(e, "inner_exception", None) or e.__cause__ or e.__context__
+    return None
+
+
+def turn_off(e: BaseException) -> None:
+    reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    _off.append(reason)
+    print(
+        f"edgereason: the torch backend's passes run uncompiled (compiling failed: {reason[:300]}); "
+        f"{SWITCH}=0 skips the attempt",
+        file=sys.stderr,
+    )
