@@ -65,6 +65,13 @@ class SamplingParams:
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"--top-p must be in (0, 1], got {self.top_p}")
 
+    def with_seed(self, seed: int) -> SamplingParams:
+        """These settings with another seed: a draw's own stream. Checked once, not again for each of a search's
+        draws (the engine makes one a row a pass)."""
+        params = object.__new__(SamplingParams)
+        params.__dict__.update(self.__dict__, seed=seed)
+        return params
+
 
 @dataclass(frozen=True)
 class SearchConfig:

@@ -79,6 +79,11 @@ class CellTables:
         """n fresh cells at the end of seq's table; KVFullError (an OutOfMemoryError) when fewer are free."""
         if not self.can_append(n):
             raise KVFullError(f"{n} new tokens do not fit: {self.used_tokens}/{self.capacity} KV cells in use")
+        if n == 1:  # a decode token: no slices or index arrays
+            cell = self._free_cells.pop()
+            self._refs[cell] = 1
+            self._tables[seq].append(cell)
+            return [cell]
         cells = self._free_cells[len(self._free_cells) - n :][::-1]
         del self._free_cells[len(self._free_cells) - n :]
         self._refs[cells] = 1

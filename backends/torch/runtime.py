@@ -183,8 +183,11 @@ class TorchContext:
             cells = np.empty(len(window), dtype=np.int64)
             positions = np.empty(len(window), dtype=np.int64)
             for seq, idx in order.items():
-                cells[idx] = self.tables.append(seq, len(idx))
-                positions[idx] = np.arange(before[seq], before[seq] + len(idx))
+                if len(idx) == 1:  # a decode token, most of a search's: scalars, not index arrays
+                    cells[idx[0]], positions[idx[0]] = self.tables.append(seq, 1)[0], before[seq]
+                else:
+                    cells[idx] = self.tables.append(seq, len(idx))
+                    positions[idx] = np.arange(before[seq], before[seq] + len(idx))
             tokens = [tok for _, tok, _ in window]
             if self.graphs is not None and self.graphs.fits(order, columns):  # it writes the tables itself
                 return self.graphs.run(order, tokens, positions, cells, wanted, *(draws or (None, None)))

@@ -58,8 +58,11 @@ class Decoder:
     def _decode(self, req: Request, node: Node, tokens: list[int]) -> None:
         """`tokens`: node.potential draws from one distribution. Equal draws stay one node; if they differ the
         node splits into siblings of the same step prefix (deduplication), each continuing its own draw."""
-        groups = Counter(tokens) if len(tokens) > 1 else Counter({tokens[0]: 1})
-        (first, first_n), *rest = groups.items()
+        if len(tokens) == 1:  # most rows: one draw, no split
+            node.potential = 1
+            self._append(req, node, tokens[0])
+            return
+        (first, first_n), *rest = Counter(tokens).items()
         twins = []
         for k, (token, count) in enumerate(rest, start=1):
             twin = req.tree.add_sibling_copy(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import time
 from collections import deque
-from dataclasses import replace
 
 from edgereason.config import SamplingParams, SearchConfig, mix_seed
 from edgereason.engine.decode import Decoder
@@ -269,4 +268,4 @@ def _draw_params(work: Work) -> SamplingParams:
     """A random stream per (request seed, node, position): draws replay exactly after eviction and recompute,
     whatever else shares the batch."""
     node = work.node
-    return replace(work.request.config.sampling, seed=mix_seed(node.seed, len(node.tokens), work.expand))
+    return work.request.config.sampling.with_seed(mix_seed(node.seed, len(node.tokens), work.expand))

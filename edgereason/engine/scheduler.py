@@ -14,6 +14,7 @@ when memory is short the batch keeps whole families whose shared KV is resident;
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import NamedTuple
 
 from edgereason.engine.policy import Policy
@@ -94,7 +95,7 @@ def schedule(requests: list[Request], generator: Generator, policy: Policy) -> l
     pool = sorted(
         ((i, r, n) for i, r in enumerate(running) for n in runnable(r)), key=lambda t: order_key(t[0], t[2], policy)
     )
-    standard = {r.id: sum(1 for _, q, n in pool if q is r and not is_speculative(n)) for r in running}
+    standard = Counter(r.id for _, r, n in pool if not is_speculative(n))
     spec_room = {r.id: max(0, int(policy.spec_slots * r.config.beams) - standard[r.id]) for r in running}
     batch: list[Work] = []
     for _, req, node in sorted(pool, key=lambda t: is_speculative(t[2])):  # stable: standard first, in order
