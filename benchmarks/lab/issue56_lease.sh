@@ -5,11 +5,11 @@
 #   setup:   install the wheels (.device/whl) and the project; keep the data (.device/data) in /root/data
 #   piece:   move the model piece carried in .device/p/* to /root/m
 #   first:   join the models; the CUDA tests (torch, engine on both backends, the fused passes); the compiled
-#            layer's kernels; attention kinds; the raw pass (torch uncompiled and compiled, llama.cpp)  [600 s]
+#            layer's kernels; attention kinds; the raw pass (torch uncompiled and compiled, llama.cpp)  [450 s]
 #   second:  the engine side by side: the 1.5B's recipe one problem at a time (LIMIT problems), 16 at once, the
-#            beam recipe's edge against baseline, solve's whole process cold and warm                  [600 s]
+#            beam recipe's edge against baseline, solve's whole process cold and warm                  [480 s]
 set -uo pipefail
-part=$1 limit=${2:-15}
+part=$1 limit=${2:-10}
 src=$PWD
 export PYTHONPATH=/root/site PYTHONUNBUFFERED=1 EDGEREASON_HOME=/root/.cache/edgereason
 mkdir -p /root/proj /root/site /root/m /root/data /root/out
@@ -44,14 +44,15 @@ torch.__version__, torch.cuda.get_device_name())"
     cat /root/m/q15.* >"$EDGEREASON_HOME/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
     cat /root/m/s135.* >"$EDGEREASON_HOME/models/SmolLM2-135M-Instruct.Q4_1.gguf"
     edgereason models list >"$out/models.txt" 2>&1
-    timeout 200 python3 -m pytest -q -x -p no:cacheprovider -k "cuda or engine" \
+    timeout 150 python3 -m pytest -q -x -p no:cacheprovider -k "cuda or engine" \
       tests/backends/torch/test_torch_fused.py tests/engine/test_engine.py >"$out/pytest-cuda.txt" 2>&1
     echo "pytest rc $?" >>"$out/pytest-cuda.txt"; tail -3 "$out/pytest-cuda.txt"; keep
     timeout 60 python3 benchmarks/torch_step_ops.py --model qwen2.5-coder-1.5b --rows 8 --device cuda --compiled \
       >"$out/step-ops-1.5b.json" 2>"$out/step-ops.log"; echo "ops rc $?"; keep
-    timeout 120 python3 benchmarks/attention_kinds.py --model qwen2.5-coder-1.5b --reps 30 \
+    timeout 90 python3 benchmarks/attention_kinds.py --model qwen2.5-coder-1.5b --reps 20 \
       >"$out/attention-kinds.json" 2>"$out/attention-kinds.log"; echo "attention rc $?"; keep
-    timeout 200 python3 benchmarks/torch_pass.py --model qwen2.5-coder-1.5b --rows 1,8,32,64,128 --skip torch-eager \
+    timeout 130 python3 benchmarks/torch_pass.py --model qwen2.5-coder-1.5b --rows 1,8,32,64,128 --skip torch-eager \
+      --steps 10 \
       >"$out/pass-1.5b.json" 2>"$out/pass-1.5b.log"; echo "pass rc $?" ;;
   second)
     refresh
@@ -59,16 +60,16 @@ torch.__version__, torch.cuda.get_device_name())"
     q15="--model qwen2.5-coder-1.5b --strategy best-of-n --beams 8 --temperature 0.6 --vote weighted"
     beam="--model qwen2.5-coder-1.5b --strategy beam --beams 8 --width 2 --temperature 0.6 --vote weighted"
     for backend in torch llamacpp; do
-      timeout 100 edgereason bench $common $q15 --limit "$limit" --concurrency 1 --policies baseline \
+      timeout 90 edgereason bench $common $q15 --limit "$limit" --concurrency 1 --policies baseline \
         --backend $backend --out "$out/recipe-$backend" --force >"$out/recipe-$backend.log" 2>&1
       echo "recipe $backend rc $?"; keep
     done
     for backend in torch llamacpp; do
-      timeout 70 edgereason bench $common $q15 --limit 16 --policies baseline,edge --backend $backend \
+      timeout 60 edgereason bench $common $q15 --limit 16 --policies baseline,edge --backend $backend \
         --out "$out/at16-$backend" --force >"$out/at16-$backend.log" 2>&1
       echo "at16 $backend rc $?"; keep
     done
-    timeout 90 edgereason bench $common $beam --offset 20 --limit 8 --concurrency 1 --policies baseline,edge \
+    timeout 70 edgereason bench $common $beam --offset 20 --limit 6 --concurrency 1 --policies baseline,edge \
       --backend torch --out "$out/beam-torch" --force >"$out/beam-torch.log" 2>&1
     echo "beam rc $?"; keep
     q="Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for her \
@@ -78,7 +79,7 @@ much in dollars does she make every day at the farmers' market?"
       backend=${run%%-*}
       [ "$run" = torch-cold ] && rm -rf "$EDGEREASON_HOME/torch/inductor-"*
       t0=$(date +%s.%N)
-      timeout 45 edgereason solve "$q" --backend "$backend" --json >"$out/solve-$run.json" 2>"$out/solve-$run.log"
+      timeout 35 edgereason solve "$q" --backend "$backend" --json >"$out/solve-$run.json" 2>"$out/solve-$run.log"
       rc=$?
       echo "solve $run rc $rc $(awk "BEGIN {print $(date +%s.%N) - $t0}") s" | tee -a "$out/solve-times.txt"; keep
     done ;;

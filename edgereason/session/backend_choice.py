@@ -1,9 +1,8 @@
-"""Which local runtime a session opens (`--backend auto|llamacpp|torch`): auto takes llama.cpp where its build runs
-on the GPU (measured faster than the torch backend today: the 1.5B's recipe 2.3 s a problem against 5.0 on an
-H200, docs/results.md), else torch where NVML sees a GPU, torch is installed with CUDA, it runs the models'
-architectures and they fit under `--gpu-memory` in bf16, else llama.cpp; a CPU stays on llama.cpp without importing
-torch. A fallback the user may not expect is said in one line. A Hugging Face folder as generator (`--model
-hf:FOLDER`) runs on torch, on a CPU too: llama.cpp cannot read it."""
+"""Which local runtime a session opens (`--backend auto|llamacpp|torch`): auto takes torch where NVML sees a GPU,
+torch is installed with CUDA, it runs the models' architectures and they fit in bf16 (under `--gpu-memory`, else in
+the GPU's memory); else llama.cpp (the faster backend on a CPU, and the one for quantized models too large for
+bf16). A CPU stays on llama.cpp without importing torch. A fallback the user may not expect is said in one line. A
+Hugging Face folder as generator (`--model hf:FOLDER`) runs on torch, on a CPU too: llama.cpp cannot read it."""
 
 from __future__ import annotations
 
@@ -14,6 +13,7 @@ from pathlib import Path
 from edgereason import models
 from edgereason.backends import load_backend
 from edgereason.errors import ConfigError, ModelError
+from edgereason.memory.device import read_gpu
 from edgereason.memory.size import format_size
 from edgereason.session.gpu import gpu_present
 from edgereason.session.settings import MIN_KV_TOKENS, ModelSettings
@@ -33,8 +33,6 @@ def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: 
         return settings.backend
     if settings.n_gpu_layers == 0 or not gpu_present() or find_spec("torch") is None or find_spec("gguf") is None:
         return "llamacpp"
-    if load_backend("llamacpp").supports_gpu():  # the faster backend on a GPU until torch measures faster
-        return "llamacpp"
     try:
         torch_backend = load_backend("torch")
         if not torch_backend.supports_gpu():
@@ -47,14 +45,13 @@ def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: 
             torch_backend.check_architecture(path)
     except ModelError as e:
         return _fall_back(str(e))
-    if settings.gpu_memory_bytes is not None:
-        need = sum(MIN_KV_TOKENS * torch_backend.kv_bytes_per_token(p, 1) for p in roles)
-        need += sum(torch_backend.weights_bytes(p, 1) for p in {p.resolve() for p in roles})
-        if need > settings.gpu_memory_bytes:
-            return _fall_back(
-                f"the models need {format_size(need)} in bf16 on torch, more than --gpu-memory "
-                f"{format_size(settings.gpu_memory_bytes)}"
-            )
+    need = sum(MIN_KV_TOKENS * torch_backend.kv_bytes_per_token(p, 1) for p in roles)
+    need += sum(torch_backend.weights_bytes(p, 1) for p in {p.resolve() for p in roles})
+    room, what = settings.gpu_memory_bytes, "--gpu-memory"
+    if room is None:
+        room, what = read_gpu().total_bytes, "the GPU's memory"
+    if need > room:
+        return _fall_back(f"the models need {format_size(need)} in bf16 on torch, more than {what} {format_size(room)}")
     return "torch"
 
 

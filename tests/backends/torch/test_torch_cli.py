@@ -47,37 +47,46 @@ def test_backend_torch_with_gpu_layers_and_no_cuda_is_one_line(smollm2_path):
     assert "sees no CUDA device; drop --gpu-layers" in lines[-1]
 
 
-def test_auto_keeps_a_gpu_build_of_llamacpp(smollm2_path, monkeypatch):
-    """llama.cpp on the GPU measured faster than torch (docs/results.md): auto keeps it where its build offloads."""
+def _fake_gpu(monkeypatch, total_bytes: int = 24 << 30) -> None:
+    """NVML sees a GPU of `total_bytes` and torch sees CUDA (this machine has neither)."""
+    from edgereason.memory.device import DeviceInfo
+
     monkeypatch.setattr(backend_choice, "gpu_present", lambda: True)
+    monkeypatch.setattr(backend_choice, "read_gpu", lambda: DeviceInfo("gpu", "gpu-x", "X", total_bytes, total_bytes))
     monkeypatch.setattr(load_backend("torch"), "supports_gpu", lambda: True)
+
+
+def test_auto_takes_torch_on_cuda_beside_a_gpu_build_of_llamacpp(smollm2_path, monkeypatch):
+    """torch measured faster on a GPU (docs/results.md): auto takes it there, even where llama.cpp's build
+    offloads; llama.cpp stays a choice."""
+    _fake_gpu(monkeypatch)
     monkeypatch.setattr(load_backend("llamacpp"), "supports_gpu", lambda: True)
-    assert choose_backend(ModelSettings(), smollm2_path, smollm2_path, hf=False) == "llamacpp"
-    assert choose_backend(ModelSettings(backend="torch"), smollm2_path, smollm2_path, hf=False) == "torch"
+    assert choose_backend(ModelSettings(), smollm2_path, smollm2_path, hf=False) == "torch"
+    assert choose_backend(ModelSettings(backend="llamacpp"), smollm2_path, smollm2_path, hf=False) == "llamacpp"
 
 
 def test_auto_takes_torch_only_with_cuda_and_room(smollm2_path, monkeypatch, capsys):
-    """Where llama.cpp's build runs on the CPU only."""
     torch_backend = load_backend("torch")
     monkeypatch.setattr(backend_choice, "gpu_present", lambda: True)  # NVML sees a GPU
-    monkeypatch.setattr(load_backend("llamacpp"), "supports_gpu", lambda: False)
     if not torch_backend.supports_gpu():
         assert choose_backend(ModelSettings(), smollm2_path, smollm2_path, hf=False) == "llamacpp"
         err = capsys.readouterr().err
         assert "--backend auto runs on llama.cpp: torch" in err and "sees no CUDA device" in err
-    monkeypatch.setattr(torch_backend, "supports_gpu", lambda: True)
     need = torch_backend.weights_bytes(smollm2_path, 1)  # bf16: twice the parameters, about 270 MB
+    _fake_gpu(monkeypatch, total_bytes=need)
     assert choose_backend(ModelSettings(gpu_memory_bytes=4 * need), smollm2_path, smollm2_path, hf=False) == "torch"
     assert choose_backend(ModelSettings(gpu_memory_bytes=need), smollm2_path, smollm2_path, hf=False) == "llamacpp"
     assert "more than --gpu-memory" in capsys.readouterr().err
+    assert choose_backend(ModelSettings(), smollm2_path, smollm2_path, hf=False) == "llamacpp"  # the GPU is too small
+    assert "more than the GPU's memory" in capsys.readouterr().err
+    _fake_gpu(monkeypatch, total_bytes=4 * need)
+    assert choose_backend(ModelSettings(), smollm2_path, smollm2_path, hf=False) == "torch"
     assert choose_backend(ModelSettings(backend="llamacpp"), smollm2_path, smollm2_path, hf=False) == "llamacpp"
     assert choose_backend(ModelSettings(n_gpu_layers=0), smollm2_path, smollm2_path, hf=False) == "llamacpp"
 
 
 def test_auto_falls_back_in_one_line_on_an_architecture_torch_cannot_run(smollm2_path, phi3_gguf, monkeypatch, capsys):
-    monkeypatch.setattr(backend_choice, "gpu_present", lambda: True)
-    monkeypatch.setattr(load_backend("llamacpp"), "supports_gpu", lambda: False)
-    monkeypatch.setattr(load_backend("torch"), "supports_gpu", lambda: True)
+    _fake_gpu(monkeypatch)
     assert choose_backend(ModelSettings(), smollm2_path, phi3_gguf, hf=False) == "llamacpp"
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--backend auto runs on llama.cpp: phi.gguf is a phi3 model" in err[0]
