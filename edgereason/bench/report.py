@@ -14,6 +14,7 @@ import numpy as np
 
 from edgereason.errors import ConfigError
 from edgereason.util.files import make_writable_folder, write_text_atomic
+from edgereason.util.terminal import safe_text
 
 RunKey = tuple[str, int, str]
 
@@ -133,7 +134,7 @@ def print_table(runs: Iterable[dict], file: TextIO) -> None:
                 f"{url} {' + '.join(f'{n} {role}' for role, n in roles.items())}" for url, roles in counts.items()
             )
             label = f"{run['policy']} beams={run['beams']} rate={run['rate']} rep={run['repeat']}"
-            print(f"requests per server, {label}: {spread}", file=file)
+            _say(f"requests per server, {label}: {spread}", file)
 
 
 def run_key(run: dict) -> RunKey:
@@ -179,7 +180,7 @@ def print_compare(base_dir: str | Path, new_dir: str | Path, file: TextIO, notes
     common = [k for k in base if k in new]
     if not common:
         raise ConfigError(f"no run (policy, beams, rate) appears in both {base_dir} and {new_dir}")
-    print(f"ratios {new_dir} / {base_dir} (repeats averaged):", file=file)
+    _say(f"ratios {new_dir} / {base_dir} (repeats averaged):", file)
     rows = [["policy", "beams", "rate", *COMPARED]]
     for key in common:
         rows.append([key[0], str(key[1]), key[2], *(_ratio(new[key][f], base[key][f]) for f in COMPARED)])
@@ -189,9 +190,9 @@ def print_compare(base_dir: str | Path, new_dir: str | Path, file: TextIO, notes
         ("only in " + str(new_dir), set(new) - set(base)),
     ):
         if keys:
-            print(f"{label}: {', '.join(f'{p} beams={b} rate={r}' for p, b, r in sorted(keys))}", file=file)
+            _say(f"{label}: {', '.join(f'{p} beams={b} rate={r}' for p, b, r in sorted(keys))}", file)
     for note in unlike(results):
-        print(f"note: {note}", file=notes or file)
+        _say(f"note: {note}", notes or file)
     return len(common)
 
 
@@ -200,8 +201,15 @@ def _ratio(a: float, b: float) -> str:
 
 
 def _print_rows(rows: list[list[str]], file: TextIO) -> None:
+    rows = [[safe_text(cell, one_line=True) for cell in row] for row in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print(
             "  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))), file=file
         )
+
+
+def _say(line: str, file: TextIO) -> None:
+    """A line of the table's or the comparison's notes: names and URLs from a results file (which
+    anyone may have written) made safe to print."""
+    print(safe_text(line, one_line=True), file=file)
