@@ -21,7 +21,6 @@ from edgereason.engine.request import Request
 from edgereason.engine.result import RequestMetrics, SearchResult
 from edgereason.engine.stats import EngineStats
 from edgereason.search.dataset import Problem
-from edgereason.search.grading import answers_match
 from edgereason.session.auto_policy import is_auto
 from edgereason.session.opening import Session
 
@@ -128,6 +127,7 @@ def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Reque
         **_token_and_latency_numbers(metrics, wall),
         **_model_time_numbers(engine.stats, metrics, wall),
         "failed": sum(res.status == "failed" for _, res in done),
+        "graded_as_text": sum(pp["graded_as_text"] for pp in per_problem),
     }
     run.update({k: sum(getattr(m, k) for m in metrics) for k in SUMMED})
     # the slots speculation can fill: a synchronous step leaves them idle while its stragglers finish
@@ -145,7 +145,7 @@ def _problem_record(p: Problem, res: SearchResult) -> dict:
         "id": p.id,
         "answer": res.answer,
         "gold": p.answer,
-        "correct": answers_match(res.answer, p.answer),
+        "correct": res.grader.match(res.answer, p.answer),  # within the budget of its vote
         "status": res.status,
         "latency": m.wall_s,
         "tokens": m.generated_tokens,
@@ -155,6 +155,7 @@ def _problem_record(p: Problem, res: SearchResult) -> dict:
         "common_prefix": res.step_common_prefix,
         # the final candidates, best first, with each step's PRM score (None: unscored): lets a vote rule or a
         # way of adding up step scores be compared after the run on the same paths
+        "graded_as_text": res.grader.note is not None,  # the grading budget ran out (grading.py)
         "paths": [
             {
                 "answer": fp.answer,

@@ -71,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
         print_text(result, args.show_tree)
     if note := choice.note():  # after the answer: an error before the search stays one line
         print(note, file=sys.stderr)
+    if result.grader.note:
+        print(f"edgereason: note: {result.grader.note}", file=sys.stderr)
     return 0 if result.status == "done" else 1
 
 
