@@ -13,7 +13,7 @@ from typing import NamedTuple, TextIO
 import numpy as np
 
 from edgereason.errors import ConfigError
-from edgereason.util.files import make_writable_folder, write_text_atomic
+from edgereason.util.files import write_text_atomic
 from edgereason.util.terminal import safe_text
 
 RunKey = tuple[str, int, str]
@@ -51,27 +51,10 @@ COMPARED = (
 )
 
 
-def prepare_out(out: Path, force: bool) -> None:
-    """Before the first problem: `out` is (made) a folder we can write, without earlier results unless `force`."""
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file; give a folder for the results")
-    try:
-        make_writable_folder(out)
-    except OSError as e:
-        raise ConfigError(f"cannot write results to --out {out}: {e.strerror or e}") from None
-    if folders := [name for name in (RESULTS, CSV) if (out / name).is_dir()]:  # found out after the first run
-        raise ConfigError(
-            f"--out {out} holds a folder named {folders[0]} where the results go; move it, or choose another --out"
-        )
-    if (out / RESULTS).exists() and not force:
-        raise ConfigError(
-            f"{out} holds the results of an earlier bench; pass --force to overwrite them, or choose another --out"
-        )
-
-
 def write_results(out: Path, config: dict, runs: list[dict]) -> None:
-    """Rewritten after every run, so an interrupted bench keeps what finished. Both files are rendered first and
-    each is replaced whole: a failed write leaves the previous ones as they were."""
+    """Rewritten after every finished problem (out_folder.py), so an interrupted bench keeps what
+    finished. Both files are rendered first and each is replaced whole: a failed write leaves the
+    previous ones as they were."""
     results = json.dumps({"config": config, "runs": runs}, indent=1)
     scalars = [{k: v for k, v in run.items() if not isinstance(v, (dict, list))} for run in runs]
     table = io.StringIO(newline="")
