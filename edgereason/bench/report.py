@@ -91,7 +91,8 @@ def load_results(folder: str | Path) -> Results:
         runs = data["runs"]
     except OSError as e:
         raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
-    except (ValueError, KeyError, TypeError):  # ValueError: not JSON, or not UTF-8
+    # ValueError: not JSON, or not UTF-8; RecursionError: nested past Python's depth
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise ConfigError(f"{path} is not a bench results file (no JSON object with runs)") from None
     if not isinstance(runs, list) or not all(isinstance(run, dict) for run in runs):
         raise ConfigError(f"{path} is not a bench results file (its runs are not a list of objects)")

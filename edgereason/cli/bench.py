@@ -20,7 +20,7 @@ from edgereason.bench.resume import check_same_bench
 from edgereason.bench.runner import RunSpec, rate_label
 from edgereason.cli.bench_runs import note, run_all
 from edgereason.cli.comma_lists import beam_size, comma_items, comma_values
-from edgereason.cli.common import policy_from, search_config
+from edgereason.cli.common import check_beams_before_loading, model_settings, policy_from, search_config
 from edgereason.cli.flags_models import add_model_args
 from edgereason.cli.flags_search import add_search_args, add_switch_args
 from edgereason.config import STRATEGY_NAMES
@@ -126,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     rates = comma_values(args.rate, "--rate", parse_rate)
     splits = comma_items(args.split, "--split", allowed=SPLITS)
     _check_splits(args, splits)
+    check_beams_before_loading(max(beams), model_settings(argparse.Namespace(**{**vars(args), "split": splits[0]})))
     if not args.no_plots:
         require_one_cxx_runtime("bench's plots load matplotlib", "pass --no-plots")
     specs = _run_specs(args, policies, beams, strategies, rates, splits)

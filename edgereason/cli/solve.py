@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from edgereason.cli.common import model_settings, policy_from
+from edgereason.cli.common import check_beams_before_loading, model_settings, policy_from
 from edgereason.cli.flags_models import add_model_args
 from edgereason.cli.flags_search import add_policy_arg, add_search_args
 from edgereason.cli.progress import SearchProgress, is_terminal, pull_progress
@@ -52,7 +52,9 @@ def run(args: argparse.Namespace) -> int:
     choice = recipe_search_config(args)
     config = choice.config
     policy = policy_from(args)
-    session = open_session(model_settings(args), progress=pull_progress)
+    settings = model_settings(args)
+    check_beams_before_loading(config.beams, settings)
+    session = open_session(settings, progress=pull_progress)
     status = SearchProgress(config.beams) if is_terminal(sys.stderr) else None
     try:
         result = session.engine(policy, on_event=status).solve(problem, config)

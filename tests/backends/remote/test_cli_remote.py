@@ -42,6 +42,7 @@ def one_line_error(proc: subprocess.CompletedProcess, code: int, needle: str) ->
         (["--backend", "remote", "--base-url", "http://[::1"], "in brackets that is no IPv6 address"),
         (["--backend", "remote", "--base-url", "http://[zz::1]:80"], "in brackets that is no IPv6 address"),
         (["--prm-base-url", "http://1.2.3.999:80"], "--prm-base-url must be an http(s) URL"),
+        (["--prm-base-url", "http://127.0.0.1:1,"], "--prm-base-url has an empty value"),
         (["--backend", "remote", "--base-url", "http://127.0.0.1:1", "--remote-retries", "-1"], "--remote-retries"),
         (
             ["--backend", "remote", "--base-url", "http://127.0.0.1:1", "--api-key-env", "EDGEREASON_UNSET_KEY"],
