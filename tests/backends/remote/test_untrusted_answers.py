@@ -91,6 +91,17 @@ def one_safe_line(err: BaseException) -> str:
     return message
 
 
+def refused_completion(url: str) -> RemoteError:
+    """The error of a completion asked of the server at `url`, which must refuse or misanswer it."""
+    client = CompletionClient(Endpoint(url, model="m", retries=0))
+    try:
+        with pytest.raises(RemoteError) as err:
+            client.complete([{"prompt": [1, 2]}])
+    finally:
+        client.close()
+    return err.value
+
+
 def json_reply(body: Any, status: int = 200) -> Callable[[str], Reply]:
     return lambda path: (status, json.dumps(body).encode(), {"Content-Type": "application/json"})
 
@@ -118,13 +129,7 @@ def test_a_completion_of_another_shape_is_one_line_naming_the_server(answering, 
     """Each of these was an AttributeError or TypeError traceback (client._request,
     generator._tokens_of)."""
     answering(json_reply(body))
-    client = CompletionClient(Endpoint(answering.url, model="m", retries=0))
-    try:
-        with pytest.raises(RemoteError) as err:
-            client.complete([{"prompt": [1, 2]}])
-    finally:
-        client.close()
-    message = one_safe_line(err.value)
+    message = one_safe_line(refused_completion(answering.url))
     assert f"the server at {answering.url} answered /v1/completions with JSON of another shape" in message
     assert wrong in message
 
@@ -146,13 +151,7 @@ def test_an_error_message_with_escape_sequences_is_shown_as_text(answering) -> N
     hyperlink."""
     evil = "\x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b]8;;http://x.invalid\x1b\\link\x9b1m\nsecond line\r"
     answering(json_reply({"error": {"message": evil}}, status=400))
-    client = CompletionClient(Endpoint(answering.url, model="m", retries=0))
-    try:
-        with pytest.raises(RemoteError) as err:
-            client.complete([{"prompt": "x"}])
-    finally:
-        client.close()
-    message = one_safe_line(err.value)
+    message = one_safe_line(refused_completion(answering.url))
     assert "\\x1b]0;owned\\x07\\x1b[2J" in message and "second line" in message
 
 
@@ -165,13 +164,7 @@ def test_deep_json_and_undecodable_bodies_are_one_line(answering) -> None:
         lambda path: (500, b"[" * 100_000, {}),
     ):
         answering(reply)
-        client = CompletionClient(Endpoint(answering.url, model="m", retries=0))
-        try:
-            with pytest.raises(RemoteError) as err:
-                client.complete([{"prompt": "x"}])
-        finally:
-            client.close()
-        assert answering.url in one_safe_line(err.value)
+        assert answering.url in one_safe_line(refused_completion(answering.url))
 
 
 # ---------------------------------------------------------------- the fuzz
