@@ -277,6 +277,16 @@ def test_beams_beyond_any_local_generator_are_refused_before_the_model_loads(tmp
     assert not (tmp_path / "out").exists()
 
 
+def test_the_early_beams_bound_is_the_local_backends_own() -> None:
+    """The CLI checks --beams before a model loads against the sequences a local context runs at
+    once."""
+    from edgereason.backends.llamacpp.runtime import SEQ_SLOTS as LLAMACPP_SLOTS
+    from edgereason.backends.torch import SEQ_SLOTS as TORCH_SLOTS
+    from edgereason.cli.common import LOCAL_MAX_BEAMS
+
+    assert LOCAL_MAX_BEAMS == LLAMACPP_SLOTS == TORCH_SLOTS
+
+
 @pytest.mark.slow
 def test_a_model_whose_tensor_data_is_damaged_is_one_line(tmp_path, home, smollm2_path, capsys):
     """Its header intact, NaN in a layer's weights: `ValueError: attempt to get argmax of an empty
