@@ -14,10 +14,18 @@ from collections.abc import Sequence
 import numpy as np
 
 from edgereason.config import SamplingParams
+from edgereason.errors import ModelError
 
 # Tokens more than this far below the best logit (in units of temperature) are left out: each has under e^-30 of
 # its probability, so all of a 152k vocabulary together miss less than 2e-8 of the mass.
 CUTOFF = 30.0
+
+# damaged weights (a file whose tensor data was cut or altered, its header intact) give NaN logits:
+# no token can be drawn from them, and an argmax over no candidates was a ValueError traceback
+DAMAGED = (
+    "the model's output is not a number (NaN or infinite logits): its weights are damaged; "
+    "get the model file again (edgereason models pull NAME checks a registry model)"
+)
 
 _MASK64 = 0xFFFFFFFFFFFFFFFF
 _GOLDEN, _M1, _M2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
@@ -46,10 +54,13 @@ def sample(logits: np.ndarray, n: int, params: SamplingParams) -> list[int]:
 def _candidates(logits: np.ndarray, temperature: float) -> tuple[np.ndarray, np.ndarray]:
     """A whole row [n_vocab] -> (ids [m], logits [m]) ascending: the best token at temperature 0, else every
     token within CUTOFF + 1 temperatures of the best (sample_rows applies the exact cutoff)."""
+    top = logits.max()
+    if not np.isfinite(top):  # NaN anywhere makes the max NaN
+        raise ModelError(DAMAGED)
     if temperature == 0.0:
         best = int(np.argmax(logits))
         return np.array([best]), logits[best : best + 1]
-    ids = np.flatnonzero(logits >= logits.max() - (CUTOFF + 1.0) * temperature)
+    ids = np.flatnonzero(logits >= top - (CUTOFF + 1.0) * temperature)
     return ids, logits[ids]
 
 
@@ -83,6 +94,8 @@ def draw_rows(
     n_rows, k = ids.shape
     if n_rows == 0:
         return []
+    if k == 0 or not np.isfinite(logits.max(axis=1)).all():
+        raise ModelError(DAMAGED)
     at = np.arange(n_rows)
     logits = logits.astype(np.float64)
     temps = np.array([p.temperature for p in params])

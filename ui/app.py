@@ -202,6 +202,8 @@ class ChatApp(App[None]):
             chat.add_note("search cancelled")
         else:
             chat.add_answer(answer_markdown(result))
+            if result.grader.note:
+                chat.add_note(result.grader.note)
         try:
             self.history.append(
                 HistoryEntry.from_result(

@@ -1,26 +1,15 @@
-"""Text the chat shows: only printable characters, and for a finished search Markdown for the answer, LaTeX
-turned into readable text."""
+"""Text the chat shows: for a finished search Markdown for the answer, LaTeX turned into readable
+text, and every piece through util/terminal.safe_text last. Textual writes text to the terminal as
+it is: an ESC the model generated, or one in the history file, was a live escape sequence there (it
+cleared the screen, set the window title, which outlives the app). Model text is never Textual
+markup (Static with markup=False, rich Text, or Markdown, which reads no markup), and a link in it
+opens nothing (Markdown with open_links=False)."""
 
 from __future__ import annotations
 
-import re
-
 from edgereason.engine.result import SearchResult
 from edgereason.ui.latex import latex_to_text
-
-CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # C0 (not tab, newline, CR: line ends), DEL, C1
-
-
-def _symbol(control: re.Match[str]) -> str:
-    code = ord(control.group())
-    return chr(0x2400 + code) if code < 0x20 else ("\u2421" if code == 0x7F else "\ufffd")  # ␛ for ESC, ␡ for DEL
-
-
-def visible(text: str) -> str:
-    """`text` with its control characters shown as symbols, one for one. Textual writes text to the terminal as
-    it is: an ESC the model generated, or one in the history file, was a live escape sequence there (it cleared
-    the screen, set the window title, which outlives the app)."""
-    return CONTROLS.sub(_symbol, text)
+from edgereason.util.terminal import safe_text
 
 
 def answer_markdown(result: SearchResult) -> str:
@@ -39,4 +28,4 @@ def answer_markdown(result: SearchResult) -> str:
     lines.append(
         f"\n*{m.generated_tokens} tokens in {m.wall_s:.1f} s ({m.throughput_tok_s:.1f} tok/s), {m.prm_calls} PRM calls*"
     )
-    return visible("\n".join(lines))
+    return safe_text("\n".join(lines))

@@ -10,9 +10,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Markdown, OptionList, Static
 from textual.widgets.option_list import Option
 
-from edgereason.ui.format import visible
 from edgereason.ui.history import HistoryEntry
 from edgereason.ui.latex import latex_to_text
+from edgereason.util.terminal import safe_text
 
 KEYS = """\
 | key | action |
@@ -55,7 +55,9 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Markdown(f"# edgereason chat\n\n{KEYS}\n## Settings (from the command line)\n\n{self.settings}")
+            settings = safe_text(self.settings)  # paths and names the user gave
+            text = f"# edgereason chat\n\n{KEYS}\n## Settings (from the command line)\n\n{settings}"
+            yield Markdown(text, open_links=False)
 
 
 class HistoryScreen(ModalScreen[str | None]):
@@ -92,18 +94,18 @@ class HistoryScreen(ModalScreen[str | None]):
                 # Text, not a str: Textual reads a str as markup, and a problem with "[/]" in it raised MarkupError
                 yield OptionList(
                     *[
-                        Option(Text(visible(f"{e.time}  {' '.join(e.problem.split())[:60]}")), id=str(i))
+                        Option(Text(safe_text(f"{e.time}  {' '.join(e.problem.split())[:60]}")), id=str(i))
                         for i, e in enumerate(self.entries)
                     ]
                 )
-                yield Markdown(id="history-entry")
+                yield Markdown(id="history-entry", open_links=False)
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         e = self.entries[event.option_index]
         answer = latex_to_text(e.answer) if e.answer else "(none)"
         steps = "\n".join(f"{i}. {' '.join(latex_to_text(s).split())}" for i, s in enumerate(e.steps, 1))
         self.query_one("#history-entry", Markdown).update(
-            visible(
+            safe_text(
                 f"**{e.problem}**\n\nAnswer: **{answer}** ({e.status}, score "
                 f"{'-' if e.score is None else f'{e.score:.3f}'})\n\n{steps}\n\n"
                 f"*{e.model}, policy {e.policy}, beams {e.beams}, width {e.width}, {e.tokens} tokens, {e.wall_s} s*"

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from edgereason.backends.remote.client import CompletionClient, RemoteError, Unreachable
+from edgereason.backends.remote.client import CompletionClient
+from edgereason.backends.remote.errors import RemoteError, Unreachable
 from edgereason.backends.remote.identity import PROBE, OnDisk, judge_tokens, served_tokens
 from edgereason.backends.remote.settings import Endpoint, RemoteSettings
 from edgereason.errors import ConfigError
@@ -90,15 +91,13 @@ def _check_one_model(readings: Sequence[Reading], role: Role) -> None:
 def _check_logprobs(client: CompletionClient, leave_out: str) -> None:
     """A one-token completion with logprobs: RemoteError, one line, where the answer holds none."""
     try:
-        answer = client.complete([LOGPROBS_PROBE])[0]
+        answer = client.complete([LOGPROBS_PROBE], probe=True)[0]
     except Unreachable as err:  # a 5xx every time (llama-cpp-python without --logits_all)
         detail = err.detail
     else:
-        try:
-            if answer["choices"][0]["logprobs"]["top_logprobs"][0]:
-                return
-        except (KeyError, IndexError, TypeError):
-            pass
+        logprobs = answer.choices[0].logprobs if answer.choices else None
+        if logprobs is not None and logprobs.top and logprobs.top[0]:
+            return
         detail = "its answer holds none"
     raise RemoteError(
         f"the PRM server at {client.endpoint.root} gives no token logprobs on /v1/completions ({detail}); start it "

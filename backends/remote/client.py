@@ -1,16 +1,22 @@
-"""An OpenAI-compatible completions client: many requests in flight on one keep-alive connection pool, driven
-from synchronous code.
+"""An OpenAI-compatible completions client: many requests in flight on one keep-alive connection
+pool, driven from synchronous code.
 
 Rules:
-- `complete(bodies)` sends every body to `/v1/completions` at once (at most `concurrency` in flight) and returns
-  the responses in order, or raises RemoteError; it never waits longer than `deadline_s`, so a search never hangs on
-  a dead server, and what it started is cancelled before it returns or raises (Ctrl-C included): no request or
-  task outlives the call.
-- Connection errors, timeouts and 5xx answers are retried `retries` times with exponential backoff; a 4xx answer
-  is the caller's mistake (an unknown model name, a prompt longer than the server's context) and is reported at
-  once, with the server's own message.
-- The event loop runs on one daemon thread (`LoopThread`) for the client's lifetime, and `close()` stops it; clients
-  of several servers may share one (pool.py), and then the pool stops it.
+- `complete(bodies)` sends every body to `/v1/completions` at once (at most `concurrency` in flight)
+  and returns the answers in order, or raises RemoteError; it never waits longer than `deadline_s`,
+  so a search never hangs on a dead server, and what it started is cancelled before it returns or
+  raises (Ctrl-C included): no request or task outlives the call (loop_thread.py).
+- Connection errors, timeouts and 5xx answers are retried `retries` times with exponential backoff;
+  a 4xx answer is the caller's mistake (an unknown model name, a prompt longer than the server's
+  context) and is reported at once, with the server's own message.
+- Every answer is untrusted: it is read into typed values where it comes in (answers.py); JSON of
+  another shape, or something other than JSON, is one line naming the server, and the server's own
+  text reaches a message only through `safe_text`.
+- A probe (the checks when a session opens: the model list, tokenize, a one-token completion) waits
+  at most PROBE_TIMEOUT_S and does not retry a timeout: a server that does not answer is reported in
+  seconds, not after every retry of the search's own timeout (minutes).
+- The event loop runs on one daemon thread (`LoopThread`) for the client's lifetime, and `close()`
+  stops it; clients of several servers may share one (pool.py), and then the pool stops it.
 """
 
 from __future__ import annotations
@@ -18,46 +24,23 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
 import time
-from collections.abc import Coroutine, Sequence
-from concurrent.futures import CancelledError as FutureCancelled
-from concurrent.futures import TimeoutError as FutureTimeout
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import httpx
 
-from edgereason.backends.remote.settings import BACKOFF_S, Endpoint
-from edgereason.errors import EdgeReasonError
+from edgereason.backends.remote.answers import Completion, Wrong, read_completion, read_models
+from edgereason.backends.remote.errors import RemoteError, Unreachable
+from edgereason.backends.remote.loop_thread import LoopThread, gather_all
+from edgereason.backends.remote.settings import BACKOFF_S, PROBE_TIMEOUT_S, Endpoint
+from edgereason.errors import ConfigError, EdgeReasonError
+from edgereason.util.terminal import safe_text
 
 T = TypeVar("T")
-
-
-async def gather_all(coros: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
-    """Their results in order; when one fails (or the caller is cancelled) the rest are cancelled and awaited, so
-    none outlives the call."""
-    tasks = [asyncio.ensure_future(c) for c in coros]
-    try:
-        return list(await asyncio.gather(*tasks))
-    finally:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-
-class RemoteError(EdgeReasonError):
-    """The server refused a request, or could not be reached."""
-
-
-class Unreachable(RemoteError):
-    """No answer after every retry (refused, reset, timed out, 5xx): the server is down or stopped answering."""
-
-    def __init__(self, root: str, detail: str, tries: int) -> None:
-        tried = f"{tries} tries" if tries > 1 else "1 try"
-        super().__init__(f"cannot reach the server at {root} ({detail}) after {tried}; is it running?")
-        self.root = root
-        self.detail = detail
+MESSAGE_CHARS = 300  # the most of a server's error message quoted
+COMPLETIONS = "/v1/completions"
 
 
 @dataclass
@@ -70,45 +53,20 @@ class ClientStats:
     completion_tokens: int = 0
     per_batch: list[int] = field(default_factory=list)  # requests per complete() call
 
-
-class LoopThread:
-    """An event loop on a daemon thread, and synchronous calls into it that leave nothing running behind them."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="edgereason-http", daemon=True)
-        self.thread.start()
-
-    def call(self, coro: Any, timeout: float, who: str) -> Any:
-        """Run `coro` on the loop thread and wait for it; on any exit but its result (an error, the deadline,
-        Ctrl-C) the task is cancelled and awaited, so nothing keeps running behind the caller's back. `who`: the
-        server(s) a deadline names."""
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        try:
-            return future.result(timeout)
-        except FutureTimeout:
-            raise RemoteError(
-                f"{who} did not answer within {timeout:.0f}s; is it overloaded? (--remote-timeout)"
-            ) from None
-        finally:
-            if not future.done():
-                future.cancel()
-                try:
-                    future.result(5)  # the cancellation has run: the loop holds no task of this call
-                except (FutureCancelled, FutureTimeout, Exception):  # noqa: BLE001 - only waiting for the end
-                    pass
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=5)
-        if not self.thread.is_alive():
-            self.loop.close()
+    def count(self, answer: Completion) -> None:
+        self.prompt_tokens += answer.prompt_tokens
+        self.completion_tokens += answer.completion_tokens
 
 
 class CompletionClient:
-    def __init__(self, endpoint: Endpoint, runner: LoopThread | None = None, stats: ClientStats | None = None) -> None:
-        """runner: a loop thread shared with other clients (the owner stops it), else one of its own. stats: shared
-        with other clients, to count their requests together."""
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        runner: LoopThread | None = None,
+        stats: ClientStats | None = None,
+    ) -> None:
+        """runner: a loop thread shared with other clients (the owner stops it), else one of its
+        own. stats: shared with other clients, to count their requests together."""
         self.endpoint = endpoint
         self.stats = stats if stats is not None else ClientStats()
         self._owns_runner = runner is None
@@ -116,49 +74,63 @@ class CompletionClient:
         self._loop, self._thread = self._runner.loop, self._runner.thread
         key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else None
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._http: httpx.AsyncClient = self._call(self._open(headers), endpoint.connect_timeout_s + 5)
+        try:
+            self._http: httpx.AsyncClient = self._call(self._open(headers), endpoint.connect_timeout_s + 5)
+        except BaseException:
+            if self._owns_runner:
+                self._runner.stop()
+            raise
         self._model = endpoint.model
 
     async def _open(self, headers: dict[str, str]) -> httpx.AsyncClient:
         e = self.endpoint
         limits = httpx.Limits(max_connections=e.concurrency, max_keepalive_connections=e.concurrency)
-        # trust_env=False: no proxy from the environment between us and the server
-        return httpx.AsyncClient(
-            base_url=e.root,
-            headers=headers,
-            limits=limits,
-            trust_env=False,
-            timeout=httpx.Timeout(e.timeout_s, connect=e.connect_timeout_s),
-        )
+        try:  # trust_env=False: no proxy from the environment between us and the server
+            return httpx.AsyncClient(
+                base_url=e.address,
+                headers=headers,
+                limits=limits,
+                trust_env=False,
+                timeout=httpx.Timeout(e.timeout_s, connect=e.connect_timeout_s),
+            )
+        except httpx.InvalidURL as err:  # settings.check_url asks httpx too: a last guard
+            refused = safe_text(str(err), one_line=True)
+            raise ConfigError(f"--base-url {e.root} is refused by the HTTP client ({refused})") from None
 
     @property
     def model(self) -> str:
-        """The served model name: the endpoint's, else the first the server lists (asked once)."""
+        """The served model name: the endpoint's, else the first the server lists (asked once, as a
+        probe)."""
         if self._model is None:
-            answer = self._call(self._request("GET", "/v1/models", None), self.endpoint.deadline_s)
-            data = answer.get("data") or []
-            if not data or "id" not in data[0]:
-                raise RemoteError(f"the server at {self.endpoint.root} lists no models; pass --served-model NAME")
-            self._model = str(data[0]["id"])
+            asking = self._request("GET", "/v1/models", None, read_models, probe=True)
+            names = self._call(asking, self._probe_s)
+            if not names:
+                root = self.endpoint.root
+                raise RemoteError(f"the server at {root} lists no models; pass --served-model NAME")
+            self._model = names[0]
         return self._model
 
-    def complete(self, bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        """POST each body (the served model name added) to /v1/completions, concurrently; answers in order."""
+    def complete(self, bodies: Sequence[dict[str, Any]], probe: bool = False) -> list[Completion]:
+        """POST each body (the served model name added) to /v1/completions, concurrently; answers in
+        order. probe: a check at opening (module docstring)."""
         if not bodies:
             return []
         model = self.model
+        deadline = self._probe_s if probe else self.endpoint.deadline_s
         t0 = time.perf_counter()
         try:
-            return self._call(self._gather([{"model": model, **b} for b in bodies]), self.endpoint.deadline_s)
+            return self._call(self._gather([{"model": model, **b} for b in bodies], probe), deadline)
         finally:
             self.stats.batches += 1
             self.stats.per_batch.append(len(bodies))
             self.stats.wait_s += time.perf_counter() - t0
 
-    def ask(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
-        """POST `body` to an endpoint the server may not have (`/tokenize`): None where it answers 4xx or 5xx, or
-        with something other than JSON. A server that cannot be reached is still an error."""
-        return self._call(self._request("POST", path, body, optional=True), self.endpoint.deadline_s)
+    def ask(self, path: str, body: dict[str, Any]) -> Any:
+        """POST `body` to an endpoint the server may not have (`/tokenize`), as a probe: its JSON,
+        or None where it answers 4xx or 5xx, or with something other than JSON. A server that
+        cannot be reached is still an error."""
+        asking = self._request("POST", path, body, _as_is, optional=True, probe=True)
+        return self._call(asking, self._probe_s)
 
     def close(self) -> None:
         if self._loop.is_closed() or self._http.is_closed:
@@ -170,84 +142,130 @@ class CompletionClient:
         if self._owns_runner:
             self._runner.stop()
 
-    # ------------------------------------------------------------------ the loop thread
-    async def completion(self, body: dict[str, Any]) -> dict[str, Any]:
-        """One POST to /v1/completions on the loop thread (the served model name added; `model` asked before)."""
-        return await self._request("POST", "/v1/completions", {"model": self._model, **body})
+    @property
+    def _probe_s(self) -> float:
+        return self.endpoint.probe_deadline_s
 
-    def _call(self, coro: Any, timeout: float) -> Any:
+    # ------------------------------------------------------------------ the loop thread
+    async def completion(self, body: dict[str, Any]) -> Completion:
+        """One POST to /v1/completions on the loop thread (the served model name added; `model`
+        asked before)."""
+        answer = await self._request("POST", COMPLETIONS, {"model": self._model, **body}, read_completion)
+        self.stats.count(answer)
+        return answer
+
+    def _call(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
         return self._runner.call(coro, timeout, f"the server at {self.endpoint.root}")
 
-    async def _gather(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def _gather(self, bodies: list[dict[str, Any]], probe: bool) -> list[Completion]:
         gate = asyncio.Semaphore(self.endpoint.concurrency)
 
-        async def one(body: dict[str, Any]) -> dict[str, Any]:
+        async def one(body: dict[str, Any]) -> Completion:
             async with gate:
-                return await self._request("POST", "/v1/completions", body)
+                answer = await self._request("POST", COMPLETIONS, body, read_completion, probe=probe)
+                self.stats.count(answer)
+                return answer
 
         return await gather_all([one(b) for b in bodies])
 
     async def _request(
-        self, method: str, path: str, body: dict[str, Any] | None, optional: bool = False
-    ) -> dict[str, Any] | None:
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        read: Callable[[Any], T],
+        optional: bool = False,
+        probe: bool = False,
+    ) -> T:
+        """The answer read by `read`, after retries (module docstring). optional: None for an answer
+        of 4xx, 5xx or not JSON (an endpoint the server lacks)."""
         e = self.endpoint
+        wait_s = min(e.timeout_s, PROBE_TIMEOUT_S) if probe else e.timeout_s
+        timeout = httpx.Timeout(wait_s, connect=e.connect_timeout_s)
         last = ""
         for attempt in range(e.retries + 1):
             if attempt:
                 self.stats.retries += 1
                 await asyncio.sleep(BACKOFF_S * 2 ** (attempt - 1))
             try:
-                response = await self._http.request(method, path, json=body)
+                response = await self._http.request(method, path, json=body, timeout=timeout)
             except httpx.TimeoutException:
-                last = f"no answer within {e.timeout_s:.0f}s"
+                last = f"no answer within {wait_s:.0f}s"
+                if probe:  # a server that does not answer a probe in time is not serving
+                    break
                 continue
-            except httpx.TransportError as err:  # refused, reset, closed mid-answer
-                last = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+            except httpx.TransportError as err:  # refused, reset, closed mid-answer, not HTTP at all
+                said = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+                last = safe_text(said, one_line=True)
                 continue
+            except httpx.DecodingError:  # a body its Content-Encoding does not describe
+                raise self._unreadable(path, "a body that cannot be decoded") from None
             self.stats.requests += 1
-            if optional and response.status_code >= 400:  # an endpoint it lacks, or reads otherwise: not retried
-                return None
-            if response.status_code >= 500:
+            if response.status_code >= 500 and not optional:
                 last = f"HTTP {response.status_code}: {_message(response)}"
                 continue
-            if response.status_code >= 400:
-                message = _message(response)
-                raise RemoteError(
-                    f"the server at {e.root} refused the request (HTTP {response.status_code}): "
-                    f"{message}{_hint(response.status_code, message)}"
-                )
-            try:
-                answer = response.json()
-            except ValueError:
-                if optional:
-                    return None
-                raise RemoteError(
-                    f"the server at {e.root} answered {path} with something other than JSON; is "
-                    "it an OpenAI-compatible server?"
-                ) from None
-            usage = answer.get("usage") or {}
-            self.stats.prompt_tokens += int(usage.get("prompt_tokens") or 0)
-            self.stats.completion_tokens += int(usage.get("completion_tokens") or 0)
-            return answer
-        raise Unreachable(e.root, last, e.retries + 1)
+            return self._read(response, path, read, optional)
+        raise Unreachable(e.root, last, attempt + 1)
+
+    def _read(self, response: httpx.Response, path: str, read: Callable[[Any], T], optional: bool) -> T:
+        """A 2xx answer read by `read`; RemoteError (one line) for anything else."""
+        status, root = response.status_code, self.endpoint.root
+        if optional and not 200 <= status < 300:  # an endpoint it lacks: not retried
+            return None  # type: ignore[return-value]
+        if status >= 400:
+            message = _message(response)
+            refused = f"the server at {root} refused the request (HTTP {status})"
+            raise RemoteError(f"{refused}: {message}{_hint(status, message)}")
+        if not 200 <= status < 300:  # a redirect (not followed: it could lead anywhere), or 1xx
+            raise RemoteError(f"the server at {root} answered {path} with HTTP {status}{_to(response)}")
+        try:
+            return read(response.json())
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, nested past Python's depth
+            if optional:
+                return None  # type: ignore[return-value]
+            raise self._unreadable(path, "something other than JSON") from None
+        except Wrong as wrong:
+            raise self._unreadable(path, f"JSON of another shape: {wrong}") from None
+
+    def _unreadable(self, path: str, what: str) -> RemoteError:
+        said = f"the server at {self.endpoint.root} answered {path} with {what}"
+        return RemoteError(f"{said}; is it an OpenAI-compatible server?")
+
+
+def _as_is(data: Any) -> Any:
+    return data
+
+
+def _to(response: httpx.Response) -> str:
+    """Where a redirect leads, as a hint to give that address instead."""
+    location = safe_text(response.headers.get("location", "")[:MESSAGE_CHARS], one_line=True)
+    return f" (to {location}); give that address as the server's URL" if location else ""
 
 
 def _message(response: httpx.Response) -> str:
-    """The server's error message on one line (OpenAI style `{"error": {"message": ...}}`, FastAPI's `detail`)."""
+    """The server's error message on one line, made safe to print (OpenAI style
+    `{"error": {"message": ...}}`, `{"error": "..."}`, FastAPI's `detail`)."""
     try:
-        data = response.json()
-    except ValueError:
+        text = _said(response.json()) or response.text
+    except (ValueError, RecursionError):  # not JSON; or nested past Python's depth, to read or print
         text = response.text
-    else:
-        err = data.get("error") if isinstance(data, dict) else None
-        if isinstance(err, dict) and err.get("message"):
-            text = str(err["message"])
-        elif isinstance(data, dict) and data.get("detail"):
-            text = json.dumps(data["detail"]) if not isinstance(data["detail"], str) else data["detail"]
-        else:
-            text = response.text
     line = " ".join(text.split())
-    return line[:300] + ("..." if len(line) > 300 else "")
+    cut = "..." if len(line) > MESSAGE_CHARS else ""
+    return safe_text(line[:MESSAGE_CHARS], one_line=True) + cut
+
+
+def _said(data: Any) -> str | None:
+    """The message in an error answer's JSON, where it holds one."""
+    if not isinstance(data, dict):
+        return None
+    error, detail = data.get("error"), data.get("detail")
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"])
+    if isinstance(error, str) and error:
+        return error
+    if detail:
+        return detail if isinstance(detail, str) else json.dumps(detail)
+    return None
 
 
 def _hint(status: int, message: str) -> str:

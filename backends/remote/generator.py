@@ -33,7 +33,8 @@ from typing import Any
 import llama_cpp.llama_cpp as L
 
 from edgereason.backends.llamacpp.model import LlamaModel
-from edgereason.backends.remote.client import RemoteError
+from edgereason.backends.remote.answers import Choice
+from edgereason.backends.remote.errors import RemoteError
 from edgereason.backends.remote.pool import ServerPool
 from edgereason.config import STEP_END, SamplingParams, mix_seed
 from edgereason.protocols import BatchEntry, SeqId
@@ -219,7 +220,7 @@ class RemoteGenerator:
         seqs = [self._seqs[sid] for sid, _, _ in wants]
         for w, (answer, server) in zip(owners, self.client.send(bodies, [seqs[w].home for w in owners])):
             seqs[w].home = server
-            plans[w] += [_Plan(list(seqs[w].tokens), self._tokens_of(c)) for c in answer.get("choices") or []]
+            plans[w] += [_Plan(list(seqs[w].tokens), self._tokens_of(c)) for c in answer.choices]
         short = [w for w, (_, n, _) in enumerate(wants) if len(plans[w]) < n]
         if short and self._n_honoured is None:  # it answers one choice whatever n is: top up, then one per draw
             self._n_honoured = False
@@ -234,18 +235,16 @@ class RemoteGenerator:
             raise RemoteError(f"the server at {root} answered fewer completions than asked")
         return [plans[w][:n] for w, (_, n, _) in enumerate(wants)]
 
-    def _tokens_of(self, choice: dict[str, Any]) -> list[int]:
+    def _tokens_of(self, choice: Choice) -> list[int]:
         """A completion as tokens. The server cut it at the step delimiter (and left the delimiter out) or at
         the end of text, and OpenAI's `finish_reason` is "stop" for both: vLLM and SGLang say which
         (`stop_reason` / `matched_stop`); otherwise non-empty text is taken as a step (a path that really ended
         gets an empty next step, which the next request shows as an immediate end of text)."""
-        text = str(choice.get("text") or "")
-        finish = choice.get("finish_reason")
-        if finish != "stop":  # "length": the step goes on in the next request
+        text = choice.text
+        if choice.finish_reason != "stop":  # "length": the step goes on in the next request
             tokens = self.vocab.tokenize(text, add_bos=False, special=False)
             return tokens or [self._eos]  # nothing decodable came back: end the path rather than loop
-        matched = choice.get("stop_reason", choice.get("matched_stop", STEP_STOP))
-        if not text or not isinstance(matched, str):
+        if not text or (choice.said_stop and choice.stop is None):  # it says it stopped at the end of text
             return self.vocab.tokenize(text, add_bos=False, special=False) + [self._eos]
         return self.vocab.tokenize(text + STEP_STOP, add_bos=False, special=False)
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import llama_cpp.llama_cpp as L
 
 from edgereason.backends.llamacpp.model import load_vocab
+from edgereason.backends.remote.answers import read_tokens
 from edgereason.backends.remote.client import CompletionClient
 from edgereason.backends.remote.settings import Endpoint
 from edgereason.errors import ConfigError
@@ -76,15 +76,9 @@ def served_tokens(client: CompletionClient, text: str) -> list[int] | None:
             "add_special_tokens": False,
         },
     )
-    if _token_list(answer) is None:
-        answer = client.ask("/extras/tokenize", {"input": text, "model": model})
-    return _token_list(answer)
-
-
-def _token_list(answer: dict[str, Any] | None) -> list[int] | None:
-    tokens = answer.get("tokens") if isinstance(answer, dict) else None
-    if not isinstance(tokens, list) or not tokens or not all(type(t) is int for t in tokens):
-        return None  # with_pieces objects, or another endpoint's answer: not a reading to judge by
+    tokens = read_tokens(answer)
+    if tokens is None:
+        tokens = read_tokens(client.ask("/extras/tokenize", {"input": text, "model": model}))
     return tokens
 
 

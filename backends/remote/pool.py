@@ -23,21 +23,17 @@ import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from edgereason.backends.remote.client import (
-    ClientStats,
-    CompletionClient,
-    LoopThread,
-    RemoteError,
-    Unreachable,
-    gather_all,
-)
+from edgereason.backends.remote.answers import Completion
+from edgereason.backends.remote.client import ClientStats, CompletionClient
+from edgereason.backends.remote.errors import RemoteError, Unreachable
+from edgereason.backends.remote.loop_thread import LoopThread, gather_all
 from edgereason.backends.remote.settings import Endpoint
 
 AFFINITY_SLACK = 2  # in-flight requests home may have beyond the least-loaded server before a path moves
 
 
 class Reply(NamedTuple):
-    answer: dict[str, Any]
+    answer: Completion
     server: int  # the index of the server that answered, in the pool's list
 
 
@@ -101,7 +97,7 @@ class ServerPool:
     def requests_per_server(self) -> dict[str, int]:
         return dict(zip(self.roots, self.answered))
 
-    def complete(self, bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    def complete(self, bodies: Sequence[dict[str, Any]]) -> list[Completion]:
         """Answers in order, each from the least-loaded server (no path to keep on one)."""
         return [reply.answer for reply in self.send(bodies, [None] * len(bodies))]
 

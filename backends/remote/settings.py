@@ -3,26 +3,82 @@ imported by the CLI without the HTTP client."""
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
+import re
 from dataclasses import dataclass
-from urllib.parse import urlparse
+from urllib.parse import urlsplit
 
 from edgereason.errors import ConfigError
+from edgereason.util.secrets import hide_credentials
 
 BACKOFF_S = 0.5  # first retry after this, doubling
+PROBE_TIMEOUT_S = 10.0  # the longest a check at opening waits for an answer (the model list, tokenize, one token)
 DEFAULT_STEP_TOKENS = 512
 
 
+# a host name: no space, control character or character a URL must escape (a non-ASCII name is
+# IDNA, and taken)
+_HOST_NAME = re.compile(r"[^\s\x00-\x1f\x7f-\x9f/\\<>\"{}|^`\[\]]+")
+
+
 def check_url(url: str, flag: str = "--base-url") -> None:
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ConfigError(f"{flag} must be an http(s) URL such as http://127.0.0.1:8080, got {url!r}")
+    """ConfigError (exit 2) for a URL no request can be sent to: its scheme, host and port are
+    checked where the settings are read (a bad port or host was a traceback at the first
+    request)."""
+    if problem := _url_problem(url):
+        example = "an http(s) URL such as http://127.0.0.1:8080"
+        raise ConfigError(f"{flag} must be {example}; {hide_credentials(url)!r} {problem}")
 
 
-@dataclass(frozen=True)
+def _url_problem(url: str) -> str | None:
+    """What makes `url` unusable, in a few words; None where it is fine."""
+    bad_ipv6 = "has a host in brackets that is no IPv6 address"
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unclosed "[", or brackets around something else
+        return bad_ipv6
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return "is not an http(s) URL"
+    address, host = parts.netloc.rpartition("@")[2], parts.hostname
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if not host:
+        return "names no host"
+    if address.endswith(":"):
+        return "has no port after its colon"
+    if port == 0:
+        return "has a port that is not a number from 1 to 65535"
+    if address.startswith("["):
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return bad_ipv6
+    elif not _HOST_NAME.fullmatch(host):
+        return f"has a host name with characters no host name has ({host!r})"
+    return _http_client_problem(url)
+
+
+def _http_client_problem(url: str) -> str | None:
+    """What the HTTP client itself refuses in a URL (an IDNA name it cannot encode, an IPv4 address
+    out of range); imported here only, so that the CLI reads settings without it where no URL is
+    given."""
+    import httpx
+
+    try:
+        httpx.URL(url)
+    except httpx.InvalidURL as e:
+        return f"is refused by the HTTP client ({hide_credentials(str(e))})"
+    return None
+
+
+@dataclass(frozen=True, repr=False)
 class Endpoint:
-    """One OpenAI-compatible server and how to talk to it."""
+    """One OpenAI-compatible server and how to talk to it. Shown (messages, repr, result files) by
+    `root`, whose credentials are ***; `address` keeps them, for the HTTP client alone."""
 
     base_url: str  # e.g. http://127.0.0.1:8080 (a trailing /v1 is accepted)
     model: str | None = None  # the served model name; None: the first of the server's /v1/models
@@ -43,9 +99,17 @@ class Endpoint:
         if self.api_key_env is not None and not os.environ.get(self.api_key_env):
             raise ConfigError(f"--api-key-env {self.api_key_env}: that environment variable is not set")
 
+    def __repr__(self) -> str:
+        return f"Endpoint({self.root!r}, model={self.model!r})"
+
     @property
     def root(self) -> str:
-        """The URL the /v1 paths hang from."""
+        """The URL the /v1 paths hang from, as it is shown: credentials as ***."""
+        return hide_credentials(self.address)
+
+    @property
+    def address(self) -> str:
+        """The URL the /v1 paths hang from, credentials included: for the HTTP client alone."""
         base = self.base_url.rstrip("/")
         return base[:-3] if base.endswith("/v1") else base
 
@@ -53,6 +117,13 @@ class Endpoint:
     def deadline_s(self) -> float:
         """Longest a batch may take: every retry of a request timing out, with its backoff."""
         return (self.retries + 1) * (self.timeout_s + self.connect_timeout_s) + BACKOFF_S * 2 ** (self.retries + 1)
+
+    @property
+    def probe_deadline_s(self) -> float:
+        """Longest a check at opening may take: connection errors retried with their backoff, one
+        timeout."""
+        waits = (self.retries + 1) * self.connect_timeout_s + min(self.timeout_s, PROBE_TIMEOUT_S)
+        return min(self.deadline_s, waits + BACKOFF_S * 2 ** (self.retries + 1))
 
 
 @dataclass(frozen=True)

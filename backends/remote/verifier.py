@@ -32,7 +32,8 @@ from typing import Any
 
 from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.prm_format import PRMFormat, prompt_for
-from edgereason.backends.remote.client import RemoteError
+from edgereason.backends.remote.answers import Logprobs
+from edgereason.backends.remote.errors import RemoteError
 from edgereason.backends.remote.pool import Reply, ServerPool
 from edgereason.errors import ConfigError
 from edgereason.protocols import ScoreRequest, ScoreResult, VerifierStats
@@ -102,7 +103,7 @@ class RemoteVerifier:
         missing = [i for i, (good, bad) in enumerate(pairs) if good is None or bad is None]
         if missing:
             pairs = self._biased(prompts, missing, pairs, [replies[i].server for i in missing])
-        scores = iter(1.0 / (1.0 + math.exp(bad - good)) for good, bad in pairs)  # type: ignore[operator]
+        scores = iter(_share(good, bad) for good, bad in pairs)  # type: ignore[arg-type]
         results = [ScoreResult([next(scores) for _ in req.need], n) for req, n in zip(requests, new_tokens)]
         self.stats.calls += 1
         self.stats.tokens += sum(new_tokens)
@@ -164,32 +165,35 @@ class RemoteVerifier:
     def _sampled(self, reply: Reply, which: int) -> float:
         """The logprob of the sampled token, which logit_bias made good (which=0) or bad (1)."""
         piece = self._pieces[which]
-        try:
-            logprobs = reply.answer["choices"][0]["logprobs"]
-            token, value = logprobs["tokens"][0], logprobs["token_logprobs"][0]
-        except (KeyError, IndexError, TypeError):
-            raise self._no_logprobs(reply.server) from None
-        if str(token).strip() != piece.strip() or value is None:
+        logprobs = self._logprobs(reply)
+        if not logprobs.tokens or not logprobs.token_logprobs:
+            raise self._no_logprobs(reply.server)
+        token, value = logprobs.tokens[0], logprobs.token_logprobs[0]
+        if token.strip() != piece.strip() or value is None:
             raise RemoteError(
                 f"the PRM server at {self.client.roots[reply.server]} ignored `logit_bias` (it sampled "
                 f"{token!r}, not {piece!r}), which a score whose {piece!r} is outside the top "
                 f"{self.top_logprobs} logprobs needs"
             )
-        return float(value)
+        return value
 
     def _top(self, reply: Reply) -> dict[str, float]:
         """The first position's top logprobs, the sampled token's among them (some servers list it apart)."""
-        try:
-            logprobs = reply.answer["choices"][0]["logprobs"]
-            top = logprobs["top_logprobs"][0]
-            if isinstance(top, list):  # some servers give [{"token": ..., "logprob": ...}]
-                top = {t["token"]: t["logprob"] for t in top}
-            top = {str(k): float(v) for k, v in top.items()}
-            if logprobs.get("tokens") and logprobs.get("token_logprobs") and logprobs["token_logprobs"][0] is not None:
-                top.setdefault(str(logprobs["tokens"][0]), float(logprobs["token_logprobs"][0]))
-        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-            raise self._no_logprobs(reply.server) from None
+        logprobs = self._logprobs(reply)
+        if not logprobs.top:
+            raise self._no_logprobs(reply.server)
+        top = dict(logprobs.top[0])
+        if logprobs.tokens and logprobs.token_logprobs and logprobs.token_logprobs[0] is not None:
+            top.setdefault(logprobs.tokens[0], logprobs.token_logprobs[0])
         return top
+
+    def _logprobs(self, reply: Reply) -> Logprobs:
+        """The first completion's logprobs (their shape was checked where the answer came in:
+        answers.py)."""
+        choices = reply.answer.choices
+        if not choices or choices[0].logprobs is None:
+            raise self._no_logprobs(reply.server)
+        return choices[0].logprobs
 
     def _no_logprobs(self, server: int) -> RemoteError:
         return RemoteError(
@@ -199,6 +203,16 @@ class RemoteVerifier:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _share(good: float, bad: float) -> float:
+    """P(good) / (P(good) + P(bad)) from their log-probabilities, without overflow for any finite
+    pair."""
+    d = good - bad
+    if d >= 0:
+        return 1.0 / (1.0 + math.exp(-d))
+    e = math.exp(d)
+    return e / (1.0 + e)
 
 
 def _alike(top: dict[str, float], piece: str) -> float | None:

@@ -13,7 +13,8 @@ from typing import NamedTuple, TextIO
 import numpy as np
 
 from edgereason.errors import ConfigError
-from edgereason.util.files import make_writable_folder, write_text_atomic
+from edgereason.util.files import write_text_atomic
+from edgereason.util.terminal import safe_text
 
 RunKey = tuple[str, int, str]
 
@@ -50,27 +51,10 @@ COMPARED = (
 )
 
 
-def prepare_out(out: Path, force: bool) -> None:
-    """Before the first problem: `out` is (made) a folder we can write, without earlier results unless `force`."""
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file; give a folder for the results")
-    try:
-        make_writable_folder(out)
-    except OSError as e:
-        raise ConfigError(f"cannot write results to --out {out}: {e.strerror or e}") from None
-    if folders := [name for name in (RESULTS, CSV) if (out / name).is_dir()]:  # found out after the first run
-        raise ConfigError(
-            f"--out {out} holds a folder named {folders[0]} where the results go; move it, or choose another --out"
-        )
-    if (out / RESULTS).exists() and not force:
-        raise ConfigError(
-            f"{out} holds the results of an earlier bench; pass --force to overwrite them, or choose another --out"
-        )
-
-
 def write_results(out: Path, config: dict, runs: list[dict]) -> None:
-    """Rewritten after every run, so an interrupted bench keeps what finished. Both files are rendered first and
-    each is replaced whole: a failed write leaves the previous ones as they were."""
+    """Rewritten after every finished problem (out_folder.py), so an interrupted bench keeps what
+    finished. Both files are rendered first and each is replaced whole: a failed write leaves the
+    previous ones as they were."""
     results = json.dumps({"config": config, "runs": runs}, indent=1)
     scalars = [{k: v for k, v in run.items() if not isinstance(v, (dict, list))} for run in runs]
     table = io.StringIO(newline="")
@@ -107,7 +91,8 @@ def load_results(folder: str | Path) -> Results:
         runs = data["runs"]
     except OSError as e:
         raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
-    except (ValueError, KeyError, TypeError):  # ValueError: not JSON, or not UTF-8
+    # ValueError: not JSON, or not UTF-8; RecursionError: nested past Python's depth
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise ConfigError(f"{path} is not a bench results file (no JSON object with runs)") from None
     if not isinstance(runs, list) or not all(isinstance(run, dict) for run in runs):
         raise ConfigError(f"{path} is not a bench results file (its runs are not a list of objects)")
@@ -133,7 +118,7 @@ def print_table(runs: Iterable[dict], file: TextIO) -> None:
                 f"{url} {' + '.join(f'{n} {role}' for role, n in roles.items())}" for url, roles in counts.items()
             )
             label = f"{run['policy']} beams={run['beams']} rate={run['rate']} rep={run['repeat']}"
-            print(f"requests per server, {label}: {spread}", file=file)
+            _say(f"requests per server, {label}: {spread}", file)
 
 
 def run_key(run: dict) -> RunKey:
@@ -179,7 +164,7 @@ def print_compare(base_dir: str | Path, new_dir: str | Path, file: TextIO, notes
     common = [k for k in base if k in new]
     if not common:
         raise ConfigError(f"no run (policy, beams, rate) appears in both {base_dir} and {new_dir}")
-    print(f"ratios {new_dir} / {base_dir} (repeats averaged):", file=file)
+    _say(f"ratios {new_dir} / {base_dir} (repeats averaged):", file)
     rows = [["policy", "beams", "rate", *COMPARED]]
     for key in common:
         rows.append([key[0], str(key[1]), key[2], *(_ratio(new[key][f], base[key][f]) for f in COMPARED)])
@@ -189,9 +174,9 @@ def print_compare(base_dir: str | Path, new_dir: str | Path, file: TextIO, notes
         ("only in " + str(new_dir), set(new) - set(base)),
     ):
         if keys:
-            print(f"{label}: {', '.join(f'{p} beams={b} rate={r}' for p, b, r in sorted(keys))}", file=file)
+            _say(f"{label}: {', '.join(f'{p} beams={b} rate={r}' for p, b, r in sorted(keys))}", file)
     for note in unlike(results):
-        print(f"note: {note}", file=notes or file)
+        _say(f"note: {note}", notes or file)
     return len(common)
 
 
@@ -200,8 +185,15 @@ def _ratio(a: float, b: float) -> str:
 
 
 def _print_rows(rows: list[list[str]], file: TextIO) -> None:
+    rows = [[safe_text(cell, one_line=True) for cell in row] for row in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print(
             "  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))), file=file
         )
+
+
+def _say(line: str, file: TextIO) -> None:
+    """A line of the table's or the comparison's notes: names and URLs from a results file (which
+    anyone may have written) made safe to print."""
+    print(safe_text(line, one_line=True), file=file)

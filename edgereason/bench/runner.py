@@ -10,6 +10,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -21,11 +22,11 @@ from edgereason.engine.request import Request
 from edgereason.engine.result import RequestMetrics, SearchResult
 from edgereason.engine.stats import EngineStats
 from edgereason.search.dataset import Problem
-from edgereason.search.grading import answers_match
 from edgereason.session.auto_policy import is_auto
 from edgereason.session.opening import Session
 
 Progress = Callable[[int, int], None]
+Checkpoint = Callable[[dict], None]  # the run so far, each time a problem finishes
 
 SUMMED = (
     "spec_tokens",
@@ -65,17 +66,24 @@ class RunInterrupted(KeyboardInterrupt):
         self.stop = stop
 
 
-def run_one(session: Session, spec: RunSpec, problems: list[Problem], progress: Progress | None = None) -> dict:
-    """Serve the problems on one engine (arriving by spec.rate, at most spec.concurrency at once) and aggregate.
-    Ctrl-C ends the run early and raises RunInterrupted carrying the problems finished so far (the engine is
-    dropped, so nothing is cancelled)."""
+def run_one(
+    session: Session,
+    spec: RunSpec,
+    problems: list[Problem],
+    progress: Progress | None = None,
+    checkpoint: Checkpoint | None = None,
+) -> dict:
+    """Serve the problems on one engine (arriving by spec.rate, at most spec.concurrency at once)
+    and aggregate. Each time a problem finishes, `checkpoint` gets the run so far (marked
+    interrupted: it is not done). Ctrl-C ends the run early and raises RunInterrupted carrying the
+    problems finished so far (the engine is dropped, so nothing is cancelled)."""
     engine = session.engine(spec.policy)
-    served_before = session.requests_per_server()
+    record = partial(_record, session, spec, engine, session.requests_per_server())
     arrivals = arrival_times(len(problems), spec.rate, spec.seed)
     requests: list[tuple[Problem, Request]] = []
     if progress:
         progress(0, len(problems))
-    t0 = time.perf_counter()
+    t0, finished = time.perf_counter(), 0
     stop: KeyboardInterrupt | None = None
     try:
         while len(requests) < len(problems) or engine.busy:
@@ -87,19 +95,36 @@ def run_one(session: Session, spec: RunSpec, problems: list[Problem], progress: 
                 engine.step()
             elif len(requests) < len(problems):
                 time.sleep(max(0.0, arrivals[len(requests)] - now))
+            done = sum(r.result is not None for _, r in requests)
             if progress:
-                progress(sum(r.result is not None for _, r in requests), len(problems))
+                progress(done, len(problems))
+            if checkpoint and done > finished:
+                checkpoint(record(requests, time.perf_counter() - t0, True))
+            finished = done
     except KeyboardInterrupt as e:
         stop = e
-    wall = time.perf_counter() - t0
+    run = record(requests, time.perf_counter() - t0, stop is not None)
+    if stop is not None:
+        raise RunInterrupted(run, stop)
+    return run
+
+
+def _record(
+    session: Session,
+    spec: RunSpec,
+    engine: Engine,
+    served_before: dict[str, dict[str, int]],
+    requests: list[tuple[Problem, Request]],
+    wall: float,
+    interrupted: bool,
+) -> dict:
+    """The run's record: its aggregates, whether it was cut short, and how it used the servers."""
     run = aggregate(spec, engine, requests, wall)
-    run["interrupted"] = stop is not None
+    run["interrupted"] = interrupted
     if served_before:  # served models: how the run's requests spread over the servers
         run["requests_per_server"] = _requests_since(served_before, session.requests_per_server())
     if is_auto(spec.policy):  # which preset `auto` ran, and why
         run["auto_policy"] = session.auto_choice().as_dict()
-    if stop is not None:
-        raise RunInterrupted(run, stop)
     return run
 
 
@@ -125,9 +150,10 @@ def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Reque
         "problems": len(done),
         "correct": correct,
         "accuracy": correct / len(done) if done else 0.0,
-        **_token_and_latency_numbers(metrics, wall),
+        **token_and_latency_numbers(per_problem, wall),
         **_model_time_numbers(engine.stats, metrics, wall),
         "failed": sum(res.status == "failed" for _, res in done),
+        "graded_as_text": sum(pp["graded_as_text"] for pp in per_problem),
     }
     run.update({k: sum(getattr(m, k) for m in metrics) for k in SUMMED})
     # the slots speculation can fill: a synchronous step leaves them idle while its stragglers finish
@@ -145,7 +171,7 @@ def _problem_record(p: Problem, res: SearchResult) -> dict:
         "id": p.id,
         "answer": res.answer,
         "gold": p.answer,
-        "correct": answers_match(res.answer, p.answer),
+        "correct": res.grader.match(res.answer, p.answer),  # within the budget of its vote
         "status": res.status,
         "latency": m.wall_s,
         "tokens": m.generated_tokens,
@@ -155,6 +181,7 @@ def _problem_record(p: Problem, res: SearchResult) -> dict:
         "common_prefix": res.step_common_prefix,
         # the final candidates, best first, with each step's PRM score (None: unscored): lets a vote rule or a
         # way of adding up step scores be compared after the run on the same paths
+        "graded_as_text": res.grader.note is not None,  # the grading budget ran out (grading.py)
         "paths": [
             {
                 "answer": fp.answer,
@@ -181,12 +208,13 @@ def _run_labels(spec: RunSpec) -> dict:
     }
 
 
-def _token_and_latency_numbers(metrics: list[RequestMetrics], wall: float) -> dict:
-    """Tokens made, their rates over the run's wall time, and the requests' latencies."""
-    generated = sum(m.generated_tokens for m in metrics)
-    final = sum(m.final_tokens for m in metrics)
-    latencies = [m.wall_s for m in metrics]
-    normalized = [1000 * m.wall_s / m.final_tokens for m in metrics if m.final_tokens]
+def token_and_latency_numbers(per_problem: list[dict], wall: float) -> dict:
+    """Tokens made, their rates over the run's wall time, and the requests' latencies: from the
+    problems' records alone, so that a resumed run's are those of all its problems (resume.py)."""
+    generated = sum(pp["tokens"] for pp in per_problem)
+    final = sum(pp["final_tokens"] for pp in per_problem)
+    latencies = [pp["latency"] for pp in per_problem]
+    normalized = [1000 * pp["latency"] / pp["final_tokens"] for pp in per_problem if pp["final_tokens"]]
     return {
         "wall_s": wall,
         "generated_tokens": generated,
@@ -196,7 +224,7 @@ def _token_and_latency_numbers(metrics: list[RequestMetrics], wall: float) -> di
         "latency_s_mean": _mean(latencies),
         "latency_s_p90": _quantile(latencies, 0.9),
         "normalized_latency_ms_mean": _mean(normalized),
-        "waiting_ratio_median": _quantile([m.waiting_ratio for m in metrics], 0.5),
+        "waiting_ratio_median": _quantile([pp["waiting_ratio"] for pp in per_problem], 0.5),
     }
 
 

@@ -14,21 +14,21 @@ from pathlib import Path
 from edgereason import __version__
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
 from edgereason.bench.arrivals import parse_rate
-from edgereason.bench.report import prepare_out, print_compare, print_table, write_results
-from edgereason.bench.runner import RunInterrupted, RunSpec, rate_label, run_one
+from edgereason.bench.out_folder import OutFolder
+from edgereason.bench.report import print_compare
+from edgereason.bench.resume import check_same_bench
+from edgereason.bench.runner import RunSpec, rate_label
+from edgereason.cli.bench_runs import note, run_all
 from edgereason.cli.comma_lists import beam_size, comma_items, comma_values
-from edgereason.cli.common import model_settings, policy_from, search_config
+from edgereason.cli.common import check_beams_before_loading, model_settings, policy_from, search_config
 from edgereason.cli.flags_models import add_model_args
 from edgereason.cli.flags_search import add_search_args, add_switch_args
-from edgereason.cli.progress import bar, end_line, pull_progress
 from edgereason.config import STRATEGY_NAMES
-from edgereason.engine.loop import prompt_ids
 from edgereason.engine.policy import PRESETS, Policy
 from edgereason.errors import ConfigError
-from edgereason.search.dataset import Problem, load_problems
-from edgereason.session.opening import Session, open_session
+from edgereason.search.dataset import load_problems
 from edgereason.session.settings import SPLITS
-from edgereason.util import interrupts
+from edgereason.util.secrets import hide_credentials
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -77,6 +77,11 @@ def _add_output_flags(p: argparse.ArgumentParser) -> None:
     """Where the results go, or which two to compare."""
     p.add_argument("--out", help="folder for results.json, results.csv and plots; checked before the first problem")
     p.add_argument("--force", action="store_true", help="overwrite the results of an earlier bench in --out")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the interrupted bench in --out from its finished problems (the same flags)",
+    )
     p.add_argument("--no-plots", action="store_true", help="write results.json and results.csv only")
     p.add_argument(
         "--compare",
@@ -121,13 +126,19 @@ def run(args: argparse.Namespace) -> int:
     rates = comma_values(args.rate, "--rate", parse_rate)
     splits = comma_items(args.split, "--split", allowed=SPLITS)
     _check_splits(args, splits)
+    check_beams_before_loading(max(beams), model_settings(argparse.Namespace(**{**vars(args), "split": splits[0]})))
     if not args.no_plots:
         require_one_cxx_runtime("bench's plots load matplotlib", "pass --no-plots")
     specs = _run_specs(args, policies, beams, strategies, rates, splits)
     out = Path(args.out)
-    prepare_out(out, args.force)  # after every setting is checked: a refused bench leaves no folder behind
-    config = _config(args, problems, policies, beams, rates)
-    return _run_all(args, out, config, problems, specs, splits)
+    # after every setting is checked; a bench refused later (a model, a problem) leaves nothing
+    # behind
+    with OutFolder(out, args.force, args.resume, note) as folder:
+        config = _config(args, problems, policies, beams, rates)
+        if (earlier := folder.earlier()) is not None:
+            check_same_bench(earlier, config, out)
+            config = {**earlier.config, "resumed": [*earlier.config.get("resumed", []), config["started"]]}
+        return run_all(args, folder, config, problems, specs)
 
 
 def _check_counts(args: argparse.Namespace) -> None:
@@ -138,6 +149,8 @@ def _check_counts(args: argparse.Namespace) -> None:
         raise ConfigError(f"--repeat must be a positive number, got {args.repeat}")
     if args.concurrency < 0:
         raise ConfigError(f"--concurrency must be 0 (no limit) or more, got {args.concurrency}")
+    if args.resume and args.force:
+        raise ConfigError("--resume continues the results in --out and --force overwrites them; pass one")
 
 
 def _check_splits(args: argparse.Namespace, splits: list[str]) -> None:
@@ -183,65 +196,6 @@ def _run_specs(
     ]  # splits alternate like policies
 
 
-def _run_all(
-    args: argparse.Namespace,
-    out: Path,
-    config: dict,
-    problems: list[Problem],
-    specs: list[tuple[str, RunSpec]],
-    splits: list[str],
-) -> int:
-    """Opens one session per split, runs every spec, and writes the results after each run and at the end."""
-    runs: list[dict] = []
-    sessions = {
-        s: open_session(model_settings(argparse.Namespace(**{**vars(args), "split": s})), progress=pull_progress)
-        for s in splits
-    }
-    config["backend"] = next(iter(sessions.values())).backend  # auto's choice: the same for every split
-    try:
-        for session in sessions.values():  # a problem refused mid-run stopped the bench and lost that run's work
-            _check_problems_fit(session, problems, args.dataset)
-        for i, (split, spec) in enumerate(specs, 1):
-            label = f"[{i}/{len(specs)}] {spec.name} N={spec.config.beams} rate={rate_label(spec.rate)}"
-            runs.append(run_one(sessions[split], spec, problems, bar(label)))
-            end_line()
-            write_results(out, config, runs)
-    except RunInterrupted as stop:
-        end_line()
-        if stop.run["problems"]:
-            runs.append(stop.run)
-        _finish(out, config, runs, args.no_plots)
-        print(f"{interrupts.describe(stop.stop)}: wrote {len(runs)} run(s) to {out}", file=sys.stderr)
-        return interrupts.exit_code(stop.stop)  # 130 for Ctrl-C, 143 for SIGTERM, 129 for a closed terminal
-    finally:
-        for session in sessions.values():
-            session.close()
-    _finish(out, config, runs, args.no_plots)
-    return 0
-
-
-def _finish(out: Path, config: dict, runs: list[dict], no_plots: bool) -> None:
-    write_results(out, config, runs)
-    print_table(runs, sys.stdout)
-    if not no_plots:
-        from edgereason.bench.plots import write_plots  # matplotlib only when plots are drawn
-
-        try:
-            write_plots(out, runs)
-        except OSError as e:  # a folder in the way, a full disk: the results are written, so a note, not an error
-            print(f"edgereason: note: the plots were not written ({e.strerror}: {e.filename})", file=sys.stderr)
-    print(f"results in {out}/results.json", file=sys.stderr)
-
-
-def _check_problems_fit(session: Session, problems: list[Problem], dataset: str) -> None:
-    """Every problem fits the session's generator (its trained context and KV memory), before the first run."""
-    for p in problems:
-        try:
-            prompt_ids(session.generator, p.problem)
-        except ConfigError as e:
-            raise ConfigError(f"{dataset}: problem {p.id!r}: {e}") from None
-
-
 def _config(
     args: argparse.Namespace, problems: list, policies: list[Policy], beams: list[int], rates: list[float]
 ) -> dict:
@@ -259,8 +213,9 @@ def _config(
         "repeat": args.repeat,
         "model": args.model,
         "prm": args.prm,
-        "base_url": args.base_url,  # the servers of a served generator and PRM
-        "prm_base_url": args.prm_base_url,
+        # the servers of a served generator and PRM, credentials as ***
+        "base_url": hide_credentials(args.base_url) if args.base_url else None,
+        "prm_base_url": hide_credentials(args.prm_base_url) if args.prm_base_url else None,
         "prm_format": args.prm_format,
         "threads": args.threads,
         "kv_tokens": args.kv_tokens,

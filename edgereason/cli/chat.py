@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import psutil
 
-from edgereason.cli.common import model_settings, policy_from
+from edgereason.cli.common import check_beams_before_loading, model_settings, policy_from
 from edgereason.cli.flags_models import add_model_args
 from edgereason.cli.flags_search import add_policy_arg, add_search_args
 from edgereason.cli.progress import is_terminal
@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     choice = recipe_search_config(args)
     policy = policy_from(args)
     settings = model_settings(args)
+    check_beams_before_loading(choice.config.beams, settings)
     if settings.threads is None:  # leave the UI thread a core: llama.cpp's spinning threads stall if one waits
         settings = dataclasses.replace(settings, threads=max(1, (psutil.cpu_count(logical=False) or 2) - 1))
 

@@ -11,10 +11,13 @@ T = TypeVar("T")
 
 
 def comma_items(text: str, flag: str, allowed: Sequence[str] | None = None) -> list[str]:
-    """The values of `flag`'s comma list, each once, and each among `allowed` where it is given."""
-    items = [s.strip() for s in text.split(",") if s.strip()]
-    if not items:
+    """The values of `flag`'s comma list, each once, and each among `allowed` where it is given.
+    An empty value ("4,,8", "4,8,") is a mistake, refused: it was dropped without a word."""
+    items = [s.strip() for s in text.split(",")]
+    if not any(items):
         raise ConfigError(f"{flag} needs at least one value")
+    if "" in items:
+        raise ConfigError(f"{flag} {text!r} has an empty value; separate its values by single commas")
     if allowed is not None and (bad := [s for s in items if s not in allowed]):
         raise ConfigError(f"{flag} takes {', '.join(allowed)}; got {', '.join(bad)}")
     if twice := sorted({s for s in items if items.count(s) > 1}):

@@ -7,9 +7,14 @@ import argparse
 from edgereason.cli.flags_remote import remote_settings
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine.policy import Policy, parse_policy, with_switches
+from edgereason.errors import ConfigError
 from edgereason.memory import parse_size
 from edgereason.memory.size import size_unit
 from edgereason.session.settings import ModelSettings
+
+# the sequences a local generator runs at once, one a beam: llama.cpp's LLAMA_MAX_SEQ, and the torch
+# backend's SEQ_SLOTS as its (a test holds them equal); a served generator's are the server's
+LOCAL_MAX_BEAMS = 256
 
 # flags only beam and dvts read, with SearchConfig's defaults
 TREE_FLAGS = {f: getattr(SearchConfig, f) for f in ("width", "select")}
@@ -18,6 +23,16 @@ TREE_FLAGS = {f: getattr(SearchConfig, f) for f in ("width", "select")}
 def policy_from(args: argparse.Namespace, spec: str | None = None) -> Policy:
     changes = {k[len("switch_") :]: v for k, v in vars(args).items() if k.startswith("switch_") and v is not None}
     return with_switches(parse_policy(spec if spec is not None else args.policy), changes)
+
+
+def check_beams_before_loading(beams: int, settings: ModelSettings) -> None:
+    """ConfigError for more beams than a local generator runs at once, before its model loads (the
+    engine's own check came after a load of 42 s for the 1.5B)."""
+    served = settings.remote is not None and bool(settings.remote.generator)
+    if beams > LOCAL_MAX_BEAMS and not served:
+        most = f"{LOCAL_MAX_BEAMS} sequences, one a beam"
+        pick = f"pick --beams {LOCAL_MAX_BEAMS} or fewer"
+        raise ConfigError(f"--beams {beams} is more than a local generator runs at once: {most}; {pick}")
 
 
 def model_settings(args: argparse.Namespace) -> ModelSettings:

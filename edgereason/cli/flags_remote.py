@@ -160,9 +160,11 @@ def remote_settings(args: argparse.Namespace) -> RemoteSettings | None:
 def url_list(text: str, flag: str) -> list[str]:
     """A comma list of server URLs, written as bench's list flags are, each checked (naming `flag`: Endpoint would
     name --base-url)."""
-    urls = [url.strip() for url in text.split(",") if url.strip()]
-    if not urls:
+    urls = [url.strip() for url in text.split(",")]
+    if not any(urls):
         raise ConfigError(f"{flag} needs at least one URL")
+    if "" in urls:
+        raise ConfigError(f"{flag} has an empty value; separate its URLs by single commas")
     for url in urls:
         check_url(url, flag)
     return urls

@@ -10,8 +10,10 @@ import sys
 from typing import NoReturn
 
 from edgereason import __version__
+from edgereason.cli.crash import crash_line
 from edgereason.errors import EdgeReasonError
 from edgereason.util import interrupts
+from edgereason.util.terminal import safe_text
 
 
 class UsageError(SystemExit):
@@ -56,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Exit codes: 0 done, 1 a user error or an unfinished search, 2 bad settings, 128 + N stopped by signal N
     (130 Ctrl-C, 143 SIGTERM, 129 a closed terminal) at any moment, imports included, and 141 (SIGPIPE) when
-    stdout's reader quit."""
+    stdout's reader quit. Anything else that escapes is a bug: one line, exit 1, its traceback in a
+    log file (crash.py)."""
     args = None
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -67,9 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         if "--json" in argv:
             print(json.dumps({"error": e.message, "exit_code": e.code}), flush=True)
         raise
-    except EdgeReasonError as e:
+    except EdgeReasonError as e:  # it may quote a server, a data file or a model: safe_text
         _end_progress_line()
-        print(f"edgereason: error: {e}", file=sys.stderr)
+        print(f"edgereason: error: {safe_text(str(e))}", file=sys.stderr)
         return _json_error(args, str(e), e.exit_code)
     except KeyboardInterrupt as e:
         new_line = "" if _end_progress_line() else "\n"  # after the "^C" the terminal echoed
@@ -78,6 +81,17 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of stdout quit (`| head`): nobody is left to tell, as for other tools
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the flush at exit cannot fail again
         return 128 + signal.SIGPIPE
+    except Exception as e:  # noqa: BLE001 - the last resort: a bug, one line and a log (crash.py)
+        _end_progress_line()
+        line = safe_text(crash_line(e, _secrets(args)), one_line=True)
+        print(f"edgereason: error: {line}", file=sys.stderr)
+        return _json_error(args, line, 1)
+
+
+def _secrets(args: argparse.Namespace | None) -> list[str | None]:
+    """The API key's value, where a command was given one: never shown, nor logged."""
+    variable = getattr(args, "api_key_env", None)
+    return [os.environ.get(variable)] if variable else []
 
 
 def _no_command(parser: argparse.ArgumentParser) -> int:

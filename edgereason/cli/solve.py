@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from edgereason.cli.common import model_settings, policy_from
+from edgereason.cli.common import check_beams_before_loading, model_settings, policy_from
 from edgereason.cli.flags_models import add_model_args
 from edgereason.cli.flags_search import add_policy_arg, add_search_args
 from edgereason.cli.progress import SearchProgress, is_terminal, pull_progress
@@ -17,6 +17,7 @@ from edgereason.session.auto_policy import is_auto
 from edgereason.session.opening import open_session
 from edgereason.tree import FINISH_WORDS
 from edgereason.util import text
+from edgereason.util.terminal import safe_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,7 +52,9 @@ def run(args: argparse.Namespace) -> int:
     choice = recipe_search_config(args)
     config = choice.config
     policy = policy_from(args)
-    session = open_session(model_settings(args), progress=pull_progress)
+    settings = model_settings(args)
+    check_beams_before_loading(config.beams, settings)
+    session = open_session(settings, progress=pull_progress)
     status = SearchProgress(config.beams) if is_terminal(sys.stderr) else None
     try:
         result = session.engine(policy, on_event=status).solve(problem, config)
@@ -70,19 +73,24 @@ def run(args: argparse.Namespace) -> int:
         print_text(result, args.show_tree)
     if note := choice.note():  # after the answer: an error before the search stays one line
         print(note, file=sys.stderr)
+    if result.grader.note:
+        print(f"edgereason: note: {result.grader.note}", file=sys.stderr)
     return 0 if result.status == "done" else 1
 
 
 def print_text(result: SearchResult, show_tree: bool) -> None:
+    """The answer, the best path and a summary. The model's text (and a failure's reason, which may
+    quote a server) goes through safe_text, piece by piece: it must not drive the terminal."""
     m = result.metrics
     if result.status != "done":
-        print(f"search {result.status}: {result.reason}", file=sys.stderr)
-    print(f"Answer: {result.answer if result.answer is not None else '(no boxed answer found)'}")
+        print(f"search {result.status}: {safe_text(str(result.reason), one_line=True)}", file=sys.stderr)
+    answer = safe_text(result.answer) if result.answer is not None else "(no boxed answer found)"
+    print(f"Answer: {answer}")
     if best := result.answer_path():
         print(f"\n{result.best_path_title(best)}:")
         for i, (step, score) in enumerate(best.steps, 1):
             s = f"{score:.3f}" if score is not None else "  -  "
-            print(f"  [{i}] ({s}) {step.strip()}")
+            print(f"  [{i}] ({s}) {safe_text(step.strip())}")
     if show_tree:
         print("\nSurviving tree:")
         print_tree(result)
@@ -105,7 +113,8 @@ def print_tree(result: SearchResult) -> None:
             n = nodes[nid]
             score = f"{n['score']:.3f}" if n["score"] is not None else "  -  "
             state = FINISH_WORDS.get(n["finish"], n["status"]) if n["status"] == "complete" else n["status"]
-            print(f"{'  ' * indent}- ({score}) [{state}] {clip(n['text'], 70)}")
+            step = safe_text(clip(n["text"], 70), one_line=True)
+            print(f"{'  ' * indent}- ({score}) [{state}] {step}")
             walk(nid, indent + 1)
 
     walk(None, 1)

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from edgereason.config import SearchConfig
-from edgereason.search.grading import answers_match, extract_boxed
+from edgereason.search.grading import Grader, extract_boxed
 from edgereason.tree import FINISH_WORDS, Node, Tree, path_score, ranked
 
 
@@ -67,9 +67,11 @@ class SearchResult:
     reason: str | None = None
     step_scores: list[float] = field(default_factory=list)  # every PRM score of the request (bench histogram)
     step_common_prefix: list[float] = field(default_factory=list)  # per selection: shared-token share
+    # the vote's comparisons as math and the figures shown with it share one budget (grading.py)
+    grader: Grader = field(default_factory=Grader, repr=False, compare=False)
 
     def reaches_answer(self, path: FinalPath) -> bool:
-        return self.answer is not None and path.answer is not None and answers_match(path.answer, self.answer)
+        return self.answer is not None and path.answer is not None and self.grader.match(path.answer, self.answer)
 
     def answer_path(self) -> FinalPath | None:
         """The best-ranked path that reaches the answer: under a vote the best path may hold another answer."""
@@ -110,12 +112,12 @@ def build_result(
 ) -> SearchResult:
     """The record of a finished request: the best `beams` logical candidates among the completed paths, the
     answer (the best path's, or a vote), the tree's steps, and the metrics that need the whole run."""
-    cfg, m = config, metrics
+    cfg, m, grader = config, metrics, Grader()
     paths = final_paths(completed, cfg)
     if cfg.vote == "best":
         answer = paths[0].answer if paths else None
     else:
-        answer = vote(paths, by_score=cfg.vote == "weighted")
+        answer = vote(paths, by_score=cfg.vote == "weighted", grader=grader)
     m.wall_s = wall
     m.final_tokens = final_tokens([(tree.nodes[p.node_id], p.potential) for p in paths])
     m.goodput_tok_s = m.final_tokens / wall if wall > 0 else 0.0
@@ -147,6 +149,7 @@ def build_result(
         reason,
         [n.score for n in tree.steps() if n.score is not None],
         list(common_prefix),
+        grader,
     )
 
 
@@ -197,15 +200,18 @@ def completed_reason(completed: Sequence[Node]) -> str:
     return f"completed {total} path{'s' if total != 1 else ''}" + (f" ({detail})" if detail else "")
 
 
-def vote(paths: Sequence[FinalPath], by_score: bool = True) -> str | None:
-    """Majority over distinct answers, compared as math: each path counts its potential, times its score when
-    by_score (weighted). Ties go to the answer of the better-ranked path (paths come best first)."""
+def vote(paths: Sequence[FinalPath], by_score: bool = True, grader: Grader | None = None) -> str | None:
+    """Majority over distinct answers, compared as math: each path counts its potential, times its
+    score when by_score (weighted). Ties go to the answer of the better-ranked path (paths come best
+    first). grader: the search's, whose budget bounds the comparisons (a new one where none is
+    given)."""
+    grader = grader or Grader()
     buckets: list[tuple[str, float]] = []
     for p in paths:
         if p.answer is None:
             continue
         for i, (ans, w) in enumerate(buckets):
-            if answers_match(ans, p.answer):
+            if grader.match(ans, p.answer):
                 buckets[i] = (ans, w + (p.score if by_score else 1.0) * p.potential)
                 break
         else:

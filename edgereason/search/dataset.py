@@ -4,6 +4,7 @@ Bytes that are not UTF-8 become U+FFFD (edgereason/util/text.py), so such a line
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,8 +38,7 @@ def load_problems(path: str | Path, limit: int | None = None, offset: int = 0) -
             raise ConfigError(f"{path}:{lineno}: not a JSON object that can be read ({e})") from None
         if not isinstance(row, dict) or not str(row.get("problem", "")).strip() or row.get("answer") is None:
             raise ConfigError(f"{path}:{lineno}: each line needs a non-empty 'problem' and an 'answer'")
-        if (kind := _unwritable_kind(row["answer"])) is not None:
-            raise ConfigError(f"{path}:{lineno}: 'answer' is {kind}; give one gold answer as a string or a number")
+        _check_kinds(row, f"{path}:{lineno}")
         pid = row.get("id")
         values = (f"{path.stem}-{lineno}" if pid is None else pid, row["problem"], row["answer"])
         problems.append(Problem(*(clean(str(v)) for v in values)))  # a "\udce9" escape is a lone surrogate
@@ -46,28 +46,48 @@ def load_problems(path: str | Path, limit: int | None = None, offset: int = 0) -
     if len(set(ids)) < len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise ConfigError(f"{path}: id {dup!r} appears twice; request ids must be unique within a run")
+    if not problems:  # an empty file, /dev/null
+        raise ConfigError(f"{path} holds no problems; give a JSONL file, one {{problem, answer}} object a line")
     selected = problems[offset : offset + limit if limit is not None else None]
     if not selected:
         raise ConfigError(f"no problems selected from {path} ({len(problems)} in the file, --offset {offset})")
     return selected
 
 
-def _unwritable_kind(answer: object) -> str | None:
-    """The JSON kind of a gold answer that is neither a string nor a number, or None: the gold is compared as text,
-    and the Python text of a list, an object or a bool ("['4', '5']", "True") is nothing a model writes."""
-    if isinstance(answer, bool):
-        return "true" if answer else "false"
-    if isinstance(answer, list):
-        return "a list"
-    if isinstance(answer, dict):
-        return "an object"
-    return None
+def _check_kinds(row: dict, where: str) -> None:
+    """A problem is text, a gold answer text or a finite number, an id text or a whole number: the
+    Python text of anything else ("['a']", "True", "nan") was sent to the model as the problem, or
+    compared as the gold, without a word."""
+    if not isinstance(row["problem"], str):
+        kind = _kind(row["problem"])
+        raise ConfigError(f"{where}: 'problem' is {kind}; give the problem as a string")
+    if (kind := _kind(row["answer"])) not in ("text", "a number"):
+        raise ConfigError(f"{where}: 'answer' is {kind}; give one gold answer as a string or a number")
+    if "id" in row and row["id"] is not None and _kind(row["id"]) not in ("text", "a number"):
+        raise ConfigError(f"{where}: 'id' is {_kind(row['id'])}; give the id as a string or a number")
+
+
+def _kind(value: object) -> str:
+    """A JSON value's kind as an error names it; "text" and "a number" are the ones a field may
+    be."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):  # JSON's NaN and Infinity, as Python reads them
+        return "NaN" if math.isnan(value) else "infinite"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    return "a list" if isinstance(value, list) else "an object"
 
 
 def _read_lines(path: Path) -> list[str]:
+    """The file's lines; a device or a pipe (/dev/null, <(...)) is read as a file is."""
     if path.is_dir():
         raise ConfigError(f"dataset {path} is a folder; give a JSONL file")
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(f"dataset file not found: {path}")
     try:
         with path.open(encoding="utf-8-sig", errors="replace") as f:  # -sig: a file saved with a byte-order mark

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from scipy.stats import chisquare, kstest
 
 from edgereason.backends.sampling import CUTOFF, by_id, draw_rows, sample, sample_rows, uniforms
 from edgereason.config import SamplingParams, mix_seed
+from edgereason.errors import ModelError
 
 
 def test_p_draws_follow_the_distribution():
@@ -80,3 +82,20 @@ def test_only_tokens_past_the_cutoff_are_left_out():
     assert draw_rows(ids, logits, [2], [SamplingParams(temperature=t)], top) == [[1, 1]]
     assert draw_rows(ids, logits, [1], [SamplingParams(temperature=t, top_p=0.999)], top[:1]) == [[0]]
     assert draw_rows(ids, logits, [1], [SamplingParams(temperature=t)], np.zeros(1)) == [[0]]
+
+
+def test_logits_that_are_not_numbers_are_a_damaged_model() -> None:
+    """Damaged weights give NaN logits: a whole row at temperature > 0 had no candidate, and the
+    draw was `ValueError: attempt to get argmax of an empty sequence` (a traceback, exit 1)."""
+    nan_row = np.full(20, np.nan, dtype=np.float32)
+    for temperature in (0.0, 0.8):
+        with pytest.raises(ModelError, match="weights are damaged"):
+            sample(nan_row, 2, SamplingParams(temperature=temperature))
+    ids = np.array([[0, 1, 2], [0, 1, 2]], dtype=np.int32)
+    logits = np.array([[1.0, 2.0, 3.0], [1.0, np.nan, 3.0]], dtype=np.float32)
+    with pytest.raises(ModelError, match="weights are damaged"):  # device rows: one damaged row
+        sample_rows(ids, logits, [1, 1], [SamplingParams(), SamplingParams()])
+    with pytest.raises(ModelError):  # rows with no candidate at all
+        sample_rows(ids[:, :0], logits[:, :0], [1, 1], [SamplingParams(), SamplingParams()])
+    row = np.array([-np.inf, 2.0, -np.inf], dtype=np.float32)  # tokens left out are no damage
+    assert sample(row, 2, SamplingParams(temperature=0.8)) == [1, 1]

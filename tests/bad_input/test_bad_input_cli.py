@@ -211,6 +211,9 @@ GOOD_RUN = {"policy": "edge", "beams": 4, "rate": "inf", **{f: 1.0 for f in repo
     [
         (None, "no results.json"),
         ("{half a file", "not a bench results file"),
+        pytest.param(  # RecursionError, a traceback before
+            '{"runs": ' + "[" * 100_000 + "]" * 100_000 + "}", "not a bench results file", id="nested too deep"
+        ),
         ('["a list"]', "not a bench results file"),
         ('{"runs": [1, 2]}', "not a list of objects"),
         (
@@ -258,6 +261,48 @@ def test_more_beams_than_the_generator_runs_at_once(smollm2_path, capsys, strate
     assert re.search(
         r"--beams 512 is more than .* 256 sequences, one a beam; pick --beams 256 or fewer", one_line_error(capsys, rc)
     )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["solve", "2+3?", "--strategy", "best-of-n", "--beams", "100000000"], ["bench", "--beams", "4,512"]],
+)
+def test_beams_beyond_any_local_generator_are_refused_before_the_model_loads(tmp_path, capsys, gsm8k_path, command):
+    """--beams 100000000 was refused only after the model loaded (42 s for the 1.5B): here the model
+    file is not even there, and the beams are what is refused."""
+    more = ["--dataset", str(gsm8k_path), "--out", str(tmp_path / "out")] if command[0] == "bench" else []
+    rc = main([*command, *more, "--model", str(tmp_path / "absent.gguf")])
+    message = one_line_error(capsys, rc, code=2)
+    assert "is more than a local generator runs at once: 256 sequences" in message
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_early_beams_bound_is_the_local_backends_own() -> None:
+    """The CLI checks --beams before a model loads against the sequences a local context runs at
+    once."""
+    from edgereason.backends.llamacpp.runtime import SEQ_SLOTS as LLAMACPP_SLOTS
+    from edgereason.backends.torch import SEQ_SLOTS as TORCH_SLOTS
+    from edgereason.cli.common import LOCAL_MAX_BEAMS
+
+    assert LOCAL_MAX_BEAMS == LLAMACPP_SLOTS == TORCH_SLOTS
+
+
+@pytest.mark.slow
+def test_a_model_whose_tensor_data_is_damaged_is_one_line(tmp_path, home, smollm2_path, capsys):
+    """Its header intact, NaN in a layer's weights: `ValueError: attempt to get argmax of an empty
+    sequence` (backends/sampling.py) before."""
+    import gguf
+
+    damaged = tmp_path / "damaged.gguf"
+    shutil.copy(smollm2_path, damaged)
+    norm = next(t for t in gguf.GGUFReader(damaged).tensors if t.name == "blk.0.attn_norm.weight")
+    with damaged.open("r+b") as f:  # F32: 0xFFFFFFFF is NaN
+        f.seek(norm.data_offset)
+        f.write(b"\xff" * norm.n_bytes)
+    rc = main(["solve", "What is 2+3?", "--model", str(damaged), "--prm", "self", *FAST])
+    err = capsys.readouterr().err  # a fresh home: the note that no memory profile exists comes first
+    assert rc == 1 and "Traceback" not in err and "unexpected" not in err, err
+    assert err.splitlines()[-1].startswith("edgereason: error: the model's output is not a number")
 
 
 def test_show_tree_says_how_each_path_ended(smollm2_path, capsys):

@@ -232,6 +232,14 @@ def test_a_value_named_twice_is_a_clear_error_before_any_work(tmp_path, capsys, 
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize(("flag", "values"), [("--beams", "4,,8"), ("--policies", "edge,"), ("--rate", ",inf")])
+def test_an_empty_value_in_a_list_is_a_clear_error_before_any_work(tmp_path, capsys, gsm8k_path, flag, values):
+    """--beams 4,,8 ran 4 and 8 without a word."""
+    rc = main(["bench", "--dataset", str(gsm8k_path), flag, values, "--out", str(tmp_path / "o")])
+    assert rc == 2 and f"{flag} {values!r} has an empty value" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.mark.parametrize(
     "flag, values, alike",
     [

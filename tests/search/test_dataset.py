@@ -38,7 +38,16 @@ def test_a_missing_or_null_id_is_the_file_and_line(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "answer, kind", [('["4", "5"]', "a list"), ('{"x": 1}', "an object"), ("true", "true"), ("false", "false")]
+    "answer, kind",
+    [
+        ('["4", "5"]', "a list"),
+        ('{"x": 1}', "an object"),
+        ("true", "true"),
+        ("false", "false"),
+        ("NaN", "NaN"),  # Python's json reads them; stored as "nan" and "inf" before, without a word
+        ("Infinity", "infinite"),
+        ("-Infinity", "infinite"),
+    ],
 )
 def test_an_answer_no_model_writes_is_refused_with_its_line(tmp_path, answer, kind):
     """Stored as its Python text before ("['4', '5']", "True"), a gold answer no run could match."""
@@ -47,6 +56,32 @@ def test_an_answer_no_model_writes_is_refused_with_its_line(tmp_path, answer, ki
     with pytest.raises(ConfigError) as refused:
         load_problems(path)
     assert str(refused.value) == f"{path}:2: 'answer' is {kind}; give one gold answer as a string or a number"
+
+
+@pytest.mark.parametrize(
+    "field, value, kind",
+    [
+        ("problem", '["a"]', "a list"),
+        ("problem", '{"q": 1}', "an object"),
+        ("problem", "12", "a number"),
+        ("id", '["a"]', "a list"),
+    ],
+)
+def test_a_problem_or_id_that_is_not_text_is_refused_with_its_line(tmp_path, field, value, kind):
+    """A list given as the problem was sent to the model as the text ['a']."""
+    path = tmp_path / "set.jsonl"
+    row = {"problem": '"q"', "answer": '"4"', field: value}
+    path.write_text("{" + ", ".join(f'"{k}": {v}' for k, v in row.items()) + "}\n")
+    with pytest.raises(ConfigError) as refused:
+        load_problems(path)
+    assert str(refused.value).startswith(f"{path}:1: '{field}' is {kind}; give ")
+
+
+def test_a_device_or_a_pipe_is_read_and_an_empty_one_has_no_problems(tmp_path):
+    """--dataset /dev/null said "not found"."""
+    with pytest.raises(ConfigError) as refused:
+        load_problems("/dev/null")
+    assert str(refused.value).startswith("/dev/null holds no problems; give a JSONL file")
 
 
 def test_a_number_answer_is_its_json_text(tmp_path):

@@ -17,6 +17,7 @@ from edgereason.session.opening import Session
 from edgereason.session.settings import ModelSettings
 from edgereason.ui.app import ChatApp
 from edgereason.ui.history import History, HistoryEntry
+from tests.util.test_terminal import C0, C1, SEQUENCES
 
 TINY = SearchConfig(beams=2, width=2, max_steps=1, max_step_tokens=4)
 
@@ -96,6 +97,34 @@ def escapes_on_screen(app: ChatApp) -> bool:
     return "\x1b" in app.export_screenshot()
 
 
+EVIL = "".join(C0 + C1) + "".join(SEQUENCES) + "[bold]markup[/bold]"
+
+
+class AllControlsGenerator(FakeGenerator):
+    """Every letter comes with every C0 and C1 control character, the common escape sequences and
+    Rich markup."""
+
+    def token_piece(self, token: int) -> bytes:
+        piece = super().token_piece(token)
+        return EVIL.encode() + piece if token > 1 else piece
+
+
+async def test_every_control_character_the_model_generates_is_shown_as_text(tmp_path) -> None:
+    """The printing boundary's test for the chat: the tree, the path, the answer and a note hold the
+    model's text; none of its control characters reaches the screen raw, and its markup is text."""
+    app = fake_app(tmp_path, AllControlsGenerator())
+    async with app.run_test(size=(200, 60)) as pilot:
+        await until_ready(pilot)
+        await ask(pilot, f"What is 2 + 2? {EVIL}")
+        await until_idle(pilot)
+        app.query_one("ChatLog").add_note(f"the search failed: {EVIL}", error=True)
+        await pilot.pause()
+        shown = app.export_screenshot()
+        assert not {c for c in shown if c in C0 + C1 + ["\u202e"]}
+        assert "\\x1b]0;owned\\x07" in shown and "[bold]markup[/bold]" in shown.replace("&#160;", " ")
+        await pilot.press("ctrl+q")
+
+
 async def test_escape_sequences_the_model_generates_are_shown_not_sent(tmp_path) -> None:
     app = fake_app(tmp_path, EscapingGenerator())
     async with app.run_test(size=(160, 48)) as pilot:
@@ -106,7 +135,7 @@ async def test_escape_sequences_the_model_generates_are_shown_not_sent(tmp_path)
         await pilot.pause()
         assert "\x1b" in app.history.load()[0].steps[0]  # the model's text, kept as it came
         shown = app.export_screenshot()
-        assert "␛[2J␛]0;PWNED␇" in shown and not escapes_on_screen(app)
+        assert "\\x1b[2J\\x1b]0;PWNED\\x07" in shown and not escapes_on_screen(app)
         await pilot.press("ctrl+q")
 
 
@@ -132,7 +161,7 @@ async def test_escape_sequences_in_the_history_are_shown_not_sent(tmp_path) -> N
         await pilot.pause()
         assert "PWNED" in app.export_screenshot() and not escapes_on_screen(app)
         await pilot.press("enter")
-        assert app.query_one(Input).value == "What is 2 + 2?␛]0;PWNED␇␛[2J"
+        assert app.query_one(Input).value == "What is 2 + 2?\\x1b]0;PWNED\\x07\\x1b[2J"
         assert not escapes_on_screen(app)
         await pilot.press("ctrl+q")
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from textual.containers import VerticalScroll
 from textual.widgets import Markdown, Static
 
+from edgereason.util.terminal import safe_text
+
 
 class ChatLog(VerticalScroll):
     DEFAULT_CSS = """
@@ -20,13 +22,15 @@ class ChatLog(VerticalScroll):
         self.border_title = "chat"
 
     def add_problem(self, text: str) -> None:
-        self._add(Static(f"> {text}", classes="problem", markup=False))
+        self._add(Static(f"> {safe_text(text)}", classes="problem", markup=False))
 
     def add_answer(self, markdown: str) -> None:
-        self._add(Markdown(markdown, classes="answer"))
+        """markdown: made safe to print (format.answer_markdown); a link in it opens nothing."""
+        self._add(Markdown(markdown, classes="answer", open_links=False))
 
     def add_note(self, text: str, error: bool = False) -> None:
-        self._add(Static(text, classes="error" if error else "note", markup=False))
+        """text: may quote a server or a model (an error's message)."""
+        self._add(Static(safe_text(text), classes="error" if error else "note", markup=False))
 
     def _add(self, widget: Static | Markdown) -> None:
         self.mount(widget)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual import events
 from textual.widgets import Input
 
-from edgereason.ui.format import visible
+from edgereason.util.terminal import safe_text
 
 
 def one_line(text: str) -> str:
@@ -15,8 +15,9 @@ def one_line(text: str) -> str:
 
 class ProblemInput(Input):
     def validate_value(self, value: str) -> str:
-        """What is pasted or put back from the history is shown, and sent, with control characters as symbols."""
-        return visible(value)
+        """What is pasted or put back from the history is shown, and sent, with control characters
+        (and line breaks: it is one line) as escapes."""
+        return safe_text(value, one_line=True)
 
     def _on_paste(self, event: events.Paste) -> None:
         # Input's own handler (run after this one unless prevented) keeps the first line of a paste and drops the

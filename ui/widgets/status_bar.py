@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from edgereason.engine.events import Progress
+from edgereason.util.terminal import safe_text
 
 
 def _kv(used: int, capacity: int) -> str:
@@ -57,9 +58,9 @@ class StatusBar(Static):
             parts.pop(dropped, None)
             if not width or len(self.phase) + sum(2 + len(t) for t in parts.values()) <= width:
                 break
-        line = Text(self.phase, "bold")
+        line = Text(safe_text(self.phase, one_line=True), "bold")  # a pull's label, an error's
         for text in parts.values():
-            line.append("  " + text)
+            line.append("  " + safe_text(text, one_line=True))
         self.update(line)
 
 

@@ -7,9 +7,9 @@ from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from edgereason.ui.format import visible
 from edgereason.ui.latex import latex_to_text
 from edgereason.ui.state import SearchState, StepView
+from edgereason.util.terminal import safe_text
 
 LOOK: dict[str, tuple[str, str]] = {  # status -> (glyph, style)
     "generating": ("…", "yellow"),
@@ -26,7 +26,7 @@ PREVIEW = 64
 def node_label(node: StepView, best: bool) -> Text:
     glyph, style = LOOK.get(node.status, ("·", ""))  # a status newer than this table still renders
     score = f"{node.score:.2f}" if node.score is not None else " -- "
-    preview = " ".join(visible(latex_to_text(node.text)).split())
+    preview = " ".join(safe_text(latex_to_text(node.text)).split())
     preview = preview[: PREVIEW - 1] + "…" if len(preview) > PREVIEW else preview
     label = Text.assemble(
         (f"{glyph} ", style),
@@ -64,7 +64,8 @@ class SearchTree(Tree[int]):
         self._lines.clear()
         self._best = set()
         self.clear()
-        self.root.set_label(Text(" ".join(state.question.split())[: PREVIEW * 2], style="bold"))  # as typed
+        question = safe_text(" ".join(state.question.split())[: PREVIEW * 2])  # as typed
+        self.root.set_label(Text(question, style="bold"))
         self.root.data = None
         for node in state.nodes.values():
             self._place(node)

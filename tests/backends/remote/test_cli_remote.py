@@ -4,8 +4,10 @@ llama-cpp-python's server prints the same JSON as a local one."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,16 @@ def one_line_error(proc: subprocess.CompletedProcess, code: int, needle: str) ->
         (["--backend", "remote"], "needs --base-url"),
         (["--backend", "remote", "--base-url", "127.0.0.1:8080"], "--base-url must be an http(s) URL"),
         (["--prm-base-url", "localhost:8080"], "--prm-base-url must be an http(s) URL"),  # named --base-url before
+        # each of these was a traceback at the first request, exit 1 (ValueError, OverflowError,
+        # InvalidURL)
+        (["--backend", "remote", "--base-url", "http://127.0.0.1:99999"], "port that is not a number from 1"),
+        (["--backend", "remote", "--base-url", "http://127.0.0.1:-1"], "port that is not a number from 1"),
+        (["--backend", "remote", "--base-url", "http://127.0.0.1:abc"], "port that is not a number from 1"),
+        (["--backend", "remote", "--base-url", "http://127.0.0.1:"], "has no port after its colon"),
+        (["--backend", "remote", "--base-url", "http://[::1"], "in brackets that is no IPv6 address"),
+        (["--backend", "remote", "--base-url", "http://[zz::1]:80"], "in brackets that is no IPv6 address"),
+        (["--prm-base-url", "http://1.2.3.999:80"], "--prm-base-url must be an http(s) URL"),
+        (["--prm-base-url", "http://127.0.0.1:1,"], "--prm-base-url has an empty value"),
         (["--backend", "remote", "--base-url", "http://127.0.0.1:1", "--remote-retries", "-1"], "--remote-retries"),
         (
             ["--backend", "remote", "--base-url", "http://127.0.0.1:1", "--api-key-env", "EDGEREASON_UNSET_KEY"],
@@ -56,6 +68,30 @@ def test_a_dead_server_is_one_line(smollm2_path: Path) -> None:
         "0",
     )
     one_line_error(proc, 1, "is it running?")
+
+
+def test_credentials_in_a_url_are_shown_as_stars(smollm2_path: Path) -> None:
+    """The password was printed in the error line."""
+    url = f"http://user:s3cret@127.0.0.1:{free_port()}"
+    model = ["--model", str(smollm2_path)]
+    proc = run_cli("solve", "1+1?", *model, "--backend", "remote", "--base-url", url, "--remote-retries", "0")
+    one_line_error(proc, 1, "cannot reach the server at http://***@127.0.0.1:")
+    assert "s3cret" not in proc.stderr and "user" not in proc.stderr
+
+
+def test_a_server_that_never_answers_is_reported_in_seconds(smollm2_path: Path) -> None:
+    """With the default --remote-timeout and --remote-retries a silent server took about 8 minutes
+    (four times the 120 s timeout) to report; the checks at opening wait 10 s for an answer and do
+    not retry a timeout."""
+    with socket.socket() as silent:  # accepts connections (the kernel's backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        t0 = time.monotonic()
+        proc = run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), "--backend", "remote", "--base-url", url)
+        took = time.monotonic() - t0
+    one_line_error(proc, 1, f"cannot reach the server at {url} (no answer within 10s) after 1 try")
+    assert took < 30, took
 
 
 def test_the_value_head_is_refused_for_a_served_prm(smollm2_path: Path) -> None:

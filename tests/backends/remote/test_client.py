@@ -4,6 +4,7 @@ that holds against a server that never answers, and no task left running after a
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 import threading
 import time
@@ -14,6 +15,7 @@ import pytest
 from remote_server import JSONHandler, LocalServer, free_port
 
 from edgereason.backends.remote.client import CompletionClient, RemoteError
+from edgereason.backends.remote.loop_thread import LoopThread
 from edgereason.backends.remote.settings import Endpoint
 from edgereason.errors import ConfigError
 
@@ -61,7 +63,7 @@ def test_5xx_is_retried_then_answered(scripted: str) -> None:
     client = CompletionClient(Endpoint(scripted, model="m", retries=3))
     try:
         answers = client.complete([{"prompt": "x", "max_tokens": 1}])
-        assert answers[0]["choices"][0]["text"] == "ok"
+        assert answers[0].choices[0].text == "ok"
         assert client.stats.retries == 2 and Scripted.seen == 3
     finally:
         client.close()
@@ -155,3 +157,37 @@ def test_a_prompt_longer_than_the_servers_context_is_one_clear_line(server: Loca
         assert client.stats.retries == 0
     finally:
         client.close()
+
+
+class Interrupted(Exception):
+    """What a stop signal raises in the waiting thread (KeyboardInterrupt would end pytest
+    itself)."""
+
+
+def test_a_call_stopped_by_a_signal_returns_after_its_task_has_unwound() -> None:
+    """A signal during a request cancelled only the caller's future, which returns at once, while
+    the task was still unwinding; the loop was then closed under it ("Exception ignored ... Event
+    loop is closed", "Task was destroyed but it is pending", 3 of 12 SIGTERMs of a served solve)."""
+    runner = LoopThread()
+    unwound = []
+
+    async def slow_to_cancel() -> None:
+        try:
+            await asyncio.sleep(30)
+        finally:
+            await asyncio.sleep(0.3)  # closing connections, awaiting the other requests of a round
+            unwound.append(True)
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.2)
+    try:
+        with pytest.raises(Interrupted):
+            runner.call(slow_to_cancel(), 10, "the server")
+        assert unwound == [True]  # the task ended before the call did
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+        runner.stop()
+    assert not runner.thread.is_alive() and runner.loop.is_closed()

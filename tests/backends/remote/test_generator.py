@@ -13,6 +13,7 @@ from remote_server import LocalServer
 
 from edgereason.backends.llamacpp.model import load_vocab
 from edgereason.backends.remote import Endpoint, RemoteError, open_generator, open_verifier
+from edgereason.backends.remote.answers import read_completion
 from edgereason.backends.remote.generator import RemoteGenerator
 from edgereason.backends.remote.pool import Reply
 from edgereason.config import SamplingParams, SearchConfig
@@ -40,7 +41,7 @@ class ScriptedClient:
         return [{"choices": [{"text": self.texts.pop(0), "finish_reason": "stop"}]} for _ in bodies]
 
     def send(self, bodies: list[dict[str, Any]], homes: list[int | None]) -> list[Reply]:
-        return [Reply(answer, 0) for answer in self.complete(bodies)]
+        return [Reply(read_completion(answer), 0) for answer in self.complete(bodies)]
 
     def close(self) -> None:
         pass

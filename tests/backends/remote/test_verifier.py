@@ -14,6 +14,7 @@ from edgereason.backends.llamacpp import LlamaVerifier
 from edgereason.backends.llamacpp.model import load_vocab
 from edgereason.backends.prm_format import prm_format
 from edgereason.backends.remote import Endpoint, RemoteError, open_verifier
+from edgereason.backends.remote.answers import read_completion
 from edgereason.backends.remote.pool import Reply
 from edgereason.backends.remote.verifier import RemoteVerifier
 from edgereason.errors import ConfigError
@@ -138,7 +139,7 @@ class BiasedServer:
         }
 
     def send(self, bodies: list[dict[str, Any]], homes: list[int | None]) -> list[Reply]:
-        return [Reply(answer, 0) for answer in self.complete(bodies)]
+        return [Reply(read_completion(answer), 0) for answer in self.complete(bodies)]
 
     def close(self) -> None:
         pass
