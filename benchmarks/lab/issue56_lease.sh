@@ -4,18 +4,32 @@
 #   llama:   join the prebuilt llama-cpp-python parts (carried in .device/llama) into /root/site
 #   setup:   install the wheels (.device/whl) and the project; keep the data (.device/data) in /root/data
 #   piece:   move the model piece carried in .device/p/* to /root/m
-#   first:   join the models; the CUDA tests (torch, engine on both backends, the fused passes); the compiled
-#            layer's kernels; attention kinds; the raw pass (torch uncompiled and compiled, llama.cpp)  [450 s]
-#   second:  the engine side by side: the 1.5B's recipe one problem at a time (LIMIT problems), 16 at once, the
-#            beam recipe's edge against baseline, solve's whole process cold and warm                  [480 s]
+#   core:    join the models; the CUDA tests (the fused passes, the engine on both backends); the raw pass at 1, 8
+#            and 64 rows (torch uncompiled and compiled, llama.cpp); the 1.5B's recipe one problem at a time (LIMIT
+#            problems) and 16 at once on both backends; solve's whole process, torch warm and llama.cpp     [560 s]
+#   extra:   the compiled layer's kernels on CUDA, attention kinds, the beam recipe's edge against baseline, edge
+#            at 16 at once, solve with a cold compile cache, the raw pass at 32 and 128 rows                [480 s]
 set -uo pipefail
-part=$1 limit=${2:-10}
+part=$1 limit=${2:-8}
 src=$PWD
 export PYTHONPATH=/root/site PYTHONUNBUFFERED=1 EDGEREASON_HOME=/root/.cache/edgereason
 mkdir -p /root/proj /root/site /root/m /root/data /root/out
 out=/root/out/$part
 mkdir -p "$out"
 keep() { tar czf "$OUT/$part.tgz" -C "$out" . 2>/dev/null; }
+common="--dataset /root/data/gsm8k_test.jsonl --gpu-memory 24GiB --max-steps 20 --max-tokens 1024 --no-plots"
+q15="--model qwen2.5-coder-1.5b --strategy best-of-n --beams 8 --temperature 0.6 --vote weighted"
+beam="--model qwen2.5-coder-1.5b --strategy beam --beams 8 --width 2 --temperature 0.6 --vote weighted"
+q="Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for her \
+friends every day with four. She sells the remainder at the farmers' market daily for \$2 per fresh duck egg. How \
+much in dollars does she make every day at the farmers' market?"
+solve_time() {  # solve's whole process on a backend (RUN: torch-cold, torch-warm, llamacpp)
+  local t0 rc
+  t0=$(date +%s.%N)
+  timeout 35 edgereason solve "$q" --backend "${1%%-*}" --json >"$out/solve-$1.json" 2>"$out/solve-$1.log"
+  rc=$?
+  echo "solve $1 rc $rc $(awk "BEGIN {print $(date +%s.%N) - $t0}") s" | tee -a "$out/solve-times.txt"; keep
+}
 refresh() {  # the call's code into /root/proj (the editable install points there)
   cd /root/proj || exit 1
   for d in benchmarks edgereason backends ui tests profiles examples; do rm -rf "$d" && cp -a "$src/$d" .; done
@@ -38,51 +52,44 @@ torch.__version__, torch.cuda.get_device_name())"
     echo SETUP_DONE ;;
   piece)
     mv .device/p/*/* /root/m/ && ls /root/m | wc -l ;;
-  first)
+  core)  # the figures that matter most, within one call
     refresh
     mkdir -p "$EDGEREASON_HOME/models"
     cat /root/m/q15.* >"$EDGEREASON_HOME/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
     cat /root/m/s135.* >"$EDGEREASON_HOME/models/SmolLM2-135M-Instruct.Q4_1.gguf"
     edgereason models list >"$out/models.txt" 2>&1
-    timeout 150 python3 -m pytest -q -x -p no:cacheprovider -k "cuda or engine" \
+    timeout 120 python3 -m pytest -q -x -p no:cacheprovider -k "cuda or engine" \
       tests/backends/torch/test_torch_fused.py tests/engine/test_engine.py >"$out/pytest-cuda.txt" 2>&1
     echo "pytest rc $?" >>"$out/pytest-cuda.txt"; tail -3 "$out/pytest-cuda.txt"; keep
-    timeout 60 python3 benchmarks/torch_step_ops.py --model qwen2.5-coder-1.5b --rows 8 --device cuda --compiled \
-      >"$out/step-ops-1.5b.json" 2>"$out/step-ops.log"; echo "ops rc $?"; keep
-    timeout 90 python3 benchmarks/attention_kinds.py --model qwen2.5-coder-1.5b --reps 20 \
-      >"$out/attention-kinds.json" 2>"$out/attention-kinds.log"; echo "attention rc $?"; keep
-    timeout 130 python3 benchmarks/torch_pass.py --model qwen2.5-coder-1.5b --rows 1,8,32,64,128 --skip torch-eager \
-      --steps 10 \
-      >"$out/pass-1.5b.json" 2>"$out/pass-1.5b.log"; echo "pass rc $?" ;;
-  second)
-    refresh
-    common="--dataset /root/data/gsm8k_test.jsonl --gpu-memory 24GiB --max-steps 20 --max-tokens 1024 --no-plots"
-    q15="--model qwen2.5-coder-1.5b --strategy best-of-n --beams 8 --temperature 0.6 --vote weighted"
-    beam="--model qwen2.5-coder-1.5b --strategy beam --beams 8 --width 2 --temperature 0.6 --vote weighted"
+    timeout 100 python3 benchmarks/torch_pass.py --model qwen2.5-coder-1.5b --rows 1,8,64 --skip torch-eager \
+      --steps 10 >"$out/pass-1.5b.json" 2>"$out/pass-1.5b.log"; echo "pass rc $?"; keep
     for backend in torch llamacpp; do
-      timeout 90 edgereason bench $common $q15 --limit "$limit" --concurrency 1 --policies baseline \
+      timeout 75 edgereason bench $common $q15 --limit "$limit" --concurrency 1 --policies baseline \
         --backend $backend --out "$out/recipe-$backend" --force >"$out/recipe-$backend.log" 2>&1
       echo "recipe $backend rc $?"; keep
     done
     for backend in torch llamacpp; do
-      timeout 60 edgereason bench $common $q15 --limit 16 --policies baseline,edge --backend $backend \
+      timeout 50 edgereason bench $common $q15 --limit 16 --policies baseline --backend $backend \
         --out "$out/at16-$backend" --force >"$out/at16-$backend.log" 2>&1
       echo "at16 $backend rc $?"; keep
     done
+    for run in torch-warm llamacpp; do solve_time "$run"; done ;;
+  extra)  # then, where the lease has room
+    refresh
+    timeout 60 python3 benchmarks/torch_step_ops.py --model qwen2.5-coder-1.5b --rows 8 --device cuda --compiled \
+      >"$out/step-ops-1.5b.json" 2>"$out/step-ops.log"; echo "ops rc $?"; keep
+    timeout 90 python3 benchmarks/attention_kinds.py --model qwen2.5-coder-1.5b --reps 20 \
+      >"$out/attention-kinds.json" 2>"$out/attention-kinds.log"; echo "attention rc $?"; keep
     timeout 70 edgereason bench $common $beam --offset 20 --limit 6 --concurrency 1 --policies baseline,edge \
       --backend torch --out "$out/beam-torch" --force >"$out/beam-torch.log" 2>&1
     echo "beam rc $?"; keep
-    q="Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for her \
-friends every day with four. She sells the remainder at the farmers' market daily for \$2 per fresh duck egg. How \
-much in dollars does she make every day at the farmers' market?"
-    for run in torch-cold torch-warm llamacpp; do
-      backend=${run%%-*}
-      [ "$run" = torch-cold ] && rm -rf "$EDGEREASON_HOME/torch/inductor-"*
-      t0=$(date +%s.%N)
-      timeout 35 edgereason solve "$q" --backend "$backend" --json >"$out/solve-$run.json" 2>"$out/solve-$run.log"
-      rc=$?
-      echo "solve $run rc $rc $(awk "BEGIN {print $(date +%s.%N) - $t0}") s" | tee -a "$out/solve-times.txt"; keep
-    done ;;
+    timeout 60 edgereason bench $common $q15 --limit 16 --policies edge --backend torch \
+      --out "$out/at16-edge-torch" --force >"$out/at16-edge-torch.log" 2>&1
+    echo "at16 edge rc $?"; keep
+    rm -rf "$EDGEREASON_HOME/torch/inductor-"*
+    solve_time torch-cold
+    timeout 100 python3 benchmarks/torch_pass.py --model qwen2.5-coder-1.5b --rows 32,128 --skip torch-eager \
+      --steps 10 >"$out/pass-1.5b-more.json" 2>"$out/pass-1.5b-more.log"; echo "pass rc $?" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
 keep
