@@ -141,7 +141,7 @@ def padded_attention(
     return attend_groups(ctx.kv, cells, [group])
 
 
-_POOLS: dict[int, object] = {}
+_POOLS: dict[int, tuple[object, torch.cuda.CUDAGraph]] = {}
 
 
 def shared_pool(device: torch.device) -> object:
@@ -151,8 +151,14 @@ def shared_pool(device: torch.device) -> object:
     largest graph's memory, not the sum of all."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     if index not in _POOLS:
-        _POOLS[index] = torch.cuda.graph_pool_handle()
-    return _POOLS[index]
+        pool = torch.cuda.graph_pool_handle()
+        # a graph kept for the process holds the pool: were every graph of it freed (a context closed), the pool
+        # would go with them and a later capture into its handle fail
+        anchor = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(anchor, pool=pool):
+            torch.zeros(1, device=device)
+        _POOLS[index] = (pool, anchor)
+    return _POOLS[index][0]
 
 
 def capture(body: Callable[[], None], device: torch.device, what: str) -> torch.cuda.CUDAGraph:

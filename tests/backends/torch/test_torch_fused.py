@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_torch_graphs import EagerGraphs, _decode_rows
+from test_torch_graphs import EagerGraphs, _decode_rows, decode_setup
 from test_torch_prefill_graphs import EagerPrefillGraphs, _verifier_like_pass
 
 from benchmarks.torch_step_ops import compiled_counts, uncompiled_counts
@@ -19,30 +19,18 @@ from edgereason.errors import ConfigError
 CUDA = torch.cuda.is_available()
 
 
-def _decode_setup(ctx: TorchContext, model) -> list[int]:
-    """Three sequences of three lengths forked from one prompt."""
-    prompt = model.tokenize("Janet has 16 eggs and eats 3. How many are left? Let us count.", add_bos=True)
-    root = ctx.new_seq()
-    ctx.forward([DecodeItem(root, prompt, [])])
-    short = ctx.fork(root)
-    ctx.truncate(short, 5)
-    seqs = [ctx.fork(root), short, ctx.fork(root)]
-    ctx.forward([DecodeItem(seqs[2], [28, 1848], [])])
-    return seqs
-
-
 def test_compiled_passes_give_the_uncompiled_logits(torch_smollm2, float32_kv, monkeypatch):
     """Decode graph bodies, prefill graph bodies and eager passes, each compiled against the same uncompiled."""
     monkeypatch.setenv(fused.SWITCH, "0")
     plain = TorchContext(torch_smollm2, 1024)
-    want_decode = _decode_rows(plain, _decode_setup(plain, torch_smollm2), [216, 2068, 536])
+    want_decode = _decode_rows(plain, decode_setup(plain, torch_smollm2), [216, 2068, 536])
     want_prefill = _verifier_like_pass(TorchContext(torch_smollm2, 1024), torch_smollm2)
     monkeypatch.setenv(fused.SWITCH, "1")
     for graphs in (True, False):  # the graphs' bodies (padded layout), then the eager pass (groups)
         ctx = TorchContext(torch_smollm2, 1024)
         if graphs:
             ctx.graphs, ctx.prefill_graphs = EagerGraphs(ctx), EagerPrefillGraphs(ctx)
-        got_decode = _decode_rows(ctx, _decode_setup(ctx, torch_smollm2), [216, 2068, 536])
+        got_decode = _decode_rows(ctx, decode_setup(ctx, torch_smollm2), [216, 2068, 536])
         np.testing.assert_allclose(got_decode, want_decode, atol=2e-4)  # a bug: 0.1+
         ctx.check_integrity()
         ctx = TorchContext(torch_smollm2, 1024)
@@ -60,7 +48,7 @@ def test_three_compiles_serve_every_bucket(torch_smollm2, monkeypatch):
     monkeypatch.setenv(fused.SWITCH, "1")
     ctx = TorchContext(torch_smollm2, 2048)
     ctx.graphs, ctx.prefill_graphs = EagerGraphs(ctx), EagerPrefillGraphs(ctx)
-    seqs = _decode_setup(ctx, torch_smollm2)  # prefills
+    seqs = decode_setup(ctx, torch_smollm2)  # prefills
     _decode_rows(ctx, seqs[:1], [216])
     _decode_rows(ctx, seqs, [216, 2068, 536])
     compiles = counters["stats"]["unique_graphs"]
@@ -99,14 +87,14 @@ def test_a_failed_compile_runs_the_pass_uncompiled_after_one_line(torch_smollm2,
     monkeypatch.setattr(fused, "_compiled_block", lambda: broken)
     monkeypatch.setattr(torch._dynamo, "reset", lambda: None)
     ctx = TorchContext(torch_smollm2, 1024)
-    seqs = _decode_setup(ctx, torch_smollm2)
+    seqs = decode_setup(ctx, torch_smollm2)
     assert not fused.enabled(ctx.device)  # the prompt's pass failed twice (the cache removed between) and ran plain
     assert len(calls) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "passes run uncompiled" in err[0] and "working triton" in err[0]
     monkeypatch.setenv(fused.SWITCH, "0")
     plain = TorchContext(torch_smollm2, 1024)
-    want = _decode_rows(plain, _decode_setup(plain, torch_smollm2), [216, 2068, 536])
+    want = _decode_rows(plain, decode_setup(plain, torch_smollm2), [216, 2068, 536])
     np.testing.assert_array_equal(_decode_rows(ctx, seqs, [216, 2068, 536]), want)
     assert len(calls) == 2 and capsys.readouterr().err == ""  # said once, not tried again
 
@@ -174,7 +162,7 @@ def test_cuda_graphs_record_the_compiled_kernels(smollm2_path, monkeypatch):
         monkeypatch.setenv(fused.SWITCH, switch)
         ctx = TorchContext(model, 2048)
         ctx.prefill_graphs.capture_at = 1
-        seqs = _decode_setup(ctx, model)
+        seqs = decode_setup(ctx, model)
         results[switch] = (_decode_rows(ctx, seqs, [216, 2068, 536]), _verifier_like_pass(ctx, model))
         assert ctx.graphs.graphs and ctx.prefill_graphs.graphs  # both kinds were captured and replayed
         params = [SamplingParams(temperature=0.8, seed=s) for s in (1, 2, 3)]
