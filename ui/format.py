@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from edgereason.engine.result import SearchResult
-from edgereason.ui.latex import latex_to_text
+from edgereason.util.readable import readable_math
 
 CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # C0 (not tab, newline, CR: line ends), DEL, C1
 
@@ -28,13 +28,13 @@ def answer_markdown(result: SearchResult) -> str:
     lines = []
     if result.status != "done":
         lines.append(f"*Search {result.status}: {result.reason or result.status}*\n")
-    answer = latex_to_text(result.answer) if result.answer is not None else None
+    answer = readable_math(visible(result.answer)) if result.answer is not None else None
     lines.append(f"**Answer: {answer}**" if answer else "**No boxed answer found.**")
     if best := result.answer_path():
         lines.append(f"\n{result.best_path_title(best)}:\n")
         for i, (text, score) in enumerate(best.steps, 1):
             s = f"{score:.2f}" if score is not None else "–"
-            step = " ".join(latex_to_text(text).split())
+            step = " ".join(readable_math(visible(text)).split())
             lines.append(f"{i}. `{s}` {step}")
     lines.append(
         f"\n*{m.generated_tokens} tokens in {m.wall_s:.1f} s ({m.throughput_tok_s:.1f} tok/s), {m.prm_calls} PRM calls*"

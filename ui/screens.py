@@ -12,7 +12,7 @@ from textual.widgets.option_list import Option
 
 from edgereason.ui.format import visible
 from edgereason.ui.history import HistoryEntry
-from edgereason.ui.latex import latex_to_text
+from edgereason.util.readable import readable_math
 
 KEYS = """\
 | key | action |
@@ -100,8 +100,8 @@ class HistoryScreen(ModalScreen[str | None]):
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         e = self.entries[event.option_index]
-        answer = latex_to_text(e.answer) if e.answer else "(none)"
-        steps = "\n".join(f"{i}. {' '.join(latex_to_text(s).split())}" for i, s in enumerate(e.steps, 1))
+        answer = readable_math(visible(e.answer)) if e.answer else "(none)"
+        steps = "\n".join(f"{i}. {' '.join(readable_math(visible(s)).split())}" for i, s in enumerate(e.steps, 1))
         self.query_one("#history-entry", Markdown).update(
             visible(
                 f"**{e.problem}**\n\nAnswer: **{answer}** ({e.status}, score "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 
 from edgereason.cli.common import model_settings, policy_from
@@ -17,6 +18,8 @@ from edgereason.session.auto_policy import is_auto
 from edgereason.session.opening import open_session
 from edgereason.tree import FINISH_WORDS
 from edgereason.util import text
+from edgereason.util.readable import hanging, readable_math
+from edgereason.util.terminal import safe_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="print one JSON object (answer, paths, tree, metrics; on a failure: error, exit_code)",
     )
     p.add_argument("--show-tree", action="store_true", help="print the surviving tree with step scores")
+    p.add_argument("--raw", action="store_true", help="print the steps as the model wrote them (LaTeX and all)")
     p.set_defaults(func=run)
 
 
@@ -67,32 +71,39 @@ def run(args: argparse.Namespace) -> int:
             out["metrics"]["auto_policy"] = auto.as_dict()
         print(json.dumps(out, indent=2))
     else:
-        print_text(result, args.show_tree)
+        print_text(result, args.show_tree, args.raw)
     if note := choice.note():  # after the answer: an error before the search stays one line
         print(note, file=sys.stderr)
     return 0 if result.status == "done" else 1
 
 
-def print_text(result: SearchResult, show_tree: bool) -> None:
+def shown(text: str, raw: bool) -> str:
+    """What a model wrote, as printed: made safe for the terminal, then (unless raw) its math made readable."""
+    return safe_text(text) if raw else readable_math(safe_text(text))
+
+
+def print_text(result: SearchResult, show_tree: bool, raw: bool = False) -> None:
     m = result.metrics
     if result.status != "done":
         print(f"search {result.status}: {result.reason}", file=sys.stderr)
-    print(f"Answer: {result.answer if result.answer is not None else '(no boxed answer found)'}")
+    print(f"Answer: {shown(result.answer, raw) if result.answer is not None else '(no boxed answer found)'}")
     if best := result.answer_path():
         print(f"\n{result.best_path_title(best)}:")
+        width = shutil.get_terminal_size().columns if is_terminal(sys.stdout) else None
         for i, (step, score) in enumerate(best.steps, 1):
             s = f"{score:.3f}" if score is not None else "  -  "
-            print(f"  [{i}] ({s}) {step.strip()}")
+            head, text = f"  [{i}] ({s}) ", shown(step, raw).strip()
+            print(head + text if raw else hanging(head, text, width))  # raw: the model's lines as it wrote them
     if show_tree:
         print("\nSurviving tree:")
-        print_tree(result)
+        print_tree(result, raw)
     print(
         f"\n{m.generated_tokens} tokens in {m.wall_s:.1f}s ({m.throughput_tok_s:.1f} tok/s, goodput "
         f"{m.goodput_tok_s:.1f} tok/s), {m.prm_calls} PRM calls ({m.prm_tokens} PRM tokens)"
     )
 
 
-def print_tree(result: SearchResult) -> None:
+def print_tree(result: SearchResult, raw: bool = False) -> None:
     """Surviving steps, indented by depth: score, state (how a finished path ended), and the step's first words."""
     nodes = {n["id"]: n for n in result.tree}
     children: dict[int | None, list[int]] = {}
@@ -105,7 +116,7 @@ def print_tree(result: SearchResult) -> None:
             n = nodes[nid]
             score = f"{n['score']:.3f}" if n["score"] is not None else "  -  "
             state = FINISH_WORDS.get(n["finish"], n["status"]) if n["status"] == "complete" else n["status"]
-            print(f"{'  ' * indent}- ({score}) [{state}] {clip(n['text'], 70)}")
+            print(f"{'  ' * indent}- ({score}) [{state}] {clip(shown(n['text'], raw), 70)}")
             walk(nid, indent + 1)
 
     walk(None, 1)
