@@ -56,13 +56,12 @@ def run(args: argparse.Namespace) -> int:
     config = choice.config
     policy = policy_from(args)
     session = open_session(model_settings(args), progress=pull_progress)
-    status = SearchProgress(config.beams) if is_terminal(sys.stderr) else None
+    status = SearchProgress(config.beams)  # a terminal: one line in place; a log: a line every few seconds
     try:
         result = session.engine(policy, on_event=status).solve(problem, config)
         auto = session.auto_choice() if is_auto(policy) else None
     finally:
-        if status:
-            status.close()
+        status.close()
         session.close()
     if args.json:
         out = result.as_dict()

@@ -169,7 +169,20 @@ UNWRAP = {
     "underbrace",
     "cancel",
 }
-DROP = {"left", "right", "big", "Big", "bigg", "Bigg", "bigl", "bigr", "Bigl", "Bigr", "displaystyle", "limits"}
+DROP = {
+    "left",
+    "right",
+    "big",
+    "Big",
+    "bigg",
+    "Bigg",
+    "bigl",
+    "bigr",
+    "Bigl",
+    "Bigr",
+    "displaystyle",
+    "limits",
+}
 DROP = DROP | {"textstyle", "nonumber", "hline", "noindent", "centering"}
 # commands dropped with their argument: an environment's name, spacing, colour, labels
 DROP_WITH_ARGUMENT = {"begin", "end", "label", "hspace", "vspace", "phantom", "color", "textcolor"}

@@ -64,7 +64,18 @@ def test_a_steps_later_lines_stay_under_its_first(capsys) -> None:
 
 def run_solve(model: Path, *flags: str) -> subprocess.CompletedProcess:
     problem = r"What is $\frac{1}{2} \times 8$? Show the computation as \[ ... \] and put the answer in \boxed{}."
-    args = ["solve", problem, "--model", str(model), "--temperature", "0", "--beams", "1", "--max-steps", "2"]
+    args = [
+        "solve",
+        problem,
+        "--model",
+        str(model),
+        "--temperature",
+        "0",
+        "--beams",
+        "1",
+        "--max-steps",
+        "2",
+    ]
     proc = subprocess.run(
         [sys.executable, "-m", "edgereason", *args, "--max-step-tokens", "64", *flags],
         capture_output=True,

@@ -6,7 +6,14 @@ import re
 
 import pytest
 
-from edgereason.util.latex_symbols import BINOMIALS, DROP, DROP_WITH_ARGUMENT, FRACTIONS, SYMBOLS, UNWRAP
+from edgereason.util.latex_symbols import (
+    BINOMIALS,
+    DROP,
+    DROP_WITH_ARGUMENT,
+    FRACTIONS,
+    SYMBOLS,
+    UNWRAP,
+)
 from edgereason.util.readable import readable_math
 from edgereason.util.terminal import safe_text
 
@@ -51,7 +58,17 @@ def test_a_delimiter_whose_partner_is_in_another_step_is_dropped() -> None:
 
 
 def test_no_command_of_the_tables_keeps_its_backslash() -> None:
-    names = [*SYMBOLS, *UNWRAP, *DROP, *DROP_WITH_ARGUMENT, *FRACTIONS, *BINOMIALS, "sqrt", "pmod", "bmod"]
+    names = [
+        *SYMBOLS,
+        *UNWRAP,
+        *DROP,
+        *DROP_WITH_ARGUMENT,
+        *FRACTIONS,
+        *BINOMIALS,
+        "sqrt",
+        "pmod",
+        "bmod",
+    ]
     for name in names:
         for written in (f"\\{name}{{x}}{{y}} + 1", f"\\({name} \\{name}{{2}}\\)"):
             out = readable_math(written)
