@@ -10,6 +10,7 @@ import sys
 from typing import NoReturn
 
 from edgereason import __version__
+from edgereason.cli.help import BriefHelpParser
 from edgereason.errors import EdgeReasonError
 from edgereason.util import interrupts
 
@@ -22,8 +23,9 @@ class UsageError(SystemExit):
         self.message = message
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse's parser (its subcommands' too), whose usage errors print as always and raise UsageError."""
+class Parser(BriefHelpParser):
+    """argparse's parser (its subcommands' too), whose usage errors print as always and raise UsageError; a
+    command's --help is its brief view (cli/help.py)."""
 
     def error(self, message: str) -> NoReturn:
         try:

@@ -10,6 +10,7 @@ import sys
 from edgereason.cli.common import model_settings, policy_from
 from edgereason.cli.flags_models import add_model_args
 from edgereason.cli.flags_search import add_policy_arg, add_search_args
+from edgereason.cli.help import brief
 from edgereason.cli.progress import SearchProgress, is_terminal, pull_progress
 from edgereason.cli.recipe_use import recipe_search_config
 from edgereason.engine.result import SearchResult
@@ -26,11 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "solve",
         help="solve one math problem with PRM-guided search",
-        description="Solve one math problem: the generator proposes steps, the PRM scores them, "
-        "the search keeps the best paths. On a terminal, stderr shows the search's "
-        "progress on one line.",
+        description="Solve one math problem: the generator proposes steps, the PRM scores them, the "
+        "search keeps the best paths. Progress goes to stderr, the answer to stdout.",
     )
-    p.add_argument("problem", help="the problem text, or - to read it from stdin")
+    p.add_argument("problem", metavar="PROBLEM", help="the problem text, or - to read it from stdin")
     add_model_args(p)
     add_search_args(p, from_recipe=True)
     add_policy_arg(p)
@@ -41,6 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--show-tree", action="store_true", help="print the surviving tree with step scores")
     p.add_argument("--raw", action="store_true", help="print the steps as the model wrote them (LaTeX and all)")
+    brief(p, "solve")
     p.set_defaults(func=run)
 
 
