@@ -36,15 +36,17 @@ class Parser(BriefHelpParser):
 
 def build_parser() -> argparse.ArgumentParser:
     # imported here, inside main's handlers, so a Ctrl-C while numpy and llama.cpp load is not a traceback
-    from edgereason.cli import bench, chat, memory_profile, models_cmd, solve, train_prm
+    from edgereason.cli import bench, chat, data_cmd, memory_profile, models_cmd, solve, train_prm
 
     parser = Parser(
         prog="edgereason",
         description="Local reasoning with test-time search: a generator proposes steps, a process reward model "
         "scores them, a beam search keeps the best paths. Everything runs offline on this machine.",
+        epilog="`edgereason COMMAND --help` shows a command's common flags, --help-all every flag; "
+        "docs/cli.md says how they work together.",
     )
     parser.add_argument("--version", action="version", version=f"edgereason {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{solve,chat,bench,memory-profile,train-prm,models}")
+    sub = parser.add_subparsers(dest="command", metavar="{solve,chat,bench,memory-profile,train-prm,models,data}")
     parser.set_defaults(func=lambda args: _no_command(parser))
     solve.register(sub)
     chat.register(sub)
@@ -52,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     memory_profile.register(sub)
     train_prm.register(sub)
     models_cmd.register(sub)
+    data_cmd.register(sub)
     return parser
 
 
