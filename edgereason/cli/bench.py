@@ -14,6 +14,7 @@ from pathlib import Path
 from edgereason import __version__
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
 from edgereason.bench.arrivals import parse_rate
+from edgereason.bench.examples import print_examples
 from edgereason.bench.report import prepare_out, print_compare, print_table, write_results
 from edgereason.bench.runner import RunInterrupted, RunSpec, rate_label, run_one
 from edgereason.cli.comma_lists import beam_size, comma_items, comma_values
@@ -225,6 +226,7 @@ def _run_all(
 def _finish(out: Path, config: dict, runs: list[dict], no_plots: bool) -> None:
     write_results(out, config, runs)
     print_table(runs, sys.stdout)
+    print_examples(runs, sys.stdout)
     if not no_plots:
         from edgereason.bench.plots import write_plots  # matplotlib only when plots are drawn
 

@@ -142,3 +142,4 @@ def test_a_converted_set_piped_into_bench(tmp_path, smollm2_path) -> None:
     (run,) = json.loads((out / "results.json").read_text())["runs"]
     assert [p["gold"] for p in run["per_problem"]] == [r["answer"] for r in sample()[:2]]
     assert [p["id"] for p in run["per_problem"]] == ["gsm8k-1", "gsm8k-2"]  # GSM8K has no ids: line numbers
+    assert "answers (baseline N=2, 2 of 2):" in proc.stdout  # printed beside the table
