@@ -104,16 +104,17 @@ def bar(label: str, width: int = 20, clock: Callable[[], float] = time.monotonic
 
     def show(done: int, total: int) -> None:
         now = clock()
-        if done == last["done"] and now - last["at"] < DRAW_EVERY_S:
+        changed = done != last["done"]
+        if not changed and now - last["at"] < DRAW_EVERY_S:
             return
-        first_move = last["done"] <= 0 < done
+        milestone = changed and (last["done"] < 0 or last["done"] <= 0 < done or done >= total)
         last.update(done=done, at=now)
         filled = int(width * done / max(1, total))
         elapsed = now - started
         line = f"{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} · {duration(elapsed)}"
         if 0 < done < total:
             line += f" · ~{duration(elapsed / done * (total - done))} left"
-        redraw(line, force=done == 0 or first_move or done >= total)
+        redraw(line, force=milestone)  # a log gets the start, the first item done and the end at once
 
     return show
 
