@@ -100,7 +100,7 @@ def bar(label: str, width: int = 20, clock: Callable[[], float] = time.monotonic
     """show(done, total) draws `label [###...] done/total · elapsed · ~T left` when `done` changes, and on a
     terminal every DRAW_EVERY_S for the clock; in a log, the start, the first item done and the end always."""
     started = clock()
-    last = {"done": -1, "at": -math.inf}
+    last = {"done": -1, "at": -math.inf, "done_at": started}  # done_at: when `done` last grew
 
     def show(done: int, total: int) -> None:
         now = clock()
@@ -108,12 +108,15 @@ def bar(label: str, width: int = 20, clock: Callable[[], float] = time.monotonic
         if not changed and now - last["at"] < DRAW_EVERY_S:
             return
         milestone = changed and (last["done"] < 0 or last["done"] <= 0 < done or done >= total)
+        if changed:
+            last["done_at"] = now
         last.update(done=done, at=now)
         filled = int(width * done / max(1, total))
         elapsed = now - started
         line = f"{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} · {duration(elapsed)}"
-        if 0 < done < total:
-            line += f" · ~{duration(elapsed / done * (total - done))} left"
+        if 0 < done < total:  # the time an item took so far, for each one left, less the time since the last
+            per_item = (last["done_at"] - started) / done
+            line += f" · ~{duration(max(0.0, per_item * (total - done) - (now - last['done_at'])))} left"
         redraw(line, force=milestone)  # a log gets the start, the first item done and the end at once
 
     return show
