@@ -1,5 +1,5 @@
-"""A few of a bench's answers printed beside its table: each problem's answer against the gold, made safe for
-the terminal and readable (`\\frac{14}{3}` reads 14/3), as solve prints them."""
+"""A few of a bench's answers printed beside its table: each problem's answer against the gold, made
+safe for the terminal and readable (`\\frac{14}{3}` reads 14/3), as solve prints them."""
 
 from __future__ import annotations
 
@@ -22,8 +22,10 @@ def print_examples(runs: list[dict], file: TextIO, count: int = SHOWN) -> None:
     if not problems:
         return
     run = runs[0]
-    print(f"\nanswers ({run['policy']} N={run['beams']}, {len(problems)} of {run['problems']}):", file=file)
+    label = f"{run['policy']} N={run['beams']}, {len(problems)} of {run['problems']}"
+    print(f"\nanswers ({label}):", file=file)
     rows = [(shown(p["id"]), shown(p["answer"]), shown(p["gold"]), p["correct"]) for p in problems]
     width = max(len(r[0]) for r in rows)
     for pid, answer, gold, correct in rows:
-        print(f"  {pid:<{width}}  {answer}  (gold {gold}, {'right' if correct else 'wrong'})", file=file)
+        verdict = "right" if correct else "wrong"
+        print(f"  {pid:<{width}}  {answer}  (gold {gold}, {verdict})", file=file)

@@ -1,5 +1,5 @@
-"""`edgereason data convert FILE`: a problem set in GSM8K's or MATH's own format as EdgeReason's JSONL (the
-formats: search/formats.py); one line on stderr for each record skipped, and why."""
+"""`edgereason data convert FILE`: a problem set in GSM8K's or MATH's own format as EdgeReason's
+JSONL (the formats: search/formats.py); one line on stderr for each record skipped, and why."""
 
 from __future__ import annotations
 
@@ -24,15 +24,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     dsub = p.add_subparsers(dest="data_cmd", metavar="{convert}")
     c = dsub.add_parser(
         "convert",
-        help="GSM8K's question/#### N or MATH's problem/solution with \\boxed{} -> problem/answer JSONL",
-        description="Write a JSONL problem set in GSM8K's format (question; answer ending in '#### N') or "
-        "MATH's (problem; solution with \\boxed{answer}) as EdgeReason's: id, problem, answer, solution, "
-        "source. Each record that cannot be converted is one line on stderr, with its line number and why.",
+        help="GSM8K's or MATH's own JSONL as EdgeReason's (problem, answer)",
+        description="Write a JSONL problem set in GSM8K's format (question; answer ending in "
+        "'#### N') or MATH's (problem; solution with \\boxed{answer}) as EdgeReason's: id, "
+        "problem, answer, solution, source. Each record that cannot be converted is one line on "
+        "stderr, with its line number and why.",
         epilog="example: edgereason data convert train.jsonl > gsm8k_train.jsonl "
         "(GSM8K's grade_school_math/data/train.jsonl)",
     )
     c.add_argument("input", metavar="FILE", help="the JSONL file, or - to read it from stdin")
-    c.add_argument("--out", metavar="FILE", help="where to write the converted set (default stdout)")
+    c.add_argument("--out", metavar="FILE", help="where to write the set (default stdout)")
     c.add_argument(
         "--format",
         default="auto",
@@ -60,7 +61,8 @@ def run_convert(args: argparse.Namespace) -> int:
         else:
             records.append(item)
     if not records:
-        raise ConfigError(f"{name}: no record could be converted ({skipped} skipped); see the lines above")
+        why = f"{skipped} skipped; see the lines above"
+        raise ConfigError(f"{name}: no record could be converted ({why})")
     lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     if out is None:
         sys.stdout.write(lines)
@@ -88,7 +90,8 @@ def _lines(path: str) -> list[str]:
 
 def _write(out: Path, lines: str) -> None:
     if out.is_dir():
-        raise ConfigError(f"--out {out} is a folder; give a file path, such as {out / 'problems.jsonl'}")
+        example = out / "problems.jsonl"
+        raise ConfigError(f"--out {out} is a folder; give a file path, such as {example}")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(out, lines)

@@ -9,9 +9,9 @@ from edgereason.backends.remote.settings import DEFAULT_STEP_TOKENS, Endpoint, R
 from edgereason.errors import ConfigError
 
 REMOTE_HELP = """\
-The generator and/or the PRM on an OpenAI-compatible server (llama-server, vLLM, SGLang); --model and --prm
-then name the served models' GGUFs, read here for their tokenizer and chat template only. What each technique
-becomes on a server, and what a served PRM needs: docs/cli.md#serving."""
+The generator and/or the PRM on an OpenAI-compatible server (llama-server, vLLM, SGLang); --model
+and --prm then name the served models' GGUFs, read here for their tokenizer and chat template only.
+What each technique becomes on a server, and what a served PRM needs: docs/cli.md#serving."""
 
 
 def add_remote_args(p: argparse.ArgumentParser) -> None:

@@ -1,5 +1,6 @@
-"""Help that fits a screen: a command's --help shows the flags a user needs first, grouped by purpose, in at
-most 50 lines (80 columns); --help-all shows every flag; docs/cli.md says how they work together.
+"""Help that fits a screen: a command's --help shows the flags a user needs first, grouped by
+purpose, in at most 50 lines (80 columns); --help-all shows every flag; docs/cli.md says how they
+work together.
 
 A command opts in with `brief(parser, command)`; what its brief view shows is in help_briefs.py."""
 
@@ -49,7 +50,8 @@ class BriefHelpParser(argparse.ArgumentParser):
             formatter.start_section(title)
             formatter.add_arguments([self._brief_action(flag) for flag in flags])
             formatter.end_section()
-        formatter.add_text(f"More: `{self.prog} --help-all` lists every flag; {DOCS} says how they work together.")
+        more = f"`{self.prog} --help-all` lists every flag; {DOCS} says how they work together."
+        formatter.add_text(f"More: {more}")
         return formatter.format_help()
 
     def _brief_action(self, flag: str) -> argparse.Action:
@@ -64,8 +66,8 @@ class BriefHelpParser(argparse.ArgumentParser):
 
 
 def brief(p: argparse.ArgumentParser, command: str) -> None:
-    """Give `p` its brief --help (help_briefs.BRIEFS[command]), a compact usage line and --help-all; the full
-    help names the docs at its end."""
+    """Give `p` its brief --help (help_briefs.BRIEFS[command]), a compact usage line and --help-all;
+    the full help names the docs at its end."""
     spec = BRIEFS[command]
     p.add_argument("--help-all", action=HelpAll, help="show every flag, grouped, and exit")
     p.usage = f"%(prog)s {spec.usage}"

@@ -1,11 +1,13 @@
-"""What each command's --help shows first (cli/help.py draws it): its groups of flags, a compact usage line, and
-the help of flags whose full help runs long, cut to a line or two. %(default)s is a flag's default."""
+"""What each command's --help shows first (cli/help.py draws it): its groups of flags, a compact
+usage line, and the help of flags whose full help runs long, cut to a line or two. %(default)s is a
+flag's default."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-Groups = list[tuple[str, list[str]]]  # (a group's title, its flags: option strings or positional names)
+# (a group's title, its flags: option strings or positional names)
+Groups = list[tuple[str, list[str]]]
 
 
 class Brief(NamedTuple):
@@ -16,14 +18,15 @@ class Brief(NamedTuple):
 
 # the flags solve, chat and bench share
 SHARED = {
-    "--model": "generator: smollm2-135m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b, or a .gguf path (default %(default)s)",
+    "--model": "generator: a registry name (edgereason models list) or a .gguf path "
+    "(default %(default)s; README: Models)",
     "--prm": "PRM weights: a registry name, a .gguf path, or self = the generator's",
     "--gpu-memory": "most GPU memory to use, weights and KV, e.g. 24GiB",
     "--strategy": "search strategy (default: the generator's recipe)",
     "--beams": "candidates N: the beam size, or the samples of best-of-n (default: the recipe)",
     "--temperature": "sampling temperature, 0 = greedy (default: the recipe)",
-    "--policy": "engine preset: baseline, edge, fasttts, specscale, naive-spec, auto (default auto: "
-    "edge on a GPU, baseline on a CPU)",
+    "--policy": "engine preset: baseline, edge, fasttts, specscale, naive-spec, auto "
+    "(default auto: edge on a GPU, baseline on a CPU)",
 }
 DATASET = (
     "JSONL file, one {id, problem, answer} object a line; - reads stdin (edgereason data convert "
@@ -48,7 +51,7 @@ BRIEFS = {
         "--dataset FILE --out DIR [options]",
         [
             ("problems", ["--dataset", "--limit", "--offset"]),
-            ("runs", ["--policies", "--beams", "--strategy", "--rate", "--concurrency", "--repeat"]),
+            ("runs", ["--policies", "--beams", "--strategy", "--rate", "--concurrency"]),
             ("results", ["--out", "--force", "--no-plots", "--compare"]),
             ("models and search", ["--model", "--threads", "--max-tokens", "--seed"]),
         ],
@@ -72,7 +75,7 @@ BRIEFS = {
         ],
         {
             "--prm": "PRM weights (default self: the generator's own), as in solve",
-            "--kv-budget": "KV memory for both models, e.g. 1GiB (default auto: what the weights leave)",
+            "--kv-budget": "KV memory of both models, e.g. 1GiB (default: what weights leave)",
             "--requests": "searches running at once (default %(default)s)",
         },
     ),

@@ -24,8 +24,8 @@ class UsageError(SystemExit):
 
 
 class Parser(BriefHelpParser):
-    """argparse's parser (its subcommands' too), whose usage errors print as always and raise UsageError; a
-    command's --help is its brief view (cli/help.py)."""
+    """argparse's parser (its subcommands' too), whose usage errors print as always and raise
+    UsageError; a command's --help is its brief view (cli/help.py)."""
 
     def error(self, message: str) -> NoReturn:
         try:

@@ -1,12 +1,13 @@
 """Progress on stderr (stdout stays clean for JSON).
 
-On a terminal, one line rewritten in place (cut to the terminal's width, so it never wraps) until `end_line()`,
-which every message after it calls first, so that an error or a summary never lands on the end of a bar. On a pipe
-or a file, no carriage returns: the line is written as a line of its own, at most one every LOG_EVERY_S seconds
-(and where a count starts, first moves and ends), so a log reads as a log.
+On a terminal, one line rewritten in place (cut to the terminal's width, so it never wraps) until
+`end_line()`, which every message after it calls first, so that an error or a summary never lands on
+the end of a bar. On a pipe or a file, no carriage returns: the line is written as a line of its
+own, at most one every LOG_EVERY_S seconds (and where a count starts, first moves and ends), so a
+log reads as a log.
 
-Long work tells the time: elapsed, and once it can, an estimate of what is left (a bar: from the items done; a
-search: from the tokens a finished path took)."""
+Long work tells the time: elapsed, and once it can, an estimate of what is left (a bar: from the
+items done; a search: from the tokens a finished path took)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ DRAW_EVERY_S = 0.25  # a terminal: the most often a line is redrawn for its cloc
 
 
 def is_terminal(stream: TextIO | None) -> bool:
-    return stream is not None and stream.isatty()  # None: the stream was closed when the process started
+    # None: the stream was closed when the process started
+    return stream is not None and stream.isatty()
 
 
 def duration(seconds: float) -> str:
@@ -38,8 +40,9 @@ def duration(seconds: float) -> str:
 
 
 class StatusLine:
-    """One line of progress on `stream` (default: sys.stderr as it is at each call): rewritten in place on a
-    terminal, a line of its own at most every `log_every_s` elsewhere (`force`: now, whatever the time)."""
+    """One line of progress on `stream` (default: sys.stderr as it is at each call): rewritten in
+    place on a terminal, a line of its own at most every `log_every_s` elsewhere (`force`: now,
+    whatever the time)."""
 
     def __init__(
         self,
@@ -64,7 +67,8 @@ class StatusLine:
                 self._logged_at = now
                 print(line, file=self.stream, flush=True)
             return
-        line = line[: max(20, shutil.get_terminal_size().columns - 1)]  # a wrapped line cannot be rewritten
+        # cut to the terminal's width: a wrapped line cannot be rewritten in place
+        line = line[: max(20, shutil.get_terminal_size().columns - 1)]
         print("\r" + line.ljust(len(self._open)), end="", file=self.stream, flush=True)
         self._open = line
 
@@ -77,7 +81,7 @@ class StatusLine:
         return True
 
     def clear(self) -> None:
-        """Blank the open line and leave the cursor at its start (what follows is written over it)."""
+        """Blank the open line; the cursor stays at its start (what follows is written over it)."""
         if self._open and self.stream is not None:
             print("\r" + " " * len(self._open) + "\r", end="", file=self.stream, flush=True)
             self._open = ""
@@ -87,7 +91,8 @@ _line = StatusLine()  # the bars' line on stderr
 
 
 def redraw(line: str, force: bool = False) -> None:
-    """Show `line` as the progress line on stderr (a terminal: in place; a log: a line, at most every few s)."""
+    """Show `line` as the progress line on stderr (a terminal: in place; a log: a line, at most
+    every few s)."""
     _line.show(line, force)
 
 
@@ -97,8 +102,9 @@ def end_line() -> bool:
 
 
 def bar(label: str, width: int = 20, clock: Callable[[], float] = time.monotonic) -> Callable[[int, int], None]:
-    """show(done, total) draws `label [###...] done/total · elapsed · ~T left` when `done` changes, and on a
-    terminal every DRAW_EVERY_S for the clock; in a log, the start, the first item done and the end always."""
+    """show(done, total) draws `label [###...] done/total · elapsed · ~T left` when `done` changes,
+    and on a terminal every DRAW_EVERY_S for the clock; in a log, the start, the first item done and
+    the end always."""
     started = clock()
     last = {"done": -1, "at": -math.inf, "done_at": started}  # done_at: when `done` last grew
 
@@ -113,18 +119,20 @@ def bar(label: str, width: int = 20, clock: Callable[[], float] = time.monotonic
         last.update(done=done, at=now)
         filled = int(width * done / max(1, total))
         elapsed = now - started
-        line = f"{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} · {duration(elapsed)}"
-        if 0 < done < total:  # the time an item took so far, for each one left, less the time since the last
+        drawn = "#" * filled + "." * (width - filled)
+        line = f"{label} [{drawn}] {done}/{total} · {duration(elapsed)}"
+        if 0 < done < total:  # the time an item took so far, for each one left, less the time since
             per_item = (last["done_at"] - started) / done
-            line += f" · ~{duration(max(0.0, per_item * (total - done) - (now - last['done_at'])))} left"
-        redraw(line, force=milestone)  # a log gets the start, the first item done and the end at once
+            left = per_item * (total - done) - (now - last["done_at"])
+            line += f" · ~{duration(max(0.0, left))} left"
+        redraw(line, force=milestone)  # a log: the start, the first item done and the end at once
 
     return show
 
 
 def pull_progress(label: str, done: int, total: int) -> None:
-    """Progress for a first-use model download, on stderr so JSON output stays clean: one line, rewritten in
-    place until the pull ends (a log: a line every few seconds, and the end)."""
+    """Progress for a first-use model download, on stderr so JSON output stays clean: one line,
+    rewritten in place until the pull ends (a log: a line every few seconds, and the end)."""
     width = 24
     filled = int(width * done / max(1, total))
     redraw(f"pulling model: [{'#' * filled}{'.' * (width - filled)}] {label}", force=done >= total)
@@ -133,10 +141,11 @@ def pull_progress(label: str, done: int, total: int) -> None:
 
 
 class SearchProgress:
-    """An engine listener that keeps one status line of a search: elapsed time, tokens drawn and their rate,
-    paths finished out of `paths`, PRM calls and, once a path has finished, about how long is left (the paths'
-    tokens, from the tokens the finished paths took, at the rate so far). A terminal gets it at most every
-    `every_s`, in place; a log a line every LOG_EVERY_S. `close()` clears it from a terminal."""
+    """An engine listener that keeps one status line of a search: elapsed time, tokens drawn and
+    their rate, paths finished out of `paths`, PRM calls and, once a path has finished, about how
+    long is left (the paths' tokens, from the tokens the finished paths took, at the rate so far). A
+    terminal gets it at most every `every_s`, in place; a log a line every LOG_EVERY_S. `close()`
+    clears it from a terminal."""
 
     def __init__(self, paths: int, stream: TextIO | None = None, every_s: float = DRAW_EVERY_S) -> None:
         self.paths, self.every_s = paths, every_s
@@ -166,9 +175,10 @@ class SearchProgress:
 
     def describe(self, event: Progress) -> str:
         rate = event.generated_tokens / event.elapsed_s if event.elapsed_s > 0 else 0.0
+        done = min(event.completed_paths, self.paths)
         line = (
             f"{duration(event.elapsed_s)} · {event.generated_tokens} tokens, {rate:.1f} tok/s · "
-            f"{min(event.completed_paths, self.paths)}/{self.paths} paths · {event.prm_calls} PRM calls"
+            f"{done}/{self.paths} paths · {event.prm_calls} PRM calls"
         )
         if self._finished and rate > 0 and event.completed_paths < self.paths:
             expected = self.paths * sum(self._finished) / len(self._finished)

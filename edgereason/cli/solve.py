@@ -27,8 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "solve",
         help="solve one math problem with PRM-guided search",
-        description="Solve one math problem: the generator proposes steps, the PRM scores them, the "
-        "search keeps the best paths. Progress goes to stderr, the answer to stdout.",
+        description="Solve one math problem: the generator proposes steps, the PRM scores "
+        "them, the search keeps the best paths. Progress goes to stderr, the answer to stdout.",
     )
     p.add_argument("problem", metavar="PROBLEM", help="the problem text, or - to read it from stdin")
     add_model_args(p)
@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="print one JSON object (answer, paths, tree, metrics; on a failure: error, exit_code)",
     )
     p.add_argument("--show-tree", action="store_true", help="print the surviving tree with step scores")
-    p.add_argument("--raw", action="store_true", help="print the steps as the model wrote them (LaTeX and all)")
+    p.add_argument("--raw", action="store_true", help="print the steps as the model wrote them")
     brief(p, "solve")
     p.set_defaults(func=run)
 
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     config = choice.config
     policy = policy_from(args)
     session = open_session(model_settings(args), progress=pull_progress)
-    status = SearchProgress(config.beams)  # a terminal: one line in place; a log: a line every few seconds
+    status = SearchProgress(config.beams)  # a terminal: a line in place; a log: one every few s
     try:
         result = session.engine(policy, on_event=status).solve(problem, config)
         auto = session.auto_choice() if is_auto(policy) else None
@@ -78,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def shown(text: str, raw: bool) -> str:
-    """What a model wrote, as printed: made safe for the terminal, then (unless raw) its math made readable."""
+    """What a model wrote, as printed: made safe for the terminal, then (unless raw) its math made
+    readable."""
     return safe_text(text) if raw else readable_math(safe_text(text))
 
 
@@ -86,14 +87,16 @@ def print_text(result: SearchResult, show_tree: bool, raw: bool = False) -> None
     m = result.metrics
     if result.status != "done":
         print(f"search {result.status}: {result.reason}", file=sys.stderr)
-    print(f"Answer: {shown(result.answer, raw) if result.answer is not None else '(no boxed answer found)'}")
+    answer = "(no boxed answer found)" if result.answer is None else shown(result.answer, raw)
+    print(f"Answer: {answer}")
     if best := result.answer_path():
         print(f"\n{result.best_path_title(best)}:")
         width = shutil.get_terminal_size().columns if is_terminal(sys.stdout) else None
         for i, (step, score) in enumerate(best.steps, 1):
             s = f"{score:.3f}" if score is not None else "  -  "
             head, text = f"  [{i}] ({s}) ", shown(step, raw).strip()
-            print(head + text if raw else hanging(head, text, width))  # raw: the model's lines as it wrote them
+            # raw: the model's lines as it wrote them
+            print(head + text if raw else hanging(head, text, width))
     if show_tree:
         print("\nSurviving tree:")
         print_tree(result, raw)

@@ -1,6 +1,7 @@
-"""Benchmark problems from a JSONL file (or `-`, stdin): one object a line with `problem` and `answer` (and usually
-`id`). Bytes that are not UTF-8 become U+FFFD (edgereason/util/text.py), so such a line is read, not a crash mid-run.
-Other formats (GSM8K's, MATH's): `edgereason data convert` (search/formats.py)."""
+"""Benchmark problems from a JSONL file (or `-`, stdin): one object a line with `problem` and
+`answer` (and usually `id`). Bytes that are not UTF-8 become U+FFFD (edgereason/util/text.py), so
+such a line is read, not a crash mid-run. Other formats (GSM8K's, MATH's): `edgereason data convert`
+(search/formats.py)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ class Problem:
 
 
 def load_problems(path: str | Path, limit: int | None = None, offset: int = 0) -> list[Problem]:
-    """Problems offset .. offset+limit of the file (`-`: stdin); bad lines fail with their line number, not
-    mid-run."""
+    """Problems offset .. offset+limit of the file (`-`: stdin); bad lines fail with their line
+    number, not mid-run."""
     path = Path(path)
     name, stem = ("stdin", "stdin") if str(path) == "-" else (str(path), path.stem)
     if limit is not None and limit <= 0:

@@ -1,13 +1,14 @@
-"""Problem sets in their publishers' formats made EdgeReason's (`edgereason data convert`): one JSON object a line
-with `id`, `problem`, `answer` (the gold final answer), `solution`, `source`.
+"""Problem sets in their publishers' formats made EdgeReason's (`edgereason data convert`): one JSON
+object a line with `id`, `problem`, `answer` (the gold final answer), `solution`, `source`.
 
-- GSM8K (openai/grade-school-math, and its Hugging Face copy): `question`, and `answer` holding the worked
-  solution with `<<a*b=c>>` calculator notes and a last line `#### N`; N is the gold answer.
-- MATH (hendrycks/math, MATH-500): `problem`, and `solution` whose last `\\boxed{...}` (or `\\fbox{...}`) is the
-  gold answer; a record that has an `answer` of its own (MATH-500) keeps it.
+- GSM8K (openai/grade-school-math, and its Hugging Face copy): `question`, and `answer` holding the
+  worked solution with `<<a*b=c>>` calculator notes and a last line `#### N`; N is the gold answer.
+- MATH (hendrycks/math, MATH-500): `problem`, and `solution` whose last `\\boxed{...}` (or
+  `\\fbox{...}`) is the gold answer; a record that has an `answer` of its own (MATH-500) keeps it.
 - EdgeReason's own (`problem` and `answer`): kept as it is.
 
-A record that is none of these, or whose answer cannot be found, is skipped with a reason, never guessed.
+A record that is none of these, or whose answer cannot be found, is skipped with a reason, never
+guessed.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def convert(row: dict, fmt: str, line: int) -> dict:
     """The record in EdgeReason's format; ValueError says why it cannot be."""
     found = detect(row)
     if found is None:
-        raise ValueError("neither GSM8K's question/answer with '#### N', nor MATH's problem/solution")
+        raise ValueError("neither GSM8K's question/answer ('#### N') nor MATH's problem/solution")
     if fmt != "auto" and found != fmt and not (fmt == "math" and found == "edgereason"):
         raise ValueError(f"a {found} record, not {fmt} (--format auto reads each as what it is)")
     out = _gsm8k(row) if found == "gsm8k" else _math(row) if found == "math" else _own(row)
@@ -90,8 +91,8 @@ def _own(row: dict) -> dict:
 
 
 def convert_lines(lines: Iterable[str], fmt: str = "auto") -> Iterator[dict | Skipped]:
-    """Each non-blank line's record in EdgeReason's format, or Skipped (its line number and why); an id seen
-    before is skipped too (bench and train-prm refuse a set with one twice)."""
+    """Each non-blank line's record in EdgeReason's format, or Skipped (its line number and why); an
+    id seen before is skipped too (bench and train-prm refuse a set with one twice)."""
     seen: set[str] = set()
     for n, text in enumerate(lines, 1):
         if not text.strip():

@@ -1,4 +1,4 @@
-"""The tables of util/readable.py: what a LaTeX command becomes in a terminal, which cannot typeset."""
+"""The tables of util/readable.py: what a LaTeX command becomes in a terminal."""
 
 from __future__ import annotations
 

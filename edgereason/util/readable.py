@@ -1,10 +1,12 @@
-"""LaTeX made readable in a terminal, which cannot typeset: `\\frac{1}{2}` reads 1/2, `9 \\times 2` reads 9 × 2.
+"""LaTeX made readable in a terminal, which cannot typeset: `\\frac{1}{2}` reads 1/2, `9 \\times 2`
+reads 9 × 2.
 
-The one converter of every printing path (solve, its tree, bench's examples, the chat). It runs on text the
-terminal-safety filter has already made safe, `readable_math(safe_text(text))`, never instead of it: the escapes
-that filter writes (`\\x1b`, `\\u202e`) pass through as they are. Display math (`\\[...\\]`, `$$...$$`) gets lines
-of its own, indented under the line it opened on; inline math (`\\(...\\)`, `$...$`) stays in place; `\\boxed{}`
-shows its content, the answer; unknown commands keep their name without the backslash.
+The one converter of every printing path (solve, its tree, bench's examples, the chat). It runs on
+text the terminal-safety filter has already made safe, `readable_math(safe_text(text))`, never
+instead of it: the escapes that filter writes (`\\x1b`, `\\u202e`) pass through as they are. Display
+math (`\\[...\\]`, `$$...$$`) gets lines of its own, indented under the line it opened on; inline
+math (`\\(...\\)`, `$...$`) stays in place; `\\boxed{}` shows its content, the answer; unknown
+commands keep their name without the backslash.
 """
 
 from __future__ import annotations
@@ -25,7 +27,12 @@ from edgereason.util.latex_symbols import (
 
 # the escapes util/terminal.safe_text writes for control characters: text, not commands
 SAFE_ESCAPE = re.compile(r"\\x[0-9a-f]{2}|\\u[0-9a-f]{4}")
-DISPLAY = re.compile(r"(?P<lead>[^\n]*?)(?:\\\[|\$\$)(?P<body>.*?)(?:\\\]|\$\$)(?P<tail>[.,;:!?]*)[ \t]*\n?", re.S)
+# a display block: the text before it on its line, its body, the punctuation right after it
+DISPLAY = re.compile(
+    r"(?P<lead>[^\n]*?)(?:\\\[|\$\$)(?P<body>.*?)(?:\\\]|\$\$)"
+    r"(?P<tail>[.,;:!?]*)[ \t]*\n?",
+    re.S,
+)
 INLINE_PARENS = re.compile(r"\\\((.*?)\\\)", re.S)
 # $...$ only when it reads as math (pandoc's rule), so "$3 each and $5" keeps its dollars
 INLINE = re.compile(r"(?<![\\$])\$(?=\S)([^$]+?)(?<=\S)(?<!\\)\$(?![\d$])")
@@ -53,8 +60,8 @@ def _readable(text: str) -> str:
 
 
 def _display(m: re.Match[str]) -> str:
-    """A display block as lines of its own, indented under the line it opened on; punctuation after it stays on
-    its last line."""
+    """A display block as lines of its own, indented under the line it opened on; punctuation after
+    it stays on its last line."""
     lead = m.group("lead")
     indent = lead[: len(lead) - len(lead.lstrip())] + DISPLAY_INDENT
     body = _convert(ALIGN.sub("", m.group("body")))
@@ -152,8 +159,8 @@ def _convert(s: str) -> str:
 
 
 def hanging(head: str, text: str, width: int | None = None) -> str:
-    """`text` after `head`, each of its later lines indented under its first; with a `width` (a terminal's), long
-    lines wrap, each under its own indentation."""
+    """`text` after `head`, each of its later lines indented under its first; with a `width` (a
+    terminal's), long lines wrap, each under its own indentation."""
     pad = " " * len(head)
     lines = text.split("\n")
     if width is None or width <= len(head) + 20:

@@ -13,7 +13,8 @@ def run(per_problem: list[dict]) -> dict:
 
 
 def test_answers_print_readable_and_safe_beside_the_gold() -> None:
-    per_problem = [  # MATH-500 golds (test/algebra/2584, test/algebra/2036) and what a model might box
+    # MATH-500 golds (test/algebra/2584, test/algebra/2036) and what a model might box
+    per_problem = [
         {"id": "math-1", "answer": "\\dfrac{14}{3}", "gold": "\\frac{14}{3}", "correct": True},
         {"id": "math-2", "answer": "\\sqrt{117}\x1b[2J", "gold": "3\\sqrt{13}", "correct": False},
         {"id": "math-3", "answer": None, "gold": "-50", "correct": False},

@@ -127,7 +127,8 @@ def test_help_gives_each_command_its_own_defaults():
 
     assert (default("train-prm", "--max-steps"), default("train-prm", "--max-tokens")) == ("20", "1024")
     assert (default("solve", "--max-steps"), default("solve", "--max-tokens")) == ("40", "4096")
-    assert "(default best-of-n;" in " ".join(run_cli("train-prm", "--help-all").stdout.split())  # --strategy's
+    everything = " ".join(run_cli("train-prm", "--help-all").stdout.split())
+    assert "(default best-of-n;" in everything  # --strategy's
 
 
 def test_no_command_shows_the_commands_and_models_alone_lists_them():

@@ -1,5 +1,6 @@
-"""`edgereason data convert`: GSM8K's own format (`question`, `#### N`) and MATH's (`problem`, `solution` with
-\\boxed{}) made EdgeReason's, one stderr line per skipped record; `--dataset -` reads the result from stdin."""
+"""`edgereason data convert`: GSM8K's own format (`question`, `#### N`) and MATH's (`problem`,
+`solution` with \\boxed{}) made EdgeReason's, one stderr line per skipped record; `--dataset -`
+reads the result from stdin."""
 
 from __future__ import annotations
 
@@ -14,25 +15,26 @@ from edgereason.search.dataset import load_problems
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_SAMPLE = REPO / "examples" / "gsm8k_train_sample.jsonl"
-# MATH-500 records (Hendrycks et al., MIT): MATH's fields, with MATH-500's own `answer` beside them as the gold
+# MATH-500 records (Hendrycks et al., MIT): MATH's fields, and MATH-500's own `answer` as the gold
 MATH = [
     {
         "unique_id": "test/algebra/2584.json",
-        "problem": "If $f(x) = \\frac{3x-2}{x-2}$, what is the value of $f(-2) +f(-1)+f(0)$? Express your answer "
-        "as a common fraction.",
-        "solution": "$f(-2)+f(-1)+f(0)=\\frac{3(-2)-2}{-2-2}+\\frac{3(-1)-2}{-1-2}+\\frac{3(0)-2}{0-2}=\\frac{-8}"
-        "{-4}+\\frac{-5}{-3}+\\frac{-2}{-2}=2+\\frac{5}{3}+1=\\boxed{\\frac{14}{3}}$",
+        "problem": "If $f(x) = \\frac{3x-2}{x-2}$, what is the value of $f(-2) +f(-1)+f(0)$? "
+        "Express your answer as a common fraction.",
+        "solution": "$f(-2)+f(-1)+f(0)=\\frac{3(-2)-2}{-2-2}+\\frac{3(-1)-2}{-1-2}"
+        "+\\frac{3(0)-2}{0-2}=\\frac{-8}{-4}+\\frac{-5}{-3}+\\frac{-2}{-2}=2+\\frac{5}{3}+1"
+        "=\\boxed{\\frac{14}{3}}$",
         "level": "Level 2",
         "type": "Algebra",
         "gold": "\\frac{14}{3}",
     },
     {
         "unique_id": "test/algebra/2036.json",
-        "problem": "What is the distance, in units, between the points $(2, -6)$ and $(-4, 3)$? Express your "
-        "answer in simplest radical form.",
-        "solution": "We use the distance formula:  \\begin{align*}\n\\sqrt{(2 - (-4))^2 + ((-6) - 3)^2} &= "
-        "\\sqrt{6^2 + (-9)^2}\\\\\n& = \\sqrt{36 + 81}\\\\\n& = \\sqrt{117} = \\boxed{3\\sqrt{13}}.\n"
-        "\\end{align*}",
+        "problem": "What is the distance, in units, between the points $(2, -6)$ and $(-4, 3)$? "
+        "Express your answer in simplest radical form.",
+        "solution": "We use the distance formula:  \\begin{align*}\n"
+        "\\sqrt{(2 - (-4))^2 + ((-6) - 3)^2} &= \\sqrt{6^2 + (-9)^2}\\\\\n"
+        "& = \\sqrt{36 + 81}\\\\\n& = \\sqrt{117} = \\boxed{3\\sqrt{13}}.\n\\end{align*}",
         "level": "Level 3",
         "type": "Algebra",
         "gold": "3\\sqrt{13}",
@@ -51,11 +53,10 @@ def edgereason(*args: str, stdin: str | None = None) -> subprocess.CompletedProc
 
 
 def gsm8k_own_format(rows: list[dict]) -> str:
-    """The records as GSM8K publishes them (grade_school_math/data/*.jsonl): the shipped sample was made from
-    them, its `solution` the worked answer before `#### N`."""
-    return "".join(
-        json.dumps({"question": r["problem"], "answer": f"{r['solution']}\n#### {r['answer']}"}) + "\n" for r in rows
-    )
+    """The records as GSM8K publishes them (grade_school_math/data/*.jsonl): the shipped sample was
+    made from them, its `solution` the worked answer before `#### N`."""
+    records = [{"question": r["problem"], "answer": f"{r['solution']}\n#### {r['answer']}"} for r in rows]
+    return "".join(json.dumps(r) + "\n" for r in records)
 
 
 def sample() -> list[dict]:
@@ -130,7 +131,8 @@ def test_a_dataset_of_dash_is_read_from_stdin(monkeypatch) -> None:
 
 @pytest.mark.slow
 def test_a_converted_set_piped_into_bench(tmp_path, smollm2_path) -> None:
-    """`edgereason data convert train.jsonl | edgereason bench --dataset - ...`, the two real commands."""
+    """`edgereason data convert train.jsonl | edgereason bench --dataset - ...`, the two real
+    commands."""
     given = tmp_path / "train.jsonl"
     given.write_text(gsm8k_own_format(sample()[:3]))
     converted = edgereason("data", "convert", str(given))
@@ -141,5 +143,6 @@ def test_a_converted_set_piped_into_bench(tmp_path, smollm2_path) -> None:
     assert proc.returncode == 0, proc.stderr
     (run,) = json.loads((out / "results.json").read_text())["runs"]
     assert [p["gold"] for p in run["per_problem"]] == [r["answer"] for r in sample()[:2]]
-    assert [p["id"] for p in run["per_problem"]] == ["gsm8k-1", "gsm8k-2"]  # GSM8K has no ids: line numbers
+    # GSM8K's records have no ids: they are named by line
+    assert [p["id"] for p in run["per_problem"]] == ["gsm8k-1", "gsm8k-2"]
     assert "answers (baseline N=2, 2 of 2):" in proc.stdout  # printed beside the table

@@ -1,5 +1,5 @@
-"""Help that fits a screen: every command's --help is at most 50 lines on an 80-column terminal and names
---help-all (or docs/cli.md) at its end; --help-all and docs/cli.md have every flag."""
+"""Help that fits a screen: every command's --help is at most 50 lines on an 80-column terminal and
+names --help-all (or docs/cli.md) at its end; --help-all and docs/cli.md have every flag."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
 
 def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    """Every command line that has a --help: the top level, each command, each of their subcommands."""
+    """Every command line that has a --help: the top level, each command, their subcommands."""
     found = [path]
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -59,7 +59,10 @@ def test_each_help_fits_a_screen_and_names_where_the_rest_is(path, capsys, monke
         assert "--help-all" in "\n".join(lines[-3:]) and "docs/cli.md" in "\n".join(lines[-3:])
 
 
-@pytest.mark.parametrize("path", [p for p in COMMANDS if "--help-all" in flags(parser_of(p))], ids=" ".join)
+BRIEF = [p for p in COMMANDS if "--help-all" in flags(parser_of(p))]
+
+
+@pytest.mark.parametrize("path", BRIEF, ids=" ".join)
 def test_help_all_lists_every_flag(path, capsys) -> None:
     text = help_text(path, "--help-all", capsys)
     assert not flags(parser_of(path)) - set(text.replace(",", " ").replace("[", " ").split())

@@ -1,6 +1,7 @@
-"""Progress on stderr: solve's status line (what the engine's events make of it), and the bars of bench, train-prm
-and a model pull, which end their line before whatever is printed next. A terminal gets one line rewritten in
-place; a pipe or a file lines of their own, at most one every few seconds, and no carriage returns."""
+"""Progress on stderr: solve's status line (what the engine's events make of it), and the bars of
+bench, train-prm and a model pull, which end their line before whatever is printed next. A terminal
+gets one line rewritten in place; a pipe or a file lines of their own, at most one every few
+seconds, and no carriage returns."""
 
 from __future__ import annotations
 
@@ -87,8 +88,8 @@ def test_durations_read_at_a_glance() -> None:
 
 
 def test_finished_paths_and_the_estimate_reach_the_status_line_from_a_real_search(smollm2) -> None:
-    """SmolLM2 through the engine: the last line drawn counts every path the search finished, and a line after
-    the first finished path says how long is left."""
+    """SmolLM2 through the engine: the last line drawn counts every path the search finished, and a
+    line after the first finished path says how long is left."""
     from edgereason.backends.llamacpp import open_models
     from edgereason.config import SamplingParams, SearchConfig
     from edgereason.engine.loop import Engine

@@ -1,8 +1,9 @@
-"""What `solve` prints: readable math in the answer, the steps and the tree (`--raw`: as the model wrote it; `--json`
-stays raw), each step's later lines under its first.
+"""What `solve` prints: readable math in the answer, the steps and the tree (`--raw`: as the model
+wrote it; `--json` stays raw), each step's later lines under its first.
 
-data/solve_readme_qwen15b.json is `edgereason solve "<the README's problem>" --json` as Qwen2.5-Coder-1.5B answered
-it on 2 CPU cores (75 s): its steps hold `\\[ ... \\]`, `\\times` and `\\(\\boxed{18}\\)`."""
+data/solve_readme_qwen15b.json is `edgereason solve "<the README's problem>" --json` as
+Qwen2.5-Coder-1.5B answered it on 2 CPU cores (75 s): its steps hold `\\[ ... \\]`, `\\times` and
+`\\(\\boxed{18}\\)`."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def printed(capsys, raw: bool) -> str:
 
 def test_the_readme_problem_prints_no_backslash_command(capsys) -> None:
     result = recorded_result()
-    assert any(COMMAND.search(text) for text, _ in result.answer_path().steps)  # what the model wrote
+    assert any(COMMAND.search(text) for text, _ in result.answer_path().steps)  # as the model wrote
     out = printed(capsys, raw=False)
     assert not COMMAND.search(out), COMMAND.findall(out)
     assert out.startswith("Answer: 18\n")
@@ -59,11 +60,15 @@ def test_a_steps_later_lines_stay_under_its_first(capsys) -> None:
     assert later and all(line[:column].isspace() for line in later), later
     display = next(i for i, line in enumerate(lines) if line.strip() == "9 × 2 = 18")
     indent = [len(line) - len(line.lstrip()) for line in lines[display - 1 : display + 1]]
-    assert indent[1] == indent[0] + 2, lines[display - 1 : display + 1]  # display math under the line it opened on
+    # display math under the line it opened on
+    assert indent[1] == indent[0] + 2, lines[display - 1 : display + 1]
 
 
 def run_solve(model: Path, *flags: str) -> subprocess.CompletedProcess:
-    problem = r"What is $\frac{1}{2} \times 8$? Show the computation as \[ ... \] and put the answer in \boxed{}."
+    problem = (
+        r"What is $\frac{1}{2} \times 8$? Show the computation as \[ ... \] and put the answer in "
+        r"\boxed{}."
+    )
     args = [
         "solve",
         problem,
@@ -87,9 +92,10 @@ def run_solve(model: Path, *flags: str) -> subprocess.CompletedProcess:
 
 
 def test_solve_on_smollm2_prints_readable_math_and_raw_as_written(smollm2_path) -> None:
-    """Greedy SmolLM2 answers in LaTeX: --raw prints it as written, the text output none of it (the same steps:
-    greedy)."""
+    """Greedy SmolLM2 answers in LaTeX: --raw prints it as written, the text output none of it (the
+    same steps: greedy)."""
     raw = run_solve(smollm2_path, "--raw").stdout
-    assert "Best path" in raw and COMMAND.search(raw), raw  # the model wrote LaTeX: the test means something
+    # the model wrote LaTeX: the test means something
+    assert "Best path" in raw and COMMAND.search(raw), raw
     readable = run_solve(smollm2_path).stdout
     assert "Best path" in readable and not COMMAND.search(readable), readable

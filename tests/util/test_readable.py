@@ -1,4 +1,5 @@
-"""util/readable.readable_math: the one LaTeX-to-text converter of solve, its tree, bench and the chat."""
+"""util/readable.readable_math: the one LaTeX-to-text converter of solve, its tree, bench and the
+chat."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from edgereason.util.terminal import safe_text
 
 # a step Qwen2.5-Coder-1.5B wrote for the README's problem (solve --json), as it wrote it
 QWEN_STEP = (
-    "5. **Multiply the number of remaining eggs by the price per egg to find the daily earnings:**\n"
+    "5. **Multiply the number of remaining eggs by the price per egg to find the daily "
+    "earnings:**\n"
     "   The price per fresh duck egg is $2.\n   \\[\n   9 \\times 2 = 18\n   \\]\n\n"
 )
 COMMAND = re.compile(r"\\[A-Za-z]")
@@ -42,13 +44,15 @@ def test_inline_math_reads_as_text_in_place() -> None:
 
 def test_display_math_gets_lines_of_its_own_under_its_line() -> None:
     assert readable_math(QWEN_STEP) == (
-        "5. **Multiply the number of remaining eggs by the price per egg to find the daily earnings:**\n"
+        "5. **Multiply the number of remaining eggs by the price per egg to find the daily "
+        "earnings:**\n"
         "   The price per fresh duck egg is $2.\n     9 × 2 = 18\n\n"
     )
     assert readable_math("The total is: \\[ 9 \\times 2 = 18 \\]. So she makes $18.") == (
         "The total is:\n  9 × 2 = 18.\nSo she makes $18."
     )
-    aligned = "Sum:\n$$\n\\begin{aligned}\na &= 1 + 2 \\\\\nb &= \\frac{6}{2}\n\\end{aligned}\n$$\nDone."
+    aligned = "Sum:\n$$\n\\begin{aligned}\na &= 1 + 2 \\\\\nb &= \\frac{6}{2}\n"
+    aligned += "\\end{aligned}\n$$\nDone."
     assert readable_math(aligned) == "Sum:\n  a = 1 + 2\n  b = 6/2\nDone."
 
 
