@@ -117,6 +117,7 @@ def test_nothing_to_convert_is_one_error_line(tmp_path) -> None:
     proc = edgereason("data", "convert", str(given), "--out", str(tmp_path / "out.jsonl"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.splitlines()[-1].startswith("edgereason: error: ")
+    assert "no record could be converted (1 skipped" in proc.stderr.splitlines()[-1]
     assert not (tmp_path / "out.jsonl").exists()
 
 
