@@ -202,8 +202,9 @@ def _run_all(
     }
     config["backend"] = next(iter(sessions.values())).backend  # auto's choice: the same for every split
     try:
+        source = "stdin" if args.dataset == "-" else args.dataset
         for session in sessions.values():  # a problem refused mid-run stopped the bench and lost that run's work
-            _check_problems_fit(session, problems, args.dataset)
+            _check_problems_fit(session, problems, source)
         for i, (split, spec) in enumerate(specs, 1):
             label = f"[{i}/{len(specs)}] {spec.name} N={spec.config.beams} rate={rate_label(spec.rate)}"
             runs.append(run_one(sessions[split], spec, problems, bar(label)))

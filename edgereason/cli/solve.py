@@ -94,9 +94,9 @@ def print_text(result: SearchResult, show_tree: bool, raw: bool = False) -> None
         width = shutil.get_terminal_size().columns if is_terminal(sys.stdout) else None
         for i, (step, score) in enumerate(best.steps, 1):
             s = f"{score:.3f}" if score is not None else "  -  "
-            head, text = f"  [{i}] ({s}) ", shown(step, raw).strip()
+            head, body = f"  [{i}] ({s}) ", shown(step, raw).strip()
             # raw: the model's lines as it wrote them
-            print(head + text if raw else hanging(head, text, width))
+            print(head + body if raw else hanging(head, body, width))
     if show_tree:
         print("\nSurviving tree:")
         print_tree(result, raw)
