@@ -99,3 +99,17 @@ def test_solve_on_smollm2_prints_readable_math_and_raw_as_written(smollm2_path) 
     assert "Best path" in raw and COMMAND.search(raw), raw
     readable = run_solve(smollm2_path).stdout
     assert "Best path" in readable and not COMMAND.search(readable), readable
+
+
+def test_the_chat_shows_the_same_answer_readable() -> None:
+    """One converter: the chat's answer (ui/format.answer_markdown) and its tree and path widgets use the
+    same readable_math as solve."""
+    from edgereason.ui import format as chat_format
+    from edgereason.ui import screens
+    from edgereason.ui.widgets import detail, tree_view
+    from edgereason.util.readable import readable_math
+
+    markdown = chat_format.answer_markdown(recorded_result())
+    assert "**Answer: 18**" in markdown and "9 × 2 = 18" in markdown
+    assert not COMMAND.search(markdown), COMMAND.findall(markdown)
+    assert {m.readable_math for m in (chat_format, screens, detail, tree_view)} == {readable_math}
