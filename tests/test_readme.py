@@ -86,10 +86,10 @@ def test_a_readme_command_runs_as_written(argv, user_home, smollm2_path) -> None
         [sys.executable, "-m", "edgereason", *argv, *SMALL[argv[0]]],
         cwd=user_home,
         env=env,
-        capture_output=True,
-        text=True,
+        capture_output=True,  # bytes: text mode would read each carriage return as a line end
         timeout=600,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr
-    assert "\r" not in proc.stderr, "progress wrote carriage returns into a log"
+    stderr = proc.stderr.decode(errors="replace")
+    assert proc.returncode == 0, stderr[-3000:]
+    assert "Traceback" not in stderr
+    assert "\r" not in stderr, "progress wrote carriage returns into a log"
