@@ -1,14 +1,14 @@
-"""Text the chat shows: for a finished search Markdown for the answer, LaTeX turned into readable
-text, and every piece through util/terminal.safe_text last. Textual writes text to the terminal as
-it is: an ESC the model generated, or one in the history file, was a live escape sequence there (it
-cleared the screen, set the window title, which outlives the app). Model text is never Textual
-markup (Static with markup=False, rich Text, or Markdown, which reads no markup), and a link in it
-opens nothing (Markdown with open_links=False)."""
+"""Text the chat shows: for a finished search Markdown for the answer, every piece made safe
+(util/terminal.safe_text) and then its LaTeX readable (util/readable), as solve prints it.
+Textual writes text to the terminal as it is: an ESC the model generated, or one in the history
+file, was a live escape sequence there (it cleared the screen, set the window title, which outlives
+the app). Model text is never Textual markup (Static with markup=False, rich Text, or Markdown,
+which reads no markup), and a link in it opens nothing (Markdown with open_links=False)."""
 
 from __future__ import annotations
 
 from edgereason.engine.result import SearchResult
-from edgereason.ui.latex import latex_to_text
+from edgereason.util.readable import readable_math
 from edgereason.util.terminal import safe_text
 
 
@@ -17,13 +17,13 @@ def answer_markdown(result: SearchResult) -> str:
     lines = []
     if result.status != "done":
         lines.append(f"*Search {result.status}: {result.reason or result.status}*\n")
-    answer = latex_to_text(result.answer) if result.answer is not None else None
+    answer = readable_math(safe_text(result.answer)) if result.answer is not None else None
     lines.append(f"**Answer: {answer}**" if answer else "**No boxed answer found.**")
     if best := result.answer_path():
         lines.append(f"\n{result.best_path_title(best)}:\n")
         for i, (text, score) in enumerate(best.steps, 1):
             s = f"{score:.2f}" if score is not None else "–"
-            step = " ".join(latex_to_text(text).split())
+            step = " ".join(readable_math(safe_text(text)).split())
             lines.append(f"{i}. `{s}` {step}")
     lines.append(
         f"\n*{m.generated_tokens} tokens in {m.wall_s:.1f} s ({m.throughput_tok_s:.1f} tok/s), {m.prm_calls} PRM calls*"

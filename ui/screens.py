@@ -11,7 +11,7 @@ from textual.widgets import Markdown, OptionList, Static
 from textual.widgets.option_list import Option
 
 from edgereason.ui.history import HistoryEntry
-from edgereason.ui.latex import latex_to_text
+from edgereason.util.readable import readable_math
 from edgereason.util.terminal import safe_text
 
 KEYS = """\
@@ -102,8 +102,8 @@ class HistoryScreen(ModalScreen[str | None]):
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         e = self.entries[event.option_index]
-        answer = latex_to_text(e.answer) if e.answer else "(none)"
-        steps = "\n".join(f"{i}. {' '.join(latex_to_text(s).split())}" for i, s in enumerate(e.steps, 1))
+        answer = readable_math(safe_text(e.answer)) if e.answer else "(none)"
+        steps = "\n".join(f"{i}. {' '.join(readable_math(safe_text(s)).split())}" for i, s in enumerate(e.steps, 1))
         self.query_one("#history-entry", Markdown).update(
             safe_text(
                 f"**{e.problem}**\n\nAnswer: **{answer}** ({e.status}, score "

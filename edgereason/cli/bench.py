@@ -23,6 +23,7 @@ from edgereason.cli.comma_lists import beam_size, comma_items, comma_values
 from edgereason.cli.common import check_beams_before_loading, model_settings, policy_from, search_config
 from edgereason.cli.flags_models import add_model_args
 from edgereason.cli.flags_search import add_search_args, add_switch_args
+from edgereason.cli.help import brief
 from edgereason.config import STRATEGY_NAMES
 from edgereason.engine.policy import PRESETS, Policy
 from edgereason.errors import ConfigError
@@ -45,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_search_args(p)
     add_switch_args(p)
     _add_side_by_side_flags(p)
+    brief(p, "bench")
     p.set_defaults(func=run)
 
 

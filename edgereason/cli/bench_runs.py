@@ -9,6 +9,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from edgereason.bench.examples import print_examples
 from edgereason.bench.out_folder import OutFolder
 from edgereason.bench.report import print_table
 from edgereason.bench.resume import merge_runs, run_id, spec_id
@@ -44,7 +45,7 @@ def run_all(args: argparse.Namespace, folder: OutFolder, config: dict, problems:
         for split in dict.fromkeys(split for split, _ in specs):
             settings = model_settings(argparse.Namespace(**{**vars(args), "split": split}))
             sessions[split] = open_session(settings, progress=pull_progress)
-            _check_problems_fit(sessions[split], problems, args.dataset)
+            _check_problems_fit(sessions[split], problems, "stdin" if args.dataset == "-" else args.dataset)
         config["backend"] = next(iter(sessions.values())).backend  # auto's choice: one for every split
         for i, (split, spec) in enumerate(specs, 1):
             label = f"[{i}/{len(specs)}] {spec.name} N={spec.config.beams} rate={rate_label(spec.rate)}"
@@ -96,6 +97,7 @@ def _finish(folder: OutFolder, config: dict, runs: list[dict], no_plots: bool) -
     results are written."""
     saved = folder.save(config, runs)
     print_table(runs, sys.stdout)
+    print_examples(runs, sys.stdout)
     if graded := sum(run.get("graded_as_text", 0) for run in runs):
         as_text = f"{graded} problem(s) were graded as text after the grading budget ran out"
         note(f"edgereason: note: {as_text}")

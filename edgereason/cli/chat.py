@@ -12,6 +12,7 @@ import psutil
 from edgereason.cli.common import check_beams_before_loading, model_settings, policy_from
 from edgereason.cli.flags_models import add_model_args
 from edgereason.cli.flags_search import add_policy_arg, add_search_args
+from edgereason.cli.help import brief
 from edgereason.cli.progress import is_terminal
 from edgereason.cli.recipe_use import recipe_search_config
 from edgereason.errors import ConfigError
@@ -29,6 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_args(p)
     add_search_args(p, from_recipe=True)
     add_policy_arg(p)
+    brief(p, "chat")
     p.set_defaults(func=run)
 
 

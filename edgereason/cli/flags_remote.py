@@ -9,18 +9,9 @@ from edgereason.backends.remote.settings import DEFAULT_STEP_TOKENS, Endpoint, R
 from edgereason.errors import ConfigError
 
 REMOTE_HELP = """\
-The generator and/or the PRM served by an OpenAI-compatible server (llama.cpp's llama-server, vLLM, SGLang,
-llama-cpp-python's server). --model and --prm then name the served models' GGUFs, read here for their
-tokenizer and chat template only. What each technique becomes on a server: deduplication = one request with n=p
-for p equal candidates (a server that ignores n gets p requests); speculative extension = extra requests for the
-next step of candidates that finished theirs, in flight with the others; lazy verification = PRM requests batched
-into one round of concurrent HTTP requests; early pruning = a pruned candidate gets no further requests, but its
-current step cannot be cut short: the engine waits for each step's completion, so nothing is in flight to cancel
-between steps (an error, a deadline or Ctrl-C does cancel every request in flight); the value-head PRM (--prm-format
-head) cannot be served (a server returns 20 log-probabilities, not thousands of logits); KV budgets, eviction
-and the memory profile do not apply to a served model (the server manages its own KV); --policy auto runs
-baseline. A served PRM is read from the top-20 logprobs of the next token, and with logit_bias where its good or
-bad token is not among them: the server must support both on /v1/completions."""
+The generator and/or the PRM on an OpenAI-compatible server (llama-server, vLLM, SGLang); --model
+and --prm then name the served models' GGUFs, read here for their tokenizer and chat template only.
+What each technique becomes on a server, and what a served PRM needs: docs/cli.md#serving."""
 
 
 def add_remote_args(p: argparse.ArgumentParser) -> None:

@@ -11,6 +11,7 @@ from typing import NoReturn
 
 from edgereason import __version__
 from edgereason.cli.crash import crash_line
+from edgereason.cli.help import BriefHelpParser
 from edgereason.errors import EdgeReasonError
 from edgereason.util import interrupts
 from edgereason.util.terminal import safe_text
@@ -24,8 +25,9 @@ class UsageError(SystemExit):
         self.message = message
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse's parser (its subcommands' too), whose usage errors print as always and raise UsageError."""
+class Parser(BriefHelpParser):
+    """argparse's parser (its subcommands' too), whose usage errors print as always and raise
+    UsageError; a command's --help is its brief view (cli/help.py)."""
 
     def error(self, message: str) -> NoReturn:
         try:
@@ -36,15 +38,17 @@ class Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     # imported here, inside main's handlers, so a Ctrl-C while numpy and llama.cpp load is not a traceback
-    from edgereason.cli import bench, chat, memory_profile, models_cmd, solve, train_prm
+    from edgereason.cli import bench, chat, data_cmd, memory_profile, models_cmd, solve, train_prm
 
     parser = Parser(
         prog="edgereason",
         description="Local reasoning with test-time search: a generator proposes steps, a process reward model "
         "scores them, a beam search keeps the best paths. Everything runs offline on this machine.",
+        epilog="`edgereason COMMAND --help` shows a command's common flags, --help-all every flag; "
+        "docs/cli.md says how they work together.",
     )
     parser.add_argument("--version", action="version", version=f"edgereason {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{solve,chat,bench,memory-profile,train-prm,models}")
+    sub = parser.add_subparsers(dest="command", metavar="{solve,chat,bench,memory-profile,train-prm,models,data}")
     parser.set_defaults(func=lambda args: _no_command(parser))
     solve.register(sub)
     chat.register(sub)
@@ -52,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     memory_profile.register(sub)
     train_prm.register(sub)
     models_cmd.register(sub)
+    data_cmd.register(sub)
     return parser
 
 

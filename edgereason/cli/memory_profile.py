@@ -13,6 +13,7 @@ from pathlib import Path
 from edgereason import models
 from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
 from edgereason.cli.flags_search import beam_count
+from edgereason.cli.help import brief
 from edgereason.cli.progress import pull_progress
 from edgereason.errors import ConfigError
 from edgereason.memory.device import DEVICE_KINDS
@@ -38,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_workload_flags(p)
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
     p.add_argument("--plot", type=Path, default=None, metavar="FILE", help="write the curves to a PNG")
+    brief(p, "memory-profile")
     p.set_defaults(func=run)
 
 

@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     lp.set_defaults(func=run_list)
     pp = msub.add_parser("pull", help="download, assemble and verify a model")
-    pp.add_argument("name", choices=list(models.REGISTRY))
+    pp.add_argument("name", choices=list(models.REGISTRY), metavar="NAME", help=", ".join(models.REGISTRY))
     pp.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=PATH_JSON_HELP)
     pp.set_defaults(func=run_pull)
     ph = msub.add_parser("path", help="print a model's local path (pulling it first if needed)")

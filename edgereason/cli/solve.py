@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 
 from edgereason.cli.common import check_beams_before_loading, model_settings, policy_from
 from edgereason.cli.flags_models import add_model_args
 from edgereason.cli.flags_search import add_policy_arg, add_search_args
+from edgereason.cli.help import brief
 from edgereason.cli.progress import SearchProgress, is_terminal, pull_progress
 from edgereason.cli.recipe_use import recipe_search_config
 from edgereason.engine.result import SearchResult
@@ -17,6 +19,7 @@ from edgereason.session.auto_policy import is_auto
 from edgereason.session.opening import open_session
 from edgereason.tree import FINISH_WORDS
 from edgereason.util import text
+from edgereason.util.readable import hanging, readable_math
 from edgereason.util.terminal import safe_text
 
 
@@ -24,11 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "solve",
         help="solve one math problem with PRM-guided search",
-        description="Solve one math problem: the generator proposes steps, the PRM scores them, "
-        "the search keeps the best paths. On a terminal, stderr shows the search's "
-        "progress on one line.",
+        description="Solve one math problem: the generator proposes steps, the PRM scores "
+        "them, the search keeps the best paths. Progress goes to stderr, the answer to stdout.",
     )
-    p.add_argument("problem", help="the problem text, or - to read it from stdin")
+    p.add_argument("problem", metavar="PROBLEM", help="the problem text, or - to read it from stdin")
     add_model_args(p)
     add_search_args(p, from_recipe=True)
     add_policy_arg(p)
@@ -38,6 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="print one JSON object (answer, paths, tree, metrics; on a failure: error, exit_code)",
     )
     p.add_argument("--show-tree", action="store_true", help="print the surviving tree with step scores")
+    p.add_argument("--raw", action="store_true", help="print the steps as the model wrote them")
+    brief(p, "solve")
     p.set_defaults(func=run)
 
 
@@ -55,13 +59,12 @@ def run(args: argparse.Namespace) -> int:
     settings = model_settings(args)
     check_beams_before_loading(config.beams, settings)
     session = open_session(settings, progress=pull_progress)
-    status = SearchProgress(config.beams) if is_terminal(sys.stderr) else None
+    status = SearchProgress(config.beams)  # a terminal: a line in place; a log: one every few s
     try:
         result = session.engine(policy, on_event=status).solve(problem, config)
         auto = session.auto_choice() if is_auto(policy) else None
     finally:
-        if status:
-            status.close()
+        status.close()
         session.close()
     if args.json:
         out = result.as_dict()
@@ -70,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
             out["metrics"]["auto_policy"] = auto.as_dict()
         print(json.dumps(out, indent=2))
     else:
-        print_text(result, args.show_tree)
+        print_text(result, args.show_tree, args.raw)
     if note := choice.note():  # after the answer: an error before the search stays one line
         print(note, file=sys.stderr)
     if result.grader.note:
@@ -78,29 +81,38 @@ def run(args: argparse.Namespace) -> int:
     return 0 if result.status == "done" else 1
 
 
-def print_text(result: SearchResult, show_tree: bool) -> None:
+def shown(text: str, raw: bool) -> str:
+    """What a model wrote, as printed: made safe for the terminal, then (unless raw) its math made
+    readable."""
+    return safe_text(text) if raw else readable_math(safe_text(text))
+
+
+def print_text(result: SearchResult, show_tree: bool, raw: bool = False) -> None:
     """The answer, the best path and a summary. The model's text (and a failure's reason, which may
     quote a server) goes through safe_text, piece by piece: it must not drive the terminal."""
     m = result.metrics
     if result.status != "done":
         print(f"search {result.status}: {safe_text(str(result.reason), one_line=True)}", file=sys.stderr)
-    answer = safe_text(result.answer) if result.answer is not None else "(no boxed answer found)"
+    answer = "(no boxed answer found)" if result.answer is None else shown(result.answer, raw)
     print(f"Answer: {answer}")
     if best := result.answer_path():
         print(f"\n{result.best_path_title(best)}:")
+        width = shutil.get_terminal_size().columns if is_terminal(sys.stdout) else None
         for i, (step, score) in enumerate(best.steps, 1):
             s = f"{score:.3f}" if score is not None else "  -  "
-            print(f"  [{i}] ({s}) {safe_text(step.strip())}")
+            head, body = f"  [{i}] ({s}) ", shown(step, raw).strip()
+            # raw: the model's lines as they were written
+            print(head + body if raw else hanging(head, body, width))
     if show_tree:
         print("\nSurviving tree:")
-        print_tree(result)
+        print_tree(result, raw)
     print(
         f"\n{m.generated_tokens} tokens in {m.wall_s:.1f}s ({m.throughput_tok_s:.1f} tok/s, goodput "
         f"{m.goodput_tok_s:.1f} tok/s), {m.prm_calls} PRM calls ({m.prm_tokens} PRM tokens)"
     )
 
 
-def print_tree(result: SearchResult) -> None:
+def print_tree(result: SearchResult, raw: bool = False) -> None:
     """Surviving steps, indented by depth: score, state (how a finished path ended), and the step's first words."""
     nodes = {n["id"]: n for n in result.tree}
     children: dict[int | None, list[int]] = {}
@@ -113,7 +125,7 @@ def print_tree(result: SearchResult) -> None:
             n = nodes[nid]
             score = f"{n['score']:.3f}" if n["score"] is not None else "  -  "
             state = FINISH_WORDS.get(n["finish"], n["status"]) if n["status"] == "complete" else n["status"]
-            step = safe_text(clip(n["text"], 70), one_line=True)
+            step = clip(shown(n["text"], raw), 70)
             print(f"{'  ' * indent}- ({score}) [{state}] {step}")
             walk(nid, indent + 1)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from edgereason import models
 from edgereason.cli.common import search_config
 from edgereason.cli.flags_search import add_search_args, beam_count
+from edgereason.cli.help import brief
 from edgereason.cli.train_prm_phases import (
     check_can_write,
     extract_features,
@@ -51,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(beam, dvts: the paths a search with that head keeps, its mistakes among them)",
         beams=False,
     )
+    brief(p, "train-prm")
     p.set_defaults(func=run, max_tokens=1024, max_steps=20)  # GSM8K solutions are short
 
 

@@ -1,5 +1,7 @@
-"""Benchmark problems from a JSONL file: one object a line with `problem` and `answer` (and usually `id`).
-Bytes that are not UTF-8 become U+FFFD (edgereason/util/text.py), so such a line is read, not a crash mid-run."""
+"""Benchmark problems from a JSONL file (or `-`, stdin): one object a line with `problem` and
+`answer` (and usually `id`). Bytes that are not UTF-8 become U+FFFD (edgereason/util/text.py), so
+such a line is read, not a crash mid-run. Other formats (GSM8K's, MATH's): `edgereason data convert`
+(search/formats.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgereason.errors import ConfigError
-from edgereason.util.text import clean
+from edgereason.util.text import clean, read_stdin
 
 
 @dataclass(frozen=True)
@@ -20,8 +22,10 @@ class Problem:
 
 
 def load_problems(path: str | Path, limit: int | None = None, offset: int = 0) -> list[Problem]:
-    """Problems offset .. offset+limit of the file; bad lines fail with their line number, not mid-run."""
+    """Problems offset .. offset+limit of the file (`-`: stdin); bad lines fail with their line
+    number, not mid-run."""
     path = Path(path)
+    name, stem = ("stdin", "stdin") if str(path) == "-" else (str(path), path.stem)
     if limit is not None and limit <= 0:
         raise ConfigError(f"--limit must be a positive number, got {limit}")
     if offset < 0:
@@ -33,24 +37,24 @@ def load_problems(path: str | Path, limit: int | None = None, offset: int = 0) -
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
-            raise ConfigError(f"{path}:{lineno}: not a JSON object ({e.msg})") from None
+            raise ConfigError(f"{name}:{lineno}: not a JSON object ({e.msg})") from None
         except (ValueError, RecursionError) as e:  # an integer of over 4300 digits, arrays nested too deep
-            raise ConfigError(f"{path}:{lineno}: not a JSON object that can be read ({e})") from None
+            raise ConfigError(f"{name}:{lineno}: not a JSON object that can be read ({e})") from None
         if not isinstance(row, dict) or not str(row.get("problem", "")).strip() or row.get("answer") is None:
-            raise ConfigError(f"{path}:{lineno}: each line needs a non-empty 'problem' and an 'answer'")
-        _check_kinds(row, f"{path}:{lineno}")
+            raise ConfigError(f"{name}:{lineno}: each line needs a non-empty 'problem' and an 'answer'")
+        _check_kinds(row, f"{name}:{lineno}")
         pid = row.get("id")
-        values = (f"{path.stem}-{lineno}" if pid is None else pid, row["problem"], row["answer"])
+        values = (f"{stem}-{lineno}" if pid is None else pid, row["problem"], row["answer"])
         problems.append(Problem(*(clean(str(v)) for v in values)))  # a "\udce9" escape is a lone surrogate
     ids = [p.id for p in problems]
     if len(set(ids)) < len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
-        raise ConfigError(f"{path}: id {dup!r} appears twice; request ids must be unique within a run")
-    if not problems:  # an empty file, /dev/null
-        raise ConfigError(f"{path} holds no problems; give a JSONL file, one {{problem, answer}} object a line")
+        raise ConfigError(f"{name}: id {dup!r} appears twice; request ids must be unique within a run")
+    if not problems:  # an empty file, /dev/null, nothing on stdin
+        raise ConfigError(f"{name} holds no problems; give a JSONL file, one {{problem, answer}} object a line")
     selected = problems[offset : offset + limit if limit is not None else None]
     if not selected:
-        raise ConfigError(f"no problems selected from {path} ({len(problems)} in the file, --offset {offset})")
+        raise ConfigError(f"no problems selected from {name} ({len(problems)} in the file, --offset {offset})")
     return selected
 
 
@@ -84,7 +88,9 @@ def _kind(value: object) -> str:
 
 
 def _read_lines(path: Path) -> list[str]:
-    """The file's lines; a device or a pipe (/dev/null, <(...)) is read as a file is."""
+    """The file's lines; "-" is stdin, and a device or a pipe (/dev/null, <(...)) is read as a file is."""
+    if str(path) == "-":
+        return read_stdin().splitlines()
     if path.is_dir():
         raise ConfigError(f"dataset {path} is a folder; give a JSONL file")
     if not path.exists():

@@ -421,7 +421,7 @@ def test_a_home_that_is_a_file_is_named_before_a_pull(tmp_path, monkeypatch, cap
 @pytest.mark.parametrize("command", ["solve", "chat", "bench"])
 def test_policy_switches_have_metavars_and_help(command, capsys):
     with pytest.raises(SystemExit):
-        main([command, "--help"])
+        main([command, "--help-all"])
     text = " ".join(capsys.readouterr().out.split())  # undo argparse's line wrapping
     assert "SWITCH_" not in text
     for name, help_text in SWITCH_HELP.items():

@@ -122,12 +122,13 @@ def test_help_gives_each_command_its_own_defaults():
     import re
 
     def default(command: str, flag: str) -> str:
-        text = " ".join(run_cli(command, "--help").stdout.split())
+        text = " ".join(run_cli(command, "--help-all").stdout.split())
         return re.search(r"(?<!\[)" + re.escape(flag) + r" \S+ .*?\(default ([^);]+)", text).group(1)  # not usage
 
     assert (default("train-prm", "--max-steps"), default("train-prm", "--max-tokens")) == ("20", "1024")
     assert (default("solve", "--max-steps"), default("solve", "--max-tokens")) == ("40", "4096")
-    assert "(default best-of-n;" in " ".join(run_cli("train-prm", "--help").stdout.split())  # --strategy's
+    everything = " ".join(run_cli("train-prm", "--help-all").stdout.split())
+    assert "(default best-of-n;" in everything  # --strategy's
 
 
 def test_no_command_shows_the_commands_and_models_alone_lists_them():

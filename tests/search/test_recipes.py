@@ -90,7 +90,7 @@ def test_bench_and_training_keep_their_own_defaults():
 
 def test_help_names_the_recipe(capsys):
     with pytest.raises(SystemExit):
-        build_parser().parse_args(["solve", "--help"])
+        build_parser().parse_args(["solve", "--help-all"])
     text = " ".join(capsys.readouterr().out.split())
     assert f"the recipe: best-of-n for {Q15}, beam for {Q05}, else best-of-n" in text
     assert f"the recipe: 8 on a GPU and 4 on a CPU for {Q15}, 8 for {Q05}, else 8" in text

@@ -1,4 +1,4 @@
-"""The chat UI without a model: LaTeX readability, event throttling, the UI-side tree and its widget, history."""
+"""The chat UI without a model: event throttling, the UI-side tree and its widget, history."""
 
 from __future__ import annotations
 
@@ -25,24 +25,12 @@ from edgereason.session.opening import Session
 from edgereason.session.settings import ModelSettings
 from edgereason.ui.app import INTERRUPTED, ChatApp
 from edgereason.ui.history import History, HistoryEntry
-from edgereason.ui.latex import latex_to_text
 from edgereason.ui.relay import EventRelay
 from edgereason.ui.screens import HelpScreen, HistoryScreen
 from edgereason.ui.state import SearchState
 from edgereason.ui.widgets.chat_log import ChatLog
 from edgereason.ui.widgets.status_bar import StatusBar
 from edgereason.ui.widgets.tree_view import SearchTree
-
-
-def test_latex_reads_as_text() -> None:
-    assert latex_to_text(r"\(\frac{1}{2} + x^2 = \boxed{\dfrac{3}{4}}\)") == "1/2 + x² = 3/4"
-    assert latex_to_text(r"$\sqrt{16} \times 3 \le 12$") == "√16 × 3 ≤ 12"
-    assert latex_to_text(r"\frac{a+b}{2}") == "(a+b)/2"
-    assert latex_to_text(r"\text{so } x_{10}") == "so x₁₀"
-    assert latex_to_text(r"5\% of \$20") == "5% of $20"
-    assert latex_to_text(r"\unknowncmd") == "unknowncmd"
-    assert latex_to_text("pencils cost $3 each and $5 for two") == "pencils cost $3 each and $5 for two"
-    assert latex_to_text("costs $3. Then $x+1$ holds") == "costs $3. Then x+1 holds"
 
 
 def test_relay_holds_token_events_and_flushes_before_step_events() -> None:

@@ -6,9 +6,9 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from edgereason.ui.latex import latex_to_text
 from edgereason.ui.state import SearchState
 from edgereason.ui.widgets.tree_view import LOOK
+from edgereason.util.readable import readable_math
 from edgereason.util.terminal import safe_text
 
 
@@ -34,7 +34,7 @@ class Detail(VerticalScroll):
             glyph, style = LOOK.get(step.status, ("·", ""))
             score = f"{step.score:.3f}" if step.score is not None else "--"
             text.append(f"step {i}  {glyph} {step.status}  score {score}  ({step.n_tokens} tokens)\n", style=style)
-            text.append(safe_text(latex_to_text(step.text)).strip() + "\n\n")
+            text.append(readable_math(safe_text(step.text)).strip() + "\n\n")
         if not path:
             text.append("highlight a step in the tree to read its path", style="dim italic")
         self.border_title = f"path to node {node_id}" if path else "path"

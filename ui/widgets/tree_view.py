@@ -7,8 +7,8 @@ from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from edgereason.ui.latex import latex_to_text
 from edgereason.ui.state import SearchState, StepView
+from edgereason.util.readable import readable_math
 from edgereason.util.terminal import safe_text
 
 LOOK: dict[str, tuple[str, str]] = {  # status -> (glyph, style)
@@ -26,7 +26,7 @@ PREVIEW = 64
 def node_label(node: StepView, best: bool) -> Text:
     glyph, style = LOOK.get(node.status, ("·", ""))  # a status newer than this table still renders
     score = f"{node.score:.2f}" if node.score is not None else " -- "
-    preview = " ".join(safe_text(latex_to_text(node.text)).split())
+    preview = " ".join(readable_math(safe_text(node.text)).split())
     preview = preview[: PREVIEW - 1] + "…" if len(preview) > PREVIEW else preview
     label = Text.assemble(
         (f"{glyph} ", style),
