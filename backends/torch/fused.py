@@ -4,15 +4,18 @@ What is compiled is `model.block`, one decoder layer from its input to its outpu
 write, the gather of the sequences' cells, SDPA): about 10 kernels a layer where the layer run op by op launches
 about 20. The layer's weights and cache are its arguments, not constants, so one compiled copy serves every layer
 of a model: a compile traces one layer, not 28. Its shapes are dynamic in the rows, query slots and table width,
-so three compiles (a prefill, one row, several rows of one token) serve every bucket of the CUDA graphs, which
-then record the compiled kernels (a graph's warm-up pass compiles, its capture records). The sampler stays
-outside, recorded op by op in the same graph: inductor does not compile its scan over a 152k vocabulary.
+so three compiles (a prefill, one row, several rows of one token; on CUDA a fourth, for the passes without a
+token tensor) serve every bucket of the CUDA graphs, which then record the compiled kernels (a graph's warm-up pass
+compiles, its capture records). The sampler stays outside, recorded op by op in the same graph: inductor does not
+compile its scan over a 152k vocabulary.
 
-On by default on CUDA, off on a CPU (a compile takes longer there than the CPU's short runs gain);
-EDGEREASON_COMPILE=0 turns it off, =1 on (the CPU tests). Where compiling fails (no Triton, an inductor error),
-one line says so and the passes run uncompiled. Inductor's caches live in $EDGEREASON_HOME/torch/inductor-<torch
-version>, so a second run loads its kernels instead of compiling them; a cache that fails to load is removed and
-made anew, and another torch version's is removed.
+Off unless EDGEREASON_COMPILE=1. Measured on an H200 with SmolLM2 (docs/results.md), compiled layers make a
+decode pass 1.14-1.28x faster, but every process pays about 15 s of tracing and compiling before its searches, its
+kernels cached or not (`solve` 26.6 s against 11.1 s), and on an H100 the 1.5B's recipe ran 10.3 s a problem
+compiled against llama.cpp's 2.3: a one-shot command loses, and a long bench gains too little to make it the
+default. Where compiling fails (no Triton, an inductor error), one line says so and the passes run uncompiled.
+Inductor's caches live in $EDGEREASON_HOME/torch/inductor-<torch version>; a cache that fails to load is removed
+and made anew, and another torch version's is removed.
 """
 
 from __future__ import annotations
@@ -40,14 +43,14 @@ RECOMPILES = 64  # compiled copies kept per function: a few per model (one row o
 _off: list[str] = []  # why compiling was turned off in this process (said once)
 
 
-def enabled(device: torch.device) -> bool:
-    """Whether this process's passes on `device` run compiled."""
+def enabled() -> bool:
+    """Whether this process's passes run compiled (on any device: the CPU tests compile too)."""
     if _off:
         return False
     flag = os.environ.get(SWITCH, "").strip()
     if flag not in ("", "0", "1"):
         raise ConfigError(f"{SWITCH}={flag!r}: set it to 1 (compile the passes) or 0 (run them uncompiled)")
-    return flag == "1" if flag else device.type == "cuda"
+    return flag == "1"
 
 
 def cache_dir() -> Path:

@@ -104,7 +104,7 @@ class DecodeGraphs:
         def body() -> None:
             ctx.table_cells.write(seqs, positions, cells)
             attend = padded_attention(ctx, seqs, positions, cells, rows, 1, width)
-            hidden = ctx.model.decoder.hidden(tokens, positions, attend, fused=fused.enabled(ctx.device))
+            hidden = ctx.model.decoder.hidden(tokens, positions, attend, fused=fused.enabled())
             self.logits[:rows].copy_(ctx.model.decoder.logits(hidden))
             self.drawn[:rows].copy_(draw_tensor(self.logits[:rows], temps, top_p, seeds, 1, nucleus)[:, 0])
 

@@ -105,7 +105,7 @@ class PrefillGraphs:
         def body() -> None:
             attend = padded_attention(ctx, seqs, positions, cells, n_seq, longest, width)
             on_layer = tap if ctx.layers else None
-            hidden = ctx.model.decoder.hidden(tokens, positions, attend, on_layer, fused.enabled(ctx.device))
+            hidden = ctx.model.decoder.hidden(tokens, positions, attend, on_layer, fused.enabled())
             self.hidden[:n_rows].copy_(hidden)
 
         return body

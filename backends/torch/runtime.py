@@ -246,7 +246,7 @@ class TorchContext:
 
         def run() -> torch.Tensor:  # fused.enabled asked at each try: a failed compile turns it off
             ids, at = torch.tensor(tokens, device=device), torch.from_numpy(positions).to(device)
-            return self.model.decoder.hidden(ids, at, attend, tap if self.layers else None, fused.enabled(device))
+            return self.model.decoder.hidden(ids, at, attend, tap if self.layers else None, fused.enabled())
 
         with torch.no_grad():
             hidden = fused.first_run(run)

@@ -7,6 +7,9 @@
 #   core:    join the models; the CUDA tests (the fused passes, the engine on both backends); the raw pass at 1, 8
 #            and 64 rows (torch uncompiled and compiled, llama.cpp); the 1.5B's recipe one problem at a time (LIMIT
 #            problems) and 16 at once on both backends; solve's whole process, torch warm and llama.cpp     [560 s]
+#   smol:    SmolLM2 alone (its 2 pieces), for a lease too short for the 1.5B's 18: the raw pass uncompiled and
+#            compiled, solve's whole process compiled with a cold and a warm cache and uncompiled (recompiles
+#            logged), the CUDA tests                                                                      [230 s]
 #   extra:   the compiled layer's kernels on CUDA, attention kinds, the beam recipe's edge against baseline, edge
 #            at 16 at once, solve with a cold compile cache, the raw pass at 32 and 128 rows                [480 s]
 set -uo pipefail
@@ -23,12 +26,14 @@ beam="--model qwen2.5-coder-1.5b --strategy beam --beams 8 --width 2 --temperatu
 q="Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for her \
 friends every day with four. She sells the remainder at the farmers' market daily for \$2 per fresh duck egg. How \
 much in dollars does she make every day at the farmers' market?"
-solve_time() {  # solve's whole process on a backend (RUN: torch-cold, torch-warm, llamacpp)
-  local t0 rc
+solve_time() {  # solve's whole process on a backend (RUN: torch-cold, torch-warm, llamacpp; then solve's flags)
+  local t0 rc run=$1
+  shift
   t0=$(date +%s.%N)
-  timeout 35 edgereason solve "$q" --backend "${1%%-*}" --json >"$out/solve-$1.json" 2>"$out/solve-$1.log"
+  timeout "${LIMIT_S:-35}" edgereason solve "$q" --backend "${run%%-*}" --json "$@" >"$out/solve-$run.json" \
+    2>"$out/solve-$run.log"
   rc=$?
-  echo "solve $1 rc $rc $(awk "BEGIN {print $(date +%s.%N) - $t0}") s" | tee -a "$out/solve-times.txt"; keep
+  echo "solve $run rc $rc $(awk "BEGIN {print $(date +%s.%N) - $t0}") s" | tee -a "$out/solve-times.txt"; keep
 }
 refresh() {  # the call's code into /root/proj (the editable install points there)
   cd /root/proj || exit 1
@@ -74,6 +79,21 @@ torch.__version__, torch.cuda.get_device_name())"
       echo "at16 $backend rc $?"; keep
     done
     for run in torch-warm llamacpp; do solve_time "$run"; done ;;
+  smol)
+    refresh
+    mkdir -p "$EDGEREASON_HOME/models"
+    cat /root/m/s135.* >"$EDGEREASON_HOME/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+    export TORCH_LOGS=recompiles
+    timeout 70 python3 benchmarks/torch_pass.py --model smollm2-135m --rows 1,8,64 --skip torch-eager --steps 10 \
+      >"$out/pass-s135.json" 2>"$out/pass-s135.log"; echo "pass rc $?"; keep
+    s135=(--model smollm2-135m --prm smollm2-135m --beams 8 --max-steps 6)
+    rm -rf "$EDGEREASON_HOME/torch/inductor-"*
+    LIMIT_S=50 solve_time torch-cold "${s135[@]}"
+    LIMIT_S=30 solve_time torch-warm "${s135[@]}"
+    EDGEREASON_COMPILE=0 LIMIT_S=30 solve_time torch-uncompiled "${s135[@]}"
+    timeout 60 python3 -m pytest -q -x -p no:cacheprovider -k "cuda or engine" \
+      tests/backends/torch/test_torch_fused.py tests/engine/test_engine.py >"$out/pytest-cuda.txt" 2>&1
+    echo "pytest rc $?" >>"$out/pytest-cuda.txt"; tail -3 "$out/pytest-cuda.txt" ;;
   extra)  # then, where the lease has room
     refresh
     timeout 60 python3 benchmarks/torch_step_ops.py --model qwen2.5-coder-1.5b --rows 8 --device cuda --compiled \
