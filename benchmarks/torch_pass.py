@@ -39,7 +39,7 @@ def _time_passes(run_pass, steps: int, warmup: int, sync) -> float:
 
 def _rows_passes(ctx, prompt: list[int], rows: int, decode, steps: int, warmup: int, sync) -> float:
     """Fork `rows` sequences from a prefilled prompt; time passes that append one token to each."""
-    from edgereason.backends.llamacpp.runtime import DecodeItem
+    from edgereason.backends.context_roles import DecodeItem
 
     root = ctx.new_seq()
     decode(ctx, [DecodeItem(root, prompt, [])])

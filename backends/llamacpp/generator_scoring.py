@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext
+from edgereason.backends.context_roles import DecodeItem
+from edgereason.backends.llamacpp.runtime import KVContext
 from edgereason.backends.prm_format import SolvePrompt, TagPrompt, TurnPrompt
 from edgereason.protocols import ScoreRequest, ScoreResult, VerifierStats
 

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from edgereason.backends.context_roles import ContextKVMemory
+from edgereason.backends.context_roles import ContextKVMemory, DecodeItem
 from edgereason.backends.llamacpp.generator_scoring import GeneratorScoring
 from edgereason.backends.llamacpp.layer_capture import LayerCapture
 from edgereason.backends.llamacpp.model import LlamaModel
-from edgereason.backends.llamacpp.runtime import SEQ_SLOTS, DecodeItem, KVContext
+from edgereason.backends.llamacpp.runtime import SEQ_SLOTS, KVContext
 from edgereason.backends.prm_format import PRMFormat, prompt_for
 from edgereason.errors import ConfigError, OutOfMemoryError
 from edgereason.heads.value_head import ValueHead, head_features

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from edgereason.backends.llamacpp.runtime import DecodeItem
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.torch.attention import attend_groups, attention_group
 from edgereason.backends.torch.kv import SEQ_SLOTS, CellTables, DeviceTables, KVFullError, KVStore, table_width
 from edgereason.backends.torch.model import TorchModel, kv_dtype

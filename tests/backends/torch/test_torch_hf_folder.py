@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from edgereason.backends import load_backend
-from edgereason.backends.llamacpp.runtime import DecodeItem
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.torch.generator import TorchGenerator
 from edgereason.backends.torch.runtime import TorchContext
 from edgereason.config import SamplingParams

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from edgereason.backends import load_backend
-from edgereason.backends.llamacpp.runtime import DecodeItem
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.torch.model import TorchModel
 from edgereason.backends.torch.runtime import TorchContext
 from edgereason.errors import ModelError
