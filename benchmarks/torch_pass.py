@@ -108,7 +108,7 @@ def main() -> None:
     args = p.parse_args()
     path = models.resolve(args.model)
     skip = set(filter(None, args.skip.split(",")))
-    from edgereason.backends.llamacpp.model import load_vocab
+    from edgereason.backends.llama_vocab import load_vocab
 
     vocab = load_vocab(str(path))
     text = "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from edgereason.backends.llamacpp.cxx_runtime import REBUILD
+from edgereason.backends.cxx_runtime import REBUILD
 from edgereason.backends.llamacpp.generator import LlamaGenerator
 from edgereason.backends.llamacpp.measure import measure_decode
 from edgereason.backends.llamacpp.model import LlamaModel, load_model, physical_cores

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from edgereason.backends.llamacpp.model import load_vocab
+from edgereason.backends.llama_vocab import load_vocab
 from edgereason.backends.prm_format import prm_format
 from edgereason.backends.remote.checks import check_servers
 from edgereason.backends.remote.client import CompletionClient, RemoteError

@@ -19,7 +19,7 @@ from typing import Any
 
 import llama_cpp.llama_cpp as L
 
-from edgereason.backends.llamacpp.model import load_vocab
+from edgereason.backends.llama_vocab import load_vocab
 from edgereason.backends.remote.client import CompletionClient
 from edgereason.backends.remote.settings import Endpoint
 from edgereason.errors import ConfigError

@@ -28,7 +28,7 @@ SEQ_SLOTS = 256  # sequence ids one context hands out at once: as llama.cpp's, t
 
 def import_torch() -> Any:
     """torch, or one ConfigError line: not installed, or unable to join this process beside llama.cpp."""
-    from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
+    from edgereason.backends.cxx_runtime import require_one_cxx_runtime
 
     require_one_cxx_runtime("the torch backend loads torch into this process", "use --backend llamacpp")
     try:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from edgereason import __version__
-from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
+from edgereason.backends.cxx_runtime import require_one_cxx_runtime
 from edgereason.bench.arrivals import parse_rate
 from edgereason.bench.report import prepare_out, print_compare, print_table, write_results
 from edgereason.bench.runner import RunInterrupted, RunSpec, rate_label, run_one

@@ -45,6 +45,6 @@ def test_a_gpu_search_lives_beside_numpy_matplotlib_and_torch(order, smollm2_pat
 
 
 def test_the_installed_cuda_build_uses_the_system_cxx_runtime():
-    from edgereason.backends.llamacpp.cxx_runtime import private_cxx_runtime
+    from edgereason.backends.cxx_runtime import private_cxx_runtime
 
     assert private_cxx_runtime() is None, "rebuild llama-cpp-python as the README's GPU section says"
