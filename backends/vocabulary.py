@@ -16,7 +16,15 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 # the end-of-turn tokens llama.cpp ends generation at, besides a Hugging Face folder's EOS ids
-END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end|>", "<end_of_turn>", "<EOT>")
+END_OF_TURN = (
+    "<|im_end|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|endoftext|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<EOT>",
+)
 
 
 class Tokenizer(Protocol):
@@ -26,4 +34,8 @@ class Tokenizer(Protocol):
     def tokenize(self, text: str, add_bos: bool = False, special: bool = True) -> list[int]: ...
     def token_piece(self, token: int) -> bytes: ...
     def detokenize(self, ids: Iterable[int]) -> str: ...
-    def apply_chat_template(self, messages: Sequence[dict[str, str]], add_assistant: bool = True) -> str: ...
+    def apply_chat_template(
+        self,
+        messages: Sequence[dict[str, str]],
+        add_assistant: bool = True,
+    ) -> str: ...
