@@ -78,11 +78,11 @@ def torch_times(path: Path, prompt: list[int], rows: list[int], steps: int, warm
 
 
 def llama_times(path: Path, prompt: list[int], rows: list[int], steps: int, warmup: int) -> dict:
-    from edgereason.backends.llamacpp import supports_gpu
+    from edgereason.backends import load_backend
     from edgereason.backends.llamacpp.model import load_model
     from edgereason.backends.llamacpp.runtime import KVContext
 
-    layers = 999 if supports_gpu() else 0
+    layers = 999 if load_backend("llamacpp").supports_gpu() else 0
     kv = len(prompt) + max(rows) * (warmup + steps + 2) + 256
     ctx = KVContext(load_model(str(path), layers), kv)
     decode = lambda c, items: c.decode(items, lambda *_: None)  # noqa: E731  one logits row per sequence

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from edgereason.backends.remote.settings import BACKOFF_S, Endpoint
+from edgereason.backends.remote_settings import BACKOFF_S, Endpoint
 from edgereason.errors import EdgeReasonError
 
 T = TypeVar("T")

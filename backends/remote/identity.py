@@ -21,7 +21,7 @@ import llama_cpp.llama_cpp as L
 
 from edgereason.backends.llama_vocab import load_vocab
 from edgereason.backends.remote.client import CompletionClient
-from edgereason.backends.remote.settings import Endpoint
+from edgereason.backends.remote_settings import Endpoint
 from edgereason.errors import ConfigError
 
 # control tokens, words and digits: text every implementation of one tokenizer (llama.cpp's, Hugging Face's) splits

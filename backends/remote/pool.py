@@ -31,7 +31,7 @@ from edgereason.backends.remote.client import (
     Unreachable,
     gather_all,
 )
-from edgereason.backends.remote.settings import Endpoint
+from edgereason.backends.remote_settings import Endpoint
 
 AFFINITY_SLACK = 2  # in-flight requests home may have beyond the least-loaded server before a path moves
 

@@ -12,7 +12,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from edgereason import models
-from edgereason.backends import load_backend
+from edgereason.backends import Placement, load_backend
 from edgereason.errors import ConfigError, ModelError
 from edgereason.memory.size import format_size
 from edgereason.session.gpu import gpu_present
@@ -38,7 +38,7 @@ def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: 
     try:
         torch_backend = load_backend("torch")
         if not torch_backend.supports_gpu():
-            return _fall_back(torch_backend.no_cuda())
+            return _fall_back(torch_backend.no_gpu_reason())
     except ConfigError as e:  # torch cannot join this process beside this llama.cpp build
         return _fall_back(str(e))
     roles = [gen_path] if hf else [gen_path, prm_path]
@@ -48,8 +48,9 @@ def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: 
     except ModelError as e:
         return _fall_back(str(e))
     if settings.gpu_memory_bytes is not None:
-        need = sum(MIN_KV_TOKENS * torch_backend.kv_bytes_per_token(p, 1) for p in roles)
-        need += sum(torch_backend.weights_bytes(p, 1) for p in {p.resolve() for p in roles})
+        on_gpu = Placement(n_gpu_layers=1)
+        need = sum(MIN_KV_TOKENS * torch_backend.kv_bytes_per_token(p, on_gpu) for p in roles)
+        need += sum(torch_backend.weights_bytes(p, on_gpu) for p in {p.resolve() for p in roles})
         if need > settings.gpu_memory_bytes:
             return _fall_back(
                 f"the models need {format_size(need)} in bf16 on torch, more than --gpu-memory "

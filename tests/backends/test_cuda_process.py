@@ -9,11 +9,12 @@ import sys
 
 import pytest
 
-from edgereason.backends.llamacpp import supports_gpu
+from edgereason.backends import load_backend
 from edgereason.session.gpu import gpu_present
 
 pytestmark = pytest.mark.skipif(
-    not (supports_gpu() and gpu_present()), reason="needs a CUDA build of llama-cpp-python and an NVIDIA GPU"
+    not (load_backend("llamacpp").supports_gpu() and gpu_present()),
+    reason="needs a CUDA build of llama-cpp-python and an NVIDIA GPU",
 )
 
 SOLVE = (
