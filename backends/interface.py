@@ -23,8 +23,6 @@ from edgereason.heads.value_head import ValueHead
 from edgereason.protocols import Generator, Points, ProfiledGenerator, ProfiledPRM, Verifier
 
 OnDisk = Callable[[str, str], Path | None]  # (model name, role) -> its GGUF where on disk, no pull
-
-
 Role = Literal["generator", "verifier"]
 BOTH_ROLES: frozenset[Role] = frozenset(("generator", "verifier"))
 
