@@ -1,32 +1,54 @@
-"""Model runtimes behind the Generator and Verifier protocols, registered by name."""
+"""The backends' front, the one part of backends/ the layers above import: the interface every
+backend implements (interface.py: Backend, its Capabilities, the Placement and PRMSpec it is
+told), the remote settings the CLI builds, and `load_backend`, which opens a backend by name.
+
+The concrete backends (llamacpp, torch, transformers, remote) are reached only through the registry
+below, and import none of each other: what two of them share is a module of this package that
+imports none of them (pyproject.toml's import contracts).
+"""
 
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
+from functools import cache
 
+from edgereason.backends.interface import Backend, Capabilities, OnDisk, Placement, PRMSpec
+from edgereason.backends.remote_settings import (
+    DEFAULT_STEP_TOKENS,
+    Endpoint,
+    RemoteSettings,
+    check_url,
+)
 from edgereason.errors import ConfigError
 
-BACKENDS: tuple[str, ...] = ("llamacpp", "torch", "transformers", "remote")
+# name -> the module and class that implement it, imported when first asked for (a fast CLI start)
+REGISTRY: dict[str, tuple[str, str]] = {
+    "llamacpp": ("edgereason.backends.llamacpp.backend", "LlamaCppBackend"),
+    "torch": ("edgereason.backends.torch.backend", "TorchBackend"),
+    "transformers": ("edgereason.backends.transformers.backend", "TransformersBackend"),
+    "remote": ("edgereason.backends.remote.backend", "RemoteBackend"),
+}
 
 
-def load_backend(name: str) -> ModuleType:
-    """The backend's module, imported lazily so the CLI starts fast. It provides
-    `open_models(generator_path, prm_path, prm_format, generator_kv_tokens, verifier_kv_tokens, n_threads,
-    n_gpu_layers) -> (Generator, Verifier)`, `kv_bytes_per_token(path, n_gpu_layers) -> int` and
-    `require_gpu(instead)`, a ConfigError when the runtime cannot offload to a GPU; llamacpp and torch also
-    `open_generator(...)` alone, `SEQ_SLOTS` and memory-profile's `profiled_generator(path, n_gpu_layers,
-    n_threads)` and `profiled_prm(path, same_as_generator, prm_format, head, n_gpu_layers, n_threads)`
-    (protocols.ProfiledGenerator / ProfiledPRM); torch also `weights_bytes(path, n_gpu_layers)` (dequantized on
-    its device).
-    `transformers` is a PRM backend only: `open_verifier(path, prm_format, kv_tokens, device, head, n_threads) ->
-    Verifier`, `kv_bytes_per_token(path, device) -> int`, `weights_bytes(path, device)
-    -> int` (as loaded there) and `on_cuda(device) -> bool`. `remote` serves either role from an OpenAI-compatible
-    server or several: `open_generator(vocab_path, endpoints, context_tokens, step_tokens, outages)`,
-    `open_verifier(vocab_path, prm_format, endpoints, outages=)` and `check_servers(remote, model, prm, on_disk)`, a
-    one-line error where a server is down, serves another model than the one named, or (a PRM's) gives no
-    logprobs."""
-    if name in BACKENDS:
-        # by name: no layer above imports a concrete backend's module (pyproject.toml's import contracts)
-        return importlib.import_module(f"edgereason.backends.{name}")
-    raise ConfigError(f"unknown backend {name!r}; available: {', '.join(BACKENDS)}")
+@cache
+def load_backend(name: str) -> Backend:
+    """The backend registered as `name` (one instance per process), or one ConfigError line."""
+    if name not in REGISTRY:
+        raise ConfigError(f"unknown backend {name!r}; available: {', '.join(REGISTRY)}")
+    module, cls = REGISTRY[name]
+    return getattr(importlib.import_module(module), cls)()
+
+
+__all__ = [
+    "DEFAULT_STEP_TOKENS",
+    "Backend",
+    "Capabilities",
+    "Endpoint",
+    "OnDisk",
+    "Placement",
+    "PRMSpec",
+    "REGISTRY",
+    "RemoteSettings",
+    "check_url",
+    "load_backend",
+]

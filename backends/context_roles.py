@@ -2,14 +2,24 @@
 generator's or a verifier's), and a Generator's text, sequence and memory methods over a model (tokenizer, chat
 template, trained context) and its context (ContextGenerator; each backend's generator adds `step`). llama.cpp's
 KVContext and torch's TorchContext keep one interface: new_seq, fork, truncate, free, seq_len, unique_tokens,
-can_append, capacity, used_tokens, live_seqs, n_seq_max, n_batch, check_integrity, close, and `model`."""
+can_append, can_alloc, capacity, used_tokens, live_seqs, n_seq_max, n_batch, check_integrity,
+close, `model`, and `decode(items, on_row)` over DecodeItems (defined here)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from edgereason.protocols import SeqId
+
+
+class DecodeItem(NamedTuple):
+    """One sequence's part of a forward pass: the tokens it appends and the rows that come back."""
+
+    seq: int
+    tokens: Sequence[int]
+    # (offset into tokens, tag): rows whose next-token logits are wanted
+    outputs: Sequence[tuple[int, object]]
 
 
 class ContextKVMemory:

@@ -25,9 +25,9 @@ from edgereason import models  # first: edgereason loads llama.cpp before numpy 
 # isort: split
 import numpy as np
 
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.llamacpp.generator import LlamaGenerator
 from edgereason.backends.llamacpp.model import load_model
-from edgereason.backends.llamacpp.runtime import DecodeItem
 from edgereason.config import SamplingParams
 from edgereason.prompts import solve_messages
 from edgereason.protocols import BatchEntry

@@ -15,8 +15,8 @@ import time
 from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
 
 # isort: split
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.llamacpp import open_models
-from edgereason.backends.llamacpp.runtime import DecodeItem
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine.loop import Engine
 from edgereason.engine.policy import parse_policy

@@ -19,9 +19,10 @@ import time
 from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
 
 # isort: split
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.llamacpp.measure import FILLER
 from edgereason.backends.llamacpp.model import load_model
-from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext
+from edgereason.backends.llamacpp.runtime import KVContext
 
 
 def pass_ms(model, held: int, rows: int, passes: int, top_k: int, threads: int | None) -> float:

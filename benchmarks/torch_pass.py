@@ -40,7 +40,7 @@ def _time_passes(run_pass, steps: int, warmup: int, sync) -> float:
 
 def _rows_passes(ctx, prompt: list[int], rows: int, decode, steps: int, warmup: int, sync) -> float:
     """Fork `rows` sequences from a prefilled prompt; time passes that append one token to each."""
-    from edgereason.backends.llamacpp.runtime import DecodeItem
+    from edgereason.backends.context_roles import DecodeItem
 
     root = ctx.new_seq()
     decode(ctx, [DecodeItem(root, prompt, [])])
@@ -90,11 +90,11 @@ def torch_times(
 
 
 def llama_times(path: Path, prompt: list[int], rows: list[int], steps: int, warmup: int) -> dict:
-    from edgereason.backends.llamacpp import supports_gpu
+    from edgereason.backends import load_backend
     from edgereason.backends.llamacpp.model import load_model
     from edgereason.backends.llamacpp.runtime import KVContext
 
-    layers = 999 if supports_gpu() else 0
+    layers = 999 if load_backend("llamacpp").supports_gpu() else 0
     kv = len(prompt) + max(rows) * (warmup + steps + 2) + 256
     ctx = KVContext(load_model(str(path), layers), kv)
     decode = lambda c, items: c.decode(items, lambda *_: None)  # noqa: E731  one logits row per sequence
@@ -120,7 +120,7 @@ def main() -> None:
     args = p.parse_args()
     path = models.resolve(args.model)
     skip = set(filter(None, args.skip.split(",")))
-    from edgereason.backends.llamacpp.model import load_vocab
+    from edgereason.backends.llama_vocab import load_vocab
 
     vocab = load_vocab(str(path))
     text = "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "

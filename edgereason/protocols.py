@@ -112,6 +112,22 @@ class Verifier(KVMemory, Protocol):
         ...
 
 
+class FeatureReader(Protocol):
+    """A verifier in the head format as value-head training reads it (training/features.py)."""
+
+    @property
+    def feature_layers(self) -> tuple[int, ...]:
+        """The middle layers whose hidden states follow the logits in each row of `features`."""
+        ...
+
+    def features(self, requests: Sequence[ScoreRequest], tokens: Any) -> list[Any]:
+        """Per request, a row per requested step: the logits of `tokens` (a numpy array of ids),
+        then the hidden state of each of `feature_layers` at the step's last token."""
+        ...
+
+    def release(self, key_prefix: str) -> None: ...
+
+
 class ScoreResult(NamedTuple):
     scores: list[float]  # one per `need` index, in that order
     new_tokens: int  # tokens the verifier evaluated for this request (0 when all were held)

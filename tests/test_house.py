@@ -44,6 +44,21 @@ def test_the_checkout_is_the_package():
         assert link.is_symlink() and link.resolve() == (ROOT / name).resolve(), link
 
 
+def test_each_file_has_one_module_name():
+    """The links give a file under backends/ or ui/ two paths on disk; it keeps one module name, as
+    no code imports a top-level `backends` or `ui` (docs/design.md section 1)."""
+    top = {"backends", "ui"}
+    found = []
+    folders = [*CODE, ROOT / "tests", ROOT / "benchmarks"]
+    for path in sorted(p for folder in folders for p in folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            found += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in top]
+    assert not found, found
+
+
 @pytest.mark.parametrize("check", [["check"], ["format", "--check"]], ids=["lint", "format"])
 def test_ruff_finds_nothing(check):
     proc = subprocess.run(

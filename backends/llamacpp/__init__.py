@@ -1,20 +1,17 @@
-"""llama.cpp backend: `open_models` builds a Generator and a Verifier, sharing weights when both name one GGUF."""
+"""llama.cpp backend: `open_models` builds a Generator and a Verifier, sharing weights when both
+name one GGUF; backend.py puts it behind the one interface (LlamaCppBackend)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from edgereason.backends.llamacpp.cxx_runtime import REBUILD
 from edgereason.backends.llamacpp.generator import LlamaGenerator
-from edgereason.backends.llamacpp.measure import measure_decode
 from edgereason.backends.llamacpp.model import LlamaModel, load_model, physical_cores
 from edgereason.backends.llamacpp.profiling import profiled_generator, profiled_prm
 from edgereason.backends.llamacpp.runtime import SEQ_SLOTS
 from edgereason.backends.llamacpp.verifier import LlamaVerifier
 from edgereason.backends.prm_format import prm_format
-from edgereason.errors import ConfigError
 from edgereason.heads.value_head import ValueHead
-from edgereason.protocols import Points
 
 
 def open_models(
@@ -87,45 +84,16 @@ def open_verifier(
     )
 
 
-def supports_gpu() -> bool:
-    import llama_cpp.llama_cpp as L
-
-    return bool(L.llama_supports_gpu_offload())
-
-
-def require_gpu(instead: str) -> None:
-    """ConfigError unless this build can offload to a GPU; `instead` says what the user can do otherwise."""
-    if not supports_gpu():
-        raise ConfigError(f"this llama-cpp-python build has no GPU support; reinstall it: {REBUILD}; or {instead}")
-
-
-def kv_bytes_per_token(path: Path, n_gpu_layers: int = 0) -> int:
-    return load_model(str(path), n_gpu_layers).kv_bytes_per_token
-
-
-def decode_points(generator: object, rows: tuple[int, ...], steps: int, n_threads: int | None) -> Points | None:
-    """Decode throughput at each row count of this session's generator (`--policy auto` reads its pass cost); None
-    for a generator that is not llama.cpp's own (a served one beside a local PRM)."""
-    if not isinstance(generator, LlamaGenerator):
-        return None
-    return measure_decode(generator.model, rows, steps, n_threads)
-
-
 __all__ = [
     "SEQ_SLOTS",
-    "decode_points",
-    "measure_decode",
     "profiled_generator",
     "profiled_prm",
     "LlamaGenerator",
     "LlamaVerifier",
     "LlamaModel",
-    "kv_bytes_per_token",
     "load_model",
     "open_generator",
     "open_models",
     "open_verifier",
     "physical_cores",
-    "require_gpu",
-    "supports_gpu",
 ]

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext
+from edgereason.backends.context_roles import DecodeItem
+from edgereason.backends.llamacpp.runtime import KVContext
 from edgereason.backends.prm_format import SolvePrompt, TagPrompt, TurnPrompt
 from edgereason.protocols import ScoreRequest, ScoreResult, VerifierStats
 
@@ -20,7 +21,7 @@ class GeneratorScoring:
 
     _gen: KVContext | None
     _read: Callable[[np.ndarray], float] | None
-    _in_generator: set[str]
+    _elsewhere: set[str]  # the paths scored in the generator
     prompt: TurnPrompt | SolvePrompt | TagPrompt
     stats: VerifierStats
 
@@ -29,6 +30,19 @@ class GeneratorScoring:
         def _tokens(self, text: str, first: bool) -> list[int]: ...
 
         def _count_call(self, tokens: int, t0: float) -> None: ...
+
+    @property
+    def reads_generator(self) -> bool:
+        return self._gen is not None
+
+    def _score_elsewhere(
+        self,
+        requests: Sequence[ScoreRequest],
+        results: list[ScoreResult | None],
+    ) -> set[int]:
+        """PathVerifier's hook: the requests whose path the generator holds, read there."""
+        there = [i for i, r in enumerate(requests) if self._resident(r)]
+        return set(self._score_in_generator(requests, there, results)) if there else set()
 
     def _resident(self, req: ScoreRequest) -> bool:
         """The generator holds the path, tokenized as its text would be here. A head learned steps tokenized from
@@ -90,7 +104,7 @@ class GeneratorScoring:
                 ctx.free(fork)
         for slot in taken:
             results[slot] = ScoreResult(scores[slot], sum(len(p[4]) for p in plans if p[0] == slot))
-            self._in_generator.add(requests[slot].key)
+            self._elsewhere.add(requests[slot].key)
         self.stats.generator_rows += len(plans)
         self._count_call(fed, t0)
         return taken

@@ -14,9 +14,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.llamacpp.device_sampling import Candidates
 from edgereason.backends.llamacpp.model import LlamaModel
-from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext
+from edgereason.backends.llamacpp.runtime import KVContext
 from edgereason.backends.throughput import FILLER, PREFILL_CHUNK, best_rates, decode_points
 from edgereason.protocols import Points, Progress
 

@@ -7,46 +7,18 @@ both roles (load_model keeps one LlamaModel per file).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from edgereason.backends.llamacpp.generator import LlamaGenerator
 from edgereason.backends.llamacpp.measure import measure_decode, measure_prefill
-from edgereason.backends.llamacpp.model import LlamaModel, load_model
+from edgereason.backends.llamacpp.model import load_model
 from edgereason.backends.llamacpp.runtime import SEQ_SLOTS
 from edgereason.backends.llamacpp.verifier import LlamaVerifier
 from edgereason.backends.prm_format import prm_format, prompt_for
+from edgereason.backends.prompter import ModelPrompter
 from edgereason.heads.value_head import ValueHead
 from edgereason.protocols import ProfiledGenerator, ProfiledPRM
-
-
-@dataclass(frozen=True)
-class ModelPrompter:
-    """What engine.loop.prompt_ids reads of a generator, from the loaded model: no KV cache is made for it. Its KV
-    capacity is its trained context, so that only the context is checked there (the sample's KV is not set by
-    --kv-budget, which prompt_ids would advise). The torch backend's TorchModel has the same tokenizer attributes
-    (llama.cpp's vocabulary of the same GGUF) and is read alike."""
-
-    model: LlamaModel
-
-    @property
-    def name(self) -> str:
-        return self.model.path.stem
-
-    @property
-    def context_length(self) -> int:
-        return self.model.n_ctx_train
-
-    @property
-    def kv_capacity_tokens(self) -> int:
-        return self.model.n_ctx_train
-
-    def tokenize(self, text: str, special: bool = True) -> list[int]:
-        return self.model.tokenize(text, add_bos=self.model.add_bos, special=special)
-
-    def apply_chat_template(self, messages: list[dict[str, str]]) -> str:
-        return self.model.apply_chat_template(messages, add_assistant=True)
 
 
 def profiled_generator(path: Path, n_gpu_layers: int, n_threads: int | None) -> ProfiledGenerator:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import llama_cpp.llama_cpp as L
 import numpy as np
 
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.llamacpp.device_sampling import Candidates, TopKSamplers
 from edgereason.backends.llamacpp.layer_capture import LayerCapture
 from edgereason.backends.llamacpp.model import LlamaModel, physical_cores
@@ -21,12 +21,6 @@ from edgereason.errors import ModelError, OutOfMemoryError
 from edgereason.util import interrupts
 
 SEQ_SLOTS = 256  # sequences one context runs at once: llama.cpp's most (LLAMA_MAX_SEQ), the beams one search can have
-
-
-class DecodeItem(NamedTuple):
-    seq: int
-    tokens: Sequence[int]
-    outputs: Sequence[tuple[int, object]]  # (offset into tokens, tag): rows whose next-token logits are wanted
 
 
 class KVFullError(OutOfMemoryError):

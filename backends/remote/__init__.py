@@ -16,14 +16,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from edgereason.backends.llamacpp.model import load_vocab
+from edgereason.backends.llama_vocab import load_vocab
 from edgereason.backends.prm_format import prm_format
 from edgereason.backends.remote.checks import check_servers
 from edgereason.backends.remote.client import CompletionClient, RemoteError
 from edgereason.backends.remote.generator import RemoteGenerator
 from edgereason.backends.remote.pool import Outages, ServerPool
-from edgereason.backends.remote.settings import DEFAULT_STEP_TOKENS, Endpoint, RemoteSettings
 from edgereason.backends.remote.verifier import TOP_LOGPROBS, RemoteVerifier
+from edgereason.backends.remote_settings import DEFAULT_STEP_TOKENS, Endpoint, RemoteSettings
 
 Endpoints = Endpoint | Sequence[Endpoint]
 T = TypeVar("T")

@@ -17,7 +17,7 @@ from typing import NamedTuple
 from edgereason.backends.remote.client import CompletionClient
 from edgereason.backends.remote.errors import RemoteError, Unreachable
 from edgereason.backends.remote.identity import PROBE, OnDisk, judge_tokens, served_tokens
-from edgereason.backends.remote.settings import Endpoint, RemoteSettings
+from edgereason.backends.remote_settings import Endpoint, RemoteSettings
 from edgereason.errors import ConfigError
 
 LOGPROBS_PROBE = {"prompt": "1 + 1 =", "max_tokens": 1, "logprobs": 2, "temperature": 0.0}

@@ -34,7 +34,7 @@ import httpx
 from edgereason.backends.remote.answers import Completion, Wrong, read_completion, read_models
 from edgereason.backends.remote.errors import RemoteError, Unreachable
 from edgereason.backends.remote.loop_thread import LoopThread, gather_all
-from edgereason.backends.remote.settings import BACKOFF_S, PROBE_TIMEOUT_S, Endpoint
+from edgereason.backends.remote_settings import BACKOFF_S, PROBE_TIMEOUT_S, Endpoint
 from edgereason.errors import ConfigError, EdgeReasonError
 from edgereason.util.terminal import safe_text
 

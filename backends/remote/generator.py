@@ -32,7 +32,7 @@ from typing import Any
 
 import llama_cpp.llama_cpp as L
 
-from edgereason.backends.llamacpp.model import LlamaModel
+from edgereason.backends.llama_vocab import LlamaVocab
 from edgereason.backends.remote.answers import Choice
 from edgereason.backends.remote.errors import RemoteError
 from edgereason.backends.remote.pool import ServerPool
@@ -59,7 +59,7 @@ class _Seq:
 
 
 class RemoteGenerator:
-    def __init__(self, client: ServerPool, vocab: LlamaModel, context_tokens: int, step_tokens: int = 512) -> None:
+    def __init__(self, client: ServerPool, vocab: LlamaVocab, context_tokens: int, step_tokens: int = 512) -> None:
         """client: the servers. vocab: the served model's tokenizer and chat template (a GGUF read vocab-only).
         context_tokens: the servers' context per sequence. step_tokens: max_tokens of one request (a longer step
         takes several)."""

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import llama_cpp.llama_cpp as L
 
-from edgereason.backends.llamacpp.model import load_vocab
+from edgereason.backends.llama_vocab import load_vocab
 from edgereason.backends.remote.answers import read_tokens
 from edgereason.backends.remote.client import CompletionClient
-from edgereason.backends.remote.settings import Endpoint
+from edgereason.backends.remote_settings import Endpoint
 from edgereason.errors import ConfigError
 
 # control tokens, words and digits: text every implementation of one tokenizer (llama.cpp's, Hugging Face's) splits

@@ -4,7 +4,7 @@ takes a completion's prompt as token ids too.
 
 ggml repacks weights for Intel AMX where the CPU advertises it, and its AMX matmul dies with a general protection
 fault on VMs that advertise AMX without enabling it; the stock server then dies on its first completion. Here the
-weights keep their plain layout on such CPUs, as `edgereason.backends.llamacpp.model.LlamaModel` does.
+weights keep their plain layout on such CPUs, as the llama.cpp backend's do (cpu_features.py).
 
 The remote backend sends prompts as token ids (OpenAI's API, llama.cpp's llama-server, vLLM and SGLang take them):
 text would be tokenized again with control tokens parsed, so a problem or a step that writes "<|im_end|>" would end
@@ -17,14 +17,14 @@ from typing import Any
 
 import llama_cpp.llama_cpp as L
 
-from edgereason.backends.llamacpp.model import _cpu_advertises_amx
+from edgereason.backends.cpu_features import cpu_advertises_amx
 
 _default_params = L.llama_model_default_params
 
 
 def _guarded_params():  # type: ignore[no-untyped-def]
     params = _default_params()
-    params.use_extra_bufts = not _cpu_advertises_amx()
+    params.use_extra_bufts = not cpu_advertises_amx()
     return params
 
 

@@ -27,7 +27,7 @@ from edgereason.backends.remote.answers import Completion
 from edgereason.backends.remote.client import ClientStats, CompletionClient
 from edgereason.backends.remote.errors import RemoteError, Unreachable
 from edgereason.backends.remote.loop_thread import LoopThread, gather_all
-from edgereason.backends.remote.settings import Endpoint
+from edgereason.backends.remote_settings import Endpoint
 
 AFFINITY_SLACK = 2  # in-flight requests home may have beyond the least-loaded server before a path moves
 

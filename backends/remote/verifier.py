@@ -30,7 +30,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from edgereason.backends.llamacpp.model import LlamaModel
+from edgereason.backends.llama_vocab import LlamaVocab
 from edgereason.backends.prm_format import PRMFormat, prompt_for
 from edgereason.backends.remote.answers import Logprobs
 from edgereason.backends.remote.errors import RemoteError
@@ -45,7 +45,7 @@ Pair = tuple[float | None, float | None]  # (log P(good), log P(bad)); None: not
 
 
 class RemoteVerifier:
-    def __init__(self, client: ServerPool, vocab: LlamaModel, fmt: PRMFormat, top_logprobs: int = TOP_LOGPROBS) -> None:
+    def __init__(self, client: ServerPool, vocab: LlamaVocab, fmt: PRMFormat, top_logprobs: int = TOP_LOGPROBS) -> None:
         """vocab: the served PRM's tokenizer and chat template (a GGUF read vocab-only); its token ids name the
         tokens to the server's `logit_bias`. top_logprobs: `logprobs` of the first request of a score (fewer make
         the logit_bias round more frequent, which tests use)."""

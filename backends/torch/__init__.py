@@ -1,13 +1,14 @@
 """torch backend: a Generator and a Verifier on CUDA (bf16 weights dequantized from the GGUF, or read from a Hugging
 Face folder's safetensors: `--model hf:FOLDER`; KV in device memory, decode passes replayed as CUDA graphs, sampling
-on the device), with the llama.cpp backend's interface. Every function taking a model path takes either.
+on the device); backend.py puts it behind the one interface (TorchBackend). Every function taking a
+model path takes either.
 
 Without CUDA (`--backend torch` on a CPU, or a torch build without CUDA) it runs on the CPU in float32 and says so:
 that is what the CPU tests check it with; llama.cpp is the faster CPU backend.
 
 This module imports without torch (the modules it opens lazily need it): `import_torch` is where a missing torch
-becomes one ConfigError line. memory-profile measures the models through `profiled_generator` and `profiled_prm`
-(profiling.py).
+becomes one ConfigError line. Nor does it need llama-cpp-python: only a GGUF's tokenizer is read
+through it (sources.py), and a Hugging Face folder runs without it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import Any
 from edgereason.backends.prm_format import prm_format
 from edgereason.errors import ConfigError, OutOfMemoryError
 from edgereason.heads.value_head import ValueHead
-from edgereason.protocols import Points, ProfiledGenerator, ProfiledPRM
 
 INSTALL = 'pip install "edgereason[torch]"'
 SEQ_SLOTS = 256  # sequence ids one context hands out at once: as llama.cpp's, the beams one search can have
@@ -28,7 +28,7 @@ SEQ_SLOTS = 256  # sequence ids one context hands out at once: as llama.cpp's, t
 
 def import_torch() -> Any:
     """torch, or one ConfigError line: not installed, or unable to join this process beside llama.cpp."""
-    from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
+    from edgereason.backends.cxx_runtime import require_one_cxx_runtime
 
     require_one_cxx_runtime("the torch backend loads torch into this process", "use --backend llamacpp")
     try:
@@ -47,12 +47,6 @@ def no_cuda() -> str:
     torch = import_torch()
     build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
     return f"torch {torch.__version__} ({build}) sees no CUDA device"
-
-
-def require_gpu(instead: str) -> None:
-    """ConfigError unless torch sees a CUDA device; `instead` says what the user can do otherwise."""
-    if not supports_gpu():
-        raise ConfigError(f"{no_cuda()}; {instead}")
 
 
 def device_for(n_gpu_layers: int) -> str:
@@ -118,19 +112,41 @@ def open_models(
 ):
     """The llama.cpp backend's signature; flash_attn and device_top_k do not apply (attention is torch's SDPA and
     sampling runs on the device over whole rows)."""
-    from edgereason.backends.torch.generator import TorchGenerator
-    from edgereason.backends.torch.verifier import TorchVerifier
+    _check_head_source(prm_path, head)  # before the generator loads
+    generator = open_generator(generator_path, generator_kv_tokens, n_threads, n_gpu_layers)
+    verifier = open_verifier(
+        prm_path,
+        prm_format_name,
+        verifier_kv_tokens,
+        n_threads,
+        n_gpu_layers,
+        head,
+    )
+    return generator, verifier
 
+
+def _check_head_source(prm_path: Path, head: ValueHead | None) -> None:
     if head is not None and Path(prm_path).is_dir():
         raise ConfigError(
             "a value head is checked against the sha256 of the GGUF it was trained on, and the PRM is a "
             "Hugging Face folder; use that GGUF as --prm, or --prm-format judge"
         )
-    generator = TorchGenerator(open_model(generator_path, n_gpu_layers, n_threads), generator_kv_tokens)
-    verifier = TorchVerifier(
-        open_model(prm_path, n_gpu_layers, n_threads), prm_format(prm_format_name), verifier_kv_tokens, head=head
-    )
-    return generator, verifier
+
+
+def open_verifier(
+    prm_path: Path,
+    prm_format_name: str,
+    verifier_kv_tokens: int,
+    n_threads: int | None = None,
+    n_gpu_layers: int = 0,
+    head: ValueHead | None = None,
+):
+    """The PRM alone, beside a generator on another backend or of another model."""
+    from edgereason.backends.torch.verifier import TorchVerifier
+
+    _check_head_source(prm_path, head)
+    model = open_model(prm_path, n_gpu_layers, n_threads)
+    return TorchVerifier(model, prm_format(prm_format_name), verifier_kv_tokens, head=head)
 
 
 def open_generator(
@@ -146,26 +162,8 @@ def open_generator(
     return TorchGenerator(open_model(generator_path, n_gpu_layers, n_threads), generator_kv_tokens)
 
 
-def profiled_generator(path: Path, n_gpu_layers: int, n_threads: int | None) -> ProfiledGenerator:
-    """The generator as memory-profile measures it (profiling.py)."""
-    import_torch()  # before profiling.py imports it
-    from edgereason.backends.torch.profiling import profiled_generator as make
-
-    return make(path, n_gpu_layers, n_threads)
-
-
-def profiled_prm(
-    path: Path, same_as_generator: bool, fmt: str, head: ValueHead | None, n_gpu_layers: int, n_threads: int | None
-) -> ProfiledPRM:
-    """The PRM as memory-profile measures it (profiling.py); same_as_generator: its weights are counted there."""
-    import_torch()
-    from edgereason.backends.torch.profiling import profiled_prm as make
-
-    return make(path, same_as_generator, fmt, head, n_gpu_layers, n_threads)
-
-
 @lru_cache(maxsize=4)
-def _weights(path: str):
+def weights_table(path: str):
     """The GGUF's or the folder's tensor table and metadata (no weights read): read once, as a session asks several
     times."""
     import_torch()
@@ -174,49 +172,23 @@ def _weights(path: str):
     return open_weights(Path(path))
 
 
-def check_architecture(path: Path) -> None:
-    """One ModelError line unless the torch backend runs the model's architecture (from its metadata alone)."""
-    _weights(str(path)).config()
-
-
-def kv_bytes_per_token(path: Path, n_gpu_layers: int = 0) -> int:
-    torch = import_torch()
-    from edgereason.backends.torch.model import kv_bytes_per_token as per_token
-
-    return per_token(_weights(str(path)).config(), torch.device(device_for(n_gpu_layers)))
-
-
 def weights_bytes(path: Path, n_gpu_layers: int = 0) -> int:
     """The bytes the weights take on the device (bf16 on CUDA, float32 on the CPU)."""
     torch = import_torch()
     from edgereason.backends.torch.model import device_dtype
 
     size = torch.tensor([], dtype=device_dtype(torch.device(device_for(n_gpu_layers)))).element_size()
-    return size * _weights(str(path)).n_elements()
-
-
-def decode_points(generator: object, rows: tuple[int, ...], steps: int, n_threads: int | None) -> Points | None:
-    """Decode throughput at each row count of this session's generator (`--policy auto` reads its pass cost)."""
-    from edgereason.backends.torch.generator import TorchGenerator
-    from edgereason.backends.torch.measure import measure_decode
-
-    if not isinstance(generator, TorchGenerator):
-        return None
-    return measure_decode(generator.model, rows, steps)
+    return size * weights_table(str(path)).n_elements()
 
 
 __all__ = [
     "SEQ_SLOTS",
-    "check_architecture",
-    "decode_points",
     "import_torch",
-    "kv_bytes_per_token",
     "open_generator",
     "open_model",
     "open_models",
-    "profiled_generator",
-    "profiled_prm",
-    "require_gpu",
+    "open_verifier",
     "supports_gpu",
     "weights_bytes",
+    "weights_table",
 ]

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from edgereason.backends.context_roles import ContextGenerator
-from edgereason.backends.llamacpp.runtime import DecodeItem
+from edgereason.backends.context_roles import ContextGenerator, DecodeItem
 from edgereason.backends.torch.kv import SEQ_SLOTS
 from edgereason.backends.torch.model import TorchModel
 from edgereason.backends.torch.runtime import TorchContext

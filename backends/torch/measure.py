@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from edgereason.backends.llamacpp.runtime import DecodeItem
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.throughput import FILLER, PREFILL_CHUNK, best_rates, decode_points, prefill_rows
 from edgereason.backends.torch.model import TorchModel
 from edgereason.backends.torch.runtime import TorchContext

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from edgereason.backends.llamacpp.profiling import ModelPrompter
 from edgereason.backends.prm_format import prm_format, prompt_for
+from edgereason.backends.prompter import ModelPrompter
 from edgereason.backends.torch import SEQ_SLOTS, open_model
 from edgereason.backends.torch.generator import TorchGenerator
 from edgereason.backends.torch.measure import measure_decode, measure_prefill

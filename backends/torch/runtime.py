@@ -1,6 +1,6 @@
 """A torch context: the KV cell pool of kv.py and forward passes over it, with the interface of the llama.cpp
 backend's KVContext (sequence ids, fork/truncate/free, exact accounting, `decode(items, on_logits)`), so the
-llama.cpp verifier's path bookkeeping runs on it unchanged.
+verifiers' path bookkeeping (path_verifier.py) runs on it unchanged.
 
 A forward pass packs every item's tokens into one flat batch with per-token positions and cells. Attention reads
 each sequence's keys and values through its cell table: the queries of the sequences that append one token (decode)
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from edgereason.backends.llamacpp.runtime import DecodeItem
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.torch import fused
 from edgereason.backends.torch.attention import attend_groups, attention_group
 from edgereason.backends.torch.kv import SEQ_SLOTS, CellTables, DeviceTables, KVFullError, KVStore, table_width

@@ -1,5 +1,7 @@
-"""Where a torch model comes from: a GGUF file (its tensors, and llama.cpp's vocabulary for the tokenizer) or a
-Hugging Face folder (hf_folder.py's safetensors under the GGUF names, and transformers' tokenizer)."""
+"""Where a torch model comes from: a GGUF file (its tensors, and llama.cpp's vocabulary for the
+tokenizer) or a Hugging Face folder (hf_folder.py's safetensors under the GGUF names, and
+transformers' tokenizer). Only a GGUF's tokenizer needs llama-cpp-python: a folder runs
+without it."""
 
 from __future__ import annotations
 
@@ -9,8 +11,10 @@ import torch
 
 from edgereason.backends.torch.gguf_weights import Weights
 from edgereason.backends.torch.hf_folder import HFWeights
-from edgereason.backends.torch.tokenizer import HFTokenizer, Tokenizer
+from edgereason.backends.torch.tokenizer import HFTokenizer
 from edgereason.backends.torch.weights_cache import CACHED_DTYPES, CachedWeights
+from edgereason.backends.vocabulary import Tokenizer
+from edgereason.errors import ConfigError
 
 
 def open_weights(path: Path, dtype: torch.dtype | None = None) -> Weights | HFWeights | CachedWeights:
@@ -26,8 +30,14 @@ def open_tokenizer(path: Path) -> Tokenizer:
     """A Hugging Face folder's tokenizer, or a GGUF's vocabulary (llama.cpp's, without the weights)."""
     if path.is_dir():
         return HFTokenizer(path)
-    from edgereason.backends.llamacpp.model import load_vocab
-
+    try:
+        from edgereason.backends.llama_vocab import load_vocab
+    except ImportError:  # llama-cpp-python is not installed
+        raise ConfigError(
+            f"{path.name}: the torch backend reads a GGUF's tokenizer through llama-cpp-python, "
+            "which is not installed; install it, or run a Hugging Face folder of the model "
+            "(--model hf:FOLDER; edgereason models export NAME --format hf FOLDER writes one)"
+        ) from None
     return load_vocab(str(path))
 
 

@@ -1,13 +1,7 @@
-"""The torch backend's tokenizer and chat template, behind one interface (`Tokenizer`) with two implementations: a
-GGUF's own vocabulary through llama.cpp (its LlamaModel without weights, so both backends tokenize alike), and a
-Hugging Face folder's tokenizer through transformers (`HFTokenizer`, offline).
-
-The Hugging Face one keeps llama.cpp's conventions, which the roles rely on:
-- special=False reads control-token text ("<|im_end|>") as text, and a literal span (edgereason.prompts.literal:
-  the problem, a step) is text whatever `special` says: model and user text never become control tokens.
-- add_bos prepends the BOS token once (never after a chat template that wrote its own).
-- A token's piece is its bytes (a byte-level token may hold part of a UTF-8 character); a control token's piece
-  is empty, as llama.cpp renders it.
+"""The torch backend's tokenizer and chat template (backends/vocabulary.py's `Tokenizer`): a GGUF's
+own vocabulary through llama.cpp's library (backends/llama_vocab.py: both backends tokenize alike),
+or a Hugging Face folder's tokenizer through transformers (`HFTokenizer`, offline), kept to
+llama.cpp's conventions.
 """
 
 from __future__ import annotations
@@ -16,24 +10,13 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from edgereason.backends.vocabulary import END_OF_TURN
 from edgereason.errors import ConfigError, ModelError
 from edgereason.prompts import literal_spans
 
-# the end-of-turn tokens llama.cpp ends generation at, besides the EOS ids the folder names
-END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end|>", "<end_of_turn>", "<EOT>")
 _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # a SentencePiece byte-fallback token
-
-
-class Tokenizer(Protocol):
-    add_bos: bool
-    eog_ids: frozenset[int]
-
-    def tokenize(self, text: str, add_bos: bool = False, special: bool = True) -> list[int]: ...
-    def token_piece(self, token: int) -> bytes: ...
-    def detokenize(self, ids: Iterable[int]) -> str: ...
-    def apply_chat_template(self, messages: Sequence[dict[str, str]], add_assistant: bool = True) -> str: ...
 
 
 def byte_level_alphabet() -> dict[str, int]:

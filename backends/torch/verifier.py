@@ -1,5 +1,6 @@
-"""The Verifier protocol on torch: the llama.cpp verifier's path bookkeeping (per-path KV reuse through fork and
-truncate, shared question heads, least-recently-used eviction, halving on a full cache) over a torch context.
+"""The Verifier protocol on torch: path_verifier.py's path bookkeeping (per-path KV reuse through
+fork and truncate, shared question heads, least-recently-used eviction, halving on a full cache)
+over a torch context.
 
 Only the few logits a format reads leave the device: the good and bad tokens of a token-probability format
 (judge, rlhflow, math-shepherd), or the k tokens a value head reads; the host turns them into the score exactly
@@ -10,20 +11,19 @@ its LoRA adapter is merged into the verifier's own copy of the adapted weights (
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
 
-from edgereason.backends.llamacpp.verifier import LlamaVerifier
-from edgereason.backends.prm_format import PRMFormat, prompt_for
+from edgereason.backends.path_verifier import PathVerifier, RowReader
+from edgereason.backends.prm_format import PRMFormat
 from edgereason.backends.torch.kv import SEQ_SLOTS
 from edgereason.backends.torch.lora import with_adapter
 from edgereason.backends.torch.model import TorchModel
 from edgereason.backends.torch.runtime import TorchContext
 from edgereason.errors import ConfigError
 from edgereason.heads.value_head import ValueHead
-from edgereason.protocols import ScoreRequest, VerifierStats
+from edgereason.protocols import ScoreRequest
 
 
 def check_head(model: TorchModel, head: ValueHead) -> None:
@@ -36,7 +36,7 @@ def check_head(model: TorchModel, head: ValueHead) -> None:
         )
 
 
-class TorchVerifier(LlamaVerifier):
+class TorchVerifier(PathVerifier):
     def __init__(
         self,
         model: TorchModel,
@@ -45,9 +45,7 @@ class TorchVerifier(LlamaVerifier):
         n_seq_max: int = SEQ_SLOTS,
         head: ValueHead | None = None,
     ) -> None:
-        self.fmt = fmt
-        self.name = f"{model.name}:{fmt.name}"
-        self._read = None  # None: the head format without a head (LlamaVerifier.score says what to pass)
+        read: RowReader | None = None  # None: the head format without a head (score says so)
         columns: list[int] = []
         layers: tuple[int, ...] = ()
         if fmt.name == "head" and head is not None:
@@ -56,20 +54,16 @@ class TorchVerifier(LlamaVerifier):
             if head.adapter:
                 model = with_adapter(model, head.adapter.path)
             columns, layers = [int(t) for t in head.tokens], head.layers
-            self._read = head.score_features  # the row: the logits of the head's tokens, then its layers: features
+            read = head.score_features  # the row: its tokens' logits, then its layers: features
         elif fmt.name != "head":
             good = model.tokenize(fmt.good, add_bos=False, special=False)[0]
             bad = model.tokenize(fmt.bad, add_bos=False, special=False)[0]
             columns = [good, bad]
-            self._read = _two_token_score  # softmax over the two tokens
-        self.model = model  # with a head's adapter: the verifier's own merged copy
+            read = _two_token_score  # softmax over the two tokens
         # its passes are prefills that read a few columns: on CUDA replayed as prefill graphs (prefill_graphs.py)
-        self.ctx = TorchContext(model, kv_tokens, n_seq_max=n_seq_max, columns=columns, layers=layers)
-        self._gen = None  # a value head scores in this context, not in the generator's
-        self.prompt = prompt_for(fmt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True))
-        self._held = OrderedDict()
-        self._in_generator = set()
-        self.stats = VerifierStats()
+        ctx = TorchContext(model, kv_tokens, n_seq_max=n_seq_max, columns=columns, layers=layers)
+        # model: with a head's adapter, the verifier's own merged copy
+        super().__init__(f"{model.name}:{fmt.name}", model, fmt, ctx, read)
 
     def features(self, requests: Sequence[ScoreRequest], tokens: np.ndarray) -> list[np.ndarray]:
         raise ConfigError("value-head training features are read on the llama.cpp backend; use --backend llamacpp")

@@ -1,6 +1,7 @@
-"""torch + transformers backend: a Verifier for Hugging Face PRM checkpoints (`--prm hf:PATH`), beside a generator
-on another backend in the same process. torch and transformers are imported when a model opens, so this package
-imports without them (`pip install "edgereason[torch]"` installs them)."""
+"""torch + transformers backend: a Verifier for Hugging Face PRM checkpoints (`--prm hf:PATH`),
+beside a generator on another backend in the same process (backend.py: TransformersBackend, the one
+interface). torch and transformers are imported when a model opens, so this package imports
+without them (`pip install "edgereason[torch]"` installs them)."""
 
 from __future__ import annotations
 
@@ -32,15 +33,6 @@ def open_verifier(
     return TorchVerifier(checkpoint, fmt, tokens, kv_tokens, config_kv_bytes(checkpoint.config, checkpoint.dtype))
 
 
-def profiled_prm(
-    path: Path, fmt: str, head: ValueHead | None, device_kind: str, kv_tokens: int, n_threads: int | None
-):  # -> protocols.ProfiledPRM
-    """The PRM as memory-profile measures it (profiling.py)."""
-    from edgereason.backends.transformers.profiling import profiled_prm as make
-
-    return make(path, fmt, head, device_kind, kv_tokens, n_threads)
-
-
 __all__ = [
     "DEVICES",
     "HF_PREFIX",
@@ -49,6 +41,5 @@ __all__ = [
     "kv_bytes_per_token",
     "on_cuda",
     "open_verifier",
-    "profiled_prm",
     "weights_bytes",
 ]

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from edgereason.backends.torch.tokenizer import END_OF_TURN
+from edgereason.backends.vocabulary import END_OF_TURN
 from edgereason.errors import ConfigError, ModelError
 
 DTYPES = ("bfloat16", "float16", "float32")
@@ -37,7 +37,7 @@ def require_libraries() -> None:
     """One ConfigError line where torch, transformers or gguf is missing, or torch cannot join this process."""
     import importlib
 
-    from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
+    from edgereason.backends.cxx_runtime import require_one_cxx_runtime
 
     require_one_cxx_runtime("models export loads torch into this process", "export where llama.cpp is a CPU build")
     missing = []

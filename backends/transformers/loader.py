@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
+from edgereason.backends.cxx_runtime import require_one_cxx_runtime
 from edgereason.errors import ConfigError, ModelError
 from edgereason.heads.value_head import ValueHead
 

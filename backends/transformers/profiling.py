@@ -1,7 +1,8 @@
-"""An `hf:` PRM as `memory-profile` measures it (protocols.ProfiledPRM). It runs on torch on the profiled device
-(CUDA for `--device gpu`, the CPU for `--device cpu`), so the split covers its KV and its weights as they load there
-(bf16 on a GPU, fp32 on the CPU). It is opened once: the prefill passes and the sample search share it (the passes
-hold nothing and leave its stats alone)."""
+"""An `hf:` PRM as `memory-profile` measures it (protocols.ProfiledPRM). It runs on torch on the
+profiled device (the profiler places it on CUDA for `--device gpu`, on the CPU for `--device cpu`),
+so the split covers its KV and its weights as they load there (bf16 on a GPU, fp32 on the CPU). It
+is opened once: the prefill passes and the sample search share it (the passes hold nothing and
+leave its stats alone)."""
 
 from __future__ import annotations
 
@@ -12,16 +13,13 @@ from edgereason.backends.throughput import FILLER, best_rates, prefill_rows
 from edgereason.heads.value_head import ValueHead
 from edgereason.protocols import ProfiledPRM
 
-TORCH_DEVICE = {"cpu": "cpu", "gpu": "cuda"}  # profiled device kind -> where the hf: PRM runs
-
 
 def profiled_prm(
-    path: Path, fmt: str, head: ValueHead | None, device_kind: str, kv_tokens: int, n_threads: int | None
+    path: Path, fmt: str, head: ValueHead | None, device: str, kv_tokens: int, n_threads: int | None
 ) -> ProfiledPRM:
-    """Opened with room for `kv_tokens` (the sample search's)."""
+    """Opened on `device` with room for `kv_tokens` (the sample search's)."""
     from edgereason.backends.transformers import open_verifier, weights_bytes  # the package imports this module
 
-    device = TORCH_DEVICE[device_kind]
     verifier = open_verifier(path, fmt, kv_tokens, device=device, head=head, n_threads=n_threads)
     filler = verifier.tokens.encode(FILLER)
 

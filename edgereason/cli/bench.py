@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from edgereason import __version__
-from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
+from edgereason.backends.cxx_runtime import require_one_cxx_runtime
 from edgereason.bench.arrivals import parse_rate
 from edgereason.bench.out_folder import OutFolder
 from edgereason.bench.report import print_compare

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from edgereason.backends.remote.settings import DEFAULT_STEP_TOKENS, Endpoint, RemoteSettings, check_url
+from edgereason.backends import DEFAULT_STEP_TOKENS, Endpoint, RemoteSettings, check_url
 from edgereason.errors import ConfigError
 
 REMOTE_HELP = """\

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from edgereason import models
-from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
+from edgereason.backends.cxx_runtime import require_one_cxx_runtime
 from edgereason.cli.flags_search import beam_count
 from edgereason.cli.help import brief
 from edgereason.cli.progress import pull_progress

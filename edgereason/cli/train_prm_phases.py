@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from edgereason import models
-from edgereason.backends.llamacpp.cxx_runtime import require_one_cxx_runtime
+from edgereason.backends.cxx_runtime import require_one_cxx_runtime
 from edgereason.cli.progress import bar, end_line, pull_progress, redraw
 from edgereason.config import SearchConfig
 from edgereason.engine.policy import Policy

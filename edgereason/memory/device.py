@@ -89,13 +89,6 @@ def default_device_id(kind: str = "cpu") -> str:
     return read_device(kind).device_id
 
 
-def weights_bytes(generator: Path, prm: Path) -> int:
-    """Both models' weights on the device; one file serving both roles is loaded once."""
-    if generator.resolve() == prm.resolve():
-        return generator.stat().st_size
-    return generator.stat().st_size + prm.stat().st_size
-
-
 def auto_budget(free_bytes: int, weights: int, gen_bytes_per_token: int, ver_bytes_per_token: int) -> int:
     """`--kv-budget auto`: free memory after the weights, less a safety margin, capped at what both could use."""
     after_weights = free_bytes - weights

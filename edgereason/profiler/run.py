@@ -12,10 +12,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from statistics import mean
-from types import ModuleType
 
 from edgereason import models
-from edgereason.backends import load_backend
+from edgereason.backends import Backend, Placement, PRMSpec, load_backend
 from edgereason.config import check_threads, physical_cores
 from edgereason.errors import ConfigError
 from edgereason.memory.curve import Curve
@@ -42,6 +41,7 @@ from edgereason.session.settings import ModelSettings
 PullProgress = Callable[[str, int, int], None]
 
 ALL_GPU_LAYERS = 999
+DEVICE_FOR = {"cpu": "cpu", "gpu": "cuda"}  # profiled device kind -> an hf: PRM's torch device
 
 
 @dataclass(frozen=True)
@@ -91,12 +91,12 @@ def run_profile(
     gen_id, ver_id = models.display_name(generator), verifier_id(choice.name, choice.format)
     check_profile_path(device.device_id, gen_id, ver_id, backend)  # the CLI saves the profile there
     runtime = load_backend(backend)
-    workload = _modelled_search(
-        beams, width, requests, max_step_tokens, steps, device.kind, runtime.SEQ_SLOTS, problems
-    )
-    gen = runtime.profiled_generator(gen_path, n_gpu_layers, threads)
+    shape = (beams, width, requests, max_step_tokens, steps)
+    workload = _modelled_search(*shape, device.kind, runtime.capabilities.seq_slots, problems)
+    place = Placement(n_gpu_layers=n_gpu_layers, device=DEVICE_FOR[device.kind], n_threads=threads)
+    gen = runtime.profiled_generator(gen_path, place)
     lengths = prompt_lengths(gen.prompter, problems, requests)  # before the PRM loads
-    prm_ = _open_prm(runtime, choice, gen_path, prm_path, device.kind, n_gpu_layers, threads, requests)
+    prm_ = _open_prm(runtime, choice, gen_path, prm_path, place, requests)
     workload = _with_prompts(workload, problems, lengths, prm_)
     budget_bytes = _settled_budget(fixed_budget, device, gen, prm_, workload, given, progress)
     points = points or (GPU_POINTS if device.kind == "gpu" else MeasurePoints())
@@ -134,8 +134,11 @@ def _models_and_backend(
     settings = ModelSettings(model=generator, threads=threads, n_gpu_layers=n_gpu_layers, backend=backend)
     gen_path, prm_path = model_paths(settings, choice, pull_progress)
     backend = choose_backend(settings, gen_path, prm_path, choice.name.startswith(models.HF_PREFIX))
+    runtime = load_backend(backend)
+    if not (runtime.capabilities.can_profile and "generator" in runtime.capabilities.roles):
+        raise ConfigError(f"memory-profile measures a generator; --backend {backend} opens none")
     if n_gpu_layers:
-        load_backend(backend).require_gpu("use --device cpu")
+        runtime.require_gpu("use --device cpu")
     return gen_path, prm_path, backend
 
 
@@ -255,20 +258,17 @@ def _check_budget(budget_bytes: int, gen_bpt: int, ver_bpt: int, w: Workload, pr
 
 
 def _open_prm(
-    runtime: ModuleType,
+    runtime: Backend,
     choice: PRMChoice,
     gen_path: Path,
     prm_path: Path,
-    device_kind: str,
-    n_gpu_layers: int,
-    threads: int | None,
+    place: Placement,
     requests: int,
 ) -> ProfiledPRM:
     """The PRM to measure: the generator's own model or another GGUF on the generator's backend, or an hf: PRM on
     torch through the transformers backend."""
+    prm = PRMSpec(prm_path, choice.format, choice.head)
     if choice.name.startswith(models.HF_PREFIX):
-        return load_backend("transformers").profiled_prm(
-            prm_path, choice.format, choice.head, device_kind, sample_kv_tokens(requests), threads
-        )
-    same = prm_path.resolve() == gen_path.resolve()
-    return runtime.profiled_prm(prm_path, same, choice.format, choice.head, n_gpu_layers, threads)
+        kv_tokens = sample_kv_tokens(requests)
+        return load_backend("transformers").profiled_prm(prm, place, False, kv_tokens)
+    return runtime.profiled_prm(prm, place, prm_path.resolve() == gen_path.resolve(), 0)

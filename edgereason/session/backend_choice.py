@@ -11,7 +11,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from edgereason import models
-from edgereason.backends import load_backend
+from edgereason.backends import Placement, load_backend
 from edgereason.errors import ConfigError, ModelError
 from edgereason.memory.device import read_gpu
 from edgereason.memory.size import format_size
@@ -36,7 +36,7 @@ def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: 
     try:
         torch_backend = load_backend("torch")
         if not torch_backend.supports_gpu():
-            return _fall_back(torch_backend.no_cuda())
+            return _fall_back(torch_backend.no_gpu_reason())
     except ConfigError as e:  # torch cannot join this process beside this llama.cpp build
         return _fall_back(str(e))
     roles = [gen_path] if hf else [gen_path, prm_path]
@@ -45,8 +45,9 @@ def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: 
             torch_backend.check_architecture(path)
     except ModelError as e:
         return _fall_back(str(e))
-    need = sum(MIN_KV_TOKENS * torch_backend.kv_bytes_per_token(p, 1) for p in roles)
-    need += sum(torch_backend.weights_bytes(p, 1) for p in {p.resolve() for p in roles})
+    on_gpu = Placement(n_gpu_layers=1)
+    need = sum(MIN_KV_TOKENS * torch_backend.kv_bytes_per_token(p, on_gpu) for p in roles)
+    need += sum(torch_backend.weights_bytes(p, on_gpu) for p in {p.resolve() for p in roles})
     room, what = settings.gpu_memory_bytes, "--gpu-memory"
     if room is None:
         room, what = read_gpu().total_bytes, "the GPU's memory"

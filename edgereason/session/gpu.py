@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from types import ModuleType
 
+from edgereason.backends import Backend, Placement
 from edgereason.errors import ConfigError
-from edgereason.memory.device import AUTO_MARGIN_FRACTION, AUTO_MARGIN_MIN, AUTO_MAX_TOKENS, weights_bytes
+from edgereason.memory.device import AUTO_MARGIN_FRACTION, AUTO_MARGIN_MIN, AUTO_MAX_TOKENS
 from edgereason.memory.size import format_size
 
 ALL_LAYERS = 999  # llama.cpp clamps to the model's layer count
@@ -40,7 +40,7 @@ def gpu_present() -> bool:
         pynvml.nvmlShutdown()
 
 
-def default_gpu_layers(runtime: ModuleType) -> int:
+def default_gpu_layers(runtime: Backend) -> int:
     return ALL_LAYERS if runtime.supports_gpu() and gpu_present() else 0
 
 
@@ -58,7 +58,13 @@ def capped_kv_budget(cap_bytes: int, weights: int, bytes_per_token: int) -> int:
     return min(budget, AUTO_MAX_TOKENS * bytes_per_token)
 
 
-def gpu_settings(settings, runtime: ModuleType, gen_path: Path, prm_path: Path, prm_runtime: ModuleType | None = None):
+def gpu_settings(
+    settings,
+    runtime: Backend,
+    gen_path: Path,
+    prm_path: Path,
+    prm_runtime: Backend | None = None,
+):
     """ModelSettings with n_gpu_layers decided and, under a --gpu-memory cap, the KV budget derived.
 
     prm_runtime: the transformers backend when the PRM is an hf: checkpoint (None: the PRM is on `runtime`)."""
@@ -75,19 +81,19 @@ def gpu_settings(settings, runtime: ModuleType, gen_path: Path, prm_path: Path, 
             else "no GPU was found"
         )
         raise ConfigError(f"--gpu-memory caps GPU memory, but no layers are on a GPU ({why}); drop --gpu-memory")
+    place = Placement(n_gpu_layers=layers, device=settings.prm_device)
     if prm_runtime is None:
-        weights = _weights(runtime, gen_path, prm_path, layers)
-        prm_per_token = runtime.kv_bytes_per_token(prm_path, layers)
+        weights = _weights(runtime, gen_path, prm_path, place)
+        prm_per_token = runtime.kv_bytes_per_token(prm_path, place)
     else:
-        if not prm_runtime.on_cuda(settings.prm_device):
+        if not prm_runtime.on_gpu(place):
             raise ConfigError(
                 f"--gpu-memory caps GPU memory, but the hf: PRM runs on the CPU (--prm-device "
                 f"{settings.prm_device}); use --prm-device cuda or drop --gpu-memory"
             )
-        weights = _weights(runtime, gen_path, gen_path, layers) + prm_runtime.weights_bytes(
-            prm_path, settings.prm_device
-        )
-        prm_per_token = prm_runtime.kv_bytes_per_token(prm_path, settings.prm_device)
+        weights = _weights(runtime, gen_path, gen_path, place)
+        weights += prm_runtime.weights_bytes(prm_path, place)
+        prm_per_token = prm_runtime.kv_bytes_per_token(prm_path, place)
     if settings.kv_budget_bytes is not None:
         if weights + settings.kv_budget_bytes > settings.gpu_memory_bytes:
             raise ConfigError(
@@ -95,18 +101,15 @@ def gpu_settings(settings, runtime: ModuleType, gen_path: Path, prm_path: Path, 
                 f"({format_size(weights)}) exceed --gpu-memory {format_size(settings.gpu_memory_bytes)}"
             )
         return settings
-    per_token = runtime.kv_bytes_per_token(gen_path, layers) + prm_per_token
+    per_token = runtime.kv_bytes_per_token(gen_path, place) + prm_per_token
     budget = capped_kv_budget(settings.gpu_memory_bytes, weights, per_token)
     return replace(settings, kv_budget_bytes=budget, kv_budget_unit="MiB")
 
 
-def _weights(runtime: ModuleType, gen_path: Path, prm_path: Path, layers: int) -> int:
-    """Both models' weights as the runtime holds them: the GGUF files on llama.cpp, dequantized to bf16 on torch
-    (which has `weights_bytes`); one file serving both roles is loaded once."""
-    per_file = getattr(runtime, "weights_bytes", None)
-    if per_file is None:
-        return weights_bytes(gen_path, prm_path)
-    return sum(per_file(p, layers) for p in {gen_path.resolve(), prm_path.resolve()})
+def _weights(runtime: Backend, gen_path: Path, prm_path: Path, place: Placement) -> int:
+    """Both models' weights as the runtime holds them (the GGUF files on llama.cpp, dequantized to
+    bf16 on torch); one file serving both roles is loaded once."""
+    return sum(runtime.weights_bytes(p, place) for p in {gen_path.resolve(), prm_path.resolve()})
 
 
 def device_top_k(mode: str, top_k: int, n_gpu_layers: int) -> int:

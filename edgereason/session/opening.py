@@ -7,18 +7,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import ModuleType
-from typing import Any
 
 from edgereason import models
-from edgereason.backends import load_backend
-from edgereason.backends.prm_format import PRM_FORMATS
-from edgereason.backends.remote.settings import RemoteSettings
+from edgereason.backends import Backend, Placement, PRMSpec, RemoteSettings, load_backend
 from edgereason.engine.events import Listener
 from edgereason.engine.loop import Engine
 from edgereason.engine.policy import Policy
 from edgereason.errors import ConfigError, ModelError
-from edgereason.protocols import Generator, Verifier
+from edgereason.protocols import Generator, Points, Verifier
 from edgereason.session.auto_policy import MEASURE_ROWS, MEASURE_STEPS, AutoChoice, choice_for, is_auto, resolve
 from edgereason.session.backend_choice import choose_backend
 from edgereason.session.gpu import default_gpu_layers, device_top_k, gpu_settings
@@ -52,12 +48,12 @@ class Session:
     def auto_choice(self) -> AutoChoice:
         """What `auto` runs in this session: decided once (profile, cache or a second's measurement)."""
         if self._auto is None:
-            decode = getattr(load_backend(self.backend), "decode_points", None)
-            measure = (
-                None
-                if decode is None
-                else (lambda: decode(self.generator, MEASURE_ROWS, MEASURE_STEPS, self.settings.threads))
-            )
+            runtime, threads = load_backend(self.backend), self.settings.threads
+
+            def decode() -> Points | None:
+                return runtime.decode_points(self.generator, MEASURE_ROWS, MEASURE_STEPS, threads)
+
+            measure = decode if runtime.capabilities.measures_decode else None
             self._auto = choice_for(self.profile, pass_cost_key(self.settings, self.backend), measure)
             if self.settings.verbose:
                 print(self._auto.note(), file=sys.stderr)
@@ -94,44 +90,19 @@ def open_session(settings: ModelSettings, backend: str | None = None, progress: 
     if settings.n_gpu_layers:
         runtime.require_gpu("drop --gpu-layers")
     settings = gpu_settings(settings, runtime, gen_path, prm_path, prm_runtime if hf else None)
-    top_k = device_top_k(settings.device_sampling, settings.device_top_k, settings.n_gpu_layers)
+    place = placement(settings)
     profile = profile_for(settings, backend)
-    gen_bpt = runtime.kv_bytes_per_token(gen_path, settings.n_gpu_layers)
-    ver_bpt = prm_runtime.kv_bytes_per_token(prm_path, settings.prm_device if hf else settings.n_gpu_layers)
+    gen_bpt = runtime.kv_bytes_per_token(gen_path, place)
+    ver_bpt = prm_runtime.kv_bytes_per_token(prm_path, place)
     gen_tokens, ver_tokens = kv_tokens(settings, gen_bpt, ver_bpt, profile)
     if not settings.n_gpu_layers:  # a torch PRM's KV grows as it is used: only llama.cpp's is made whole
         check_host_memory(settings, gen_tokens * gen_bpt + (0 if hf else ver_tokens * ver_bpt))
+    prm = PRMSpec(prm_path, settings.prm_format, choice.head)
     if hf:
-        generator = runtime.open_generator(
-            gen_path,
-            gen_tokens,
-            n_threads=settings.threads,
-            n_gpu_layers=settings.n_gpu_layers,
-            flash_attn=settings.flash_attn,
-            **({"device_top_k": top_k} if top_k else {}),
-        )
-        verifier = prm_runtime.open_verifier(
-            prm_path,
-            settings.prm_format,
-            ver_tokens,
-            device=settings.prm_device,
-            head=choice.head,
-            n_threads=settings.threads,
-        )
+        generator = runtime.open_generator(gen_path, gen_tokens, place)
+        verifier = prm_runtime.open_verifier(prm, ver_tokens, place)
     else:
-        generator, verifier = runtime.open_models(
-            gen_path,
-            prm_path,
-            settings.prm_format,
-            gen_tokens,
-            ver_tokens,
-            n_threads=settings.threads,
-            n_gpu_layers=settings.n_gpu_layers,
-            flash_attn=settings.flash_attn,
-            head=choice.head,
-            # only a backend that can cut rows on the device takes it
-            **({"device_top_k": top_k} if top_k else {}),
-        )
+        generator, verifier = runtime.open_models(gen_path, prm, (gen_tokens, ver_tokens), place)
     if profile is None:
         note_no_profile(settings, backend)
     lv = (
@@ -163,71 +134,72 @@ def _open_remote(settings: ModelSettings, remote: RemoteSettings, progress: Pull
             f"--prm {choice.name} runs on torch in this process; a served PRM is named by its "
             "GGUF (its tokenizer and chat template) and --prm-base-url"
         )
-    settings = replace(settings, prm_format=choice.format)
+    settings, fmt = replace(settings, prm_format=choice.format), choice.format
+    place = Placement(remote=remote)
     # before any pull: a server that is down or serves another model is one line, not a failed search after a pull
-    served.check_servers(remote, settings.model, choice.name, gguf_on_disk)
+    served.check_servers(place, settings.model, choice.name, gguf_on_disk)
     gen_path, prm_path = model_paths(settings, choice, progress)
-    outages = served.Outages()  # a server both roles use is reported once when it stops answering
-    verifier = (
-        _local_prm(settings, choice, prm_path)
-        if remote.prm_here
-        else served.open_verifier(prm_path, choice.format, remote.prm_endpoints, outages=outages)
-    )
+    context = remote.context_tokens or 1 << 30  # capped by the trained context
+    if remote.generator and not remote.prm_here:  # both served
+        prm = PRMSpec(prm_path, fmt)
+        generator, verifier = served.open_models(gen_path, prm, (context, 0), place)
+        return Session(settings, generator, verifier, gen_path, prm_path, backend="remote")
+    if remote.prm_here:
+        verifier = _local_prm(settings, choice, prm_path)
+    else:
+        verifier = served.open_verifier(PRMSpec(prm_path, fmt), 0, place)
     try:
         if remote.generator:
-            context = remote.context_tokens or 1 << 30  # capped by the trained context
-            generator = served.open_generator(gen_path, remote.generator, context, remote.step_tokens, outages)
+            generator = served.open_generator(gen_path, context, place)
         else:
-            layers = _local_layers(settings, local)
-            settings = replace(settings, n_gpu_layers=layers)
+            settings = replace(settings, n_gpu_layers=_local_layers(settings, local))
+            here = placement(settings)
             # all of the budget: no PRM here
-            tokens = _local_kv_tokens(settings, local, gen_path, layers, settings.generator_kv_tokens)
-            top_k = device_top_k(settings.device_sampling, settings.device_top_k, layers)
-            generator = local.open_generator(
-                gen_path,
-                tokens,
-                n_threads=settings.threads,
-                n_gpu_layers=layers,
-                flash_attn=settings.flash_attn,
-                **({"device_top_k": top_k} if top_k else {}),
-            )
+            tokens = _local_kv_tokens(settings, local, gen_path, here, settings.generator_kv_tokens)
+            generator = local.open_generator(gen_path, tokens, here)
     except BaseException:
         verifier.close()
         raise
-    return Session(
-        settings,
-        generator,
-        verifier,
-        gen_path,
-        prm_path,
-        backend="remote" if remote.generator else "llamacpp",
+    backend = "remote" if remote.generator else "llamacpp"
+    return Session(settings, generator, verifier, gen_path, prm_path, backend=backend)
+
+
+def placement(settings: ModelSettings) -> Placement:
+    """Where the models of settings run here, once its n_gpu_layers is decided."""
+    layers = settings.n_gpu_layers or 0
+    return Placement(
+        n_gpu_layers=layers,
+        device=settings.prm_device,
+        n_threads=settings.threads,
+        flash_attn=settings.flash_attn,
+        device_top_k=device_top_k(settings.device_sampling, settings.device_top_k, layers),
     )
 
 
-def _local_layers(settings: ModelSettings, local: ModuleType) -> int:
+def _local_layers(settings: ModelSettings, local: Backend) -> int:
     return default_gpu_layers(local) if settings.n_gpu_layers is None else settings.n_gpu_layers
 
 
-def _local_kv_tokens(settings: ModelSettings, local: ModuleType, path: Path, layers: int, default: int) -> int:
+def _local_kv_tokens(
+    settings: ModelSettings,
+    local: Backend,
+    path: Path,
+    place: Placement,
+    default: int,
+) -> int:
     """The KV of the one model that runs here beside served ones: the whole --kv-budget, else `default`."""
     if settings.kv_budget_bytes is None:
         return max(MIN_KV_TOKENS, default)
-    return max(MIN_KV_TOKENS, settings.kv_budget_bytes // local.kv_bytes_per_token(path, layers))
+    return max(MIN_KV_TOKENS, settings.kv_budget_bytes // local.kv_bytes_per_token(path, place))
 
 
-def _local_prm(settings: ModelSettings, choice: PRMChoice, prm_path: Path) -> Any:
+def _local_prm(settings: ModelSettings, choice: PRMChoice, prm_path: Path) -> Verifier:
     """A value head here on llama.cpp beside served generators (a server cannot run one)."""
     local = load_backend("llamacpp")
-    layers = _local_layers(settings, local)
-    return local.open_verifier(
-        prm_path,
-        choice.format,
-        _local_kv_tokens(settings, local, prm_path, layers, settings.verifier_kv_tokens),
-        n_threads=settings.threads,
-        n_gpu_layers=layers,
-        flash_attn=settings.flash_attn,
-        head=choice.head,
-    )
+    layers, threads = _local_layers(settings, local), settings.threads
+    place = Placement(n_gpu_layers=layers, n_threads=threads, flash_attn=settings.flash_attn)
+    tokens = _local_kv_tokens(settings, local, prm_path, place, settings.verifier_kv_tokens)
+    return local.open_verifier(PRMSpec(prm_path, choice.format, choice.head), tokens, place)
 
 
 def gguf_on_disk(name: str, role: str) -> Path | None:
@@ -242,7 +214,8 @@ def prm_on_transformers(model: str, choice: PRMChoice) -> bool:
     verifier reads: that one shares the generator's weights on torch."""
     if not choice.name.startswith(models.HF_PREFIX):
         return False
-    return not (choice.name == model and choice.format in PRM_FORMATS)
+    torch_formats = load_backend("torch").capabilities.prm_formats
+    return not (choice.name == model and choice.format in torch_formats)
 
 
 def model_paths(settings: ModelSettings, choice: PRMChoice, progress: PullProgress | None) -> tuple[Path, Path]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edgereason import models
-from edgereason.backends.remote.settings import RemoteSettings
+from edgereason.backends import RemoteSettings
 from edgereason.config import check_threads
 from edgereason.errors import ConfigError
 from edgereason.session.gpu import DEFAULT_TOP_K

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgereason.protocols import ScoreRequest
+from edgereason.protocols import FeatureReader, ScoreRequest
 from edgereason.training.rollouts import Progress
 
 FIELDS = ("tokens", "layers", "x", "problem", "path", "step", "last", "outcome", "mc", "prm", "weight")
@@ -49,14 +49,14 @@ _COLUMN_TYPES = {
 
 
 def extract(
-    verifier,
+    verifier: FeatureReader,
     tokens: np.ndarray,
     rollouts: list[dict],
     mc_rows: list[dict],
     paths_per_call: int = 32,
     progress: Progress | None = None,
 ) -> dict[str, np.ndarray]:
-    """verifier: a llama.cpp verifier in the head format on the backbone (its `features`)."""
+    """verifier: the backbone's verifier in the head format (a llama.cpp one reads features)."""
     mc = mc_values(mc_rows)
     cols: dict[str, list] = {k: [] for k in FIELDS}
     batch: list[PathJob] = []
@@ -72,7 +72,7 @@ def extract(
         _read_batch(verifier, tokens, batch, rollouts, mc, cols)
     if not cols["x"]:
         return {}
-    return _as_arrays(cols, tokens, verifier.ctx.capture)
+    return _as_arrays(cols, tokens, verifier.feature_layers)
 
 
 def _path_jobs(ri: int, row: dict) -> list[PathJob]:
@@ -86,7 +86,7 @@ def _path_jobs(ri: int, row: dict) -> list[PathJob]:
 
 
 def _read_batch(
-    verifier,
+    verifier: FeatureReader,
     tokens: np.ndarray,
     batch: list[PathJob],
     rollouts: list[dict],
@@ -125,11 +125,15 @@ def _add_path_rows(
     cols["weight"] += [float(path.get("potential", 1))] * n
 
 
-def _as_arrays(cols: dict[str, list], tokens: np.ndarray, capture) -> dict[str, np.ndarray]:
+def _as_arrays(
+    cols: dict[str, list],
+    tokens: np.ndarray,
+    layers: tuple[int, ...],
+) -> dict[str, np.ndarray]:
     """The collected columns as the feature file's arrays."""
     out = {
         "tokens": np.asarray(tokens, dtype=np.int32),
-        "layers": np.asarray(capture.layers if capture else [], dtype=np.int32),
+        "layers": np.asarray(layers, dtype=np.int32),
         "x": np.concatenate(cols["x"]),
     }
     out.update({k: np.asarray(cols[k], dtype=t) for k, t in _COLUMN_TYPES.items()})

@@ -9,11 +9,12 @@ import sys
 
 import pytest
 
-from edgereason.backends.llamacpp import supports_gpu
+from edgereason.backends import load_backend
 from edgereason.session.gpu import gpu_present
 
 pytestmark = pytest.mark.skipif(
-    not (supports_gpu() and gpu_present()), reason="needs a CUDA build of llama-cpp-python and an NVIDIA GPU"
+    not (load_backend("llamacpp").supports_gpu() and gpu_present()),
+    reason="needs a CUDA build of llama-cpp-python and an NVIDIA GPU",
 )
 
 SOLVE = (
@@ -45,6 +46,6 @@ def test_a_gpu_search_lives_beside_numpy_matplotlib_and_torch(order, smollm2_pat
 
 
 def test_the_installed_cuda_build_uses_the_system_cxx_runtime():
-    from edgereason.backends.llamacpp.cxx_runtime import private_cxx_runtime
+    from edgereason.backends.cxx_runtime import private_cxx_runtime
 
     assert private_cxx_runtime() is None, "rebuild llama-cpp-python as the README's GPU section says"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from edgereason.backends.llamacpp import cxx_runtime
+from edgereason.backends import cxx_runtime
 from edgereason.errors import ConfigError
 
 SOURCE = """#include <locale>

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.llamacpp import LlamaGenerator
 from edgereason.backends.llamacpp.device_sampling import Candidates
-from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext
+from edgereason.backends.llamacpp.runtime import KVContext
 from edgereason.backends.sampling import sample
 from edgereason.config import SamplingParams
 from edgereason.errors import ConfigError

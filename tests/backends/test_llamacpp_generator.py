@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.llamacpp import LlamaGenerator
-from edgereason.backends.llamacpp.runtime import DecodeItem
 from edgereason.config import SamplingParams
 from edgereason.engine.loop import prompt_ids
 from edgereason.prompts import solve_messages, unmark

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.llamacpp import LlamaVerifier
-from edgereason.backends.llamacpp.runtime import DecodeItem
 from edgereason.backends.prm_format import PRM_FORMATS, TurnPrompt
 from edgereason.prompts import unmark
 from edgereason.protocols import ScoreRequest

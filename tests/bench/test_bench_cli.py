@@ -305,7 +305,7 @@ def test_bench_with_an_hf_prm_on_torch(tmp_path, gsm8k_path, tiny_hf_path):
 def test_plots_beside_a_crashing_cuda_build_are_refused_before_any_work(tmp_path, capsys, gsm8k_path, monkeypatch):
     """A llama.cpp build with its own C++ runtime crashes when matplotlib loads after it (issue 13): bench says so
     and how to rebuild before it opens a model or writes anything."""
-    from edgereason.backends.llamacpp import cxx_runtime
+    from edgereason.backends import cxx_runtime
 
     monkeypatch.setattr(cxx_runtime, "private_cxx_runtime", lambda: tmp_path / "libggml-cuda.so.0")
     out = tmp_path / "o"

@@ -145,9 +145,9 @@ def test_no_command_shows_the_commands_and_models_alone_lists_them():
 
 
 def test_gpu_layers_without_a_gpu_build(smollm2_path):
-    from edgereason.backends.llamacpp import supports_gpu
+    from edgereason.backends import load_backend
 
-    if supports_gpu():
+    if load_backend("llamacpp").supports_gpu():
         pytest.skip("this llama-cpp-python build has GPU support")
     assert_clean_error(
         run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), "--gpu-layers", "999"), "no GPU support"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from edgereason.backends.llamacpp.runtime import DecodeItem
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.torch.runtime import TorchContext
 from edgereason.cli.main import main
 from edgereason.prompts import solve_messages

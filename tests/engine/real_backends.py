@@ -8,7 +8,7 @@ import os
 from importlib.util import find_spec
 from pathlib import Path
 
-from edgereason.backends import load_backend
+from edgereason.backends import Placement, PRMSpec, load_backend
 from edgereason.backends.prm_format import prm_format
 
 
@@ -33,11 +33,11 @@ def gpu_layers(backend: str) -> int:
     return 999 if backend == "torch" and _torch_sees_cuda() else 0
 
 
-def open_pair(backend: str, path: Path, kv_tokens: int, **kw):
+def open_pair(backend: str, path: Path, kv_tokens: int, flash_attn: bool = True):
     """A SmolLM2 generator and judge verifier on `backend`, as a session opens them."""
-    return load_backend(backend).open_models(
-        path, path, "judge", kv_tokens, kv_tokens, n_gpu_layers=gpu_layers(backend), **kw
-    )
+    place = Placement(n_gpu_layers=gpu_layers(backend), flash_attn=flash_attn)
+    judge = PRMSpec(path, "judge")
+    return load_backend(backend).open_models(path, judge, (kv_tokens, kv_tokens), place)
 
 
 def open_with_slots(backend: str, path: Path, kv_tokens: int, n_seq_max: int):

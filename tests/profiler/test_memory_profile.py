@@ -70,10 +70,6 @@ def test_auto_budget_margin_and_cap():
         device.auto_budget(gib, gib, 1, 1)
 
 
-def test_weights_of_one_file_count_once(smollm2_path):
-    assert device.weights_bytes(smollm2_path, smollm2_path) == smollm2_path.stat().st_size
-
-
 def test_find_profile_misses_and_ignores_damaged_files(home):
     assert find_profile("cpu-x-1c", "a", "b-judge") is None
     (home / "profiles").mkdir()

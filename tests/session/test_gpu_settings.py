@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from edgereason.backends.llamacpp import supports_gpu
+from edgereason.backends import Placement, load_backend
 from edgereason.errors import ConfigError
 from edgereason.memory.device import AUTO_MARGIN_MIN, AUTO_MAX_TOKENS
 from edgereason.session import gpu
@@ -14,7 +14,7 @@ from edgereason.session.opening import open_session
 from edgereason.session.settings import ModelSettings
 
 GiB = 1 << 30
-ON_GPU = supports_gpu() and gpu.gpu_present()
+ON_GPU = load_backend("llamacpp").supports_gpu() and gpu.gpu_present()
 cpu_machine = pytest.mark.skipif(
     ON_GPU, reason="this machine has a CUDA build and a GPU: the CPU defaults do not apply"
 )
@@ -22,8 +22,13 @@ gpu_machine = pytest.mark.skipif(not ON_GPU, reason="needs a CUDA build of llama
 
 
 def _runtime(can_offload: bool) -> SimpleNamespace:
-    """The two backend facts gpu_settings reads, as a CUDA (or CPU) llama.cpp build on a GPU machine gives them."""
-    return SimpleNamespace(supports_gpu=lambda: can_offload, kv_bytes_per_token=lambda path, layers: 12288)
+    """The backend facts gpu_settings reads, as a CUDA (or CPU) llama.cpp build on a GPU machine
+    gives them."""
+    return SimpleNamespace(
+        supports_gpu=lambda: can_offload,
+        kv_bytes_per_token=lambda path, place: 12288,
+        weights_bytes=lambda path, place: path.stat().st_size,  # the GGUF as the file holds it
+    )
 
 
 @cpu_machine
@@ -83,12 +88,20 @@ def test_the_cap_gives_the_kv_what_the_weights_leave(smollm2_path, monkeypatch):
         )
 
 
+def test_llamacpp_weights_are_its_files(smollm2_path):
+    """What the cap counts for a llama.cpp model: its GGUF's size, on the GPU too (one file serving
+    both roles counts once: the test above)."""
+    on_gpu = Placement(n_gpu_layers=gpu.ALL_LAYERS)
+    size = load_backend("llamacpp").weights_bytes(smollm2_path, on_gpu)
+    assert size == smollm2_path.stat().st_size
+
+
 def _torch_prm(on_cuda: bool) -> SimpleNamespace:
     """The transformers backend's facts gpu_settings reads for an hf: PRM: 1 GiB of bf16 weights, 4 KiB per token."""
     return SimpleNamespace(
-        on_cuda=lambda device: on_cuda,
-        weights_bytes=lambda path, device: GiB,
-        kv_bytes_per_token=lambda path, device: 4096,
+        on_gpu=lambda place: on_cuda,
+        weights_bytes=lambda path, place: GiB,
+        kv_bytes_per_token=lambda path, place: 4096,
     )
 
 

@@ -16,7 +16,7 @@ from remote_server import JSONHandler, LocalServer, free_port
 
 from edgereason.backends.remote.client import CompletionClient, RemoteError
 from edgereason.backends.remote.loop_thread import LoopThread
-from edgereason.backends.remote.settings import Endpoint
+from edgereason.backends.remote_settings import Endpoint
 from edgereason.errors import ConfigError
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from remote_server import LocalServer
 
-from edgereason.backends.llamacpp.model import load_vocab
+from edgereason.backends.llama_vocab import load_vocab
 from edgereason.backends.remote import Endpoint, RemoteError, open_generator, open_verifier
 from edgereason.backends.remote.answers import read_completion
 from edgereason.backends.remote.generator import RemoteGenerator

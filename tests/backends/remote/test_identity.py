@@ -18,10 +18,10 @@ import pytest
 from remote_server import JSONHandler, LocalServer
 
 from edgereason import models
-from edgereason.backends.llamacpp.model import load_vocab
+from edgereason.backends.llama_vocab import load_vocab
 from edgereason.backends.remote.client import CompletionClient
 from edgereason.backends.remote.identity import PROBE, REGISTRY_PROBE_ENDS, check_served_model, served_tokens
-from edgereason.backends.remote.settings import Endpoint
+from edgereason.backends.remote_settings import Endpoint
 from edgereason.errors import ConfigError
 from edgereason.models import download
 from edgereason.session.opening import gguf_on_disk

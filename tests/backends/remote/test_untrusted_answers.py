@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 from remote_server import JSONHandler, serving
 
-from edgereason.backends.llamacpp.model import load_vocab
+from edgereason.backends.llama_vocab import load_vocab
 from edgereason.backends.prm_format import prm_format
 from edgereason.backends.remote.client import CompletionClient, RemoteError
 from edgereason.backends.remote.generator import RemoteGenerator
 from edgereason.backends.remote.identity import PROBE, served_tokens
 from edgereason.backends.remote.loop_thread import LoopThread
 from edgereason.backends.remote.pool import ServerPool
-from edgereason.backends.remote.settings import Endpoint
 from edgereason.backends.remote.verifier import RemoteVerifier
+from edgereason.backends.remote_settings import Endpoint
 from edgereason.config import SamplingParams
 from edgereason.errors import EdgeReasonError
 from edgereason.protocols import BatchEntry, ScoreRequest

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from remote_server import LocalServer
 
+from edgereason.backends.llama_vocab import load_vocab
 from edgereason.backends.llamacpp import LlamaVerifier
-from edgereason.backends.llamacpp.model import load_vocab
 from edgereason.backends.prm_format import prm_format
 from edgereason.backends.remote import Endpoint, RemoteError, open_verifier
 from edgereason.backends.remote.answers import read_completion

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from edgereason.backends import load_backend
+from edgereason.backends import Placement, load_backend
 from edgereason.session import backend_choice
 from edgereason.session.backend_choice import choose_backend
 from edgereason.session.settings import ModelSettings
@@ -72,7 +72,7 @@ def test_auto_takes_torch_only_with_cuda_and_room(smollm2_path, monkeypatch, cap
         assert choose_backend(ModelSettings(), smollm2_path, smollm2_path, hf=False) == "llamacpp"
         err = capsys.readouterr().err
         assert "--backend auto runs on llama.cpp: torch" in err and "sees no CUDA device" in err
-    need = torch_backend.weights_bytes(smollm2_path, 1)  # bf16: twice the parameters, about 270 MB
+    need = torch_backend.weights_bytes(smollm2_path, Placement(n_gpu_layers=1))  # bf16: about 270 MB
     _fake_gpu(monkeypatch, total_bytes=need)
     assert choose_backend(ModelSettings(gpu_memory_bytes=4 * need), smollm2_path, smollm2_path, hf=False) == "torch"
     assert choose_backend(ModelSettings(gpu_memory_bytes=need), smollm2_path, smollm2_path, hf=False) == "llamacpp"

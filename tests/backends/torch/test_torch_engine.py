@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from edgereason.backends import load_backend
+from edgereason.backends import Placement, PRMSpec, load_backend
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine.loop import Engine
 from edgereason.engine.policy import PRESETS
@@ -13,7 +13,8 @@ pytestmark = pytest.mark.slow  # a whole search in float32 torch on 2 shared cor
 
 
 def test_a_search_runs_to_the_end_on_torch_and_frees_everything(smollm2_path):
-    gen, ver = load_backend("torch").open_models(smollm2_path, smollm2_path, "judge", 4096, 4096)
+    judge = PRMSpec(smollm2_path, "judge")
+    gen, ver = load_backend("torch").open_models(smollm2_path, judge, (4096, 4096), Placement())
     config = SearchConfig(
         beams=4, width=2, max_steps=3, max_step_tokens=24, max_path_tokens=200, sampling=SamplingParams(seed=1)
     )

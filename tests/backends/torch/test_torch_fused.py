@@ -11,7 +11,7 @@ from test_torch_graphs import EagerGraphs, _decode_rows, decode_setup
 from test_torch_prefill_graphs import EagerPrefillGraphs, _verifier_like_pass
 
 from benchmarks.torch_step_ops import compiled_counts, uncompiled_counts
-from edgereason.backends.llamacpp.runtime import DecodeItem
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.torch import fused
 from edgereason.backends.torch.runtime import TorchContext
 from edgereason.errors import ConfigError

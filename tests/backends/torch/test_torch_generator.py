@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.llamacpp import LlamaGenerator
-from edgereason.backends.llamacpp.runtime import DecodeItem
 from edgereason.backends.torch.generator import TorchGenerator
 from edgereason.config import SamplingParams
 from edgereason.prompts import solve_messages

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from edgereason.backends.llamacpp.runtime import DecodeItem
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.torch.generator import TorchGenerator
 from edgereason.backends.torch.graphs import ROW_BUCKETS, DecodeGraphs, bucket
 from edgereason.backends.torch.kv import table_width

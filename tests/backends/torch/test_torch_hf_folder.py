@@ -12,8 +12,8 @@ import sys
 import pytest
 import torch
 
-from edgereason.backends import load_backend
-from edgereason.backends.llamacpp.runtime import DecodeItem
+from edgereason.backends import Placement, load_backend
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.torch.generator import TorchGenerator
 from edgereason.backends.torch.runtime import TorchContext
 from edgereason.config import SamplingParams
@@ -49,8 +49,9 @@ def test_the_folder_gives_the_gguf_logits(torch_smollm2, torch_smollm2_hf):
 def test_the_folder_describes_the_model_as_the_gguf_does(smollm2_path, smollm2_hf, torch_smollm2, torch_smollm2_hf):
     hf, gguf, torch_backend = torch_smollm2_hf, torch_smollm2, load_backend("torch")
     assert (hf.name, hf.n_vocab, hf.n_ctx_train, hf.add_bos) == (smollm2_hf.name, gguf.n_vocab, 8192, gguf.add_bos)
-    assert torch_backend.weights_bytes(smollm2_hf) == torch_backend.weights_bytes(smollm2_path)  # tied: no lm_head
-    assert torch_backend.kv_bytes_per_token(smollm2_hf) == torch_backend.kv_bytes_per_token(smollm2_path)
+    weights, kv, cpu = torch_backend.weights_bytes, torch_backend.kv_bytes_per_token, Placement()
+    assert weights(smollm2_hf, cpu) == weights(smollm2_path, cpu)  # tied: no lm_head
+    assert kv(smollm2_hf, cpu) == kv(smollm2_path, cpu)
     # the folder's EOS and end-of-turn tokens (llama.cpp adds a fill-in-the-middle token to its own)
     assert hf.eog_ids == {gguf.tokenize("<|im_end|>")[0], gguf.tokenize("<|endoftext|>")[0]} <= gguf.eog_ids
 

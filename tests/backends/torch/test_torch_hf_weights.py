@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-from edgereason.backends import load_backend
-from edgereason.backends.llamacpp.runtime import DecodeItem
+from edgereason.backends import Placement, load_backend
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.torch.model import TorchModel
 from edgereason.backends.torch.runtime import TorchContext
 from edgereason.errors import ModelError
@@ -131,7 +131,7 @@ def edit_config(folder, **changes) -> None:
 def refusal(folder) -> str:
     """The ModelError the torch backend's start-up check gives for `folder` (one line)."""
     with pytest.raises(ModelError) as e:
-        load_backend("torch").kv_bytes_per_token(folder)
+        load_backend("torch").kv_bytes_per_token(folder, Placement())
     assert "\n" not in str(e.value)
     return str(e.value)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgereason.backends.llamacpp.runtime import DecodeItem
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.prm_format import prm_format
 from edgereason.backends.torch import prefill_graphs
 from edgereason.backends.torch.prefill_graphs import MAX_ROWS, PrefillGraphs

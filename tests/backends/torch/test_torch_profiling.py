@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import edgereason.backends.torch as torch_backend
-from edgereason.backends import load_backend
+from edgereason.backends import Placement, PRMSpec, load_backend
 from edgereason.cli.main import main
 from edgereason.errors import ConfigError
 from edgereason.heads.value_head import Backbone, ValueHead
@@ -92,5 +92,6 @@ def test_a_value_head_the_model_cannot_feed_is_refused_as_the_prm_is_profiled(sm
         b2=np.zeros(1, dtype=np.float32),
         layers=(99,),
     )
+    prm = PRMSpec(smollm2_path, "head", head)
     with pytest.raises(ConfigError, match=r"reads layers \[99\] of width 576, which .* does not have"):
-        load_backend("torch").profiled_prm(smollm2_path, True, "head", head, 0, None)
+        load_backend("torch").profiled_prm(prm, Placement(), True, 0)

@@ -10,8 +10,9 @@ import pytest
 
 import edgereason
 from edgereason import models
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.llamacpp.model import load_model as load_llama
-from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext
+from edgereason.backends.llamacpp.runtime import KVContext
 from edgereason.backends.llamacpp.verifier import LlamaVerifier
 from edgereason.backends.prm_format import prm_format
 from edgereason.backends.torch.model import load_model

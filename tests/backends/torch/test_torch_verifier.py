@@ -15,8 +15,9 @@ import pytest
 import torch
 from smollm2_lora import lora_head
 
+from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.llamacpp.layer_capture import LayerCapture
-from edgereason.backends.llamacpp.runtime import DecodeItem, KVContext
+from edgereason.backends.llamacpp.runtime import KVContext
 from edgereason.backends.llamacpp.verifier import LlamaVerifier
 from edgereason.backends.prm_format import prm_format
 from edgereason.backends.torch import open_models

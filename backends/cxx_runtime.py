@@ -7,7 +7,7 @@ after numpy segfaults, so does matplotlib's Agg backend after llama.cpp, and imp
 `free(): invalid pointer`. A build with the shared CUDA runtime and the static archives' symbols kept private
 (REBUILD) uses the system's one libstdc++ and none of those crash (benchmarks/cuda_triage.py, the README's GPU
 section). This module tells the two builds apart so the commands that load such libraries can refuse with the
-rebuild command instead of crashing.
+rebuild command instead of crashing. Shared by the backends: torch's and transformers' load torch.
 """
 
 from __future__ import annotations
@@ -59,9 +59,12 @@ def carries_cxx_runtime(library: Path) -> bool:
 
 @lru_cache(maxsize=1)
 def private_cxx_runtime() -> Path | None:
-    """libggml-cuda of the installed llama-cpp-python where it carries its own C++ runtime; None for a CPU build
-    and for a CUDA build that uses the system's libstdc++."""
-    import llama_cpp.llama_cpp as L
+    """libggml-cuda of the installed llama-cpp-python where it carries its own C++ runtime; None for
+    a CPU build, for a CUDA build that uses the system's libstdc++, and without llama-cpp-python."""
+    try:
+        import llama_cpp.llama_cpp as L
+    except ImportError:  # no llama.cpp library in the process: nothing to clash with
+        return None
 
     cuda = sorted((Path(L.__file__).parent / "lib").glob("libggml-cuda.so*"))
     return cuda[0] if cuda and carries_cxx_runtime(cuda[0]) else None

@@ -1,5 +1,6 @@
-"""What the remote backend is told: the servers (endpoints) and which roles they serve. Plain validated data,
-imported by the CLI without the HTTP client."""
+"""What the remote backend is told: the servers (endpoints) and which roles they serve. Plain
+validated data that the CLI builds and the set-up hands on (interface.Placement.remote), outside the
+remote backend's package, so neither imports the backend or its HTTP client."""
 
 from __future__ import annotations
 
