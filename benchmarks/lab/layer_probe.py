@@ -35,6 +35,7 @@ from edgereason.training import features as feats
 from edgereason.util.jsonl import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
+# Its rollouts and Monte-Carlo values are not tracked: the folder's README says how to regenerate them.
 DATA = REPO / "benchmarks" / "results" / "head-qwen2.5-coder-0.5b"
 DEPTHS = (1 / 3, 1 / 2, 2 / 3, 5 / 6)
 METRICS = ("val_step_auc", "val_within_step_auc", "val_outcome_auc", "val_within_outcome_auc")

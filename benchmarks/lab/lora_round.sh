@@ -7,7 +7,8 @@
 # Usage: lora_round.sh NAME DATA_DIR WORK
 #   NAME: the new head's name (WORK/head/NAME.*)   DATA_DIR: gsm8k_test.jsonl   WORK: output folder (lora/: report
 #   and weights, head/: the head, configs.txt, eval/, summary.json, vote-rules.json)
-# It reads the rollouts from benchmarks/results: keep those files when the folder is moved aside (docs/gpu-machine.md).
+# It reads the rollouts from benchmarks/results, where they are not tracked: each folder's README says
+# how to regenerate them; keep those files when the folder is moved aside (docs/gpu-machine.md).
 # Settings (environment): MODEL (qwen2.5-coder-1.5b), ROLLOUTS (its shipped head's rollouts), HEAD_SHARDS (the shards
 #   that head's features were made from, 16), EXTRA_ROLLOUTS (more rollouts to train on: the 0.5B's), TARGETS
 #   (attention, the shipped head's; all: the MLP too, whose rank 16 makes a 37 MB adapter, ../results/lora-all-h200/

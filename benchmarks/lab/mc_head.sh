@@ -4,7 +4,8 @@
 # benchmarks/results/mc-head-h200/.
 #
 # Usage: mc_head.sh ROLLOUTS.jsonl.gz MC.jsonl.gz DATA_DIR WORK
-#   ROLLOUTS, MC: the committed rollouts and Monte-Carlo values (benchmarks/results/head-GENERATOR/)
+#   ROLLOUTS, MC: the head's rollouts and Monte-Carlo values (not tracked: regenerated as
+#   benchmarks/results/head-GENERATOR/README.md says)
 #   DATA_DIR: holds gsm8k_test.jsonl    WORK: output folder
 # Settings (environment): GENERATOR (qwen2.5-coder-0.5b), BACKBONE (qwen2.5-coder-1.5b), MC_PROBLEMS (problems a
 #   process values, 26), MC_BOX (time box of the MC phase in s, 270), EVAL_BOX (of the evaluation, 660)

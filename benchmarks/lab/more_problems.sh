@@ -5,7 +5,8 @@
 # greedy and shipped-head rows compare with these. This made benchmarks/results/more-problems-h200/.
 #
 # Usage: more_problems.sh ROLLOUTS.jsonl.gz MC.jsonl.gz DATA_DIR WORK
-#   ROLLOUTS, MC: the committed rollouts and Monte-Carlo values of the generator
+#   ROLLOUTS, MC: the generator's head's rollouts and Monte-Carlo values (not tracked: regenerated as
+#   benchmarks/results/head-GENERATOR/README.md says)
 #   DATA_DIR: holds gsm8k_train.jsonl and gsm8k_test.jsonl    WORK: output folder
 # Settings (environment): GENERATOR (qwen2.5-coder-0.5b), BACKBONE (qwen2.5-coder-1.5b), OFFSET (first train line,
 #   2100: the committed rollouts stop at line 1,978), TRAIN (lines, 1600), ROLLOUT_BOX (time box of the rollouts

@@ -44,6 +44,7 @@ from edgereason.tree import aggregate
 from edgereason.util.jsonl import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
+# Not tracked: benchmarks/results/head-qwen2.5-coder-0.5b/README.md says how to regenerate it.
 ROLLOUTS = REPO / "benchmarks/results/head-qwen2.5-coder-0.5b/rollouts-qwen2.5-coder-0.5b.jsonl.gz"
 
 
