@@ -110,7 +110,7 @@ PRESETS: dict[str, Policy] = {
         dedup=True,
         lazy_verify=True,
     ),
-    # a placeholder: the session resolves it to edge or baseline by this device's pass cost (policy_auto.py)
+    # a placeholder: the session resolves it to edge or baseline by this device's pass cost (session/auto_policy.py)
     "auto": Policy(name="auto"),
 }
 

@@ -17,7 +17,8 @@ from edgereason.errors import ConfigError
 from edgereason.memory.device import slug
 from edgereason.util.files import make_writable_folder, write_text_atomic
 
-STARTUP_KEYS = ("generator_kv_bytes", "verifier_kv_bytes", "lv_threshold_tokens")  # what session.py reads
+# what session/opening.py and session/kv_split.py read
+STARTUP_KEYS = ("generator_kv_bytes", "verifier_kv_bytes", "lv_threshold_tokens")
 UNNAMED_BACKEND = "llamacpp"  # the backend whose profile names carry none (every profile's, before torch's)
 
 

@@ -67,7 +67,7 @@ def test_greedy_presets_agree_on_the_answer(backend, smollm2_path):
     """With greedy sampling every candidate is the same path, so scheduling cannot change the answer.
 
     Deduplication is off here: it runs one row where the others run several identical rows, and llama.cpp's CPU
-    kernels are not batch-invariant, so a near-tie can break differently. tests/test_search_units.py checks the
+    kernels are not batch-invariant, so a near-tie can break differently. tests/engine/test_search_units.py checks the
     same equality with deduplication on, on the batch-invariant fake backend. Flash attention is off: with it
     the logits also depend on how a forward pass is split into ubatches."""
     gen, ver = open_pair(backend, smollm2_path, 4096, flash_attn=False)

@@ -1,4 +1,5 @@
-"""What each strategy object answers (the engine asks only these questions; tests/test_engine.py runs them all)."""
+"""What each strategy object answers (the engine asks only these questions; tests/engine/test_engine.py
+runs them all)."""
 
 from __future__ import annotations
 
