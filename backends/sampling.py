@@ -1,10 +1,11 @@
 """Token sampling next to the logits.
 
-A row is a set of candidate tokens with their logits: a device-side top-k, or a whole row on the host. Each row
-draws `n` tokens from its own counter-based random stream (its seed and the draw's index, hashed), so its draws
-depend on nothing else in the batch and replay exactly after eviction. The device rows of a pass are drawn in
-one vectorised call: a call and a numpy generator per row cost ~30 us each, a pass of 32 rows 1 ms on the host
-beside a GPU pass of a few ms.
+A row is a set of candidate tokens with their logits: a device-side top-k, or a whole row on the
+host. Each row draws `n` tokens from its own counter-based random stream (its seed and the draw's
+index, hashed), so its draws depend on nothing else in the batch and replay exactly after eviction.
+The device rows of a pass are drawn in one vectorised call: a call and a numpy generator per row
+would add a large part of a GPU pass's time on the host (docs/results.md, "Where a GPU pass's time
+goes").
 """
 
 from __future__ import annotations

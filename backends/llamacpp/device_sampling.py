@@ -1,8 +1,9 @@
-"""Device-side sampling: llama.cpp's backend samplers cut each output row to its top-k candidates inside the
-forward pass, so a row costs k ids and k logits to read instead of the whole vocabulary (152k floats for Qwen,
-0.7 ms a row on an H200 host). The host still draws, from the engine's per-node random streams, over those k
-candidates (edgereason.backends.sampling.sample_rows): deduplication's several draws per row, replay after eviction
-and batch independence hold as with host sampling.
+"""Device-side sampling: llama.cpp's backend samplers cut each output row to its top-k candidates
+inside the forward pass, so a row costs k ids and k logits to read instead of the whole vocabulary
+(152k floats for Qwen; docs/results.md, "Where a GPU pass's time goes"). The host still draws, from
+the engine's per-node random streams, over those k candidates
+(edgereason.backends.sampling.sample_rows): deduplication's several draws per row, replay after
+eviction and batch independence hold as with host sampling.
 
 What the cut drops: the probability mass outside the k best tokens, renormalised away
 (`benchmarks/device_sampling.py` measures it: docs/engine.md gives the figures).
@@ -54,9 +55,10 @@ class TopKSamplers:
         params.n_samplers = len(self._chains)
 
     def read(self, ctx: L.llama_context_p, rows: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """Rows of the last batch (their indices in the batch, as llama_get_logits_ith takes them) -> ids [R, k]
-        int32 and logits [R, k] float32, fresh arrays. One memmove per row and array: numpy views of ctypes
-        pointers cost ~10 us each, and a GPU pass of 32 rows is a few ms."""
+        """Rows of the last batch (their indices in the batch, as llama_get_logits_ith takes them)
+        -> ids [R, k] int32 and logits [R, k] float32, fresh arrays. One memmove per row and array:
+        numpy views of ctypes pointers would cost a noticeable part of a GPU pass (docs/results.md,
+        "Where a GPU pass's time goes")."""
         ids = np.empty((len(rows), self.k), dtype=np.int32)
         logits = np.empty((len(rows), self.k), dtype=np.float32)
         ids_at, logits_at, size = ids.ctypes.data, logits.ctypes.data, 4 * self.k

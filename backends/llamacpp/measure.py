@@ -1,9 +1,10 @@
-"""Throughput points (x, tokens per second) measured on the real model: generator decode vs concurrent sequences, PRM
-prefill vs batch tokens. Each point is the fastest of several timed forward passes after a warm-up: other work on a
-shared CPU only ever slows a pass down, so the fastest pass is the best estimate of the model's own speed. A small
-KV context is used: speed depends mostly on the batch. Cells that other sequences hold cost every pass something too
-(the attention mask and scan cover them: 1.12-1.28x for 32 rows beside 22,528 cells on an H200, kv_span.py), which
-the curves leave out.
+"""Throughput points (x, tokens per second) measured on the real model: generator decode vs
+concurrent sequences, PRM prefill vs batch tokens. Each point is the fastest of several timed
+forward passes after a warm-up: other work on a shared CPU only ever slows a pass down, so the
+fastest pass is the best estimate of the model's own speed. A small KV context is used: speed
+depends mostly on the batch. Cells that other sequences hold cost every pass something too (the
+attention mask and scan cover them: docs/results.md, "Where a GPU pass's time goes"), which the
+curves leave out.
 """
 
 from __future__ import annotations

@@ -61,10 +61,11 @@ class KVContext:
         threads = n_threads or physical_cores()
         params.n_threads = params.n_threads_batch = threads
         params.no_perf = True
-        # A unified cache makes every row attend over all cells in use, every sequence's. Without flash attention
-        # that is a dense [n_kv x rows] product per head: with 6,000 cells in use SmolLM2 decodes 8 rows 3.6x
-        # slower on CPU. Flash attention skips masked cells. Its price: logits depend slightly (~1e-3) on how
-        # tokens are split into ubatches, so `flash_attn=False` is there for bit-exact incremental scoring.
+        # A unified cache makes every row attend over all cells in use, every sequence's. Without
+        # flash attention that is a dense [n_kv x rows] product per head, several times slower on a
+        # CPU once thousands of cells are in use (docs/results.md, "CPUs"). Flash attention skips
+        # masked cells. Its price: logits depend slightly (~1e-3) on how tokens are split into
+        # ubatches, so `flash_attn=False` is there for bit-exact incremental scoring.
         params.flash_attn_type = L.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn else L.LLAMA_FLASH_ATTN_TYPE_DISABLED
         self.model = model
         # top_k > 0: the backend cuts each requested row to its k best logits in the graph, and decode hands

@@ -1,11 +1,12 @@
 """Attention over the KV cell pool: a pass's queries in padded groups, each group one masked SDPA call over the
 cells its sequences' tables name.
 
-The kernel: torch's SDPA over gathered cells. It needs nothing beyond torch (flash-attn and FlashInfer build
-against one torch and CUDA; the GPU machine has torch 2.11 with CUDA 13 and no network to fetch them), it records
-into a CUDA graph at fixed shapes, and with pages of one token the gather is the page-table read a paged kernel
-does itself. Not yet measured against FlexAttention or FlashInfer: the first CUDA run (2026-12-05, H200) found the
-pass bound by its number of kernels, not by attention (docs/results.md, "The torch backend on the H200").
+The kernel: torch's SDPA over gathered cells. It needs nothing beyond torch (flash-attn and
+FlashInfer build against one torch and CUDA; the GPU machine has torch 2.11 with CUDA 13 and no
+network to fetch them), it records into a CUDA graph at fixed shapes, and with pages of one token
+the gather is the page-table read a paged kernel does itself. Not yet measured against FlexAttention
+or FlashInfer: the first CUDA run found the pass bound by its number of kernels, not by attention
+(docs/results.md, "The torch backend on the H200").
 """
 
 from __future__ import annotations

@@ -9,13 +9,12 @@ token tensor) serve every bucket of the CUDA graphs, which then record the compi
 compiles, its capture records). The sampler stays outside, recorded op by op in the same graph: inductor does not
 compile its scan over a 152k vocabulary.
 
-Off unless EDGEREASON_COMPILE=1. Measured on an H200 with SmolLM2 (docs/results.md), compiled layers make a
-decode pass 1.14-1.28x faster, but every process pays about 15 s of tracing and compiling before its searches, its
-kernels cached or not (`solve` 26.6 s against 11.1 s), and on an H100 the 1.5B's recipe ran 10.3 s a problem
-compiled against llama.cpp's 2.3: a one-shot command loses, and a long bench gains too little to make it the
-default. Where compiling fails (no Triton, an inductor error), one line says so and the passes run uncompiled.
-Inductor's caches live in $EDGEREASON_HOME/torch/inductor-<torch version>; a cache that fails to load is removed
-and made anew, and another torch version's is removed.
+Off unless EDGEREASON_COMPILE=1. Compiled layers make a decode pass faster, but every process pays
+for tracing and compiling before its searches, its kernels cached or not: a one-shot command loses,
+and a long bench gains too little to make it the default (docs/results.md, "Fused passes"). Where
+compiling fails (no Triton, an inductor error), one line says so and the passes run uncompiled.
+Inductor's caches live in $EDGEREASON_HOME/torch/inductor-<torch version>; a cache that fails to
+load is removed and made anew, and another torch version's is removed.
 """
 
 from __future__ import annotations

@@ -1,14 +1,16 @@
 """Passes that append several tokens to each sequence (a prompt's prefill, every PRM call) replayed as CUDA graphs.
 
-Eager, such a pass costs Python and a launch for each of its ~1,800 kernels: 70-155 ms on an H200 where the decode
-graph of the same model costs 5-13 ms (docs/results.md). Here the window's sequences are laid out padded, E
-sequences of n query slots (token t of sequence e is row e * n + t), bucketed: E in ROW_BUCKETS, n in powers of two
-from MIN_QUERIES, the tables' width as the decode graphs'. A padding slot is token 0 at position 0 writing the pad
-cell; a padding sequence reads the all-pad table row. The graph leaves every row's final hidden state (and the
-`layers`' outputs, for a value head) in static buffers; the few rows a pass wants are read out after the replay,
-with the logits of their columns (eager: one matmul). A shape is captured the second time it comes (a capture costs
-about two eager passes; a one-off prompt is not worth one). Windows of more than MAX_ROWS padded rows, and passes
-whose capture fails for a reason other than memory (said once), run eagerly.
+Eager, such a pass costs Python and a launch for each of its ~1,800 kernels: many times what the
+decode graph of the same model costs (docs/results.md, "The torch backend on the H200"). Here the
+window's sequences are laid out padded, E sequences of n query slots (token t of sequence e is
+row e * n + t), bucketed: E in ROW_BUCKETS, n in powers of two from MIN_QUERIES, the tables' width
+as the decode graphs'. A padding slot is token 0 at position 0 writing the pad cell; a padding
+sequence reads the all-pad table row. The graph leaves every row's final hidden state (and the
+`layers`' outputs, for a value head) in static buffers; the few rows a pass wants are read out after
+the replay, with the logits of their columns (eager: one matmul). A shape is captured the second
+time it comes (a capture costs about two eager passes; a one-off prompt is not worth one). Windows
+of more than MAX_ROWS padded rows, and passes whose capture fails for a reason other than memory
+(said once), run eagerly.
 """
 
 from __future__ import annotations

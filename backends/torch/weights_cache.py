@@ -1,8 +1,10 @@
-"""A GGUF's tensors dequantized once and kept: gguf's numpy dequantizers take about 15 s of one CPU core for the
-1.5B, every time a process opens it; the dequantized copy, a safetensors file in $EDGEREASON_HOME/torch, reads in
-about a second. Kept for bf16 (what a GPU runs), not for the CPU's float32 (twice the disk, and the CPU's work is
-tests and small models). The file's name holds the GGUF's size and mtime: a new GGUF of the same name makes a new
-copy and the old one is removed. Where it cannot be written (no room, read-only), the weights load as before."""
+"""A GGUF's tensors dequantized once and kept: gguf's numpy dequantizers are slow, and a process
+would pay them every time it opens the model; the dequantized copy, a safetensors file in
+$EDGEREASON_HOME/torch, reads many times faster (docs/results.md, "Figures behind the code's
+choices"). Kept for bf16 (what a GPU runs), not for the CPU's float32 (twice the disk, and the CPU's
+work is tests and small models). The file's name holds the GGUF's size and mtime: a new GGUF of the
+same name makes a new copy and the old one is removed. Where it cannot be written (no room,
+read-only), the weights load as before."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ def policy_from(args: argparse.Namespace, spec: str | None = None) -> Policy:
 
 def check_beams_before_loading(beams: int, settings: ModelSettings) -> None:
     """ConfigError for more beams than a local generator runs at once, before its model loads (the
-    engine's own check came after a load of 42 s for the 1.5B)."""
+    engine's own check came only after the model's load, tens of seconds for the 1.5B)."""
     served = settings.remote is not None and bool(settings.remote.generator)
     if beams > LOCAL_MAX_BEAMS and not served:
         most = f"{LOCAL_MAX_BEAMS} sequences, one a beam"

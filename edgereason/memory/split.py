@@ -9,12 +9,13 @@ sample search of this shape, its R searches run at once, see profiler/sample.py)
 Generator with G KV tokens: a generator short of W runs its R*N sequences in waves of n = R*N * (G - R*P) / (W - R*P),
 gen_time = R*N*S / gen_tps(R*N / waves). It is infeasible when one path of D steps (P + D*S) does not fit.
 
-PRM with V KV tokens: holding W, it scores each step's R*N new segments in one call per search, prm_time =
-R*N*s / prm_tps(N*s). Short of W it drops least recently used paths and rebuilds them: a step evaluates the new
-segments plus the shortfall (W - V) / W of the extra it would take to rebuild every path of the mean depth D/2, in
-calls of at most V tokens. (A cliff, every path rebuilt as soon as V < W, predicted 6.3x the tokens on an H200 where
-a PRM 22% short evaluated 2.3x the tokens of one holding its paths; this model predicts 2.2x.) It is infeasible
-when one path of D steps (H + D*s) does not fit.
+PRM with V KV tokens: holding W, it scores each step's R*N new segments in one call per search,
+prm_time = R*N*s / prm_tps(N*s). Short of W it drops least recently used paths and rebuilds them: a
+step evaluates the new segments plus the shortfall (W - V) / W of the extra it would take to rebuild
+every path of the mean depth D/2, in calls of at most V tokens. (A cliff, every path rebuilt as soon
+as V < W, overstated a short PRM's tokens nearly threefold where this model came close:
+docs/results.md, "The KV split and prefix-aware order".) It is infeasible when one path of D steps
+(H + D*s) does not fit.
 
 Predicted step time = gen_time + prm_time (the baseline engine runs them one after the other) and goodput is
 R*N*S / step time. Curves are interpolated linearly (np.interp) and clamped outside their measured range.
@@ -33,9 +34,10 @@ MIN_KV_TOKENS = 256  # the smallest KV cache a session accepts per model
 SHARES = tuple(round(0.05 * i, 2) for i in range(1, 20))  # generator share of the budget: 5%, 10%, ..., 95%
 EVEN = 0.5
 TIE = 0.01  # splits predicted within 1% of the best are equal; the one nearest even wins (least surprising)
-# A sample search measures its own problems; working sets vary from problem to problem (two word problems gave PRM
-# peaks of 828 and 1,206 tokens), so a split that just fits the measured ones is fragile: the choice minimises the
-# worst step time over this range.
+# A sample search measures its own problems; working sets vary from problem to problem (by half
+# again between two word problems: docs/results.md, "The KV split and prefix-aware order"), so a
+# split that just fits the measured ones is fragile: the choice minimises the worst step time over
+# this range.
 WORKING_SET_RANGE = (0.8, 1.0, 1.25)
 
 

@@ -35,18 +35,18 @@ class Recipe:
             raise ValueError(f"recipe needs beams >= 1 and a temperature >= 0: {self}")
 
 
-# Any generator: eight samples and a majority vote beat PRM-guided beam search with the generator's own weights
-# as the PRM (200 GSM8K test problems: qwen2.5-coder-0.5b 35.0% against 28.0%, qwen2.5-coder-1.5b 69.5% against
-# 63.0%, where the head's weighted vote picks what the majority picks).
+# Any generator: eight samples and a majority vote beat PRM-guided beam search with the generator's
+# own weights as the PRM, for both generators (docs/results.md, "Earlier experiments"), and the
+# head's weighted vote picks what the majority picks.
 PLAIN = Recipe(prm=None, strategy="best-of-n", vote="majority")
 
-# 200 GSM8K test problems on one H200 (benchmarks/results/search-sweep-h200/): best-of-8 at T 0.6 75.0% (2.2 s a
-# problem one at a time), beam search at best 68.5%, greedy 59.0%; on a CPU, where eight samples cost minutes,
-# best-of-4 at T 0.4: 69.3% (four of the T 0.4 run's eight samples)
+# The 1.5B: best-of-8 at T 0.6 answers best of its searches, in seconds a problem on a GPU; on a
+# CPU, where eight samples cost minutes, best-of-4 at T 0.4 (docs/results.md, "qwen2.5-coder-1.5b,
+# the default generator")
 _Q15_GPU = Recipe(prm=None, strategy="best-of-n", vote="weighted", beams=8, temperature=0.6)
 _Q15_CPU = Recipe(prm=None, strategy="best-of-n", vote="weighted", beams=4, temperature=0.4)
-# beam N=8 M=4 judged by the 1.5B's head for the 0.5B, T 0.6: 36.6% over five seeds (T 0.8: 35.0% over three),
-# best-of-8 with the judge 29.2%, greedy 26.5% (benchmarks/results/q05-t06-h200/)
+# The 0.5B: beam N=8 M=4 judged by the 1.5B's head for the 0.5B, T 0.6, beats best-of-8 with the
+# judge and greedy (docs/results.md, "qwen2.5-coder-0.5b")
 _Q05 = Recipe(prm="qwen2.5-coder-1.5b", strategy="beam", vote="weighted", temperature=0.6)
 
 RECIPES: dict[tuple[str, Device], Recipe] = {

@@ -22,10 +22,10 @@ from edgereason.memory.curve import Curve
 from edgereason.protocols import Points
 
 AUTO = "auto"
-# Speculation fills the slots a synchronous step leaves idle (5.3 of 8 rows used on average by a 256-token-step
-# baseline), so it pays only where those slots are nearly free. Measured with SmolLM2 (docs/engine.md): an H200,
-# 8 rows = 1.6x one row, edge 1.21x baseline throughput; 2 EPYC cores, 4.0x, edge 0.92x. Interpolating edge's gain
-# in log(cost) puts break-even near 3.0x; 2.5x keeps a margin, and 16 Xeon cores (3.8x) stay on baseline.
+# Speculation fills the slots a synchronous step leaves idle, so it pays only where those slots are
+# nearly free. Edge's gain over baseline, interpolated in log(cost) between a GPU and a CPU measured
+# with SmolLM2, breaks even near 3.0x; 2.5x keeps a margin (docs/engine.md; docs/results.md,
+# "CPUs").
 EDGE_MAX_COST_8 = 2.5
 CACHE_FILE = "pass-cost.json"
 MEASURE_ROWS = (1, 8)
