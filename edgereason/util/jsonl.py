@@ -1,5 +1,5 @@
 """Append-only JSONL files that a crash cannot corrupt beyond the line being written (chat history, rollouts),
-and their reader, which skips such a line and reads gzip-compressed files too (the committed rollouts)."""
+and their reader, which skips such a line and reads gzip-compressed files too (joined rollouts)."""
 
 from __future__ import annotations
 
