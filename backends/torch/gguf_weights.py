@@ -9,11 +9,23 @@ from typing import Any
 
 import numpy as np
 import torch
+from gguf.constants import GGMLQuantizationType
+from gguf.quants import quant_shape_to_byte_shape
 
 from edgereason.errors import ModelError
+from edgereason.util.gguf_layout import TensorInfo, read_layout
 
 ARCHITECTURES = ("llama", "qwen2")
 _PERMUTED_ROPE = {"llama"}  # llama.cpp's converter permuted these architectures' Q and K rows
+_PLAIN = {  # the types gguf-py's reader gives as numbers, not bytes
+    GGMLQuantizationType.F16: np.float16,
+    GGMLQuantizationType.F32: np.float32,
+    GGMLQuantizationType.F64: np.float64,
+    GGMLQuantizationType.I8: np.int8,
+    GGMLQuantizationType.I16: np.int16,
+    GGMLQuantizationType.I32: np.int32,
+    GGMLQuantizationType.I64: np.int64,
+}
 
 
 @dataclass(frozen=True)
@@ -31,22 +43,29 @@ class ModelConfig:
 
 
 class Weights:
-    """A GGUF's tensors by name, dequantized on demand to a torch tensor on `device`."""
+    """A GGUF's tensors by name, dequantized on demand to a torch tensor on `device`. The layout is
+    read past the vocabulary's arrays (util/gguf_layout.py), the tensor data mapped, not read."""
 
     def __init__(self, path: Path) -> None:
-        from gguf import GGUFReader
-
         try:
-            self.reader = GGUFReader(str(path))
+            self.layout = read_layout(path)
+            self.data = np.memmap(path, dtype=np.uint8, mode="r")
         except (OSError, ValueError) as e:
             raise ModelError(f"{path}: not a GGUF file the torch backend can read ({e})") from None
+        if self.layout.size > len(self.data):
+            raise ModelError(
+                f"{path}: the file ends at {len(self.data):,} bytes where its tensors end at "
+                f"{self.layout.size:,}: a copy or download cut short; fetch it again"
+            )
         self.path = path
-        self.tensors = {t.name: t for t in self.reader.tensors}
+        self.tensors = {t.name: t for t in self.layout.tensors}
         self.permuted_rope = self.meta("general.architecture") in _PERMUTED_ROPE
 
     def meta(self, key: str, default: Any = None) -> Any:
-        field = self.reader.get_field(key)
-        return default if field is None else field.contents()
+        """A scalar or string value; an array's key gives True (its values are not read)."""
+        if key in self.layout.array_keys:
+            return True
+        return self.layout.metadata.get(key, default)
 
     def has(self, name: str) -> bool:
         return name in self.tensors
@@ -55,7 +74,7 @@ class Weights:
         return read_config(self)
 
     def n_elements(self) -> int:
-        return sum(int(t.n_elements) for t in self.reader.tensors)
+        return sum(t.n_elements for t in self.layout.tensors)
 
     def load(self, name: str, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
         from gguf.quants import dequantize
@@ -63,17 +82,28 @@ class Weights:
         tensor = self.tensors.get(name)
         if tensor is None:
             raise ModelError(f"{self.path.name} has no tensor {name}: a corrupt or unsupported GGUF")
+        kind = GGMLQuantizationType(tensor.kind)
         try:
-            values = dequantize(tensor.data, tensor.tensor_type)
+            values = dequantize(self._raw(tensor, kind), kind)
         except NotImplementedError:
             raise ModelError(
-                f"{self.path.name}: tensor {name} is of type {tensor.tensor_type.name}, which the torch "
+                f"{self.path.name}: tensor {name} is of type {kind.name}, which the torch "
                 "backend cannot dequantize; use --backend llamacpp"
             ) from None
-        shape = tuple(int(n) for n in reversed(tensor.shape))  # GGUF lists dimensions innermost first
+        shape = tuple(int(n) for n in reversed(tensor.dims))  # GGUF lists dimensions innermost first
         if not values.flags.writeable:  # a float tensor is a view of the read-only file map
             values = values.copy()
         return torch.from_numpy(np.ascontiguousarray(values).reshape(shape)).to(device=device, dtype=dtype)
+
+    def _raw(self, tensor: TensorInfo, kind: GGMLQuantizationType) -> np.ndarray:
+        """The tensor's bytes as gguf-py's reader gives them: typed values for plain number types,
+        else bytes shaped [rows, bytes of a row]."""
+        start = self.layout.data_start + tensor.offset
+        raw = self.data[start : start + tensor.n_bytes]
+        dims = tuple(reversed(tensor.dims))
+        if kind in _PLAIN:
+            return raw.view(_PLAIN[kind]).reshape(dims)
+        return raw.reshape(quant_shape_to_byte_shape(dims, kind))
 
 
 def read_config(weights: Weights) -> ModelConfig:
@@ -92,7 +122,7 @@ def read_config(weights: Weights) -> ModelConfig:
     n_embd = int(weights.meta(f"{arch}.embedding_length"))
     n_head = int(weights.meta(f"{arch}.attention.head_count"))
     head_dim = int(weights.meta(f"{arch}.attention.key_length", n_embd // n_head))
-    vocab = weights.tensors["token_embd.weight"].shape
+    vocab = weights.tensors["token_embd.weight"].dims
     return ModelConfig(
         arch=arch,
         n_layer=int(weights.meta(f"{arch}.block_count")),

@@ -22,9 +22,9 @@ def weights_bytes(path: Path, device: str = "auto") -> int:
     src = source(path)
     size = import_torch().tensor([], dtype=resolve_device(device)[1]).element_size()
     if src.gguf_file:
-        from gguf import GGUFReader
+        from edgereason.util.gguf_layout import read_layout
 
-        return size * sum(int(t.n_elements) for t in GGUFReader(src.folder / src.gguf_file).tensors)
+        return size * sum(t.n_elements for t in read_layout(src.folder / src.gguf_file).tensors)
     from safetensors import safe_open
 
     elements = 0

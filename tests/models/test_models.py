@@ -161,11 +161,11 @@ def test_a_pull_assembles_the_served_piece_into_the_cache(tmp_path, monkeypatch,
 def test_a_file_that_cannot_be_mapped_is_one_error(tmp_path, monkeypatch, smollm2_path):
     """The whole-file check maps the file; on a file system that cannot (mmap's ENODEV) that was a traceback. The
     refusal is simulated: no such file system is mounted here."""
-    from edgereason.models import gguf_file
+    from edgereason.util import gguf_layout
 
     def no_mapping(*args, **kwargs):
         raise OSError(19, "No such device")
 
-    monkeypatch.setattr(gguf_file.mmap, "mmap", no_mapping)
+    monkeypatch.setattr(gguf_layout.mmap, "mmap", no_mapping)
     with pytest.raises(ModelError, match=f"^cannot read model file {smollm2_path}: No such device$"):
         models.resolve(str(smollm2_path), whole=True)
