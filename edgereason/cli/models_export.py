@@ -18,7 +18,7 @@ from edgereason.backends.transformers import export
 from edgereason.backends.transformers.export import DTYPE_BYTES, DTYPES
 from edgereason.cli.progress import pull_progress
 from edgereason.cli.pull_notice import announce_pull
-from edgereason.models.export import check_room, check_target, estimated_bytes, gguf_header, write_folder
+from edgereason.models import export as staged
 
 JSON_HELP = (
     'print one JSON object, {"path", "bytes", "dtype", "architecture", "files"} (on a failure: error, exit_code)'
@@ -44,21 +44,23 @@ def register(msub: argparse._SubParsersAction) -> None:
 
 def run_export(args: argparse.Namespace) -> int:
     target = Path(os.path.abspath(args.dir.expanduser()))
-    check_target(target, args.force)
+    staged.check_target(target, args.force)
     export.require_libraries()
     announce_pull(args.name)
     gguf = models.resolve(args.name, progress=pull_progress, whole=True)
-    header = gguf_header(gguf)
-    need = estimated_bytes(header, DTYPE_BYTES[args.dtype])
-    check_room(target, need)
+    header = staged.gguf_header(gguf)
+    need = staged.estimated_bytes(header, DTYPE_BYTES[args.dtype])
+    staged.check_room(target, need)
     config = export.read_config(gguf)
     note(
         f"exporting {gguf.name} ({config.model_type}, {header.n_elements / 1e9:.2f}B parameters) as {args.dtype} "
         f"into {target}: about {models.human_size(need)}"
     )
-    written = write_folder(
-        target, lambda staging: export.write_hf_folder(gguf, staging, args.dtype, note=note, config=config)
-    )
+
+    def write(staging: Path) -> str:
+        return export.write_hf_folder(gguf, staging, args.dtype, note=note, config=config)
+
+    written = staged.write_folder(target, write)
     note(f"wrote {len(written.files)} files, {models.human_size(written.bytes)}, into {target}")
     summary = {
         "path": str(target),

@@ -216,7 +216,15 @@ def run(args: argparse.Namespace) -> int:
         extract_features(phase, backbone, rollouts, mc_rows, features_files[0], DISPLAY)
     if train is not None:
         command = "edgereason " + " ".join(sys.argv[1:])
-        files = HeadFiles(backbone, features_files, out, work, args.model, command, not args.no_plot)
+        files = HeadFiles(
+            backbone=backbone,
+            features=features_files,
+            out=out,
+            work=work,
+            generator=args.model,
+            command=command,
+            plot=not args.no_plot,
+        )
         print_trained(train_phase(phase, train, files, DISPLAY))
     return 0
 

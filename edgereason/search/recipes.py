@@ -142,4 +142,5 @@ def choose_search(
             offline(e)
             values |= {f: getattr(PLAIN, f) for f in fill.filled}
             config = build(values)
-    return SearchChoice(recipe, config, values.get("prm"), () if config.grows_tree else fill.tree_flags)
+    unused = () if config.grows_tree else fill.tree_flags
+    return SearchChoice(recipe, config, values.get("prm"), unused)

@@ -10,7 +10,7 @@ from edgereason.cli.main import build_parser
 from edgereason.cli.recipe_use import recipe_search_config
 from edgereason.errors import ConfigError, ModelError
 from edgereason.search.recipes import PLAIN, RECIPES, Recipe, SearchChoice, recipe_for
-from edgereason.session.gpu import recipe_device
+from edgereason.session import gpu
 
 Q05, Q15 = "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"
 
@@ -32,7 +32,7 @@ def searched(choice: SearchChoice) -> tuple:
 
 def device_of(*argv: str) -> str:
     args = build_parser().parse_args(list(argv))
-    return recipe_device(args.backend, args.gpu_layers)
+    return gpu.recipe_device(args.backend, args.gpu_layers)
 
 
 def test_the_default_generator_is_the_most_accurate_one():
@@ -88,7 +88,7 @@ def test_the_device_is_where_the_session_puts_the_layers(monkeypatch):
     assert device_of("solve", "1+1", "--gpu-layers", "999") == "gpu"
     # unset: all layers where a CUDA build sees a GPU, none elsewhere (session/gpu.py decides, as for the session)
     for layers, device in ((999, "gpu"), (0, "cpu")):
-        monkeypatch.setattr("edgereason.session.gpu.default_gpu_layers", lambda backend, n=layers: n)
+        monkeypatch.setattr(gpu, "default_gpu_layers", lambda backend, n=layers: n)
         assert device_of("solve", "1+1") == device
 
 
