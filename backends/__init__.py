@@ -1,6 +1,7 @@
 """The backends' front, the one part of backends/ the layers above import: the interface every
 backend implements (interface.py: Backend, its Capabilities, the Placement and PRMSpec it is
-told), the remote settings the CLI builds, and `load_backend`, which opens a backend by name.
+told), the remote settings the CLI builds, the C++ runtime check (cxx_runtime.py: training and the
+plots load a second runtime into the process) and `load_backend`, which opens a backend by name.
 
 The concrete backends (llamacpp, torch, transformers, remote) are reached only through the registry
 below, and import none of each other: what two of them share is a module of this package that
@@ -12,6 +13,7 @@ from __future__ import annotations
 import importlib
 from functools import cache
 
+from edgereason.backends.cxx_runtime import require_one_cxx_runtime
 from edgereason.backends.interface import Backend, Capabilities, OnDisk, Placement, PRMSpec
 from edgereason.backends.remote_settings import (
     DEFAULT_STEP_TOKENS,
@@ -51,4 +53,5 @@ __all__ = [
     "RemoteSettings",
     "check_url",
     "load_backend",
+    "require_one_cxx_runtime",
 ]

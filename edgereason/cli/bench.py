@@ -14,16 +14,16 @@ from pathlib import Path
 from edgereason import __version__
 from edgereason.backends.cxx_runtime import require_one_cxx_runtime
 from edgereason.bench.arrivals import parse_rate
-from edgereason.bench.out_folder import OutFolder
+from edgereason.bench.plan import BenchSettings, RunGrid, run_specs
 from edgereason.bench.report import print_compare
-from edgereason.bench.resume import check_same_bench
-from edgereason.bench.runner import RunSpec, rate_label
-from edgereason.cli.bench_runs import note, run_all
+from edgereason.bench.runner import rate_label
+from edgereason.bench.session_runs import Display, run_bench
 from edgereason.cli.comma_lists import beam_size, comma_items, comma_values
 from edgereason.cli.common import check_beams_before_loading, model_settings, policy_from, search_config
 from edgereason.cli.flags_models import add_model_args
 from edgereason.cli.flags_search import add_search_args, add_switch_args
 from edgereason.cli.help import brief
+from edgereason.cli.progress import bar, end_line, pull_progress
 from edgereason.config import STRATEGY_NAMES
 from edgereason.engine.policy import PRESETS, Policy
 from edgereason.errors import ConfigError
@@ -128,19 +128,40 @@ def run(args: argparse.Namespace) -> int:
     rates = comma_values(args.rate, "--rate", parse_rate)
     splits = comma_items(args.split, "--split", allowed=SPLITS)
     _check_splits(args, splits)
-    check_beams_before_loading(max(beams), model_settings(argparse.Namespace(**{**vars(args), "split": splits[0]})))
+    models = model_settings(argparse.Namespace(**{**vars(args), "split": splits[0]}))
+    check_beams_before_loading(max(beams), models)
     if not args.no_plots:
         require_one_cxx_runtime("bench's plots load matplotlib", "pass --no-plots")
-    specs = _run_specs(args, policies, beams, strategies, rates, splits)
-    out = Path(args.out)
-    # after every setting is checked; a bench refused later (a model, a problem) leaves nothing
-    # behind
-    with OutFolder(out, args.force, args.resume, note) as folder:
-        config = _config(args, problems, policies, beams, rates)
-        if (earlier := folder.earlier()) is not None:
-            check_same_bench(earlier, config, out)
-            config = {**earlier.config, "resumed": [*earlier.config.get("resumed", []), config["started"]]}
-        return run_all(args, folder, config, problems, specs)
+    first = {"beams": beams[0], "strategy": strategies[0]}  # each run's replace these
+    search = search_config(argparse.Namespace(**{**vars(args), **first}))
+    grid = RunGrid(
+        policies=policies,
+        beams=beams,
+        strategies=strategies,
+        rates=rates,
+        splits=splits,
+        repeat=args.repeat,
+        seed=args.seed,
+        concurrency=args.concurrency,
+        search=search,
+    )
+    specs = run_specs(grid)
+    settings = BenchSettings(
+        models=models,
+        out=Path(args.out),
+        force=args.force,
+        resume=args.resume,
+        plots=not args.no_plots,
+        dataset="stdin" if args.dataset == "-" else args.dataset,
+    )
+    config = _config(args, problems, policies, beams, rates)
+    return run_bench(settings, config, problems, specs, Display(note, bar, end_line, pull_progress))
+
+
+def note(line: str) -> None:
+    """A note on stderr, under an open progress bar rather than onto its end."""
+    end_line()
+    print(line, file=sys.stderr)
 
 
 def _check_counts(args: argparse.Namespace) -> None:
@@ -162,40 +183,6 @@ def _check_splits(args: argparse.Namespace, splits: list[str]) -> None:
             f"--split {args.split} compares ways to split a KV budget; give --kv-budget SIZE (or "
             "--gpu-memory SIZE), or one --split"
         )
-
-
-def _run_specs(
-    args: argparse.Namespace,
-    policies: list[Policy],
-    beams: list[int],
-    strategies: list[str],
-    rates: list[float],
-    splits: list[str],
-) -> list[tuple[str, RunSpec]]:
-    """Every run, each with its KV split, in the interleaved order they run in."""
-    # with several strategies or splits the label names them, so tables, plots and --compare keep runs apart
-    return [
-        (
-            split,
-            RunSpec(
-                policy,
-                search_config(argparse.Namespace(**{**vars(args), "beams": b, "strategy": strategy})),
-                rate,
-                rep,
-                args.seed + rep,
-                args.concurrency,
-                label=policy.name
-                + (f"/{strategy}" if len(strategies) > 1 else "")
-                + (f"@{split}" if len(splits) > 1 else ""),
-            ),
-        )
-        for rep in range(args.repeat)
-        for rate in rates
-        for strategy in strategies
-        for b in beams
-        for policy in policies
-        for split in splits
-    ]  # splits alternate like policies
 
 
 def _config(

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     # flags are checked here, before the screen switches, so a typo is one line on the terminal
     choice = recipe_search_config(args)
     policy = policy_from(args)
-    settings = model_settings(args)
+    settings = dataclasses.replace(model_settings(args), prm=choice.prm)  # the recipe's PRM, if any
     check_beams_before_loading(choice.config.beams, settings)
     if settings.threads is None:  # leave the UI thread a core: llama.cpp's spinning threads stall if one waits
         settings = dataclasses.replace(settings, threads=max(1, (psutil.cpu_count(logical=False) or 2) - 1))

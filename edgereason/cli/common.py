@@ -16,9 +16,6 @@ from edgereason.session.settings import ModelSettings
 # backend's SEQ_SLOTS as its (a test holds them equal); a served generator's are the server's
 LOCAL_MAX_BEAMS = 256
 
-# flags only beam and dvts read, with SearchConfig's defaults
-TREE_FLAGS = {f: getattr(SearchConfig, f) for f in ("width", "select")}
-
 
 def policy_from(args: argparse.Namespace, spec: str | None = None) -> Policy:
     changes = {k[len("switch_") :]: v for k, v in vars(args).items() if k.startswith("switch_") and v is not None}

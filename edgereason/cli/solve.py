@@ -6,6 +6,7 @@ import argparse
 import json
 import shutil
 import sys
+from dataclasses import replace
 
 from edgereason.cli.common import check_beams_before_loading, model_settings, policy_from
 from edgereason.cli.flags_models import add_model_args
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     choice = recipe_search_config(args)
     config = choice.config
     policy = policy_from(args)
-    settings = model_settings(args)
+    settings = replace(model_settings(args), prm=choice.prm)  # the recipe's PRM where it named one
     check_beams_before_loading(config.beams, settings)
     session = open_session(settings, progress=pull_progress)
     status = SearchProgress(config.beams)  # a terminal: a line in place; a log: one every few s

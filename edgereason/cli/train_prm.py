@@ -8,24 +8,27 @@ mc (Monte-Carlo values of step prefixes on a subset) -> features (the backbone's
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from edgereason import models
 from edgereason.cli.common import search_config
 from edgereason.cli.flags_search import add_search_args, beam_count
 from edgereason.cli.help import brief
-from edgereason.cli.train_prm_phases import (
+from edgereason.cli.train_prm_io import (
+    DISPLAY,
     check_can_write,
-    extract_features,
-    generate,
     load_dataset,
+    phase_settings,
+    print_trained,
     read_rollouts,
-    train_phase,
 )
 from edgereason.errors import ConfigError
 from edgereason.session.gpu import DEVICE_SAMPLING_MODES
 from edgereason.session.prm_choice import SELF
 from edgereason.session.settings import ModelSettings
+from edgereason.training.head_phase import HeadFiles, train_phase
+from edgereason.training.phases import extract_features, generate
 from edgereason.training.rollouts import rollout_config
 from edgereason.training.train import TrainConfig
 from edgereason.util.jsonl import read_jsonl
@@ -204,13 +207,25 @@ def run(args: argparse.Namespace) -> int:
     if "mc" in phases and "rollouts" not in phases and args.mc_problems:
         read_rollouts(rollout_files[:1])  # refuses before a model loads
     problems = load_dataset(args) if "rollouts" in phases else []  # refused before a model loads (or is pulled)
+    phase = phase_settings(args)
     if "rollouts" in phases or "mc" in phases:
-        generate(args, settings, phases, work, rollout_files[0], config, problems)
+        generate(settings, phase, phases, work, rollout_files[0], config, problems, DISPLAY)
     if "features" in phases:
         rollouts = read_rollouts(rollout_files)  # refused before mc.jsonl is read
-        extract_features(args, backbone, rollouts, list(read_jsonl(work / "mc.jsonl")), features_files[0])
+        mc_rows = list(read_jsonl(work / "mc.jsonl"))
+        extract_features(phase, backbone, rollouts, mc_rows, features_files[0], DISPLAY)
     if train is not None:
-        train_phase(args, train, backbone, features_files, out, work)
+        command = "edgereason " + " ".join(sys.argv[1:])
+        files = HeadFiles(
+            backbone=backbone,
+            features=features_files,
+            out=out,
+            work=work,
+            generator=args.model,
+            command=command,
+            plot=not args.no_plot,
+        )
+        print_trained(train_phase(phase, train, files, DISPLAY))
     return 0
 
 

@@ -4,20 +4,24 @@ search measured at seconds a problem on a GPU and about a minute on a CPU (READM
 A recipe is taken whole or not at all: it was measured as one setting. Any PRM flag (`--prm`, `--prm-format`,
 `--prm-head`) or a remote backend means the user picks the verifier, and the plain recipe applies; the search flags
 (`--strategy`, `--vote`, `--beams`, `--temperature`) always override. Where the recipe's PRM cannot be had
-(offline), the plain recipe runs (edgereason/cli/recipe_use.py: recipe_search_config). `--width` and `--select` shape a
-tree search only: where best-of-n runs, `solve` and `chat` say which of them were given to no use.
+(offline), the plain recipe runs (choose_search; cli/recipe_use.py maps the flags).
+`--width` and `--select` shape a tree search only: where best-of-n runs, `solve` and `chat` say
+which of them were given to no use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from edgereason.config import STRATEGY_NAMES, VOTES
+from edgereason.config import STRATEGY_NAMES, VOTES, SearchConfig
+from edgereason.errors import ModelError
 
 Device = Literal["cpu", "gpu"]
 FIELDS = ("strategy", "vote", "prm", "beams", "temperature")  # the flags a recipe fills where they are unset
+# flags only beam and dvts read, with SearchConfig's defaults
+TREE_FLAGS = {f: getattr(SearchConfig, f) for f in ("width", "select")}
 
 
 @dataclass(frozen=True)
@@ -96,3 +100,47 @@ def fill_unset(recipe: Recipe, given: Mapping[str, Any], tree_defaults: Mapping[
     values = {f: getattr(recipe, f) for f in filled}
     values |= {f: v for f, v in tree_defaults.items() if given.get(f) is None}
     return RecipeFill(values, filled, tuple(f for f in tree_defaults if given.get(f) is not None))
+
+
+@dataclass(frozen=True)
+class SearchChoice:
+    """What `solve` and `chat` run: the recipe, the search, the PRM (None: the generator's own
+    weights) and the tree flags the user gave that it has no use for (best-of-n has no tree)."""
+
+    recipe: Recipe
+    config: SearchConfig
+    prm: str | None
+    unused: tuple[str, ...]
+
+    def note(self) -> str | None:
+        """One line saying which flags went unused, or None where all were used."""
+        if not self.unused:
+            return None
+        flags = " and ".join(f"--{f}" for f in self.unused)
+        no_use = f"{self.config.strategy} ran, which has no use for {flags}"
+        return f"note: {no_use} (beam and dvts read them; add --strategy beam)"
+
+
+def choose_search(
+    recipe: Recipe,
+    given: Mapping[str, Any],
+    build: Callable[[Mapping[str, Any]], SearchConfig],
+    pull: Callable[[str], object],
+    offline: Callable[[ModelError], None],
+) -> SearchChoice:
+    """The recipe applied to the flags the user gave (`given`, None where unset) and the search
+    `build` makes of them, checked before the recipe's PRM is pulled (a typo costs no download).
+    Where `pull` cannot have it (offline, say), `offline` is told and the plain recipe's values
+    take the recipe's place: what is on disk keeps working."""
+    fill = fill_unset(recipe, given, TREE_FLAGS)
+    values = {**given, **fill.values}
+    config = build(values)
+    if "prm" in fill.filled:
+        try:
+            pull(recipe.prm)
+        except ModelError as e:
+            offline(e)
+            values |= {f: getattr(PLAIN, f) for f in fill.filled}
+            config = build(values)
+    unused = () if config.grows_tree else fill.tree_flags
+    return SearchChoice(recipe, config, values.get("prm"), unused)

@@ -15,10 +15,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from edgereason.backends import Backend, Placement
+from edgereason.backends import Backend, Placement, load_backend
 from edgereason.errors import ConfigError
 from edgereason.memory.device import AUTO_MARGIN_FRACTION, AUTO_MARGIN_MIN, AUTO_MAX_TOKENS
 from edgereason.memory.size import format_size
+from edgereason.search.recipes import Device
 
 ALL_LAYERS = 999  # llama.cpp clamps to the model's layer count
 DEVICE_SAMPLING_MODES = ("auto", "on", "off")  # auto: on where the generator's layers are on a GPU
@@ -42,6 +43,17 @@ def gpu_present() -> bool:
 
 def default_gpu_layers(runtime: Backend) -> int:
     return ALL_LAYERS if runtime.supports_gpu() and gpu_present() else 0
+
+
+def recipe_device(backend: str, gpu_layers: int | None) -> Device:
+    """Where the generator's layers will run, as the session decides it (the recipe for that
+    device is run); a served generator has no recipe, so no device to ask."""
+    if backend == "remote":
+        return "cpu"
+    if gpu_layers is not None:
+        return "gpu" if gpu_layers > 0 else "cpu"
+    runtime = load_backend("torch" if backend == "torch" else "llamacpp")
+    return "gpu" if default_gpu_layers(runtime) > 0 else "cpu"
 
 
 def capped_kv_budget(cap_bytes: int, weights: int, bytes_per_token: int) -> int:

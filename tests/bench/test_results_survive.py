@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 from fakes import FakeGenerator, FakeVerifier
 
+from edgereason.bench import session_runs
 from edgereason.bench.out_folder import OutFolder
 from edgereason.bench.resume import merge_runs
-from edgereason.cli import bench, bench_runs
+from edgereason.cli import bench
 from edgereason.cli.main import build_parser, main
 from edgereason.session.opening import Session
 from edgereason.session.settings import ModelSettings
@@ -45,7 +46,7 @@ def fake_bench(monkeypatch, generator: FakeGenerator | None = None) -> None:
     def session(settings: ModelSettings, progress: object = None) -> Session:
         return Session(settings, generator or FakeGenerator(), FakeVerifier(), Path("gen"), Path("prm"))
 
-    monkeypatch.setattr(bench_runs, "open_session", session)
+    monkeypatch.setattr(session_runs, "open_session", session)
 
 
 def results(out: Path) -> dict:

@@ -209,10 +209,10 @@ def test_an_architecture_transformers_cannot_read_is_one_line(tmp_path):
 def test_too_little_free_space_is_refused_before_writing(tmp_path, smollm2_path, monkeypatch, capsys):
     """The refusal is simulated (no small file system is mounted here): the disk reports 100 MB free, less than
     the bf16 export's 270 MB."""
-    from edgereason.cli import models_export
+    from edgereason.models import export
 
-    free = models_export.shutil.disk_usage(tmp_path)._replace(free=100_000_000)
-    monkeypatch.setattr(models_export.shutil, "disk_usage", lambda path: free)
+    free = export.shutil.disk_usage(tmp_path)._replace(free=100_000_000)
+    monkeypatch.setattr(export.shutil, "disk_usage", lambda path: free)
     assert main(["models", "export", str(smollm2_path), str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err == (
         f"edgereason: error: not enough disk space in {tmp_path}: the export takes about 276 MB and 100 MB is "

@@ -7,21 +7,32 @@ import pytest
 
 from edgereason import models
 from edgereason.cli.main import build_parser
-from edgereason.cli.recipe_use import apply_recipe, recipe_device, recipe_search_config
+from edgereason.cli.recipe_use import recipe_search_config
 from edgereason.errors import ConfigError, ModelError
-from edgereason.search.recipes import PLAIN, RECIPES, Recipe, recipe_for
+from edgereason.search.recipes import PLAIN, RECIPES, Recipe, SearchChoice, recipe_for
+from edgereason.session import gpu
 
 Q05, Q15 = "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"
 
 
-def parsed(*argv: str, device: str = "cpu"):
+def parsed(*argv: str, device: str = "cpu") -> SearchChoice:
+    """solve's or chat's search, the recipe applied (its PRM taken as on disk); the flags are read,
+    not changed."""
     args = build_parser().parse_args(list(argv))
-    recipe = apply_recipe(args, device).recipe if argv[0] in ("solve", "chat") else None
-    return args, recipe
+    before = vars(args).copy()
+    choice = recipe_search_config(args, resolve=no_pull, device=device)
+    assert vars(args) == before
+    return choice
 
 
-def searched(args) -> tuple:
-    return args.strategy, args.vote, args.prm, args.beams, args.temperature
+def searched(choice: SearchChoice) -> tuple:
+    config = choice.config
+    return config.strategy, config.vote, choice.prm, config.beams, config.sampling.temperature
+
+
+def device_of(*argv: str) -> str:
+    args = build_parser().parse_args(list(argv))
+    return gpu.recipe_device(args.backend, args.gpu_layers)
 
 
 def test_the_default_generator_is_the_most_accurate_one():
@@ -34,16 +45,16 @@ def test_the_default_generator_is_the_most_accurate_one():
     [("gpu", ("best-of-n", "weighted", None, 8, 0.6)), ("cpu", ("best-of-n", "weighted", None, 4, 0.4))],
 )
 def test_the_default_generator_runs_its_recipe_for_the_device(command, device, expected):
-    args, recipe = parsed(*command, device=device)
-    assert args.model == Q15 and recipe == RECIPES[Q15, device]
-    assert searched(args) == expected
+    choice = parsed(*command, device=device)
+    assert build_parser().parse_args(command).model == Q15 and choice.recipe == RECIPES[Q15, device]
+    assert searched(choice) == expected
 
 
 @pytest.mark.parametrize("device", ["gpu", "cpu"])
 def test_the_small_generator_is_judged_by_the_bigger_model(device):
-    args, recipe = parsed("solve", "1+1", "--model", Q05, device=device)
-    assert recipe == RECIPES[Q05, device]
-    assert searched(args) == ("beam", "weighted", Q15, 8, 0.6) and args.width == 4
+    choice = parsed("solve", "1+1", "--model", Q05, device=device)
+    assert choice.recipe == RECIPES[Q05, device]
+    assert searched(choice) == ("beam", "weighted", Q15, 8, 0.6) and choice.config.width == 4
 
 
 @pytest.mark.parametrize(
@@ -56,35 +67,37 @@ def test_the_small_generator_is_judged_by_the_bigger_model(device):
     ],
 )
 def test_a_chosen_verifier_takes_the_plain_recipe(flags):
-    args, recipe = parsed("solve", "1+1", *flags)
-    assert recipe == PLAIN and searched(args)[:2] == ("best-of-n", "majority")
-    assert (args.beams, args.temperature) == (8, 0.8)
-    assert args.prm == (flags[1] if flags[0] == "--prm" else None)
+    choice = parsed("solve", "1+1", *flags)
+    assert choice.recipe == PLAIN and searched(choice)[:2] == ("best-of-n", "majority")
+    assert searched(choice)[3:] == (8, 0.8)
+    assert choice.prm == (flags[1] if flags[0] == "--prm" else None)
 
 
 def test_explicit_search_flags_win_and_other_generators_run_plain():
-    args, _ = parsed("solve", "1+1", "--strategy", "dvts", "--vote", "best", "--beams", "16", "--temperature", "1")
-    assert searched(args) == ("dvts", "best", None, 16, 1.0)
-    args, _ = parsed("solve", "1+1", "--model", Q05, "--strategy", "dvts")
-    assert searched(args) == ("dvts", "weighted", Q15, 8, 0.6)
-    args, recipe = parsed("solve", "1+1", "--model", "smollm2-135m")
-    assert recipe == PLAIN and searched(args) == ("best-of-n", "majority", None, 8, 0.8)
+    given = ["--strategy", "dvts", "--vote", "best", "--beams", "16", "--temperature", "1"]
+    assert searched(parsed("solve", "1+1", *given)) == ("dvts", "best", None, 16, 1.0)
+    choice = parsed("solve", "1+1", "--model", Q05, "--strategy", "dvts")
+    assert searched(choice) == ("dvts", "weighted", Q15, 8, 0.6)
+    choice = parsed("solve", "1+1", "--model", "smollm2-135m")
+    assert choice.recipe == PLAIN and searched(choice) == ("best-of-n", "majority", None, 8, 0.8)
     assert recipe_for("./qwen.gguf", "gpu", prm_chosen=False) == PLAIN  # a path has no measured recipe
 
 
 def test_the_device_is_where_the_session_puts_the_layers(monkeypatch):
-    assert recipe_device(build_parser().parse_args(["solve", "1+1", "--gpu-layers", "0"])) == "cpu"
-    assert recipe_device(build_parser().parse_args(["solve", "1+1", "--gpu-layers", "999"])) == "gpu"
+    assert device_of("solve", "1+1", "--gpu-layers", "0") == "cpu"
+    assert device_of("solve", "1+1", "--gpu-layers", "999") == "gpu"
     # unset: all layers where a CUDA build sees a GPU, none elsewhere (session/gpu.py decides, as for the session)
     for layers, device in ((999, "gpu"), (0, "cpu")):
-        monkeypatch.setattr("edgereason.cli.recipe_use.default_gpu_layers", lambda backend, n=layers: n)
-        assert recipe_device(build_parser().parse_args(["solve", "1+1"])) == device
+        monkeypatch.setattr(gpu, "default_gpu_layers", lambda backend, n=layers: n)
+        assert device_of("solve", "1+1") == device
 
 
 def test_bench_and_training_keep_their_own_defaults():
-    args, _ = parsed("bench", "--dataset", "d.jsonl")
+    args = build_parser().parse_args(["bench", "--dataset", "d.jsonl"])
     assert (args.strategy, args.vote, args.prm, args.temperature) == ("beam", "majority", None, 0.8)
-    args, _ = parsed("train-prm")  # its rollouts: 8 independent samples (--samples) unless --strategy beam
+    args = build_parser().parse_args(
+        ["train-prm"]
+    )  # its rollouts: 8 independent samples (--samples) unless --strategy beam
     assert (args.strategy, args.vote, args.beams, args.temperature) == ("best-of-n", "majority", 8, 0.8)
 
 
@@ -118,8 +131,9 @@ def test_offline_without_the_recipes_prm_the_plain_recipe_runs_with_a_note(capsy
         raise ModelError(f"could not download model {name} (1.1 GB): offline? run:\n  edgereason models pull {name}")
 
     args = build_parser().parse_args(["solve", "1+1", "--model", Q05, "--vote", "best"])
-    config = recipe_search_config(args, resolve=offline, device="gpu").config
-    assert (config.strategy, config.vote, args.prm) == ("best-of-n", "best", None)  # the user's --vote stays
+    choice = recipe_search_config(args, resolve=offline, device="gpu")
+    config = choice.config
+    assert (config.strategy, config.vote, choice.prm) == ("best-of-n", "best", None)  # the user's --vote stays
     err = capsys.readouterr().err
     assert f"could not download model {Q15}" in err
     assert f"\n  edgereason models pull {Q15}" in err
