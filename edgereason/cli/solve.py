@@ -55,9 +55,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("the problem is empty; pass the problem text (or - to read it from stdin)")
     choice = recipe_search_config(args)
     config = choice.config
-    policy = policy_from(args)
     settings = model_settings(args)
     check_beams_before_loading(config.beams, settings)
+    policy = policy_from(args)
     session = open_session(settings, progress=pull_progress)
     status = SearchProgress(config.beams)  # a terminal: a line in place; a log: one every few s
     try:

@@ -14,11 +14,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edgereason.backends import Backend, Placement
 from edgereason.errors import ConfigError
 from edgereason.memory.device import AUTO_MARGIN_FRACTION, AUTO_MARGIN_MIN, AUTO_MAX_TOKENS
 from edgereason.memory.size import format_size
+from edgereason.memory.split import MIN_KV_TOKENS
+
+if TYPE_CHECKING:  # settings.py imports this module's defaults
+    from edgereason.session.settings import ModelSettings
 
 ALL_LAYERS = 999  # llama.cpp clamps to the model's layer count
 DEVICE_SAMPLING_MODES = ("auto", "on", "off")  # auto: on where the generator's layers are on a GPU
@@ -42,6 +47,18 @@ def gpu_present() -> bool:
 
 def default_gpu_layers(runtime: Backend) -> int:
     return ALL_LAYERS if runtime.supports_gpu() and gpu_present() else 0
+
+
+def gpu_layers(n_gpu_layers: int | None, runtime: Backend) -> int:
+    """--gpu-layers, or where unset the runtime's default here."""
+    return default_gpu_layers(runtime) if n_gpu_layers is None else n_gpu_layers
+
+
+def local_kv_tokens(budget_bytes: int | None, bytes_per_token: int, default: int) -> int:
+    """The KV of the one model that runs here beside served ones: the whole --kv-budget, else `default`."""
+    if budget_bytes is None:
+        return max(MIN_KV_TOKENS, default)
+    return max(MIN_KV_TOKENS, budget_bytes // bytes_per_token)
 
 
 def capped_kv_budget(cap_bytes: int, weights: int, bytes_per_token: int) -> int:
@@ -68,7 +85,7 @@ def gpu_settings(
     """ModelSettings with n_gpu_layers decided and, under a --gpu-memory cap, the KV budget derived.
 
     prm_runtime: the transformers backend when the PRM is an hf: checkpoint (None: the PRM is on `runtime`)."""
-    layers = default_gpu_layers(runtime) if settings.n_gpu_layers is None else settings.n_gpu_layers
+    layers = gpu_layers(settings.n_gpu_layers, runtime)
     settings = replace(settings, n_gpu_layers=layers)
     if settings.gpu_memory_bytes is None:
         return settings
@@ -110,6 +127,18 @@ def _weights(runtime: Backend, gen_path: Path, prm_path: Path, place: Placement)
     """Both models' weights as the runtime holds them (the GGUF files on llama.cpp, dequantized to
     bf16 on torch); one file serving both roles is loaded once."""
     return sum(runtime.weights_bytes(p, place) for p in {gen_path.resolve(), prm_path.resolve()})
+
+
+def placement(settings: ModelSettings) -> Placement:
+    """Where the models of settings run here, once its n_gpu_layers is decided."""
+    layers = settings.n_gpu_layers or 0
+    return Placement(
+        n_gpu_layers=layers,
+        device=settings.prm_device,
+        n_threads=settings.threads,
+        flash_attn=settings.flash_attn,
+        device_top_k=device_top_k(settings.device_sampling, settings.device_top_k, layers),
+    )
 
 
 def device_top_k(mode: str, top_k: int, n_gpu_layers: int) -> int:
