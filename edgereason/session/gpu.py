@@ -54,11 +54,11 @@ def gpu_layers(n_gpu_layers: int | None, runtime: Backend) -> int:
     return default_gpu_layers(runtime) if n_gpu_layers is None else n_gpu_layers
 
 
-def local_kv_tokens(budget_bytes: int | None, bytes_per_token: int, default: int) -> int:
+def local_kv_tokens(budget_bytes: int | None, default: int, runtime: Backend, path: Path, place: Placement) -> int:
     """The KV of the one model that runs here beside served ones: the whole --kv-budget, else `default`."""
     if budget_bytes is None:
         return max(MIN_KV_TOKENS, default)
-    return max(MIN_KV_TOKENS, budget_bytes // bytes_per_token)
+    return max(MIN_KV_TOKENS, budget_bytes // runtime.kv_bytes_per_token(path, place))
 
 
 def capped_kv_budget(cap_bytes: int, weights: int, bytes_per_token: int) -> int:

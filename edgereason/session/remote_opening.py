@@ -39,11 +39,11 @@ def open_remote(settings: ModelSettings, remote: RemoteSettings, progress: PullP
     if remote.generator and not remote.prm_here:  # both served
         generator, verifier = served.open_models(gen_path, PRMSpec(prm_path, fmt), (context, 0), place)
         return Session(settings, generator, verifier, gen_path, prm_path, backend="remote")
-    layers, budget = gpu_layers(settings.n_gpu_layers, local), settings.kv_budget_bytes
+    budget = settings.kv_budget_bytes
     if remote.prm_here:  # a value head here on llama.cpp beside served generators
+        layers = gpu_layers(settings.n_gpu_layers, local)
         prm_place = Placement(layers, n_threads=settings.threads, flash_attn=settings.flash_attn)
-        per_token = local.kv_bytes_per_token(prm_path, prm_place)
-        tokens = local_kv_tokens(budget, per_token, settings.verifier_kv_tokens)
+        tokens = local_kv_tokens(budget, settings.verifier_kv_tokens, local, prm_path, prm_place)
         verifier = local.open_verifier(PRMSpec(prm_path, fmt, choice.head), tokens, prm_place)
     else:
         verifier = served.open_verifier(PRMSpec(prm_path, fmt), 0, place)
@@ -51,10 +51,9 @@ def open_remote(settings: ModelSettings, remote: RemoteSettings, progress: PullP
         if remote.generator:
             generator = served.open_generator(gen_path, context, place)
         else:  # all of the budget: no PRM here
-            settings = replace(settings, n_gpu_layers=layers)
+            settings = replace(settings, n_gpu_layers=gpu_layers(settings.n_gpu_layers, local))
             here = placement(settings)
-            per_token = local.kv_bytes_per_token(gen_path, here)
-            tokens = local_kv_tokens(budget, per_token, settings.generator_kv_tokens)
+            tokens = local_kv_tokens(budget, settings.generator_kv_tokens, local, gen_path, here)
             generator = local.open_generator(gen_path, tokens, here)
     except BaseException:
         verifier.close()
