@@ -1,9 +1,10 @@
-"""Opening the two models and an engine from user settings: the one place CLI, chat UI and bench share.
+"""Opening the two models and an engine from user settings: the one place CLI, chat UI and bench
+share.
 
-The set-up is one straight sequence: the PRM and both models' files (prm_choice.py), the backend
+The set-up is one straight sequence: the PRM (prm_choice.py), both models' files and the backend
 (backend_choice.py), the placement and GPU budget (gpu.py), the memory profile and the KV split
-(profile_lookup.py, kv_split.py), the models opened, the Session (session.py) that builds engines. Served
-roles open in remote_opening.py."""
+(profile_lookup.py, kv_split.py), the models opened, the Session (session.py) that builds engines.
+Served roles open in remote_opening.py."""
 
 from __future__ import annotations
 
@@ -20,15 +21,21 @@ from edgereason.session.session import DEFAULT_LV_THRESHOLD, Session
 from edgereason.session.settings import ModelSettings
 
 
-def open_session(settings: ModelSettings, backend: str | None = None, progress: PullProgress | None = None) -> Session:
-    """backend: the local runtime, overriding settings.backend (auto decides by CUDA and --gpu-memory)."""
+def open_session(
+    settings: ModelSettings,
+    backend: str | None = None,
+    progress: PullProgress | None = None,
+) -> Session:
+    """backend: the local runtime, overriding settings.backend (auto decides by CUDA and
+    --gpu-memory)."""
     if settings.remote is not None:
         return open_remote(settings, settings.remote, progress)
     choice = choose_prm(settings.model, settings.prm, settings.prm_format, settings.prm_head)
     gen_path, prm_path = model_paths(settings.model, choice, progress)
     hf = prm_on_transformers(settings.model, choice)  # the PRM on transformers beside the generator
     settings = replace(settings, prm_format=choice.format)
-    backend = choose_backend(replace(settings, backend=backend or settings.backend), gen_path, prm_path, hf)
+    asked = replace(settings, backend=backend or settings.backend)
+    backend = choose_backend(asked, gen_path, prm_path, hf)
     runtime = load_backend(backend)
     prm_runtime = load_backend("transformers") if hf else runtime
     if settings.n_gpu_layers:
@@ -39,7 +46,8 @@ def open_session(settings: ModelSettings, backend: str | None = None, progress: 
     gen_bpt = runtime.kv_bytes_per_token(gen_path, place)
     ver_bpt = prm_runtime.kv_bytes_per_token(prm_path, place)
     gen_tokens, ver_tokens = kv_tokens(settings, gen_bpt, ver_bpt, profile)
-    if not settings.n_gpu_layers:  # a torch PRM's KV grows as it is used: only llama.cpp's is made whole
+    # a torch PRM's KV grows as it is used: only llama.cpp's is made whole
+    if not settings.n_gpu_layers:
         check_host_memory(settings, gen_tokens * gen_bpt + (0 if hf else ver_tokens * ver_bpt))
     prm = PRMSpec(prm_path, settings.prm_format, choice.head)
     if hf:
@@ -51,4 +59,5 @@ def open_session(settings: ModelSettings, backend: str | None = None, progress: 
         note_no_profile(settings, backend)
     device = "gpu" if settings.n_gpu_layers else "cpu"
     lv = int(profile["lv_threshold_tokens"]) if profile else DEFAULT_LV_THRESHOLD[device]
-    return Session(settings, generator, verifier, gen_path, prm_path, backend, lv_threshold=lv, profile=profile)
+    paths = (gen_path, prm_path)
+    return Session(settings, generator, verifier, *paths, backend, lv_threshold=lv, profile=profile)

@@ -1,5 +1,5 @@
-"""What `open_session` returns: the two open models, and the engines that run on them (`auto` decided once
-for the session)."""
+"""What `open_session` returns: the two open models, and the engines that run on them (`auto`
+decided once for the session)."""
 
 from __future__ import annotations
 
@@ -42,10 +42,12 @@ class Session:
         """An engine running `policy`; `auto` runs the preset this device's pass cost chooses."""
         auto = self.auto_choice() if is_auto(policy) else None
         run = resolve(policy, auto) if auto else policy
-        return Engine(self.generator, self.verifier, run, on_event=on_event, lv_threshold=self.lv_threshold)
+        lv = self.lv_threshold
+        return Engine(self.generator, self.verifier, run, on_event=on_event, lv_threshold=lv)
 
     def auto_choice(self) -> AutoChoice:
-        """What `auto` runs in this session: decided once (profile, cache or a second's measurement)."""
+        """What `auto` runs in this session: decided once (profile, cache or a second's
+        measurement)."""
         if self._auto is None:
             runtime, threads = load_backend(self.backend), self.settings.threads
 
@@ -53,14 +55,15 @@ class Session:
                 return runtime.decode_points(self.generator, MEASURE_ROWS, MEASURE_STEPS, threads)
 
             measure = decode if runtime.capabilities.measures_decode else None
-            self._auto = choice_for(self.profile, pass_cost_key(self.settings, self.backend), measure)
+            key = pass_cost_key(self.settings, self.backend)
+            self._auto = choice_for(self.profile, key, measure)
             if self.settings.verbose:
                 print(self._auto.note(), file=sys.stderr)
         return self._auto
 
     def requests_per_server(self) -> dict[str, dict[str, int]]:
-        """The requests each server answered so far, by role ("generator", "prm"): served roles only, so {} where
-        both models run here."""
+        """The requests each server answered so far, by role ("generator", "prm"): served roles
+        only, so {} where both models run here."""
         counts: dict[str, dict[str, int]] = {}
         for role, model in (("generator", self.generator), ("prm", self.verifier)):
             read = getattr(model, "requests_per_server", None)
