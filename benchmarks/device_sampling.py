@@ -32,7 +32,7 @@ from edgereason.config import SamplingParams
 from edgereason.prompts import solve_messages
 from edgereason.protocols import BatchEntry
 from edgereason.search.dataset import load_problems
-from edgereason.session.gpu import DEFAULT_TOP_K
+from edgereason.session.settings import DEFAULT_TOP_K
 
 DATASET = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k_test.jsonl"
 

@@ -7,9 +7,9 @@ import argparse
 from edgereason import models
 from edgereason.cli.flags_remote import add_remote_args
 from edgereason.search.recipes import describe
-from edgereason.session.gpu import DEFAULT_TOP_K, DEVICE_SAMPLING_MODES
+from edgereason.session.gpu import DEVICE_SAMPLING_MODES
 from edgereason.session.prm_choice import PRM_FORMAT_CHOICES
-from edgereason.session.settings import DEFAULT_KV_TOKENS, SPLITS
+from edgereason.session.settings import DEFAULT_KV_TOKENS, DEFAULT_TOP_K, SPLITS
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:

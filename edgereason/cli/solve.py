@@ -7,17 +7,20 @@ import json
 import shutil
 import sys
 from dataclasses import replace
+from typing import NamedTuple
 
 from edgereason.cli.common import check_beams_before_loading, model_settings, policy_from
 from edgereason.cli.flags_models import add_model_args
 from edgereason.cli.flags_search import add_policy_arg, add_search_args
 from edgereason.cli.help import brief
 from edgereason.cli.progress import SearchProgress, is_terminal, pull_progress
-from edgereason.cli.recipe_use import recipe_search_config
+from edgereason.cli.recipe_use import SearchChoice, recipe_search_config
+from edgereason.engine.policy import Policy
 from edgereason.engine.result import SearchResult
 from edgereason.errors import ConfigError
 from edgereason.session.auto_policy import is_auto
 from edgereason.session.opening import open_session
+from edgereason.session.settings import ModelSettings
 from edgereason.tree import FINISH_WORDS
 from edgereason.util import text
 from edgereason.util.readable import hanging, readable_math
@@ -46,6 +49,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+class SolveSettings(NamedTuple):
+    """What the flags of `solve` ask for, made typed once: the search, the models, the policy."""
+
+    search: SearchChoice
+    models: ModelSettings
+    policy: Policy
+
+
+def solve_settings(args: argparse.Namespace) -> SolveSettings:
+    """The flags as settings: the recipe fills the unset ones, and more beams than a local generator
+    runs are refused before any model loads."""
+    choice = recipe_search_config(args)
+    models = replace(model_settings(args), prm=choice.prm)  # the recipe's PRM where it named one
+    check_beams_before_loading(choice.config.beams, models)
+    return SolveSettings(choice, models, policy_from(args))
+
+
 def run(args: argparse.Namespace) -> int:
     if sys.stdout is None:  # started with stdout closed (`>&-`): print() would drop the answer without a word
         raise ConfigError(
@@ -54,12 +74,9 @@ def run(args: argparse.Namespace) -> int:
     problem = text.read_stdin() if args.problem == "-" else args.problem
     if not problem.strip():
         raise ConfigError("the problem is empty; pass the problem text (or - to read it from stdin)")
-    choice = recipe_search_config(args)
-    config = choice.config
-    policy = policy_from(args)
-    settings = replace(model_settings(args), prm=choice.prm)  # the recipe's PRM where it named one
-    check_beams_before_loading(config.beams, settings)
-    session = open_session(settings, progress=pull_progress)
+    asked = solve_settings(args)
+    choice, config, policy = asked.search, asked.search.config, asked.policy
+    session = open_session(asked.models, progress=pull_progress)
     status = SearchProgress(config.beams)  # a terminal: a line in place; a log: one every few s
     try:
         result = session.engine(policy, on_event=status).solve(problem, config)

@@ -8,6 +8,7 @@ import time
 from collections import Counter
 
 from edgereason.config import mix_seed
+from edgereason.engine.counts import Counts, Tally
 from edgereason.engine.events import Emitter, NodeAdded, NodeExtended, StepFinished
 from edgereason.engine.kv_room import KVRoom
 from edgereason.engine.policy import Policy
@@ -35,32 +36,30 @@ class Decoder:
     ) -> None:
         self.generator, self.kv, self.verification, self.policy, self.emit = generator, kv, verification, policy, emit
 
-    def postprocess(self, batch: list[Work], draws: list[list[int]]) -> None:
+    def postprocess(self, batch: list[Work], draws: list[list[int]]) -> Tally:
+        """Apply a pass's draws; returns the rows and tokens counted for each request."""
+        tally = Tally()
         for work, tokens in zip(batch, draws):
             req, node = work.request, work.node
-            req.metrics.forward_rows += 1 if work.draws else 0
-            req.metrics.dedup_saved_rows += max(0, work.draws - 1) if self.policy.dedup else 0
+            counts = tally.of(req)
+            counts.forward_rows += 1 if work.draws else 0
+            counts.dedup_saved_rows += max(0, work.draws - 1) if self.policy.dedup else 0
             if node is req.tree.root and req.prompt_fed < len(req.prompt_ids):
                 req.prompt_fed += len(work.tokens)
             else:
                 node.pending = None  # fed
             if work.expand:
-                self._make_children(req, node, tokens)
+                self._make_children(req, node, tokens, counts)
             elif tokens:
-                self._decode(req, node, tokens)
-        gen_used, ver_used = self.generator.kv_used_tokens, self.verification.verifier.kv_used_tokens
-        for req in {id(w.request): w.request for w in batch}.values():
-            m = req.metrics
-            m.peak_kv_tokens = max(m.peak_kv_tokens, gen_used + ver_used)
-            m.peak_generator_kv_tokens = max(m.peak_generator_kv_tokens, gen_used)
-            m.peak_verifier_kv_tokens = max(m.peak_verifier_kv_tokens, ver_used)
+                self._decode(req, node, tokens, counts)
+        return tally
 
-    def _decode(self, req: Request, node: Node, tokens: list[int]) -> None:
+    def _decode(self, req: Request, node: Node, tokens: list[int], counts: Counts) -> None:
         """`tokens`: node.potential draws from one distribution. Equal draws stay one node; if they differ the
         node splits into siblings of the same step prefix (deduplication), each continuing its own draw."""
         if len(tokens) == 1:  # most rows: one draw, no split
             node.potential = 1
-            self._append(req, node, tokens[0])
+            self._append(req, node, tokens[0], counts)
             return
         (first, first_n), *rest = Counter(tokens).items()
         twins = []
@@ -79,16 +78,16 @@ class Decoder:
                 NodeAdded(req.id, twin.id, node.parent.id if node.parent else None, twin.depth, count, twin.speculative)
             )
         node.potential = first_n
-        self._append(req, node, first)
+        self._append(req, node, first, counts)
         for twin, token in twins:
-            self._append(req, twin, token)
+            self._append(req, twin, token, counts)
 
-    def _append(self, req: Request, node: Node, token: int) -> None:
+    def _append(self, req: Request, node: Node, token: int, counts: Counts) -> None:
         cfg = req.config
         # a node of potential p drew p equal tokens: p logical candidates, as without deduplication
-        req.metrics.generated_tokens += node.potential
+        counts.generated_tokens += node.potential
         if node.speculative:
-            req.metrics.spec_tokens += node.potential
+            counts.spec_tokens += node.potential
         if token in self.generator.eos_ids:
             self._end_step(req, node, "eos")
             return
@@ -122,7 +121,7 @@ class Decoder:
             self.verification.push(req, node)
         speculate(req, node, self.policy)
 
-    def _make_children(self, req: Request, parent: Node, draws: list[int]) -> None:
+    def _make_children(self, req: Request, parent: Node, draws: list[int], counts: Counts) -> None:
         """Turn the draws of one forward pass into children, group by group of the parent's plan."""
         plan, speculative = parent.plan or [], parent.plan_speculative
         req.cancel_plan(parent)
@@ -160,4 +159,4 @@ class Decoder:
         if parent is req.tree.root:  # the prompt is in: the root carries on through its children
             self.emit.status(req.id, parent, Status.SELECTED)
         for child, token in children:
-            self._append(req, child, token)
+            self._append(req, child, token, counts)

@@ -8,12 +8,23 @@ again by forking the live relative with the longest shared prefix and recomputin
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
+from edgereason.engine.counts import Tally
 from edgereason.engine.request import Request
 from edgereason.engine.scheduler import Work
 from edgereason.errors import OutOfMemoryError
 from edgereason.protocols import Generator
 from edgereason.tree import Node
+
+
+class Fit(NamedTuple):
+    """A batch made to fit: the work that runs, the requests that cannot fit at all, and the
+    evictions and recomputed tokens counted for each request."""
+
+    batch: list[Work]
+    failed: list[tuple[Request, OutOfMemoryError]]
+    counts: Tally
 
 
 class KVRoom:
@@ -24,17 +35,17 @@ class KVRoom:
     def free_tokens(self) -> int:
         return self.generator.kv_capacity_tokens - self.generator.kv_used_tokens
 
-    def fit(
-        self, batch: list[Work], running: list[Request], step: int
-    ) -> tuple[list[Work], list[tuple[Request, OutOfMemoryError]]]:
+    def fit(self, batch: list[Work], running: list[Request], step: int) -> Fit:
         """The part of `batch` that fits, with evicted nodes rebuilt, and the requests that cannot fit at all (one
         path longer than the whole room). `step` stamps the nodes that run (least-recently-used order)."""
-        batch = list(batch)
+        batch, tally = list(batch), Tally()
         need = sum(w.cost for w in batch)
         victims = self._eviction_order(batch, running) if need > self.free_tokens else []
         while need > self.free_tokens:
             if victims:
-                self._evict(*victims.pop())
+                req, node = victims.pop()
+                self._evict(node)
+                tally.of(req).evictions += 1
             elif len(batch) > 1:
                 dropped = batch.pop()
                 need -= dropped.cost
@@ -42,19 +53,15 @@ class KVRoom:
                     victims.insert(0, (dropped.request, dropped.node))
             else:
                 work = batch.pop()
-                return [], [
-                    (
-                        work.request,
-                        OutOfMemoryError(
-                            f"one search path needs {work.cost} KV tokens but the generator has "
-                            f"{self.generator.kv_capacity_tokens}; raise --kv-budget (or --kv-tokens) or lower "
-                            "--max-tokens"
-                        ),
-                    )
-                ]
+                error = OutOfMemoryError(
+                    f"one search path needs {work.cost} KV tokens but the generator has "
+                    f"{self.generator.kv_capacity_tokens}; raise --kv-budget (or --kv-tokens) "
+                    "or lower --max-tokens"
+                )
+                return Fit([], [(work.request, error)], tally)
         for w in batch:
             w.node.last_run = step
-        return [self._restore(w) if w.restore else w for w in batch], []
+        return Fit([self._restore(w, tally) if w.restore else w for w in batch], [], tally)
 
     def _eviction_order(self, batch: list[Work], running: list[Request]) -> list[tuple[Request, Node]]:
         """Resident nodes outside the batch, the best victim last (pop() takes it)."""
@@ -66,12 +73,11 @@ class KVRoom:
         victims.reverse()
         return victims
 
-    def _evict(self, req: Request, node: Node) -> None:
+    def _evict(self, node: Node) -> None:
         self.free(node)
         node.evicted = True
-        req.metrics.evictions += 1
 
-    def _restore(self, work: Work) -> Work:
+    def _restore(self, work: Work, tally: Tally) -> Work:
         """Rebuild an evicted node's KV: fork the relative that shares the longest prefix, recompute the rest."""
         req, node = work.request, work.node
         stream = list(req.prompt_ids)
@@ -95,7 +101,7 @@ class KVRoom:
             node.seq = self.generator.new_seq()
         rebuilt = stream[share:target]
         node.evicted = False
-        req.metrics.recomputed_tokens += len(rebuilt)
+        tally.of(req).recomputed_tokens += len(rebuilt)
         return work._replace(tokens=rebuilt + work.tokens, restore=0)
 
     def free(self, node: Node) -> None:

@@ -1,11 +1,13 @@
 """The engine: one loop serves every running request. Each `step()` is schedule -> run -> postprocess, then the
 verification queue may flush and ready groups are selected (design.md section 4).
 
-Each concern owns its state and its integrity check: `kv_room.py` (generator sequences: fit, evict, restore,
-free), `decode.py` (sampled tokens -> nodes), `verification.py` (PRM queue, flush, held PRM paths),
-`selector.py` (selection, pruning, expansion), `strategy.py` (what beam search, best-of-N and DVTS do
-differently), `result.py` (the finished request's record). Policies only change *when* things happen
-(speculate, verify, expand, prune); the search they compute is the one of design.md section 3.
+Each concern owns its state and its integrity check: `kv_room.py` (generator sequences: fit, evict,
+restore, free), `decode.py` (sampled tokens -> nodes), `verification.py` (PRM queue, flush, held PRM
+paths), `selector.py` (selection, pruning, expansion), `search/strategies.py` (what beam search,
+best-of-N and DVTS do differently), `result.py` (the finished request's record). They return what
+they counted (`counts.py`); the loop alone writes a request's metrics (`record`). Policies only
+change *when* things happen (speculate, verify, expand, prune); the search they compute is the one
+of design.md section 3.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ import time
 from collections import deque
 
 from edgereason.config import SamplingParams, SearchConfig, mix_seed
+from edgereason.engine.counts import Counts, Tally
 from edgereason.engine.decode import Decoder
 from edgereason.engine.events import Emitter, Listener, NodeAdded, Progress, RequestDone
 from edgereason.engine.kv_room import KVRoom
 from edgereason.engine.policy import Policy
 from edgereason.engine.request import Request, RequestStatus
 from edgereason.engine.result import SearchResult, build_result, completed_reason
-from edgereason.engine.scheduler import Work, can_admit, schedule
+from edgereason.engine.scheduler import Work, can_admit, check_beams, schedule
 from edgereason.engine.selector import Selector
 from edgereason.engine.stats import EngineStats
 from edgereason.engine.verification import FlushFailed, VerifyQueue, VerifyStage
@@ -55,17 +58,6 @@ def prompt_ids(generator: Generator, question: str, prefix: str = "") -> list[in
             "shorten the problem or raise --kv-budget (or --kv-tokens)"
         )
     return prompt
-
-
-def check_beams(generator: Generator, config: SearchConfig) -> None:
-    """ConfigError for more beams than the generator runs sequences at once (one a beam, llama.cpp's at most 256):
-    such a search ran out of sequences at its first branch and failed with advice to raise the KV memory."""
-    slots = generator.free_seq_slots() + generator.live_seqs()
-    if config.beams > slots:
-        raise ConfigError(
-            f"--beams {config.beams} is more than the generator {generator.name} runs at once: "
-            f"{slots} sequences, one a beam; pick --beams {slots} or fewer"
-        )
 
 
 class Engine:
@@ -157,20 +149,34 @@ class Engine:
         self.steps += 1
         self._admit()
         running = list(self.requests)
-        batch, failed = self.kv.fit(schedule(running, self.generator, self.policy), running, self.steps)
+        work = schedule(running, self.generator, self.policy)
+        batch, failed, counted = self.kv.fit(work, running, self.steps)
+        record(counted)
         for req, error in failed:
             self._end(req, "failed", str(error))
         if batch:
-            self.decoder.postprocess(batch, self._run(batch))
-        try:
-            scored = self.verification.flush(generator_idle=not batch)
-        except FlushFailed as f:
-            scored = False
-            for req in f.requests:
-                self._end(req, "failed", str(f.error))
+            counted = self.decoder.postprocess(batch, self._run(batch))
+            record(counted)
+            self._record_peak_kv(counted)
+        scored = self._verify(generator_idle=not batch)
         for req in running:
             if req.status == "running":
                 self._postselect(req, moved=bool(batch) or scored)
+
+    def _verify(self, generator_idle: bool) -> bool:
+        """Let the PRM score its queue if its rules say so; True when it ran. Out of PRM memory
+        fails the requests it was scoring."""
+        try:
+            counted = self.verification.flush(generator_idle)
+        except FlushFailed as f:
+            record(f.counts)
+            for req in f.requests:
+                self._end(req, "failed", str(f.error))
+            return False
+        if counted is None:
+            return False
+        record(counted)
+        return True
 
     def _run(self, batch: list[Work]) -> list[list[int]]:
         t0 = time.perf_counter()
@@ -185,11 +191,20 @@ class Engine:
             req.metrics.gen_time_s += dt
         return draws
 
+    def _record_peak_kv(self, batch: Tally) -> None:
+        """The KV in use after a pass, the most each request of its batch saw."""
+        gen_used, ver_used = self.generator.kv_used_tokens, self.verifier.kv_used_tokens
+        for req, _ in batch:
+            m = req.metrics
+            m.peak_kv_tokens = max(m.peak_kv_tokens, gen_used + ver_used)
+            m.peak_generator_kv_tokens = max(m.peak_generator_kv_tokens, gen_used)
+            m.peak_verifier_kv_tokens = max(m.peak_verifier_kv_tokens, ver_used)
+
     def _postselect(self, req: Request, moved: bool) -> None:
         """Select ready groups and prune early, then finish the request, fail it if it is stuck, or report."""
         selected = sum(g.selected for g in req.groups.values())
-        self.selector.select_ready(req)
-        self.selector.early_prune(req)
+        record_one(req, self.selector.select_ready(req))
+        record_one(req, self.selector.early_prune(req))
         moved = moved or sum(g.selected for g in req.groups.values()) != selected
         req.idle_steps = 0 if moved else req.idle_steps + 1
         if req.prm_stale:
@@ -216,10 +231,10 @@ class Engine:
         if status == "done":
             for n in list(req.tree.steps()):
                 if n.alive and n.status not in (Status.COMPLETE, Status.SELECTED):
-                    self.selector.prune(req, n, "done")
+                    record_one(req, self.selector.prune(req, n, "done"))
             self.kv.free(req.tree.root)
         else:
-            self.selector.prune(req, req.tree.root, "cancelled", include_root=True)
+            record_one(req, self.selector.prune(req, req.tree.root, "cancelled", include_root=True))
         req.status, req.reason = status, reason
         self.verification.forget(req)
         req.result = build_result(
@@ -262,6 +277,18 @@ class Engine:
             req.check()
         self.kv.check(n for req in self.requests for n in req.tree.nodes.values())
         self.verification.check(self.requests)
+
+
+def record(tally: Tally) -> None:
+    """Add what the engine's parts counted to each request's metrics."""
+    for req, counts in tally:
+        record_one(req, counts)
+
+
+def record_one(req: Request, counts: Counts) -> None:
+    m = req.metrics
+    for name, value in counts.items():
+        setattr(m, name, getattr(m, name) + value)
 
 
 def _draw_params(work: Work) -> SamplingParams:

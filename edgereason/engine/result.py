@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from edgereason.config import SearchConfig
@@ -112,18 +112,23 @@ def build_result(
 ) -> SearchResult:
     """The record of a finished request: the best `beams` logical candidates among the completed paths, the
     answer (the best path's, or a vote), the tree's steps, and the metrics that need the whole run."""
-    cfg, m, grader = config, metrics, Grader()
+    cfg, grader = config, Grader()
     paths = final_paths(completed, cfg)
     if cfg.vote == "best":
         answer = paths[0].answer if paths else None
     else:
         answer = vote(paths, by_score=cfg.vote == "weighted", grader=grader)
-    m.wall_s = wall
-    m.final_tokens = final_tokens([(tree.nodes[p.node_id], p.potential) for p in paths])
-    m.goodput_tok_s = m.final_tokens / wall if wall > 0 else 0.0
-    m.throughput_tok_s = m.generated_tokens / wall if wall > 0 else 0.0
+    # the counters the loop recorded, with what needs the whole run: a copy, not a write
+    final = final_tokens([(tree.nodes[p.node_id], p.potential) for p in paths])
     waits = [n.waiting_s for n in tree.steps() if n.finished_at is not None and not n.path_complete]
-    m.waiting_ratio = (sum(waits) / len(waits)) / wall if waits and wall > 0 else 0.0
+    m = replace(
+        metrics,
+        wall_s=wall,
+        final_tokens=final,
+        goodput_tok_s=final / wall if wall > 0 else 0.0,
+        throughput_tok_s=metrics.generated_tokens / wall if wall > 0 else 0.0,
+        waiting_ratio=(sum(waits) / len(waits)) / wall if waits and wall > 0 else 0.0,
+    )
     # steps only: a first step's parent is None, the root (the prompt) is not a step (README: JSON output)
     rows = [
         {

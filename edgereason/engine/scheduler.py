@@ -17,8 +17,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import NamedTuple
 
+from edgereason.config import SearchConfig
 from edgereason.engine.policy import Policy
 from edgereason.engine.request import Request
+from edgereason.errors import ConfigError
 from edgereason.protocols import Generator
 from edgereason.tree import Node
 
@@ -85,6 +87,18 @@ def spare_seq_slots(generator: Generator, unclaimed: dict[str, int]) -> int:
 def can_admit(request: Request, running: list[Request], generator: Generator) -> bool:
     """Whether a sequence per beam of `request` can be set aside beside the running requests' own."""
     return request.config.beams <= spare_seq_slots(generator, unclaimed_seqs(running))
+
+
+def check_beams(generator: Generator, config: SearchConfig) -> None:
+    """ConfigError for more beams than the generator runs sequences at once (one a beam, llama.cpp's
+    at most 256): such a search ran out of sequences at its first branch and failed with advice to
+    raise the KV memory."""
+    slots = generator.free_seq_slots() + generator.live_seqs()
+    if config.beams > slots:
+        raise ConfigError(
+            f"--beams {config.beams} is more than the generator {generator.name} runs at once: "
+            f"{slots} sequences, one a beam; pick --beams {slots} or fewer"
+        )
 
 
 def schedule(requests: list[Request], generator: Generator, policy: Policy) -> list[Work]:

@@ -10,6 +10,7 @@ import numpy as np
 
 from edgereason.config import mix_seed
 from edgereason.engine import ranking
+from edgereason.engine.counts import Counts
 from edgereason.engine.decode import speculate
 from edgereason.engine.events import Emitter, NodeAdded, NodeExtended, NodeSelected
 from edgereason.engine.kv_room import KVRoom
@@ -21,39 +22,53 @@ from edgereason.tree import Node, Status
 
 
 class Selector:
+    """Each call returns what it counted for the request (pruned nodes, speculative tokens)."""
+
     def __init__(
         self, generator: Generator, kv: KVRoom, verification: VerifyStage, policy: Policy, emit: Emitter
     ) -> None:
         self.generator, self.kv, self.verification, self.policy, self.emit = generator, kv, verification, policy, emit
 
-    def select_ready(self, req: Request) -> None:
+    def select_ready(self, req: Request) -> Counts:
+        counts = Counts()
         for group in req.open_groups():
             if req.status == "running" and group.ready():
-                self._select(req, group, ranking.choose(group, req.config.aggregation, req.config.select))
+                chosen = ranking.choose(group, req.config.aggregation, req.config.select)
+                counts += self._select(req, group, chosen)
         for group in req.groups.values():
             if not group.selected and group.members and not group.live_members():
                 group.selected = True  # everything in it was pruned
+        return counts
 
-    def early_prune(self, req: Request) -> None:
-        p = self.policy
+    def early_prune(self, req: Request) -> Counts:
+        p, counts = self.policy, Counts()
         if not (p.early_prune_rank or p.early_prune_perfect) or not req.strategy.early_prune:
-            return
+            return counts
         for group in req.open_groups():
             if req.status != "running":
-                return
+                return counts
             if p.early_prune_perfect:
                 chosen = ranking.perfect_set(group, req.config.aggregation, p.perfect_score, req.config.select)
                 if chosen is not None:
                     kept = {id(n) for n, _ in chosen}
-                    req.metrics.pruned_perfect += sum(1 for m in group.live_members() if id(m) not in kept)
-                    self._select(req, group, chosen, rule="perfect")
+                    out = [m for m in group.live_members() if id(m) not in kept]
+                    counts.pruned_perfect += len(out)
+                    counts += self._select(req, group, chosen, rule="perfect")
                     continue
             if p.early_prune_rank:
                 for node in ranking.rank_prunable(group, req.config.aggregation, req.config.select):
-                    req.metrics.pruned_rank += 1
-                    self.prune(req, node, "rank")
+                    counts.pruned_rank += 1
+                    counts += self.prune(req, node, "rank")
+        return counts
 
-    def _select(self, req: Request, group: Group, chosen: list[tuple[Node, int]], rule: str = "selection") -> None:
+    def _select(
+        self,
+        req: Request,
+        group: Group,
+        chosen: list[tuple[Node, int]],
+        rule: str = "selection",
+    ) -> Counts:
+        counts = Counts()
         group.selected = True
         group.kept = sum(t for _, t in chosen)
         req.common_prefix.append(ranking.common_prefix_share([m for m in group.live_members() if m.step_done]))
@@ -70,21 +85,22 @@ class Selector:
                 finished_subtree = True
         for m in group.live_members():
             if id(m) not in kept and m.status is not Status.COMPLETE:
-                self.prune(req, m, rule)
+                counts += self.prune(req, m, rule)
         if not req.strategy.carries_on(req.completed_logical(), req.config.beams, finished_subtree):
             for node, _ in chosen:
                 if node.status is not Status.COMPLETE:
-                    self.prune(req, node, "done")
-            return
+                    counts += self.prune(req, node, "done")
+            return counts
         if chosen:
             nxt = req.new_group(group.keep, group.width)
             for node, times in chosen:
                 if not node.path_complete:
-                    self._expand(req, node, times, nxt)
+                    counts += self._expand(req, node, times, nxt)
         for m in group.members:  # every child of these parents was scored: their PRM prefixes are done
             if m.parent is not None:
                 m.parent.prm_key = None
         req.prm_stale = True
+        return counts
 
     def complete(self, req: Request, node: Node) -> None:
         if node.status is not Status.COMPLETE:
@@ -93,22 +109,23 @@ class Selector:
             self.kv.free(node)
             req.completed.append(node)
 
-    def _expand(self, req: Request, node: Node, times: int, group: Group) -> None:
+    def _expand(self, req: Request, node: Node, times: int, group: Group) -> Counts:
         """A node selected `times` times continues as `times * width` logical candidates in `group`."""
         self.emit.status(req.id, node, Status.SELECTED)
         need = times * group.width
         spec = [c for c in node.children if c.alive]
         if not spec:
             req.plan(node, [(group.id, need)])
-            return
+            return Counts()
         if self.policy.async_expand:
-            self._keep_drawn(req, spec, need, group)
+            counts = self._keep_drawn(req, spec, need, group)
         else:
-            self._branch_siblings(req, node, spec[0], need - spec[0].potential, group)
-            self._confirm(req, spec[0], group)
+            counts = self._branch_siblings(req, node, spec[0], need - spec[0].potential, group)
+            counts += self._confirm(req, spec[0], group)
         req.cancel_plan(node)
+        return counts
 
-    def _keep_drawn(self, req: Request, children: list[Node], need: int, group: Group) -> None:
+    def _keep_drawn(self, req: Request, children: list[Node], need: int, group: Group) -> Counts:
         """Children drawn before selection stand for more draws than needed: keep a uniform random subset of
         `need` draws (multivariate hypergeometric), which leaves them independent samples."""
         pool = np.repeat(np.arange(len(children)), [c.potential for c in children])
@@ -116,20 +133,22 @@ class Selector:
         assert parent is not None
         rng = np.random.default_rng(mix_seed(parent.seed, 4))
         take = np.bincount(rng.choice(pool, size=min(need, len(pool)), replace=False), minlength=len(children))
+        counts = Counts()
         for child, n in zip(children, take):
             if n == 0:
-                self.prune(req, child, "selection")
+                counts += self.prune(req, child, "selection")
             else:
-                req.metrics.spec_tokens_wasted += len(child.tokens) * (child.potential - int(n))
+                counts.spec_tokens_wasted += len(child.tokens) * (child.potential - int(n))
                 child.potential = int(n)
-                self._confirm(req, child, group)
+                counts += self._confirm(req, child, group)
+        return counts
 
-    def _confirm(self, req: Request, child: Node, group: Group) -> None:
+    def _confirm(self, req: Request, child: Node, group: Group) -> Counts:
         """A speculative child of a selected node becomes a standard candidate of `group`."""
         child.speculative = False
         if child.status is Status.SPECULATIVE:
             self.emit.status(req.id, child, Status.GENERATING)
-        req.metrics.spec_tokens_reused += len(child.tokens) * child.potential
+        counts = Counts(spec_tokens_reused=len(child.tokens) * child.potential)
         req.join(child, group.id)
         if child.step_done:
             if child.path_complete and not self.verification.keeps_kv(req, child):
@@ -137,15 +156,24 @@ class Selector:
             if child.score is None:
                 self.verification.push(req, child)
             speculate(req, child, self.policy)
+        return counts
 
-    def _branch_siblings(self, req: Request, parent: Node, spec: Node, n: int, group: Group) -> None:
+    def _branch_siblings(
+        self,
+        req: Request,
+        parent: Node,
+        spec: Node,
+        n: int,
+        group: Group,
+    ) -> Counts:
         """Speculative beam extension: the siblings of the child that kept the speculative tokens start from a
         truncated prefix of them (spec_reuse_fraction), so they reuse work and still diverge."""
+        counts = Counts()
         if n <= 0:
-            return
+            return counts
         j = min(int(len(spec.tokens) * self.policy.spec_reuse_fraction), len(spec.tokens) - 1)
-        counts = [n] if self.policy.dedup else [1] * n
-        for k, potential in enumerate(counts):
+        potentials = [n] if self.policy.dedup else [1] * n
+        for k, potential in enumerate(potentials):
             sib = req.tree.add_child(
                 parent, potential=potential, base=spec.base, offset=spec.offset, seed=mix_seed(parent.seed, 3, k)
             )
@@ -154,7 +182,7 @@ class Selector:
                 sib.tokens = spec.tokens[:j]
                 sib.raw = bytearray(b"".join(self.generator.token_piece(t) for t in sib.tokens))
                 sib.pending = sib.tokens[-1]
-                req.metrics.spec_tokens_reused += j * potential
+                counts.spec_tokens_reused += j * potential
             else:
                 sib.pending = parent.tokens[-1]  # re-feed the parent's last token to sample afresh
             if spec.seq is None:
@@ -165,10 +193,12 @@ class Selector:
             self.emit(NodeAdded(req.id, sib.id, parent.id, sib.depth, potential, False))
             if sib.tokens:
                 self.emit(NodeExtended(req.id, sib.id, sib.text, len(sib.tokens)))
+        return counts
 
-    def prune(self, req: Request, node: Node, rule: str, include_root: bool = False) -> None:
-        """Prune `node` and its live subtree (the root only with include_root: it holds the prompt)."""
-        now = time.perf_counter()
+    def prune(self, req: Request, node: Node, rule: str, include_root: bool = False) -> Counts:
+        """Prune `node` and its live subtree (the root only with include_root: it holds the
+        prompt); returns the speculative tokens lost."""
+        now, counts = time.perf_counter(), Counts()
         for n in node.subtree():
             if not n.alive or (n is req.tree.root and not include_root):
                 if n is req.tree.root:
@@ -176,7 +206,7 @@ class Selector:
                     req.cancel_plan(n)
                 continue
             if n.speculative:
-                req.metrics.spec_tokens_wasted += len(n.tokens) * n.potential
+                counts.spec_tokens_wasted += len(n.tokens) * n.potential
             if n.finished_at is not None and not n.waited:
                 n.waiting_s = now - n.finished_at
                 n.waited = True
@@ -185,3 +215,4 @@ class Selector:
             n.pending = None
             self.kv.free(n)
             self.emit.status(req.id, n, Status.PRUNED, rule)
+        return counts

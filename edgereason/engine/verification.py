@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from edgereason.engine.counts import Tally
 from edgereason.engine.events import Emitter, NodeScored
 from edgereason.engine.request import Request
 from edgereason.engine.stats import EngineStats
@@ -100,11 +101,11 @@ def generator_path(req: Request, path: list[Node]) -> GeneratorPath:
 
 
 class FlushFailed(Exception):
-    """The PRM ran out of memory: these requests cannot be scored."""
+    """The PRM ran out of memory: these requests cannot be scored (counts: what came before)."""
 
-    def __init__(self, requests: list[Request], error: OutOfMemoryError) -> None:
+    def __init__(self, requests: list[Request], error: OutOfMemoryError, counts: Tally) -> None:
         super().__init__(str(error))
-        self.requests, self.error = requests, error
+        self.requests, self.error, self.counts = requests, error, counts
 
 
 class VerifyStage:
@@ -128,22 +129,25 @@ class VerifyStage:
         if req.strategy.scores_step(node):
             self.queue.push(req, node)
 
-    def flush(self, generator_idle: bool) -> bool:
-        """Score the queue if its rules say so; True when the PRM ran. Raises FlushFailed on out-of-memory."""
+    def flush(self, generator_idle: bool) -> Tally | None:
+        """Score the queue if its rules say so: the PRM calls, requests, tokens and time counted
+        for each request, or None when the PRM did not run. Raises FlushFailed on out-of-memory."""
         if not self.queue.should_flush(generator_idle):
-            return False
-        items = self.queue.take()
+            return None
+        items, tally = self.queue.take(), Tally()
         try:
-            return self._score(items)
+            return tally if self._score(items, tally) else None
         except OutOfMemoryError as e:
-            raise FlushFailed(list({id(p.request): p.request for p in items}.values()), e) from e
+            reqs = list({id(p.request): p.request for p in items}.values())
+            raise FlushFailed(reqs, e, tally) from e
 
-    def _score(self, items: list[Pending]) -> bool:
+    def _score(self, items: list[Pending], tally: Tally) -> bool:
         by_req: dict[int, list[Pending]] = {}  # requests in order of arrival, each one's steps together
         for p in items:
             if p.node.alive and p.node.score is None and p.request.status == "running":
                 by_req.setdefault(id(p.request), []).append(p)
-        calls = [self._score_request(p.request, p.node) for ps in by_req.values() for p in ps]
+        pending = [p for ps in by_req.values() for p in ps]
+        calls = [self._score_request(p.request, p.node, tally) for p in pending]
         if not calls:
             return False
         reqs = [ps[0].request for ps in by_req.values()]
@@ -153,11 +157,11 @@ class VerifyStage:
         dt = time.perf_counter() - t0
         self.stats.prm_call(len(calls), dt, self.verifier.stats.rebuilt_tokens - rebuilt)
         for req in reqs:
-            req.metrics.prm_calls += 1
-            req.metrics.prm_time_s += dt
+            tally.of(req).prm_calls += 1
+            tally.of(req).prm_time_s += dt
         for (req, nodes, sreq), res in zip(calls, results):
-            req.metrics.prm_tokens += res.new_tokens
-            req.metrics.prm_requests += 1
+            tally.of(req).prm_tokens += res.new_tokens
+            tally.of(req).prm_requests += 1
             for node, score in zip(nodes, res.scores):
                 node.score = score
                 self.emit(NodeScored(req.id, node.id, score))
@@ -168,7 +172,12 @@ class VerifyStage:
             req.prm_held.add(sreq.key)
         return True
 
-    def _score_request(self, req: Request, node: Node) -> tuple[Request, list[Node], ScoreRequest]:
+    def _score_request(
+        self,
+        req: Request,
+        node: Node,
+        tally: Tally,
+    ) -> tuple[Request, list[Node], ScoreRequest]:
         """The PRM request for one finished step: the strategy may widen it to the path (best-of-N scores whole
         solutions); with lookahead a finished speculative child is scored in the same request."""
         path = node.path()
@@ -178,7 +187,7 @@ class VerifyStage:
             if ahead:
                 nodes = [node, ahead[0]]
                 path = ahead[0].path()
-                req.metrics.lookahead_scores += 1
+                tally.of(req).lookahead_scores += 1
         parent = node.parent if node.parent is not None and node.parent.depth > 0 else None
         # a first step shares the question's head, held under the root's key
         prefix_key = parent.prm_key if parent is not None else req.key(req.tree.root)

@@ -32,11 +32,10 @@ from edgereason.profiler.sample import (
     sample_search,
 )
 from edgereason.protocols import ProfiledGenerator, ProfiledPRM, Progress
-from edgereason.session.backend_choice import choose_backend
-from edgereason.session.gpu import DEFAULT_TOP_K, device_top_k
-from edgereason.session.opening import model_paths
+from edgereason.session.backend_choice import choose_backend, model_paths
+from edgereason.session.gpu import device_top_k
 from edgereason.session.prm_choice import PRMChoice, choose_prm
-from edgereason.session.settings import ModelSettings
+from edgereason.session.settings import DEFAULT_TOP_K, ModelSettings
 
 PullProgress = Callable[[str, int, int], None]
 
@@ -132,7 +131,7 @@ def _models_and_backend(
     """The models' files (pulled where needed) and the backend that runs them, chosen as a session of these models
     on this device chooses it (auto reads their architectures), so that the profile is the one it looks up."""
     settings = ModelSettings(model=generator, threads=threads, n_gpu_layers=n_gpu_layers, backend=backend)
-    gen_path, prm_path = model_paths(settings, choice, pull_progress)
+    gen_path, prm_path = model_paths(settings.model, choice, pull_progress)
     backend = choose_backend(settings, gen_path, prm_path, choice.name.startswith(models.HF_PREFIX))
     runtime = load_backend(backend)
     if not (runtime.capabilities.can_profile and "generator" in runtime.capabilities.roles):

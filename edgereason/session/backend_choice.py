@@ -2,7 +2,10 @@
 torch is installed with CUDA, it runs the models' architectures and they fit in bf16 (under `--gpu-memory`, else in
 the GPU's memory); else llama.cpp (the faster backend on a CPU, and the one for quantized models too large for
 bf16). A CPU stays on llama.cpp without importing torch. A fallback the user may not expect is said in one line. A
-Hugging Face folder as generator (`--model hf:FOLDER`) runs on torch, on a CPU too: llama.cpp cannot read it."""
+Hugging Face folder as generator (`--model hf:FOLDER`) runs on torch, on a CPU too: llama.cpp cannot read it.
+
+Before the choice, the models' files: `model_paths` pulls registry models not on disk yet, and
+`prm_on_transformers` says whether an hf: PRM runs on transformers beside the generator."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from edgereason.errors import ConfigError, ModelError
 from edgereason.memory.device import read_gpu
 from edgereason.memory.size import format_size
 from edgereason.session.gpu import gpu_present
+from edgereason.session.prm_choice import PRMChoice, PullProgress
 from edgereason.session.settings import MIN_KV_TOKENS, ModelSettings
 
 
@@ -59,3 +63,43 @@ def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: 
 def _fall_back(why: str) -> str:
     print(f"edgereason: --backend auto runs on llama.cpp: {why}", file=sys.stderr)
     return "llamacpp"
+
+
+def prm_on_transformers(model: str, choice: PRMChoice) -> bool:
+    """An hf: PRM runs on transformers, but for the hf: generator's own weights in a format the torch backend's
+    verifier reads: that one shares the generator's weights on torch."""
+    if not choice.name.startswith(models.HF_PREFIX):
+        return False
+    torch_formats = load_backend("torch").capabilities.prm_formats
+    return not (choice.name == model and choice.format in torch_formats)
+
+
+def model_paths(model: str, choice: PRMChoice, progress: PullProgress | None) -> tuple[Path, Path]:
+    """The generator's weights (`--model`) and the PRM's, pulled where they are registry names not on disk
+    yet. An hf: PRM is a folder or a file; a registry name after hf: means its GGUF, read into torch."""
+    gen_path = _generator_path(model, progress)
+    if choice.name == model:
+        return gen_path, gen_path
+    if choice.name.startswith(models.HF_PREFIX):
+        name = choice.name[len(models.HF_PREFIX) :]
+        return gen_path, (
+            models.resolve(name, progress=progress, role="PRM") if name in models.REGISTRY else Path(name)
+        )
+    return gen_path, models.resolve(choice.name, progress=progress, role="PRM")
+
+
+def _generator_path(model: str, progress: PullProgress | None) -> Path:
+    """--model: a registry name or a GGUF; after hf:, a Hugging Face folder for the torch backend (or a registry
+    name or a .gguf, read into torch as an hf: PRM's is)."""
+    if not model.startswith(models.HF_PREFIX):
+        return models.resolve(model, progress=progress)
+    name = model[len(models.HF_PREFIX) :]
+    if name in models.REGISTRY or name.lower().endswith(".gguf"):
+        return models.resolve(name, progress=progress)
+    folder = Path(name).expanduser()
+    if not folder.is_dir():
+        raise ModelError(
+            f"--model {model}: {folder} is not a folder; hf: names a Hugging Face model folder (config.json, "
+            "*.safetensors and the tokenizer's files)"
+        )
+    return folder

@@ -19,11 +19,12 @@ from edgereason.backends import Backend, Placement, load_backend
 from edgereason.errors import ConfigError
 from edgereason.memory.device import AUTO_MARGIN_FRACTION, AUTO_MARGIN_MIN, AUTO_MAX_TOKENS
 from edgereason.memory.size import format_size
+from edgereason.memory.split import MIN_KV_TOKENS
 from edgereason.search.recipes import Device
+from edgereason.session.settings import ModelSettings
 
 ALL_LAYERS = 999  # llama.cpp clamps to the model's layer count
 DEVICE_SAMPLING_MODES = ("auto", "on", "off")  # auto: on where the generator's layers are on a GPU
-DEFAULT_TOP_K = 100
 MAX_TOP_K = 1024
 
 
@@ -56,6 +57,18 @@ def recipe_device(backend: str, gpu_layers: int | None) -> Device:
     return "gpu" if default_gpu_layers(runtime) > 0 else "cpu"
 
 
+def gpu_layers(n_gpu_layers: int | None, runtime: Backend) -> int:
+    """--gpu-layers, or where unset the runtime's default here."""
+    return default_gpu_layers(runtime) if n_gpu_layers is None else n_gpu_layers
+
+
+def local_kv_tokens(budget_bytes: int | None, default: int, runtime: Backend, path: Path, place: Placement) -> int:
+    """The KV of the one model that runs here beside served ones: the whole --kv-budget, else `default`."""
+    if budget_bytes is None:
+        return max(MIN_KV_TOKENS, default)
+    return max(MIN_KV_TOKENS, budget_bytes // runtime.kv_bytes_per_token(path, place))
+
+
 def capped_kv_budget(cap_bytes: int, weights: int, bytes_per_token: int) -> int:
     """KV bytes for both models under a cap of weights + KV: what the weights leave, less a margin, and no more
     than AUTO_MAX_TOKENS per model (bytes_per_token: both models' together), more than a search here holds."""
@@ -80,7 +93,7 @@ def gpu_settings(
     """ModelSettings with n_gpu_layers decided and, under a --gpu-memory cap, the KV budget derived.
 
     prm_runtime: the transformers backend when the PRM is an hf: checkpoint (None: the PRM is on `runtime`)."""
-    layers = default_gpu_layers(runtime) if settings.n_gpu_layers is None else settings.n_gpu_layers
+    layers = gpu_layers(settings.n_gpu_layers, runtime)
     settings = replace(settings, n_gpu_layers=layers)
     if settings.gpu_memory_bytes is None:
         return settings
@@ -122,6 +135,18 @@ def _weights(runtime: Backend, gen_path: Path, prm_path: Path, place: Placement)
     """Both models' weights as the runtime holds them (the GGUF files on llama.cpp, dequantized to
     bf16 on torch); one file serving both roles is loaded once."""
     return sum(runtime.weights_bytes(p, place) for p in {gen_path.resolve(), prm_path.resolve()})
+
+
+def placement(settings: ModelSettings) -> Placement:
+    """Where the models of settings run here, once its n_gpu_layers is decided."""
+    layers = settings.n_gpu_layers or 0
+    return Placement(
+        n_gpu_layers=layers,
+        device=settings.prm_device,
+        n_threads=settings.threads,
+        flash_attn=settings.flash_attn,
+        device_top_k=device_top_k(settings.device_sampling, settings.device_top_k, layers),
+    )
 
 
 def device_top_k(mode: str, top_k: int, n_gpu_layers: int) -> int:

@@ -14,6 +14,7 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ PRM_FORMAT_CHOICES = ("auto", "judge", "rlhflow", "head", "math-shepherd", "qwen
 HEAD_ONLY_FORMATS = ("qwen-prm", "skywork")  # a reward head on the hidden states, which a GGUF conversion drops
 SELF = "self"
 HEADS_DIR = Path(__file__).resolve().parent.parent / "heads"
+PullProgress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)

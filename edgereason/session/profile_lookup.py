@@ -47,7 +47,8 @@ def _profile_key(settings: ModelSettings, backend: str) -> tuple[str, str, str, 
 
 def profile_for(settings: ModelSettings, backend: str) -> dict | None:
     """backend: the local backend the session chose (never auto)."""
-    return find_profile(*_profile_key(settings, backend))
+    key = _profile_key(settings, backend)
+    return find_profile(*key)
 
 
 def note_no_profile(settings: ModelSettings, backend: str) -> None:

@@ -9,12 +9,14 @@ from edgereason import models
 from edgereason.backends import RemoteSettings
 from edgereason.config import check_threads
 from edgereason.errors import ConfigError
-from edgereason.session.gpu import DEFAULT_TOP_K
+from edgereason.memory.split import MIN_KV_TOKENS  # per model: room for a prompt and a few steps
 
 DEFAULT_KV_TOKENS = 16384  # per model; about 370 MB for SmolLM2, 200 MB for Qwen2.5-0.5B
 SPLITS = ("profile", "even")
 LOCAL_BACKENDS = ("auto", "llamacpp", "torch")  # auto: llama.cpp on a GPU it offloads to, else torch where it fits
-MIN_KV_TOKENS = 256  # per model: room for a prompt and a few steps
+
+
+DEFAULT_TOP_K = 100
 
 
 @dataclass(frozen=True)

@@ -94,13 +94,15 @@ def test_a_flush_scores_the_queue_says_so_and_records_the_call() -> None:
     events: list = []
     v = _verification(FakeVerifier(), events)
     req, (a, b) = _request()
-    assert v.flush(generator_idle=True) is False  # nothing queued: the PRM did not run
+    assert v.flush(generator_idle=True) is None  # nothing queued: the PRM did not run
     for n in (a, b):
         _finish(n)
         v.push(req, n)
-    assert v.flush(generator_idle=False) is True
+    counted = v.flush(generator_idle=False)
+    assert counted is not None  # the PRM ran
     assert a.score is not None and b.score is not None and a.status is Status.VERIFIED
-    assert v.stats.prm_batches == [2] and req.metrics.prm_calls == 1 and req.metrics.prm_requests == 2
+    assert v.stats.prm_batches == [2]
+    assert counted.of(req).prm_calls == 1 and counted.of(req).prm_requests == 2
     assert [type(e) for e in events] == [NodeScored, NodeStatus] * 2
     assert req.prm_held == {req.key(a), req.key(b)}
     a.status = Status.PRUNED

@@ -24,7 +24,7 @@ from edgereason.backends.remote.identity import PROBE, REGISTRY_PROBE_ENDS, chec
 from edgereason.backends.remote_settings import Endpoint
 from edgereason.errors import ConfigError
 from edgereason.models import download
-from edgereason.session.opening import gguf_on_disk
+from edgereason.session.remote_opening import gguf_on_disk
 
 SMALL = ["--max-steps", "2", "--max-tokens", "80"]  # a search, were one to start by mistake, stays short
 

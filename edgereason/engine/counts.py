@@ -1,0 +1,58 @@
+"""What the engine's parts count for a request during one call (the decoder, the KV room, the
+verification stage, the selector). They return these; the loop alone adds them to the request's
+metrics (`loop.py`, `record`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+
+from edgereason.engine.request import Request
+
+
+@dataclass
+class Counts:
+    """One request's counters, named as RequestMetrics names them (engine/result.py)."""
+
+    generated_tokens: int = 0
+    spec_tokens: int = 0
+    forward_rows: int = 0
+    dedup_saved_rows: int = 0
+    spec_tokens_reused: int = 0
+    spec_tokens_wasted: int = 0
+    pruned_rank: int = 0
+    pruned_perfect: int = 0
+    lookahead_scores: int = 0
+    recomputed_tokens: int = 0
+    evictions: int = 0
+    prm_calls: int = 0
+    prm_requests: int = 0
+    prm_tokens: int = 0
+    prm_time_s: float = 0.0
+
+    def __iadd__(self, other: Counts) -> Counts:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+        return self
+
+    def items(self) -> Iterator[tuple[str, int | float]]:
+        """The counters that moved, by name."""
+        return ((f.name, v) for f in fields(self) if (v := getattr(self, f.name)))
+
+
+class Tally:
+    """Counts by request, for a call that touches several requests (a batch, a PRM call)."""
+
+    def __init__(self) -> None:
+        self._by: dict[int, tuple[Request, Counts]] = {}
+
+    def of(self, req: Request) -> Counts:
+        """The counts of `req`, made at its first use."""
+        return self._by.setdefault(id(req), (req, Counts()))[1]
+
+    def add(self, req: Request, counts: Counts) -> None:
+        mine = self.of(req)
+        mine += counts
+
+    def __iter__(self) -> Iterator[tuple[Request, Counts]]:
+        return iter(self._by.values())

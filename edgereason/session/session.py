@@ -1,0 +1,78 @@
+"""What `open_session` returns: the two open models, and the engines that run on them (`auto`
+decided once for the session)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgereason.backends import load_backend
+from edgereason.engine.events import Listener
+from edgereason.engine.loop import Engine
+from edgereason.engine.policy import Policy
+from edgereason.protocols import Generator, Points, Verifier
+from edgereason.session.auto_policy import (
+    MEASURE_ROWS,
+    MEASURE_STEPS,
+    AutoChoice,
+    choice_for,
+    is_auto,
+    resolve,
+)
+from edgereason.session.profile_lookup import pass_cost_key
+from edgereason.session.settings import ModelSettings
+
+DEFAULT_LV_THRESHOLD = {"cpu": 512, "gpu": 2048}  # tokens (design.md section 4)
+
+
+@dataclass
+class Session:
+    settings: ModelSettings
+    generator: Generator
+    verifier: Verifier
+    generator_path: Path
+    prm_path: Path
+    backend: str = "llamacpp"  # the generator's backend (what measures its pass cost)
+    lv_threshold: int = DEFAULT_LV_THRESHOLD["cpu"]
+    profile: dict | None = None
+    _auto: AutoChoice | None = None
+
+    def engine(self, policy: Policy, on_event: Listener | None = None) -> Engine:
+        """An engine running `policy`; `auto` runs the preset this device's pass cost chooses."""
+        auto = self.auto_choice() if is_auto(policy) else None
+        run = resolve(policy, auto) if auto else policy
+        lv = self.lv_threshold
+        return Engine(self.generator, self.verifier, run, on_event=on_event, lv_threshold=lv)
+
+    def auto_choice(self) -> AutoChoice:
+        """What `auto` runs in this session: decided once (profile, cache or a second's
+        measurement)."""
+        if self._auto is None:
+            runtime, threads = load_backend(self.backend), self.settings.threads
+
+            def decode() -> Points | None:
+                return runtime.decode_points(self.generator, MEASURE_ROWS, MEASURE_STEPS, threads)
+
+            measure = decode if runtime.capabilities.measures_decode else None
+            key = pass_cost_key(self.settings, self.backend)
+            self._auto = choice_for(self.profile, key, measure)
+            if self.settings.verbose:
+                print(self._auto.note(), file=sys.stderr)
+        return self._auto
+
+    def requests_per_server(self) -> dict[str, dict[str, int]]:
+        """The requests each server answered so far, by role ("generator", "prm"): served roles
+        only, so {} where both models run here."""
+        counts: dict[str, dict[str, int]] = {}
+        for role, model in (("generator", self.generator), ("prm", self.verifier)):
+            read = getattr(model, "requests_per_server", None)
+            for url, n in (read() if read else {}).items():
+                counts.setdefault(url, {})[role] = n
+        return counts
+
+    def close(self) -> None:
+        for model in (self.generator, self.verifier):
+            close = getattr(model, "close", None)
+            if close:
+                close()
