@@ -151,9 +151,9 @@ def test_the_switch_is_checked(monkeypatch):
 
 
 @pytest.mark.skipif(not CUDA, reason="CUDA graphs of compiled kernels need a GPU")
-def test_cuda_graphs_record_the_compiled_kernels(smollm2_path, monkeypatch):
-    """On CUDA: decode and prefill graphs captured compiled give the uncompiled graphs' logits (bf16), and the
-    draws recorded in a compiled decode graph are the sampler's on the logits it left."""
+def test_cuda_graphs_record_the_compiled_kernels(smollm2_path, torch_smollm2, monkeypatch):
+    """On CUDA: decode and prefill graphs captured compiled are as near the CPU's float32 pass as the uncompiled
+    graphs are (both bf16), and the draws recorded in a compiled decode graph are the sampler's on its logits."""
     from edgereason.backends.torch.model import load_model
     from edgereason.backends.torch.sampling import draw_rows
     from edgereason.config import SamplingParams
@@ -171,5 +171,15 @@ def test_cuda_graphs_record_the_compiled_kernels(smollm2_path, monkeypatch):
         items = [DecodeItem(s, [30], [(0, i)]) for i, s in enumerate(seqs)]
         _, drawn = ctx.forward_draw(items, [1, 1, 1], params)
         assert [d[0] for d in drawn] == [r[0] for r in draw_rows(ctx.graphs.logits[:3], [1, 1, 1], params)]
-    for got, want in zip(results["1"], results["0"]):
-        np.testing.assert_allclose(got, want, atol=0.15)  # bf16 weights and cache; a bug: 1+
+    monkeypatch.setenv(fused.SWITCH, "0")  # the reference is the CPU's plain float32 pass
+    cpu = TorchContext(torch_smollm2, 2048)
+    reference = (
+        _decode_rows(cpu, decode_setup(cpu, torch_smollm2), [216, 2068, 536]),
+        _verifier_like_pass(cpu, torch_smollm2),
+    )
+    for compiled, uncompiled, want in zip(results["1"], results["0"], reference):
+        # bf16 rounds each path its own way: on an H100 both were 0.45-0.55 from float32 at most, and 0.69 apart
+        bf16_error = np.abs(uncompiled - want).max()
+        assert np.abs(compiled - want).max() <= 1.5 * bf16_error + 0.1
+        agrees = uncompiled.argmax(-1) == want.argmax(-1)
+        assert (compiled.argmax(-1) == want.argmax(-1))[agrees].all()
