@@ -20,7 +20,7 @@ class PromptModel(Tokenizer, Protocol):
 
 @dataclass(frozen=True)
 class ModelPrompter:
-    """What engine.loop.prompt_ids reads of a generator, from the loaded model. Its KV capacity is
+    """What engine.prompt.prompt_ids reads of a generator, from the loaded model. Its KV capacity is
     its trained context, so that only the context is checked there (the sample's KV is not set by
     --kv-budget, which prompt_ids would advise)."""
 

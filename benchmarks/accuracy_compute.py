@@ -2,8 +2,9 @@
 processes): one point per search, drawn by the bench's own plot (edgereason/bench/plots.py).
 
 Usage: python benchmarks/accuracy_compute.py OUT.png [--first N DATASET] LABEL=DIR_GLOB [LABEL=DIR_GLOB ...]
-  A bench that ran several policies gives a point per policy ("LABEL policy"). Problems are counted once by id
-  (shards may overlap); latency is the mean over problems. --first as in merge_shards.py.
+  A bench that ran several policies gives a point per policy ("LABEL policy"). Problems are
+  counted once by id (shards may overlap); latency is the mean over problems. --first as in
+  merge_shards.py.
 """
 
 from __future__ import annotations

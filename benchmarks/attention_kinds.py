@@ -1,7 +1,9 @@
 """Decode attention over the torch backend's KV cells, two ways side by side; one JSON object on stdout.
 
-    python benchmarks/attention_kinds.py --model qwen2.5-coder-1.5b              # CUDA: rows 8,64, widths 512-2048
-    python benchmarks/attention_kinds.py --model smollm2-135m --rows 2 --widths 256 --reps 2   # a CPU: a check
+    # CUDA: rows 8,64, widths 512-2048
+    python benchmarks/attention_kinds.py --model qwen2.5-coder-1.5b
+    # a CPU: a check
+    python benchmarks/attention_kinds.py --model smollm2-135m --rows 2 --widths 256 --reps 2
 
 - `gather`: what the backend runs (attention.py's LayerAttention): each row's table of cells gathered into a
   padded [rows, KVH, width, D] copy, then one masked SDPA call.

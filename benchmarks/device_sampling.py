@@ -2,7 +2,8 @@
 pass, side by side in one process, and the probability mass the top-k cut drops on real GSM8K rows.
 
     python benchmarks/device_sampling.py --model smollm2-135m --out ds-cpu.json
-    python benchmarks/device_sampling.py --model qwen2.5-coder-0.5b --gpu-layers 999 --out ds-gpu.json
+    python benchmarks/device_sampling.py --model qwen2.5-coder-0.5b --gpu-layers 999 \\
+        --out ds-gpu.json
 
 Speed: two LlamaGenerators on one model (host: device_top_k=0; device: device_top_k=K), each with the engine's
 256 sequence slots; for every rows count, rows sequences forked from one GSM8K prompt decode one token each per

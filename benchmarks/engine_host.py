@@ -1,7 +1,7 @@
 """The engine's host work a step, with no model: what the device waits for between passes at many problems at once.
 
     python benchmarks/engine_host.py --problems 16,64 --policies baseline,edge
-    python benchmarks/engine_host.py --problems 64 --profile 25     # and the 25 functions that take the most time
+    python benchmarks/engine_host.py --problems 64 --profile 25  # and the 25 slowest functions
 
 The real engine (scheduling, KV accounting, draws into nodes, the PRM queue, selection) drives a generator and a
 verifier that compute nothing: the generator draws its tokens from a hash of each entry's seed (a step ends about

@@ -4,7 +4,9 @@ same threads, measured side by side in one process. Warm-up excluded; reports to
 sequences per forward pass (a synchronous step leaves slots idle while stragglers finish).
 
     python benchmarks/engine_vs_raw.py --model smollm2-135m --beams 8 --repeat 3
-    python benchmarks/engine_vs_raw.py --model qwen2.5-coder-0.5b --gpu-layers 999 --device-top-k 100  # a GPU
+    # a GPU
+    python benchmarks/engine_vs_raw.py --model qwen2.5-coder-0.5b --gpu-layers 999 \\
+        --device-top-k 100
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ llama.cpp builds a [rows x n_kv] attention mask and attends over n_kv cells for 
 cells in use, so a pass's cost can grow with H even though no row reads those cells.
 
     python benchmarks/kv_span.py --model smollm2-135m --held 0,4096,16384
-    python benchmarks/kv_span.py --model qwen2.5-coder-0.5b --gpu-layers 999 --top-k 100 --held 0,8192,32768,65536
+    python benchmarks/kv_span.py --model qwen2.5-coder-0.5b --gpu-layers 999 --top-k 100 \\
+        --held 0,8192,32768,65536
 
 Each point: the median of --passes timed passes after two warm-up passes, in ms, and per row.
 """

@@ -3,7 +3,8 @@ on one GPU) into one table: accuracy over all problems (or the dataset's first N
 paths, tokens summed, wall time of the slowest shard.
 
 Usage: python benchmarks/merge_shards.py OUT.json [--first N DATASET] NAME=DIR_GLOB [NAME=DIR_GLOB ...]
-  --first N DATASET   count only the problems among DATASET's first N lines (the last shard may run past them)
+  --first N DATASET   count only the problems among DATASET's first N lines (the last shard may
+                      run past them)
 """
 
 from __future__ import annotations

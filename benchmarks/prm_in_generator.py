@@ -5,9 +5,11 @@ differ only in where the scores come from; runs alternate, the first of each is 
 generator` sets the judge PRM (Yes/No on the same weights, its own context) beside the head: best-of-n draws the same
 tokens under either, so only the scoring time and the weighted vote differ.
 
-    python benchmarks/prm_in_generator.py --model qwen2.5-coder-1.5b --limit 3 --beams 4 --temperature 0.4
-    python benchmarks/prm_in_generator.py --ways judge,generator --limit 3 --beams 4 --temperature 0.4
-    python benchmarks/prm_in_generator.py --model smollm2-135m --prm-head HEAD --limit 2   # any head
+    python benchmarks/prm_in_generator.py --model qwen2.5-coder-1.5b --limit 3 --beams 4 \\
+        --temperature 0.4
+    python benchmarks/prm_in_generator.py --ways judge,generator --limit 3 --beams 4 \\
+        --temperature 0.4
+    python benchmarks/prm_in_generator.py --model smollm2-135m --prm-head HEAD --limit 2  # any head
 """
 
 from __future__ import annotations

@@ -3,13 +3,14 @@ this machine), problem by problem, alternating which runs first so drift on a sh
 Reports throughput, goodput and latency per side, and for the remote side what the HTTP round trips cost: the time
 the engine waited on the server against the server-side generation it paid for.
 
-    python -m edgereason.backends.remote.llamacpp_server --model $(edgereason models path smollm2-135m) \\
+    python -m edgereason.backends.remote.llamacpp_server \\
+        --model $(edgereason models path smollm2-135m) \\
         --host 127.0.0.1 --port 18431 --n_ctx 8192 --n_threads 2 --n_threads_batch 2 &
     python benchmarks/remote_vs_local.py --base-url http://127.0.0.1:18431 --limit 10 --beams 8 \\
         --out benchmarks/results/remote-vs-local
     # later, problems 4.. added to the rows of 0..3 already in --out (the same search settings)
-    python benchmarks/remote_vs_local.py --base-url http://127.0.0.1:18431 --offset 4 --limit 6 --beams 8 \\
-        --out benchmarks/results/remote-vs-local
+    python benchmarks/remote_vs_local.py --base-url http://127.0.0.1:18431 --offset 4 --limit 6 \\
+        --beams 8 --out benchmarks/results/remote-vs-local
 """
 
 from __future__ import annotations

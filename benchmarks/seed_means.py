@@ -2,10 +2,10 @@
 difference on the same problems is larger than what one run's seed and problem draw move it by.
 
 Usage: python benchmarks/seed_means.py OUT.json [--first N DATASET] NAME=DIR_GLOB [NAME=DIR_GLOB ...]
-  Names that differ only in a trailing -sSEED are one search's seeds (q05-beam8-s0, q05-beam8-s1 -> q05-beam8).
-  Every pair of searches gets mean(A) - mean(B), A the more accurate, over the problems that all their runs
-  cover, with a 95% interval from resampling problems (10,000 draws, seeded): each problem counts as the fraction
-  of A's seeds that answer it right, less B's.
+  Names that differ only in a trailing -sSEED are one search's seeds (q05-beam8-s0, q05-beam8-s1
+  -> q05-beam8). Every pair of searches gets mean(A) - mean(B), A the more accurate, over the
+  problems that all their runs cover, with a 95% interval from resampling problems (10,000 draws,
+  seeded): each problem counts as the fraction of A's seeds that answer it right, less B's.
 """
 
 from __future__ import annotations

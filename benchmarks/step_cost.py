@@ -2,7 +2,8 @@
 rows and drawing from them, with no engine around it (engine_vs_raw.raw_decode). Median of --repeat runs of
 --tokens steps each, warm-up excluded; one JSON line per row count.
 
-    python benchmarks/step_cost.py --model qwen2.5-coder-0.5b --gpu-layers 999 --device-top-k 100 --rows 1,8,32,64
+    python benchmarks/step_cost.py --model qwen2.5-coder-0.5b --gpu-layers 999 --device-top-k 100 \\
+        --rows 1,8,32,64
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 pass; one JSON object on stdout. On CUDA the graphs run uncompiled (`torch_graphs`) and with the decoder's layers
 compiled (`torch_fused`, the backend's default there), side by side.
 
-    python benchmarks/torch_pass.py --model qwen2.5-coder-1.5b                # CUDA: rows 1,8,64,128
+    python benchmarks/torch_pass.py --model qwen2.5-coder-1.5b               # CUDA: rows 1,8,64,128
     python benchmarks/torch_pass.py --model smollm2-135m --rows 1,8 --steps 5 # CPU
 
 A pass: `rows` sequences, forked from one prompt of --context tokens, append one token each and draw one token

@@ -1,8 +1,9 @@
 """Operations of one torch generator decode step, counted: what becomes kernels on a GPU, where a small batch's
 pass costs a few microseconds a kernel (docs/results.md, "The torch backend on the H200"). One JSON object.
 
-    python benchmarks/torch_step_ops.py --model smollm2-135m --rows 8             # the CPU, uncompiled
-    python benchmarks/torch_step_ops.py --model smollm2-135m --rows 8 --compiled  # and compiled (fused.py)
+    python benchmarks/torch_step_ops.py --model smollm2-135m --rows 8  # the CPU, uncompiled
+    # and compiled (fused.py)
+    python benchmarks/torch_step_ops.py --model smollm2-135m --rows 8 --compiled
 
 A step: `rows` sequences forked from one prompt append one token each and draw one (temperature 0.8, a seed a
 row), through TorchGenerator.step with the decode graphs' recorded body run as it is (no CUDA graph is recorded).
@@ -26,12 +27,13 @@ from edgereason import models  # first: edgereason loads llama.cpp before numpy 
 
 # Operations that compute nothing (views, metadata, allocation): no kernel on a GPU.
 VIEWS = {
-    "aten::view", "aten::slice", "aten::select", "aten::unflatten", "aten::transpose", "aten::expand",
-    "aten::as_strided", "aten::t", "aten::split", "aten::chunk", "aten::unsqueeze", "aten::detach", "aten::detach_",
-    "aten::alias", "aten::flatten", "aten::_unsafe_view", "aten::lift_fresh", "aten::empty", "aten::empty_strided",
-    "aten::resize_", "aten::_reshape_alias", "aten::permute", "aten::squeeze", "aten::narrow",
-    "aten::split_with_sizes", "aten::item", "aten::_local_scalar_dense", "aten::resolve_conj", "aten::resolve_neg",
-    "aten::result_type",
+    "aten::view", "aten::slice", "aten::select", "aten::unflatten", "aten::transpose",
+    "aten::expand", "aten::as_strided", "aten::t", "aten::split", "aten::chunk", "aten::unsqueeze",
+    "aten::detach", "aten::detach_", "aten::alias", "aten::flatten", "aten::_unsafe_view",
+    "aten::lift_fresh", "aten::empty", "aten::empty_strided", "aten::resize_",
+    "aten::_reshape_alias", "aten::permute", "aten::squeeze", "aten::narrow",
+    "aten::split_with_sizes", "aten::item", "aten::_local_scalar_dense", "aten::resolve_conj",
+    "aten::resolve_neg", "aten::result_type",
 }  # fmt: skip
 LAYER = "edgereason::layer"  # the profiler range each decoder layer runs in here
 # a launch in the `call` of inductor's code: a generated kernel (C++ or Triton) or a library call

@@ -5,13 +5,15 @@ they pick the answer.
   best      the best-scored candidate's answer (`--vote best`)
   weighted  the answer with the largest sum of candidate scores (`--vote weighted`)
   majority  the answer most candidates reach, ties to the better-scored
-  weighted --agg HOW   (min, mean, prod; where results.json keeps each path's step scores) the weighted vote with
-            each candidate's step scores added up another way (bench --agg). For best-of-n that is exactly the
-            other setting's answer, its samples not depending on the PRM; for a search the PRM guides it only
-            re-ranks the finals the run's own --agg kept
+  weighted --agg HOW   (min, mean, prod; where results.json keeps each path's step scores) the
+            weighted vote with each candidate's step scores added up another way (bench --agg).
+            For best-of-n that is exactly the other setting's answer, its samples not depending
+            on the PRM; for a search the PRM guides it only re-ranks the finals the run's own
+            --agg kept
 
 Usage: python benchmarks/vote_rules.py OUT.json [--first N DATASET] NAME=DIR_GLOB [NAME=DIR_GLOB ...]
-  --first N DATASET   count only the problems among DATASET's first N lines (benchmarks/merge_shards.py)
+  --first N DATASET   count only the problems among DATASET's first N lines
+                      (benchmarks/merge_shards.py)
 """
 
 from __future__ import annotations

@@ -146,13 +146,13 @@ class VerifierStats:
     per_call_tokens: list[int] = field(default_factory=list)
 
 
-# ---------------------------------------------------------------- what a backend offers the memory profiler
+# -------------------------------------------------------- what a backend offers the memory profiler
 Points = tuple[tuple[int, float], ...]  # (x, tokens per second), x ascending: sequences or batch tokens
 Progress = Callable[[str], None]
 
 
 class Prompter(Protocol):
-    """What `engine.loop.prompt_ids` reads of a generator: enough to count a problem's prompt tokens before any KV
+    """What `engine.prompt.prompt_ids` reads of a generator: enough to count a problem's prompt tokens before any KV
     cache is made."""
 
     name: str

@@ -40,7 +40,8 @@ def random_lora(rank: int = 4, scale: float = 0.5, seed: int = 0, targets: str =
 def lora_head(model, folder: Path, scale: float = 0.5, seed: int = 0, targets: str = "attention"):
     """A LoRA head on SmolLM2 (export_lora_head of random_lora and a random readout), loaded back."""
     from benchmarks.lab.lora_export import export_lora_head
-    from edgereason.heads.value_head import feature_tokens, load_head
+    from edgereason.heads.backbone import feature_tokens
+    from edgereason.heads.value_head import load_head
 
     rng = np.random.default_rng(seed + 1)
     tensors = random_lora(scale=scale, seed=seed, targets=targets) | {

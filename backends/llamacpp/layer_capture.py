@@ -91,7 +91,8 @@ class LayerCapture:
         n = self._lib.ggml_nelements(tensor)
         nbytes = self._lib.ggml_nbytes(tensor)
         if nbytes != 4 * n or n % self.n_embd:
-            self._error = f"layer output of {nbytes} bytes for {n} values is not float32 rows of {self.n_embd}"
+            rows = f"float32 rows of {self.n_embd}"
+            self._error = f"layer output of {nbytes} bytes for {n} values is not {rows}"
             return True
         out = np.empty((n // self.n_embd, self.n_embd), dtype=np.float32)
         self._lib.ggml_backend_tensor_get(tensor, out.ctypes.data, 0, nbytes)

@@ -4,6 +4,7 @@ only), each tensor dequantized on demand (gguf's own dequantizers)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from gguf.constants import GGMLQuantizationType
 from gguf.quants import quant_shape_to_byte_shape
 
 from edgereason.errors import ModelError
-from edgereason.util.gguf_layout import TensorInfo, read_layout
+from edgereason.util.gguf_layout import GGUFLayout, TensorInfo, read_layout
 
 ARCHITECTURES = ("llama", "qwen2")
 _PERMUTED_ROPE = {"llama"}  # llama.cpp's converter permuted these architectures' Q and K rows
@@ -42,13 +43,27 @@ class ModelConfig:
     rope_base: float
 
 
+def layout_of(path: Path) -> GGUFLayout:
+    """The file's layout, read once for each version of the file (its path, size and mtime): a session reads the
+    table for the model's size and KV bytes (weights_table), then loads the weights (load_model), and each read
+    walks the header past the vocabulary's arrays (0.5-1 s)."""
+    st = path.stat()
+    return _read_layout(str(path.resolve()), st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=4)
+def _read_layout(path: str, size: int, mtime_ns: int) -> GGUFLayout:
+    return read_layout(Path(path))
+
+
 class Weights:
     """A GGUF's tensors by name, dequantized on demand to a torch tensor on `device`. The layout is
-    read past the vocabulary's arrays (util/gguf_layout.py), the tensor data mapped, not read."""
+    read past the vocabulary's arrays (util/gguf_layout.py; once a file: layout_of), the tensor data mapped, not
+    read."""
 
     def __init__(self, path: Path) -> None:
         try:
-            self.layout = read_layout(path)
+            self.layout = layout_of(path)
             self.data = np.memmap(path, dtype=np.uint8, mode="r")
         except (OSError, ValueError) as e:
             raise ModelError(f"{path}: not a GGUF file the torch backend can read ({e})") from None

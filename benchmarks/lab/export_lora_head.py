@@ -2,9 +2,9 @@
 on llama.cpp: NAME.safetensors + NAME.json + NAME.lora.gguf (benchmarks/lab/lora_export.py). The head reads
 the logits of the token set of an existing head on the same backbone (--tokens-from).
 
-  python3 -m benchmarks.lab.export_lora_head LORA.safetensors --model qwen2.5-coder-1.5b --alpha 32 \
-      --tokens-from edgereason/heads/qwen2.5-coder-1.5b.safetensors --report REPORT.json \
-      --out edgereason/heads/qwen2.5-coder-1.5b-lora
+  python3 -m benchmarks.lab.export_lora_head LORA.safetensors --model qwen2.5-coder-1.5b \
+      --alpha 32 --tokens-from edgereason/heads/qwen2.5-coder-1.5b.safetensors \
+      --report REPORT.json --out edgereason/heads/qwen2.5-coder-1.5b-lora
 (From the repository root, as a module.)
 """
 

@@ -8,14 +8,17 @@ is good, of a wrong one bad) and on the head's training problems only. Both are 
 problems (path_likelihood.validation_rows), in torch from the same GGUF (the hf: backend's loader, which dequantizes
 it):
 
-  - per reader (the shipped head; the fine-tuned verifier after each epoch): step AUC, within-problem step AUC (the
-    candidates one selection compares), within-problem AUC of the final steps;
-  - best-of-n's vote over each problem's paths with each reader's scores (path_likelihood.votes: the engine's
-    weighted vote with the step scores added up as --agg last/min/mean), beside the majority vote and a right
-    answer among the paths.
+  - per reader (the shipped head; the fine-tuned verifier after each epoch): step AUC,
+    within-problem step AUC (the candidates one selection compares), within-problem AUC of the
+    final steps;
+  - best-of-n's vote over each problem's paths with each reader's scores (path_likelihood.votes:
+    the engine's weighted vote with the step scores added up as --agg last/min/mean), beside the
+    majority vote and a right answer among the paths.
 
-  python3 -m benchmarks.lab.finetune_verifier --model Q15.gguf --head edgereason/heads/qwen2.5-coder-1.5b.safetensors \
-      --rollouts R15.jsonl.gz --shards 16 --extra R05.jsonl.gz --out DIR      (--epochs 0: the head alone)
+  python3 -m benchmarks.lab.finetune_verifier --model Q15.gguf \
+      --head edgereason/heads/qwen2.5-coder-1.5b.safetensors \
+      --rollouts R15.jsonl.gz --shards 16 --extra R05.jsonl.gz --out DIR
+  (--epochs 0: the head alone)
 DIR/report.json is rewritten after every reading; DIR/scores-*.jsonl.gz hold every path's step scores, and
 DIR/lora.safetensors the fine-tuned weights of the last epoch, which benchmarks/lab/export_lora_head.py turns into a
 head llama.cpp runs. (From the repository root, as a module.)
@@ -44,7 +47,7 @@ from edgereason.backends.transformers.loader import load_checkpoint
 from edgereason.heads.value_head import load_head
 from edgereason.training.metrics import auc, within_auc
 from edgereason.training.report import write_report
-from edgereason.training.train import step_groups
+from edgereason.training.rows import step_groups
 from edgereason.util.jsonl import read_jsonl, without_nan
 
 

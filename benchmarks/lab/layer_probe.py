@@ -2,15 +2,18 @@
 features (the logits of a fixed token set: the final layer's normed state), on the same problems and split.
 
   speed:   prefill tokens/s of the features phase, without and with the capture, to size a run.
-  extract: for the first --problems rollout lines, in shards of --shard-size problems (one .npz each; a shard
-           already written is skipped, so a killed run loses at most one shard), the verifier's head-format
-           features (edgereason/training/features.py: same prompt, tokens, labels) plus the hidden state at each
-           step's last token of each --layers layer, all read in one pass (backends/llamacpp/layer_capture.py).
-  train:   per feature set, edgereason/training/train.py's train_head (the shipped head's settings; validation
-           problems from split_by_problem with each --seeds seed), and its validation AUCs, as JSON.
+  extract: for the first --problems rollout lines, in shards of --shard-size problems (one .npz
+           each; a shard already written is skipped, so a killed run loses at most one shard),
+           the verifier's head-format features (edgereason/training/features.py: same prompt,
+           tokens, labels) plus the hidden state at each step's last token of each --layers
+           layer, all read in one pass (backends/llamacpp/layer_capture.py).
+  train:   per feature set, edgereason/training/train.py's train_head (the shipped head's
+           settings; validation problems from split_by_problem with each --seeds seed), and its
+           validation AUCs, as JSON.
   table:   the report as a markdown table.
 
-  python3 -m benchmarks.lab.layer_probe extract --backbone qwen2.5-coder-0.5b --problems 300 --out DIR
+  python3 -m benchmarks.lab.layer_probe extract --backbone qwen2.5-coder-0.5b --problems 300 \\
+      --out DIR
   python3 -m benchmarks.lab.layer_probe train --out DIR --report report.json
 (from the repository root, as a module: this checkout's edgereason, not an installed one)
 """
@@ -30,7 +33,8 @@ from edgereason import models  # first: edgereason loads llama.cpp before numpy 
 
 import numpy as np
 
-from edgereason.heads.value_head import Backbone, feature_tokens
+from edgereason.heads.backbone import feature_tokens
+from edgereason.heads.value_head import Backbone
 from edgereason.training import features as feats
 from edgereason.util.jsonl import read_jsonl
 
@@ -207,7 +211,8 @@ def _probe(name: str, fs: dict[str, np.ndarray], seeds: list[int], hidden: int) 
     """train_head once per split seed; per-split AUCs, their mean and sd, and the within-problem AUCs over the
     pairs of every split's validation problems together (more pairs than one split's ~15%)."""
     from edgereason.training.metrics import within_auc
-    from edgereason.training.train import TrainConfig, split_by_problem, step_groups, train_head
+    from edgereason.training.rows import split_by_problem, step_groups
+    from edgereason.training.train import TrainConfig, train_head
 
     runs, pooled = [], {k: [] for k in ("score", "outcome", "group", "problem", "last")}
     groups = step_groups(fs)

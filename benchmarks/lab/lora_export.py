@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edgereason.heads.value_head import Adapter, Backbone, ValueHead, file_sha256, head_paths, save_head
+from edgereason.heads.backbone import file_sha256
+from edgereason.heads.value_head import Adapter, Backbone, ValueHead, head_paths, save_head
 from edgereason.util.files import write_atomic
 
 # Hugging Face module names (Qwen2/Llama) -> GGUF tensor names, as llama.cpp's convert_lora_to_gguf.py maps them

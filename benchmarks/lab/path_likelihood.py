@@ -6,15 +6,18 @@ sampled paths of the validation problems the shipped head did not train on (trai
 over the problems in the order its features were merged: `validation_rows`), for any GGUF: the 1.5B (a stronger
 reader) or the 0.5B itself (its own confidence, free while it samples).
 
-  score: per path, the log-probability of every step token (after the generator's solve prompt, the steps
-         verbatim: the head's input) and, with --head, the head's score at each step end, read from the same
-         logits (the head's features are logits of a fixed token set). JSONL, appended; problems done are skipped.
-  table: per signal, the within-problem AUC of path correctness (pairs of one right and one wrong path of one
-         problem) and how often the best-scored path is right, on the problems with both; and, over every scored
-         problem, best-of-n's weighted vote (the engine's rule) with each way of adding up the head's step scores
-         (bench --agg last/min/mean), beside the majority vote and a right answer among the paths; JSON and tables.
+  score: per path, the log-probability of every step token (after the generator's solve prompt,
+         the steps verbatim: the head's input) and, with --head, the head's score at each step
+         end, read from the same logits (the head's features are logits of a fixed token set).
+         JSONL, appended; problems done are skipped.
+  table: per signal, the within-problem AUC of path correctness (pairs of one right and one wrong
+         path of one problem) and how often the best-scored path is right, on the problems with
+         both; and, over every scored problem, best-of-n's weighted vote (the engine's rule) with
+         each way of adding up the head's step scores (bench --agg last/min/mean), beside the
+         majority vote and a right answer among the paths; JSON and tables.
 
-  python3 -m benchmarks.lab.path_likelihood score --model qwen2.5-coder-1.5b --head H.safetensors --out q15.jsonl
+  python3 -m benchmarks.lab.path_likelihood score --model qwen2.5-coder-1.5b --head H.safetensors \\
+      --out q15.jsonl
   python3 -m benchmarks.lab.path_likelihood table q15.jsonl [q05.jsonl] --out table.json
 (from the repository root, as a module: this checkout's edgereason)
 """
@@ -39,7 +42,7 @@ from edgereason.heads.value_head import load_head
 from edgereason.prompts import SYSTEM_PROMPT
 from edgereason.search.grading import answers_match
 from edgereason.training.metrics import within_auc
-from edgereason.training.train import split_by_problem
+from edgereason.training.rows import split_by_problem
 from edgereason.tree import aggregate
 from edgereason.util.jsonl import read_jsonl
 

@@ -4,8 +4,8 @@ the within-problem AUC of the final steps (the pairs the vote among finished pat
 
 Usage: pick_head.py [--variants GLOB] [--and-final] GENERATOR HEADS_DIR BACKBONE...
   reads HEADS_DIR/GLOB/report.json (GLOB: BACKBONE-rw* by default; {backbone} is replaced), writes
-  HEADS_DIR/chosen-NAME.txt (the head's path), where NAME is the generator for its own backbone (the "self" head)
-  and the backbone otherwise
+  HEADS_DIR/chosen-NAME.txt (the head's path), where NAME is the generator for its own backbone
+  (the "self" head) and the backbone otherwise
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Do two verifiers together choose better than either? Readings of finetune_verifier's scores files, each alone and
 the mean of their step scores, on the paths they all scored.
 
-  python3 -m benchmarks.lab.score_mix A/scores-lora-epoch2.jsonl.gz B/scores-lora-epoch1.jsonl.gz [...]
+  python3 -m benchmarks.lab.score_mix A/scores-lora-epoch2.jsonl.gz \\
+      B/scores-lora-epoch1.jsonl.gz [...]
 
 One line a reader: step AUC, within-problem step and final AUC, best-of-n's weighted vote (--agg last, mean) and a
 right answer among the paths (finetune_verifier.reading). (From the repository root, as a module.)

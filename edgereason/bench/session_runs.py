@@ -16,7 +16,7 @@ from edgereason.bench.plan import BenchSettings, Specs
 from edgereason.bench.report import print_table
 from edgereason.bench.resume import check_same_bench, merge_runs, run_id, spec_id
 from edgereason.bench.runner import RunInterrupted, RunSpec, rate_label, run_one
-from edgereason.engine.loop import prompt_ids
+from edgereason.engine.prompt import prompt_ids
 from edgereason.errors import ConfigError
 from edgereason.search.dataset import Problem
 from edgereason.session.opening import Session, open_session

@@ -29,9 +29,10 @@ def register(msub: argparse._SubParsersAction) -> None:
     ep = msub.add_parser(
         "export",
         help="write a model as a Hugging Face folder (safetensors, config, tokenizer, chat template)",
-        description="Dequantize a registry model (pulled first if needed) or a .gguf into a Hugging Face folder that "
-        "vLLM, SGLang and transformers read, and that `--model hf:DIR --backend torch` runs. Needs torch and "
-        'transformers: pip install "edgereason[torch]".',
+        description="Dequantize a registry model (pulled first if needed) or a .gguf into a "
+        "Hugging Face folder that vLLM, SGLang and transformers read, and that "
+        "`--model hf:DIR --backend torch` runs. Needs torch and transformers: "
+        'pip install "edgereason[torch]".',
     )
     ep.add_argument("name", help="registry name or .gguf path")
     ep.add_argument("dir", type=Path, help="the folder to write (absent or empty, unless --force)")

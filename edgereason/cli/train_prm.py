@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from edgereason import models
 from edgereason.cli.common import search_config
-from edgereason.cli.flags_search import add_search_args, beam_count
+from edgereason.cli.flags_search import add_search_args
 from edgereason.cli.help import brief
+from edgereason.cli.train_prm_flags import PHASES, add_train_prm_args
 from edgereason.cli.train_prm_io import (
     DISPLAY,
     check_can_write,
@@ -24,7 +26,6 @@ from edgereason.cli.train_prm_io import (
     read_rollouts,
 )
 from edgereason.errors import ConfigError
-from edgereason.session.gpu import DEVICE_SAMPLING_MODES
 from edgereason.session.prm_choice import SELF
 from edgereason.session.settings import ModelSettings
 from edgereason.training.head_phase import HeadFiles, train_phase
@@ -33,8 +34,6 @@ from edgereason.training.rollouts import rollout_config
 from edgereason.training.train import TrainConfig
 from edgereason.util.jsonl import read_jsonl
 
-PHASES = ("rollouts", "mc", "features", "train")
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -42,11 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="train a value-head PRM on the generator's own rollouts",
         description=__doc__.split("\n\n")[0] + " Phases: " + ", ".join(PHASES) + ".",
     )
-    _add_model_args(p)
-    _add_rollout_args(p)
-    _add_file_args(p)
-    _add_head_args(p)
-    _add_runtime_args(p)
+    add_train_prm_args(p)
     add_search_args(
         p,
         strategy="best-of-n",
@@ -59,174 +54,74 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run, max_tokens=1024, max_steps=20)  # GSM8K solutions are short
 
 
-def _add_model_args(p: argparse.ArgumentParser) -> None:
-    """The generator, and the backbone whose hidden states the head reads."""
-    p.add_argument("--model", default=models.DEFAULT_MODEL, help=f"generator (default {models.DEFAULT_MODEL})")
-    p.add_argument(
-        "--backbone",
-        default=SELF,
-        metavar="NAME|PATH|self",
-        help="weights whose hidden states the head reads (default self: the generator's)",
-    )
+@dataclass(frozen=True)
+class _Files:
+    """The files the phases write and read: the first of each list is the one its phase writes."""
 
-
-def _add_rollout_args(p: argparse.ArgumentParser) -> None:
-    """What the rollouts and mc phases read, how many solutions they make, and the PRM that scores them."""
-    p.add_argument("--dataset", help="JSONL of {id, problem, answer} to roll out (e.g. GSM8K train)")
-    p.add_argument("--limit", type=int, default=None, help="problems to roll out (default all)")
-    p.add_argument("--offset", type=int, default=0, help="problems to skip first (default 0)")
-    p.add_argument(
-        "--samples",
-        "--beams",
-        dest="beams",
-        type=beam_count,
-        default=8,
-        metavar="N",
-        help="solutions per problem: samples, or the beam size N of --strategy beam (default 8)",
-    )
-    p.add_argument(
-        "--prm",
-        default=None,
-        metavar="NAME|PATH|self",
-        help="the rollouts' PRM: it scores every step, and guides --strategy beam (default: the judge "
-        "format on the generator's weights; given, or with --prm-head, a value head: the one "
-        "given, else the one that ships for it)",
-    )
-    p.add_argument("--prm-head", default=None, metavar="FILE", help="value head of the rollouts' PRM")
-    p.add_argument(
-        "--mc-problems",
-        type=int,
-        default=0,
-        help="problems whose step prefixes get Monte-Carlo values (default 0: outcome labels only)",
-    )
-    p.add_argument("--mc-completions", type=int, default=4, help="completions per prefix (default 4)")
-    p.add_argument("--concurrency", type=int, default=16, help="problems in flight at once (default 16)")
-
-
-def _add_file_args(p: argparse.ArgumentParser) -> None:
-    """Where the phases write and read their files, and which phases run."""
-    p.add_argument(
-        "--work",
-        default=None,
-        help="folder for rollouts, features and the report (default $EDGEREASON_HOME/train/MODEL)",
-    )
-    p.add_argument("--out", default=None, help="head file to write (default WORK/head-BACKBONE.safetensors)")
-    p.add_argument(
-        "--phases", default=None, help=f"comma list of {', '.join(PHASES)} (default all; mc only with --mc-problems)"
-    )
-    p.add_argument(
-        "--rollouts",
-        action="append",
-        default=None,
-        metavar="FILE",
-        help="rollout files to read (default WORK/rollouts.jsonl; repeat to merge shards)",
-    )
-    p.add_argument(
-        "--features",
-        action="append",
-        default=None,
-        metavar="FILE",
-        help="feature file: the features phase writes the first, the train phase reads them all "
-        "(repeat for shards; default WORK/features-BACKBONE.npz)",
-    )
-
-
-def _add_head_args(p: argparse.ArgumentParser) -> None:
-    """The head's inputs and its training."""
-    p.add_argument(
-        "--layers",
-        type=int,
-        nargs="+",
-        default=None,
-        metavar="L",
-        help="the head reads these middle layers' hidden states instead of the final layer's (e.g. 19 "
-        "of the 1.5B's 28); the features phase reads them beside the final layer, so one feature "
-        "file serves both kinds of head",
-    )
-    p.add_argument("--hidden", type=int, default=TrainConfig.hidden, help="hidden units, 0 = linear (default 256)")
-    p.add_argument("--epochs", type=int, default=TrainConfig.epochs, help="training epochs (default 40)")
-    p.add_argument(
-        "--rank-weight",
-        type=float,
-        default=TrainConfig.rank_weight,
-        help="weight of the ranking loss among one problem's paths "
-        f"(default {TrainConfig.rank_weight:g}; 0 = pooled loss alone)",
-    )
-    p.add_argument(
-        "--val-fraction",
-        type=float,
-        default=TrainConfig.val_fraction,
-        help="problems held out for validation (default 0.15)",
-    )
-    p.add_argument("--no-plot", action="store_true", help="skip the calibration PNG")
-
-
-def _add_runtime_args(p: argparse.ArgumentParser) -> None:
-    """The threads of llama.cpp and torch, the GPU, the KV cache."""
-    g = p.add_argument_group("runtime")
-    g.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="CPU threads of llama.cpp, and of torch in the train phase (default: physical cores)",
-    )
-    g.add_argument("--gpu-layers", type=int, default=0, metavar="N", help="layers on the GPU, 999 = all")
-    g.add_argument("--kv-tokens", type=int, default=32768, help="KV tokens per model (default 32768)")
-    g.add_argument(
-        "--device-sampling",
-        default="auto",
-        choices=DEVICE_SAMPLING_MODES,
-        help="cut each row to its top tokens on the device (as in solve; default auto)",
-    )
+    work: Path
+    rollouts: list[Path]
+    features: list[Path]
+    out: Path
 
 
 def run(args: argparse.Namespace) -> int:
     phases = _phases(args)
     _check_counts(args, phases)
     backbone = args.model if args.backbone == SELF else args.backbone
-    work = _work_folder(args)
-    rollout_files = [Path(f) for f in args.rollouts] if args.rollouts else [work / "rollouts.jsonl"]
-    out = Path(args.out) if args.out else work / f"head-{models.display_name(backbone)}.safetensors"
-    features_files = (
-        [Path(f) for f in args.features] if args.features else [work / f"features-{models.display_name(backbone)}.npz"]
-    )
+    files = _files(args, backbone)
     config = search_config(args)
     if "rollouts" in phases:
         config = rollout_config(config, args.beams)  # an impossible beam is refused before any model loads
     settings = _model_settings(args)
     # checked before any phase: a bad --val-fraction was refused only after hours of rollouts and features
     train = _train_config(args) if "train" in phases else None
+    _check_inputs_and_outputs(args, phases, files)
+    problems = load_dataset(args) if "rollouts" in phases else []  # refused before a model loads (or is pulled)
+    phase = phase_settings(args)
+    if "rollouts" in phases or "mc" in phases:
+        generate(settings, phase, phases, files.work, files.rollouts[0], config, problems, DISPLAY)
+    if "features" in phases:
+        rollouts = read_rollouts(files.rollouts)  # refused before mc.jsonl is read
+        mc_rows = list(read_jsonl(files.work / "mc.jsonl"))
+        extract_features(phase, backbone, rollouts, mc_rows, files.features[0], DISPLAY)
+    if train is not None:
+        head_files = HeadFiles(
+            backbone=backbone,
+            features=files.features,
+            out=files.out,
+            work=files.work,
+            generator=args.model,
+            command="edgereason " + " ".join(sys.argv[1:]),
+            plot=not args.no_plot,
+        )
+        print_trained(train_phase(phase, train, head_files, DISPLAY))
+    return 0
+
+
+def _files(args: argparse.Namespace, backbone: str) -> _Files:
+    """--work, --rollouts, --features and --out, with their defaults in the work folder."""
+    work = _work_folder(args)
+    name = models.display_name(backbone)
+    return _Files(
+        work=work,
+        rollouts=[Path(f) for f in args.rollouts] if args.rollouts else [work / "rollouts.jsonl"],
+        features=[Path(f) for f in args.features] if args.features else [work / f"features-{name}.npz"],
+        out=Path(args.out) if args.out else work / f"head-{name}.safetensors",
+    )
+
+
+def _check_inputs_and_outputs(args: argparse.Namespace, phases: list[str], files: _Files) -> None:
+    """Every phase's output can be written, and mc's rollouts read, before a model loads."""
     outputs = {
-        "rollouts": ("--rollouts", rollout_files[0]),
-        "features": ("--features", features_files[0]),
-        "train": ("--out", out),
+        "rollouts": ("--rollouts", files.rollouts[0]),
+        "features": ("--features", files.features[0]),
+        "train": ("--out", files.out),
     }
     for phase in phases:
         if phase in outputs:
             check_can_write(*outputs[phase])
     if "mc" in phases and "rollouts" not in phases and args.mc_problems:
-        read_rollouts(rollout_files[:1])  # refuses before a model loads
-    problems = load_dataset(args) if "rollouts" in phases else []  # refused before a model loads (or is pulled)
-    phase = phase_settings(args)
-    if "rollouts" in phases or "mc" in phases:
-        generate(settings, phase, phases, work, rollout_files[0], config, problems, DISPLAY)
-    if "features" in phases:
-        rollouts = read_rollouts(rollout_files)  # refused before mc.jsonl is read
-        mc_rows = list(read_jsonl(work / "mc.jsonl"))
-        extract_features(phase, backbone, rollouts, mc_rows, features_files[0], DISPLAY)
-    if train is not None:
-        command = "edgereason " + " ".join(sys.argv[1:])
-        files = HeadFiles(
-            backbone=backbone,
-            features=features_files,
-            out=out,
-            work=work,
-            generator=args.model,
-            command=command,
-            plot=not args.no_plot,
-        )
-        print_trained(train_phase(phase, train, files, DISPLAY))
-    return 0
+        read_rollouts(files.rollouts[:1])  # refuses before a model loads
 
 
 def _phases(args: argparse.Namespace) -> list[str]:

@@ -1,6 +1,6 @@
 """What the engine's parts count for a request during one call (the decoder, the KV room, the
 verification stage, the selector). They return these; the loop alone adds them to the request's
-metrics (`loop.py`, `record`)."""
+metrics, through `record`."""
 
 from __future__ import annotations
 
@@ -56,3 +56,15 @@ class Tally:
 
     def __iter__(self) -> Iterator[tuple[Request, Counts]]:
         return iter(self._by.values())
+
+
+def record(tally: Tally) -> None:
+    """Add what the engine's parts counted to each request's metrics."""
+    for req, counts in tally:
+        record_one(req, counts)
+
+
+def record_one(req: Request, counts: Counts) -> None:
+    m = req.metrics
+    for name, value in counts.items():
+        setattr(m, name, getattr(m, name) + value)

@@ -5,7 +5,7 @@ Each concern owns its state and its integrity check: `kv_room.py` (generator seq
 restore, free), `decode.py` (sampled tokens -> nodes), `verification.py` (PRM queue, flush, held PRM
 paths), `selector.py` (selection, pruning, expansion), `search/strategies.py` (what beam search,
 best-of-N and DVTS do differently), `result.py` (the finished request's record). They return what
-they counted (`counts.py`); the loop alone writes a request's metrics (`record`). Policies only
+they counted (`counts.py`); the loop alone adds it to a request's metrics (`counts.record`). Policies only
 change *when* things happen (speculate, verify, expand, prune); the search they compute is the one
 of design.md section 3.
 """
@@ -17,47 +17,21 @@ import time
 from collections import deque
 
 from edgereason.config import SamplingParams, SearchConfig, mix_seed
-from edgereason.engine.counts import Counts, Tally
+from edgereason.engine.counts import Tally, record, record_one
 from edgereason.engine.decode import Decoder
 from edgereason.engine.events import Emitter, Listener, NodeAdded, Progress, RequestDone
 from edgereason.engine.kv_room import KVRoom
 from edgereason.engine.policy import Policy
+from edgereason.engine.prompt import prompt_ids
 from edgereason.engine.request import Request, RequestStatus
 from edgereason.engine.result import SearchResult, build_result, completed_reason
 from edgereason.engine.scheduler import Work, can_admit, check_beams, schedule
 from edgereason.engine.selector import Selector
 from edgereason.engine.stats import EngineStats
 from edgereason.engine.verification import FlushFailed, VerifyQueue, VerifyStage
-from edgereason.errors import ConfigError
-from edgereason.prompts import literal, solve_messages
 from edgereason.protocols import BatchEntry, Generator, Verifier
 from edgereason.tree import Status
 from edgereason.util.text import clean
-
-
-def prompt_ids(generator: Generator, question: str, prefix: str = "") -> list[int]:
-    """The generator's prompt for `question` (continued by `prefix`); ConfigError for an empty problem or one the
-    generator cannot hold. A bench checks its problems with it before the first run, not mid-run."""
-    if not question.strip():
-        raise ConfigError("the problem is empty; pass the problem text (or - to read it from stdin)")
-    # the prefix is model-written text: read as text, like the problem (prompts.literal)
-    prompt = generator.tokenize(
-        generator.apply_chat_template(solve_messages(question)) + (literal(prefix) if prefix else "")
-    )
-    trained = generator.context_length
-    if len(prompt) + 16 > trained:
-        raise ConfigError(
-            f"the problem is {len(prompt)} tokens but the generator {generator.name} was "
-            f"trained on at most {trained} tokens of context; shorten the problem or use a model "
-            "with a longer context"
-        )
-    room = generator.kv_capacity_tokens
-    if len(prompt) + 16 > room:
-        raise ConfigError(
-            f"the problem is {len(prompt)} tokens but the generator's KV memory holds {room}; "
-            "shorten the problem or raise --kv-budget (or --kv-tokens)"
-        )
-    return prompt
 
 
 class Engine:
@@ -277,18 +251,6 @@ class Engine:
             req.check()
         self.kv.check(n for req in self.requests for n in req.tree.nodes.values())
         self.verification.check(self.requests)
-
-
-def record(tally: Tally) -> None:
-    """Add what the engine's parts counted to each request's metrics."""
-    for req, counts in tally:
-        record_one(req, counts)
-
-
-def record_one(req: Request, counts: Counts) -> None:
-    m = req.metrics
-    for name, value in counts.items():
-        setattr(m, name, getattr(m, name) + value)
 
 
 def _draw_params(work: Work) -> SamplingParams:

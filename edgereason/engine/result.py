@@ -118,10 +118,26 @@ def build_result(
         answer = paths[0].answer if paths else None
     else:
         answer = vote(paths, by_score=cfg.vote == "weighted", grader=grader)
-    # the counters the loop recorded, with what needs the whole run: a copy, not a write
+    return SearchResult(
+        request_id,
+        question,
+        answer,
+        paths,
+        _step_rows(tree),
+        _whole_run_metrics(metrics, tree, paths, wall),
+        status,
+        reason,
+        [n.score for n in tree.steps() if n.score is not None],
+        list(common_prefix),
+        grader,
+    )
+
+
+def _whole_run_metrics(metrics: RequestMetrics, tree: Tree, paths: list[FinalPath], wall: float) -> RequestMetrics:
+    """The counters the loop recorded, with what needs the whole run: a copy, not a write."""
     final = final_tokens([(tree.nodes[p.node_id], p.potential) for p in paths])
     waits = [n.waiting_s for n in tree.steps() if n.finished_at is not None and not n.path_complete]
-    m = replace(
+    return replace(
         metrics,
         wall_s=wall,
         final_tokens=final,
@@ -129,8 +145,12 @@ def build_result(
         throughput_tok_s=metrics.generated_tokens / wall if wall > 0 else 0.0,
         waiting_ratio=(sum(waits) / len(waits)) / wall if waits and wall > 0 else 0.0,
     )
-    # steps only: a first step's parent is None, the root (the prompt) is not a step (README: JSON output)
-    rows = [
+
+
+def _step_rows(tree: Tree) -> list[dict[str, Any]]:
+    """The tree as JSON rows, steps only: a first step's parent is None, the root (the prompt) is not a step (README:
+    JSON output)."""
+    return [
         {
             "id": n.id,
             "parent": n.parent.id if n.parent and n.parent.depth > 0 else None,
@@ -143,19 +163,6 @@ def build_result(
         }
         for n in tree.steps()
     ]
-    return SearchResult(
-        request_id,
-        question,
-        answer,
-        paths,
-        rows,
-        m,
-        status,
-        reason,
-        [n.score for n in tree.steps() if n.score is not None],
-        list(common_prefix),
-        grader,
-    )
 
 
 def final_paths(completed: Sequence[Node], cfg: SearchConfig) -> list[FinalPath]:

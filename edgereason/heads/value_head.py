@@ -13,7 +13,8 @@ len(layers) * n_embd). A middle layer ranks a problem's final answers better tha
 
 A head is two files side by side: `NAME.safetensors` (the weights) and `NAME.json` (what it was trained on). Scoring
 needs only numpy: gather the d features, standardise, Linear -> ReLU -> Linear (or one Linear), sigmoid. Tensors:
-  tokens [k] int32      the vocabulary ids whose logits are the features (k may be 0 when layers are read)
+  tokens [k] int32      the vocabulary ids whose logits are the features (k may be 0 when layers
+                        are read)
   mean, std [d]         feature standardisation from the training set
   w1 [h, d], b1 [h], w2 [1, h], b2 [1]    (an MLP head)   or   w2 [1, d], b2 [1]   (a linear head)
 The JSON names the backbone (registry name, GGUF file name, sha256): other weights' states mean nothing to the head,
@@ -34,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from edgereason.errors import ConfigError, ModelError
+from edgereason.heads.backbone import file_sha256
 from edgereason.util.files import write_atomic, write_text_atomic
 from edgereason.util.jsonl import without_nan
 
@@ -239,35 +241,3 @@ def save_head(head: ValueHead, path: Path) -> tuple[Path, Path]:
     write_atomic(weights, lambda p: save_file(tensors, str(p)))
     write_text_atomic(meta_path, json.dumps(meta, indent=1) + "\n")
     return weights, meta_path
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a model file; remembered by (path, size, mtime) so a start-up hashes a GGUF once, not each time."""
-    from edgereason import models
-
-    path = Path(path).resolve()
-    for spec in models.REGISTRY.values():  # registry files were checked by sha256 when they were pulled
-        if path == models.cache_path(spec).resolve() and path.is_file():
-            return spec.sha256
-    st = path.stat()
-    key = f"{path}|{st.st_size}|{st.st_mtime_ns}"
-    cache = models.home() / "sha256.json"
-    try:
-        known = json.loads(cache.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        known = {}
-    if not isinstance(known, dict):
-        known = {}
-    if key not in known:
-        known[key] = models.sha256(path)
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(cache, json.dumps(known))
-    return known[key]
-
-
-def feature_tokens(n_vocab: int, n_embd: int, exclude: frozenset[int], seed: int = 0) -> np.ndarray:
-    """2 * n_embd vocabulary ids drawn at random (sorted): random rows of the output matrix, twice as many as its
-    columns, are well conditioned, so their logits determine the hidden state. Special tokens are left out."""
-    ids = np.array([t for t in range(n_vocab) if t not in exclude])
-    k = min(len(ids), 2 * n_embd)
-    return np.sort(np.random.default_rng(seed).choice(ids, size=k, replace=False))

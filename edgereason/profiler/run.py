@@ -9,9 +9,8 @@ models, else llama.cpp), so that the profile is the one that session looks up.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from statistics import mean
 
 from edgereason import models
 from edgereason.backends import Backend, Placement, PRMSpec, load_backend
@@ -23,14 +22,8 @@ from edgereason.memory.size import format_size, parse_size
 from edgereason.memory.split import Workload, budget_error, plan_split, problem_budget_error
 from edgereason.memory.store import check_profile_path, verifier_id
 from edgereason.profiler.profile import Profile
-from edgereason.profiler.sample import (
-    SAMPLE_PROBLEMS,
-    check_sequences,
-    prompt_lengths,
-    sample_kv_tokens,
-    sample_problems,
-    sample_search,
-)
+from edgereason.profiler.sample import SAMPLE_PROBLEMS, prompt_lengths, sample_kv_tokens
+from edgereason.profiler.workload import modelled_search, sampled_workload, with_prompts
 from edgereason.protocols import ProfiledGenerator, ProfiledPRM, Progress
 from edgereason.session.backend_choice import choose_backend, model_paths
 from edgereason.session.gpu import device_top_k
@@ -54,8 +47,6 @@ class MeasurePoints:
 # A GPU keeps gaining from far larger batches (SpecScale saw PRM prefill saturate near 2,048 tokens).
 GPU_POINTS = MeasurePoints((1, 2, 4, 8, 16, 32, 64), 8, (128, 256, 512, 1024, 2048, 4096, 8192), 3)
 MAX_DECODE_SEQS = 128  # measure_decode holds every point's sequences at once: 255 with GPU_POINTS, llama.cpp's cap 256
-DEFAULT_BEAMS = {"cpu": 4, "gpu": 8}  # design.md section 3
-TYPICAL_STEP_TOKENS = 64  # for the budget check before the sample search measures the real step length
 
 
 def run_profile(
@@ -86,33 +77,76 @@ def run_profile(
     fixed_budget = None if budget == "auto" else parse_size(budget)
     device = read_device(device_kind)
     n_gpu_layers = ALL_GPU_LAYERS if device.kind == "gpu" else 0
+    place = Placement(n_gpu_layers=n_gpu_layers, device=DEVICE_FOR[device.kind], n_threads=threads)
+    shape = (beams, width, requests, max_step_tokens, steps)
+    opened = _open_models(generator, choice, backend, device, place, shape, problems, pull_progress)
+    budget_bytes = _settled_budget(fixed_budget, device, opened.gen, opened.prm, opened.workload, given, progress)
+    points = points or (GPU_POINTS if device.kind == "gpu" else MeasurePoints())
+    return _measure(opened, budget_bytes, points, place, max_step_tokens, problems, progress)
+
+
+@dataclass(frozen=True)
+class _Opened:
+    """The two models loaded on the backend a session of them would choose, and the search modelled on them."""
+
+    device: DeviceInfo
+    backend: str
+    gen_id: str
+    ver_id: str
+    gen: ProfiledGenerator
+    prm: ProfiledPRM
+    workload: Workload  # the modelled search, with its problems' prompt and head lengths
+
+
+def _open_models(
+    generator: str,
+    choice: PRMChoice,
+    backend: str,
+    device: DeviceInfo,
+    place: Placement,
+    shape: tuple[int | None, int, int, int, int],
+    problems: tuple[str, ...],
+    pull_progress: PullProgress | None,
+) -> _Opened:
+    """The models' files and backend, the modelled search of `shape` (beams, width, requests, max step tokens,
+    steps) checked before either model loads, then the generator, the problems' prompts and the PRM."""
+    threads, n_gpu_layers = place.n_threads, place.n_gpu_layers
     gen_path, prm_path, backend = _models_and_backend(generator, choice, backend, threads, n_gpu_layers, pull_progress)
     gen_id, ver_id = models.display_name(generator), verifier_id(choice.name, choice.format)
     check_profile_path(device.device_id, gen_id, ver_id, backend)  # the CLI saves the profile there
     runtime = load_backend(backend)
-    shape = (beams, width, requests, max_step_tokens, steps)
-    workload = _modelled_search(*shape, device.kind, runtime.capabilities.seq_slots, problems)
-    place = Placement(n_gpu_layers=n_gpu_layers, device=DEVICE_FOR[device.kind], n_threads=threads)
+    workload = modelled_search(*shape, device.kind, runtime.capabilities.seq_slots, problems)
     gen = runtime.profiled_generator(gen_path, place)
-    lengths = prompt_lengths(gen.prompter, problems, requests)  # before the PRM loads
-    prm_ = _open_prm(runtime, choice, gen_path, prm_path, place, requests)
-    workload = _with_prompts(workload, problems, lengths, prm_)
-    budget_bytes = _settled_budget(fixed_budget, device, gen, prm_, workload, given, progress)
-    points = points or (GPU_POINTS if device.kind == "gpu" else MeasurePoints())
-    gen_curve, ver_curve = _curves(gen, prm_, points, workload, n_gpu_layers, threads, progress)
-    workload = _sampled(gen, prm_, workload, max_step_tokens, problems, progress)
-    plan = plan_split(budget_bytes, gen.bytes_per_token, prm_.bytes_per_token, gen_curve, ver_curve, workload)
+    lengths = prompt_lengths(gen.prompter, problems, workload.requests)  # before the PRM loads
+    prm = _open_prm(runtime, choice, gen_path, prm_path, place, workload.requests)
+    return _Opened(device, backend, gen_id, ver_id, gen, prm, with_prompts(workload, problems, lengths, prm))
+
+
+def _measure(
+    opened: _Opened,
+    budget_bytes: int,
+    points: MeasurePoints,
+    place: Placement,
+    max_step_tokens: int,
+    problems: tuple[str, ...],
+    progress: Progress | None,
+) -> Profile:
+    """The two curves, the sample search, and the split they give in `budget_bytes`."""
+    gen, prm = opened.gen, opened.prm
+    gen_curve, ver_curve = _curves(gen, prm, points, opened.workload, place.n_gpu_layers, place.n_threads, progress)
+    workload = sampled_workload(gen, prm, opened.workload, max_step_tokens, problems, progress)
+    plan = plan_split(budget_bytes, gen.bytes_per_token, prm.bytes_per_token, gen_curve, ver_curve, workload)
     return Profile(
-        device,
-        backend,
-        gen_id,
-        ver_id,
-        threads or physical_cores(),
+        opened.device,
+        opened.backend,
+        opened.gen_id,
+        opened.ver_id,
+        place.n_threads or physical_cores(),
         budget_bytes,
         gen.bytes_per_token,
-        prm_.bytes_per_token,
+        prm.bytes_per_token,
         gen.weights_bytes,
-        prm_.weights_bytes,
+        prm.weights_bytes,
         workload,
         gen_curve,
         ver_curve,
@@ -141,37 +175,6 @@ def _models_and_backend(
     return gen_path, prm_path, backend
 
 
-def _modelled_search(
-    beams: int | None,
-    width: int,
-    requests: int,
-    max_step_tokens: int,
-    steps: int,
-    device_kind: str,
-    max_seqs: int,
-    problems: tuple[str, ...],
-) -> Workload:
-    """The search the split is modelled on, checked before any model loads."""
-    if min(1 if beams is None else beams, width, requests, max_step_tokens, steps) <= 0:
-        raise ConfigError("--beams, --width, --requests, --steps and --max-step-tokens must be positive")
-    beams = DEFAULT_BEAMS[device_kind] if beams is None else beams
-    check_sequences(beams, width, requests, max_seqs)  # first: the beams the next check suggests may be beyond them
-    if beams % width:
-        fix = (
-            f"pick --beams {width * max(1, beams // width)} or another --width"
-            if width <= max_seqs
-            else f"pick a --width that divides {beams}"
-        )  # no --beams of a multiple of it can run
-        raise ConfigError(
-            f"the modelled beam search of --beams {beams} cannot keep beams/width paths with --width {width}: {fix}"
-        )
-    if not all(p.strip() for p in problems):
-        raise ConfigError("a --problem is empty; give the text of a problem like those you solve")
-    return Workload(
-        beams=beams, width=width, requests=requests, step_tokens=min(TYPICAL_STEP_TOKENS, max_step_tokens), steps=steps
-    )
-
-
 def _curves(
     gen: ProfiledGenerator,
     prm: ProfiledPRM,
@@ -188,41 +191,6 @@ def _curves(
     gen_curve = Curve(gen.decode(decode_seqs, points.decode_steps, threads, progress, top_k))
     ver_curve = Curve(prm.measure(points.prefill_tokens, points.prefill_reps, threads, progress))
     return gen_curve, ver_curve
-
-
-def _sampled(
-    gen: ProfiledGenerator,
-    prm: ProfiledPRM,
-    workload: Workload,
-    max_step_tokens: int,
-    problems: tuple[str, ...],
-    progress: Progress | None,
-) -> Workload:
-    """The workload with what a sample search measured: step length, prompt and head tokens, peak KV."""
-    if progress:
-        progress(
-            f"sample search: {workload.requests} x {workload.beams} beams, width {workload.width}, "
-            f"{workload.steps} steps"
-        )
-    sample = sample_search(
-        gen, prm, workload.beams, workload.width, workload.steps, max_step_tokens, workload.requests, problems
-    )
-    if progress:
-        progress(
-            f"sample search: {sample.step_tokens} tokens a step; KV in use at most "
-            f"{sample.generator_peak_tokens} generator, {sample.verifier_peak_tokens} PRM tokens"
-        )
-    return replace(workload, **asdict(sample))  # the sample's fields are Workload's measured fields
-
-
-def _with_prompts(w: Workload, problems: tuple[str, ...], lengths: list[int], prm: ProfiledPRM) -> Workload:
-    """The workload with the prompt and PRM head lengths of the problems its searches take (means, as the sample
-    search measures them), in place of the typical ones."""
-    chosen = sample_problems(range(len(problems)), w.requests)
-    heads = [prm.head_tokens(p) for p in problems]
-    return replace(
-        w, prompt_tokens=round(mean(lengths[i] for i in chosen)), head_tokens=round(mean(heads[i] for i in chosen))
-    )
 
 
 def _settled_budget(

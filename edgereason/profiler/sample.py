@@ -15,10 +15,12 @@ from statistics import mean
 from typing import TypeVar
 
 from edgereason.config import SamplingParams, SearchConfig
-from edgereason.engine.loop import Engine, prompt_ids
+from edgereason.engine.loop import Engine
 from edgereason.engine.policy import PRESETS
+from edgereason.engine.prompt import prompt_ids
+from edgereason.engine.request import Request
 from edgereason.errors import ConfigError
-from edgereason.protocols import ProfiledGenerator, ProfiledPRM, Prompter
+from edgereason.protocols import Generator, ProfiledGenerator, ProfiledPRM, Prompter
 from edgereason.util.text import clean
 
 T = TypeVar("T")
@@ -122,16 +124,8 @@ def sample_search(
     try:
         engine = Engine(gen, ver, PRESETS["baseline"])
         reqs = [engine.submit(p, config) for p in chosen]
-        gen_peak = 0
-        while engine.busy:
-            engine.step()
-            gen_peak = max(gen_peak, gen.kv_used_tokens)
-        if failed := next((r for r in reqs if r.status == "failed"), None):  # it measured nothing to model
-            why = failed.reason.split(";")[0]  # its advice is for solve's flags
-            raise ConfigError(
-                f"the sample search of {requests} x {beams} beams could not run in {kv_tokens} KV "
-                f"tokens a model ({why}); lower --beams or --requests"
-            )
+        gen_peak = _run_to_end(engine, gen)
+        _refuse_failed(reqs, beams, kv_tokens)
         finished = [len(n.tokens) for r in reqs for n in r.tree.steps() if n.finish is not None] or [max_step_tokens]
         heads = [prm.head_tokens(p) for p in chosen]
         return WorkloadSample(
@@ -144,3 +138,22 @@ def sample_search(
     finally:
         gen.close()
         ver.close()
+
+
+def _run_to_end(engine: Engine, gen: Generator) -> int:
+    """Step the engine until its searches end; the most generator KV cells in use after any step."""
+    peak = 0
+    while engine.busy:
+        engine.step()
+        peak = max(peak, gen.kv_used_tokens)
+    return peak
+
+
+def _refuse_failed(reqs: list[Request], beams: int, kv_tokens: int) -> None:
+    """A failed search measured nothing to model: ConfigError with the reason of the first."""
+    if failed := next((r for r in reqs if r.status == "failed"), None):
+        why = failed.reason.split(";")[0]  # its advice is for solve's flags
+        raise ConfigError(
+            f"the sample search of {len(reqs)} x {beams} beams could not run in {kv_tokens} KV "
+            f"tokens a model ({why}); lower --beams or --requests"
+        )

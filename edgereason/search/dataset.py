@@ -30,22 +30,8 @@ def load_problems(path: str | Path, limit: int | None = None, offset: int = 0) -
         raise ConfigError(f"--limit must be a positive number, got {limit}")
     if offset < 0:
         raise ConfigError(f"--offset must be >= 0, got {offset}")
-    problems: list[Problem] = []
-    for lineno, line in enumerate(_read_lines(path), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{name}:{lineno}: not a JSON object ({e.msg})") from None
-        except (ValueError, RecursionError) as e:  # an integer of over 4300 digits, arrays nested too deep
-            raise ConfigError(f"{name}:{lineno}: not a JSON object that can be read ({e})") from None
-        if not isinstance(row, dict) or not str(row.get("problem", "")).strip() or row.get("answer") is None:
-            raise ConfigError(f"{name}:{lineno}: each line needs a non-empty 'problem' and an 'answer'")
-        _check_kinds(row, f"{name}:{lineno}")
-        pid = row.get("id")
-        values = (f"{stem}-{lineno}" if pid is None else pid, row["problem"], row["answer"])
-        problems.append(Problem(*(clean(str(v)) for v in values)))  # a "\udce9" escape is a lone surrogate
+    lines = enumerate(_read_lines(path), 1)
+    problems = [_problem(line, f"{name}:{n}", f"{stem}-{n}") for n, line in lines if line.strip()]
     ids = [p.id for p in problems]
     if len(set(ids)) < len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
@@ -56,6 +42,22 @@ def load_problems(path: str | Path, limit: int | None = None, offset: int = 0) -
     if not selected:
         raise ConfigError(f"no problems selected from {name} ({len(problems)} in the file, --offset {offset})")
     return selected
+
+
+def _problem(line: str, where: str, default_id: str) -> Problem:
+    """One line's problem; ConfigError naming `where` (file:line) for a line that is not one."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{where}: not a JSON object ({e.msg})") from None
+    except (ValueError, RecursionError) as e:  # an integer of over 4300 digits, arrays nested too deep
+        raise ConfigError(f"{where}: not a JSON object that can be read ({e})") from None
+    if not isinstance(row, dict) or not str(row.get("problem", "")).strip() or row.get("answer") is None:
+        raise ConfigError(f"{where}: each line needs a non-empty 'problem' and an 'answer'")
+    _check_kinds(row, where)
+    pid = row.get("id")
+    values = (default_id if pid is None else pid, row["problem"], row["answer"])
+    return Problem(*(clean(str(v)) for v in values))  # a "\udce9" escape is a lone surrogate
 
 
 def _check_kinds(row: dict, where: str) -> None:

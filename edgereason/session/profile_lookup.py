@@ -29,10 +29,8 @@ def pass_cost_key(settings: ModelSettings, backend: str) -> str:
     """What `--policy auto`'s measured pass cost is cached under: the device, generator, threads and GPU layers,
     and the backend where it is not llama.cpp (llama.cpp's keys stay as they were before the backend was chosen)."""
     tail = "" if backend == UNNAMED_BACKEND else f"/backend={backend}"
-    return (
-        f"{device_id(settings)}/{models.display_name(settings.model)}/threads={settings.threads or 'auto'}/"
-        f"gpu_layers={settings.n_gpu_layers}{tail}"
-    )
+    name, threads = models.display_name(settings.model), settings.threads or "auto"
+    return f"{device_id(settings)}/{name}/threads={threads}/gpu_layers={settings.n_gpu_layers}{tail}"
 
 
 def _profile_key(settings: ModelSettings, backend: str) -> tuple[str, str, str, str]:

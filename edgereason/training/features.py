@@ -10,9 +10,11 @@ row per step, with its labels:
   problem, path, step [n] int32   where it comes from (problem = index of the rollout line)
   last [n] bool           the path's final step
   outcome [n] float32     1 when the path's answer is right (every prefix of a right path is good)
-  mc [n] float32          Monte-Carlo value of the prefix ending at this step, NaN where none was sampled
-  prm [n] float32         the rollout PRM's score for this step (the judge's, for comparison), NaN where none or
-                          where a beam search made the path (its PRM chose the path: no fair comparison)
+  mc [n] float32          Monte-Carlo value of the prefix ending at this step, NaN where none was
+                          sampled
+  prm [n] float32         the rollout PRM's score for this step (the judge's, for comparison), NaN
+                          where none or where a beam search made the path (its PRM chose the path:
+                          no fair comparison)
   weight [n] float32      the path's potential (deduplicated paths stand for several samples)
 """
 

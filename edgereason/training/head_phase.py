@@ -9,7 +9,8 @@ from pathlib import Path
 from edgereason import models
 from edgereason.backends import require_one_cxx_runtime
 from edgereason.errors import ConfigError, OutOfMemoryError
-from edgereason.heads.value_head import Backbone, file_sha256, save_head
+from edgereason.heads.backbone import file_sha256
+from edgereason.heads.value_head import Backbone, save_head
 from edgereason.training import features as feats
 from edgereason.training.phases import Display, PhaseSettings
 from edgereason.training.train import TrainConfig

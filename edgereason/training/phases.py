@@ -12,7 +12,7 @@ from edgereason import models
 from edgereason.config import SearchConfig
 from edgereason.engine.policy import Policy
 from edgereason.errors import ConfigError
-from edgereason.heads.value_head import feature_tokens
+from edgereason.heads.backbone import feature_tokens
 from edgereason.search.dataset import Problem
 from edgereason.session.opening import open_session
 from edgereason.session.settings import ModelSettings

@@ -6,8 +6,9 @@ independent samples rarely hold.
 
 The file is append-only JSONL, one problem a line, written whole and flushed as each problem finishes: a run that
 is interrupted keeps every finished problem, and the next run skips them. A line:
-  {"id", "problem", "gold", "search": "best-of-n"|"beam"|"dvts", "paths": [{"steps": [str], "answer": str|null,
-   "correct": bool, "prm": [float|null], "potential": int}]}
+  {"id", "problem", "gold", "search": "best-of-n"|"beam"|"dvts",
+   "paths": [{"steps": [str], "answer": str|null, "correct": bool, "prm": [float|null],
+              "potential": int}]}
 (lines without "search" are best-of-n).
 Monte-Carlo lines (mc.py) share the reader.
 """

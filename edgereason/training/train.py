@@ -17,7 +17,9 @@ import numpy as np
 
 from edgereason.errors import ConfigError
 from edgereason.heads.value_head import Backbone, ValueHead
+from edgereason.training.losses import batch_loss
 from edgereason.training.metrics import auc, calibration, within_auc
+from edgereason.training.rows import problem_batches, split_by_problem, step_groups, targets
 
 if TYPE_CHECKING:  # torch is the optional [torch] extra: imported where training runs
     import torch
@@ -47,49 +49,6 @@ class TrainConfig:
             )
         if not 0 < self.val_fraction < 1:
             raise ConfigError(f"--val-fraction must be in (0, 1), got {self.val_fraction}")
-
-
-def split_by_problem(problem: np.ndarray, val_fraction: float, seed: int) -> np.ndarray:
-    """A boolean mask of validation rows: whole problems, so no problem is seen on both sides."""
-    ids = np.unique(problem)
-    rng = np.random.default_rng(seed)
-    n_val = max(1, int(round(len(ids) * val_fraction)))
-    return np.isin(problem, rng.permutation(ids)[:n_val])
-
-
-def targets(f: dict[str, np.ndarray]) -> np.ndarray:
-    return np.where(np.isnan(f["mc"]), f["outcome"], f["mc"]).astype(np.float32)
-
-
-def step_groups(f: dict[str, np.ndarray]) -> np.ndarray:
-    """[n] int64: one id per (problem, step index): the candidates one selection of a search compares."""
-    return f["problem"].astype(np.int64) * (int(f["step"].max()) + 1) + f["step"]
-
-
-def problem_batches(problem: np.ndarray, rows: np.ndarray, batch: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """`rows` in shuffled batches of whole problems, about `batch` rows each."""
-    order = rows[np.argsort(problem[rows], kind="stable")]
-    chunks = np.split(order, np.flatnonzero(np.diff(problem[order])) + 1)
-    per = max(1, round(batch * len(chunks) / max(len(rows), 1)))
-    perm = rng.permutation(len(chunks))
-    return [np.concatenate([chunks[k] for k in perm[lo : lo + per]]) for lo in range(0, len(chunks), per)]
-
-
-def rank_loss(
-    z: torch.Tensor, y: np.ndarray, group: np.ndarray, problem: np.ndarray, last: np.ndarray, weight: torch.Tensor
-) -> torch.Tensor:
-    """Mean logistic loss over (right, wrong) pairs of one batch that share a step group, or a problem among final
-    steps; weighted by both paths' potentials. z, weight: float tensors [b]; y, group, problem, last: numpy [b]."""
-    import torch
-
-    pos, neg = y > 0.5, y <= 0.5
-    same = (group[:, None] == group[None, :]) | ((problem[:, None] == problem[None, :]) & last[:, None] & last[None, :])
-    i, j = np.nonzero(same & pos[:, None] & neg[None, :])
-    if not len(i):
-        return z.sum() * 0.0
-    i, j = torch.from_numpy(i), torch.from_numpy(j)
-    w = weight[i] * weight[j]
-    return (torch.nn.functional.softplus(z[j] - z[i]) * w).sum() / w.sum()
 
 
 def train_head(f: dict[str, np.ndarray], backbone: Backbone, cfg: TrainConfig, log=None) -> tuple[ValueHead, dict]:
@@ -134,7 +93,7 @@ def _fit(
     net = _network(xs.shape[1], cfg)
     opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     xt = torch.from_numpy(xs)
-    loss = _batch_loss(f, y, val, cfg)
+    loss = batch_loss(f, y, val, cfg.rank_weight)
     train_rows = np.flatnonzero(~val)
     rng = np.random.default_rng(cfg.seed)
     best = (-math.inf, None, 0)
@@ -159,29 +118,6 @@ def _network(d: int, cfg: TrainConfig) -> torch.nn.Module:
     return nn.Sequential(
         nn.Dropout(cfg.dropout), nn.Linear(d, cfg.hidden), nn.ReLU(), nn.Dropout(cfg.dropout), nn.Linear(cfg.hidden, 1)
     )
-
-
-def _batch_loss(f: dict[str, np.ndarray], y: np.ndarray, val: np.ndarray, cfg: TrainConfig):
-    """loss(z, rows): one batch's class-balanced cross-entropy (each class half of the loss, scaled by each path's
-    potential), plus the ranking loss at cfg.rank_weight. z: the logits of the batch's `rows`."""
-    import torch
-
-    pos = (y[~val] > 0.5).mean()
-    class_weight = torch.from_numpy(np.where(y > 0.5, 0.5 / pos, 0.5 / (1 - pos)).astype(np.float32) * f["weight"])
-    yt = torch.from_numpy(y)
-    groups = step_groups(f)
-    path_weight = torch.from_numpy(f["weight"].astype(np.float32))
-
-    def loss(z: torch.Tensor, rows: np.ndarray) -> torch.Tensor:
-        b = torch.from_numpy(rows)
-        value = torch.nn.functional.binary_cross_entropy_with_logits(z, yt[b], weight=class_weight[b])
-        if cfg.rank_weight:
-            value = value + cfg.rank_weight * rank_loss(
-                z, y[rows], groups[rows], f["problem"][rows], f["last"][rows], path_weight[b]
-            )
-        return value
-
-    return loss
 
 
 def _train_epoch(

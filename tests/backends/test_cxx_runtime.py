@@ -15,7 +15,9 @@ from edgereason.errors import ConfigError
 
 SOURCE = """#include <locale>
 #include <sstream>
-extern "C" int digits(long v) { std::ostringstream s; s.imbue(std::locale::classic()); s << v; return s.str().size(); }
+extern "C" int digits(long v) {
+    std::ostringstream s; s.imbue(std::locale::classic()); s << v; return s.str().size();
+}
 """
 
 

@@ -10,7 +10,7 @@ import pytest
 from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.llamacpp import LlamaGenerator
 from edgereason.config import SamplingParams
-from edgereason.engine.loop import prompt_ids
+from edgereason.engine.prompt import prompt_ids
 from edgereason.prompts import solve_messages, unmark
 from edgereason.protocols import BatchEntry
 

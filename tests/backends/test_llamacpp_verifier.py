@@ -93,7 +93,8 @@ def test_lru_drops_held_paths_under_memory_pressure(smollm2):
 def _random_head(model):
     import numpy as np
 
-    from edgereason.heads.value_head import Backbone, ValueHead, feature_tokens, file_sha256
+    from edgereason.heads.backbone import feature_tokens, file_sha256
+    from edgereason.heads.value_head import Backbone, ValueHead
 
     tokens = feature_tokens(model.n_vocab, 16, model.eog_ids)
     rng = np.random.default_rng(0)
@@ -142,7 +143,8 @@ def test_head_format_scores_step_by_step_as_whole(smollm2, flash_attn, tolerance
 def _layer_head(model, layers: tuple[int, ...]):
     import numpy as np
 
-    from edgereason.heads.value_head import Backbone, ValueHead, file_sha256
+    from edgereason.heads.backbone import file_sha256
+    from edgereason.heads.value_head import Backbone, ValueHead
 
     rng = np.random.default_rng(1)
     d = model.n_embd * len(layers)

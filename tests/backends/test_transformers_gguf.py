@@ -18,7 +18,8 @@ import pytest
 from edgereason.backends.llamacpp import LlamaVerifier
 from edgereason.backends.prm_format import PRM_FORMATS
 from edgereason.backends.transformers import open_verifier
-from edgereason.heads.value_head import Backbone, ValueHead, feature_tokens, file_sha256, load_head, save_head
+from edgereason.heads.backbone import feature_tokens, file_sha256
+from edgereason.heads.value_head import Backbone, ValueHead, load_head, save_head
 from edgereason.protocols import ScoreRequest
 
 pytestmark = pytest.mark.slow  # reading the GGUF into torch takes about a minute on 2 cores

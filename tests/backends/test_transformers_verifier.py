@@ -230,7 +230,7 @@ def test_weights_bytes_are_the_tensors_as_they_load(checkpoints):
         assert weights_bytes(folder, "cpu") == 4 * sum(p.numel() for p in model.parameters()), layout
 
 
-# -- bad input: one clear line each --------------------------------------------------------------------------
+# -- bad input: one clear line each ----------------------------------------------------------------
 
 
 def one_line(e: pytest.ExceptionInfo) -> str:

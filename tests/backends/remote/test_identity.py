@@ -73,7 +73,7 @@ def mismatch_line(proc: subprocess.CompletedProcess, served: str, flag: str) -> 
     return lines[0]
 
 
-# ---------------------------------------------------------------- the CLI against llama-cpp-python's server
+# -------------------------------------------------------- the CLI against llama-cpp-python's server
 @pytest.mark.slow
 def test_no_model_against_a_smollm2_server_is_named_before_the_default_is_pulled(
     server: LocalServer, smollm2_path: Path, tmp_path: Path

@@ -18,8 +18,9 @@ from edgereason.backends.remote import Endpoint, Outages, open_generator, open_v
 from edgereason.backends.remote.pool import AFFINITY_SLACK, choose_server
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine.events import NodeScored
-from edgereason.engine.loop import Engine, prompt_ids
+from edgereason.engine.loop import Engine
 from edgereason.engine.policy import parse_policy
+from edgereason.engine.prompt import prompt_ids
 from edgereason.protocols import BatchEntry
 from tests.backends.remote.test_cli_remote import one_line_error, run_cli
 
@@ -159,7 +160,7 @@ def test_a_bench_over_two_servers_uses_both_and_reports_each(
         assert f"{url} {c['generator']} generator + {c['prm']} prm" in line
 
 
-# ---------------------------------------------------------------- a bad list: one line naming the server
+# ----------------------------------------------------------- a bad list: one line naming the server
 @pytest.mark.slow
 def test_a_list_with_a_server_that_is_down_names_it(server: LocalServer, smollm2_path: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}"

@@ -4,12 +4,18 @@ is one error."""
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import numpy as np
 import pytest
 import torch
 
+from edgereason.backends.torch import gguf_weights
 from edgereason.backends.torch.gguf_weights import Weights
 from edgereason.errors import ModelError
+from edgereason.session.opening import open_session
+from edgereason.session.settings import ModelSettings
 
 
 def test_every_kind_of_tensor_is_the_one_gguf_py_reads(smollm2_path):
@@ -38,3 +44,23 @@ def test_a_file_cut_short_is_one_model_error(tmp_path, smollm2_path):
         cut.write_bytes(f.read(3_000_000))  # the header and a little of the tensor data
     with pytest.raises(ModelError, match=r"cut.gguf: the file ends at 3,000,000 bytes .* cut short; fetch it"):
         Weights(cut)
+
+
+def test_a_session_reads_the_gguf_layout_once(tmp_path, smollm2_path, monkeypatch):
+    """The model's size and KV bytes (weights_table) and its weights (load_model) come from one read of the header:
+    each read walks it past the vocabulary's arrays, 0.5-1 s on a large model."""
+    gguf = tmp_path / "model.gguf"  # a path no earlier test opened: nothing of it is cached
+    try:
+        os.link(smollm2_path, gguf)
+    except OSError:  # another file system
+        shutil.copyfile(smollm2_path, gguf)
+    monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path / "home"))
+    reads = []
+    read_layout = gguf_weights.read_layout
+    monkeypatch.setattr(gguf_weights, "read_layout", lambda path: reads.append(path) or read_layout(path))
+    session = open_session(ModelSettings(model=str(gguf), backend="torch", n_gpu_layers=0, kv_budget_bytes=24 << 20))
+    try:
+        assert session.backend == "torch"
+    finally:
+        session.close()
+    assert reads == [gguf.resolve()]

@@ -25,7 +25,8 @@ from edgereason.backends.torch.model import TorchDecoder
 from edgereason.backends.torch.runtime import TorchContext
 from edgereason.backends.torch.verifier import TorchVerifier
 from edgereason.errors import ConfigError, ModelError
-from edgereason.heads.value_head import Adapter, Backbone, ValueHead, feature_tokens, file_sha256
+from edgereason.heads.backbone import feature_tokens, file_sha256
+from edgereason.heads.value_head import Adapter, Backbone, ValueHead
 from edgereason.prompts import solve_messages
 from edgereason.protocols import ScoreRequest
 
