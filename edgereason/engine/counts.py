@@ -1,5 +1,5 @@
-"""What the engine's parts count for a request during one call (the decoder, the KV room, the
-verification stage, the selector). They return these; the loop alone adds them to the request's
+"""What the engine's parts count for a request during one call (the tree grower, the KV sequences,
+the verification stage, the selector). They return these; the loop alone adds them to the request's
 metrics (`loop.py`, `record`)."""
 
 from __future__ import annotations
