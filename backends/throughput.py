@@ -1,5 +1,5 @@
-"""Timing helpers every backend's profiling shares: the filler text measured, the prefill rows a PRM call is made
-of, and the best-of-several timing loop (the fastest pass is the model's own speed: other work on a shared machine
+"""Timing helpers every backend's profiler probes share: the filler text measured, the prefill rows a PRM call is
+made of, and the best-of-several timing loop (the fastest pass is the model's own speed: other work on a shared machine
 only ever slows a pass down)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Accuracy against compute over several benches (one per strategy x N x PRM, each maybe sharded over
-processes): one point per search, drawn by the bench's own plot (edgereason/bench/plots.py).
+processes): one point per search, drawn by the bench's own plot (edgereason/evaluation/plots.py).
 
 Usage: python benchmarks/accuracy_compute.py OUT.png [--first N DATASET] LABEL=DIR_GLOB [LABEL=DIR_GLOB ...]
   A bench that ran several policies gives a point per policy ("LABEL policy"). Problems are
@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from edgereason.bench.plots import accuracy_compute
+from edgereason.evaluation.plots import accuracy_compute
 
 sys.path.insert(0, str(Path(__file__).parent))
 from merge_shards import kept, parse_args  # noqa: E402

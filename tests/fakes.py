@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from edgereason.backends.sampling import sample
+from edgereason.backends.host_sampling import sample
 from edgereason.config import SamplingParams
 from edgereason.protocols import BatchEntry, ScoreRequest, ScoreResult, VerifierStats
 

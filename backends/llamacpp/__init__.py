@@ -7,7 +7,7 @@ from pathlib import Path
 
 from edgereason.backends.llamacpp.generator import LlamaGenerator
 from edgereason.backends.llamacpp.model import LlamaModel, load_model, physical_cores
-from edgereason.backends.llamacpp.profiling import profiled_generator, profiled_prm
+from edgereason.backends.llamacpp.profiler_probes import profiled_generator, profiled_prm
 from edgereason.backends.llamacpp.runtime import SEQ_SLOTS
 from edgereason.backends.llamacpp.verifier import LlamaVerifier
 from edgereason.backends.prm_format import prm_format

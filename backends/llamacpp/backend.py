@@ -17,7 +17,7 @@ from edgereason.backends.interface import (
     Placement,
     PRMSpec,
 )
-from edgereason.backends.llamacpp import profiling
+from edgereason.backends.llamacpp import profiler_probes
 from edgereason.backends.llamacpp.generator import LlamaGenerator
 from edgereason.backends.llamacpp.measure import measure_decode
 from edgereason.backends.llamacpp.model import load_model
@@ -103,7 +103,7 @@ class LlamaCppBackend(Backend):
         return measure_decode(generator.model, rows, steps, n_threads)
 
     def profiled_generator(self, path: Path, place: Placement) -> ProfiledGenerator:
-        return profiling.profiled_generator(path, place.n_gpu_layers, place.n_threads)
+        return profiler_probes.profiled_generator(path, place.n_gpu_layers, place.n_threads)
 
     def profiled_prm(
         self,
@@ -114,4 +114,4 @@ class LlamaCppBackend(Backend):
     ) -> ProfiledPRM:
         layers, threads = place.n_gpu_layers, place.n_threads
         shared = same_as_generator
-        return profiling.profiled_prm(prm.path, shared, prm.format, prm.head, layers, threads)
+        return profiler_probes.profiled_prm(prm.path, shared, prm.format, prm.head, layers, threads)

@@ -2,7 +2,7 @@
 inside the forward pass, so a row costs k ids and k logits to read instead of the whole vocabulary
 (152k floats for Qwen; docs/results.md, "Where a GPU pass's time goes"). The host still draws, from
 the engine's per-node random streams, over those k candidates
-(edgereason.backends.sampling.sample_rows): deduplication's several draws per row, replay after
+(edgereason.backends.host_sampling.sample_rows): deduplication's several draws per row, replay after
 eviction and batch independence hold as with host sampling.
 
 What the cut drops: the probability mass outside the k best tokens, renormalised away

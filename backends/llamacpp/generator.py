@@ -10,10 +10,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from edgereason.backends.context_roles import ContextGenerator, DecodeItem
+from edgereason.backends.host_sampling import by_id, sample, sample_rows
 from edgereason.backends.llamacpp.device_sampling import Candidates
 from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.llamacpp.runtime import SEQ_SLOTS, KVContext
-from edgereason.backends.sampling import by_id, sample, sample_rows
 from edgereason.config import SamplingParams
 from edgereason.protocols import BatchEntry
 

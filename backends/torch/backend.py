@@ -92,8 +92,8 @@ class TorchBackend(Backend):
         return measure_decode(generator.model, rows, steps)
 
     def profiled_generator(self, path: Path, place: Placement) -> ProfiledGenerator:
-        import_torch()  # before profiling.py imports it
-        from edgereason.backends.torch.profiling import profiled_generator
+        import_torch()  # before profiler_probes.py imports it
+        from edgereason.backends.torch.profiler_probes import profiled_generator
 
         return profiled_generator(path, place.n_gpu_layers, place.n_threads)
 
@@ -105,7 +105,7 @@ class TorchBackend(Backend):
         kv_tokens: int,
     ) -> ProfiledPRM:
         import_torch()
-        from edgereason.backends.torch.profiling import profiled_prm
+        from edgereason.backends.torch.profiler_probes import profiled_prm
 
         layers, threads = place.n_gpu_layers, place.n_threads
         return profiled_prm(prm.path, same_as_generator, prm.format, prm.head, layers, threads)

@@ -1,5 +1,5 @@
 """The Generator protocol on torch: one forward pass per engine step over the torch context, with sampling on the
-device (sampling.py; in the decode graph where the pass replays one); only the drawn ids come back to the host."""
+device (device_draws.py; in the decode graph where the pass replays one); only the drawn ids come back to the host."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ A pass whose sequences each append one token runs at a bucketed row count (ROW_B
 (kv.table_width: powers of two from MIN_TABLE): its rows are padded (token 0 at position 0 of the all-pad table
 row, writing the pad cell) and the graph writes each row's cell into the context's DeviceTables, then gathers
 each row's table from them (entries past a sequence's length the mask hides). After the logits it draws each row's
-first token by sampling.py's rule and streams, so a pass is one copy in (token, position, cell, sequence and the
+first token by device_draws.py's rule and streams, so a pass is one copy in (token, position, cell, sequence and the
 row's sampling settings: one [7, max rows] int64 buffer), one replay and one copy out (the ids). A row that draws
 more than one token draws them eagerly from the logits buffer, which the graph also leaves ([max rows, n_vocab]).
 A graph is captured on first use of its (rows, width, nucleus) bucket, into the process's one graph memory pool
@@ -22,10 +22,10 @@ import torch
 
 from edgereason.backends.torch import fused
 from edgereason.backends.torch.attention import AttentionGroup, attend_groups, visibility_bias
+from edgereason.backends.torch.device_draws import draw_rows, draw_tensor, signed
 from edgereason.backends.torch.kv import table_width
 from edgereason.backends.torch.model import Attend
 from edgereason.backends.torch.runtime import GPU_MEMORY_HINT
-from edgereason.backends.torch.sampling import draw_rows, draw_tensor, signed
 from edgereason.config import SamplingParams
 from edgereason.errors import OutOfMemoryError
 

@@ -22,9 +22,9 @@ import torch
 from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.torch import fused
 from edgereason.backends.torch.attention import attend_groups, attention_group
+from edgereason.backends.torch.device_draws import draw_rows
 from edgereason.backends.torch.kv import SEQ_SLOTS, CellTables, DeviceTables, KVFullError, KVStore, table_width
 from edgereason.backends.torch.model import TorchModel, kv_dtype
-from edgereason.backends.torch.sampling import draw_rows
 from edgereason.config import SamplingParams
 from edgereason.errors import OutOfMemoryError
 
@@ -134,7 +134,7 @@ class TorchContext:
         self, items: Sequence[DecodeItem], draws: Sequence[int], params: Sequence[SamplingParams]
     ) -> tuple[list[object], list[list[int]]]:
         """Evaluate every item's tokens -> the tags of the requested rows and, for the k-th of them (request order),
-        draws[k] tokens drawn on the device with params[k] (sampling.py); only the ids come back. A pass the decode
+        draws[k] tokens drawn on the device with params[k] (device_draws.py); only the ids come back. A pass the decode
         graphs take draws each row's first token in the graph."""
         tags: list[object] = []
         drawn: list[list[int]] = []

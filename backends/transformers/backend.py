@@ -76,7 +76,7 @@ class TransformersBackend(Backend):
         kv_tokens: int,
     ) -> ProfiledPRM:
         """Opened once, with room for kv_tokens; its weights never serve the generator."""
-        from edgereason.backends.transformers.profiling import profiled_prm
+        from edgereason.backends.transformers.profiler_probes import profiled_prm
 
         device, threads = place.device, place.n_threads
         return profiled_prm(prm.path, prm.format, prm.head, device, kv_tokens, threads)

@@ -1,4 +1,5 @@
-"""`edgereason bench`: speed and accuracy of engine policies on a JSONL math set, or `--compare` of two results.
+"""`edgereason bench`'s flags: speed and accuracy of engine policies on a JSONL math set, or `--compare` of two
+results (edgereason/evaluation/ runs them).
 
 Runs of different policies (and KV splits) alternate (A B A B over repeats) so machine drift hits all of them
 alike; the models are opened once per split and each run gets a fresh engine.
@@ -13,11 +14,6 @@ from pathlib import Path
 
 from edgereason import __version__
 from edgereason.backends.cxx_runtime import require_one_cxx_runtime
-from edgereason.bench.arrivals import parse_rate
-from edgereason.bench.plan import BenchSettings, RunGrid, run_specs
-from edgereason.bench.report import print_compare
-from edgereason.bench.runner import rate_label
-from edgereason.bench.session_runs import Display, run_bench
 from edgereason.cli.comma_lists import beam_size, comma_items, comma_values
 from edgereason.cli.common import check_beams_before_loading, model_settings, policy_from, search_config
 from edgereason.cli.flags_models import add_model_args
@@ -27,6 +23,11 @@ from edgereason.cli.progress import bar, end_line, pull_progress
 from edgereason.config import STRATEGY_NAMES
 from edgereason.engine.policy import PRESETS, Policy
 from edgereason.errors import ConfigError
+from edgereason.evaluation.arrivals import parse_rate
+from edgereason.evaluation.plan import BenchSettings, RunGrid, run_specs
+from edgereason.evaluation.report import print_compare
+from edgereason.evaluation.runner import rate_label
+from edgereason.evaluation.session_runs import Display, run_bench
 from edgereason.search.dataset import load_problems
 from edgereason.session.settings import SPLITS
 from edgereason.util.secrets import hide_credentials

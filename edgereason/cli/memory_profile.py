@@ -17,9 +17,9 @@ from edgereason.cli.help import brief
 from edgereason.cli.progress import pull_progress
 from edgereason.errors import ConfigError
 from edgereason.memory.device import DEVICE_KINDS
+from edgereason.memory.profile_store import check_profiles_dir, write_profile
 from edgereason.memory.size import format_size
 from edgereason.memory.split import Prediction
-from edgereason.memory.store import check_profiles_dir, write_profile
 from edgereason.profiler.profile import Profile
 from edgereason.profiler.run import run_profile
 from edgereason.session.prm_choice import PRM_FORMAT_CHOICES

@@ -1,8 +1,8 @@
 """The engine: one loop serves every running request. Each `step()` is schedule -> run -> postprocess, then the
 verification queue may flush and ready groups are selected (design.md section 4).
 
-Each concern owns its state and its integrity check: `kv_room.py` (generator sequences: fit, evict,
-restore, free), `decode.py` (sampled tokens -> nodes), `verification.py` (PRM queue, flush, held PRM
+Each concern owns its state and its integrity check: `kv_sequences.py` (generator sequences: fit, evict,
+restore, free), `tree_growth.py` (sampled tokens -> nodes), `verification.py` (PRM queue, flush, held PRM
 paths), `selector.py` (selection, pruning, expansion), `search/strategies.py` (what beam search,
 best-of-N and DVTS do differently), `result.py` (the finished request's record). They return what
 they counted (`counts.py`); the loop alone adds it to a request's metrics (`counts.record`). Policies only
@@ -18,16 +18,16 @@ from collections import deque
 
 from edgereason.config import SamplingParams, SearchConfig, mix_seed
 from edgereason.engine.counts import Tally, record, record_one
-from edgereason.engine.decode import Decoder
 from edgereason.engine.events import Emitter, Listener, NodeAdded, Progress, RequestDone
-from edgereason.engine.kv_room import KVRoom
+from edgereason.engine.kv_sequences import KVSequences
 from edgereason.engine.policy import Policy
 from edgereason.engine.prompt import prompt_ids
 from edgereason.engine.request import Request, RequestStatus
 from edgereason.engine.result import SearchResult, build_result, completed_reason
-from edgereason.engine.scheduler import Work, can_admit, check_beams, schedule
+from edgereason.engine.scheduler import PassRow, can_admit, check_beams, schedule
 from edgereason.engine.selector import Selector
 from edgereason.engine.stats import EngineStats
+from edgereason.engine.tree_growth import TreeGrower
 from edgereason.engine.verification import FlushFailed, VerifyQueue, VerifyStage
 from edgereason.protocols import BatchEntry, Generator, Verifier
 from edgereason.tree import Status
@@ -55,9 +55,9 @@ class Engine:
         self.waiting: deque[Request] = deque()
         mode = "lazy" if self.policy.lazy_verify else ("eager" if self.policy.async_expand else "sync")
         queue = VerifyQueue(mode, self.policy.lv_threshold or lv_threshold, self.policy.lv_max_defer)
-        self.kv = KVRoom(generator)
+        self.kv = KVSequences(generator)
         self.verification = VerifyStage(verifier, queue, self.policy.lookahead, self.emit, self.stats)
-        self.decoder = Decoder(generator, self.kv, self.verification, self.policy, self.emit)
+        self.grower = TreeGrower(generator, self.kv, self.verification, self.policy, self.emit)
         self.selector = Selector(generator, self.kv, self.verification, self.policy, self.emit)
         self._ids = itertools.count()
         self.steps = 0
@@ -129,13 +129,13 @@ class Engine:
         for req, error in failed:
             self._end(req, "failed", str(error))
         if batch:
-            counted = self.decoder.postprocess(batch, self._run(batch))
+            counted = self.grower.postprocess(batch, self._run(batch))
             record(counted)
             self._record_peak_kv(counted)
         scored = self._verify(generator_idle=not batch)
         for req in running:
             if req.status == "running":
-                self._postselect(req, moved=bool(batch) or scored)
+                self._select_then_end_or_report(req, moved=bool(batch) or scored)
 
     def _verify(self, generator_idle: bool) -> bool:
         """Let the PRM score its queue if its rules say so; True when it ran. Out of PRM memory
@@ -152,7 +152,7 @@ class Engine:
         record(counted)
         return True
 
-    def _run(self, batch: list[Work]) -> list[list[int]]:
+    def _run(self, batch: list[PassRow]) -> list[list[int]]:
         t0 = time.perf_counter()
         draws = self.generator.step(
             [BatchEntry(w.node.seq, w.tokens) for w in batch],
@@ -174,7 +174,7 @@ class Engine:
             m.peak_generator_kv_tokens = max(m.peak_generator_kv_tokens, gen_used)
             m.peak_verifier_kv_tokens = max(m.peak_verifier_kv_tokens, ver_used)
 
-    def _postselect(self, req: Request, moved: bool) -> None:
+    def _select_then_end_or_report(self, req: Request, moved: bool) -> None:
         """Select ready groups and prune early, then finish the request, fail it if it is stuck, or report."""
         selected = sum(g.selected for g in req.groups.values())
         record_one(req, self.selector.select_ready(req))
@@ -253,7 +253,7 @@ class Engine:
         self.verification.check(self.requests)
 
 
-def _draw_params(work: Work) -> SamplingParams:
+def _draw_params(work: PassRow) -> SamplingParams:
     """A random stream per (request seed, node, position): draws replay exactly after eviction and recompute,
     whatever else shares the batch."""
     node = work.node

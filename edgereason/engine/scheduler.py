@@ -2,7 +2,8 @@
 
 Rules: standard work (prefill, decoding candidates, expansions of selected nodes) always goes first; speculative
 work fills only the slots standard work leaves idle (at most `beams` entries per request in all); the batch never
-holds more tokens than one forward pass takes. KV room is `kv_room.KVRoom.fit`'s job: it evicts or trims.
+holds more tokens than one forward pass takes. Making it fit the generator's KV is `kv_sequences.KVSequences.fit`'s
+job: it evicts or trims.
 
 Sequences: a running request was admitted with a sequence set aside per beam (`can_admit`), and forks from those
 or from the spare slots no request has set aside, never from another request's: one that took them would keep
@@ -25,7 +26,9 @@ from edgereason.protocols import Generator
 from edgereason.tree import Node
 
 
-class Work(NamedTuple):
+class PassRow(NamedTuple):
+    """One row of the next forward pass: what a node feeds and draws in it."""
+
     request: Request
     node: Node
     tokens: list[int]  # fed in this pass (a restored node's rebuilt suffix is prepended by the engine)
@@ -53,19 +56,19 @@ def is_speculative(node: Node) -> bool:
     return node.speculative or bool(node.plan and node.plan_speculative)
 
 
-def _work_for(req: Request, node: Node, budget: int) -> Work | None:
+def _row_for(req: Request, node: Node, budget: int) -> PassRow | None:
     if node is req.tree.root and req.prompt_fed < len(req.prompt_ids):
         chunk = req.prompt_ids[req.prompt_fed : req.prompt_fed + budget]
         last = req.prompt_fed + len(chunk) == len(req.prompt_ids)
         draws = sum(n for _, n in node.plan) if last and node.plan else 0
-        return Work(req, node, chunk, draws, expand=draws > 0)
+        return PassRow(req, node, chunk, draws, expand=draws > 0)
     if node.pending is None or (node.seq is None and not node.evicted):
         return None
     restore = len(req.prompt_ids) + node.offset + len(node.tokens) if node.seq is None else 0
     if node.plan:
-        return Work(req, node, [node.pending], sum(n for _, n in node.plan), True, restore)
+        return PassRow(req, node, [node.pending], sum(n for _, n in node.plan), True, restore)
     if not node.step_done:
-        return Work(req, node, [node.pending], node.potential, False, restore)
+        return PassRow(req, node, [node.pending], node.potential, False, restore)
     return None
 
 
@@ -101,7 +104,7 @@ def check_beams(generator: Generator, config: SearchConfig) -> None:
         )
 
 
-def schedule(requests: list[Request], generator: Generator, policy: Policy) -> list[Work]:
+def schedule(requests: list[Request], generator: Generator, policy: Policy) -> list[PassRow]:
     budget = generator.max_batch_tokens
     running = [r for r in requests if r.status == "running"]
     own = unclaimed_seqs(running)  # one walk of each tree a pass: this runs before every forward pass
@@ -111,13 +114,13 @@ def schedule(requests: list[Request], generator: Generator, policy: Policy) -> l
     )
     standard = Counter(r.id for _, r, n in pool if not is_speculative(n))
     spec_room = {r.id: max(0, int(policy.spec_slots * r.config.beams) - standard[r.id]) for r in running}
-    batch: list[Work] = []
+    batch: list[PassRow] = []
     for _, req, node in sorted(pool, key=lambda t: is_speculative(t[2])):  # stable: standard first, in order
         if is_speculative(node):
             if spec_room[req.id] <= 0:
                 continue
             spec_room[req.id] -= 1
-        work = _work_for(req, node, budget)
+        work = _row_for(req, node, budget)
         if work is None:
             continue
         forks = max(0, work.draws - 1) + (1 if work.restore else 0)  # worst case: a sequence per draw

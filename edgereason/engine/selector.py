@@ -11,11 +11,11 @@ import numpy as np
 from edgereason.config import mix_seed
 from edgereason.engine import ranking
 from edgereason.engine.counts import Counts
-from edgereason.engine.decode import speculate
 from edgereason.engine.events import Emitter, NodeAdded, NodeExtended, NodeSelected
-from edgereason.engine.kv_room import KVRoom
+from edgereason.engine.kv_sequences import KVSequences
 from edgereason.engine.policy import Policy
 from edgereason.engine.request import Group, Request
+from edgereason.engine.tree_growth import speculate
 from edgereason.engine.verification import VerifyStage
 from edgereason.protocols import Generator
 from edgereason.tree import Node, Status
@@ -25,7 +25,7 @@ class Selector:
     """Each call returns what it counted for the request (pruned nodes, speculative tokens)."""
 
     def __init__(
-        self, generator: Generator, kv: KVRoom, verification: VerifyStage, policy: Policy, emit: Emitter
+        self, generator: Generator, kv: KVSequences, verification: VerifyStage, policy: Policy, emit: Emitter
     ) -> None:
         self.generator, self.kv, self.verification, self.policy, self.emit = generator, kv, verification, policy, emit
 

@@ -18,9 +18,9 @@ from edgereason.config import check_threads, physical_cores
 from edgereason.errors import ConfigError
 from edgereason.memory.curve import Curve
 from edgereason.memory.device import DeviceInfo, auto_budget, read_device
+from edgereason.memory.profile_store import check_profile_path, verifier_id
 from edgereason.memory.size import format_size, parse_size
 from edgereason.memory.split import Workload, budget_error, plan_split, problem_budget_error
-from edgereason.memory.store import check_profile_path, verifier_id
 from edgereason.profiler.profile import Profile
 from edgereason.profiler.sample import SAMPLE_PROBLEMS, prompt_lengths, sample_kv_tokens
 from edgereason.profiler.workload import modelled_search, sampled_workload, with_prompts

@@ -1,6 +1,6 @@
 """Search strategies (design.md section 3), one small object each, registered by the names `--strategy` takes.
 
-A strategy answers the questions where the strategies differ; the engine's mechanics (KV room, verification,
+A strategy answers the questions where the strategies differ; the engine's mechanics (KV sequences, verification,
 selection, pruning) are the same for all of them:
 - first plan: the selection groups the root's draws go into, as (keep, width, draws) per group;
 - scoring scope: which finished steps are scored, and which steps of the path one PRM request covers;

@@ -3,7 +3,7 @@ share.
 
 The set-up is one straight sequence: the PRM (prm_choice.py), both models' files and the backend
 (backend_choice.py), the placement and GPU budget (gpu.py), the memory profile and the KV split
-(profile_lookup.py, kv_split.py), the models opened, the Session (session.py) that builds engines.
+(profile_choice.py, kv_split.py), the models opened, the Session (session.py) that builds engines.
 Served roles open in remote_opening.py."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from edgereason.session.backend_choice import choose_backend, model_paths, prm_o
 from edgereason.session.gpu import gpu_settings, placement
 from edgereason.session.kv_split import check_host_memory, kv_tokens
 from edgereason.session.prm_choice import PullProgress, choose_prm
-from edgereason.session.profile_lookup import note_no_profile, profile_for
+from edgereason.session.profile_choice import note_no_profile, profile_for
 from edgereason.session.remote_opening import open_remote
 from edgereason.session.session import DEFAULT_LV_THRESHOLD, Session
 from edgereason.session.settings import ModelSettings

@@ -20,7 +20,7 @@ from edgereason.session.auto_policy import (
     is_auto,
     resolve,
 )
-from edgereason.session.profile_lookup import pass_cost_key
+from edgereason.session.profile_choice import pass_cost_key
 from edgereason.session.settings import ModelSettings
 
 DEFAULT_LV_THRESHOLD = {"cpu": 512, "gpu": 2048}  # tokens (design.md section 4)

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from edgereason.backends.context_roles import DecodeItem
+from edgereason.backends.host_sampling import sample
 from edgereason.backends.llamacpp import LlamaGenerator
 from edgereason.backends.llamacpp.device_sampling import Candidates
 from edgereason.backends.llamacpp.runtime import KVContext
-from edgereason.backends.sampling import sample
 from edgereason.config import SamplingParams
 from edgereason.errors import ConfigError
 from edgereason.protocols import BatchEntry

@@ -39,13 +39,13 @@ from pathlib import Path
 
 import pytest
 
-from edgereason.bench import report
 from edgereason.cli.main import build_parser, main
 from edgereason.cli.solve import clip, print_tree
 from edgereason.engine.policy import SWITCH_HELP
 from edgereason.engine.result import RequestMetrics, SearchResult
+from edgereason.evaluation import report
 from edgereason.memory import default_device_id
-from edgereason.memory.store import profile_path, verifier_id
+from edgereason.memory.profile_store import profile_path, verifier_id
 
 FAST = ["--max-steps", "1", "--max-step-tokens", "8", "--beams", "2", "--width", "2"]
 
@@ -290,7 +290,7 @@ def test_the_early_beams_bound_is_the_local_backends_own() -> None:
 @pytest.mark.slow
 def test_a_model_whose_tensor_data_is_damaged_is_one_line(tmp_path, home, smollm2_path, capsys):
     """Its header intact, NaN in a layer's weights: `ValueError: attempt to get argmax of an empty
-    sequence` (backends/sampling.py) before."""
+    sequence` (backends/host_sampling.py) before."""
     import gguf
 
     damaged = tmp_path / "damaged.gguf"

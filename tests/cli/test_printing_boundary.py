@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from edgereason.bench.report import print_compare, print_table
 from edgereason.cli import models_cmd
 from edgereason.cli.main import main
 from edgereason.cli.solve import print_text
 from edgereason.engine.result import FinalPath, RequestMetrics, SearchResult
 from edgereason.errors import ConfigError
+from edgereason.evaluation.report import print_compare, print_table
 from tests.util.test_terminal import C0, C1, SEQUENCES
 
 EVIL = "".join(C0 + C1) + "".join(SEQUENCES) + "[bold]markup[/bold]"

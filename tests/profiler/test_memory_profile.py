@@ -11,7 +11,7 @@ from edgereason import models
 from edgereason.cli.main import main
 from edgereason.errors import ConfigError
 from edgereason.memory import default_device_id, device, find_profile, verifier_id
-from edgereason.memory.store import profile_path, write_profile
+from edgereason.memory.profile_store import profile_path, write_profile
 from edgereason.profiler import run as profiler
 from edgereason.profiler.run import MeasurePoints, run_profile
 

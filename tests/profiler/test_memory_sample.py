@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from edgereason.backends.llamacpp.profiling import profiled_generator, profiled_prm
+from edgereason.backends.llamacpp.profiler_probes import profiled_generator, profiled_prm
 from edgereason.errors import ConfigError
 from edgereason.profiler.sample import SAMPLE_PROBLEMS, sample_search
 

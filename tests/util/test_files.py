@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from edgereason.bench.report import write_results
+from edgereason.evaluation.report import write_results
 from edgereason.heads.value_head import Backbone, save_head
-from edgereason.memory.store import write_profile
+from edgereason.memory.profile_store import write_profile
 from edgereason.util.files import new_file_mode, write_atomic, write_text_atomic
 from tests.heads.test_value_head import random_head
 

@@ -154,8 +154,8 @@ def test_the_switch_is_checked(monkeypatch):
 def test_cuda_graphs_record_the_compiled_kernels(smollm2_path, torch_smollm2, monkeypatch):
     """On CUDA: decode and prefill graphs captured compiled are as near the CPU's float32 pass as the uncompiled
     graphs are (both bf16), and the draws recorded in a compiled decode graph are the sampler's on its logits."""
+    from edgereason.backends.torch.device_draws import draw_rows
     from edgereason.backends.torch.model import load_model
-    from edgereason.backends.torch.sampling import draw_rows
     from edgereason.config import SamplingParams
 
     model = load_model(str(smollm2_path), "cuda")

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from edgereason.backends.context_roles import DecodeItem
+from edgereason.backends.torch.device_draws import draw_rows
 from edgereason.backends.torch.generator import TorchGenerator
 from edgereason.backends.torch.graphs import ROW_BUCKETS, DecodeGraphs, bucket
 from edgereason.backends.torch.kv import table_width
 from edgereason.backends.torch.runtime import TorchContext
-from edgereason.backends.torch.sampling import draw_rows
 from edgereason.config import SamplingParams
 from edgereason.protocols import BatchEntry
 

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from edgereason.bench.arrivals import arrival_times, parse_rate
 from edgereason.errors import ConfigError
+from edgereason.evaluation.arrivals import arrival_times, parse_rate
 
 
 def test_poisson_mean_gap_matches_rate():

@@ -1,5 +1,5 @@
 """The two models as `memory-profile` measures them on torch (protocols.ProfiledGenerator / ProfiledPRM), as
-backends/llamacpp/profiling.py does on llama.cpp, with the torch backend's numbers: KV bytes per token in its KV
+backends/llamacpp/profiler_probes.py does on llama.cpp, with the torch backend's numbers: KV bytes per token in its KV
 cache's dtype (f16 on the CPU, bf16 on CUDA), weights as dequantized on the device (float32 on the CPU, bf16 on
 CUDA: not the GGUF file's size), decode and prefill points measured on a TorchContext (measure.py), and the
 TorchGenerator and TorchVerifier of the sample search.

@@ -9,9 +9,9 @@
 
 from __future__ import annotations
 
-from edgereason.bench.report import Results
-from edgereason.bench.runner import SUMMED, RunSpec, rate_label, token_and_latency_numbers
 from edgereason.errors import ConfigError
+from edgereason.evaluation.report import Results
+from edgereason.evaluation.runner import SUMMED, RunSpec, rate_label, token_and_latency_numbers
 
 RunId = tuple[str, int, str, int]  # (label, beams, rate, repeat)
 

@@ -1,4 +1,4 @@
-"""Token sampling next to the logits.
+"""Token sampling on the host, next to the logits: the rule the torch backend's device_draws.py also draws by.
 
 A row is a set of candidate tokens with their logits: a device-side top-k, or a whole row on the
 host. Each row draws `n` tokens from its own counter-based random stream (its seed and the draw's

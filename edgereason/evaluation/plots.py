@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import NullFormatter, ScalarFormatter  # noqa: E402
 
-from edgereason.bench.report import mean_by_key  # noqa: E402
+from edgereason.evaluation.report import mean_by_key  # noqa: E402
 
 
 def write_plots(out: Path, runs: list[dict]) -> list[Path]:

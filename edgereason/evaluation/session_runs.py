@@ -1,6 +1,6 @@
-"""A bench's runs, once its settings are checked (bench/plan.py): --out claimed
-(bench/out_folder.py), the sessions, every run with a save after each finished problem, what
-`--resume` keeps or continues (bench/resume.py), and the end: the table is printed whatever could
+"""A bench's runs, once its settings are checked (evaluation/plan.py): --out claimed
+(evaluation/out_folder.py), the sessions, every run with a save after each finished problem, what
+`--resume` keeps or continues (evaluation/resume.py), and the end: the table is printed whatever could
 be written, and a save that failed is one error line (exit 1). Progress and notes go through the
 caller's Display."""
 
@@ -10,14 +10,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from edgereason.bench.examples import print_examples
-from edgereason.bench.out_folder import OutFolder
-from edgereason.bench.plan import BenchSettings, Specs
-from edgereason.bench.report import print_table
-from edgereason.bench.resume import check_same_bench, merge_runs, run_id, spec_id
-from edgereason.bench.runner import RunInterrupted, RunSpec, rate_label, run_one
 from edgereason.engine.prompt import prompt_ids
 from edgereason.errors import ConfigError
+from edgereason.evaluation.examples import print_examples
+from edgereason.evaluation.out_folder import OutFolder
+from edgereason.evaluation.plan import BenchSettings, Specs
+from edgereason.evaluation.report import print_table
+from edgereason.evaluation.resume import check_same_bench, merge_runs, run_id, spec_id
+from edgereason.evaluation.runner import RunInterrupted, RunSpec, rate_label, run_one
 from edgereason.search.dataset import Problem
 from edgereason.session.opening import Session, open_session
 from edgereason.util import interrupts
@@ -141,7 +141,7 @@ def _finish(folder: OutFolder, config: dict, runs: list[dict], plots: bool, show
         as_text = f"{graded} problem(s) were graded as text after the grading budget ran out"
         show.note(f"edgereason: note: {as_text}")
     if plots and saved:
-        from edgereason.bench.plots import write_plots  # matplotlib only when plots are drawn
+        from edgereason.evaluation.plots import write_plots  # matplotlib only when plots are drawn
 
         try:
             write_plots(folder.path, runs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import re
 
-from edgereason.bench.examples import print_examples
+from edgereason.evaluation.examples import print_examples
 
 
 def run(per_problem: list[dict]) -> dict:

@@ -1,4 +1,4 @@
-"""The generator's KV room: which node owns which sequence, making a batch fit (evict idle sequences, defer the
+"""The generator's KV sequences: which node owns which sequence, making a batch fit (evict idle sequences, defer the
 batch's tail), rebuilding evicted nodes, freeing sequences, and the check that the ownership is exact.
 
 Eviction order: speculative sequences first, then least recently run. An evicted node is rebuilt when it runs
@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from edgereason.engine.counts import Tally
 from edgereason.engine.request import Request
-from edgereason.engine.scheduler import Work
+from edgereason.engine.scheduler import PassRow
 from edgereason.errors import OutOfMemoryError
 from edgereason.protocols import Generator
 from edgereason.tree import Node
@@ -22,12 +22,14 @@ class Fit(NamedTuple):
     """A batch made to fit: the work that runs, the requests that cannot fit at all, and the
     evictions and recomputed tokens counted for each request."""
 
-    batch: list[Work]
+    batch: list[PassRow]
     failed: list[tuple[Request, OutOfMemoryError]]
     counts: Tally
 
 
-class KVRoom:
+class KVSequences:
+    """The generator's sequences and the nodes that own them: fit a batch, evict, restore, free, check."""
+
     def __init__(self, generator: Generator) -> None:
         self.generator = generator
 
@@ -35,7 +37,7 @@ class KVRoom:
     def free_tokens(self) -> int:
         return self.generator.kv_capacity_tokens - self.generator.kv_used_tokens
 
-    def fit(self, batch: list[Work], running: list[Request], step: int) -> Fit:
+    def fit(self, batch: list[PassRow], running: list[Request], step: int) -> Fit:
         """The part of `batch` that fits, with evicted nodes rebuilt, and the requests that cannot fit at all (one
         path longer than the whole room). `step` stamps the nodes that run (least-recently-used order)."""
         batch, tally = list(batch), Tally()
@@ -63,7 +65,7 @@ class KVRoom:
             w.node.last_run = step
         return Fit([self._restore(w, tally) if w.restore else w for w in batch], [], tally)
 
-    def _eviction_order(self, batch: list[Work], running: list[Request]) -> list[tuple[Request, Node]]:
+    def _eviction_order(self, batch: list[PassRow], running: list[Request]) -> list[tuple[Request, Node]]:
         """Resident nodes outside the batch, the best victim last (pop() takes it)."""
         in_batch = {id(w.node) for w in batch}
         victims = sorted(
@@ -77,7 +79,7 @@ class KVRoom:
         self.free(node)
         node.evicted = True
 
-    def _restore(self, work: Work, tally: Tally) -> Work:
+    def _restore(self, work: PassRow, tally: Tally) -> PassRow:
         """Rebuild an evicted node's KV: fork the relative that shares the longest prefix, recompute the rest."""
         req, node = work.request, work.node
         stream = list(req.prompt_ids)

@@ -1,4 +1,4 @@
-"""memory-profile on the torch backend (backends/torch/profiling.py), with SmolLM2 on the CPU: the numbers are
+"""memory-profile on the torch backend (backends/torch/profiler_probes.py), with SmolLM2 on the CPU: the numbers are
 torch's (its KV cache, its float32 weights, its passes), and the profile is found by torch sessions only."""
 
 from __future__ import annotations

@@ -14,13 +14,13 @@ from functools import partial
 
 import numpy as np
 
-from edgereason.bench.arrivals import arrival_times
 from edgereason.config import SearchConfig
 from edgereason.engine.loop import Engine
 from edgereason.engine.policy import Policy
 from edgereason.engine.request import Request
 from edgereason.engine.result import RequestMetrics, SearchResult
 from edgereason.engine.stats import EngineStats
+from edgereason.evaluation.arrivals import arrival_times
 from edgereason.search.dataset import Problem
 from edgereason.session.auto_policy import is_auto
 from edgereason.session.opening import Session

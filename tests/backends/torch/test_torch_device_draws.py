@@ -1,4 +1,4 @@
-"""Sampling on the device: the host sampler's rule and streams (backends/sampling.py), whatever the batch."""
+"""Sampling on the device: the host sampler's rule and streams (backends/host_sampling.py), whatever the batch."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from edgereason.backends import sampling as host
-from edgereason.backends.torch.sampling import draw_rows, uniforms
+from edgereason.backends import host_sampling as host
+from edgereason.backends.torch.device_draws import draw_rows, uniforms
 from edgereason.config import SamplingParams
 
 SEEDS = [0, 1, 7, 2**31 + 5, 2**63 - 1, 2**63, 2**64 - 1, -3, 12345678901234567890]

@@ -7,10 +7,10 @@ from dataclasses import replace
 import pytest
 
 from edgereason.memory import verifier_id
-from edgereason.memory.store import write_profile
-from edgereason.session import profile_lookup
+from edgereason.memory.profile_store import write_profile
+from edgereason.session import profile_choice
 from edgereason.session.auto_policy import choice_for
-from edgereason.session.profile_lookup import device_id, note_no_profile, pass_cost_key, profile_for
+from edgereason.session.profile_choice import device_id, note_no_profile, pass_cost_key, profile_for
 from edgereason.session.settings import ModelSettings
 
 SETTINGS = ModelSettings(model="gen.gguf", prm="prm.gguf", prm_format="judge", n_gpu_layers=0, verbose=True)
@@ -47,7 +47,7 @@ def test_the_note_says_how_to_profile_the_sessions_backend(home, capsys):
 def test_the_note_on_a_gpu_profiles_the_gpu(home, capsys, monkeypatch):
     """memory-profile measures the CPU unless told: a GPU session's note says --device gpu, so that the profile it
     makes is the one the session looks up (the GPU's id is given: this machine has none)."""
-    monkeypatch.setattr(profile_lookup, "default_device_id", lambda kind: f"{kind}-H200")
+    monkeypatch.setattr(profile_choice, "default_device_id", lambda kind: f"{kind}-H200")
     note_no_profile(replace(SETTINGS, n_gpu_layers=999), "torch")
     assert "memory-profile --model gen.gguf --prm prm.gguf --backend torch --device gpu\n" in capsys.readouterr().err
 

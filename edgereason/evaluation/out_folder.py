@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from edgereason.bench.report import CSV, RESULTS, Results, load_results, write_results
 from edgereason.errors import ConfigError
+from edgereason.evaluation.report import CSV, RESULTS, Results, load_results, write_results
 from edgereason.util.files import make_writable_folder
 
 

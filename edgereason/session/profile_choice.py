@@ -9,7 +9,7 @@ import sys
 
 from edgereason import models
 from edgereason.memory import default_device_id, find_profile, verifier_id
-from edgereason.memory.store import UNNAMED_BACKEND, profile_path
+from edgereason.memory.profile_store import UNNAMED_BACKEND, profile_path
 from edgereason.session.prm_choice import SELF
 from edgereason.session.settings import ModelSettings
 

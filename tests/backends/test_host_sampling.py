@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare, kstest
 
-from edgereason.backends.sampling import CUTOFF, by_id, draw_rows, sample, sample_rows, uniforms
+from edgereason.backends.host_sampling import CUTOFF, by_id, draw_rows, sample, sample_rows, uniforms
 from edgereason.config import SamplingParams, mix_seed
 from edgereason.errors import ModelError
 

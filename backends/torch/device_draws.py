@@ -1,4 +1,4 @@
-"""Sampling on the device, by the rule of backends/sampling.py (`draw_rows`) over whole rows: each row draws
+"""Sampling on the device, by the rule of backends/host_sampling.py (`draw_rows`) over whole rows: each row draws
 from its own counter-based stream (splitmix64 of its seed and the draw's index, computed here with int64 ops), so
 its draws depend on nothing else in the batch, and equal logits give the llama.cpp backend's draws. Only the drawn
 ids come back to the host.
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
-from edgereason.backends.sampling import CUTOFF
+from edgereason.backends.host_sampling import CUTOFF
 from edgereason.config import SamplingParams
 
 _MASK64 = (1 << 64) - 1
@@ -30,7 +30,7 @@ def _shr(x: torch.Tensor, bits: int) -> torch.Tensor:
 
 def uniforms(seeds: torch.Tensor, counters: torch.Tensor) -> torch.Tensor:
     """seeds, counters: [d] int64 (seeds as 64-bit patterns) -> [d] float64 in [0, 1), equal to
-    edgereason.backends.sampling.uniforms. int64 products wrap modulo 2**64, as the hash wants."""
+    edgereason.backends.host_sampling.uniforms. int64 products wrap modulo 2**64, as the hash wants."""
     x = torch.full_like(seeds, signed(_GOLDEN))
     for part in (seeds, counters):
         x = (x ^ part) * signed(_M1)
@@ -56,7 +56,7 @@ def draw_tensor(
     from uniforms(seeds[r], j). Nothing here waits for the device, so a CUDA graph records it. nucleus: some row
     has top_p < 1 (only then is the vocabulary sorted).
 
-    The rule of edgereason.backends.sampling.draw_rows: tokens more than CUTOFF temperatures below the best are
+    The rule of edgereason.backends.host_sampling.draw_rows: tokens more than CUTOFF temperatures below the best are
     left out; with top_p < 1 the rest, by probability (ties in vocabulary order), are cut to the smallest prefix
     holding top_p of the mass; a draw is the first token whose cumulative probability exceeds u times the kept mass;
     temperature 0 takes the best token (the lowest id among equals)."""

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from fakes import FakeGenerator, FakeVerifier
 
-from edgereason.bench import session_runs
-from edgereason.bench.out_folder import OutFolder
-from edgereason.bench.resume import merge_runs
 from edgereason.cli import bench
 from edgereason.cli.main import build_parser, main
+from edgereason.evaluation import session_runs
+from edgereason.evaluation.out_folder import OutFolder
+from edgereason.evaluation.resume import merge_runs
 from edgereason.session.opening import Session
 from edgereason.session.settings import ModelSettings
 

@@ -10,10 +10,10 @@ from collections import Counter
 from edgereason.config import mix_seed
 from edgereason.engine.counts import Counts, Tally
 from edgereason.engine.events import Emitter, NodeAdded, NodeExtended, StepFinished
-from edgereason.engine.kv_room import KVRoom
+from edgereason.engine.kv_sequences import KVSequences
 from edgereason.engine.policy import Policy
 from edgereason.engine.request import Request
-from edgereason.engine.scheduler import Work
+from edgereason.engine.scheduler import PassRow
 from edgereason.engine.verification import VerifyStage
 from edgereason.protocols import Generator
 from edgereason.tree import Node, Status, has_boxed_answer
@@ -30,13 +30,15 @@ def speculate(req: Request, node: Node, policy: Policy) -> None:
         req.plan(node, [(None, 1)], speculative=True)
 
 
-class Decoder:
+class TreeGrower:
+    """Grows the search tree from a forward pass's draws: tokens onto nodes, children, ended steps."""
+
     def __init__(
-        self, generator: Generator, kv: KVRoom, verification: VerifyStage, policy: Policy, emit: Emitter
+        self, generator: Generator, kv: KVSequences, verification: VerifyStage, policy: Policy, emit: Emitter
     ) -> None:
         self.generator, self.kv, self.verification, self.policy, self.emit = generator, kv, verification, policy, emit
 
-    def postprocess(self, batch: list[Work], draws: list[list[int]]) -> Tally:
+    def postprocess(self, batch: list[PassRow], draws: list[list[int]]) -> Tally:
         """Apply a pass's draws; returns the rows and tokens counted for each request."""
         tally = Tally()
         for work, tokens in zip(batch, draws):

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from fakes import FakeGenerator, FakeVerifier
 
-from edgereason.bench.plots import write_plots
-from edgereason.bench.report import print_table, write_results
-from edgereason.bench.runner import RunSpec, run_one
 from edgereason.config import SearchConfig
 from edgereason.engine.policy import parse_policy
+from edgereason.evaluation.plots import write_plots
+from edgereason.evaluation.report import print_table, write_results
+from edgereason.evaluation.runner import RunSpec, run_one
 from edgereason.search.dataset import Problem
 from edgereason.session.opening import Session
 from edgereason.session.settings import ModelSettings

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from edgereason.bench.runner import RunSpec
 from edgereason.config import SearchConfig
 from edgereason.engine.policy import Policy
+from edgereason.evaluation.runner import RunSpec
 from edgereason.session.settings import ModelSettings
 
 Specs = list[tuple[str, RunSpec]]  # (KV split, run), in the order they run
