@@ -1,9 +1,10 @@
-"""The roles over a context, apart from the forward pass: the protocols' KV-memory properties (ContextKVMemory: a
-generator's or a verifier's), and a Generator's text, sequence and memory methods over a model (tokenizer, chat
-template, trained context) and its context (ContextGenerator; each backend's generator adds `step`). llama.cpp's
-KVContext and torch's TorchContext keep one interface: new_seq, fork, truncate, free, seq_len, unique_tokens,
-can_append, can_alloc, capacity, used_tokens, live_seqs, n_seq_max, n_batch, check_integrity,
-close, `model`, and `decode(items, on_row)` over DecodeItems (defined here)."""
+"""The roles over a context, apart from the forward pass: the protocols' KV-memory properties
+(ContextKVMemory: a generator's or a verifier's), and a Generator's text, sequence and memory
+methods over a model (tokenizer, chat template, trained context) and its context (ContextGenerator;
+each backend's generator adds `step`). llama.cpp's KVContext and torch's TorchContext keep one
+interface: new_seq, fork, truncate, free, seq_len, unique_tokens, can_append, can_alloc, capacity,
+used_tokens, live_seqs, n_seq_max, n_batch, check_integrity, close, `model`, and `decode(items,
+on_row)` over DecodeItems (defined here)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ class DecodeItem(NamedTuple):
 
 
 class ContextKVMemory:
-    """The protocols' KV-memory properties, for a role that owns `self.ctx` (a generator or a verifier)."""
+    """The protocols' KV-memory properties, for a role that owns `self.ctx` (a generator or a
+    verifier)."""
 
     ctx: Any  # the context (see the module doc)
 

@@ -1,14 +1,15 @@
-"""Whether the installed llama-cpp-python build carries a private copy of the C++ runtime (issue 13's crashes).
+"""Whether the installed llama-cpp-python build carries a private copy of the C++ runtime (issue
+13's crashes).
 
-CMake links CUDA code with the static CUDA runtime unless told otherwise, and in the CUDA builds seen on the GPU
-machine (CUDA 13, GCC 13) that put libstdc++'s own internals (std::locale's implementation among them) into
-libggml-cuda.so, exported. The process then runs two C++ runtimes whose objects cross between them: loading a model
-after numpy segfaults, so does matplotlib's Agg backend after llama.cpp, and importing torch aborts with
-`free(): invalid pointer`. A build with the shared CUDA runtime and the static archives' symbols kept private
-(REBUILD) uses the system's one libstdc++ and none of those crash (benchmarks/cuda_triage.py, the README's GPU
-section). This module tells the two builds apart so the commands that load such libraries can refuse with the
-rebuild command instead of crashing. Shared by the backends: torch's and transformers' load torch.
-"""
+CMake links CUDA code with the static CUDA runtime unless told otherwise, and in the CUDA builds
+seen on the GPU machine (CUDA 13, GCC 13) that put libstdc++'s own internals (std::locale's
+implementation among them) into libggml-cuda.so, exported. The process then runs two C++ runtimes
+whose objects cross between them: loading a model after numpy segfaults, so does matplotlib's Agg
+backend after llama.cpp, and importing torch aborts with `free(): invalid pointer`. A build with the
+shared CUDA runtime and the static archives' symbols kept private (REBUILD) uses the system's one
+libstdc++ and none of those crash (benchmarks/cuda_triage.py, the README's GPU section). This module
+tells the two builds apart so the commands that load such libraries can refuse with the rebuild
+command instead of crashing. Shared by the backends: torch's and transformers' load torch."""
 
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ class _DlInfo(ctypes.Structure):
 
 
 def defining_library(library: Path, symbol: str) -> Path | None:
-    """The file whose definition of `symbol` a lookup through `library` finds (the library first, then what it
-    links), or None where none of them defines it."""
+    """The file whose definition of `symbol` a lookup through `library` finds (the library first,
+    then what it links), or None where none of them defines it."""
     try:
         address = ctypes.cast(getattr(ctypes.CDLL(str(library)), symbol), ctypes.c_void_p).value
     except AttributeError:
@@ -71,10 +72,10 @@ def private_cxx_runtime() -> Path | None:
 
 
 def require_one_cxx_runtime(what: str, instead: str) -> None:
-    """ConfigError, before anything is lost, where `what` (e.g. "bench's plots load matplotlib") would crash
-    beside this build; `instead` says what the user can do short of rebuilding."""
+    """ConfigError, before anything is lost, where `what` (e.g. "bench's plots load matplotlib")
+    would crash beside this build; `instead` says what the user can do short of rebuilding."""
     if (library := private_cxx_runtime()) is not None:
         raise ConfigError(
-            f"{what}, which crashes beside this llama-cpp-python CUDA build ({library.name} carries "
-            f"its own C++ runtime); rebuild it: {REBUILD}; or {instead}"
+            f"{what}, which crashes beside this llama-cpp-python CUDA build ({library.name} "
+            f"carries its own C++ runtime); rebuild it: {REBUILD}; or {instead}"
         )

@@ -1,4 +1,5 @@
-"""Token sampling on the host, next to the logits: the rule the torch backend's device_draws.py also draws by.
+"""Token sampling on the host, next to the logits: the rule the torch backend's device_draws.py also
+draws by.
 
 A row is a set of candidate tokens with their logits: a device-side top-k, or a whole row on the
 host. Each row draws `n` tokens from its own counter-based random stream (its seed and the draw's
@@ -17,8 +18,9 @@ import numpy as np
 from edgereason.config import SamplingParams
 from edgereason.errors import ModelError
 
-# Tokens more than this far below the best logit (in units of temperature) are left out: each has under e^-30 of
-# its probability, so all of a 152k vocabulary together miss less than 2e-8 of the mass.
+# Tokens more than this far below the best logit (in units of temperature) are left out: each has
+# under e^-30 of its probability, so all of a 152k vocabulary together miss less than 2e-8 of the
+# mass.
 CUTOFF = 30.0
 
 # damaged weights (a file whose tensor data was cut or altered, its header intact) give NaN logits:
@@ -29,14 +31,18 @@ DAMAGED = (
 )
 
 _MASK64 = 0xFFFFFFFFFFFFFFFF
-_GOLDEN, _M1, _M2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_GOLDEN, _M1, _M2 = (
+    np.uint64(0x9E3779B97F4A7C15),
+    np.uint64(0xBF58476D1CE4E5B9),
+    np.uint64(0x94D049BB133111EB),
+)
 
 
 def uniforms(seeds: np.ndarray, counters: np.ndarray) -> np.ndarray:
     """seeds, counters: [d] non-negative integers -> [d] float64 in [0, 1).
 
-    Draw j of a stream seeded s is splitmix64 over (s, j), the hash of `tree.mix_seed`: uniform j equals
-    (mix_seed(s, j) >> 10) / 2**53."""
+    Draw j of a stream seeded s is splitmix64 over (s, j), the hash of `tree.mix_seed`: uniform j
+    equals (mix_seed(s, j) >> 10) / 2**53."""
     x = _GOLDEN
     for part in (np.asarray(seeds, dtype=np.uint64), np.asarray(counters, dtype=np.uint64)):
         x = (x ^ part) * _M1  # uint64 arrays wrap modulo 2**64, as the hash wants
@@ -47,14 +53,16 @@ def uniforms(seeds: np.ndarray, counters: np.ndarray) -> np.ndarray:
 
 
 def sample(logits: np.ndarray, n: int, params: SamplingParams) -> list[int]:
-    """logits: [n_vocab] float32, a whole row. Returns n token ids drawn independently (greedy at temperature 0)."""
+    """logits: [n_vocab] float32, a whole row. Returns n token ids drawn independently (greedy at
+    temperature 0)."""
     ids, kept = _candidates(logits, params.temperature)
     return sample_rows(ids[None], kept[None], [n], [params])[0]
 
 
 def _candidates(logits: np.ndarray, temperature: float) -> tuple[np.ndarray, np.ndarray]:
-    """A whole row [n_vocab] -> (ids [m], logits [m]) ascending: the best token at temperature 0, else every
-    token within CUTOFF + 1 temperatures of the best (sample_rows applies the exact cutoff)."""
+    """A whole row [n_vocab] -> (ids [m], logits [m]) ascending: the best token at temperature 0,
+    else every token within CUTOFF + 1 temperatures of the best (sample_rows applies the exact
+    cutoff)."""
     top = logits.max()
     if not np.isfinite(top):  # NaN anywhere makes the max NaN
         raise ModelError(DAMAGED)
@@ -66,8 +74,8 @@ def _candidates(logits: np.ndarray, temperature: float) -> tuple[np.ndarray, np.
 
 
 def by_id(ids: np.ndarray, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Device rows (ids [R, k], logits [R, k], any order within a row) put in vocabulary order, as sample_rows
-    takes them."""
+    """Device rows (ids [R, k], logits [R, k], any order within a row) put in vocabulary order, as
+    sample_rows takes them."""
     order = np.argsort(ids, axis=1, kind="stable")
     at = np.arange(len(ids))[:, None]
     return ids[at, order], logits[at, order]
@@ -76,22 +84,29 @@ def by_id(ids: np.ndarray, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def sample_rows(
     ids: np.ndarray, logits: np.ndarray, n: Sequence[int], params: Sequence[SamplingParams]
 ) -> list[list[int]]:
-    """ids: [R, k] candidate token ids, ascending within a row; logits: [R, k] their raw logits. Row r draws
-    n[r] tokens with params[r], from the stream seeded params[r].seed (draw j uses uniforms(seed, j))."""
-    seeds = np.repeat(np.array([p.seed & _MASK64 for p in params], dtype=np.uint64), n)  # any int: its low 64 bits
+    """ids: [R, k] candidate token ids, ascending within a row; logits: [R, k] their raw logits. Row
+    r draws n[r] tokens with params[r], from the stream seeded params[r].seed (draw j uses
+    uniforms(seed, j))."""
+    # any int: its low 64 bits
+    seeds = np.repeat(np.array([p.seed & _MASK64 for p in params], dtype=np.uint64), n)
     counters = np.concatenate([np.arange(c) for c in n]) if len(n) else np.zeros(0, dtype=np.int64)
     return draw_rows(ids, logits, n, params, uniforms(seeds, counters))
 
 
 def draw_rows(
-    ids: np.ndarray, logits: np.ndarray, n: Sequence[int], params: Sequence[SamplingParams], u: np.ndarray
+    ids: np.ndarray,
+    logits: np.ndarray,
+    n: Sequence[int],
+    params: Sequence[SamplingParams],
+    u: np.ndarray,
 ) -> list[list[int]]:
     """sample_rows with its uniforms given: u [sum(n)], row by row.
 
-    Rule, per row: candidates in vocabulary order (ascending ids); those more than CUTOFF temperatures below the
-    best are left out; with top_p < 1 the rest are ordered by probability (ties in vocabulary order) and cut to the
-    smallest prefix holding top_p of the mass; a draw is the first candidate whose cumulative probability exceeds
-    u times the kept mass. Temperature 0 takes the best candidate (the lowest id among equals)."""
+    Rule, per row: candidates in vocabulary order (ascending ids); those more than CUTOFF
+    temperatures below the best are left out; with top_p < 1 the rest are ordered by probability
+    (ties in vocabulary order) and cut to the smallest prefix holding top_p of the mass; a draw is
+    the first candidate whose cumulative probability exceeds u times the kept mass. Temperature 0
+    takes the best candidate (the lowest id among equals)."""
     n_rows, k = ids.shape
     if n_rows == 0:
         return []
@@ -109,16 +124,20 @@ def draw_rows(
     probs[left_out] = 0.0
     nucleus = top_p < 1.0
     if nucleus.any():  # probability order, stable: equal probabilities stay in vocabulary order
-        by_prob = np.where(nucleus[:, None], np.argsort(-probs, axis=1, kind="stable"), np.arange(k)[None, :])
+        by_prob = np.where(
+            nucleus[:, None], np.argsort(-probs, axis=1, kind="stable"), np.arange(k)[None, :]
+        )
         ids, probs = ids[at[:, None], by_prob], probs[at[:, None], by_prob]
     cdf = np.cumsum(probs, axis=1)  # [R, k]; a left-out place adds exactly 0
     mass = cdf[:, -1]
     if nucleus.any():  # the cumulative sum where the nucleus ends (the whole mass where top_p is 1)
         mass = cdf[at, (cdf < (top_p * mass)[:, None]).sum(1)]
     rows = np.repeat(at, n)  # [D] the row of each draw
-    # below the mass, so the first place past the target is in the nucleus even where u * mass rounds up to it
+    # below the mass, so the first place past the target is in the nucleus even where u * mass
+    # rounds up to it
     target = np.minimum(u * mass[rows], np.nextafter(mass[rows], 0.0))
-    if n_rows == 1:  # a host row of up to the whole vocabulary: a binary search, not a pass per draw
+    # a host row of up to the whole vocabulary: a binary search, not a pass per draw
+    if n_rows == 1:
         place = np.searchsorted(cdf[0], target, side="right")
     else:  # places <= target, as searchsorted counts them, for all rows at once
         place = (cdf[rows] <= target[:, None]).sum(1)

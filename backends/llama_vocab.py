@@ -22,7 +22,8 @@ from edgereason.errors import ModelError
 from edgereason.prompts import LITERAL_START, literal_spans
 from edgereason.util import interrupts
 
-_silenced_cb = L.llama_log_callback(lambda level, text, user_data: None)  # module-level: must outlive every call
+# module-level: must outlive every call
+_silenced_cb = L.llama_log_callback(lambda level, text, user_data: None)
 # a model load goes on while this returns true; module-level for the same reason
 _go_on_loading = L.llama_progress_callback(lambda progress, user_data: not interrupts.requested())
 _backend_ready = False
@@ -48,7 +49,8 @@ class LlamaVocab:
         params.use_extra_bufts = not cpu_advertises_amx()  # no AMX repacking: cpu_features.py
         self.path = Path(path)
         params.progress_callback = _go_on_loading
-        with interrupts.deferred():  # Ctrl-C ends the load through the progress callback, then is raised
+        # Ctrl-C ends the load through the progress callback, then is raised
+        with interrupts.deferred():
             self.ptr = L.llama_model_load_from_file(str(self.path).encode(), params)
         if not self.ptr:
             raise ModelError(
@@ -59,19 +61,25 @@ class LlamaVocab:
         self.n_vocab = L.llama_vocab_n_tokens(self.vocab)
         self.n_ctx_train = L.llama_model_n_ctx_train(self.ptr)
         self.add_bos = bool(L.llama_vocab_get_add_bos(self.vocab))
-        self.eog_ids = frozenset(t for t in range(self.n_vocab) if L.llama_vocab_is_eog(self.vocab, t))
+        self.eog_ids = frozenset(
+            t for t in range(self.n_vocab) if L.llama_vocab_is_eog(self.vocab, t)
+        )
         self.control_ids = frozenset(
-            t for t in range(self.n_vocab) if L.llama_vocab_get_attr(self.vocab, t) & L.LLAMA_TOKEN_ATTR_CONTROL
+            t
+            for t in range(self.n_vocab)
+            if L.llama_vocab_get_attr(self.vocab, t) & L.LLAMA_TOKEN_ATTR_CONTROL
         )
         self._template = L.llama_model_chat_template(self.ptr, None)
         self._pieces: dict[int, bytes] = {}
-        if vocab_only:  # llama.cpp aborts on layer hyperparameters of a vocab-only model; metadata still reads
+        # llama.cpp aborts on layer hyperparameters of a vocab-only model; metadata still reads
+        if vocab_only:
             arch = self._meta("general.architecture")
             self.n_ctx_train = int(self._meta(f"{arch}.context_length") or 0)
 
     def tokenize(self, text: str, add_bos: bool = False, special: bool = True) -> list[int]:
-        """special: parse control-token text ("<|im_end|>") as control tokens, except in a literal span of the
-        text (edgereason.prompts.literal: the problem, a step), whose text stays text."""
+        """special: parse control-token text ("<|im_end|>") as control tokens, except in a literal
+        span of the text (edgereason.prompts.literal: the problem, a step), whose text stays
+        text."""
         if LITERAL_START not in text:
             return self._tokenize(text, add_bos, special)
         ids = self._tokenize("", True, False) if add_bos else []
@@ -109,9 +117,13 @@ class LlamaVocab:
     def detokenize(self, ids: Iterable[int]) -> str:
         return b"".join(self.token_piece(t) for t in ids).decode("utf-8", errors="replace")
 
-    def apply_chat_template(self, messages: Sequence[dict[str, str]], add_assistant: bool = True) -> str:
+    def apply_chat_template(
+        self, messages: Sequence[dict[str, str]], add_assistant: bool = True
+    ) -> str:
         if not self._template:
-            raise ModelError(f"{self.path.name} has no chat template; EdgeReason needs an instruct model")
+            raise ModelError(
+                f"{self.path.name} has no chat template; EdgeReason needs an instruct model"
+            )
         msgs = (L.llama_chat_message * len(messages))()
         keep = []  # the encoded strings must stay alive during the call
         for i, m in enumerate(messages):
@@ -120,10 +132,14 @@ class LlamaVocab:
             msgs[i].role, msgs[i].content = role, content
         cap = 4 * sum(len(x) for x in keep) + 1024
         buf = ctypes.create_string_buffer(cap)
-        n = L.llama_chat_apply_template(self._template, msgs, len(messages), add_assistant, buf, cap)
+        n = L.llama_chat_apply_template(
+            self._template, msgs, len(messages), add_assistant, buf, cap
+        )
         if n > cap:
             buf = ctypes.create_string_buffer(n)
-            n = L.llama_chat_apply_template(self._template, msgs, len(messages), add_assistant, buf, n)
+            n = L.llama_chat_apply_template(
+                self._template, msgs, len(messages), add_assistant, buf, n
+            )
         if n < 0:
             raise ModelError(f"llama.cpp does not know the chat template of {self.path.name}")
         return buf.raw[:n].decode("utf-8", errors="replace")

@@ -1,14 +1,15 @@
-"""PRM prompts (design.md section 2), built from the model's own chat template. Every format is prefix-stable: the
-tokens for steps 1..k are a prefix of the tokens for steps 1..k+1, and step k is read at the last token of its
-segment.
+"""PRM prompts (design.md section 2), built from the model's own chat template. Every format is
+prefix-stable: the tokens for steps 1..k are a prefix of the tokens for steps 1..k+1, and step k is
+read at the last token of its segment.
 
-Turn style (judge, rlhflow): segment 1 is the system turn and the first user turn (question + " " + step 1) up to
-the assistant header; segment k > 1 is the previous assistant answer (the "good" token), the end of that turn, the
-user turn with step k and the next assistant header. The score of step k is P(good) against P(bad).
+Turn style (judge, rlhflow): segment 1 is the system turn and the first user turn (question + " " +
+step 1) up to the assistant header; segment k > 1 is the previous assistant answer (the "good"
+token), the end of that turn, the user turn with step k and the next assistant header. The score of
+step k is P(good) against P(bad).
 
-Solve style (head): the generator's own prompt (its system prompt and the question, the assistant turn open), then
-the steps exactly as generated. A trained value head reads the logits at each step's last token.
-"""
+Solve style (head): the generator's own prompt (its system prompt and the question, the assistant
+turn open), then the steps exactly as generated. A trained value head reads the logits at each
+step's last token."""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from edgereason.errors import ConfigError, ModelError
 from edgereason.prompts import literal, solve_messages
 
 JUDGE_SYSTEM = (
-    "You check math solutions one step at a time. The user gives a problem with the first step of a solution, "
-    "then further steps. After each step answer only Yes if every step so far is correct and useful, or No if the "
-    "latest step has a mistake."
+    "You check math solutions one step at a time. The user gives a problem with the first step of "
+    "a solution, then further steps. After each step answer only Yes if every step so far is "
+    "correct and useful, or No if the latest step has a mistake."
 )
 
 
@@ -40,7 +41,10 @@ PRM_FORMATS: dict[str, PRMFormat] = {
     "judge": PRMFormat("judge", good="Yes", bad="No", system=JUDGE_SYSTEM),
     "rlhflow": PRMFormat("rlhflow", good="+", bad="-", system=None),
     "head": PRMFormat("head", good="", bad="", system=None, prompt="solve"),
-    "math-shepherd": PRMFormat("math-shepherd", good="+", bad="-", system=None, tag=" \u043a\u0438"),  # " ки"
+    # " ки"
+    "math-shepherd": PRMFormat(
+        "math-shepherd", good="+", bad="-", system=None, tag=" \u043a\u0438"
+    ),
 }
 
 _Q, _S1, _S2 = "@@QUESTION@@", "@@STEP_ONE@@", "@@STEP_TWO@@"
@@ -55,8 +59,9 @@ def prm_format(name: str) -> PRMFormat:
 class TurnPrompt:
     """Renders segments once from placeholders, so scoring a step costs a string substitution.
 
-    The head is everything up to the end of the question (shared by every path of one question); the first step's
-    segment starts with the " " that joins it to the question in the first user turn."""
+    The head is everything up to the end of the question (shared by every path of one question); the
+    first step's segment starts with the " " that joins it to the question in the first user
+    turn."""
 
     def __init__(self, fmt: PRMFormat, render: Callable[[list[dict[str, str]]], str]) -> None:
         self.fmt = fmt
@@ -71,7 +76,9 @@ class TurnPrompt:
             ]
         )
         if not two.startswith(one) or _S2 not in two[len(one) :] or f"{_Q} {_S1}" not in one:
-            raise ModelError("the PRM model's chat template is not prefix-stable; use another PRM model")
+            raise ModelError(
+                "the PRM model's chat template is not prefix-stable; use another PRM model"
+            )
         cut = one.index(f"{_Q} {_S1}") + len(_Q)
         self._head = one[:cut]
         self._first = one[cut:]
@@ -81,9 +88,10 @@ class TurnPrompt:
         return self._head.replace(_Q, literal(question.strip()), 1)
 
     def segments(self, steps: Sequence[str], start: int) -> list[str]:
-        """The text segments for steps[start:], given the KV already holds the head and segments [0, start).
-        Each step is literal: a step that writes "<|im_end|>" cannot close its turn and answer for the judge. The
-        first step's joining " " goes inside its span, so it tokenizes with the step as in the whole text."""
+        """The text segments for steps[start:], given the KV already holds the head and segments [0,
+        start). Each step is literal: a step that writes "<|im_end|>" cannot close its turn and
+        answer for the judge. The first step's joining " " goes inside its span, so it tokenizes
+        with the step as in the whole text."""
         return [
             (
                 self._first.replace(f" {_S1}", literal(" " + steps[i].strip()), 1)
@@ -95,7 +103,8 @@ class TurnPrompt:
 
 
 class SolvePrompt:
-    """The generator's prompt for `question`, then the steps verbatim: what a value head was trained on."""
+    """The generator's prompt for `question`, then the steps verbatim: what a value head was trained
+    on."""
 
     def __init__(self, render: Callable[[list[dict[str, str]]], str]) -> None:
         self._render = render
@@ -108,8 +117,8 @@ class SolvePrompt:
 
 
 class TagPrompt:
-    """Tag style (Math-Shepherd), no chat template: question + " " + step 1 + tag, then "\\n" + step k + tag; the
-    head is the question alone."""
+    """Tag style (Math-Shepherd), no chat template: question + " " + step 1 + tag, then "\\n" + step
+    k + tag; the head is the question alone."""
 
     def __init__(self, tag: str) -> None:
         self.tag = tag
@@ -118,11 +127,17 @@ class TagPrompt:
         return literal(question.strip())
 
     def segments(self, steps: Sequence[str], start: int) -> list[str]:
-        # the tag is plain text (no control token): inside the span it tokenizes with the step, as in the whole text
-        return [literal((" " if i == 0 else "\n") + steps[i].strip() + self.tag) for i in range(start, len(steps))]
+        # the tag is plain text (no control token): inside the span it tokenizes with the step, as
+        # in the whole text
+        return [
+            literal((" " if i == 0 else "\n") + steps[i].strip() + self.tag)
+            for i in range(start, len(steps))
+        ]
 
 
-def prompt_for(fmt: PRMFormat, render: Callable[[list[dict[str, str]]], str]) -> TurnPrompt | SolvePrompt | TagPrompt:
+def prompt_for(
+    fmt: PRMFormat, render: Callable[[list[dict[str, str]]], str]
+) -> TurnPrompt | SolvePrompt | TagPrompt:
     if fmt.tag is not None:
         return TagPrompt(fmt.tag)
     return SolvePrompt(render) if fmt.prompt == "solve" else TurnPrompt(fmt, render)

@@ -15,7 +15,8 @@ from edgereason.errors import ConfigError
 from edgereason.util.secrets import hide_credentials
 
 BACKOFF_S = 0.5  # first retry after this, doubling
-PROBE_TIMEOUT_S = 10.0  # the longest a check at opening waits for an answer (the model list, tokenize, one token)
+# the longest a check at opening waits for an answer (the model list, tokenize, one token)
+PROBE_TIMEOUT_S = 10.0
 DEFAULT_STEP_TOKENS = 512
 
 
@@ -83,7 +84,8 @@ class Endpoint:
 
     base_url: str  # e.g. http://127.0.0.1:8080 (a trailing /v1 is accepted)
     model: str | None = None  # the served model name; None: the first of the server's /v1/models
-    api_key_env: str | None = None  # environment variable holding the API key (sent as a Bearer token)
+    # environment variable holding the API key (sent as a Bearer token)
+    api_key_env: str | None = None
     timeout_s: float = 120.0  # one HTTP request, from sending to the last byte of the answer
     connect_timeout_s: float = 5.0
     retries: int = 3
@@ -91,14 +93,19 @@ class Endpoint:
 
     def __post_init__(self) -> None:
         check_url(self.base_url)
-        if not all(0 < t < math.inf for t in (self.timeout_s, self.connect_timeout_s)):  # NaN compares false
-            raise ConfigError(f"--remote-timeout must be a positive number of seconds, got {self.timeout_s}")
+        # NaN compares false
+        if not all(0 < t < math.inf for t in (self.timeout_s, self.connect_timeout_s)):
+            raise ConfigError(
+                f"--remote-timeout must be a positive number of seconds, got {self.timeout_s}"
+            )
         if self.retries < 0:
             raise ConfigError(f"--remote-retries must be >= 0, got {self.retries}")
         if self.concurrency < 1:
             raise ConfigError(f"--remote-concurrency must be >= 1, got {self.concurrency}")
         if self.api_key_env is not None and not os.environ.get(self.api_key_env):
-            raise ConfigError(f"--api-key-env {self.api_key_env}: that environment variable is not set")
+            raise ConfigError(
+                f"--api-key-env {self.api_key_env}: that environment variable is not set"
+            )
 
     def __repr__(self) -> str:
         return f"Endpoint({self.root!r}, model={self.model!r})"
@@ -117,7 +124,9 @@ class Endpoint:
     @property
     def deadline_s(self) -> float:
         """Longest a batch may take: every retry of a request timing out, with its backoff."""
-        return (self.retries + 1) * (self.timeout_s + self.connect_timeout_s) + BACKOFF_S * 2 ** (self.retries + 1)
+        return (self.retries + 1) * (self.timeout_s + self.connect_timeout_s) + BACKOFF_S * 2 ** (
+            self.retries + 1
+        )
 
     @property
     def probe_deadline_s(self) -> float:
@@ -129,25 +138,33 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class RemoteSettings:
-    """Which roles are served and where, each by one or more servers of its model. `generator` empty: the generator
-    runs here. `prm` empty: the PRM is served by the generator's servers, unless `prm_here` (a value head, which a
-    server cannot run: it reads thousands of logits a step) runs it in this process."""
+    """Which roles are served and where, each by one or more servers of its model. `generator`
+    empty: the generator runs here. `prm` empty: the PRM is served by the generator's servers,
+    unless `prm_here` (a value head, which a server cannot run: it reads thousands of logits a step)
+    runs it in this process."""
 
     generator: tuple[Endpoint, ...] = ()
     prm: tuple[Endpoint, ...] = ()
     step_tokens: int = DEFAULT_STEP_TOKENS  # max_tokens of one generator request
-    context_tokens: int | None = None  # the servers' context per sequence; None: the model's trained context
+    # the servers' context per sequence; None: the model's trained context
+    context_tokens: int | None = None
     prm_here: bool = False
 
     def __post_init__(self) -> None:
         if not self.generator and not self.prm:
-            raise ConfigError("the remote backend needs --base-url (generator and PRM) or --prm-base-url")
+            raise ConfigError(
+                "the remote backend needs --base-url (generator and PRM) or --prm-base-url"
+            )
         if self.prm_here and self.prm:
-            raise ConfigError("a value head runs here, not on a server: drop --prm-base-url or --prm-format head")
+            raise ConfigError(
+                "a value head runs here, not on a server: drop --prm-base-url or --prm-format head"
+            )
         for endpoints, flag in ((self.generator, "--base-url"), (self.prm, "--prm-base-url")):
             roots = [e.root for e in endpoints]
             if twice := sorted({r for r in roots if roots.count(r) > 1}):
-                raise ConfigError(f"{flag} names the server at {twice[0]} twice; list each server once")
+                raise ConfigError(
+                    f"{flag} names the server at {twice[0]} twice; list each server once"
+                )
         if self.step_tokens < 1:
             raise ConfigError(f"--remote-step-tokens must be >= 1, got {self.step_tokens}")
         if self.context_tokens is not None and self.context_tokens < 64:

@@ -1,7 +1,9 @@
-"""Accuracy against compute over several benches (one per strategy x N x PRM, each maybe sharded over
-processes): one point per search, drawn by the bench's own plot (edgereason/evaluation/plots.py).
+"""Accuracy against compute over several benches (one per strategy x N x PRM, each maybe sharded
+over processes): one point per search, drawn by the bench's own plot
+(edgereason/evaluation/plots.py).
 
-Usage: python benchmarks/accuracy_compute.py OUT.png [--first N DATASET] LABEL=DIR_GLOB [LABEL=DIR_GLOB ...]
+Usage: python benchmarks/accuracy_compute.py OUT.png [--first N DATASET] LABEL=DIR_GLOB
+[LABEL=DIR_GLOB ...]
   A bench that ran several policies gives a point per policy ("LABEL policy"). Problems are
   counted once by id (shards may overlap); latency is the mean over problems. --first as in
   merge_shards.py.
@@ -50,7 +52,8 @@ def main(argv: list[str]) -> int:
     for r in runs:
         print(
             f"{r['label']:28s} n={r['problems']:4d} accuracy {100 * r['accuracy']:5.1f}%  "
-            f"{r['generated_tokens'] / r['problems']:7.0f} tok/problem  {r['latency_s_mean']:6.1f} s/problem"
+            f"{r['generated_tokens'] / r['problems']:7.0f} tok/problem  {r['latency_s_mean']:6.1f} "
+            "s/problem"
         )
     accuracy_compute(out, runs)
     return 0

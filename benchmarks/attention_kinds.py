@@ -1,22 +1,24 @@
-"""Decode attention over the torch backend's KV cells, two ways side by side; one JSON object on stdout.
+"""Decode attention over the torch backend's KV cells, two ways side by side; one JSON object on
+stdout.
 
     # CUDA: rows 8,64, widths 512-2048
     python benchmarks/attention_kinds.py --model qwen2.5-coder-1.5b
     # a CPU: a check
     python benchmarks/attention_kinds.py --model smollm2-135m --rows 2 --widths 256 --reps 2
 
-- `gather`: what the backend runs (attention.py's LayerAttention): each row's table of cells gathered into a
-  padded [rows, KVH, width, D] copy, then one masked SDPA call.
-- `flex`: FlexAttention reading the cell pool in place, as a paged kernel does: the pool is the keys and values
-  ([1, KVH, cells, D], no copy), each row a batch entry of one query, its block mask the 128-cell blocks its table
-  touches (built on the device from the tables, fixed shapes: no host sync, so a CUDA graph records it) and its
-  mask_mod the row's cells (a [rows, cells] bitmap written from the tables each pass).
+- `gather`: what the backend runs (attention.py's LayerAttention): each row's table of cells
+  gathered into a padded [rows, KVH, width, D] copy, then one masked SDPA call.
+- `flex`: FlexAttention reading the cell pool in place, as a paged kernel does: the pool is the keys
+  and values ([1, KVH, cells, D], no copy), each row a batch entry of one query, its block mask the
+  128-cell blocks its table touches (built on the device from the tables, fixed shapes: no host
+  sync, so a CUDA graph records it) and its mask_mod the row's cells (a [rows, cells] bitmap written
+  from the tables each pass).
 
-The tables are a beam search's: every row shares a prompt of half the width and owns the rest, cells handed out
-as the backend's free list hands them (lowest first). Timed: one pass of the model's layers (each its own cache
-tensor), the cache write included, compiled (torch.compile) and on CUDA replayed from a CUDA graph; `flex_mask`
-adds the per-pass mask building to flex. Both results are checked against each other.
-"""
+The tables are a beam search's: every row shares a prompt of half the width and owns the rest, cells
+handed out as the backend's free list hands them (lowest first). Timed: one pass of the model's
+layers (each its own cache tensor), the cache write included, compiled (torch.compile) and on CUDA
+replayed from a CUDA graph; `flex_mask` adds the per-pass mask building to flex. Both results are
+checked against each other."""
 
 from __future__ import annotations
 
@@ -26,13 +28,15 @@ import statistics
 import sys
 import time
 
-from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
+# first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
+from edgereason import models
 
 BLOCK = 128  # FlexAttention's KV block
 
 
 def beam_tables(rows: int, width: int, device):
-    """[rows, width] cell ids: a shared prompt of width // 2 cells, then each row's own, lowest cells first."""
+    """[rows, width] cell ids: a shared prompt of width // 2 cells, then each row's own, lowest
+    cells first."""
     import torch
 
     shared = width // 2
@@ -42,7 +46,8 @@ def beam_tables(rows: int, width: int, device):
 
 
 def measure(cfg, rows: int, width: int, reps: int, device, dtype) -> dict:
-    """Both kinds over one pass of the model's layers: their times in ms and their largest difference."""
+    """Both kinds over one pass of the model's layers: their times in ms and their largest
+    difference."""
     import torch
     from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
@@ -51,7 +56,9 @@ def measure(cfg, rows: int, width: int, reps: int, device, dtype) -> dict:
     heads, kv_heads, dim, layers = cfg.n_head, cfg.n_head_kv, cfg.head_dim, cfg.n_layer
     tables, used = beam_tables(rows, width, device)
     cells = used + rows + 1  # room for this pass's new tokens
-    data = [torch.randn(cells, 2 * kv_heads, dim, device=device, dtype=dtype) for _ in range(layers)]
+    data = [
+        torch.randn(cells, 2 * kv_heads, dim, device=device, dtype=dtype) for _ in range(layers)
+    ]
     write = torch.arange(used, used + rows, device=device)
     tables[:, -1] = write  # the new token's cell ends each table
     q = torch.randn(rows, heads, dim, device=device, dtype=dtype)
@@ -97,7 +104,8 @@ def measure(cfg, rows: int, width: int, reps: int, device, dtype) -> dict:
             data[layer].index_copy_(0, write, new_kv)
             both = data[layer].transpose(0, 1)[None]  # [1, 2 KVH, cells, D]: the pool as it is
             k, v = both[:, :kv_heads], both[:, kv_heads:]
-            o = flex(q[:, :, None], k, v, block_mask=block_mask[0], enable_gqa=True)  # [rows, H, 1, D]
+            # [rows, H, 1, D]
+            o = flex(q[:, :, None], k, v, block_mask=block_mask[0], enable_gqa=True)
         return o.flatten(1)
 
     build_mask()

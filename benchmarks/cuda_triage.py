@@ -1,11 +1,12 @@
-"""Which library orders crash a CUDA llama.cpp process (issue 13): each scenario runs in its own process, imports
-things in a given order around a real `solve` on the GPU, and reports its exit status, the signal if one killed
-it, the loaded copies of the libraries that could clash, and the end of stderr.
+"""Which library orders crash a CUDA llama.cpp process (issue 13): each scenario runs in its own
+process, imports things in a given order around a real `solve` on the GPU, and reports its exit
+status, the signal if one killed it, the loaded copies of the libraries that could clash, and the
+end of stderr.
 
     python benchmarks/cuda_triage.py --model qwen2.5-coder-0.5b --out triage.json
 
-With a crash handler preloaded the crashing scenarios also report their native stacks, symbolized by addr2line
-where the libraries have debug info (a build with CMAKE_C_FLAGS/CMAKE_CXX_FLAGS=-g):
+With a crash handler preloaded the crashing scenarios also report their native stacks, symbolized by
+addr2line where the libraries have debug info (a build with CMAKE_C_FLAGS/CMAKE_CXX_FLAGS=-g):
 
     gcc -shared -fPIC -o /tmp/segv_backtrace.so benchmarks/segv_backtrace.c -ldl
     LD_PRELOAD=/tmp/segv_backtrace.so python benchmarks/cuda_triage.py --out triage.json
@@ -23,27 +24,24 @@ import sys
 import time
 
 SOLVE = (
-    "from edgereason.cli.main import main\n"
-    "rc = main(['solve', 'What is 2 + 3?', '--model', {model!r}, '--beams', '4', '--max-steps', '2',"
-    " '--max-step-tokens', '32', '--json'])\n"
-    "print('solve rc', rc, flush=True)\n"
+    "from edgereason.cli.main import main\nrc = main(['solve', 'What is 2 + 3?', '--model', "
+    "{model!r}, '--beams', '4', '--max-steps', '2', '--max-step-tokens', '32', "
+    "'--json'])\nprint('solve rc', rc, flush=True)\n"
 )
 TORCH_WORK = (
-    "import torch\n"
-    "net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))\n"
-    "opt = torch.optim.Adam(net.parameters())\n"
-    "for _ in range(20):\n"
-    "    loss = net(torch.randn(128, 64)).square().mean(); opt.zero_grad(); loss.backward(); opt.step()\n"
-    "print('torch cpu ok', flush=True)\n"
-    "if torch.cuda.is_available():\n"
-    "    print('torch cuda ok', float((torch.ones(4, device='cuda') * 2).sum()), flush=True)\n"
+    "import torch\nnet = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), "
+    "torch.nn.Linear(32, 1))\nopt = torch.optim.Adam(net.parameters())\nfor _ in range(20):\n    "
+    "loss = net(torch.randn(128, 64)).square().mean(); opt.zero_grad(); loss.backward(); "
+    "opt.step()\nprint('torch cpu ok', flush=True)\nif torch.cuda.is_available():\n    "
+    "print('torch cuda ok', float((torch.ones(4, device='cuda') * 2).sum()), flush=True)\n"
 )
 PLOT = (
     "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
     "plt.plot([1, 2]); plt.savefig('/tmp/triage.png'); print('plot ok', flush=True)\n"
 )
-# torch's own CUDA libraries (pip nvidia-* wheels), loaded globally before llama.cpp: llama.cpp then binds to the
-# same cudart/cuBLAS that torch will use instead of /usr/local/cuda's copies of the same sonames
+# torch's own CUDA libraries (pip nvidia-* wheels), loaded globally before llama.cpp: llama.cpp then
+# binds to the same cudart/cuBLAS that torch will use instead of /usr/local/cuda's copies of the
+# same sonames
 TORCH_CUDA_LIBS_FIRST = (
     "import ctypes, glob, sysconfig\n"
     "root = sysconfig.get_paths()['purelib'] + '/nvidia'\n"
@@ -65,7 +63,11 @@ SCENARIOS: dict[str, str] = {
     "torch_first": TORCH_WORK + "import edgereason\n" + SOLVE + MAPS,
     "torch_after_solve": "import edgereason\n" + SOLVE + TORCH_WORK + MAPS,
     "torch_after_import": "import edgereason\n" + TORCH_WORK + MAPS,
-    "torch_libs_then_torch_after": TORCH_CUDA_LIBS_FIRST + "import edgereason\n" + SOLVE + TORCH_WORK + MAPS,
+    "torch_libs_then_torch_after": TORCH_CUDA_LIBS_FIRST
+    + "import edgereason\n"
+    + SOLVE
+    + TORCH_WORK
+    + MAPS,
 }
 
 
@@ -88,7 +90,9 @@ def run(name: str, code: str, timeout: float) -> dict:
         "rc": rc,
         "seconds": round(time.perf_counter() - t, 1),
         "stdout_marks": [
-            line for line in out.splitlines() if line.endswith(" ok") or " ok " in line or line.startswith("solve rc")
+            line
+            for line in out.splitlines()
+            if line.endswith(" ok") or " ok " in line or line.startswith("solve rc")
         ],
         "libs": maps[0].split("|") if maps else [],
         "stderr_tail": err[-1500:],
@@ -97,15 +101,17 @@ def run(name: str, code: str, timeout: float) -> dict:
 
 
 def symbolize(stderr: str) -> list[str]:
-    """Frames printed by an LD_PRELOAD crash handler as `#i /path/lib.so +0xOFFSET (...)`, each given its function
-    and source line by addr2line where the library has debug info."""
+    """Frames printed by an LD_PRELOAD crash handler as `#i /path/lib.so +0xOFFSET (...)`, each
+    given its function and source line by addr2line where the library has debug info."""
     frames = []
     for line in stderr.splitlines():
         m = re.match(r"#(\d+) (/\S+) \+(0x[0-9a-f]+)", line)
         if not m:
             continue
         where = line
-        if shutil.which("addr2line") and ("llama_cpp/lib" in m[2] or "numpy" in m[2] or "torch" in m[2]):
+        if shutil.which("addr2line") and (
+            "llama_cpp/lib" in m[2] or "numpy" in m[2] or "torch" in m[2]
+        ):
             out = subprocess.run(
                 ["addr2line", "-f", "-C", "-i", "-e", m[2], m[3]], capture_output=True, text=True
             ).stdout.split("\n")
@@ -115,7 +121,9 @@ def symbolize(stderr: str) -> list[str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
     ap.add_argument("--only", default=None, help="comma list of scenarios")
     ap.add_argument("--timeout", type=float, default=180)
@@ -124,8 +132,13 @@ def main() -> None:
     names = args.only.split(",") if args.only else list(SCENARIOS)
     results = []
     for name in names:
-        results.append(run(name, SCENARIOS[name].replace("{model!r}", repr(args.model)), args.timeout))
-        print(json.dumps({k: results[-1][k] for k in ("scenario", "rc", "seconds", "stdout_marks")}), flush=True)
+        results.append(
+            run(name, SCENARIOS[name].replace("{model!r}", repr(args.model)), args.timeout)
+        )
+        print(
+            json.dumps({k: results[-1][k] for k in ("scenario", "rc", "seconds", "stdout_marks")}),
+            flush=True,
+        )
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)
 

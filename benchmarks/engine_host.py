@@ -1,15 +1,16 @@
-"""The engine's host work a step, with no model: what the device waits for between passes at many problems at once.
+"""The engine's host work a step, with no model: what the device waits for between passes at many
+problems at once.
 
     python benchmarks/engine_host.py --problems 16,64 --policies baseline,edge
     python benchmarks/engine_host.py --problems 64 --profile 25  # and the 25 slowest functions
 
-The real engine (scheduling, KV accounting, draws into nodes, the PRM queue, selection) drives a generator and a
-verifier that compute nothing: the generator draws its tokens from a hash of each entry's seed (a step ends about
-every 40 tokens, a path after about 6 steps, as the 1.5B's GSM8K paths do) and keeps exact KV accounting with
-shared prefixes; the verifier scores a step by a hash of its text. What is timed is therefore the host's share of
-each step: its milliseconds a step, and the rows a pass, for the 1.5B's default recipe (best-of-8 at T 0.6, the
-shipped vote) or `--strategy beam`. One JSON object on stdout; with --profile, the top functions on stderr.
-"""
+The real engine (scheduling, KV accounting, draws into nodes, the PRM queue, selection) drives a
+generator and a verifier that compute nothing: the generator draws its tokens from a hash of each
+entry's seed (a step ends about every 40 tokens, a path after about 6 steps, as the 1.5B's GSM8K
+paths do) and keeps exact KV accounting with shared prefixes; the verifier scores a step by a hash
+of its text. What is timed is therefore the host's share of each step: its milliseconds a step, and
+the rows a pass, for the 1.5B's default recipe (best-of-8 at T 0.6, the shipped vote) or `--strategy
+beam`. One JSON object on stdout; with --profile, the top functions on stderr."""
 
 from __future__ import annotations
 
@@ -40,8 +41,8 @@ def _hash(*parts: int) -> int:
 
 
 class InstantGenerator:
-    """The Generator protocol, no model: draws from a hash of (seed, draw); cells reference-counted as forks share
-    them."""
+    """The Generator protocol, no model: draws from a hash of (seed, draw); cells reference-counted
+    as forks share them."""
 
     name = "instant"
     eos_ids = frozenset({EOS})
@@ -149,7 +150,8 @@ class InstantVerifier:
         self.stats.calls += 1
         return [
             ScoreResult(
-                [(_hash(len(r.steps[i]), i) % 1000) / 1000 for i in r.need], sum(len(r.steps[i]) for i in r.need)
+                [(_hash(len(r.steps[i]), i) % 1000) / 1000 for i in r.need],
+                sum(len(r.steps[i]) for i in r.need),
             )
             for r in requests
         ]
@@ -174,7 +176,9 @@ def run(problems: int, policy: str, config: SearchConfig) -> dict:
 
     gen.step = counted
     for i in range(problems):
-        engine.submit(f"Problem {i}: Janet's ducks lay 16 eggs per day. How many does she sell?", config)
+        engine.submit(
+            f"Problem {i}: Janet's ducks lay 16 eggs per day. How many does she sell?", config
+        )
     t0 = time.perf_counter()
     results = engine.run_until_done()
     seconds = time.perf_counter() - t0
@@ -197,7 +201,9 @@ def main() -> None:
     p.add_argument("--strategy", default="best-of-n")
     p.add_argument("--beams", type=int, default=8)
     p.add_argument("--width", type=int, default=4)
-    p.add_argument("--profile", type=int, default=0, help="print this many functions by own time (stderr)")
+    p.add_argument(
+        "--profile", type=int, default=0, help="print this many functions by own time (stderr)"
+    )
     args = p.parse_args()
     config = SearchConfig(
         strategy=args.strategy,
@@ -218,7 +224,9 @@ def main() -> None:
             if profiler:
                 profiler.disable()
                 print(f"--- {problems} problems, {policy}", file=sys.stderr)
-                pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(args.profile)
+                pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(
+                    args.profile
+                )
     print(json.dumps(out, indent=1))
 
 

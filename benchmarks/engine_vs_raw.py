@@ -1,7 +1,8 @@
-"""Engine generation speed in an 8-beam search (baseline and edge) against raw batched decode of 8 sequences
-(the generator's own step in a loop: llama_decode, reading the rows, the draws; no engine around it), same model,
-same threads, measured side by side in one process. Warm-up excluded; reports tok/s and the mean number of
-sequences per forward pass (a synchronous step leaves slots idle while stragglers finish).
+"""Engine generation speed in an 8-beam search (baseline and edge) against raw batched decode of 8
+sequences (the generator's own step in a loop: llama_decode, reading the rows, the draws; no engine
+around it), same model, same threads, measured side by side in one process. Warm-up excluded;
+reports tok/s and the mean number of sequences per forward pass (a synchronous step leaves slots
+idle while stragglers finish).
 
     python benchmarks/engine_vs_raw.py --model smollm2-135m --beams 8 --repeat 3
     # a GPU
@@ -14,7 +15,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
+# first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
+from edgereason import models
 
 # isort: split
 from edgereason.backends.context_roles import DecodeItem
@@ -25,15 +27,16 @@ from edgereason.engine.policy import parse_policy
 from edgereason.protocols import BatchEntry
 
 PROBLEM = (
-    "Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for "
-    "her friends every day with four. She sells the remainder at the farmers' market daily for $2 per "
-    "fresh duck egg. How much in dollars does she make every day at the farmers' market?"
+    "Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes "
+    "muffins for her friends every day with four. She sells the remainder at the farmers' market "
+    "daily for $2 per fresh duck egg. How much in dollars does she make every day at the farmers' "
+    "market?"
 )
 
 
 def raw_decode(gen, n_seqs: int, n_tokens: int) -> float:
-    """tok/s of plain batched decode: prompt once, n_seqs forks, one generator step (llama_decode and the draws,
-    as the engine gets them) per token, with no engine around it."""
+    """tok/s of plain batched decode: prompt once, n_seqs forks, one generator step (llama_decode
+    and the draws, as the engine gets them) per token, with no engine around it."""
     prompt = gen.tokenize(gen.apply_chat_template([{"role": "user", "content": PROBLEM}]))
     root = gen.new_seq()
     gen.ctx.decode([DecodeItem(root, prompt, [])], lambda *_: None)
@@ -53,7 +56,11 @@ def raw_decode(gen, n_seqs: int, n_tokens: int) -> float:
 def engine_search(gen, ver, policy: str, beams: int, width: int, steps: int) -> tuple[float, float]:
     """(generation tok/s, mean sequences per forward pass) of one search."""
     cfg = SearchConfig(
-        beams=beams, width=width, max_steps=steps, max_step_tokens=96, sampling=SamplingParams(temperature=0.8, seed=0)
+        beams=beams,
+        width=width,
+        max_steps=steps,
+        max_step_tokens=96,
+        sampling=SamplingParams(temperature=0.8, seed=0),
     )
     calls = []
     step = gen.step
@@ -71,19 +78,24 @@ def engine_search(gen, ver, policy: str, beams: int, width: int, steps: int) -> 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--beams", type=int, default=8)
     ap.add_argument("--width", type=int, default=4)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--gpu-layers", type=int, default=0, help="layers on the GPU, 999 = all (default 0)")
+    ap.add_argument(
+        "--gpu-layers", type=int, default=0, help="layers on the GPU, 999 = all (default 0)"
+    )
     ap.add_argument(
         "--device-top-k",
         type=int,
         default=0,
-        help="cut rows to their top k on the device, for raw decode and engine alike (default 0: off)",
+        help="cut rows to their top k on the device, for raw decode and engine alike (default 0: "
+        "off)",
     )
     args = ap.parse_args()
     path = models.resolve(args.model)
@@ -109,8 +121,8 @@ def main() -> None:
     for name, (tps, occupancy) in median.items():
         runs = [round(r[0]) for r in rows[name]]
         print(
-            f"{name:>8}: {tps:7.1f} tok/s  ratio to raw {tps / raw:4.2f}  sequences per forward pass "
-            f"{occupancy:4.1f}  (runs: {runs})"
+            f"{name:>8}: {tps:7.1f} tok/s  ratio to raw {tps / raw:4.2f}  sequences per forward "
+            f"pass {occupancy:4.1f}  (runs: {runs})"
         )
     occupancy = median["baseline"][1]
     same = raw_decode(gen, max(1, round(occupancy)), 128)

@@ -1,9 +1,10 @@
-"""Best-of-K accuracy estimated from a best-of-N run (K <= N): the answer rules on random K-subsets of each
-problem's N final candidates. Best-of-N's candidates are independent samples, each scored on its own, so a
-K-subset is a best-of-K search's candidates; 30 subsets a problem (seeded), all of them where K = N.
+"""Best-of-K accuracy estimated from a best-of-N run (K <= N): the answer rules on random K-subsets
+of each problem's N final candidates. Best-of-N's candidates are independent samples, each scored on
+its own, so a K-subset is a best-of-K search's candidates; 30 subsets a problem (seeded), all of
+them where K = N.
 
-Usage: python benchmarks/fewer_samples.py OUT.json --k 1,2,4,8 [--first N DATASET] NAME=DIR_GLOB [...]
-"""
+Usage: python benchmarks/fewer_samples.py OUT.json --k 1,2,4,8 [--first N DATASET] NAME=DIR_GLOB
+[...]"""
 
 from __future__ import annotations
 
@@ -32,12 +33,16 @@ def estimate(dirs: list[str], ks: list[int], keep: set[str] | None) -> dict[int,
                 paths = p["paths"]
                 for k in ks:
                     if k > len(paths):
-                        raise SystemExit(f"{d}: a problem has {len(paths)} candidates, fewer than K = {k}")
+                        raise SystemExit(
+                            f"{d}: a problem has {len(paths)} candidates, fewer than K = {k}"
+                        )
                     for _ in range(SUBSETS if k < len(paths) else 1):
                         sub = sorted(rng.sample(range(len(paths)), k))  # keeps the best-first order
                         draws[k] += 1
                         for rule in RULES:
-                            hits[k][rule] += answers_match(pick([paths[i] for i in sub], rule), p["gold"])
+                            hits[k][rule] += answers_match(
+                                pick([paths[i] for i in sub], rule), p["gold"]
+                            )
     return {k: {rule: hits[k][rule] / max(1, draws[k]) for rule in RULES} for k in ks}
 
 

@@ -1,8 +1,9 @@
-"""Merge bench results of problem shards (one `edgereason bench --offset/--limit` process each, run side by side
-on one GPU) into one table: accuracy over all problems (or the dataset's first N), the right answer among the final
-paths, tokens summed, wall time of the slowest shard.
+"""Merge bench results of problem shards (one `edgereason bench --offset/--limit` process each, run
+side by side on one GPU) into one table: accuracy over all problems (or the dataset's first N), the
+right answer among the final paths, tokens summed, wall time of the slowest shard.
 
-Usage: python benchmarks/merge_shards.py OUT.json [--first N DATASET] NAME=DIR_GLOB [NAME=DIR_GLOB ...]
+Usage: python benchmarks/merge_shards.py OUT.json [--first N DATASET] NAME=DIR_GLOB [NAME=DIR_GLOB
+...]
   --first N DATASET   count only the problems among DATASET's first N lines (the last shard may
                       run past them)
 """
@@ -18,8 +19,8 @@ from edgereason.search.grading import answers_match
 
 
 def parse_args(argv: list[str]) -> tuple[Path, set[str] | None, list[tuple[str, list[str]]]]:
-    """OUT.json [--first N DATASET] NAME=DIR_GLOB...: the output, the ids kept (None: all), and each name's result
-    folders. Also read by benchmarks/vote_rules.py."""
+    """OUT.json [--first N DATASET] NAME=DIR_GLOB...: the output, the ids kept (None: all), and each
+    name's result folders. Also read by benchmarks/vote_rules.py."""
     out, specs, keep = Path(argv[0]), argv[1:], None
     if specs[:1] == ["--first"]:
         with open(specs[2], encoding="utf-8") as f:
@@ -27,7 +28,8 @@ def parse_args(argv: list[str]) -> tuple[Path, set[str] | None, list[tuple[str, 
         specs = specs[3:]
     if bad := [spec for spec in specs if "=" not in spec]:
         sys.exit(f"merge_shards: give NAME=DIR_GLOB, got {' '.join(bad)}")
-    named = [spec.rsplit("=", 1) for spec in specs]  # a name may hold '=' ("beam M=4"), a folder rarely does
+    # a name may hold '=' ("beam M=4"), a folder rarely does
+    named = [spec.rsplit("=", 1) for spec in specs]
     return (
         out,
         keep,
@@ -44,8 +46,8 @@ def kept(run: dict, keep: set[str] | None) -> list[dict]:
 
 
 def merge(dirs: list[str], keep: set[str] | None = None) -> dict[str, dict]:
-    """Per policy: problems, correct, oracle (a right answer among the final paths), generated and final tokens of
-    the kept problems; prm_tokens and wall_s are of the whole shards."""
+    """Per policy: problems, correct, oracle (a right answer among the final paths), generated and
+    final tokens of the kept problems; prm_tokens and wall_s are of the whole shards."""
     runs: dict[str, dict] = {}
     for d in dirs:
         data = json.loads((Path(d) / "results.json").read_text())
@@ -66,7 +68,9 @@ def merge(dirs: list[str], keep: set[str] | None = None) -> dict[str, dict]:
             for p in kept(run, keep):
                 m["problems"] += 1
                 m["correct"] += bool(p["correct"])
-                m["oracle"] += any(answers_match(q["answer"], p["gold"]) for q in p.get("paths") or [])
+                m["oracle"] += any(
+                    answers_match(q["answer"], p["gold"]) for q in p.get("paths") or []
+                )
                 m["generated_tokens"] += p["tokens"]
                 m["final_tokens"] += p["final_tokens"]
             m["prm_tokens"] += run["prm_tokens"]
@@ -88,9 +92,9 @@ def main(argv: list[str]) -> int:
     out.write_text(json.dumps(table, indent=1) + "\n")
     for key, m in table.items():
         print(
-            f"{key:32s} {m['correct']:4d}/{m['problems']:<4d} {100 * m['accuracy']:5.1f}%  "
-            f"right among finals {100 * m['oracle_accuracy']:5.1f}%  {m['tokens_per_problem']:6.0f} tok/problem  "
-            f"{m['wall_s']:6.1f} s (slowest shard)"
+            f"{key:32s} {m['correct']:4d}/{m['problems']:<4d} {100 * m['accuracy']:5.1f}%  right "
+            f"among finals {100 * m['oracle_accuracy']:5.1f}%  {m['tokens_per_problem']:6.0f} "
+            f"tok/problem  {m['wall_s']:6.1f} s (slowest shard)"
         )
     return 0
 

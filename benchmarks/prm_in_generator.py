@@ -1,9 +1,10 @@
-"""A value head on the generator's own weights, scored two ways side by side in one process: in the generator's
-context (one row a step, what `--prm self` does with host sampling) and in a PRM context of its own (a prefill of
-every step, as before). Same model, problems, search and seeds, so the two searches draw the same tokens and
-differ only in where the scores come from; runs alternate, the first of each is a warm-up left out. `--ways judge,
-generator` sets the judge PRM (Yes/No on the same weights, its own context) beside the head: best-of-n draws the same
-tokens under either, so only the scoring time and the weighted vote differ.
+"""A value head on the generator's own weights, scored two ways side by side in one process: in the
+generator's context (one row a step, what `--prm self` does with host sampling) and in a PRM context
+of its own (a prefill of every step, as before). Same model, problems, search and seeds, so the two
+searches draw the same tokens and differ only in where the scores come from; runs alternate, the
+first of each is a warm-up left out. `--ways judge, generator` sets the judge PRM (Yes/No on the
+same weights, its own context) beside the head: best-of-n draws the same tokens under either, so
+only the scoring time and the weighted vote differ.
 
     python benchmarks/prm_in_generator.py --model qwen2.5-coder-1.5b --limit 3 --beams 4 \\
         --temperature 0.4
@@ -19,7 +20,8 @@ import json
 import time
 from pathlib import Path
 
-from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
+# first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
+from edgereason import models
 
 # isort: split
 from edgereason.backends.llamacpp import LlamaGenerator, LlamaVerifier, load_model
@@ -84,9 +86,13 @@ def run(args: argparse.Namespace, way: str, problems: list[dict]) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--model", default="qwen2.5-coder-1.5b")
-    p.add_argument("--prm-head", default=None, help="a head file (default: the one that ships for the model)")
+    p.add_argument(
+        "--prm-head", default=None, help="a head file (default: the one that ships for the model)"
+    )
     p.add_argument("--dataset", default=str(DATA))
     p.add_argument("--offset", type=int, default=0)
     p.add_argument("--limit", type=int, default=3)
@@ -113,9 +119,10 @@ def main() -> None:
     runs = [run(args, way, problems) for _ in range(args.repeat) for way in ways]
     for r in runs:
         print(
-            f"{WAYS[r['way']]:15s}  {r['seconds_per_problem']:7.1f} s a "
-            f"problem  PRM {r['prm_seconds']:6.1f} s  PRM tokens {r['prm_tokens']:6d}  rows {r['generator_rows']:4d}"
-            f"  generated {r['generated_tokens']:6d}  right {r['correct']}/{len(problems)}"
+            f"{WAYS[r['way']]:15s}  {r['seconds_per_problem']:7.1f} s a problem  PRM "
+            f"{r['prm_seconds']:6.1f} s  PRM tokens {r['prm_tokens']:6d}  rows "
+            f"{r['generator_rows']:4d}  generated {r['generated_tokens']:6d}  right "
+            f"{r['correct']}/{len(problems)}"
         )
     old, new = ([r["seconds"] for r in runs if r["way"] == w] for w in ways)
     print(f"{WAYS[ways[0]]} / {WAYS[ways[1]]}, wall time: {sum(old) / sum(new):.2f}x")

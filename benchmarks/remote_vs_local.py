@@ -1,7 +1,8 @@
-"""The same beam search on the local llama.cpp backend and on the remote backend (an OpenAI-compatible server on
-this machine), problem by problem, alternating which runs first so drift on a shared machine hits both alike.
-Reports throughput, goodput and latency per side, and for the remote side what the HTTP round trips cost: the time
-the engine waited on the server against the server-side generation it paid for.
+"""The same beam search on the local llama.cpp backend and on the remote backend (an
+OpenAI-compatible server on this machine), problem by problem, alternating which runs first so drift
+on a shared machine hits both alike. Reports throughput, goodput and latency per side, and for the
+remote side what the HTTP round trips cost: the time the engine waited on the server against the
+server-side generation it paid for.
 
     python -m edgereason.backends.remote.llamacpp_server \\
         --model $(edgereason models path smollm2-135m) \\
@@ -34,12 +35,24 @@ from edgereason.search.grading import answers_match
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k_test.jsonl"
 
 
-SEARCH_KEYS = ("model", "dataset", "beams", "width", "max_steps", "max_tokens", "max_step_tokens", "threads")
+SEARCH_KEYS = (
+    "model",
+    "dataset",
+    "beams",
+    "width",
+    "max_steps",
+    "max_tokens",
+    "max_step_tokens",
+    "threads",
+)
 
 
 def run_one(engine: Engine, problem, config: SearchConfig, clients: list, verifier=None) -> dict:
     biased = verifier.biased_scores if verifier is not None else 0
-    before = [(c.stats.wait_s, c.stats.batches, c.stats.requests, c.stats.completion_tokens) for c in clients]
+    before = [
+        (c.stats.wait_s, c.stats.batches, c.stats.requests, c.stats.completion_tokens)
+        for c in clients
+    ]
     t0 = time.perf_counter()
     result = engine.solve(problem.problem, config)
     wall = time.perf_counter() - t0
@@ -56,18 +69,22 @@ def run_one(engine: Engine, problem, config: SearchConfig, clients: list, verifi
         "prm_calls": m.prm_calls,
     }
     if clients:
-        after = [(c.stats.wait_s, c.stats.batches, c.stats.requests, c.stats.completion_tokens) for c in clients]
+        after = [
+            (c.stats.wait_s, c.stats.batches, c.stats.requests, c.stats.completion_tokens)
+            for c in clients
+        ]
         row["http_wait_s"] = sum(a[0] - b[0] for a, b in zip(after, before))
         row["http_rounds"] = sum(a[1] - b[1] for a, b in zip(after, before))
         row["http_requests"] = sum(a[2] - b[2] for a, b in zip(after, before))
         row["server_completion_tokens"] = sum(a[3] - b[3] for a, b in zip(after, before))
-        row["prm_biased_scores"] = verifier.biased_scores - biased  # scores read with logit_bias (Yes/No not in top 20)
+        # scores read with logit_bias (Yes/No not in top 20)
+        row["prm_biased_scores"] = verifier.biased_scores - biased
     return row
 
 
 def round_trip_ms(client, n: int = 20) -> float:
-    """Median time of a request that costs the server almost nothing (a one-token prompt, one token out): what
-    one HTTP round trip adds, the floor under every request of a search."""
+    """Median time of a request that costs the server almost nothing (a one-token prompt, one token
+    out): what one HTTP round trip adds, the floor under every request of a search."""
     times = []
     for _ in range(n):
         t0 = time.perf_counter()
@@ -88,7 +105,13 @@ def summary(rows: list[dict]) -> dict:
         "generated_tokens": sum(r["generated_tokens"] for r in rows),
     }
     if "http_wait_s" in rows[0]:
-        for key in ("http_wait_s", "http_rounds", "http_requests", "server_completion_tokens", "prm_biased_scores"):
+        for key in (
+            "http_wait_s",
+            "http_rounds",
+            "http_requests",
+            "server_completion_tokens",
+            "prm_biased_scores",
+        ):
             out[key] = sum(r.get(key, 0) for r in rows)
         out["http_wait_share"] = out["http_wait_s"] / wall
         out["ms_per_round"] = 1000 * out["http_wait_s"] / max(1, out["http_rounds"])
@@ -96,15 +119,20 @@ def summary(rows: list[dict]) -> dict:
 
 
 def earlier_rows(args: argparse.Namespace) -> dict[str, list[dict]]:
-    """The rows of the problems before --offset from the earlier run in --out (the same search settings)."""
+    """The rows of the problems before --offset from the earlier run in --out (the same search
+    settings)."""
     rows: dict[str, list[dict]] = {"local": [], "remote": []}
     earlier = Path(args.out or "", "results.json")
     if not args.offset or not args.out or not earlier.exists():
         return rows
     old = json.loads(earlier.read_text())
-    changed = [k for k in SEARCH_KEYS if k in old["config"] and old["config"][k] != getattr(args, k)]
+    changed = [
+        k for k in SEARCH_KEYS if k in old["config"] and old["config"][k] != getattr(args, k)
+    ]
     if changed:
-        raise SystemExit(f"{earlier} was run with other settings ({', '.join(changed)}); use another --out")
+        raise SystemExit(
+            f"{earlier} was run with other settings ({', '.join(changed)}); use another --out"
+        )
     ids = {p.id for p in load_problems(args.dataset, limit=args.offset)}
     return {side: [r for r in old["rows"][side] if r["id"] in ids] for side in rows}
 
@@ -119,8 +147,8 @@ def main() -> None:
         "--offset",
         type=int,
         default=0,
-        help="problems to skip first; with --out holding an earlier run of the same search settings, its "
-        "rows for the skipped problems are kept (to extend that run)",
+        help="problems to skip first; with --out holding an earlier run of the same search "
+        "settings, its rows for the skipped problems are kept (to extend that run)",
     )
     p.add_argument("--beams", type=int, default=8)
     p.add_argument("--width", type=int, default=4)
@@ -147,10 +175,14 @@ def main() -> None:
     remote = Engine(rgen, rver, parse_policy("baseline"))
     rows = earlier_rows(args)
     load = {"before": os.getloadavg()}
-    for i, problem in enumerate(load_problems(args.dataset, limit=args.limit, offset=args.offset), args.offset):
+    for i, problem in enumerate(
+        load_problems(args.dataset, limit=args.limit, offset=args.offset), args.offset
+    ):
         order = ["local", "remote"] if i % 2 == 0 else ["remote", "local"]
         for side in order:
-            engine, clients = (local, []) if side == "local" else (remote, [rgen.client, rver.client])
+            engine, clients = (
+                (local, []) if side == "local" else (remote, [rgen.client, rver.client])
+            )
             row = run_one(engine, problem, config, clients, rver if side == "remote" else None)
             rows[side].append(row)
             print(side, json.dumps(row), flush=True)

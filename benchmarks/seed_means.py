@@ -1,7 +1,9 @@
-"""Accuracy averaged over seeds, and paired bootstrap intervals for the differences between searches: whether a
-difference on the same problems is larger than what one run's seed and problem draw move it by.
+"""Accuracy averaged over seeds, and paired bootstrap intervals for the differences between
+searches: whether a difference on the same problems is larger than what one run's seed and problem
+draw move it by.
 
-Usage: python benchmarks/seed_means.py OUT.json [--first N DATASET] NAME=DIR_GLOB [NAME=DIR_GLOB ...]
+Usage: python benchmarks/seed_means.py OUT.json [--first N DATASET] NAME=DIR_GLOB [NAME=DIR_GLOB
+...]
   Names that differ only in a trailing -sSEED are one search's seeds (q05-beam8-s0, q05-beam8-s1
   -> q05-beam8). Every pair of searches gets mean(A) - mean(B), A the more accurate, over the
   problems that all their runs cover, with a 95% interval from resampling problems (10,000 draws,
@@ -34,7 +36,9 @@ def right_by_problem(dirs: list[str], keep: set[str] | None) -> dict[str, dict[s
     return right
 
 
-def seed_groups(runs: list[tuple[str, list[str]]], keep: set[str] | None) -> dict[str, list[dict[str, bool]]]:
+def seed_groups(
+    runs: list[tuple[str, list[str]]], keep: set[str] | None
+) -> dict[str, list[dict[str, bool]]]:
     """NAME/POLICY (NAME less its -sSEED, as merge_shards.py names runs) -> each seed's answers."""
     groups: dict[str, list[dict[str, bool]]] = defaultdict(list)
     for name, dirs in runs:
@@ -47,7 +51,10 @@ def seed_groups(runs: list[tuple[str, list[str]]], keep: set[str] | None) -> dic
 def summarize(groups: dict[str, list[dict[str, bool]]], draws: int = DRAWS) -> dict:
     common = sorted(set.intersection(*(set(r) for seeds in groups.values() for r in seeds)))
     # rate[name][i]: the fraction of name's seeds that answer common[i] right
-    rate = {name: np.mean([[r[i] for i in common] for r in seeds], axis=0) for name, seeds in groups.items()}
+    rate = {
+        name: np.mean([[r[i] for i in common] for r in seeds], axis=0)
+        for name, seeds in groups.items()
+    }
     picks = np.random.default_rng(0).integers(0, len(common), size=(draws, len(common)))
     searches = {
         name: {
@@ -58,10 +65,13 @@ def summarize(groups: dict[str, list[dict[str, bool]]], draws: int = DRAWS) -> d
         for name, seeds in groups.items()
     }
     differences = []
-    for a, b in combinations(sorted(groups, key=lambda name: -rate[name].mean()), 2):  # the better one first
+    # the better one first
+    for a, b in combinations(sorted(groups, key=lambda name: -rate[name].mean()), 2):
         d = rate[a] - rate[b]
         low, high = np.percentile(d[picks].mean(axis=1), [2.5, 97.5])
-        differences.append({"a": a, "b": b, "mean": float(d.mean()), "ci95": [float(low), float(high)]})
+        differences.append(
+            {"a": a, "b": b, "mean": float(d.mean()), "ci95": [float(low), float(high)]}
+        )
     return {"problems": len(common), "searches": searches, "differences": differences}
 
 
@@ -76,7 +86,8 @@ def main(argv: list[str]) -> None:
     for d in result["differences"]:
         low, high = d["ci95"]
         print(
-            f"{d['a']} - {d['b']}: {d['mean'] * 100:+.1f} points (95% interval {low * 100:+.1f} to {high * 100:+.1f})"
+            f"{d['a']} - {d['b']}: {d['mean'] * 100:+.1f} points (95% interval {low * 100:+.1f} to "
+            f"{high * 100:+.1f})"
         )
 
 

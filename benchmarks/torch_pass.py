@@ -1,17 +1,17 @@
-"""Raw decode pass time of the torch backend (CUDA graphs and eager) beside the llama.cpp backend's, by rows per
-pass; one JSON object on stdout. On CUDA the graphs run uncompiled (`torch_graphs`) and with the decoder's layers
-compiled (`torch_fused`, the backend's default there), side by side.
+"""Raw decode pass time of the torch backend (CUDA graphs and eager) beside the llama.cpp backend's,
+by rows per pass; one JSON object on stdout. On CUDA the graphs run uncompiled (`torch_graphs`) and
+with the decoder's layers compiled (`torch_fused`, the backend's default there), side by side.
 
     python benchmarks/torch_pass.py --model qwen2.5-coder-1.5b               # CUDA: rows 1,8,64,128
     python benchmarks/torch_pass.py --model smollm2-135m --rows 1,8 --steps 5 # CPU
 
-A pass: `rows` sequences, forked from one prompt of --context tokens, append one token each and draw one token
-each (temperature 0.8, a seed per row: a search's decode step; on torch the draw runs on the device, in the decode
-graph; llama.cpp's rows are read, not drawn, as its raw decode was measured before). The first --warmup passes of
-every setting are left out (CUDA graph capture, allocator growth); the median of the next --steps is reported,
-timed around a CUDA synchronize. llama.cpp runs with every layer on the GPU where its build can offload (else on the
-CPU) and only where llama_cpp imports.
-"""
+A pass: `rows` sequences, forked from one prompt of --context tokens, append one token each and draw
+one token each (temperature 0.8, a seed per row: a search's decode step; on torch the draw runs on
+the device, in the decode graph; llama.cpp's rows are read, not drawn, as its raw decode was
+measured before). The first --warmup passes of every setting are left out (CUDA graph capture,
+allocator growth); the median of the next --steps is reported, timed around a CUDA synchronize.
+llama.cpp runs with every layer on the GPU where its build can offload (else on the CPU) and only
+where llama_cpp imports."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
+# first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
+from edgereason import models
 
 
 def _time_passes(run_pass, steps: int, warmup: int, sync) -> float:
@@ -48,7 +49,10 @@ def _rows_passes(ctx, prompt: list[int], rows: int, decode, steps: int, warmup: 
     token = prompt[-1]
     try:
         return _time_passes(
-            lambda: decode(ctx, [DecodeItem(s, [token], [(0, i)]) for i, s in enumerate(seqs)]), steps, warmup, sync
+            lambda: decode(ctx, [DecodeItem(s, [token], [(0, i)]) for i, s in enumerate(seqs)]),
+            steps,
+            warmup,
+            sync,
         )
     finally:
         for s in seqs + [root]:
@@ -56,10 +60,16 @@ def _rows_passes(ctx, prompt: list[int], rows: int, decode, steps: int, warmup: 
 
 
 def torch_times(
-    path: Path, prompt: list[int], rows: list[int], steps: int, warmup: int, graphs: bool, fused: bool = False
+    path: Path,
+    prompt: list[int],
+    rows: list[int],
+    steps: int,
+    warmup: int,
+    graphs: bool,
+    fused: bool = False,
 ) -> dict:
-    """fused: the decoder's layers compiled (backends/torch/fused.py); the first pass's seconds include the
-    compile."""
+    """fused: the decoder's layers compiled (backends/torch/fused.py); the first pass's seconds
+    include the compile."""
     import os
 
     import torch
@@ -77,10 +87,13 @@ def torch_times(
 
     def decode(c, items) -> None:  # the pass and its draws; only the ids come back
         rows = sum(1 for it in items if it.outputs)
-        c.forward_draw(items, [1] * rows, [SamplingParams(temperature=0.8, seed=i) for i in range(rows)])
+        c.forward_draw(
+            items, [1] * rows, [SamplingParams(temperature=0.8, seed=i) for i in range(rows)]
+        )
 
     t0 = time.perf_counter()
-    first = _rows_passes(ctx, prompt, rows[0], decode, 1, 0, sync)  # a capture (and a compile) of the first bucket
+    # a capture (and a compile) of the first bucket
+    first = _rows_passes(ctx, prompt, rows[0], decode, 1, 0, sync)
     return {
         "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
         "first_pass_s": time.perf_counter() - t0,
@@ -101,7 +114,9 @@ def llama_times(path: Path, prompt: list[int], rows: list[int], steps: int, warm
     try:
         return {
             "gpu_layers": layers,
-            "ms": {n: _rows_passes(ctx, prompt, n, decode, steps, warmup, lambda: None) for n in rows},
+            "ms": {
+                n: _rows_passes(ctx, prompt, n, decode, steps, warmup, lambda: None) for n in rows
+            },
         }
     finally:
         ctx.close()
@@ -111,19 +126,30 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2-135m", help="registry name or GGUF path")
     p.add_argument(
-        "--rows", default=None, help="rows per pass, comma-separated (default 1,8,64,128 on CUDA, 1,8 on a CPU)"
+        "--rows",
+        default=None,
+        help="rows per pass, comma-separated (default 1,8,64,128 on CUDA, 1,8 on a CPU)",
     )
-    p.add_argument("--context", type=int, default=512, help="prompt tokens every row's sequence starts with")
+    p.add_argument(
+        "--context", type=int, default=512, help="prompt tokens every row's sequence starts with"
+    )
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--skip", default="", help="comma-separated: torch-graphs, torch-fused, torch-eager, llamacpp")
+    p.add_argument(
+        "--skip",
+        default="",
+        help="comma-separated: torch-graphs, torch-fused, torch-eager, llamacpp",
+    )
     args = p.parse_args()
     path = models.resolve(args.model)
     skip = set(filter(None, args.skip.split(",")))
     from edgereason.backends.llama_vocab import load_vocab
 
     vocab = load_vocab(str(path))
-    text = "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+    text = (
+        "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in "
+        "May. "
+    )
     ids = vocab.tokenize(text * (args.context // 10 + 1), add_bos=vocab.add_bos)
     prompt = ids[: args.context]
     import torch
@@ -141,7 +167,9 @@ def main() -> None:
     if "torch-graphs" not in skip and on_cuda:
         out["torch_graphs"] = torch_times(path, prompt, rows, args.steps, args.warmup, graphs=True)
     if "torch-fused" not in skip and on_cuda:
-        out["torch_fused"] = torch_times(path, prompt, rows, args.steps, args.warmup, graphs=True, fused=True)
+        out["torch_fused"] = torch_times(
+            path, prompt, rows, args.steps, args.warmup, graphs=True, fused=True
+        )
     if "torch-eager" not in skip:
         out["torch_eager"] = torch_times(path, prompt, rows, args.steps, args.warmup, graphs=False)
     if "llamacpp" not in skip:

@@ -1,19 +1,20 @@
-"""Operations of one torch generator decode step, counted: what becomes kernels on a GPU, where a small batch's
-pass costs a few microseconds a kernel (docs/results.md, "The torch backend on the H200"). One JSON object.
+"""Operations of one torch generator decode step, counted: what becomes kernels on a GPU, where a
+small batch's pass costs a few microseconds a kernel (docs/results.md, "The torch backend on the
+H200"). One JSON object.
 
     python benchmarks/torch_step_ops.py --model smollm2-135m --rows 8  # the CPU, uncompiled
     # and compiled (fused.py)
     python benchmarks/torch_step_ops.py --model smollm2-135m --rows 8 --compiled
 
-A step: `rows` sequences forked from one prompt append one token each and draw one (temperature 0.8, a seed a
-row), through TorchGenerator.step with the decode graphs' recorded body run as it is (no CUDA graph is recorded).
-Uncompiled, counted with torch's profiler: the aten operations called from Python (not those an operation calls
-inside), less views and no-op casts, for the whole step ("in_step"), inside the decoder's layers ("per_layer") and
-outside the graph's replay ("outside_graph": on a GPU each is a launch from Python). Compiled: the kernels the
-compiled layer launches (inductor's code: its generated kernels, C++ on a CPU and Triton on CUDA, and the library
-calls, matmuls and attention), with the step's operations outside the layers as counted uncompiled. A count, not a
-time: torch_pass.py times the passes on a GPU.
-"""
+A step: `rows` sequences forked from one prompt append one token each and draw one (temperature 0.8,
+a seed a row), through TorchGenerator.step with the decode graphs' recorded body run as it is (no
+CUDA graph is recorded). Uncompiled, counted with torch's profiler: the aten operations called from
+Python (not those an operation calls inside), less views and no-op casts, for the whole step
+("in_step"), inside the decoder's layers ("per_layer") and outside the graph's replay
+("outside_graph": on a GPU each is a launch from Python). Compiled: the kernels the compiled layer
+launches (inductor's code: its generated kernels, C++ on a CPU and Triton on CUDA, and the library
+calls, matmuls and attention), with the step's operations outside the layers as counted uncompiled.
+A count, not a time: torch_pass.py times the passes on a GPU."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ import os
 import re
 from collections import Counter
 
-from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
+# first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
+from edgereason import models
 
 # Operations that compute nothing (views, metadata, allocation): no kernel on a GPU.
 VIEWS = {
@@ -38,7 +40,9 @@ VIEWS = {
 LAYER = "edgereason::layer"  # the profiler range each decoder layer runs in here
 # a launch in the `call` of inductor's code: a generated kernel (C++ or Triton) or a library call
 LAUNCH = re.compile(
-    r"^\s+(?:buf\d+ = )?(cpp_fused_\w+|triton_\w+\.run|extern_kernels\.\w+|torch\.ops\.\w+\.\w+\.\w+)\(", re.M
+    r"^\s+(?:buf\d+ = "
+    r")?(cpp_fused_\w+|triton_\w+\.run|extern_kernels\.\w+|torch\.ops\.\w+\.\w+\.\w+)\(",
+    re.M,
 )
 
 
@@ -55,7 +59,9 @@ def _computing(events, where=lambda e: True) -> Counter:
     """Top-level aten operations that compute: a cast or reshape counts only where it copies."""
     out: Counter = Counter()
     for e in events:
-        if not e.name.startswith("aten::") or (e.cpu_parent and e.cpu_parent.name.startswith("aten::")):
+        if not e.name.startswith("aten::") or (
+            e.cpu_parent and e.cpu_parent.name.startswith("aten::")
+        ):
             continue
         if e.name in VIEWS or not where(e):
             continue
@@ -78,8 +84,8 @@ class _Replay:
 
 
 def decode_step(model_name: str, rows: int, device: str = "cpu"):
-    """A generator whose decode graphs run their bodies as they are, `rows` sequences forked from a prompt, and
-    the step: (model, generator, step())."""
+    """A generator whose decode graphs run their bodies as they are, `rows` sequences forked from a
+    prompt, and the step: (model, generator, step())."""
     from edgereason.backends.torch.generator import TorchGenerator
     from edgereason.backends.torch.graphs import DecodeGraphs
     from edgereason.backends.torch.model import load_model
@@ -110,7 +116,8 @@ def decode_step(model_name: str, rows: int, device: str = "cpu"):
 
 
 def uncompiled_counts(model_name: str, rows: int, device: str = "cpu") -> dict:
-    """The aten operations of one uncompiled step: whole, inside the layers (per layer), outside the graph."""
+    """The aten operations of one uncompiled step: whole, inside the layers (per layer), outside the
+    graph."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -143,13 +150,19 @@ def uncompiled_counts(model_name: str, rows: int, device: str = "cpu") -> dict:
         "in_step": {"ops": sum(in_step.values()), "by_name": dict(in_step.most_common())},
         "per_layer": sum(in_layers.values()) / model.n_layer,
         "outside_layers": sum(in_step.values()) - sum(in_layers.values()),
-        "outside_graph": {"ops": sum(outside_graph.values()), "by_name": dict(outside_graph.most_common())},
+        "outside_graph": {
+            "ops": sum(outside_graph.values()),
+            "by_name": dict(outside_graph.most_common()),
+        },
     }
 
 
-def compiled_counts(model_name: str, rows: int, device: str = "cpu", outside_layers: int | None = None) -> dict:
-    """The kernels of one compiled step: the compiled layer's launches (inductor's code) times the layers, plus
-    the operations outside the layers (uncompiled_counts': compiling leaves them as they are)."""
+def compiled_counts(
+    model_name: str, rows: int, device: str = "cpu", outside_layers: int | None = None
+) -> dict:
+    """The kernels of one compiled step: the compiled layer's launches (inductor's code) times the
+    layers, plus the operations outside the layers (uncompiled_counts': compiling leaves them as
+    they are)."""
     from torch._inductor.utils import run_and_get_code
 
     if outside_layers is None:
@@ -173,13 +186,17 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2-135m", help="registry name or GGUF path")
     p.add_argument("--rows", type=int, default=8)
-    p.add_argument("--device", default="cpu", help="cpu, or cuda (the compiled layer's Triton kernels)")
+    p.add_argument(
+        "--device", default="cpu", help="cpu, or cuda (the compiled layer's Triton kernels)"
+    )
     p.add_argument("--compiled", action="store_true", help="count the compiled step's kernels too")
     args = p.parse_args()
     uncompiled = uncompiled_counts(args.model, args.rows, args.device)
     out = {"model": args.model, "rows": args.rows, "device": args.device, "uncompiled": uncompiled}
     if args.compiled:
-        out["compiled"] = compiled_counts(args.model, args.rows, args.device, uncompiled["outside_layers"])
+        out["compiled"] = compiled_counts(
+            args.model, args.rows, args.device, uncompiled["outside_layers"]
+        )
     print(json.dumps(out, indent=1))
 
 

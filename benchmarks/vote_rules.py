@@ -1,6 +1,6 @@
-"""Accuracy of one search under several final-answer rules, from the final candidates that `edgereason bench`
-keeps per problem (results.json: per_problem[].paths, best first): the same paths, so the rules differ only in how
-they pick the answer.
+"""Accuracy of one search under several final-answer rules, from the final candidates that
+`edgereason bench` keeps per problem (results.json: per_problem[].paths, best first): the same
+paths, so the rules differ only in how they pick the answer.
 
   best      the best-scored candidate's answer (`--vote best`)
   weighted  the answer with the largest sum of candidate scores (`--vote weighted`)
@@ -11,7 +11,8 @@ they pick the answer.
             on the PRM; for a search the PRM guides it only re-ranks the finals the run's own
             --agg kept
 
-Usage: python benchmarks/vote_rules.py OUT.json [--first N DATASET] NAME=DIR_GLOB [NAME=DIR_GLOB ...]
+Usage: python benchmarks/vote_rules.py OUT.json [--first N DATASET] NAME=DIR_GLOB [NAME=DIR_GLOB
+...]
   --first N DATASET   count only the problems among DATASET's first N lines
                       (benchmarks/merge_shards.py)
 """
@@ -39,27 +40,40 @@ def pick(paths: list[dict], rule: str) -> str | None:
     if rule.startswith("weighted --agg "):
         how = rule.rsplit(" ", 1)[1]
         scored = [aggregate([s for s in p["step_scores"] if s is not None], how) for p in paths]
-        order = sorted(range(len(paths)), key=lambda i: -scored[i])  # best first: vote's ties go to the first
-        finals = [FinalPath([], scored[i], paths[i]["answer"], i, paths[i]["potential"]) for i in order]
+        # best first: vote's ties go to the first
+        order = sorted(range(len(paths)), key=lambda i: -scored[i])
+        finals = [
+            FinalPath([], scored[i], paths[i]["answer"], i, paths[i]["potential"]) for i in order
+        ]
         return vote(finals, by_score=True)
-    finals = [FinalPath([], p["score"], p["answer"], i, p["potential"]) for i, p in enumerate(paths)]
+    finals = [
+        FinalPath([], p["score"], p["answer"], i, p["potential"]) for i, p in enumerate(paths)
+    ]
     return vote(finals, by_score=rule == "weighted")
 
 
 def rules_for(paths: list[dict]) -> tuple[str, ...]:
     base = ("best", "weighted", "majority")
-    return base + tuple(f"weighted --agg {a}" for a in AGGREGATIONS) if all("step_scores" in p for p in paths) else base
+    return (
+        base + tuple(f"weighted --agg {a}" for a in AGGREGATIONS)
+        if all("step_scores" in p for p in paths)
+        else base
+    )
 
 
 def rules_table(dirs: list[str], keep: set[str] | None = None) -> dict[str, dict]:
     table: dict[str, dict] = {}
     for d in dirs:
         for run in json.loads((Path(d) / "results.json").read_text())["runs"]:
-            row = table.setdefault(run["policy"], {"problems": 0, "best": 0, "weighted": 0, "majority": 0, "oracle": 0})
+            row = table.setdefault(
+                run["policy"], {"problems": 0, "best": 0, "weighted": 0, "majority": 0, "oracle": 0}
+            )
             for p in kept(run, keep):
                 row["problems"] += 1
                 for rule in rules_for(p["paths"]):
-                    row[rule] = row.get(rule, 0) + bool(answers_match(pick(p["paths"], rule), p["gold"]))
+                    row[rule] = row.get(rule, 0) + bool(
+                        answers_match(pick(p["paths"], rule), p["gold"])
+                    )
                 row["oracle"] += any(answers_match(c["answer"], p["gold"]) for c in p["paths"])
     return table
 
@@ -73,7 +87,9 @@ def main(argv: list[str]) -> int:
             n = row["problems"] or 1
             print(
                 f"{name}/{policy:10s} n={row['problems']:4d}  "
-                + "  ".join(f"{rule} {100 * row[rule] / n:5.1f}%" for rule in row if rule != "problems")
+                + "  ".join(
+                    f"{rule} {100 * row[rule] / n:5.1f}%" for rule in row if rule != "problems"
+                )
             )
     out.write_text(json.dumps(table, indent=1) + "\n")
     return 0

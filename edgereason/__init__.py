@@ -7,8 +7,9 @@ try:
 except ImportError:  # not installed: the torch backend runs without it
     pass
 except KeyboardInterrupt:
-    # Ctrl-C during this import (about 0.3 s): the console script imports this package before any code of ours
-    # can catch anything, and Ctrl-C is answered with exit 130, not a traceback (edgereason/util/interrupts.py)
+    # Ctrl-C during this import (about 0.3 s): the console script imports this package before any
+    # code of ours can catch anything, and Ctrl-C is answered with exit 130, not a traceback
+    # (edgereason/util/interrupts.py)
     raise SystemExit(130) from None
 
 __version__ = "0.1.0"

@@ -24,7 +24,8 @@ STEP_END = b"\n\n"
 
 
 def mix_seed(*parts: int) -> int:
-    """splitmix64 over the parts: a child's seed from its parent's seed and its place among the children."""
+    """splitmix64 over the parts: a child's seed from its parent's seed and its place among the
+    children."""
     x = 0x9E3779B97F4A7C15
     for part in parts:
         x = (x ^ (part & 0xFFFFFFFFFFFFFFFF)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF
@@ -47,8 +48,11 @@ def check_threads(threads: int | None) -> None:
     if threads is not None and threads <= 0:
         raise ConfigError(f"--threads must be positive, got {threads}")
     cpus = os.cpu_count() or 1
-    if threads is not None and threads > cpus:  # spinning threads past the CPUs only wait on each other
-        raise ConfigError(f"--threads {threads} is more than this machine's {cpus} CPUs; use at most {cpus}")
+    # spinning threads past the CPUs only wait on each other
+    if threads is not None and threads > cpus:
+        raise ConfigError(
+            f"--threads {threads} is more than this machine's {cpus} CPUs; use at most {cpus}"
+        )
 
 
 @dataclass(frozen=True)
@@ -61,13 +65,15 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.temperature) or self.temperature < 0:
-            raise ConfigError(f"--temperature must be a finite number >= 0 (0 = greedy), got {self.temperature}")
+            raise ConfigError(
+                f"--temperature must be a finite number >= 0 (0 = greedy), got {self.temperature}"
+            )
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"--top-p must be in (0, 1], got {self.top_p}")
 
     def with_seed(self, seed: int) -> SamplingParams:
-        """These settings with another seed: a draw's own stream. Checked once, not again for each of a search's
-        draws (the engine makes one a row a pass)."""
+        """These settings with another seed: a draw's own stream. Checked once, not again for each
+        of a search's draws (the engine makes one a row a pass)."""
         params = object.__new__(SamplingParams)
         params.__dict__.update(self.__dict__, seed=seed)
         return params
@@ -75,7 +81,8 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class SearchConfig:
-    """What is searched (design.md section 3). `keep` = beams / width candidates survive each selection."""
+    """What is searched (design.md section 3). `keep` = beams / width candidates survive each
+    selection."""
 
     strategy: StrategyName = "beam"
     beams: int = 4
@@ -90,13 +97,19 @@ class SearchConfig:
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGY_NAMES:
-            raise ConfigError(f"unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGY_NAMES)}")
+            raise ConfigError(
+                f"unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGY_NAMES)}"
+            )
         if self.aggregation not in AGGREGATIONS:
-            raise ConfigError(f"unknown aggregation {self.aggregation!r}; choose one of {', '.join(AGGREGATIONS)}")
+            raise ConfigError(
+                f"unknown aggregation {self.aggregation!r}; choose one of {', '.join(AGGREGATIONS)}"
+            )
         if self.vote not in VOTES:
             raise ConfigError(f"unknown vote {self.vote!r}; choose one of {', '.join(VOTES)}")
         if self.select not in SELECTS:
-            raise ConfigError(f"unknown selection rule {self.select!r}; choose one of {', '.join(SELECTS)}")
+            raise ConfigError(
+                f"unknown selection rule {self.select!r}; choose one of {', '.join(SELECTS)}"
+            )
         for name, flag in (
             ("beams", "--beams"),
             ("width", "--width"),
@@ -108,9 +121,10 @@ class SearchConfig:
                 raise ConfigError(f"{flag} must be a positive number, got {getattr(self, name)}")
         if self.grows_tree and self.beams % self.width:
             raise ConfigError(
-                f"--beams {self.beams} is not divisible by --width {self.width}: "
-                f"each selection keeps beams/width candidates, so pick e.g. --beams "
-                f"{self.width * max(1, self.beams // self.width)}, or --strategy best-of-n for any number of samples"
+                f"--beams {self.beams} is not divisible by --width {self.width}: each selection "
+                "keeps beams/width candidates, so pick e.g. --beams "
+                f"{self.width * max(1, self.beams // self.width)}, or --strategy best-of-n for any "
+                "number of samples"
             )
 
     @property
@@ -119,8 +133,8 @@ class SearchConfig:
 
     @property
     def grows_tree(self) -> bool:
-        """Beam and DVTS select among each step's candidates, so `width` and `select` shape them; best-of-n reads
-        neither."""
+        """Beam and DVTS select among each step's candidates, so `width` and `select` shape them;
+        best-of-n reads neither."""
         return self.strategy != "best-of-n"
 
     def with_(self, **changes) -> SearchConfig:

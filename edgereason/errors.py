@@ -1,4 +1,5 @@
-"""User-facing errors: the CLI prints their message as one line and exits non-zero, never a traceback."""
+"""User-facing errors: the CLI prints their message as one line and exits non-zero, never a
+traceback."""
 
 
 class EdgeReasonError(Exception):

@@ -1,14 +1,15 @@
-"""The two model protocols the engine drives (design.md section 2). Backends implement them; the engine knows no
-concrete backend.
+"""The two model protocols the engine drives (design.md section 2). Backends implement them; the
+engine knows no concrete backend.
 
 Rules every Generator keeps:
-- A SeqId names one KV sequence. `fork` shares the parent's KV (no copy); only tokens appended afterwards use new
-  memory. `free` releases the id; an id is reused only after it was freed.
-- `step` runs ONE forward pass over every entry of the batch (prefill chunks and single decode tokens mixed) and then
-  draws `samples[i]` independent tokens from entry i's next-token distribution (0 draws: prefill only), with a random
-  stream seeded by entry i's `SamplingParams.seed`, so the draws do not depend on the batch's composition.
-- `kv_used_tokens` counts distinct KV cells (shared prefixes once); it never exceeds `kv_capacity_tokens`.
-"""
+- A SeqId names one KV sequence. `fork` shares the parent's KV (no copy); only tokens appended
+  afterwards use new memory. `free` releases the id; an id is reused only after it was freed.
+- `step` runs ONE forward pass over every entry of the batch (prefill chunks and single decode
+  tokens mixed) and then draws `samples[i]` independent tokens from entry i's next-token
+  distribution (0 draws: prefill only), with a random stream seeded by entry i's
+  `SamplingParams.seed`, so the draws do not depend on the batch's composition.
+- `kv_used_tokens` counts distinct KV cells (shared prefixes once); it never exceeds
+  `kv_capacity_tokens`."""
 
 from __future__ import annotations
 
@@ -27,17 +28,21 @@ class BatchEntry(NamedTuple):
 
 
 class GeneratorPath(NamedTuple):
-    """Where the generator holds a path, for a verifier that reads the generator's own rows (`reads_generator`)."""
+    """Where the generator holds a path, for a verifier that reads the generator's own rows
+    (`reads_generator`)."""
 
-    seq: SeqId | None  # a generator sequence whose KV starts with the path (it may go on: a descendant's); None: none
+    # a generator sequence whose KV starts with the path (it may go on: a descendant's); None: none
+    seq: SeqId | None
     tokens: Sequence[int]  # the prompt's tokens, then every step's, as generated
     prompt_len: int  # the prompt's tokens in `tokens`
-    ends: Sequence[int]  # ends[k]: where step k+1 ends in `tokens`; its score is read at tokens[ends[k] - 1]
+    # ends[k]: where step k+1 ends in `tokens`; its score is read at tokens[ends[k] - 1]
+    ends: Sequence[int]
 
 
 class ScoreRequest(NamedTuple):
-    """Score some steps of one path. The verifier may reuse the KV it holds under `prefix_key`, a path whose first
-    `prefix_steps` steps equal this one's, so growing a path by one step costs only that step's tokens."""
+    """Score some steps of one path. The verifier may reuse the KV it holds under `prefix_key`, a
+    path whose first `prefix_steps` steps equal this one's, so growing a path by one step costs only
+    that step's tokens."""
 
     key: str  # names this path; the verifier holds it under this key afterwards
     question: str
@@ -45,7 +50,8 @@ class ScoreRequest(NamedTuple):
     need: Sequence[int]  # indices into steps whose score is wanted
     prefix_key: str | None = None
     prefix_steps: int = 0
-    generator_path: GeneratorPath | None = None  # given to a verifier that reads the generator's rows
+    # given to a verifier that reads the generator's rows
+    generator_path: GeneratorPath | None = None
 
 
 @runtime_checkable
@@ -72,7 +78,8 @@ class Generator(KVMemory, Protocol):
     def seq_len(self, seq: SeqId) -> int: ...
     def free_seq_slots(self) -> int: ...
     def live_seqs(self) -> int:
-        """Sequence ids handed out and not freed (the engine's integrity check: each belongs to one node)."""
+        """Sequence ids handed out and not freed (the engine's integrity check: each belongs to one
+        node)."""
         ...
 
     def check_integrity(self) -> None:
@@ -87,15 +94,18 @@ class Generator(KVMemory, Protocol):
         ...
 
     def step(
-        self, batch: Sequence[BatchEntry], samples: Sequence[int], sampling: SamplingParams | Sequence[SamplingParams]
+        self,
+        batch: Sequence[BatchEntry],
+        samples: Sequence[int],
+        sampling: SamplingParams | Sequence[SamplingParams],
     ) -> list[list[int]]: ...
 
 
 @runtime_checkable
 class Verifier(KVMemory, Protocol):
-    """A verifier whose `reads_generator` is True (optional; False when absent) scores a request that names a
-    resident generator sequence in the generator's own context, so the engine keeps a finished path's generator
-    KV until its score is in."""
+    """A verifier whose `reads_generator` is True (optional; False when absent) scores a request
+    that names a resident generator sequence in the generator's own context, so the engine keeps a
+    finished path's generator KV until its score is in."""
 
     stats: VerifierStats  # updated by every `score` call
 
@@ -135,25 +145,29 @@ class ScoreResult(NamedTuple):
 
 @dataclass
 class VerifierStats:
-    """What a verifier did, summed over its calls (EngineStats takes the rebuilt tokens of each call from it)."""
+    """What a verifier did, summed over its calls (EngineStats takes the rebuilt tokens of each call
+    from it)."""
 
     calls: int = 0
     tokens: int = 0
     seconds: float = 0.0
     rebuilt_tokens: int = 0  # tokens evaluated again because a held prefix had been dropped
-    generator_rows: int = 0  # steps scored by a row read in the generator's context (reads_generator)
-    peak_tokens: int = 0  # most KV tokens in use, at the end of a call (before the engine releases dead paths)
+    # steps scored by a row read in the generator's context (reads_generator)
+    generator_rows: int = 0
+    # most KV tokens in use, at the end of a call (before the engine releases dead paths)
+    peak_tokens: int = 0
     per_call_tokens: list[int] = field(default_factory=list)
 
 
 # -------------------------------------------------------- what a backend offers the memory profiler
-Points = tuple[tuple[int, float], ...]  # (x, tokens per second), x ascending: sequences or batch tokens
+# (x, tokens per second), x ascending: sequences or batch tokens
+Points = tuple[tuple[int, float], ...]
 Progress = Callable[[str], None]
 
 
 class Prompter(Protocol):
-    """What `engine.prompt.prompt_ids` reads of a generator: enough to count a problem's prompt tokens before any KV
-    cache is made."""
+    """What `engine.prompt.prompt_ids` reads of a generator: enough to count a problem's prompt
+    tokens before any KV cache is made."""
 
     name: str
 
@@ -167,15 +181,18 @@ class Prompter(Protocol):
 
 @dataclass(frozen=True)
 class ProfiledGenerator:
-    """A generator model as `memory-profile` measures it (backends make it: `profiled_generator`)."""
+    """A generator model as `memory-profile` measures it (backends make it:
+    `profiled_generator`)."""
 
     bytes_per_token: int  # KV bytes one token takes
     weights_bytes: int  # on the device
     max_seqs: int  # sequences it runs at once (one a beam)
     prompter: Prompter
-    decode: Callable[[Sequence[int], int, int | None, Progress | None, int], Points]  # (rows, steps, threads,
+    # (rows, steps, threads,
+    decode: Callable[[Sequence[int], int, int | None, Progress | None, int], Points]
     # progress, device top-k) -> decode points
-    open_generator: Callable[[int], Generator]  # KV tokens -> a Generator for the sample search; the caller closes it
+    # KV tokens -> a Generator for the sample search; the caller closes it
+    open_generator: Callable[[int], Generator]
 
 
 @dataclass(frozen=True)
@@ -183,7 +200,11 @@ class ProfiledPRM:
     """A PRM as `memory-profile` measures it (backends make it: `profiled_prm`)."""
 
     bytes_per_token: int
-    weights_bytes: int  # on the device, besides the generator's (0 when the generator's weights serve both)
-    open_verifier: Callable[[int], Any]  # KV tokens -> a Verifier for the sample search; the caller closes it
-    head_tokens: Callable[[str], int]  # question -> tokens of its head (no KV cache needed: checked before measuring)
-    measure: Callable[[Sequence[int], int, int | None, Progress | None], Points]  # the prefill points
+    # on the device, besides the generator's (0 when the generator's weights serve both)
+    weights_bytes: int
+    # KV tokens -> a Verifier for the sample search; the caller closes it
+    open_verifier: Callable[[int], Any]
+    # question -> tokens of its head (no KV cache needed: checked before measuring)
+    head_tokens: Callable[[str], int]
+    # the prefill points
+    measure: Callable[[Sequence[int], int, int | None, Progress | None], Points]

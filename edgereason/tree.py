@@ -1,9 +1,8 @@
 """The search tree: one node per reasoning step; a path is root -> node. The root holds the prompt.
 
-Every part of the engine (scheduler, verification, selection, events, UI) shares these `Node` objects.
-A node's generator sequence holds the KV of the prompt and of every token of its path except `pending`, the last
-sampled token, which the next forward pass feeds.
-"""
+Every part of the engine (scheduler, verification, selection, events, UI) shares these `Node`
+objects. A node's generator sequence holds the KV of the prompt and of every token of its path
+except `pending`, the last sampled token, which the next forward pass feeds."""
 
 from __future__ import annotations
 
@@ -50,7 +49,8 @@ class Node:
     speculative: bool = False
     status: Status = Status.GENERATING
     tokens: list[int] = field(default_factory=list)  # the step's tokens, EOS excluded
-    raw: bytearray = field(default_factory=bytearray)  # the step's bytes (tokens may split UTF-8 characters)
+    # the step's bytes (tokens may split UTF-8 characters)
+    raw: bytearray = field(default_factory=bytearray)
     pending: int | None = None  # sampled, not yet fed to the generator
     seq: SeqId | None = None
     score: float | None = None
@@ -65,9 +65,11 @@ class Node:
     # (group id or None, draws): children to sample from this node's next-token distribution
     plan: list[tuple[int | None, int]] | None = None
     plan_speculative: bool = False
-    prm_key: str | None = None  # the verifier holds this node's path (or a longer one) under this key
+    # the verifier holds this node's path (or a longer one) under this key
+    prm_key: str | None = None
     waited: bool = False  # waiting_s is final
-    evicted: bool = False  # its KV suffix was freed for room; rebuilt from a relative's prefix when it runs
+    # its KV suffix was freed for room; rebuilt from a relative's prefix when it runs
+    evicted: bool = False
     last_run: int = 0  # engine step that last fed it (least-recently-used eviction)
     seed: int = 0  # random stream of this node, derived from its place in the tree, not from timing
 
@@ -164,9 +166,12 @@ class Tree:
         return child
 
     def add_sibling_copy(self, node: Node, **kw) -> Node:
-        """A node with the same parent and the same step prefix (deduplicated candidates that diverged)."""
+        """A node with the same parent and the same step prefix (deduplicated candidates that
+        diverged)."""
         assert node.parent is not None
-        twin = self.add_child(node.parent, speculative=node.speculative, status=node.status, group=node.group, **kw)
+        twin = self.add_child(
+            node.parent, speculative=node.speculative, status=node.status, group=node.group, **kw
+        )
         twin.tokens = list(node.tokens)
         twin.raw = bytearray(node.raw)
         return twin

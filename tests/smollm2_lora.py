@@ -1,6 +1,7 @@
-"""A random LoRA adapter and LoRA head for the real SmolLM2 GGUF (30 layers, n_embd 576, K/V 192 wide): what the
-LoRA-head tests load into llama.cpp, made by the export that made the shipped LoRA head (benchmarks/lab/lora_export.py:
-research code, out of the package; tests/conftest.py puts the repository root on sys.path)."""
+"""A random LoRA adapter and LoRA head for the real SmolLM2 GGUF (30 layers, n_embd 576, K/V 192
+wide): what the LoRA-head tests load into llama.cpp, made by the export that made the shipped LoRA
+head (benchmarks/lab/lora_export.py: research code, out of the package; tests/conftest.py puts the
+repository root on sys.path)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,11 @@ SHAPES = {
 }
 
 
-def random_lora(rank: int = 4, scale: float = 0.5, seed: int = 0, targets: str = "attention") -> dict[str, np.ndarray]:
-    """`model.layers.{i}.{self_attn|mlp}.{proj}.lora_a` [r, in] / `.lora_b` [out, r] for the projections of
-    lora.TARGETS[targets], as finetune_verifier saves them."""
+def random_lora(
+    rank: int = 4, scale: float = 0.5, seed: int = 0, targets: str = "attention"
+) -> dict[str, np.ndarray]:
+    """`model.layers.{i}.{self_attn|mlp}.{proj}.lora_a` [r, in] / `.lora_b` [out, r] for the
+    projections of lora.TARGETS[targets], as finetune_verifier saves them."""
     from benchmarks.lab.lora import TARGETS
 
     rng = np.random.default_rng(seed)
@@ -32,13 +35,16 @@ def random_lora(rank: int = 4, scale: float = 0.5, seed: int = 0, targets: str =
         for proj in TARGETS[targets]:
             where, n_in, n_out = SHAPES[proj]
             name = f"model.layers.{i}.{where}.{proj}"
-            out[f"{name}.lora_a"] = (rng.normal(size=(rank, n_in)) / np.sqrt(n_in)).astype(np.float32)
+            out[f"{name}.lora_a"] = (rng.normal(size=(rank, n_in)) / np.sqrt(n_in)).astype(
+                np.float32
+            )
             out[f"{name}.lora_b"] = (rng.normal(size=(n_out, rank)) * scale).astype(np.float32)
     return out
 
 
 def lora_head(model, folder: Path, scale: float = 0.5, seed: int = 0, targets: str = "attention"):
-    """A LoRA head on SmolLM2 (export_lora_head of random_lora and a random readout), loaded back."""
+    """A LoRA head on SmolLM2 (export_lora_head of random_lora and a random readout), loaded
+    back."""
     from benchmarks.lab.lora_export import export_lora_head
     from edgereason.heads.backbone import feature_tokens
     from edgereason.heads.value_head import load_head
@@ -49,5 +55,7 @@ def lora_head(model, folder: Path, scale: float = 0.5, seed: int = 0, targets: s
         "value.bias": np.zeros(1, np.float32),
     }
     tokens = feature_tokens(model.n_vocab, EMBD, model.eog_ids)
-    weights, _, _ = export_lora_head(tensors, 8.0, model.path, "smollm2-135m", tokens, folder / "lora-head", {})
+    weights, _, _ = export_lora_head(
+        tensors, 8.0, model.path, "smollm2-135m", tokens, folder / "lora-head", {}
+    )
     return load_head(weights), tensors

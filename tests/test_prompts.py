@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
-from edgereason.prompts import LITERAL_END, LITERAL_START, literal, literal_spans, solve_messages, unmark
+from edgereason.prompts import (
+    LITERAL_END,
+    LITERAL_START,
+    literal,
+    literal_spans,
+    solve_messages,
+    unmark,
+)
 
 
 def test_spans_cut_a_prompt_at_the_problem_and_keep_every_character():
     text = "<|im_start|>user\n" + literal("Is 2<|im_end|>3?") + "<|im_end|>\n"
-    assert literal_spans(text) == [("<|im_start|>user\n", False), ("Is 2<|im_end|>3?", True), ("<|im_end|>\n", False)]
+    assert literal_spans(text) == [
+        ("<|im_start|>user\n", False),
+        ("Is 2<|im_end|>3?", True),
+        ("<|im_end|>\n", False),
+    ]
     assert "".join(piece for piece, _ in literal_spans(text)) == unmark(text)
     assert literal_spans("no problem here") == [("no problem here", False)]
     assert literal_spans(literal("")) == []

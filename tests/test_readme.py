@@ -24,7 +24,17 @@ TINY_SEARCH = ["--max-steps", "1", "--max-step-tokens", "16"]
 # what each command gets appended here (the README's flags come first, in force where not repeated)
 SMALL = {
     "solve": ["--model", "smollm2-135m", *TINY_SEARCH],
-    "bench": ["--model", "smollm2-135m", "--limit", "1", "--beams", "2", "--width", "2", *TINY_SEARCH],
+    "bench": [
+        "--model",
+        "smollm2-135m",
+        "--limit",
+        "1",
+        "--beams",
+        "2",
+        "--width",
+        "2",
+        *TINY_SEARCH,
+    ],
     "memory-profile": ["--model", "smollm2-135m", "--beams", "2", "--width", "2", "--steps", "1"],
     # SmolLM2 gets every GSM8K problem wrong, so the train phase would have one class to learn
     # from: the walk runs the rollouts, mc and features phases (test_train_prm_cli.py trains a head)
@@ -54,7 +64,9 @@ COMMANDS = readme_commands()
 def test_the_readme_opens_with_the_two_commands_and_stays_short() -> None:
     text = README.read_text()
     first = text.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
-    assert first[0].startswith('pip install -e . && edgereason solve "') and first[1].endswith("&& pytest")
+    assert first[0].startswith('pip install -e . && edgereason solve "') and first[1].endswith(
+        "&& pytest"
+    )
     assert len(text.splitlines()) < 150
 
 
@@ -76,7 +88,9 @@ def user_home(tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("argv", COMMANDS, ids=[" ".join(c[:1] + [a for a in c if a[:2] == "--"]) for c in COMMANDS])
+@pytest.mark.parametrize(
+    "argv", COMMANDS, ids=[" ".join(c[:1] + [a for a in c if a[:2] == "--"]) for c in COMMANDS]
+)
 def test_a_readme_command_runs_as_written(argv, user_home, smollm2_path) -> None:
     if argv[0] in NOT_RUN:
         build_parser().parse_args(argv)  # its flags as written

@@ -1,6 +1,6 @@
-"""Tiny random-initialised Hugging Face checkpoints for the torch verifier's tests, one per head layout, built in
-the test and saved with save_pretrained (no hub): a byte-level BPE tokenizer with ChatML, `<extra_0>` and the
-Math-Shepherd tag, and a 2-layer Qwen2 backbone."""
+"""Tiny random-initialised Hugging Face checkpoints for the torch verifier's tests, one per head
+layout, built in the test and saved with save_pretrained (no hub): a byte-level BPE tokenizer with
+ChatML, `<extra_0>` and the Math-Shepherd tag, and a 2-layer Qwen2 backbone."""
 
 from __future__ import annotations
 
@@ -9,13 +9,23 @@ from pathlib import Path
 import torch
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 from torch import nn
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM, Qwen2Model, Qwen2PreTrainedModel
+from transformers import (
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen2Model,
+    Qwen2PreTrainedModel,
+)
 
 from edgereason.backends.prm_format import JUDGE_SYSTEM
 from edgereason.backends.transformers.formats import QWEN_PRM_SYSTEM
 
 Q = "Janet has 16 eggs and eats 3. How many are left?"
-STEPS = ["Janet starts with 16 eggs.\n\n", "She eats 3, so 16 - 3 = 13.\n\n", "The answer is $\\boxed{13}$."]
+STEPS = [
+    "Janet starts with 16 eggs.\n\n",
+    "She eats 3, so 16 - 3 = 13.\n\n",
+    "The answer is $\\boxed{13}$.",
+]
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -24,7 +34,8 @@ TAG = " ки"
 
 
 def tiny_tokenizer(extra_0: bool = True) -> PreTrainedTokenizerFast:
-    """A byte-level BPE trained on a few strings (any text encodes), ChatML, `<extra_0>` and the " ки" tag."""
+    """A byte-level BPE trained on a few strings (any text encodes), ChatML, `<extra_0>` and the "
+    ки" tag."""
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -35,7 +46,10 @@ def tiny_tokenizer(extra_0: bool = True) -> PreTrainedTokenizerFast:
     )
     tok.train_from_iterator([Q, *STEPS, QWEN_PRM_SYSTEM, JUDGE_SYSTEM] * 3, trainer)
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|im_end|>", pad_token="<|endoftext|>"
+        tokenizer_object=tok,
+        bos_token="<|endoftext|>",
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
     )
     fast.add_tokens([AddedToken(TAG, normalized=False)])
     if extra_0:
@@ -45,7 +59,8 @@ def tiny_tokenizer(extra_0: bool = True) -> PreTrainedTokenizerFast:
 
 
 def tiny_config(tokenizer) -> Qwen2Config:
-    # a wide initializer: random scores that differ clearly from token to token, so a wrong position shows
+    # a wide initializer: random scores that differ clearly from token to token, so a wrong position
+    # shows
     return Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=32,

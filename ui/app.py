@@ -1,7 +1,8 @@
-"""The chat app: input and chat on the left, the live search tree and the highlighted path on the right.
+"""The chat app: input and chat on the left, the live search tree and the highlighted path on the
+right.
 
-The engine lives in one worker thread (SearchRunner); engine events arrive here as messages and are applied to
-a SearchState, which the widgets render. Nothing on this side calls the engine."""
+The engine lives in one worker thread (SearchRunner); engine events arrive here as messages and are
+applied to a SearchState, which the widgets render. Nothing on this side calls the engine."""
 
 from __future__ import annotations
 
@@ -36,18 +37,23 @@ from edgereason.ui.widgets.problem_input import ProblemInput
 from edgereason.ui.widgets.status_bar import StatusBar
 from edgereason.ui.widgets.tree_view import SearchTree
 
-STOP_TIMEOUT_S = 30.0  # one engine step, or a model load in progress, has to end before the worker can
-INTERRUPTED = 128 + signal.SIGINT  # the app's return code when Ctrl+C quits it: the CLI exits 130, as on Ctrl-C
+# one engine step, or a model load in progress, has to end before the worker can
+STOP_TIMEOUT_S = 30.0
+# the app's return code when Ctrl+C quits it: the CLI exits 130, as on Ctrl-C
+INTERRUPTED = 128 + signal.SIGINT
 
 
 def decode_terminal_input_leniently() -> None:
-    """Textual's terminal driver decodes keyboard input as strict UTF-8 in its input thread: one byte that is not
-    UTF-8 (a Latin-1 paste, a terminal set to another encoding) ends that thread with a traceback and the app
-    with it. Rule, as for all text from outside (edgereason/util/text.py): such bytes become U+FFFD."""
+    """Textual's terminal driver decodes keyboard input as strict UTF-8 in its input thread: one
+    byte that is not UTF-8 (a Latin-1 paste, a terminal set to another encoding) ends that thread
+    with a traceback and the app with it. Rule, as for all text from outside
+    (edgereason/util/text.py): such bytes become U+FFFD."""
     from textual.drivers import linux_driver
 
     strict = codecs.getincrementaldecoder
-    linux_driver.getincrementaldecoder = lambda encoding: functools.partial(strict(encoding), errors="replace")
+    linux_driver.getincrementaldecoder = lambda encoding: functools.partial(
+        strict(encoding), errors="replace"
+    )
 
 
 class ChatApp(App[None]):
@@ -62,7 +68,8 @@ class ChatApp(App[None]):
     """
     BINDINGS = [
         Binding("escape", "cancel", "Cancel search"),
-        # not a priority binding: where text is selected, the input's and the screen's Ctrl+C copy it first
+        # not a priority binding: where text is selected, the input's and the screen's Ctrl+C copy
+        # it first
         Binding("ctrl+c", "interrupt", "Cancel / quit", show=False),
         Binding("f1", "help", "Help"),
         Binding("f2", "toggle_pruned", "Pruned"),
@@ -90,7 +97,8 @@ class ChatApp(App[None]):
         self.state: SearchState | None = None
         self.searching = False
         self.failed: str | None = None  # set when the models did not load: nothing can be solved
-        self.closing = False  # quitting: the worker's last messages arrive while widgets go away; drop them
+        # quitting: the worker's last messages arrive while widgets go away; drop them
+        self.closing = False
 
     # ------------------------------------------------------------------ layout and start-up
     def compose(self) -> ComposeResult:
@@ -99,7 +107,9 @@ class ChatApp(App[None]):
             with Vertical(id="search"):
                 yield SearchTree()
                 yield Detail()
-        yield ProblemInput(placeholder="type a math problem and press Enter (F1: help, Ctrl+Q: quit)")
+        yield ProblemInput(
+            placeholder="type a math problem and press Enter (F1: help, Ctrl+Q: quit)"
+        )
         yield StatusBar(self._models_line(), self._search_line())
         yield Footer()
 
@@ -107,11 +117,16 @@ class ChatApp(App[None]):
         self.query_one(Input).focus()
         for note in self.notes:
             self.query_one(ChatLog).add_note(note)
-        self.worker = self.run_worker(self.runner.run, name="engine", thread=True, exit_on_error=False)
+        self.worker = self.run_worker(
+            self.runner.run, name="engine", thread=True, exit_on_error=False
+        )
 
     def _models_line(self) -> str:
         s = self.settings
-        return f"gen {display_name(s.model)} · prm {display_name(s.prm) if s.prm else display_name(s.model)}"
+        return (
+            f"gen {display_name(s.model)} · prm "
+            f"{display_name(s.prm) if s.prm else display_name(s.model)}"
+        )
 
     def _search_line(self) -> str:
         c = self.config
@@ -145,7 +160,9 @@ class ChatApp(App[None]):
     def on_runner_status(self, message: RunnerStatus) -> None:
         if self.closing:
             return
-        self.query_one(StatusBar).set_phase("searching" if message.ready and self.searching else message.text)
+        self.query_one(StatusBar).set_phase(
+            "searching" if message.ready and self.searching else message.text
+        )
 
     def on_runner_failed(self, message: RunnerFailed) -> None:
         if self.closing:
@@ -161,8 +178,9 @@ class ChatApp(App[None]):
             self.query_one(StatusBar).set_phase("ready")
 
     def _give_back_problem(self) -> None:
-        """The problem that was not solved (too long for the model, say) goes back into the input, unless something
-        new was typed there meanwhile: the input was cleared on Enter, and the error says to shorten it."""
+        """The problem that was not solved (too long for the model, say) goes back into the input,
+        unless something new was typed there meanwhile: the input was cleared on Enter, and the
+        error says to shorten it."""
         field = self.query_one(Input)
         if self.state is not None and not field.value:
             field.value = self.state.question
@@ -185,7 +203,8 @@ class ChatApp(App[None]):
             self._refresh_detail(None)
 
     def _refresh_detail(self, grown: int | None) -> None:
-        """Show the highlighted step's path, or, with the cursor on the problem line, the step growing last."""
+        """Show the highlighted step's path, or, with the cursor on the problem line, the step
+        growing last."""
         state = self.state
         assert state is not None
         tree = self.query_one(SearchTree)
@@ -207,12 +226,18 @@ class ChatApp(App[None]):
         try:
             self.history.append(
                 HistoryEntry.from_result(
-                    result, display_name(self.settings.model), self.policy.name, self.config.beams, self.config.width
+                    result,
+                    display_name(self.settings.model),
+                    self.policy.name,
+                    self.config.beams,
+                    self.config.width,
                 )
             )
-        except OSError as e:  # a full disk or a read-only home: the answer is on screen, the app goes on
+        # a full disk or a read-only home: the answer is on screen, the app goes on
+        except OSError as e:
             chat.add_note(f"not saved to the history: {e}", error=True)
-        bar = self.query_one(StatusBar)  # it holds the engine's last Progress: the totals, the KV freed
+        # it holds the engine's last Progress: the totals, the KV freed
+        bar = self.query_one(StatusBar)
         if result.status == "cancelled":  # a rate and counts of a search cut short say nothing
             bar.set_progress(None)
         bar.set_phase("ready")
@@ -231,7 +256,9 @@ class ChatApp(App[None]):
     def action_toggle_pruned(self) -> None:
         tree = self.query_one(SearchTree)
         tree.toggle_pruned()
-        self.notify("pruned branches shown" if tree.show_pruned else "pruned branches hidden", timeout=2)
+        self.notify(
+            "pruned branches shown" if tree.show_pruned else "pruned branches hidden", timeout=2
+        )
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
@@ -264,7 +291,8 @@ class ChatApp(App[None]):
         )
 
     async def action_interrupt(self) -> None:
-        """Ctrl+C, as a terminal user expects of it: cancels a running search (as Esc does), quits when none runs."""
+        """Ctrl+C, as a terminal user expects of it: cancels a running search (as Esc does), quits
+        when none runs."""
         if self.searching:
             self.action_cancel()
         else:
@@ -276,11 +304,16 @@ class ChatApp(App[None]):
         self.exit(return_code=return_code)
 
     async def stop_worker(self) -> None:
-        """Ask the worker to stop and wait for it: its thread must not outlive the app (the engine holds models)."""
+        """Ask the worker to stop and wait for it: its thread must not outlive the app (the engine
+        holds models)."""
         self.closing = True
         self.runner.stop()
         deadline = time.monotonic() + STOP_TIMEOUT_S
-        while not self.runner.finished.is_set() and self.worker is not None and time.monotonic() < deadline:
+        while (
+            not self.runner.finished.is_set()
+            and self.worker is not None
+            and time.monotonic() < deadline
+        ):
             await asyncio.sleep(0.02)
 
     async def on_unmount(self) -> None:

@@ -26,6 +26,7 @@ def answer_markdown(result: SearchResult) -> str:
             step = " ".join(readable_math(safe_text(text)).split())
             lines.append(f"{i}. `{s}` {step}")
     lines.append(
-        f"\n*{m.generated_tokens} tokens in {m.wall_s:.1f} s ({m.throughput_tok_s:.1f} tok/s), {m.prm_calls} PRM calls*"
+        f"\n*{m.generated_tokens} tokens in {m.wall_s:.1f} s ({m.throughput_tok_s:.1f} tok/s), "
+        f"{m.prm_calls} PRM calls*"
     )
     return safe_text("\n".join(lines))

@@ -1,5 +1,5 @@
-"""Past problems and answers, one JSON object per line in $EDGEREASON_HOME/history.jsonl, so a session's work
-survives the terminal closing and can be browsed (and re-asked) later."""
+"""Past problems and answers, one JSON object per line in $EDGEREASON_HOME/history.jsonl, so a
+session's work survives the terminal closing and can be browsed (and re-asked) later."""
 
 from __future__ import annotations
 
@@ -29,7 +29,9 @@ class HistoryEntry:
     wall_s: float = 0.0
 
     @classmethod
-    def from_result(cls, result: SearchResult, model: str, policy: str, beams: int, width: int) -> HistoryEntry:
+    def from_result(
+        cls, result: SearchResult, model: str, policy: str, beams: int, width: int
+    ) -> HistoryEntry:
         best = result.answer_path()
         return cls(
             time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -62,9 +64,9 @@ class History:
         return self.read()[0]
 
     def read(self) -> tuple[list[HistoryEntry], int]:
-        """The entries, oldest first, and how many non-empty lines were skipped: a line cut by a crash (even
-        inside a multi-byte character), one that is not a JSON object or whose fields have the wrong types (a
-        newer format, a hand edit) is skipped and counted, never fatal."""
+        """The entries, oldest first, and how many non-empty lines were skipped: a line cut by a
+        crash (even inside a multi-byte character), one that is not a JSON object or whose fields
+        have the wrong types (a newer format, a hand edit) is skipped and counted, never fatal."""
         if not self.path.is_file():
             return [], 0
         entries, skipped = [], 0
@@ -95,9 +97,9 @@ _FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
 
 
 def _parse_entry(raw: bytes) -> HistoryEntry:
-    """One history line -> its entry; ValueError (UnicodeDecodeError, JSONDecodeError included) or TypeError
-    unless it is a JSON object with every field the browser shows, of the type it shows. Unknown keys are
-    ignored (a newer version may add some)."""
+    """One history line -> its entry; ValueError (UnicodeDecodeError, JSONDecodeError included) or
+    TypeError unless it is a JSON object with every field the browser shows, of the type it shows.
+    Unknown keys are ignored (a newer version may add some)."""
     obj = json.loads(raw.decode("utf-8"))
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")

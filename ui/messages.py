@@ -1,4 +1,5 @@
-"""Textual messages the worker thread posts to the app (post_message is thread-safe; nothing else crosses)."""
+"""Textual messages the worker thread posts to the app (post_message is thread-safe; nothing else
+crosses)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from edgereason.engine.events import Event
 
 
 class EngineEvent(Message):
-    """One engine event, unchanged (events are immutable NamedTuples, safe to hand across threads)."""
+    """One engine event, unchanged (events are immutable NamedTuples, safe to hand across
+    threads)."""
 
     def __init__(self, event: Event) -> None:
         super().__init__()
@@ -25,7 +27,8 @@ class RunnerStatus(Message):
 
 
 class RunnerFailed(Message):
-    """A problem the engine refused (no RequestDone follows) or, if fatal, models that did not load."""
+    """A problem the engine refused (no RequestDone follows) or, if fatal, models that did not
+    load."""
 
     def __init__(self, error: str, fatal: bool = False) -> None:
         super().__init__()

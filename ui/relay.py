@@ -1,4 +1,5 @@
-"""The engine listener used by the chat worker: forwards events as Textual messages without flooding the UI."""
+"""The engine listener used by the chat worker: forwards events as Textual messages without flooding
+the UI."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ INTERVAL_S = 0.1
 
 
 def _latest_wins(event: Event) -> Hashable | None:
-    """Events where only the newest copy matters (whole step text so far, status counters) get a key."""
+    """Events where only the newest copy matters (whole step text so far, status counters) get a
+    key."""
     if isinstance(event, NodeExtended):
         return ("text", event.node_id)
     if isinstance(event, Progress):
@@ -20,12 +22,15 @@ def _latest_wins(event: Event) -> Hashable | None:
 
 
 class EventRelay:
-    """Called by the engine in the worker thread. Step-level events go out at once; token-level ones are held,
-    latest per key, and sent at most every `interval` seconds, and always before the next step-level event so
-    the UI never sees a step end before its final text."""
+    """Called by the engine in the worker thread. Step-level events go out at once; token-level ones
+    are held, latest per key, and sent at most every `interval` seconds, and always before the next
+    step-level event so the UI never sees a step end before its final text."""
 
     def __init__(
-        self, post: Callable[[Event], object], interval: float = INTERVAL_S, clock: Callable[[], float] = time.monotonic
+        self,
+        post: Callable[[Event], object],
+        interval: float = INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._post = post
         self._interval = interval

@@ -1,6 +1,6 @@
-"""The chat worker: loads the models once, then runs one search at a time. `run` is the only code that touches
-the session and engine (neither is thread-safe); the UI talks to it through `submit`, `cancel` and `stop`,
-which only set flags and fill a queue."""
+"""The chat worker: loads the models once, then runs one search at a time. `run` is the only code
+that touches the session and engine (neither is thread-safe); the UI talks to it through `submit`,
+`cancel` and `stop`, which only set flags and fill a queue."""
 
 from __future__ import annotations
 
@@ -29,7 +29,9 @@ class Stopped(Exception):
 
 
 class SearchRunner:
-    def __init__(self, factory: SessionFactory, policy: Policy, post: Callable[[Message], object]) -> None:
+    def __init__(
+        self, factory: SessionFactory, policy: Policy, post: Callable[[Message], object]
+    ) -> None:
         self._factory = factory
         self._policy = policy
         self._post = post
@@ -87,7 +89,8 @@ class SearchRunner:
             return self._factory(progress)
         except Stopped:
             return None
-        except Exception as e:  # a missing or broken model must not kill the app: show it, stay quittable
+        # a missing or broken model must not kill the app: show it, stay quittable
+        except Exception as e:
             self._post(RunnerFailed(f"the models did not load: {e}", fatal=True))
             return None
 
@@ -97,7 +100,8 @@ class SearchRunner:
         except EdgeReasonError as e:
             self._post(RunnerFailed(str(e)))
             return
-        except Exception as e:  # a bug, not the user's problem: if it ended the worker, the UI would search forever
+        # a bug, not the user's problem: if it ended the worker, the UI would search forever
+        except Exception as e:
             self._post(RunnerFailed(f"the search could not start: {e!r}"))
             return
         try:
@@ -106,5 +110,6 @@ class SearchRunner:
                     engine.cancel(request.id)
                     break
                 engine.step()
-        except Exception as e:  # keep the app alive: the request ends (RequestDone says why), memory is freed
+        # keep the app alive: the request ends (RequestDone says why), memory is freed
+        except Exception as e:
             engine.cancel(request.id, reason=f"the search failed: {e!r}")

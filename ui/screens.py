@@ -32,17 +32,20 @@ Tree glyphs: `…` generating, `◇` speculative, `○` waiting for the PRM, `�
 `★` complete, `✗` pruned. The highlighted band is the best path so far.
 """
 
-# a modal screen ends a key's way to the bindings before the app's own: Ctrl+C over one copies the text selected
-# there (the screen's own Ctrl+C, which these replace), else does what it does in the chat (cancel, or quit)
-CTRL_C = [Binding("ctrl+c", "screen.copy_text", show=False), Binding("ctrl+c", "app.interrupt", show=False)]
+# a modal screen ends a key's way to the bindings before the app's own: Ctrl+C over one copies the
+# text selected there (the screen's own Ctrl+C, which these replace), else does what it does in the
+# chat (cancel, or quit)
+CTRL_C = [
+    Binding("ctrl+c", "screen.copy_text", show=False),
+    Binding("ctrl+c", "app.interrupt", show=False),
+]
 
 
 def _modal_css(name: str) -> str:
     """Screen CSS is scoped to the class, so each screen names itself."""
     return (
-        f"{name} {{ align: center middle; }}\n"
-        f"{name} > Vertical {{ width: 90%; height: 85%; border: thick $primary; background: $surface; "
-        "padding: 0 1; }\n"
+        f"{name} {{ align: center middle; }}\n{name} > Vertical {{ width: 90%; height: 85%; "
+        f"border: thick $primary; background: $surface; padding: 0 1; }}\n"
     )
 
 
@@ -62,10 +65,11 @@ class HelpScreen(ModalScreen[None]):
 
 
 class HistoryScreen(ModalScreen[str | None]):
-    """Past problems, newest first; Enter returns the highlighted problem so the app can put it in the input."""
+    """Past problems, newest first; Enter returns the highlighted problem so the app can put it in
+    the input."""
 
-    # min-width: an OptionList left no column for its text (a terminal under 18 columns) raised ValueError in
-    # Rich's line wrapping, which ended the chat
+    # min-width: an OptionList left no column for its text (a terminal under 18 columns) raised
+    # ValueError in Rich's line wrapping, which ended the chat
     DEFAULT_CSS = (
         _modal_css("HistoryScreen")
         + """
@@ -78,24 +82,30 @@ class HistoryScreen(ModalScreen[str | None]):
     def __init__(self, entries: list[HistoryEntry], skipped: int = 0) -> None:
         super().__init__()
         self.entries = entries[::-1]
-        self.skipped = skipped  # unreadable lines in the history file: said, so a missing entry is explained
+        # unreadable lines in the history file: said, so a missing entry is explained
+        self.skipped = skipped
 
     def compose(self) -> ComposeResult:
         with Vertical():
             if self.skipped:
                 lines = "line was" if self.skipped == 1 else "lines were"
                 yield Static(
-                    f"{self.skipped} unreadable history {lines} skipped (cut by a crash or not an entry)",
+                    f"{self.skipped} unreadable history {lines} skipped (cut by a crash or not an "
+                    "entry)",
                     id="history-skipped",
                 )
             if not self.entries:
                 yield Static("No history yet: solved problems are saved here.")
                 return
             with Horizontal():
-                # Text, not a str: Textual reads a str as markup, and a problem with "[/]" in it raised MarkupError
+                # Text, not a str: Textual reads a str as markup, and a problem with "[/]" in it
+                # raised MarkupError
                 yield OptionList(
                     *[
-                        Option(Text(safe_text(f"{e.time}  {' '.join(e.problem.split())[:60]}")), id=str(i))
+                        Option(
+                            Text(safe_text(f"{e.time}  {' '.join(e.problem.split())[:60]}")),
+                            id=str(i),
+                        )
                         for i, e in enumerate(self.entries)
                     ]
                 )
@@ -104,12 +114,15 @@ class HistoryScreen(ModalScreen[str | None]):
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         e = self.entries[event.option_index]
         answer = readable_math(safe_text(e.answer)) if e.answer else "(none)"
-        steps = "\n".join(f"{i}. {' '.join(readable_math(safe_text(s)).split())}" for i, s in enumerate(e.steps, 1))
+        steps = "\n".join(
+            f"{i}. {' '.join(readable_math(safe_text(s)).split())}"
+            for i, s in enumerate(e.steps, 1)
+        )
         self.query_one("#history-entry", Markdown).update(
             safe_text(
                 f"**{e.problem}**\n\nAnswer: **{answer}** ({e.status}, score "
-                f"{'-' if e.score is None else f'{e.score:.3f}'})\n\n{steps}\n\n"
-                f"*{e.model}, policy {e.policy}, beams {e.beams}, width {e.width}, {e.tokens} tokens, {e.wall_s} s*"
+                f"{'-' if e.score is None else f'{e.score:.3f}'})\n\n{steps}\n\n*{e.model}, policy "
+                f"{e.policy}, beams {e.beams}, width {e.width}, {e.tokens} tokens, {e.wall_s} s*"
             )
         )
 

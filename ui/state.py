@@ -1,12 +1,20 @@
-"""The UI's copy of one search tree, mirrored from engine events only (the engine's own tree lives in the worker
-thread and is not safe to read from the UI). Statuses come from NodeStatus events as they are: the UI does not
-re-derive them."""
+"""The UI's copy of one search tree, mirrored from engine events only (the engine's own tree lives
+in the worker thread and is not safe to read from the UI). Statuses come from NodeStatus events as
+they are: the UI does not re-derive them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from edgereason.engine.events import Event, NodeAdded, NodeExtended, NodeScored, NodeStatus, RequestDone, StepFinished
+from edgereason.engine.events import (
+    Event,
+    NodeAdded,
+    NodeExtended,
+    NodeScored,
+    NodeStatus,
+    RequestDone,
+    StepFinished,
+)
 from edgereason.engine.result import SearchResult
 
 
@@ -35,7 +43,8 @@ class SearchState:
         self.question = question
         self.nodes: dict[int, StepView] = {}
         self.root: int | None = None
-        self.latest: int | None = None  # the node that grew last: what the detail pane follows by default
+        # the node that grew last: what the detail pane follows by default
+        self.latest: int | None = None
         self.result: SearchResult | None = None
 
     def apply(self, event: Event) -> list[int]:
@@ -49,7 +58,8 @@ class SearchState:
         if isinstance(event, NodeExtended):
             node.text, node.n_tokens = event.text, event.n_tokens
             self.latest = node.id
-            return []  # text streams into the detail pane; the tree line changes on step events only
+            # text streams into the detail pane; the tree line changes on step events only
+            return []
         if isinstance(event, StepFinished):
             node.finish = event.finish
         elif isinstance(event, NodeScored):
@@ -61,7 +71,9 @@ class SearchState:
         return [node.id]
 
     def _add(self, e: NodeAdded) -> list[int]:
-        status = "prefill" if e.parent_id is None else ("speculative" if e.speculative else "generating")
+        status = (
+            "prefill" if e.parent_id is None else ("speculative" if e.speculative else "generating")
+        )
         self.nodes[e.node_id] = StepView(e.node_id, e.parent_id, e.depth, status)
         if e.parent_id is None:
             self.root = e.node_id
@@ -91,8 +103,8 @@ class SearchState:
         return steps[::-1]
 
     def best_leaf(self) -> int | None:
-        """Once done, the best path to the answer; while running, the highest-scored step among the deepest scored
-        ones."""
+        """Once done, the best path to the answer; while running, the highest-scored step among the
+        deepest scored ones."""
         if self.result is not None:
             best = self.result.answer_path()
             return best.node_id if best else None

@@ -26,13 +26,18 @@ def open_models(
     head: ValueHead | None = None,
     device_top_k: int = 0,
 ) -> tuple[LlamaGenerator, LlamaVerifier]:
-    """head: the trained value head the `head` format reads (its backbone is prm_path). device_top_k > 0: the
-    generator's rows are cut to their top k on the device (device_sampling.py). A value head on the generator's
-    own weights reads the generator's context where its rows come back whole (LlamaVerifier)."""
+    """head: the trained value head the `head` format reads (its backbone is prm_path). device_top_k
+    > 0: the generator's rows are cut to their top k on the device (device_sampling.py). A value
+    head on the generator's own weights reads the generator's context where its rows come back whole
+    (LlamaVerifier)."""
     gen_model = load_model(str(generator_path), n_gpu_layers)
     prm_model = load_model(str(prm_path), n_gpu_layers)
     generator = LlamaGenerator(
-        gen_model, generator_kv_tokens, n_threads=n_threads, flash_attn=flash_attn, device_top_k=device_top_k
+        gen_model,
+        generator_kv_tokens,
+        n_threads=n_threads,
+        flash_attn=flash_attn,
+        device_top_k=device_top_k,
     )
     verifier = LlamaVerifier(
         prm_model,
@@ -54,7 +59,8 @@ def open_generator(
     flash_attn: bool = True,
     device_top_k: int = 0,
 ) -> LlamaGenerator:
-    """The generator alone, for a PRM on another backend (an hf: PRM on torch) in the same process."""
+    """The generator alone, for a PRM on another backend (an hf: PRM on torch) in the same
+    process."""
     return LlamaGenerator(
         load_model(str(generator_path), n_gpu_layers),
         generator_kv_tokens,
@@ -73,7 +79,8 @@ def open_verifier(
     flash_attn: bool = True,
     head: ValueHead | None = None,
 ) -> LlamaVerifier:
-    """The PRM alone, beside a generator on another backend (served generators and a value head here)."""
+    """The PRM alone, beside a generator on another backend (served generators and a value head
+    here)."""
     return LlamaVerifier(
         load_model(str(prm_path), n_gpu_layers),
         prm_format(prm_format_name),

@@ -21,8 +21,8 @@ from edgereason.errors import EdgeReasonError
 
 
 class Candidates(NamedTuple):
-    """One output row cut on the device: ids [k] int32 in no particular order, logits [k] float32 (raw, before
-    temperature). Both are copies: they stay valid after the next forward pass."""
+    """One output row cut on the device: ids [k] int32 in no particular order, logits [k] float32
+    (raw, before temperature). Both are copies: they stay valid after the next forward pass."""
 
     ids: np.ndarray
     logits: np.ndarray
@@ -31,13 +31,13 @@ class Candidates(NamedTuple):
 class TopKSamplers:
     """One sampler chain holding one top-k sampler for each sequence id of a context.
 
-    Rules: attach() before llama_init_from_model (llama.cpp builds the samplers into the graph it reserves);
-    free() only after llama_free, since the context uses the chains until then. No temperature on the device:
-    for any positive temperature the top k tokens are the k largest logits, so requests with different
-    temperatures share one graph and the host applies each one's temperature to the k logits.
-    llama.cpp lets a sampled sequence own at most one output row per pass (n_outputs_max_per_seq = 1, the
-    default), which is what the generator asks for: one row per sequence, at its last token.
-    """
+    Rules: attach() before llama_init_from_model (llama.cpp builds the samplers into the graph it
+    reserves); free() only after llama_free, since the context uses the chains until then. No
+    temperature on the device: for any positive temperature the top k tokens are the k largest
+    logits, so requests with different temperatures share one graph and the host applies each one's
+    temperature to the k logits. llama.cpp lets a sampled sequence own at most one output row per
+    pass (n_outputs_max_per_seq = 1, the default), which is what the generator asks for: one row per
+    sequence, at its last token."""
 
     def __init__(self, k: int, n_seq_max: int) -> None:
         self.k = k
@@ -45,7 +45,8 @@ class TopKSamplers:
         self._configs = (L.llama_sampler_seq_config * n_seq_max)()
         for seq in range(n_seq_max):
             chain = L.llama_sampler_chain_init(L.llama_sampler_chain_default_params())
-            L.llama_sampler_chain_add(chain, L.llama_sampler_init_top_k(k))  # the chain owns the top-k sampler
+            # the chain owns the top-k sampler
+            L.llama_sampler_chain_add(chain, L.llama_sampler_init_top_k(k))
             self._chains.append(chain)
             self._configs[seq].seq_id = seq
             self._configs[seq].sampler = ctypes.cast(chain, ctypes.c_void_p)
@@ -65,7 +66,9 @@ class TopKSamplers:
         for r, i in enumerate(rows):
             n = L.llama_get_sampled_candidates_count_ith(ctx, i)
             if n != self.k or L.llama_get_sampled_logits_count_ith(ctx, i) != n:
-                raise EdgeReasonError(f"llama.cpp sampled {n} candidates for output row {i}, not the top {self.k}")
+                raise EdgeReasonError(
+                    f"llama.cpp sampled {n} candidates for output row {i}, not the top {self.k}"
+                )
             ctypes.memmove(ids_at + r * size, L.llama_get_sampled_candidates_ith(ctx, i), size)
             ctypes.memmove(logits_at + r * size, L.llama_get_sampled_logits_ith(ctx, i), size)
         return ids, logits

@@ -1,7 +1,9 @@
-"""The Generator protocol on llama.cpp: one llama_decode per engine step, sampling next to the logits.
+"""The Generator protocol on llama.cpp: one llama_decode per engine step, sampling next to the
+logits.
 
-With device_top_k > 0 the backend cuts each row to its k best tokens inside the forward pass (device_sampling.py)
-and the host draws over those k; otherwise the host draws over the whole row."""
+With device_top_k > 0 the backend cuts each row to its k best tokens inside the forward pass
+(device_sampling.py) and the host draws over those k; otherwise the host draws over the whole
+row."""
 
 from __future__ import annotations
 
@@ -32,19 +34,29 @@ class LlamaGenerator(ContextGenerator):
         self.name = model.path.stem
         self.device_top_k = device_top_k
         self.ctx = KVContext(
-            model, n_ctx=kv_tokens, n_seq_max=n_seq_max, n_threads=n_threads, flash_attn=flash_attn, top_k=device_top_k
+            model,
+            n_ctx=kv_tokens,
+            n_seq_max=n_seq_max,
+            n_threads=n_threads,
+            flash_attn=flash_attn,
+            top_k=device_top_k,
         )
         self.eos_ids = model.eog_ids
 
     # -- the forward pass --
     def step(
-        self, batch: Sequence[BatchEntry], samples: Sequence[int], sampling: SamplingParams | Sequence[SamplingParams]
+        self,
+        batch: Sequence[BatchEntry],
+        samples: Sequence[int],
+        sampling: SamplingParams | Sequence[SamplingParams],
     ) -> list[list[int]]:
-        """sampling: one setting for all entries or one per entry (concurrent requests may differ)."""
+        """sampling: one setting for all entries or one per entry (concurrent requests may
+        differ)."""
         params = [sampling] * len(batch) if isinstance(sampling, SamplingParams) else list(sampling)
         out: list[list[int]] = [[] for _ in batch]
         items = [
-            DecodeItem(e.seq, e.tokens, [(len(e.tokens) - 1, i)] if samples[i] > 0 else []) for i, e in enumerate(batch)
+            DecodeItem(e.seq, e.tokens, [(len(e.tokens) - 1, i)] if samples[i] > 0 else [])
+            for i, e in enumerate(batch)
         ]
         rows: list[Candidates] = []
         entries: list[int] = []
@@ -53,14 +65,19 @@ class LlamaGenerator(ContextGenerator):
             if isinstance(row, Candidates):  # drawn below, all rows of the pass at once
                 entries.append(i)  # type: ignore[arg-type]
                 rows.append(row)
-            else:  # a whole row is valid only here; each row alone (a batch of 152k-wide rows misses the cache)
+            # a whole row is valid only here; each row alone (a batch of 152k-wide rows misses the
+            # cache)
+            else:
                 out[i] = sample(row, samples[i], params[i])  # type: ignore[index]
 
         self.ctx.decode(items, on_logits)
         if rows:
-            # each entry draws from its own stream, seeded by the caller: draws do not depend on the batch
+            # each entry draws from its own stream, seeded by the caller: draws do not depend on the
+            # batch
             ids, logits = by_id(np.stack([r.ids for r in rows]), np.stack([r.logits for r in rows]))
-            draws = sample_rows(ids, logits, [samples[i] for i in entries], [params[i] for i in entries])
+            draws = sample_rows(
+                ids, logits, [samples[i] for i in entries], [params[i] for i in entries]
+            )
             for i, tokens in zip(entries, draws):
                 out[i] = tokens
         return out

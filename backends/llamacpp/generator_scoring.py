@@ -1,6 +1,6 @@
-"""Scoring a value head's steps in the generator's own context (LlamaVerifier's part for a head that reads the
-generator's prompt): the generator's KV already holds what a step's score needs, so a resident path's step is one
-row read there, not a prefill in the PRM's context."""
+"""Scoring a value head's steps in the generator's own context (LlamaVerifier's part for a head that
+reads the generator's prompt): the generator's KV already holds what a step's score needs, so a
+resident path's step is one row read there, not a prefill in the PRM's context."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from edgereason.protocols import ScoreRequest, ScoreResult, VerifierStats
 
 
 class GeneratorScoring:
-    """Reads requested steps in `_gen`, the generator's context; the verifier supplies the state below."""
+    """Reads requested steps in `_gen`, the generator's context; the verifier supplies the state
+    below."""
 
     _gen: KVContext | None
     _read: Callable[[np.ndarray], float] | None
@@ -45,9 +46,9 @@ class GeneratorScoring:
         return set(self._score_in_generator(requests, there, results)) if there else set()
 
     def _resident(self, req: ScoreRequest) -> bool:
-        """The generator holds the path, tokenized as its text would be here. A head learned steps tokenized from
-        their text; a step sampled otherwise (two "\n" where the text gives one "\n\n") is scored here, as it
-        was trained."""
+        """The generator holds the path, tokenized as its text would be here. A head learned steps
+        tokenized from their text; a step sampled otherwise (two "\n" where the text gives one
+        "\n\n") is scored here, as it was trained."""
         path = req.generator_path
         if self._gen is None or path is None or path.seq is None:
             return False
@@ -59,15 +60,20 @@ class GeneratorScoring:
         )
 
     def _score_in_generator(
-        self, requests: Sequence[ScoreRequest], slots: Sequence[int], results: list[ScoreResult | None]
+        self,
+        requests: Sequence[ScoreRequest],
+        slots: Sequence[int],
+        results: list[ScoreResult | None],
     ) -> list[int]:
-        """Each requested step's row, read in the generator's context: a fork of the path's sequence, cut back to
-        just before the step's last token, is fed that token (one cell, freed at once; fork and cut touch no
-        data in a unified cache). Requests are taken in order while the generator's KV has room for their rows;
-        returns the slots scored (the rest go to the PRM context)."""
+        """Each requested step's row, read in the generator's context: a fork of the path's
+        sequence, cut back to just before the step's last token, is fed that token (one cell, freed
+        at once; fork and cut touch no data in a unified cache). Requests are taken in order while
+        the generator's KV has room for their rows; returns the slots scored (the rest go to the PRM
+        context)."""
         assert self._gen is not None and self._read is not None
         ctx, t0 = self._gen, time.perf_counter()
-        plans = []  # (slot, index into its need, the path's sequence, where the fork is cut, tokens fed)
+        # (slot, index into its need, the path's sequence, where the fork is cut, tokens fed)
+        plans = []
         fed, taken = 0, []
         for slot in slots:
             req, path = requests[slot], requests[slot].generator_path

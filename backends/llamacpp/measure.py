@@ -36,12 +36,16 @@ def measure_decode(
     progress: Progress | None = None,
     top_k: int = 0,
 ) -> Points:
-    """For each n, n sequences forked from one short prompt decode one token each per forward pass (greedy).
-    top_k: the device-side cut the engine's generator uses (0: whole rows to the host), which changes what a row
-    costs."""
+    """For each n, n sequences forked from one short prompt decode one token each per forward pass
+    (greedy). top_k: the device-side cut the engine's generator uses (0: whole rows to the host),
+    which changes what a row costs."""
     prompt = model.tokenize(FILLER, add_bos=model.add_bos)
     ctx = KVContext(
-        model, n_ctx=len(prompt) + sum(ns) * (steps + 1), n_seq_max=sum(ns) + 1, n_threads=n_threads, top_k=top_k
+        model,
+        n_ctx=len(prompt) + sum(ns) * (steps + 1),
+        n_seq_max=sum(ns) + 1,
+        n_threads=n_threads,
+        top_k=top_k,
     )
     next_tok: dict[int, int] = {}
 
@@ -56,7 +60,9 @@ def measure_decode(
         for s in [s for g in groups.values() for s in g]:
             next_tok[s] = next_tok[root]
         return decode_points(
-            lambda n: ctx.decode([DecodeItem(s, [next_tok[s]], [(0, s)]) for s in groups[n]], on_logits),
+            lambda n: ctx.decode(
+                [DecodeItem(s, [next_tok[s]], [(0, s)]) for s in groups[n]], on_logits
+            ),
             ns,
             steps,
             progress,
@@ -72,7 +78,8 @@ def measure_prefill(
     n_threads: int | None = None,
     progress: Progress | None = None,
 ) -> Points:
-    """b new tokens split over sequences of PREFILL_CHUNK tokens, one decode call, logits at each sequence end."""
+    """b new tokens split over sequences of PREFILL_CHUNK tokens, one decode call, logits at each
+    sequence end."""
     tokens = _tokens(model, max(batch_tokens))
     max_seqs = math.ceil(max(batch_tokens) / PREFILL_CHUNK)
     ctx = KVContext(model, n_ctx=max(batch_tokens), n_seq_max=max_seqs, n_threads=n_threads)

@@ -32,8 +32,8 @@ class LlamaModel(LlamaVocab):
         self.weights_bytes = L.llama_model_size(self.ptr)
 
     def lora(self, path: Path) -> int:
-        """A LoRA adapter of these weights (a pointer, loaded once; llama.cpp frees it with the model), or one
-        ModelError line when the file is not an adapter for them."""
+        """A LoRA adapter of these weights (a pointer, loaded once; llama.cpp frees it with the
+        model), or one ModelError line when the file is not an adapter for them."""
         path = Path(path)
         if path not in self._adapters:
             with interrupts.deferred():

@@ -1,9 +1,9 @@
-"""The two models as `memory-profile` measures them on llama.cpp (protocols.ProfiledGenerator / ProfiledPRM): KV
-bytes per token, weights on the device, throughput points, and the Generator and Verifier of the sample search.
+"""The two models as `memory-profile` measures them on llama.cpp (protocols.ProfiledGenerator /
+ProfiledPRM): KV bytes per token, weights on the device, throughput points, and the Generator and
+Verifier of the sample search.
 
-A llama.cpp PRM is a loaded LlamaModel; its weights are its GGUF file, counted once when the generator's file serves
-both roles (load_model keeps one LlamaModel per file).
-"""
+A llama.cpp PRM is a loaded LlamaModel; its weights are its GGUF file, counted once when the
+generator's file serves both roles (load_model keeps one LlamaModel per file)."""
 
 from __future__ import annotations
 
@@ -32,17 +32,27 @@ def profiled_generator(path: Path, n_gpu_layers: int, n_threads: int | None) -> 
         path.stat().st_size,
         SEQ_SLOTS,
         ModelPrompter(model),
-        lambda rows, steps, threads, progress, top_k: measure_decode(model, rows, steps, threads, progress, top_k),
+        lambda rows, steps, threads, progress, top_k: measure_decode(
+            model, rows, steps, threads, progress, top_k
+        ),
         open_generator,
     )
 
 
 def profiled_prm(
-    path: Path, same_as_generator: bool, fmt: str, head: ValueHead | None, n_gpu_layers: int, n_threads: int | None
+    path: Path,
+    same_as_generator: bool,
+    fmt: str,
+    head: ValueHead | None,
+    n_gpu_layers: int,
+    n_threads: int | None,
 ) -> ProfiledPRM:
     model = load_model(str(path), n_gpu_layers)
     prompt = prm_format(fmt)
-    ver_prompt = prompt_for(prompt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True))  # as the verifier
+    # as the verifier
+    ver_prompt = prompt_for(
+        prompt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True)
+    )
 
     def open_verifier(kv_tokens: int) -> Any:
         return LlamaVerifier(model, prompt, kv_tokens, n_threads=n_threads, head=head)
@@ -52,5 +62,7 @@ def profiled_prm(
         0 if same_as_generator else path.stat().st_size,
         open_verifier,
         lambda q: len(model.tokenize(ver_prompt.head(q), add_bos=model.add_bos)),
-        lambda points, reps, threads, progress: measure_prefill(model, points, reps, threads, progress),
+        lambda points, reps, threads, progress: measure_prefill(
+            model, points, reps, threads, progress
+        ),
     )

@@ -1,5 +1,5 @@
-"""llama.cpp contexts for the engine: a context that manages sequence ids with exact KV accounting (forks share
-cells, as llama.cpp's unified KV cache does), over a model from model.py.
+"""llama.cpp contexts for the engine: a context that manages sequence ids with exact KV accounting
+(forks share cells, as llama.cpp's unified KV cache does), over a model from model.py.
 
 The high-level `Llama` class evaluates only sequence 0 and cannot batch beams, so it is not used.
 """
@@ -20,12 +20,14 @@ from edgereason.backends.llamacpp.model import LlamaModel, physical_cores
 from edgereason.errors import ModelError, OutOfMemoryError
 from edgereason.util import interrupts
 
-SEQ_SLOTS = 256  # sequences one context runs at once: llama.cpp's most (LLAMA_MAX_SEQ), the beams one search can have
+# sequences one context runs at once: llama.cpp's most (LLAMA_MAX_SEQ), the beams one search can
+# have
+SEQ_SLOTS = 256
 
 
 class KVFullError(OutOfMemoryError):
-    """The forward pass found no room in the KV cache (an out-of-memory error: the verifier's halving and the
-    engine's handlers catch it)."""
+    """The forward pass found no room in the KV cache (an out-of-memory error: the verifier's
+    halving and the engine's handlers catch it)."""
 
 
 @dataclass
@@ -36,10 +38,10 @@ class _Seq:
 class KVContext:
     """One llama_context with sequence-id management and exact KV accounting.
 
-    Rules: ids come from a free list and return to it only on `free`; a fork shares every cell of its parent
-    (llama_memory_seq_cp with a unified cache adds the new id to those cells, it copies nothing); a cell is in use
-    while any sequence refers to it. `used_tokens` is the number of cells in use.
-    """
+    Rules: ids come from a free list and return to it only on `free`; a fork shares every cell of
+    its parent (llama_memory_seq_cp with a unified cache adds the new id to those cells, it copies
+    nothing); a cell is in use while any sequence refers to it. `used_tokens` is the number of cells
+    in use."""
 
     def __init__(
         self,
@@ -53,7 +55,8 @@ class KVContext:
         capture: LayerCapture | None = None,
     ) -> None:
         params = L.llama_context_default_params()
-        params.n_ctx = max(256, -(-n_ctx // 256) * 256)  # llama.cpp pads to 256 cells; the budget is ours
+        # llama.cpp pads to 256 cells; the budget is ours
+        params.n_ctx = max(256, -(-n_ctx // 256) * 256)
         params.n_batch = n_batch
         params.n_ubatch = min(512, n_batch)
         params.n_seq_max = n_seq_max
@@ -66,20 +69,25 @@ class KVContext:
         # CPU once thousands of cells are in use (docs/results.md, "CPUs"). Flash attention skips
         # masked cells. Its price: logits depend slightly (~1e-3) on how tokens are split into
         # ubatches, so `flash_attn=False` is there for bit-exact incremental scoring.
-        params.flash_attn_type = L.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn else L.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        params.flash_attn_type = (
+            L.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn else L.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        )
         self.model = model
-        # top_k > 0: the backend cuts each requested row to its k best logits in the graph, and decode hands
-        # on_logits a Candidates (ids [k], logits [k]) instead of the vocabulary-sized row
+        # top_k > 0: the backend cuts each requested row to its k best logits in the graph, and
+        # decode hands on_logits a Candidates (ids [k], logits [k]) instead of the vocabulary-sized
+        # row
         self.top_k = TopKSamplers(min(top_k, model.n_vocab), n_seq_max) if top_k else None
         if self.top_k:
             self.top_k.attach(params)
-        # capture: while on_logits runs for a row, capture.current() holds that token's hidden states at its layers
+        # capture: while on_logits runs for a row, capture.current() holds that token's hidden
+        # states at its layers
         if capture and self.top_k:
             raise ValueError("a layer capture reads whole rows; it does not run in a top-k context")
         self.capture = capture
         if capture:
             capture.attach(params)
-        with interrupts.deferred():  # llama.cpp logs through a Python callback while it builds the context
+        # llama.cpp logs through a Python callback while it builds the context
+        with interrupts.deferred():
             self.ptr = L.llama_init_from_model(model.ptr, params)
         if not self.ptr:
             if self.top_k:
@@ -99,14 +107,17 @@ class KVContext:
         self._next_cell = 0
 
     def apply_lora(self, adapter: int) -> None:
-        """Every later pass of this context runs the weights with the adapter (from LlamaModel.lora) at scale 1."""
+        """Every later pass of this context runs the weights with the adapter (from LlamaModel.lora)
+        at scale 1."""
         if (
             L.llama_set_adapters_lora(
                 self.ptr, (L.llama_adapter_lora_p_ctypes * 1)(adapter), 1, (ctypes.c_float * 1)(1.0)
             )
             != 0
         ):
-            raise ModelError(f"llama.cpp refused the LoRA adapter on {self.model.path.name}'s context")
+            raise ModelError(
+                f"llama.cpp refused the LoRA adapter on {self.model.path.name}'s context"
+            )
 
     # -- sequence ids (check/act pairs: can_alloc/new_seq, can_append/decode) --
     def can_alloc(self, n: int = 1) -> bool:
@@ -169,25 +180,35 @@ class KVContext:
         return self.used_tokens + n_new_tokens <= self.capacity
 
     def check_integrity(self) -> None:
-        """Our accounting agrees with llama.cpp: each sequence's last position and the shared cell counts."""
+        """Our accounting agrees with llama.cpp: each sequence's last position and the shared cell
+        counts."""
         refs: dict[int, int] = {}
         for seq, s in self._seqs.items():
             for c in s.cells:
                 refs[c] = refs.get(c, 0) + 1
             pos_max = L.llama_memory_seq_pos_max(self.mem, seq)
-            assert pos_max == len(s.cells) - 1, f"seq {seq}: llama.cpp pos_max {pos_max} != {len(s.cells) - 1}"
+            assert pos_max == len(s.cells) - 1, (
+                f"seq {seq}: llama.cpp pos_max {pos_max} != {len(s.cells) - 1}"
+            )
         assert refs == self._refs, "KV cell reference counts drifted"
         assert self.used_tokens <= self.capacity
         assert not set(self._free_ids) & set(self._seqs), "a live sequence id is on the free list"
 
     # -- forward pass --
-    def decode(self, items: Sequence[DecodeItem], on_logits: Callable[[object, np.ndarray | Candidates], None]) -> int:
-        """Evaluate every item's tokens (one llama_decode per n_batch tokens; usually exactly one) and call
-        on_logits(tag, row) for each requested row: logits [n_vocab], or Candidates (top_k ids and logits,
-        copies) in a top-k context. An array row is only valid inside the callback."""
+    def decode(
+        self,
+        items: Sequence[DecodeItem],
+        on_logits: Callable[[object, np.ndarray | Candidates], None],
+    ) -> int:
+        """Evaluate every item's tokens (one llama_decode per n_batch tokens; usually exactly one)
+        and call on_logits(tag, row) for each requested row: logits [n_vocab], or Candidates (top_k
+        ids and logits, copies) in a top-k context. An array row is only valid inside the
+        callback."""
         total = sum(len(it.tokens) for it in items)
         if not self.can_append(total):
-            raise KVFullError(f"{total} new tokens do not fit: {self.used_tokens}/{self.capacity} KV cells in use")
+            raise KVFullError(
+                f"{total} new tokens do not fit: {self.used_tokens}/{self.capacity} KV cells in use"
+            )
         flat: list[tuple[int, int, int, object]] = []  # (seq, token, position, tag or _NO_LOGITS)
         for it in items:
             start = len(self._seqs[it.seq].cells)
@@ -211,10 +232,12 @@ class KVContext:
             if self.capture:
                 self.capture.begin(len(window))
             rc = L.llama_decode(self.ptr, b)
-            interrupts.check()  # a stop signal that landed in llama.cpp's log callback was dropped there
+            # a stop signal that landed in llama.cpp's log callback was dropped there
+            interrupts.check()
             if rc != 0:
                 raise KVFullError(
-                    f"llama_decode failed (code {rc}) with {self.used_tokens}/{self.capacity} KV cells in use"
+                    f"llama_decode failed (code {rc}) with {self.used_tokens}/{self.capacity} KV "
+                    "cells in use"
                 )
             for seq, _tok, _pos, _tag in window:
                 cell = self._next_cell

@@ -65,12 +65,13 @@ class LlamaVerifier(GeneratorScoring, PathVerifier):
         generator_ctx: KVContext | None = None,
         capture: LayerCapture | None = None,
     ) -> None:
-        """generator_ctx: the generator's context on these same weights. A value head reads the generator's own
-        prompt, so the generator's KV already holds what a step's score needs: a request naming a resident
-        generator sequence is scored there, one row a step, instead of a prefill of the step here. Only where the
-        generator's rows come back whole (host sampling): a row cut to its top k on the device lacks the logits
-        the head reads. capture: hidden states of middle layers for `features` (training a head that reads them);
-        a head that reads layers makes its own."""
+        """generator_ctx: the generator's context on these same weights. A value head reads the
+        generator's own prompt, so the generator's KV already holds what a step's score needs: a
+        request naming a resident generator sequence is scored there, one row a step, instead of a
+        prefill of the step here. Only where the generator's rows come back whole (host sampling): a
+        row cut to its top k on the device lacks the logits the head reads. capture: hidden states
+        of middle layers for `features` (training a head that reads them); a head that reads layers
+        makes its own."""
         scorer = head if fmt.name == "head" else None
         if scorer is not None:
             scorer.check_backbone(model.path, model.n_vocab)
@@ -104,10 +105,10 @@ class LlamaVerifier(GeneratorScoring, PathVerifier):
         return tuple(self.ctx.capture.layers) if self.ctx.capture else ()
 
     def features(self, requests: Sequence[ScoreRequest], tokens: np.ndarray) -> list[np.ndarray]:
-        """The logits of `tokens` at each requested step's last token, [len(need), len(tokens)] per request: what
-        a value head reads (its training features). Needs the head format, so the prompt is the head's. With a
-        layer capture each row goes on with the captured layers' hidden states at that token, flattened:
-        [len(need), len(tokens) + len(capture.layers) * n_embd]."""
+        """The logits of `tokens` at each requested step's last token, [len(need), len(tokens)] per
+        request: what a value head reads (its training features). Needs the head format, so the
+        prompt is the head's. With a layer capture each row goes on with the captured layers' hidden
+        states at that token, flattened: [len(need), len(tokens) + len(capture.layers) * n_embd]."""
         if self.fmt.name != "head":
             raise ConfigError("value-head features need the head PRM format")
         capture = self.ctx.capture

@@ -1,14 +1,13 @@
-"""Remote backend: the generator, the PRM or both served by an OpenAI-compatible server (llama.cpp's server,
-vLLM, SGLang) instead of running in this process.
+"""Remote backend: the generator, the PRM or both served by an OpenAI-compatible server (llama.cpp's
+server, vLLM, SGLang) instead of running in this process.
 
-Locally each remote role needs only its model's tokenizer and chat template, read from the GGUF named by `--model`
-/ `--prm` without its weights (`load_vocab`): the engine counts tokens and ends steps on them exactly as it does
-for a local model, and the PRM prompts are rendered here. That GGUF must be the served model's (or share its
-tokenizer and template).
+Locally each remote role needs only its model's tokenizer and chat template, read from the GGUF
+named by `--model` / `--prm` without its weights (`load_vocab`): the engine counts tokens and ends
+steps on them exactly as it does for a local model, and the PRM prompts are rendered here. That GGUF
+must be the served model's (or share its tokenizer and template).
 
-A role may be served by several servers of one model (pool.py): requests spread over them, and one that stops
-answering hands its requests to the others.
-"""
+A role may be served by several servers of one model (pool.py): requests spread over them, and one
+that stops answering hands its requests to the others."""
 
 from __future__ import annotations
 
@@ -36,10 +35,13 @@ def open_generator(
     step_tokens: int = DEFAULT_STEP_TOKENS,
     outages: Outages | None = None,
 ) -> RemoteGenerator:
-    """outages: shared with the PRM's pool, so that a server both use is reported once when it stops answering."""
+    """outages: shared with the PRM's pool, so that a server both use is reported once when it stops
+    answering."""
     return _opened(
         ServerPool(_listed(endpoints), outages),
-        lambda pool: RemoteGenerator(pool, load_vocab(str(vocab_path)), context_tokens, step_tokens),
+        lambda pool: RemoteGenerator(
+            pool, load_vocab(str(vocab_path)), context_tokens, step_tokens
+        ),
     )
 
 
@@ -58,7 +60,8 @@ def open_verifier(
 
 
 def _opened(pool: ServerPool, make: Callable[[ServerPool], T]) -> T:
-    """`make(pool)`, settings checked, then the servers asked for their models: one line where one is down."""
+    """`make(pool)`, settings checked, then the servers asked for their models: one line where one
+    is down."""
     try:
         role = make(pool)
         pool.ask_models()

@@ -27,15 +27,18 @@ class Logprobs:
 
     tokens: tuple[str, ...]  # the sampled token at each position
     token_logprobs: tuple[float | None, ...]  # its log-probability
-    top: tuple[dict[str, float], ...]  # each position's most likely tokens and their log-probabilities
+    # each position's most likely tokens and their log-probabilities
+    top: tuple[dict[str, float], ...]
 
 
 @dataclass(frozen=True)
 class Choice:
     text: str
     finish_reason: str | None
-    said_stop: bool  # whether the server says what stopped it (vLLM's stop_reason, SGLang's matched_stop)
-    stop: str | None  # the stop string it matched; None where it says it stopped at something else (end of text)
+    # whether the server says what stopped it (vLLM's stop_reason, SGLang's matched_stop)
+    said_stop: bool
+    # the stop string it matched; None where it says it stopped at something else (end of text)
+    stop: str | None
     logprobs: Logprobs | None
 
 
@@ -99,7 +102,10 @@ def _logprobs(data: Any, where: str) -> Logprobs:
     top = _list(logprobs.get("top_logprobs"), f"{where}.top_logprobs")
     return Logprobs(
         tuple(_text(t, f"{where}.tokens[{i}]") for i, t in enumerate(tokens)),
-        tuple(None if v is None else _logprob(v, f"{where}.token_logprobs[{i}]") for i, v in enumerate(values)),
+        tuple(
+            None if v is None else _logprob(v, f"{where}.token_logprobs[{i}]")
+            for i, v in enumerate(values)
+        ),
         tuple(_top(t, f"{where}.top_logprobs[{i}]") for i, t in enumerate(top)),
     )
 

@@ -1,13 +1,13 @@
-"""The servers, checked once when a remote session opens, before any search and before a named model is pulled. Each
-failure is one line naming the server and what to change:
+"""The servers, checked once when a remote session opens, before any search and before a named model
+is pulled. Each failure is one line naming the server and what to change:
 - every server of a list answers (one that is down: start it, or leave it out of the list);
-- the servers of one list serve one model: the same name in /v1/models (unless --served-model / --prm-served-model
-  names it for them all, where servers name one model differently) and the same ids for identity.py's probe;
+- the servers of one list serve one model: the same name in /v1/models (unless --served-model /
+  --prm-served-model names it for them all, where servers name one model differently) and the same
+  ids for identity.py's probe;
 - that model is the one `--model` / `--prm` name (identity.py);
-- each PRM server gives token logprobs on /v1/completions, which every score reads.
-A server's context is not asked (few servers tell it): a prompt longer than it is refused with HTTP 400, one line
-naming that server and how to give it a longer context (client.py).
-"""
+- each PRM server gives token logprobs on /v1/completions, which every score reads. A server's
+  context is not asked (few servers tell it): a prompt longer than it is refused with HTTP 400, one
+  line naming that server and how to give it a longer context (client.py)."""
 
 from __future__ import annotations
 
@@ -39,9 +39,11 @@ class Role(NamedTuple):
 
 
 def check_servers(remote: RemoteSettings, model: str, prm: str, on_disk: OnDisk) -> None:
-    """ConfigError or RemoteError, one line, for the first server of `remote` that fails a check (module
-    docstring). on_disk: the set-up's look-up of a named model's GGUF that pulls nothing."""
-    roles = [Role(remote.generator, model, "--model", "--base-url", False)] if remote.generator else []
+    """ConfigError or RemoteError, one line, for the first server of `remote` that fails a check
+    (module docstring). on_disk: the set-up's look-up of a named model's GGUF that pulls nothing."""
+    roles = (
+        [Role(remote.generator, model, "--model", "--base-url", False)] if remote.generator else []
+    )
     if remote.prm_endpoints:
         roles.append(Role(remote.prm_endpoints, prm, "--prm", remote.prm_flag, True))
     for role in roles:
@@ -53,8 +55,8 @@ def check_servers(remote: RemoteSettings, model: str, prm: str, on_disk: OnDisk)
 
 
 def _read(endpoint: Endpoint, role: Role, leave_out: str) -> Reading:
-    """What the server serves, and for a PRM whether it gives logprobs. A server that is down: one line, with
-    `leave_out` said where it is one of several."""
+    """What the server serves, and for a PRM whether it gives logprobs. A server that is down: one
+    line, with `leave_out` said where it is one of several."""
     client = CompletionClient(endpoint)
     try:
         try:
@@ -63,28 +65,33 @@ def _read(endpoint: Endpoint, role: Role, leave_out: str) -> Reading:
             raise RemoteError(f"{err}{leave_out}") from None
         if role.prm:
             _check_logprobs(client, leave_out)
-        return Reading(endpoint.root, served, endpoint.model is not None, served_tokens(client, PROBE))
+        return Reading(
+            endpoint.root, served, endpoint.model is not None, served_tokens(client, PROBE)
+        )
     finally:
         client.close()
 
 
 def _check_one_model(readings: Sequence[Reading], role: Role) -> None:
-    """The servers of one list serve one model: the same listed name, and the same ids for the probe."""
+    """The servers of one list serve one model: the same listed name, and the same ids for the
+    probe."""
     served_flag = "--prm-served-model" if role.list_flag == "--prm-base-url" else "--served-model"
     first = readings[0]
     for r in readings[1:]:
         if not r.named and r.served != first.served:
             raise ConfigError(
-                f"the servers at {first.root} and {r.root} serve different models ({first.served!r} and "
-                f"{r.served!r}); list servers of one model in {role.list_flag} (or pass {served_flag} NAME where "
-                "they name one model differently)"
+                f"the servers at {first.root} and {r.root} serve different models "
+                f"({first.served!r} and {r.served!r}); list servers of one model in "
+                f"{role.list_flag} (or pass {served_flag} NAME where they name one model "
+                "differently)"
             )
     tokenizing = [r for r in readings if r.tokens is not None]
     for r in tokenizing[1:]:
         if r.tokens != tokenizing[0].tokens:
             raise ConfigError(
-                f"the servers at {tokenizing[0].root} and {r.root} serve models of different tokenizers "
-                f"({tokenizing[0].served!r} and {r.served!r}); list servers of one model in {role.list_flag}"
+                f"the servers at {tokenizing[0].root} and {r.root} serve models of different "
+                f"tokenizers ({tokenizing[0].served!r} and {r.served!r}); list servers of one "
+                f"model in {role.list_flag}"
             )
 
 
@@ -100,6 +107,7 @@ def _check_logprobs(client: CompletionClient, leave_out: str) -> None:
             return
         detail = "its answer holds none"
     raise RemoteError(
-        f"the PRM server at {client.endpoint.root} gives no token logprobs on /v1/completions ({detail}); start it "
-        f"with logprobs (llama-cpp-python: --logits_all true; vLLM: --max-logprobs 20){leave_out}"
+        f"the PRM server at {client.endpoint.root} gives no token logprobs on /v1/completions "
+        f"({detail}); start it with logprobs (llama-cpp-python: --logits_all true; vLLM: "
+        f"--max-logprobs 20){leave_out}"
     )

@@ -75,7 +75,9 @@ class CompletionClient:
         key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else None
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         try:
-            self._http: httpx.AsyncClient = self._call(self._open(headers), endpoint.connect_timeout_s + 5)
+            self._http: httpx.AsyncClient = self._call(
+                self._open(headers), endpoint.connect_timeout_s + 5
+            )
         except BaseException:
             if self._owns_runner:
                 self._runner.stop()
@@ -84,7 +86,9 @@ class CompletionClient:
 
     async def _open(self, headers: dict[str, str]) -> httpx.AsyncClient:
         e = self.endpoint
-        limits = httpx.Limits(max_connections=e.concurrency, max_keepalive_connections=e.concurrency)
+        limits = httpx.Limits(
+            max_connections=e.concurrency, max_keepalive_connections=e.concurrency
+        )
         try:  # trust_env=False: no proxy from the environment between us and the server
             return httpx.AsyncClient(
                 base_url=e.address,
@@ -95,7 +99,9 @@ class CompletionClient:
             )
         except httpx.InvalidURL as err:  # settings.check_url asks httpx too: a last guard
             refused = safe_text(str(err), one_line=True)
-            raise ConfigError(f"--base-url {e.root} is refused by the HTTP client ({refused})") from None
+            raise ConfigError(
+                f"--base-url {e.root} is refused by the HTTP client ({refused})"
+            ) from None
 
     @property
     def model(self) -> str:
@@ -119,7 +125,9 @@ class CompletionClient:
         deadline = self._probe_s if probe else self.endpoint.deadline_s
         t0 = time.perf_counter()
         try:
-            return self._call(self._gather([{"model": model, **b} for b in bodies], probe), deadline)
+            return self._call(
+                self._gather([{"model": model, **b} for b in bodies], probe), deadline
+            )
         finally:
             self.stats.batches += 1
             self.stats.per_batch.append(len(bodies))
@@ -137,7 +145,8 @@ class CompletionClient:
             return
         try:
             self._call(self._http.aclose(), 5)
-        except (EdgeReasonError, RuntimeError):  # a wedged loop: stopping it below is all that is left
+        # a wedged loop: stopping it below is all that is left
+        except (EdgeReasonError, RuntimeError):
             pass
         if self._owns_runner:
             self._runner.stop()
@@ -150,7 +159,9 @@ class CompletionClient:
     async def completion(self, body: dict[str, Any]) -> Completion:
         """One POST to /v1/completions on the loop thread (the served model name added; `model`
         asked before)."""
-        answer = await self._request("POST", COMPLETIONS, {"model": self._model, **body}, read_completion)
+        answer = await self._request(
+            "POST", COMPLETIONS, {"model": self._model, **body}, read_completion
+        )
         self.stats.count(answer)
         return answer
 
@@ -162,7 +173,9 @@ class CompletionClient:
 
         async def one(body: dict[str, Any]) -> Completion:
             async with gate:
-                answer = await self._request("POST", COMPLETIONS, body, read_completion, probe=probe)
+                answer = await self._request(
+                    "POST", COMPLETIONS, body, read_completion, probe=probe
+                )
                 self.stats.count(answer)
                 return answer
 
@@ -194,7 +207,8 @@ class CompletionClient:
                 if probe:  # a server that does not answer a probe in time is not serving
                     break
                 continue
-            except httpx.TransportError as err:  # refused, reset, closed mid-answer, not HTTP at all
+            # refused, reset, closed mid-answer, not HTTP at all
+            except httpx.TransportError as err:
                 said = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
                 last = safe_text(said, one_line=True)
                 continue
@@ -207,7 +221,9 @@ class CompletionClient:
             return self._read(response, path, read, optional)
         raise Unreachable(e.root, last, attempt + 1)
 
-    def _read(self, response: httpx.Response, path: str, read: Callable[[Any], T], optional: bool) -> T:
+    def _read(
+        self, response: httpx.Response, path: str, read: Callable[[Any], T], optional: bool
+    ) -> T:
         """A 2xx answer read by `read`; RemoteError (one line) for anything else."""
         status, root = response.status_code, self.endpoint.root
         if optional and not 200 <= status < 300:  # an endpoint it lacks: not retried
@@ -217,7 +233,9 @@ class CompletionClient:
             refused = f"the server at {root} refused the request (HTTP {status})"
             raise RemoteError(f"{refused}: {message}{_hint(status, message)}")
         if not 200 <= status < 300:  # a redirect (not followed: it could lead anywhere), or 1xx
-            raise RemoteError(f"the server at {root} answered {path} with HTTP {status}{_to(response)}")
+            raise RemoteError(
+                f"the server at {root} answered {path} with HTTP {status}{_to(response)}"
+            )
         try:
             return read(response.json())
         except (ValueError, RecursionError):  # not JSON, not UTF-8, nested past Python's depth
@@ -247,7 +265,8 @@ def _message(response: httpx.Response) -> str:
     `{"error": {"message": ...}}`, `{"error": "..."}`, FastAPI's `detail`)."""
     try:
         text = _said(response.json()) or response.text
-    except (ValueError, RecursionError):  # not JSON; or nested past Python's depth, to read or print
+    # not JSON; or nested past Python's depth, to read or print
+    except (ValueError, RecursionError):
         text = response.text
     line = " ".join(text.split())
     cut = "..." if len(line) > MESSAGE_CHARS else ""
@@ -271,8 +290,8 @@ def _said(data: Any) -> str | None:
 def _hint(status: int, message: str) -> str:
     if status == 400 and "context" in message.lower():  # a prompt longer than the server's context
         return (
-            " (start that server with a longer context: llama-server -c, llama-cpp-python --n_ctx, vLLM "
-            "--max-model-len)"
+            " (start that server with a longer context: llama-server -c, llama-cpp-python --n_ctx, "
+            "vLLM --max-model-len)"
         )
     if status == 404:
         return " (check --base-url and --served-model)"

@@ -15,6 +15,8 @@ class Unreachable(RemoteError):
 
     def __init__(self, root: str, detail: str, tries: int) -> None:
         tried = f"{tries} tries" if tries > 1 else "1 try"
-        super().__init__(f"cannot reach the server at {root} ({detail}) after {tried}; is it running?")
+        super().__init__(
+            f"cannot reach the server at {root} ({detail}) after {tried}; is it running?"
+        )
         self.root = root
         self.detail = detail

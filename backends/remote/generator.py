@@ -1,28 +1,30 @@
-"""The Generator protocol over an OpenAI-compatible server: the engine keeps driving token by token, and this
-adapter answers its draws from whole steps the server generated.
+"""The Generator protocol over an OpenAI-compatible server: the engine keeps driving token by token,
+and this adapter answers its draws from whole steps the server generated.
 
-The seam: the engine asks a sequence for `k` draws from its next-token distribution. A sequence with no plan for
-its position sends ONE request for the rest of the step (`/v1/completions`, prompt = the path so far as token ids,
-`stop` at the step delimiter, `n = k`, `seed` = the engine's seed for that draw) and keeps the k completions as
-*plans*: token lists that continue the context they were asked for. Later draws read the plans' next tokens without
-any HTTP, so a step costs one round trip, not one per token.
+The seam: the engine asks a sequence for `k` draws from its next-token distribution. A sequence with
+no plan for its position sends ONE request for the rest of the step (`/v1/completions`, prompt = the
+path so far as token ids, `stop` at the step delimiter, `n = k`, `seed` = the engine's seed for that
+draw) and keeps the k completions as *plans*: token lists that continue the context they were asked
+for. Later draws read the plans' next tokens without any HTTP, so a step costs one round trip, not
+one per token.
 
 Rules that keep the samples independent and the search replayable:
-- A plan is read forward only: each of its positions is drawn once (`cursor`), by the sequence that draws it.
-- A sequence draws from a plan only if the plan continues exactly its tokens (same context, same tokens so far).
-- Plans are shared along forks (a family): the children and deduplicated twins of a node read the completions
-  their parent's draw fetched. A plan drawn once (k = 1) stays with its sequence; others stay free for the
-  sequences that the engine forks from the draw.
-- Every draw is a function of the context and the engine's seed, as long as the server honours `seed` (llama.cpp's
-  server and vLLM do) and answers `n` (a server that ignores it, as llama-cpp-python's does, gets one request per
-  missing completion, seeded `mix_seed(seed, j)`).
+- A plan is read forward only: each of its positions is drawn once (`cursor`), by the sequence that
+  draws it.
+- A sequence draws from a plan only if the plan continues exactly its tokens (same context, same
+  tokens so far).
+- Plans are shared along forks (a family): the children and deduplicated twins of a node read the
+  completions their parent's draw fetched. A plan drawn once (k = 1) stays with its sequence; others
+  stay free for the sequences that the engine forks from the draw.
+- Every draw is a function of the context and the engine's seed, as long as the server honours
+  `seed` (llama.cpp's server and vLLM do) and answers `n` (a server that ignores it, as
+  llama-cpp-python's does, gets one request per missing completion, seeded `mix_seed(seed, j)`).
 
-Each sequence remembers the server that answered its last request (`home`, inherited by its forks), where its
-prefix is cached, and its next request asks to go there (pool.py's routing rule).
+Each sequence remembers the server that answered its last request (`home`, inherited by its forks),
+where its prefix is cached, and its next request asks to go there (pool.py's routing rule).
 
-The server holds the KV: this side holds no cells (`kv_used_tokens` 0); `kv_capacity_tokens` is the longest
-sequence the server is asked to hold (its context).
-"""
+The server holds the KV: this side holds no cells (`kv_used_tokens` 0); `kv_capacity_tokens` is the
+longest sequence the server is asked to hold (its context)."""
 
 from __future__ import annotations
 
@@ -55,14 +57,17 @@ class _Plan:
 class _Seq:
     tokens: list[int]
     family: list[_Plan] = field(default_factory=list)  # shared with every fork
-    home: int | None = None  # the server that answered this sequence's (or its parent's) last request
+    # the server that answered this sequence's (or its parent's) last request
+    home: int | None = None
 
 
 class RemoteGenerator:
-    def __init__(self, client: ServerPool, vocab: LlamaVocab, context_tokens: int, step_tokens: int = 512) -> None:
-        """client: the servers. vocab: the served model's tokenizer and chat template (a GGUF read vocab-only).
-        context_tokens: the servers' context per sequence. step_tokens: max_tokens of one request (a longer step
-        takes several)."""
+    def __init__(
+        self, client: ServerPool, vocab: LlamaVocab, context_tokens: int, step_tokens: int = 512
+    ) -> None:
+        """client: the servers. vocab: the served model's tokenizer and chat template (a GGUF read
+        vocab-only). context_tokens: the servers' context per sequence. step_tokens: max_tokens of
+        one request (a longer step takes several)."""
         self.client = client
         self.vocab = vocab
         self.name = f"{vocab.path.stem}@{','.join(client.roots)}"
@@ -73,7 +78,8 @@ class RemoteGenerator:
         self.step_tokens = step_tokens
         self._seqs: dict[SeqId, _Seq] = {}
         self._next_id = 0
-        self._n_honoured: bool | None = None  # does the server answer n > 1 with n choices? learnt once
+        # does the server answer n > 1 with n choices? learnt once
+        self._n_honoured: bool | None = None
         self.planned_draws = 0  # draws answered from a fetched completion, without a round trip
 
     # -- text --
@@ -121,8 +127,12 @@ class RemoteGenerator:
         """A plan is drawn only by a live sequence, and never past its end."""
         for sid, seq in self._seqs.items():
             for plan in seq.family:
-                assert plan.owner is None or plan.owner in self._seqs, f"a plan of {sid} is owned by a freed sequence"
-                assert 0 <= plan.cursor <= len(plan.tokens), f"a plan of {sid} was drawn past its end"
+                assert plan.owner is None or plan.owner in self._seqs, (
+                    f"a plan of {sid} is owned by a freed sequence"
+                )
+                assert 0 <= plan.cursor <= len(plan.tokens), (
+                    f"a plan of {sid} was drawn past its end"
+                )
 
     def free_seq_slots(self) -> int:
         return 1 << 20
@@ -145,10 +155,13 @@ class RemoteGenerator:
 
     # -- draws --
     def step(
-        self, batch: Sequence[BatchEntry], samples: Sequence[int], sampling: SamplingParams | Sequence[SamplingParams]
+        self,
+        batch: Sequence[BatchEntry],
+        samples: Sequence[int],
+        sampling: SamplingParams | Sequence[SamplingParams],
     ) -> list[list[int]]:
-        """Feed every entry, then draw: from plans where they continue the sequence, the rest from one round of
-        concurrent requests."""
+        """Feed every entry, then draw: from plans where they continue the sequence, the rest from
+        one round of concurrent requests."""
         params = [sampling] * len(batch) if isinstance(sampling, SamplingParams) else list(sampling)
         for e in batch:
             self._seqs[e.seq].tokens.extend(e.tokens)
@@ -171,7 +184,8 @@ class RemoteGenerator:
         return out
 
     def _draw_planned(self, sid: SeqId, k: int) -> list[int]:
-        """Up to k next tokens from plans that continue this sequence: its own first, then free ones."""
+        """Up to k next tokens from plans that continue this sequence: its own first, then free
+        ones."""
         seq = self._seqs[sid]
         seq.family[:] = [p for p in seq.family if p.cursor < len(p.tokens)]  # read to the end: gone
         mine = [p for p in seq.family if p.owner == sid]
@@ -190,17 +204,21 @@ class RemoteGenerator:
         return drawn
 
     def _fetch(self, wants: list[tuple[SeqId, int, SamplingParams]]) -> list[list[_Plan]]:
-        """One round of requests: `n` completions of each sequence's step, all in flight together."""
+        """One round of requests: `n` completions of each sequence's step, all in flight
+        together."""
         bodies: list[dict[str, Any]] = []
         owners: list[int] = []  # which want each body serves
         for w, (sid, n, sp) in enumerate(wants):
             context = self._seqs[sid].tokens
             room = self._capacity - len(context) - 1
-            if room < 1:  # the engine ends a path before this; reaching it is a bug, not a user error
+            # the engine ends a path before this; reaching it is a bug, not a user error
+            if room < 1:
                 raise RemoteError(
-                    f"a path of {len(context)} tokens has no room left in the server's context ({self._capacity})"
+                    f"a path of {len(context)} tokens has no room left in the server's context "
+                    f"({self._capacity})"
                 )
-            # token ids: a server parses "<|im_end|>" in text as the control token, in a problem or a step too
+            # token ids: a server parses "<|im_end|>" in text as the control token, in a problem or
+            # a step too
             body = {
                 "prompt": list(context),
                 "max_tokens": min(self.step_tokens, room),
@@ -218,11 +236,14 @@ class RemoteGenerator:
                 owners.append(w)
         plans: list[list[_Plan]] = [[] for _ in wants]
         seqs = [self._seqs[sid] for sid, _, _ in wants]
-        for w, (answer, server) in zip(owners, self.client.send(bodies, [seqs[w].home for w in owners])):
+        for w, (answer, server) in zip(
+            owners, self.client.send(bodies, [seqs[w].home for w in owners])
+        ):
             seqs[w].home = server
             plans[w] += [_Plan(list(seqs[w].tokens), self._tokens_of(c)) for c in answer.choices]
         short = [w for w, (_, n, _) in enumerate(wants) if len(plans[w]) < n]
-        if short and self._n_honoured is None:  # it answers one choice whatever n is: top up, then one per draw
+        # it answers one choice whatever n is: top up, then one per draw
+        if short and self._n_honoured is None:
             self._n_honoured = False
             extra = [(w, j) for w in short for j in range(len(plans[w]), wants[w][1])]
             top = self._fetch([(wants[w][0], 1, _reseed(wants[w][2], j)) for w, j in extra])
@@ -236,15 +257,18 @@ class RemoteGenerator:
         return [plans[w][:n] for w, (_, n, _) in enumerate(wants)]
 
     def _tokens_of(self, choice: Choice) -> list[int]:
-        """A completion as tokens. The server cut it at the step delimiter (and left the delimiter out) or at
-        the end of text, and OpenAI's `finish_reason` is "stop" for both: vLLM and SGLang say which
-        (`stop_reason` / `matched_stop`); otherwise non-empty text is taken as a step (a path that really ended
-        gets an empty next step, which the next request shows as an immediate end of text)."""
+        """A completion as tokens. The server cut it at the step delimiter (and left the delimiter
+        out) or at the end of text, and OpenAI's `finish_reason` is "stop" for both: vLLM and SGLang
+        say which (`stop_reason` / `matched_stop`); otherwise non-empty text is taken as a step (a
+        path that really ended gets an empty next step, which the next request shows as an immediate
+        end of text)."""
         text = choice.text
         if choice.finish_reason != "stop":  # "length": the step goes on in the next request
             tokens = self.vocab.tokenize(text, add_bos=False, special=False)
-            return tokens or [self._eos]  # nothing decodable came back: end the path rather than loop
-        if not text or (choice.said_stop and choice.stop is None):  # it says it stopped at the end of text
+            # nothing decodable came back: end the path rather than loop
+            return tokens or [self._eos]
+        # it says it stopped at the end of text
+        if not text or (choice.said_stop and choice.stop is None):
             return self.vocab.tokenize(text, add_bos=False, special=False) + [self._eos]
         return self.vocab.tokenize(text + STEP_STOP, add_bos=False, special=False)
 
@@ -253,7 +277,8 @@ class RemoteGenerator:
 
 
 def _continues(plan: _Plan, context: list[int]) -> int | None:
-    """The position in `plan` this context has reached, if the plan continues it and has a token there."""
+    """The position in `plan` this context has reached, if the plan continues it and has a token
+    there."""
     b = len(plan.base)
     pos = len(context) - b
     if pos < 0 or pos >= len(plan.tokens):

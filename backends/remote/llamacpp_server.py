@@ -1,15 +1,16 @@
-"""`python -m edgereason.backends.remote.llamacpp_server ARGS`: llama-cpp-python's OpenAI-compatible server
-(`python -m llama_cpp.server ARGS`, its `server` extra) with the weight-layout guard of the llama.cpp backend, that
-takes a completion's prompt as token ids too.
+"""`python -m edgereason.backends.remote.llamacpp_server ARGS`: llama-cpp-python's OpenAI-compatible
+server (`python -m llama_cpp.server ARGS`, its `server` extra) with the weight-layout guard of the
+llama.cpp backend, that takes a completion's prompt as token ids too.
 
-ggml repacks weights for Intel AMX where the CPU advertises it, and its AMX matmul dies with a general protection
-fault on VMs that advertise AMX without enabling it; the stock server then dies on its first completion. Here the
-weights keep their plain layout on such CPUs, as the llama.cpp backend's do (cpu_features.py).
+ggml repacks weights for Intel AMX where the CPU advertises it, and its AMX matmul dies with a
+general protection fault on VMs that advertise AMX without enabling it; the stock server then dies
+on its first completion. Here the weights keep their plain layout on such CPUs, as the llama.cpp
+backend's do (cpu_features.py).
 
-The remote backend sends prompts as token ids (OpenAI's API, llama.cpp's llama-server, vLLM and SGLang take them):
-text would be tokenized again with control tokens parsed, so a problem or a step that writes "<|im_end|>" would end
-its turn. The stock server types `prompt` as text only; its completion call takes ids.
-"""
+The remote backend sends prompts as token ids (OpenAI's API, llama.cpp's llama-server, vLLM and
+SGLang take them): text would be tokenized again with control tokens parsed, so a problem or a step
+that writes "<|im_end|>" would end its turn. The stock server types `prompt` as text only; its
+completion call takes ids."""
 
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ def _guarded_params():  # type: ignore[no-untyped-def]
 
 
 def _take_token_prompts() -> None:
-    """Swap in a request type whose prompt may be token ids, before the server's routes read the type. The route
-    unwraps a one-element list prompt, so ids come wrapped as [ids] and reach the completion call as ids."""
+    """Swap in a request type whose prompt may be token ids, before the server's routes read the
+    type. The route unwraps a one-element list prompt, so ids come wrapped as [ids] and reach the
+    completion call as ids."""
     from llama_cpp.server import types
     from pydantic import field_validator
 

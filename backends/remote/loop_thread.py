@@ -43,7 +43,9 @@ class LoopThread:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="edgereason-http", daemon=True)
+        self.thread = threading.Thread(
+            target=self.loop.run_forever, name="edgereason-http", daemon=True
+        )
         self.thread.start()
 
     def call(self, coro: Coroutine[Any, Any, T], timeout: float, who: str) -> T:

@@ -1,27 +1,29 @@
 """The Verifier protocol over an OpenAI-compatible server: a token-probability PRM (judge, rlhflow,
 math-shepherd) read from the `logprobs` of the next token.
 
-Each requested step is one completion request: the PRM prompt up to that step's read position (backends/prm_format
-.py, the tokens the local verifier evaluates, sent as token ids), `max_tokens: 1`, `logprobs: 20`, temperature 0.
-Its score is P(good) / (P(good) + P(bad)), the tokens the local verifier reads, from the top-20 answer. Every score
-of one `score()` call is in flight at once: the engine's lazy verification, which batches PRM requests, becomes one
-round of concurrent HTTP requests; the server's prefix cache plays the part of the local verifier's per-path KV.
+Each requested step is one completion request: the PRM prompt up to that step's read position
+(backends/prm_format .py, the tokens the local verifier evaluates, sent as token ids), `max_tokens:
+1`, `logprobs: 20`, temperature 0. Its score is P(good) / (P(good) + P(bad)), the tokens the local
+verifier reads, from the top-20 answer. Every score of one `score()` call is in flight at once: the
+engine's lazy verification, which batches PRM requests, becomes one round of concurrent HTTP
+requests; the server's prefix cache plays the part of the local verifier's per-path KV.
 
-Where good or bad is outside the top 20, one more round reads them with `logit_bias` (every OpenAI-compatible
-server takes it) - three requests for that score, all in that round:
-- both tokens raised by the same +100: a server whose logprobs are taken after the bias returns both at the top,
-  and a shared shift leaves their ratio unchanged;
-- each token raised alone: a server whose logprobs are the model's own, before the bias (llama-cpp-python's,
-  llama.cpp's llama-server, vLLM by default), returns only the sampled token's, and the sampled token is then the
-  raised one, so each request gives one of the two, unbiased.
-The first answer is used where it holds both tokens (both values come from one distribution, shifted alike),
-else the other two; never values of different requests mixed with a bias in between.
+Where good or bad is outside the top 20, one more round reads them with `logit_bias` (every
+OpenAI-compatible server takes it) - three requests for that score, all in that round:
+- both tokens raised by the same +100: a server whose logprobs are taken after the bias returns both
+  at the top, and a shared shift leaves their ratio unchanged;
+- each token raised alone: a server whose logprobs are the model's own, before the bias
+  (llama-cpp-python's, llama.cpp's llama-server, vLLM by default), returns only the sampled token's,
+  and the sampled token is then the raised one, so each request gives one of the two, unbiased. The
+  first answer is used where it holds both tokens (both values come from one distribution, shifted
+  alike), else the other two; never values of different requests mixed with a bias in between.
 
-Several PRM servers: each score asks to go to the server that scored its path's parent (pool.py's routing rule), whose
-prompt cache holds the parent's prompt; the logit_bias round goes where its score's first request went.
+Several PRM servers: each score asks to go to the server that scored its path's parent (pool.py's
+routing rule), whose prompt cache holds the parent's prompt; the logit_bias round goes where its
+score's first request went.
 
-The `head` format cannot be served: a value head reads thousands of logits per step, a server returns 20.
-"""
+The `head` format cannot be served: a value head reads thousands of logits per step, a server
+returns 20."""
 
 from __future__ import annotations
 
@@ -39,16 +41,23 @@ from edgereason.errors import ConfigError
 from edgereason.protocols import ScoreRequest, ScoreResult, VerifierStats
 
 TOP_LOGPROBS = 20  # what OpenAI's API and vLLM (--max-logprobs) allow by default
-BIAS = 100.0  # the largest logit_bias OpenAI's API and vLLM accept: puts a token first against any logit gap
+# the largest logit_bias OpenAI's API and vLLM accept: puts a token first against any logit gap
+BIAS = 100.0
 
 Pair = tuple[float | None, float | None]  # (log P(good), log P(bad)); None: not in the answer
 
 
 class RemoteVerifier:
-    def __init__(self, client: ServerPool, vocab: LlamaVocab, fmt: PRMFormat, top_logprobs: int = TOP_LOGPROBS) -> None:
-        """vocab: the served PRM's tokenizer and chat template (a GGUF read vocab-only); its token ids name the
-        tokens to the server's `logit_bias`. top_logprobs: `logprobs` of the first request of a score (fewer make
-        the logit_bias round more frequent, which tests use)."""
+    def __init__(
+        self,
+        client: ServerPool,
+        vocab: LlamaVocab,
+        fmt: PRMFormat,
+        top_logprobs: int = TOP_LOGPROBS,
+    ) -> None:
+        """vocab: the served PRM's tokenizer and chat template (a GGUF read vocab-only); its token
+        ids name the tokens to the server's `logit_bias`. top_logprobs: `logprobs` of the first
+        request of a score (fewer make the logit_bias round more frequent, which tests use)."""
         if fmt.prompt == "solve":
             raise ConfigError(
                 f"--prm-format {fmt.name} reads thousands of logits per step and a server returns "
@@ -61,9 +70,13 @@ class RemoteVerifier:
         self.fmt = fmt
         self.top_logprobs = top_logprobs
         self.name = f"{vocab.path.stem}:{fmt.name}@{','.join(client.roots)}"
-        self.prompt = prompt_for(fmt, lambda msgs: vocab.apply_chat_template(msgs, add_assistant=True))
+        self.prompt = prompt_for(
+            fmt, lambda msgs: vocab.apply_chat_template(msgs, add_assistant=True)
+        )
         # the answer tokens as the local verifier reads them: the first token of each word
-        self._ids = [vocab.tokenize(w, add_bos=False, special=False)[0] for w in (fmt.good, fmt.bad)]
+        self._ids = [
+            vocab.tokenize(w, add_bos=False, special=False)[0] for w in (fmt.good, fmt.bad)
+        ]
         self._pieces = [vocab.token_piece(i).decode("utf-8", errors="replace") for i in self._ids]
         self.stats = VerifierStats()
         self.biased_scores = 0  # scores read in the logit_bias round
@@ -74,7 +87,8 @@ class RemoteVerifier:
     kv_bytes_per_token = 0
 
     def release(self, key_prefix: str) -> None:
-        """No KV is held here (the server's cache evicts on its own); the paths' homes are forgotten."""
+        """No KV is held here (the server's cache evicts on its own); the paths' homes are
+        forgotten."""
         for key in [k for k in self._homes if k.startswith(key_prefix)]:
             del self._homes[key]
 
@@ -83,7 +97,9 @@ class RemoteVerifier:
 
     def check_integrity(self) -> None:
         """Every call is counted once."""
-        assert len(self.stats.per_call_tokens) == self.stats.calls, "PRM calls and their token counts disagree"
+        assert len(self.stats.per_call_tokens) == self.stats.calls, (
+            "PRM calls and their token counts disagree"
+        )
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         t0 = time.perf_counter()
@@ -94,17 +110,22 @@ class RemoteVerifier:
             head, segments = self._tokens(req)
             prompts += [head + [t for seg in segments[: i + 1] for t in seg] for i in req.need]
             keys += [req.key] * len(req.need)
-            # what a prefix-caching server evaluates anew: the steps past the prefix it saw (the local count)
+            # what a prefix-caching server evaluates anew: the steps past the prefix it saw (the
+            # local count)
             fresh = segments[req.prefix_steps :] if req.prefix_key else [head, *segments]
             new_tokens.append(sum(len(seg) for seg in fresh))
-        replies = self.client.send([self._body(p, self.top_logprobs) for p in prompts], self._route(requests))
+        replies = self.client.send(
+            [self._body(p, self.top_logprobs) for p in prompts], self._route(requests)
+        )
         self._homes.update((key, reply.server) for key, reply in zip(keys, replies))
         pairs = [self._pair(r) for r in replies]
         missing = [i for i, (good, bad) in enumerate(pairs) if good is None or bad is None]
         if missing:
             pairs = self._biased(prompts, missing, pairs, [replies[i].server for i in missing])
         scores = iter(_share(good, bad) for good, bad in pairs)  # type: ignore[arg-type]
-        results = [ScoreResult([next(scores) for _ in req.need], n) for req, n in zip(requests, new_tokens)]
+        results = [
+            ScoreResult([next(scores) for _ in req.need], n) for req, n in zip(requests, new_tokens)
+        ]
         self.stats.calls += 1
         self.stats.tokens += sum(new_tokens)
         self.stats.per_call_tokens.append(sum(new_tokens))
@@ -120,8 +141,9 @@ class RemoteVerifier:
         return homes
 
     def _tokens(self, req: ScoreRequest) -> tuple[list[int], list[list[int]]]:
-        """The head's and each step's tokens, as the local verifier evaluates them. Sent as token ids, not text: a
-        server parses "<|im_end|>" in text as the control token, where a question's or a step's is text."""
+        """The head's and each step's tokens, as the local verifier evaluates them. Sent as token
+        ids, not text: a server parses "<|im_end|>" in text as the control token, where a question's
+        or a step's is text."""
         head = self.vocab.tokenize(self.prompt.head(req.question), add_bos=self.vocab.add_bos)
         return head, [self.vocab.tokenize(seg) for seg in self.prompt.segments(req.steps, 0)]
 
@@ -134,12 +156,15 @@ class RemoteVerifier:
             "cache_prompt": True,
         }
         if bias:
-            body["logit_bias"] = {str(i): BIAS for i in bias}  # token ids, as OpenAI's API names them
+            # token ids, as OpenAI's API names them
+            body["logit_bias"] = {str(i): BIAS for i in bias}
         return body
 
-    def _biased(self, prompts: list[list[int]], missing: list[int], pairs: list[Pair], homes: list[int]) -> list[Pair]:
-        """The scores at `missing` read again with logit_bias, in one round (module docstring), each where its first
-        request was answered."""
+    def _biased(
+        self, prompts: list[list[int]], missing: list[int], pairs: list[Pair], homes: list[int]
+    ) -> list[Pair]:
+        """The scores at `missing` read again with logit_bias, in one round (module docstring), each
+        where its first request was answered."""
         good, bad = self._ids
         bodies = [
             self._body(prompts[i], max(2, self.top_logprobs), b)
@@ -151,7 +176,8 @@ class RemoteVerifier:
         for k, i in enumerate(missing):
             shared, alone_good, alone_bad = replies[3 * k : 3 * k + 3]
             pair = self._pair(shared)
-            if pair[0] is None or pair[1] is None:  # logprobs from before the bias: one token per request
+            # logprobs from before the bias: one token per request
+            if pair[0] is None or pair[1] is None:
                 pair = (self._sampled(alone_good, 0), self._sampled(alone_bad, 1))
             pairs[i] = pair
         self.biased_scores += len(missing)
@@ -171,14 +197,15 @@ class RemoteVerifier:
         token, value = logprobs.tokens[0], logprobs.token_logprobs[0]
         if token.strip() != piece.strip() or value is None:
             raise RemoteError(
-                f"the PRM server at {self.client.roots[reply.server]} ignored `logit_bias` (it sampled "
-                f"{token!r}, not {piece!r}), which a score whose {piece!r} is outside the top "
-                f"{self.top_logprobs} logprobs needs"
+                f"the PRM server at {self.client.roots[reply.server]} ignored `logit_bias` (it "
+                f"sampled {token!r}, not {piece!r}), which a score whose {piece!r} is outside the "
+                f"top {self.top_logprobs} logprobs needs"
             )
         return value
 
     def _top(self, reply: Reply) -> dict[str, float]:
-        """The first position's top logprobs, the sampled token's among them (some servers list it apart)."""
+        """The first position's top logprobs, the sampled token's among them (some servers list it
+        apart)."""
         logprobs = self._logprobs(reply)
         if not logprobs.top:
             raise self._no_logprobs(reply.server)

@@ -1,15 +1,14 @@
-"""torch backend: a Generator and a Verifier on CUDA (bf16 weights dequantized from the GGUF, or read from a Hugging
-Face folder's safetensors: `--model hf:FOLDER`; KV in device memory, decode passes replayed as CUDA graphs, sampling
-on the device); backend.py puts it behind the one interface (TorchBackend). Every function taking a
-model path takes either.
+"""torch backend: a Generator and a Verifier on CUDA (bf16 weights dequantized from the GGUF, or
+read from a Hugging Face folder's safetensors: `--model hf:FOLDER`; KV in device memory, decode
+passes replayed as CUDA graphs, sampling on the device); backend.py puts it behind the one interface
+(TorchBackend). Every function taking a model path takes either.
 
-Without CUDA (`--backend torch` on a CPU, or a torch build without CUDA) it runs on the CPU in float32 and says so:
-that is what the CPU tests check it with; llama.cpp is the faster CPU backend.
+Without CUDA (`--backend torch` on a CPU, or a torch build without CUDA) it runs on the CPU in
+float32 and says so: that is what the CPU tests check it with; llama.cpp is the faster CPU backend.
 
-This module imports without torch (the modules it opens lazily need it): `import_torch` is where a missing torch
-becomes one ConfigError line. Nor does it need llama-cpp-python: only a GGUF's tokenizer is read
-through it (sources.py), and a Hugging Face folder runs without it.
-"""
+This module imports without torch (the modules it opens lazily need it): `import_torch` is where a
+missing torch becomes one ConfigError line. Nor does it need llama-cpp-python: only a GGUF's
+tokenizer is read through it (sources.py), and a Hugging Face folder runs without it."""
 
 from __future__ import annotations
 
@@ -23,19 +22,25 @@ from edgereason.errors import ConfigError, OutOfMemoryError
 from edgereason.heads.value_head import ValueHead
 
 INSTALL = 'pip install "edgereason[torch]"'
-SEQ_SLOTS = 256  # sequence ids one context hands out at once: as llama.cpp's, the beams one search can have
+# sequence ids one context hands out at once: as llama.cpp's, the beams one search can have
+SEQ_SLOTS = 256
 
 
 def import_torch() -> Any:
-    """torch, or one ConfigError line: not installed, or unable to join this process beside llama.cpp."""
+    """torch, or one ConfigError line: not installed, or unable to join this process beside
+    llama.cpp."""
     from edgereason.backends.cxx_runtime import require_one_cxx_runtime
 
-    require_one_cxx_runtime("the torch backend loads torch into this process", "use --backend llamacpp")
+    require_one_cxx_runtime(
+        "the torch backend loads torch into this process", "use --backend llamacpp"
+    )
     try:
         import gguf  # noqa: F401
         import torch
     except ImportError:
-        raise ConfigError(f"--backend torch needs torch and gguf, which are not installed: {INSTALL}") from None
+        raise ConfigError(
+            f"--backend torch needs torch and gguf, which are not installed: {INSTALL}"
+        ) from None
     return torch
 
 
@@ -45,17 +50,21 @@ def supports_gpu() -> bool:
 
 def no_cuda() -> str:
     torch = import_torch()
-    build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+    build = (
+        "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+    )
     return f"torch {torch.__version__} ({build}) sees no CUDA device"
 
 
 def device_for(n_gpu_layers: int) -> str:
-    """cuda when layers go on a GPU (all of them: torch runs the whole model on one device), else cpu."""
+    """cuda when layers go on a GPU (all of them: torch runs the whole model on one device), else
+    cpu."""
     return "cuda" if n_gpu_layers else "cpu"
 
 
 def open_model(path: Path, n_gpu_layers: int, n_threads: int | None):
-    """The GGUF's TorchModel on the device the layers name (one per file and device, shared by both roles)."""
+    """The GGUF's TorchModel on the device the layers name (one per file and device, shared by both
+    roles)."""
     torch = import_torch()
     from edgereason.backends.torch.model import load_model
 
@@ -75,12 +84,14 @@ def _gib(n_bytes: int) -> str:
 
 
 def _no_room_for_weights(torch: Any, path: Path) -> str:
-    """What did not fit and what to do: the weights are dequantized to bf16, several times the GGUF's size."""
+    """What did not fit and what to do: the weights are dequantized to bf16, several times the
+    GGUF's size."""
     torch.cuda.empty_cache()
     free, total = torch.cuda.mem_get_info()
     return (
-        f"{path.name} needs {_gib(weights_bytes(path, 1))} in bf16 on torch, more than the GPU's {_gib(free)} "
-        f"free of {_gib(total)}; free GPU memory, or use --backend llamacpp, which keeps the weights quantized"
+        f"{path.name} needs {_gib(weights_bytes(path, 1))} in bf16 on torch, more than the GPU's "
+        f"{_gib(free)} free of {_gib(total)}; free GPU memory, or use --backend llamacpp, which "
+        "keeps the weights quantized"
     )
 
 
@@ -92,7 +103,8 @@ def _note_cpu() -> None:
     if not _cpu_noted:
         why = no_cuda() if not supports_gpu() else "--gpu-layers 0"
         print(
-            f"edgereason: the torch backend runs on the CPU in float32 ({why}); llama.cpp is the faster CPU backend",
+            f"edgereason: the torch backend runs on the CPU in float32 ({why}); llama.cpp is the "
+            "faster CPU backend",
             file=sys.stderr,
         )
         _cpu_noted = True
@@ -110,8 +122,8 @@ def open_models(
     head: ValueHead | None = None,
     device_top_k: int = 0,
 ):
-    """The llama.cpp backend's signature; flash_attn and device_top_k do not apply (attention is torch's SDPA and
-    sampling runs on the device over whole rows)."""
+    """The llama.cpp backend's signature; flash_attn and device_top_k do not apply (attention is
+    torch's SDPA and sampling runs on the device over whole rows)."""
     _check_head_source(prm_path, head)  # before the generator loads
     generator = open_generator(generator_path, generator_kv_tokens, n_threads, n_gpu_layers)
     verifier = open_verifier(
@@ -128,8 +140,8 @@ def open_models(
 def _check_head_source(prm_path: Path, head: ValueHead | None) -> None:
     if head is not None and Path(prm_path).is_dir():
         raise ConfigError(
-            "a value head is checked against the sha256 of the GGUF it was trained on, and the PRM is a "
-            "Hugging Face folder; use that GGUF as --prm, or --prm-format judge"
+            "a value head is checked against the sha256 of the GGUF it was trained on, and the PRM "
+            "is a Hugging Face folder; use that GGUF as --prm, or --prm-format judge"
         )
 
 
@@ -164,8 +176,8 @@ def open_generator(
 
 @lru_cache(maxsize=4)
 def weights_table(path: str):
-    """The GGUF's or the folder's tensor table and metadata (no weights read): read once, as a session asks several
-    times."""
+    """The GGUF's or the folder's tensor table and metadata (no weights read): read once, as a
+    session asks several times."""
     import_torch()
     from edgereason.backends.torch.sources import open_weights
 
@@ -177,7 +189,9 @@ def weights_bytes(path: Path, n_gpu_layers: int = 0) -> int:
     torch = import_torch()
     from edgereason.backends.torch.model import device_dtype
 
-    size = torch.tensor([], dtype=device_dtype(torch.device(device_for(n_gpu_layers)))).element_size()
+    size = torch.tensor(
+        [], dtype=device_dtype(torch.device(device_for(n_gpu_layers)))
+    ).element_size()
     return size * weights_table(str(path)).n_elements()
 
 

@@ -1,5 +1,5 @@
-"""Attention over the KV cell pool: a pass's queries in padded groups, each group one masked SDPA call over the
-cells its sequences' tables name.
+"""Attention over the KV cell pool: a pass's queries in padded groups, each group one masked SDPA
+call over the cells its sequences' tables name.
 
 The kernel: torch's SDPA over gathered cells. It needs nothing beyond torch (flash-attn and
 FlashInfer build against one torch and CUDA; the GPU machine has torch 2.11 with CUDA 13 and no
@@ -25,23 +25,28 @@ from edgereason.backends.torch.model import Attend
 
 @dataclass
 class AttentionGroup:
-    """Queries of some sequences, padded to [E, n]: which flat tokens they are, the cells they read, the mask.
+    """Queries of some sequences, padded to [E, n]: which flat tokens they are, the cells they read,
+    the mask.
 
-    Grouped-query attention without repeating keys: a KV head's G query heads go in as G query rows of that head
-    (query t's heads at rows t * G .. t * G + G - 1), so SDPA sees [E, KVH, n * G, D] queries against [E, KVH, L, D]
-    keys, and a masked kernel runs as one call."""
+    Grouped-query attention without repeating keys: a KV head's G query heads go in as G query rows
+    of that head (query t's heads at rows t * G .. t * G + G - 1), so SDPA sees [E, KVH, n * G, D]
+    queries against [E, KVH, L, D] keys, and a masked kernel runs as one call."""
 
     query_rows: torch.Tensor  # [E, n] flat token index of each query (padding: any valid index)
     cells: torch.Tensor  # [E, L] cell ids, in position order (padding: the pad cell)
-    bias: torch.Tensor  # [E, 1, n * G, L] added to the scores: 0 where key j is visible (j <= position), -inf else
-    tokens: torch.Tensor | None  # [m] the flat tokens this group answers, in padded-layout order; None: all, in order
+    # [E, 1, n * G, L] added to the scores: 0 where key j is visible (j <= position), -inf else
+    bias: torch.Tensor
+    # [m] the flat tokens this group answers, in padded-layout order; None: all, in order
+    tokens: torch.Tensor | None
     padded_at: torch.Tensor | None  # [m] where each of them is in the [E * n] layout
 
 
 def visibility_bias(visible: torch.Tensor, group: int, dtype: torch.dtype) -> torch.Tensor:
-    """visible [E, n, L] bool -> the additive mask [E, 1, n * group, L] of `dtype` (each query row repeated for
-    its G query heads)."""
-    bias = torch.zeros(visible.shape, dtype=dtype, device=visible.device).masked_fill_(~visible, float("-inf"))
+    """visible [E, n, L] bool -> the additive mask [E, 1, n * group, L] of `dtype` (each query row
+    repeated for its G query heads)."""
+    bias = torch.zeros(visible.shape, dtype=dtype, device=visible.device).masked_fill_(
+        ~visible, float("-inf")
+    )
     return bias.repeat_interleave(group, dim=1)[:, None]
 
 
@@ -52,12 +57,13 @@ def attention_group(
     group: int,
     dtype: torch.dtype,
 ) -> AttentionGroup:
-    """cells [E, L]: sequence e's cell table after this pass's appends (from DeviceTables); queries[e]: its flat
-    token indices; positions[e] their positions. Positions index the table (a table is in position order).
-    group: query heads per KV head; dtype: the queries'."""
+    """cells [E, L]: sequence e's cell table after this pass's appends (from DeviceTables);
+    queries[e]: its flat token indices; positions[e] their positions. Positions index the table (a
+    table is in position order). group: query heads per KV head; dtype: the queries'."""
     n_seq, width = len(queries), max(len(q) for q in queries)
     rows = np.zeros((n_seq, width), dtype=np.int64)
-    pos = np.zeros((n_seq, width), dtype=np.int64)  # a padding query sees key 0 only: no all-masked row
+    # a padding query sees key 0 only: no all-masked row
+    pos = np.zeros((n_seq, width), dtype=np.int64)
     valid = np.zeros((n_seq, width), dtype=bool)
     for e, (q, p) in enumerate(zip(queries, positions)):
         rows[e, : len(q)] = q
@@ -75,16 +81,17 @@ def attention_group(
     )
 
 
-# Not cuDNN's attention: it builds an execution plan per shape, and an eager pass's shapes change from pass to pass
-# (tables grow a token a step). The memory-efficient kernel takes the additive mask as it is.
+# Not cuDNN's attention: it builds an execution plan per shape, and an eager pass's shapes change
+# from pass to pass (tables grow a token a step). The memory-efficient kernel takes the additive
+# mask as it is.
 SDPA_BACKENDS = [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]
 
 
 @dataclass
 class LayerAttention:
-    """One layer's attention over the KV cells for one pass: store the pass's new keys and values, then attend
-    each group. A value of tensors alone (no layer index, no store), so the compiled decoder layer (fused.py) is
-    traced once and serves every layer."""
+    """One layer's attention over the KV cells for one pass: store the pass's new keys and values,
+    then attend each group. A value of tensors alone (no layer index, no store), so the compiled
+    decoder layer (fused.py) is traced once and serves every layer."""
 
     data: torch.Tensor  # the layer's cache [cells, 2 KVH, D]
     write: torch.Tensor  # [T] the cell of each new token
@@ -99,12 +106,15 @@ class LayerAttention:
         out = None
         for g in self.groups:
             n_seq, width = g.query_rows.shape
-            padded = q.reshape(n_seq, width, n_head, head_dim) if g.tokens is None else q[g.query_rows]
+            padded = (
+                q.reshape(n_seq, width, n_head, head_dim) if g.tokens is None else q[g.query_rows]
+            )
             queries = padded.reshape(n_seq, width, n_kv, group, head_dim).transpose(1, 2)
             queries = queries.reshape(n_seq, n_kv, width * group, head_dim)  # [E, KVH, n * G, D]
             keys, values = read_cells(self.data, g.cells, q.dtype)  # [E, KVH, L, D]
             with sdpa_kernel(SDPA_BACKENDS):
-                o = F.scaled_dot_product_attention(queries, keys, values, attn_mask=g.bias)  # [E, KVH, n * G, D]
+                # [E, KVH, n * G, D]
+                o = F.scaled_dot_product_attention(queries, keys, values, attn_mask=g.bias)
             o = o.reshape(n_seq, n_kv, width, group, head_dim).transpose(1, 2)
             o = o.reshape(n_seq * width, n_head * head_dim)
             if g.tokens is None:

@@ -1,12 +1,14 @@
-"""Fused passes: the decoder's layer compiled by torch.compile (inductor: Triton kernels on CUDA, C++ on a CPU).
+"""Fused passes: the decoder's layer compiled by torch.compile (inductor: Triton kernels on CUDA,
+C++ on a CPU).
 
-What is compiled is `model.block`, one decoder layer from its input to its output with its attention (the KV
-write, the gather of the sequences' cells, SDPA): about 10 kernels a layer where the layer run op by op launches
-about 20. The layer's weights and cache are its arguments, not constants, so one compiled copy serves every layer
-of a model: a compile traces one layer, not 28. Its shapes are dynamic in the rows, query slots and table width,
-so three compiles (a prefill, one row, several rows of one token; on CUDA a fourth, for the passes without a
-token tensor) serve every bucket of the CUDA graphs, which then record the compiled kernels (a graph's warm-up pass
-compiles, its capture records). The sampler stays outside, recorded op by op in the same graph: inductor does not
+What is compiled is `model.block`, one decoder layer from its input to its output with its attention
+(the KV write, the gather of the sequences' cells, SDPA): about 10 kernels a layer where the layer
+run op by op launches about 20. The layer's weights and cache are its arguments, not constants, so
+one compiled copy serves every layer of a model: a compile traces one layer, not 28. Its shapes are
+dynamic in the rows, query slots and table width, so three compiles (a prefill, one row, several
+rows of one token; on CUDA a fourth, for the passes without a token tensor) serve every bucket of
+the CUDA graphs, which then record the compiled kernels (a graph's warm-up pass compiles, its
+capture records). The sampler stays outside, recorded op by op in the same graph: inductor does not
 compile its scan over a 152k vocabulary.
 
 Off unless EDGEREASON_COMPILE=1. Compiled layers make a decode pass faster, but every process pays
@@ -37,7 +39,8 @@ from edgereason.util.files import cache_home
 
 T = TypeVar("T")
 SWITCH = "EDGEREASON_COMPILE"
-RECOMPILES = 64  # compiled copies kept per function: a few per model (one row or several, one context's cache)
+# compiled copies kept per function: a few per model (one row or several, one context's cache)
+RECOMPILES = 64
 
 _off: list[str] = []  # why compiling was turned off in this process (said once)
 
@@ -48,7 +51,9 @@ def enabled() -> bool:
         return False
     flag = os.environ.get(SWITCH, "").strip()
     if flag not in ("", "0", "1"):
-        raise ConfigError(f"{SWITCH}={flag!r}: set it to 1 (compile the passes) or 0 (run them uncompiled)")
+        raise ConfigError(
+            f"{SWITCH}={flag!r}: set it to 1 (compile the passes) or 0 (run them uncompiled)"
+        )
     return flag == "1"
 
 
@@ -57,8 +62,8 @@ def cache_dir() -> Path:
 
 
 def _use_cache_dir() -> None:
-    """Inductor's and Triton's caches under $EDGEREASON_HOME, unless the user chose a folder; another torch
-    version's caches there are removed (its kernels would never be read again)."""
+    """Inductor's and Triton's caches under $EDGEREASON_HOME, unless the user chose a folder;
+    another torch version's caches there are removed (its kernels would never be read again)."""
     if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
         return
     folder = cache_dir()
@@ -70,11 +75,16 @@ def _use_cache_dir() -> None:
 
 
 def run_block(
-    x: torch.Tensor, layer: Layer, cos: torch.Tensor, sin: torch.Tensor, attend: LayerAttention, cfg: ModelConfig
+    x: torch.Tensor,
+    layer: Layer,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    attend: LayerAttention,
+    cfg: ModelConfig,
 ) -> torch.Tensor:
-    """model.block, compiled. The sizes that vary from pass to pass or context to context (tokens, sequences,
-    query slots, table width, the cache's cells) are marked dynamic; the rest (the model's widths and heads) stay
-    constants of the kernels."""
+    """model.block, compiled. The sizes that vary from pass to pass or context to context (tokens,
+    sequences, query slots, table width, the cache's cells) are marked dynamic; the rest (the
+    model's widths and heads) stay constants of the kernels."""
     for t in (x, cos, sin, attend.write, attend.data):
         torch._dynamo.maybe_mark_dynamic(t, 0)
     for g in attend.groups:
@@ -96,14 +106,17 @@ def _compiled_block() -> Callable[..., torch.Tensor]:
     config.accumulated_recompile_limit = max(config.accumulated_recompile_limit, 4 * RECOMPILES)
     config.automatic_dynamic_shapes = False  # only the sizes run_block marks vary
     shapes = torch.fx.experimental._config
-    # sizes that happen to be equal (a table's width and an input's offset in its buffer) are not the same size
+    # sizes that happen to be equal (a table's width and an input's offset in its buffer) are not
+    # the same size
     shapes.use_duck_shape = False
-    shapes.backed_size_oblivious = True  # a size of 1 is not specialized: one row is a bucket like the others
+    # a size of 1 is not specialized: one row is a bucket like the others
+    shapes.backed_size_oblivious = True
     return torch.compile(block, fullgraph=True)
 
 
 def is_compile_error(e: BaseException) -> bool:
-    """An error of compiling (dynamo, inductor, a missing or broken Triton), not of running the pass."""
+    """An error of compiling (dynamo, inductor, a missing or broken Triton), not of running the
+    pass."""
     from torch._dynamo.exc import TorchDynamoException
     from torch._inductor.exc import InductorError
 
@@ -111,9 +124,10 @@ def is_compile_error(e: BaseException) -> bool:
 
 
 def first_run(run: Callable[[], T]) -> T:
-    """The first run of a pass that compiles (a graph's warm-up): where compiling fails, the cache is removed and
-    the compile tried once more (a damaged cache), then the passes run uncompiled, said in one line. Out of memory
-    while compiling is out of memory (the caller's message names --gpu-memory), not a compile error."""
+    """The first run of a pass that compiles (a graph's warm-up): where compiling fails, the cache
+    is removed and the compile tried once more (a damaged cache), then the passes run uncompiled,
+    said in one line. Out of memory while compiling is out of memory (the caller's message names
+    --gpu-memory), not a compile error."""
     try:
         return run()
     except Exception as e:  # noqa: BLE001 - _compile_failure raises anything else again
@@ -129,8 +143,8 @@ def first_run(run: Callable[[], T]) -> T:
 
 
 def _compile_failure(e: Exception) -> Exception:
-    """`e` where it is a compile error; anything else is raised again, and the out-of-memory error a compile error
-    wraps is raised as that."""
+    """`e` where it is a compile error; anything else is raised again, and the out-of-memory error a
+    compile error wraps is raised as that."""
     if not is_compile_error(e):
         raise e
     if (oom := _out_of_memory(e)) is not None:
@@ -153,7 +167,7 @@ def turn_off(e: BaseException) -> None:
     reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     _off.append(reason)
     print(
-        f"edgereason: the torch backend's passes run uncompiled (compiling failed: {reason[:300]}); "
-        f"{SWITCH}=0 skips the attempt",
+        "edgereason: the torch backend's passes run uncompiled (compiling failed: "
+        f"{reason[:300]}); {SWITCH}=0 skips the attempt",
         file=sys.stderr,
     )

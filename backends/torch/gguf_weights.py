@@ -1,5 +1,5 @@
-"""A GGUF's tensors and model shape, as the torch backend reads them: the config from the metadata (llama and qwen2
-only), each tensor dequantized on demand (gguf's own dequantizers)."""
+"""A GGUF's tensors and model shape, as the torch backend reads them: the config from the metadata
+(llama and qwen2 only), each tensor dequantized on demand (gguf's own dequantizers)."""
 
 from __future__ import annotations
 
@@ -44,9 +44,9 @@ class ModelConfig:
 
 
 def layout_of(path: Path) -> GGUFLayout:
-    """The file's layout, read once for each version of the file (its path, size and mtime): a session reads the
-    table for the model's size and KV bytes (weights_table), then loads the weights (load_model), and each read
-    walks the header past the vocabulary's arrays (0.5-1 s)."""
+    """The file's layout, read once for each version of the file (its path, size and mtime): a
+    session reads the table for the model's size and KV bytes (weights_table), then loads the
+    weights (load_model), and each read walks the header past the vocabulary's arrays (0.5-1 s)."""
     st = path.stat()
     return _read_layout(str(path.resolve()), st.st_size, st.st_mtime_ns)
 
@@ -58,8 +58,8 @@ def _read_layout(path: str, size: int, mtime_ns: int) -> GGUFLayout:
 
 class Weights:
     """A GGUF's tensors by name, dequantized on demand to a torch tensor on `device`. The layout is
-    read past the vocabulary's arrays (util/gguf_layout.py; once a file: layout_of), the tensor data mapped, not
-    read."""
+    read past the vocabulary's arrays (util/gguf_layout.py; once a file: layout_of), the tensor data
+    mapped, not read."""
 
     def __init__(self, path: Path) -> None:
         try:
@@ -96,7 +96,9 @@ class Weights:
 
         tensor = self.tensors.get(name)
         if tensor is None:
-            raise ModelError(f"{self.path.name} has no tensor {name}: a corrupt or unsupported GGUF")
+            raise ModelError(
+                f"{self.path.name} has no tensor {name}: a corrupt or unsupported GGUF"
+            )
         kind = GGMLQuantizationType(tensor.kind)
         try:
             values = dequantize(self._raw(tensor, kind), kind)
@@ -105,10 +107,13 @@ class Weights:
                 f"{self.path.name}: tensor {name} is of type {kind.name}, which the torch "
                 "backend cannot dequantize; use --backend llamacpp"
             ) from None
-        shape = tuple(int(n) for n in reversed(tensor.dims))  # GGUF lists dimensions innermost first
+        # GGUF lists dimensions innermost first
+        shape = tuple(int(n) for n in reversed(tensor.dims))
         if not values.flags.writeable:  # a float tensor is a view of the read-only file map
             values = values.copy()
-        return torch.from_numpy(np.ascontiguousarray(values).reshape(shape)).to(device=device, dtype=dtype)
+        return torch.from_numpy(np.ascontiguousarray(values).reshape(shape)).to(
+            device=device, dtype=dtype
+        )
 
     def _raw(self, tensor: TensorInfo, kind: GGMLQuantizationType) -> np.ndarray:
         """The tensor's bytes as gguf-py's reader gives them: typed values for plain number types,
@@ -125,14 +130,14 @@ def read_config(weights: Weights) -> ModelConfig:
     arch = weights.meta("general.architecture")
     if arch not in ARCHITECTURES:
         raise ModelError(
-            f"{weights.path.name} is a {arch} model; the torch backend runs {', '.join(ARCHITECTURES)}: "
-            "use --backend llamacpp"
+            f"{weights.path.name} is a {arch} model; the torch backend runs "
+            f"{', '.join(ARCHITECTURES)}: use --backend llamacpp"
         )
     scaling = weights.meta(f"{arch}.rope.scaling.type", "none")
     if scaling not in ("none", ""):
         raise ModelError(
-            f"{weights.path.name} scales its rotary positions ({scaling}), which the torch backend does "
-            "not: use --backend llamacpp"
+            f"{weights.path.name} scales its rotary positions ({scaling}), which the torch backend "
+            "does not: use --backend llamacpp"
         )
     n_embd = int(weights.meta(f"{arch}.embedding_length"))
     n_head = int(weights.meta(f"{arch}.attention.head_count"))

@@ -1,11 +1,11 @@
-"""A Hugging Face folder read into the torch backend: the hyperparameters from config.json, the weights from its
-safetensors (one file, or the shards model.safetensors.index.json lists), served under the GGUF tensor names the
-decoder loads (model.py), so one decoder reads both.
+"""A Hugging Face folder read into the torch backend: the hyperparameters from config.json, the
+weights from its safetensors (one file, or the shards model.safetensors.index.json lists), served
+under the GGUF tensor names the decoder loads (model.py), so one decoder reads both.
 
-The Hugging Face layout is already the decoder's rotary layout (no un-permutation). A llama3 or linear rope scaling
-becomes the per-frequency divisors a GGUF of the model stores as `rope_freqs.weight` (as llama.cpp's converter
-computes them); any other scaling, architecture or tensor the decoder does not read is one ModelError line.
-"""
+The Hugging Face layout is already the decoder's rotary layout (no un-permutation). A llama3 or
+linear rope scaling becomes the per-frequency divisors a GGUF of the model stores as
+`rope_freqs.weight` (as llama.cpp's converter computes them); any other scaling, architecture or
+tensor the decoder does not read is one ModelError line."""
 
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ _LAYER_NAMES = {
     "mlp.down_proj.weight": "ffn_down.weight",
 }
 _LAYER = re.compile(r"model\.layers\.(\d+)\.(.+)")
-_RECOMPUTED = re.compile(r".*\.rotary_emb\.inv_freq")  # a buffer older checkpoints saved; rope_theta gives it
+# a buffer older checkpoints saved; rope_theta gives it
+_RECOMPUTED = re.compile(r".*\.rotary_emb\.inv_freq")
 
 
 def gguf_name(hf_name: str) -> str | None:
@@ -68,7 +69,8 @@ def read_settings(folder: Path) -> dict[str, Any]:
 
 
 def rope_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    """The rope parameters, from transformers 5's `rope_parameters` or the older `rope_theta` + `rope_scaling`."""
+    """The rope parameters, from transformers 5's `rope_parameters` or the older `rope_theta` +
+    `rope_scaling`."""
     rope = dict(settings.get("rope_parameters") or settings.get("rope_scaling") or {})
     rope.setdefault("rope_theta", settings.get("rope_theta", 10000.0))
     rope["rope_type"] = rope.get("rope_type", rope.get("type", "default"))
@@ -76,24 +78,32 @@ def rope_settings(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_supported(settings: dict[str, Any], folder: Path) -> None:
-    """One ModelError line for what the decoder does not compute: another architecture, activation, rope scaling,
-    sliding-window attention or quantized weights."""
+    """One ModelError line for what the decoder does not compute: another architecture, activation,
+    rope scaling, sliding-window attention or quantized weights."""
     arch, rope = settings.get("model_type"), rope_settings(settings)
     where = f"{folder / 'config.json'}"
     if arch not in ARCHITECTURES:
-        raise ModelError(f"{where} names a {arch} model; the torch backend runs {', '.join(ARCHITECTURES)}")
+        raise ModelError(
+            f"{where} names a {arch} model; the torch backend runs {', '.join(ARCHITECTURES)}"
+        )
     if settings.get("hidden_act", "silu") != "silu":
-        raise ModelError(f"{where}: activation {settings['hidden_act']}, where the torch backend computes silu")
+        raise ModelError(
+            f"{where}: activation {settings['hidden_act']}, where the torch backend computes silu"
+        )
     if rope["rope_type"] not in ROPE_TYPES:
         raise ModelError(
-            f"{where} scales its rotary positions ({rope['rope_type']}); the torch backend computes "
-            f"{', '.join(ROPE_TYPES)}"
+            f"{where} scales its rotary positions ({rope['rope_type']}); the torch backend "
+            f"computes {', '.join(ROPE_TYPES)}"
         )
     if settings.get("use_sliding_window"):
-        raise ModelError(f"{where} uses sliding-window attention, which the torch backend does not compute")
+        raise ModelError(
+            f"{where} uses sliding-window attention, which the torch backend does not compute"
+        )
     if "quantization_config" in settings:
         method = settings["quantization_config"].get("quant_method", "quantized")
-        raise ModelError(f"{where}: {method} weights; the torch backend reads float safetensors (or a GGUF)")
+        raise ModelError(
+            f"{where}: {method} weights; the torch backend reads float safetensors (or a GGUF)"
+        )
 
 
 def model_config(settings: dict[str, Any], folder: Path) -> ModelConfig:
@@ -113,7 +123,9 @@ def model_config(settings: dict[str, Any], folder: Path) -> ModelConfig:
             rope_base=float(rope_settings(settings)["rope_theta"]),
         )
     except (KeyError, TypeError, ValueError) as e:
-        raise ModelError(f"{folder / 'config.json'}: a missing or bad hyperparameter ({e})") from None
+        raise ModelError(
+            f"{folder / 'config.json'}: a missing or bad hyperparameter ({e})"
+        ) from None
 
 
 def rope_divisors(rope: dict[str, Any], head_dim: int) -> torch.Tensor | None:
@@ -122,7 +134,11 @@ def rope_divisors(rope: dict[str, Any], head_dim: int) -> torch.Tensor | None:
         return torch.full((head_dim // 2,), float(rope["factor"]))
     if rope["rope_type"] != "llama3":
         return None
-    factor, low, high = float(rope["factor"]), float(rope["low_freq_factor"]), float(rope["high_freq_factor"])
+    factor, low, high = (
+        float(rope["factor"]),
+        float(rope["low_freq_factor"]),
+        float(rope["high_freq_factor"]),
+    )
     old_context = float(rope["original_max_position_embeddings"])
     divisors = []
     for i in range(0, head_dim, 2):
@@ -138,11 +154,14 @@ def rope_divisors(rope: dict[str, Any], head_dim: int) -> torch.Tensor | None:
 
 
 def shard_files(folder: Path) -> list[Path]:
-    """The safetensors files holding the weights: the index's shards, else every *.safetensors in the folder."""
+    """The safetensors files holding the weights: the index's shards, else every *.safetensors in
+    the folder."""
     index = folder / INDEX
     if index.is_file():
         try:
-            names = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+            names = sorted(
+                set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
+            )
         except (OSError, ValueError, KeyError) as e:
             raise ModelError(f"{index}: unreadable ({e})") from None
         files = [folder / name for name in names]
@@ -153,14 +172,15 @@ def shard_files(folder: Path) -> list[Path]:
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         raise ModelError(
-            f"{folder} has no *.safetensors weights; the torch backend reads safetensors (save the model "
-            "with save_pretrained(..., safe_serialization=True))"
+            f"{folder} has no *.safetensors weights; the torch backend reads safetensors (save the "
+            "model with save_pretrained(..., safe_serialization=True))"
         )
     return files
 
 
 class HFWeights:
-    """model.Weights' interface (has, load, config, n_elements, permuted_rope) over a Hugging Face folder."""
+    """model.Weights' interface (has, load, config, n_elements, permuted_rope) over a Hugging Face
+    folder."""
 
     permuted_rope = False  # the Hugging Face layout is the decoder's
 
@@ -188,10 +208,16 @@ class HFWeights:
         if name is None:
             if _RECOMPUTED.fullmatch(hf_name):
                 return
-            raise ModelError(f"{self.path.name} has the tensor {hf_name}, which the torch backend does not compute")
+            raise ModelError(
+                f"{self.path.name} has the tensor {hf_name}, which the torch backend does not "
+                "compute"
+            )
         dtype = handle.get_slice(hf_name).get_dtype()
         if dtype not in FLOAT_DTYPES:
-            raise ModelError(f"{self.path.name}: tensor {hf_name} holds {dtype}; the torch backend reads float weights")
+            raise ModelError(
+                f"{self.path.name}: tensor {hf_name} holds {dtype}; the torch backend reads float "
+                "weights"
+            )
         self.tensors[name] = (handle, hf_name)
 
     def config(self) -> ModelConfig:
@@ -204,10 +230,16 @@ class HFWeights:
         if name in self._divisors:
             return self._divisors[name].to(device=device, dtype=dtype)
         if name not in self.tensors:
-            raise ModelError(f"{self.path.name} has no tensor for {name}: an incomplete or unsupported checkpoint")
+            raise ModelError(
+                f"{self.path.name} has no tensor for {name}: an incomplete or unsupported "
+                "checkpoint"
+            )
         handle, hf_name = self.tensors[name]
         return handle.get_tensor(hf_name).to(device=device, dtype=dtype)
 
     def n_elements(self) -> int:
-        sizes = [math.prod(handle.get_slice(hf_name).get_shape()) for handle, hf_name in self.tensors.values()]
+        sizes = [
+            math.prod(handle.get_slice(hf_name).get_shape())
+            for handle, hf_name in self.tensors.values()
+        ]
         return sum(sizes) + sum(t.numel() for t in self._divisors.values())

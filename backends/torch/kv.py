@@ -1,18 +1,18 @@
-"""The torch backend's KV cache: a pool of cells in device memory, one cell per token (pages of one token, as
-SGLang's token pool), with per-sequence cell tables and reference counts.
+"""The torch backend's KV cache: a pool of cells in device memory, one cell per token (pages of one
+token, as SGLang's token pool), with per-sequence cell tables and reference counts.
 
-Why pages of one token: the engine's budget needs `kv_used_tokens` exact and a fork to cost only the tokens it
-appends. With pages of b > 1 tokens a fork that shares a partial page must copy it before either side appends
-(up to b - 1 cells more than the tokens appended), and the KV would hold up to b - 1 empty cells per sequence: the
-used count would be rounded, or the budget's arithmetic wrong. With one-token pages a fork copies the parent's cell
-table (indices, not data), shares every cell, and each appended token takes exactly one cell. Attention reads a
-sequence's cells through its table, as a paged kernel reads pages.
+Why pages of one token: the engine's budget needs `kv_used_tokens` exact and a fork to cost only the
+tokens it appends. With pages of b > 1 tokens a fork that shares a partial page must copy it before
+either side appends (up to b - 1 cells more than the tokens appended), and the KV would hold up to b
+- 1 empty cells per sequence: the used count would be rounded, or the budget's arithmetic wrong.
+With one-token pages a fork copies the parent's cell table (indices, not data), shares every cell,
+and each appended token takes exactly one cell. Attention reads a sequence's cells through its
+table, as a paged kernel reads pages.
 
-Rules (as backends/llamacpp/runtime.py): ids come from a free list and return to it only on `free`; a cell is in
-use while any sequence's table holds it; `used_tokens` is the number of cells in use and never exceeds `capacity`.
-One extra cell past `capacity` takes the writes of padding rows (CUDA graphs run at bucketed row counts); it is
-never in a table or counted.
-"""
+Rules (as backends/llamacpp/runtime.py): ids come from a free list and return to it only on `free`;
+a cell is in use while any sequence's table holds it; `used_tokens` is the number of cells in use
+and never exceeds `capacity`. One extra cell past `capacity` takes the writes of padding rows (CUDA
+graphs run at bucketed row counts); it is never in a table or counted."""
 
 from __future__ import annotations
 
@@ -33,13 +33,15 @@ def table_width(length: int) -> int:
 
 
 class CellTables:
-    """Sequence ids, their cell tables and the cells' reference counts: the accounting, no tensors."""
+    """Sequence ids, their cell tables and the cells' reference counts: the accounting, no
+    tensors."""
 
     def __init__(self, capacity: int, n_seq_max: int = SEQ_SLOTS) -> None:
         self.capacity = capacity
         self.n_seq_max = n_seq_max
         self._refs = np.zeros(capacity, dtype=np.int32)
-        self._free_cells = list(range(capacity - 1, -1, -1))  # popped from the end: lowest cells first
+        # popped from the end: lowest cells first
+        self._free_cells = list(range(capacity - 1, -1, -1))
         self._free_ids = list(range(n_seq_max - 1, -1, -1))
         self._tables: dict[int, list[int]] = {}
 
@@ -76,9 +78,12 @@ class CellTables:
         self._free_ids.append(seq)
 
     def append(self, seq: int, n: int) -> list[int]:
-        """n fresh cells at the end of seq's table; KVFullError (an OutOfMemoryError) when fewer are free."""
+        """n fresh cells at the end of seq's table; KVFullError (an OutOfMemoryError) when fewer are
+        free."""
         if not self.can_append(n):
-            raise KVFullError(f"{n} new tokens do not fit: {self.used_tokens}/{self.capacity} KV cells in use")
+            raise KVFullError(
+                f"{n} new tokens do not fit: {self.used_tokens}/{self.capacity} KV cells in use"
+            )
         if n == 1:  # a decode token: no slices or index arrays
             cell = self._free_cells.pop()
             self._refs[cell] = 1
@@ -130,24 +135,33 @@ class CellTables:
         assert np.array_equal(refs, self._refs), "KV cell reference counts drifted"
         free = set(self._free_cells)
         assert len(free) == len(self._free_cells), "a cell is on the free list twice"
-        assert free == set(np.flatnonzero(refs == 0).tolist()), "the free cells are not exactly the unreferenced ones"
+        assert free == set(np.flatnonzero(refs == 0).tolist()), (
+            "the free cells are not exactly the unreferenced ones"
+        )
         assert self.used_tokens <= self.capacity
         assert not set(self._free_ids) & set(self._tables), "a live sequence id is on the free list"
 
 
 class KVFullError(OutOfMemoryError):
-    """No room for a forward pass's tokens in the KV cache (the verifier's halving and the engine catch it)."""
+    """No room for a forward pass's tokens in the KV cache (the verifier's halving and the engine
+    catch it)."""
 
 
 class KVStore:
-    """Keys and values of every layer for `capacity` cells plus the padding cell, in device memory: one tensor a
-    layer, [cells, 2 * n_head_kv, head_dim], a cell's keys (heads 0..KVH-1) beside its values, as the fused QKV
-    matmul leaves a token's K and V, so a layer's write is one copy and its read one gather. One tensor a layer,
-    not one for all: a compiled pass writes a whole tensor in place, where a write into a view of one would be
-    copied (the layer's every cell, each pass)."""
+    """Keys and values of every layer for `capacity` cells plus the padding cell, in device memory:
+    one tensor a layer, [cells, 2 * n_head_kv, head_dim], a cell's keys (heads 0..KVH-1) beside its
+    values, as the fused QKV matmul leaves a token's K and V, so a layer's write is one copy and its
+    read one gather. One tensor a layer, not one for all: a compiled pass writes a whole tensor in
+    place, where a write into a view of one would be copied (the layer's every cell, each pass)."""
 
     def __init__(
-        self, n_layer: int, capacity: int, n_head_kv: int, head_dim: int, device: torch.device, dtype: torch.dtype
+        self,
+        n_layer: int,
+        capacity: int,
+        n_head_kv: int,
+        head_dim: int,
+        device: torch.device,
+        dtype: torch.dtype,
     ) -> None:
         shape = (capacity + 1, 2 * n_head_kv, head_dim)
         self.layers = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(n_layer)]
@@ -158,31 +172,41 @@ class KVStore:
         """kv [T, 2 * n_head_kv, head_dim]: token i's keys and values into cell cells[i]."""
         write_cells(self.layers[layer], cells, kv)
 
-    def read(self, layer: int, cells: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cells [E, L] -> keys, values [E, n_head_kv, L, head_dim] of `dtype` (views of one gather)."""
+    def read(
+        self, layer: int, cells: torch.Tensor, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """cells [E, L] -> keys, values [E, n_head_kv, L, head_dim] of `dtype` (views of one
+        gather)."""
         return read_cells(self.layers[layer], cells, dtype)
 
 
 def write_cells(data: torch.Tensor, cells: torch.Tensor, kv: torch.Tensor) -> None:
-    """One layer's cache data [cells, 2 KVH, D]: kv [T, 2 KVH, D], token i's keys and values, into cell cells[i]."""
+    """One layer's cache data [cells, 2 KVH, D]: kv [T, 2 KVH, D], token i's keys and values, into
+    cell cells[i]."""
     data.index_copy_(0, cells, kv.to(data.dtype))
 
 
-def read_cells(data: torch.Tensor, cells: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """One layer's cache data, cells [E, L] -> keys, values [E, KVH, L, D] of `dtype` (views of one gather)."""
+def read_cells(
+    data: torch.Tensor, cells: torch.Tensor, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One layer's cache data, cells [E, L] -> keys, values [E, KVH, L, D] of `dtype` (views of one
+    gather)."""
     both = data[cells].to(dtype).transpose(1, 2)  # [E, 2 KVH, L, D]
     half = both.shape[1] // 2
     return both[:, :half], both[:, half:]
 
 
 class DeviceTables:
-    """Every sequence id's cell table mirrored in device memory, [n_seq_max + 1, width] int32, so a pass gathers its
-    sequences' tables with one index instead of copying lists from the host; the last row is all pad cells (for
-    padding rows). Entries past a sequence's length are stale or the pad cell: the attention mask hides them."""
+    """Every sequence id's cell table mirrored in device memory, [n_seq_max + 1, width] int32, so a
+    pass gathers its sequences' tables with one index instead of copying lists from the host; the
+    last row is all pad cells (for padding rows). Entries past a sequence's length are stale or the
+    pad cell: the attention mask hides them."""
 
     def __init__(self, n_seq_max: int, capacity: int, pad_cell: int, device: torch.device) -> None:
         self.width = table_width(capacity)  # a sequence holds at most `capacity` cells
-        self.cells = torch.full((n_seq_max + 1, self.width), pad_cell, dtype=torch.int32, device=device)
+        self.cells = torch.full(
+            (n_seq_max + 1, self.width), pad_cell, dtype=torch.int32, device=device
+        )
         self.pad_row = n_seq_max
 
     def fork(self, parent: int, child: int, n: int) -> None:

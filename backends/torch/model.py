@@ -1,15 +1,17 @@
-"""A decoder-only transformer in plain torch, with its weights read from a GGUF (dequantized: bf16 on CUDA, float32
-on the CPU) and its tokenizer and chat template from llama.cpp's vocabulary of the same file, so both backends
-tokenize alike; or both from a Hugging Face folder (hf_folder.py, tokenizer.py).
+"""A decoder-only transformer in plain torch, with its weights read from a GGUF (dequantized: bf16
+on CUDA, float32 on the CPU) and its tokenizer and chat template from llama.cpp's vocabulary of the
+same file, so both backends tokenize alike; or both from a Hugging Face folder (hf_folder.py,
+tokenizer.py).
 
-Architectures: llama (SmolLM2, Llama) and qwen2 (Qwen2.5): RMSNorm, rotary positions, grouped-query attention,
-SwiGLU, q/k/v biases where the file has them, tied embeddings where it has no output matrix.
+Architectures: llama (SmolLM2, Llama) and qwen2 (Qwen2.5): RMSNorm, rotary positions, grouped-query
+attention, SwiGLU, q/k/v biases where the file has them, tied embeddings where it has no output
+matrix.
 
-Rotary layout: llama.cpp's converter permutes a llama model's Q and K rows so that its "normal" rope rotates
-adjacent pairs (x0, x1), (x2, x3)...; qwen2 keeps the Hugging Face layout, which llama.cpp rotates as "neox" pairs
-(x_i, x_{i + d/2}). The llama rows are un-permuted here (as transformers' GGUF loader does), so one rope, neox,
-serves both, and a Hugging Face folder's rows, in that layout already, load as they are.
-"""
+Rotary layout: llama.cpp's converter permutes a llama model's Q and K rows so that its "normal" rope
+rotates adjacent pairs (x0, x1), (x2, x3)...; qwen2 keeps the Hugging Face layout, which llama.cpp
+rotates as "neox" pairs (x_i, x_{i + d/2}). The llama rows are un-permuted here (as transformers'
+GGUF loader does), so one rope, neox, serves both, and a Hugging Face folder's rows, in that layout
+already, load as they are."""
 
 from __future__ import annotations
 
@@ -26,9 +28,10 @@ from edgereason.backends.torch.gguf_weights import ModelConfig
 
 @dataclass
 class Layer:
-    """One block's weights. Q, K and V are one matrix (and one bias), gate and up another, so a pass multiplies
-    each group in one kernel: on a GPU a decode pass costs about a few microseconds a kernel, and the kernels of
-    28 layers are most of a small batch's time. The parts (`wq`, `w_up`...) are row views of the groups."""
+    """One block's weights. Q, K and V are one matrix (and one bias), gate and up another, so a pass
+    multiplies each group in one kernel: on a GPU a decode pass costs about a few microseconds a
+    kernel, and the kernels of 28 layers are most of a small batch's time. The parts (`wq`,
+    `w_up`...) are row views of the groups."""
 
     attn_norm: torch.Tensor
     wqkv: torch.Tensor  # [(n_head + 2 n_head_kv) * head_dim, n_embd]
@@ -60,8 +63,9 @@ class Layer:
         return self.w_gate_up.chunk(2)[1]
 
     def with_part(self, part: str, w: torch.Tensor) -> None:
-        """Put `w` in place of part `part` (wq, wk, wv, w_gate, w_up, wo, w_down): the group that holds it is
-        made anew (the tensor it replaces, which another decoder may share, is not written)."""
+        """Put `w` in place of part `part` (wq, wk, wv, w_gate, w_up, wo, w_down): the group that
+        holds it is made anew (the tensor it replaces, which another decoder may share, is not
+        written)."""
         if part in ("wq", "wk", "wv"):
             parts = dict(zip(("wq", "wk", "wv"), self.wqkv.split(self.splits)))
             parts[part] = w
@@ -74,22 +78,25 @@ class Layer:
             setattr(self, part, w)
 
 
-# One layer's attention over the KV cache: (q [T, n_head, head_dim], kv [T, 2 n_head_kv, head_dim]: keys, then
-# values) -> [T, n_embd]. It writes kv to the tokens' cells and attends over each sequence's.
+# One layer's attention over the KV cache: (q [T, n_head, head_dim], kv [T, 2 n_head_kv, head_dim]:
+# keys, then values) -> [T, n_embd]. It writes kv to the tokens' cells and attends over each
+# sequence's.
 LayerAttend = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-Attend = Callable[[int], LayerAttend]  # layer index -> its attention for this pass (the KV context supplies it)
+# layer index -> its attention for this pass (the KV context supplies it)
+Attend = Callable[[int], LayerAttend]
 OnLayer = Callable[[int, torch.Tensor], None]  # (layer, its output [T, n_embd])
 
 
 def device_dtype(device: torch.device) -> torch.dtype:
-    """bf16 on a GPU (what the weights hold after dequantizing); float32 on the CPU, where bf16 matmuls are slow
-    and the CPU tests compare with llama.cpp closely."""
+    """bf16 on a GPU (what the weights hold after dequantizing); float32 on the CPU, where bf16
+    matmuls are slow and the CPU tests compare with llama.cpp closely."""
     return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
 def unpermute_rope(w: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """Undo llama.cpp's converter permutation of Q/K rows (weights [out, in] or biases [out]): within each head the
-    rows went from halves (x_i, x_{i+d/2}) to adjacent pairs (x_2i, x_2i+1); this puts them back in halves."""
+    """Undo llama.cpp's converter permutation of Q/K rows (weights [out, in] or biases [out]):
+    within each head the rows went from halves (x_i, x_{i+d/2}) to adjacent pairs (x_2i, x_2i+1);
+    this puts them back in halves."""
     rest = w.shape[1:]
     return w.reshape(n_heads, -1, 2, *rest).transpose(1, 2).reshape(w.shape)
 
@@ -99,18 +106,25 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> None:
-    """Rotate x [T, heads, head_dim] in place; neox pairs (x_i, x_{i+d/2}): x cos + (-x2, x1) sin, with the sign
-    in rope_tables' sine, so the halves are swapped by one flip and no negation or concatenation runs a pass."""
+    """Rotate x [T, heads, head_dim] in place; neox pairs (x_i, x_{i+d/2}): x cos + (-x2, x1) sin,
+    with the sign in rope_tables' sine, so the halves are swapped by one flip and no negation or
+    concatenation runs a pass."""
     xf = x.float()
     swapped = xf.unflatten(-1, (2, -1)).flip(-2).flatten(-2)  # (x2, x1)
     x.copy_(xf * cos + swapped * sin)
 
 
 def block(
-    x: torch.Tensor, layer: Layer, cos: torch.Tensor, sin: torch.Tensor, attend: LayerAttend, cfg: ModelConfig
+    x: torch.Tensor,
+    layer: Layer,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    attend: LayerAttend,
+    cfg: ModelConfig,
 ) -> torch.Tensor:
-    """One decoder layer: x [T, n_embd] -> [T, n_embd]; cos, sin [T, 1, head_dim] (rope_tables). Tensors and the
-    model's config alone, so one compiled copy serves every layer of a model (fused.py)."""
+    """One decoder layer: x [T, n_embd] -> [T, n_embd]; cos, sin [T, 1, head_dim] (rope_tables).
+    Tensors and the model's config alone, so one compiled copy serves every layer of a model
+    (fused.py)."""
     n, heads, kv_heads = x.shape[0], cfg.n_head, cfg.n_head_kv
     h = rms_norm(x, layer.attn_norm, cfg.eps)
     qkv = F.linear(h, layer.wqkv, layer.bqkv).view(n, heads + 2 * kv_heads, cfg.head_dim)
@@ -123,7 +137,8 @@ def block(
 
 
 class TorchDecoder:
-    """The forward pass: token ids and positions in, final normed hidden states out (logits on request)."""
+    """The forward pass: token ids and positions in, final normed hidden states out (logits on
+    request)."""
 
     def __init__(self, path: Path, device: torch.device) -> None:
         self.path = Path(path)
@@ -142,18 +157,31 @@ class TorchDecoder:
             self.output = self.embed  # tied embeddings
         self.output_norm = load("output_norm.weight")
         self.layers = [self._layer(load, maybe, i) for i in range(cfg.n_layer)]
-        factors = maybe("rope_freqs.weight")  # Llama 3.1's per-frequency divisors, as llama.cpp applies them
-        exponent = torch.arange(0, cfg.head_dim, 2, dtype=torch.float64, device=device) / cfg.head_dim
+        # Llama 3.1's per-frequency divisors, as llama.cpp applies them
+        factors = maybe("rope_freqs.weight")
+        exponent = (
+            torch.arange(0, cfg.head_dim, 2, dtype=torch.float64, device=device) / cfg.head_dim
+        )
         inv_freq = 1.0 / (cfg.rope_base**exponent)
         self.inv_freq = (inv_freq / factors.double() if factors is not None else inv_freq).float()
 
-    def _layer(self, load: Callable[[str], torch.Tensor], maybe: Callable[[str], torch.Tensor | None], i: int) -> Layer:
+    def _layer(
+        self,
+        load: Callable[[str], torch.Tensor],
+        maybe: Callable[[str], torch.Tensor | None],
+        i: int,
+    ) -> Layer:
         p = f"blk.{i}."
         wq, wk, wv = (load(p + f"attn_{x}.weight") for x in "qkv")
         biases = [maybe(p + f"attn_{x}.bias") for x in "qkv"]
         bqkv = None
         if any(b is not None for b in biases):  # a missing one adds nothing
-            bqkv = torch.cat([b if b is not None else w.new_zeros(w.shape[0]) for b, w in zip(biases, (wq, wk, wv))])
+            bqkv = torch.cat(
+                [
+                    b if b is not None else w.new_zeros(w.shape[0])
+                    for b, w in zip(biases, (wq, wk, wv))
+                ]
+            )
         return Layer(
             attn_norm=load(p + "attn_norm.weight"),
             wqkv=torch.cat([wq, wk, wv]),
@@ -166,8 +194,8 @@ class TorchDecoder:
         )
 
     def oriented(self, name: str, w: torch.Tensor) -> torch.Tensor:
-        """A GGUF tensor in the rows this decoder computes with: Q and K (weights, biases) of a permuted-rope
-        architecture un-permuted, the rest as read."""
+        """A GGUF tensor in the rows this decoder computes with: Q and K (weights, biases) of a
+        permuted-rope architecture un-permuted, the rest as read."""
         cfg = self.config
         heads = {"attn_q": cfg.n_head, "attn_k": cfg.n_head_kv}.get(name.split(".")[-2])
         return unpermute_rope(w, heads) if heads and self._permuted_rope else w
@@ -176,15 +204,21 @@ class TorchDecoder:
         tensors = [
             self.embed,
             self.output_norm,
-            *(t for layer in self.layers for t in vars(layer).values() if isinstance(t, torch.Tensor)),
+            *(
+                t
+                for layer in self.layers
+                for t in vars(layer).values()
+                if isinstance(t, torch.Tensor)
+            ),
         ]
         if self.output is not self.embed:
             tensors.append(self.output)
         return sum(t.numel() * t.element_size() for t in tensors)
 
     def rope_tables(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """positions [T] -> cos, signed sin [T, 1, head_dim] float32: each frequency twice (neox halves), the sine
-        negated in the first half, so the rotation is x cos + swap_halves(x) sin (see rope_)."""
+        """positions [T] -> cos, signed sin [T, 1, head_dim] float32: each frequency twice (neox
+        halves), the sine negated in the first half, so the rotation is x cos + swap_halves(x) sin
+        (see rope_)."""
         angles = positions.float()[:, None] * self.inv_freq[None, :]
         angles = torch.cat([angles, angles], dim=-1)[:, None, :]
         sin = angles.sin()
@@ -199,10 +233,11 @@ class TorchDecoder:
         on_layer: OnLayer | None = None,
         fused: bool = False,
     ) -> torch.Tensor:
-        """tokens, positions [T] -> final normed hidden states [T, n_embd]. `attend(i)` is layer i's attention:
-        it stores the layer's keys and values and returns its output; `on_layer(i, x)`, where given, sees layer
-        i's output x [T, n_embd] (the residual stream after the layer, before any norm: llama.cpp's "l_out-i").
-        fused: each layer runs compiled (fused.py): `block`, its kernels fused."""
+        """tokens, positions [T] -> final normed hidden states [T, n_embd]. `attend(i)` is layer i's
+        attention: it stores the layer's keys and values and returns its output; `on_layer(i, x)`,
+        where given, sees layer i's output x [T, n_embd] (the residual stream after the layer,
+        before any norm: llama.cpp's "l_out-i"). fused: each layer runs compiled (fused.py):
+        `block`, its kernels fused."""
         run = block
         if fused:
             from edgereason.backends.torch.fused import run_block
@@ -217,20 +252,22 @@ class TorchDecoder:
         return rms_norm(x, self.output_norm, self.config.eps)
 
     def logits(self, hidden: torch.Tensor, columns: torch.Tensor | None = None) -> torch.Tensor:
-        """hidden [R, n_embd] -> float32 logits [R, n_vocab], or only the vocabulary `columns` [R, len(columns)]."""
+        """hidden [R, n_embd] -> float32 logits [R, n_vocab], or only the vocabulary `columns` [R,
+        len(columns)]."""
         out = self.output if columns is None else self.output[columns]
         return F.linear(hidden, out).float()
 
 
 @lru_cache(maxsize=4)
 def load_decoder(path: str, device: str) -> TorchDecoder:
-    """One decoder per file (or folder) and device: the two roles share weights when they name the same one."""
+    """One decoder per file (or folder) and device: the two roles share weights when they name the
+    same one."""
     return TorchDecoder(Path(path), torch.device(device))
 
 
 class TorchModel:
-    """The decoder and the tokenizer and chat template of the same GGUF or folder (tokenizer.py): what both roles
-    need, with the attributes the llama.cpp verifier reads off a LlamaModel."""
+    """The decoder and the tokenizer and chat template of the same GGUF or folder (tokenizer.py):
+    what both roles need, with the attributes the llama.cpp verifier reads off a LlamaModel."""
 
     def __init__(self, path: Path, device: torch.device) -> None:
         from edgereason.backends.torch.sources import display_name, open_tokenizer
@@ -256,18 +293,27 @@ class TorchModel:
     def detokenize(self, ids: Sequence[int]) -> str:
         return self.vocab.detokenize(ids)
 
-    def apply_chat_template(self, messages: Sequence[dict[str, str]], add_assistant: bool = True) -> str:
+    def apply_chat_template(
+        self, messages: Sequence[dict[str, str]], add_assistant: bool = True
+    ) -> str:
         return self.vocab.apply_chat_template(messages, add_assistant=add_assistant)
 
 
 def kv_dtype(device: torch.device) -> torch.dtype:
-    """bf16 on a GPU, as the weights; f16 on the CPU, as llama.cpp's cache (attention computes in float32 there)."""
+    """bf16 on a GPU, as the weights; f16 on the CPU, as llama.cpp's cache (attention computes in
+    float32 there)."""
     return torch.bfloat16 if device.type == "cuda" else torch.float16
 
 
 def kv_bytes_per_token(cfg: ModelConfig, device: torch.device) -> int:
     """Keys and values of every layer, in the KV cache's dtype."""
-    return 2 * cfg.n_layer * cfg.n_head_kv * cfg.head_dim * torch.tensor([], dtype=kv_dtype(device)).element_size()
+    return (
+        2
+        * cfg.n_layer
+        * cfg.n_head_kv
+        * cfg.head_dim
+        * torch.tensor([], dtype=kv_dtype(device)).element_size()
+    )
 
 
 @lru_cache(maxsize=4)

@@ -1,4 +1,5 @@
-"""Passes that append several tokens to each sequence (a prompt's prefill, every PRM call) replayed as CUDA graphs.
+"""Passes that append several tokens to each sequence (a prompt's prefill, every PRM call) replayed
+as CUDA graphs.
 
 Eager, such a pass costs Python and a launch for each of its ~1,800 kernels: many times what the
 decode graph of the same model costs (docs/results.md, "The torch backend on the H200"). Here the
@@ -40,10 +41,15 @@ class PrefillGraphs:
     def __init__(self, ctx: TorchContext) -> None:
         self.ctx = ctx
         model = ctx.model
-        self.inputs = torch.zeros(3, MAX_ROWS, dtype=torch.long, device=ctx.device)  # token, position, cell
+        # token, position, cell
+        self.inputs = torch.zeros(3, MAX_ROWS, dtype=torch.long, device=ctx.device)
         self.seq_rows = torch.zeros(ROW_BUCKETS[-1], dtype=torch.long, device=ctx.device)
-        self.hidden = torch.zeros(MAX_ROWS, model.n_embd, dtype=model.decoder.dtype, device=ctx.device)
-        self.taps = torch.zeros(len(ctx.layers), MAX_ROWS, model.n_embd, dtype=model.decoder.dtype, device=ctx.device)
+        self.hidden = torch.zeros(
+            MAX_ROWS, model.n_embd, dtype=model.decoder.dtype, device=ctx.device
+        )
+        self.taps = torch.zeros(
+            len(ctx.layers), MAX_ROWS, model.n_embd, dtype=model.decoder.dtype, device=ctx.device
+        )
         self.graphs: dict[tuple[int, int, int], torch.cuda.CUDAGraph] = {}
         self.seen: dict[tuple[int, int, int], int] = {}  # passes of each shape not yet captured
         self.capture_at = CAPTURE_AT
@@ -65,10 +71,14 @@ class PrefillGraphs:
         cells: np.ndarray,
         wanted: list[int],
     ) -> tuple[torch.Tensor, list[torch.Tensor]] | None:
-        """The final hidden states of the `wanted` window rows [len(wanted), n_embd] and each layer's outputs there
-        (copies); None where the graph could not be captured (the caller runs the pass eagerly)."""
+        """The final hidden states of the `wanted` window rows [len(wanted), n_embd] and each
+        layer's outputs there (copies); None where the graph could not be captured (the caller runs
+        the pass eagerly)."""
         ctx = self.ctx
-        n_seq, longest = bucket(len(order), ROW_BUCKETS), bucket(max(len(i) for i in order.values()), QUERY_BUCKETS)
+        n_seq, longest = (
+            bucket(len(order), ROW_BUCKETS),
+            bucket(max(len(i) for i in order.values()), QUERY_BUCKETS),
+        )
         width = table_width(max(ctx.tables.seq_len(seq) for seq in order))
         host = np.zeros((3, n_seq * longest), dtype=np.int64)
         host[2] = ctx.kv.pad_cell
@@ -84,7 +94,8 @@ class PrefillGraphs:
         graph = self.graphs.get(key)
         if graph is None:
             self.seen[key] = self.seen.get(key, 0) + 1
-            if self.seen[key] < self.capture_at:  # a shape seen once may not come back: not worth a capture yet
+            # a shape seen once may not come back: not worth a capture yet
+            if self.seen[key] < self.capture_at:
                 return None
             graph = self._capture(*key)
             if graph is None:
@@ -118,8 +129,12 @@ class PrefillGraphs:
             graph = capture(self._body(n_seq, longest, width), self.ctx.device, what)
         except OutOfMemoryError:
             raise
-        except RuntimeError as e:  # a kernel that cannot be recorded: this context's prefills run eagerly
-            print(f"edgereason: prefills run without CUDA graphs ({what} failed: {e})", file=sys.stderr)
+        # a kernel that cannot be recorded: this context's prefills run eagerly
+        except RuntimeError as e:
+            print(
+                f"edgereason: prefills run without CUDA graphs ({what} failed: {e})",
+                file=sys.stderr,
+            )
             self.broken = True
             return None
         self.graphs[(n_seq, longest, width)] = graph

@@ -1,12 +1,12 @@
-"""The two models as `memory-profile` measures them on torch (protocols.ProfiledGenerator / ProfiledPRM), as
-backends/llamacpp/profiler_probes.py does on llama.cpp, with the torch backend's numbers: KV bytes per token in its KV
-cache's dtype (f16 on the CPU, bf16 on CUDA), weights as dequantized on the device (float32 on the CPU, bf16 on
-CUDA: not the GGUF file's size), decode and prefill points measured on a TorchContext (measure.py), and the
-TorchGenerator and TorchVerifier of the sample search.
+"""The two models as `memory-profile` measures them on torch (protocols.ProfiledGenerator /
+ProfiledPRM), as backends/llamacpp/profiler_probes.py does on llama.cpp, with the torch backend's
+numbers: KV bytes per token in its KV cache's dtype (f16 on the CPU, bf16 on CUDA), weights as
+dequantized on the device (float32 on the CPU, bf16 on CUDA: not the GGUF file's size), decode and
+prefill points measured on a TorchContext (measure.py), and the TorchGenerator and TorchVerifier of
+the sample search.
 
-A generator and a PRM of one file share one loaded model (model.load_model keeps one per file and device), whose
-weights count once.
-"""
+A generator and a PRM of one file share one loaded model (model.load_model keeps one per file and
+device), whose weights count once."""
 
 from __future__ import annotations
 
@@ -23,26 +23,38 @@ from edgereason.protocols import ProfiledGenerator, ProfiledPRM
 
 
 def profiled_generator(path: Path, n_gpu_layers: int, n_threads: int | None) -> ProfiledGenerator:
-    model = open_model(path, n_gpu_layers, n_threads)  # sets torch's CPU threads: the decode points run with them
+    # sets torch's CPU threads: the decode points run with them
+    model = open_model(path, n_gpu_layers, n_threads)
     return ProfiledGenerator(
         model.kv_bytes_per_token,
         model.decoder.weights_bytes(),
         SEQ_SLOTS,
         ModelPrompter(model),
         # whole rows: a torch session cuts no top-k on the device
-        lambda rows, steps, _threads, progress, _top_k: measure_decode(model, rows, steps, progress),
+        lambda rows, steps, _threads, progress, _top_k: measure_decode(
+            model, rows, steps, progress
+        ),
         lambda kv_tokens: TorchGenerator(model, kv_tokens),
     )
 
 
 def profiled_prm(
-    path: Path, same_as_generator: bool, fmt: str, head: ValueHead | None, n_gpu_layers: int, n_threads: int | None
+    path: Path,
+    same_as_generator: bool,
+    fmt: str,
+    head: ValueHead | None,
+    n_gpu_layers: int,
+    n_threads: int | None,
 ) -> ProfiledPRM:
     model = open_model(path, n_gpu_layers, n_threads)
     if head is not None:
-        check_head(model, head)  # now, not when the sample search opens the verifier after minutes of curves
+        # now, not when the sample search opens the verifier after minutes of curves
+        check_head(model, head)
     prompt = prm_format(fmt)
-    ver_prompt = prompt_for(prompt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True))  # as the verifier
+    # as the verifier
+    ver_prompt = prompt_for(
+        prompt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True)
+    )
     return ProfiledPRM(
         model.kv_bytes_per_token,
         0 if same_as_generator else model.decoder.weights_bytes(),

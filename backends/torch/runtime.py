@@ -1,15 +1,14 @@
-"""A torch context: the KV cell pool of kv.py and forward passes over it, with the interface of the llama.cpp
-backend's KVContext (sequence ids, fork/truncate/free, exact accounting, `decode(items, on_logits)`), so the
-verifiers' path bookkeeping (path_verifier.py) runs on it unchanged.
+"""A torch context: the KV cell pool of kv.py and forward passes over it, with the interface of the
+llama.cpp backend's KVContext (sequence ids, fork/truncate/free, exact accounting, `decode(items,
+on_logits)`), so the verifiers' path bookkeeping (path_verifier.py) runs on it unchanged.
 
-A forward pass packs every item's tokens into one flat batch with per-token positions and cells. Attention reads
-each sequence's keys and values through its cell table: the queries of the sequences that append one token (decode)
-go in one padded group, those of the sequences that append several (prefill) in another, each one masked SDPA call
-over the gathered cells. On CUDA a pass of decode tokens alone replays a CUDA graph (graphs.py; the generator's
-draws recorded in it), and a pass that
-appends several tokens to its sequences (a prefill, a PRM call) another (prefill_graphs.py); attention itself is
-attention.py's.
-"""
+A forward pass packs every item's tokens into one flat batch with per-token positions and cells.
+Attention reads each sequence's keys and values through its cell table: the queries of the sequences
+that append one token (decode) go in one padded group, those of the sequences that append several
+(prefill) in another, each one masked SDPA call over the gathered cells. On CUDA a pass of decode
+tokens alone replays a CUDA graph (graphs.py; the generator's draws recorded in it), and a pass that
+appends several tokens to its sequences (a prefill, a PRM call) another (prefill_graphs.py);
+attention itself is attention.py's."""
 
 from __future__ import annotations
 
@@ -23,7 +22,14 @@ from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.torch import fused
 from edgereason.backends.torch.attention import attend_groups, attention_group
 from edgereason.backends.torch.device_draws import draw_rows
-from edgereason.backends.torch.kv import SEQ_SLOTS, CellTables, DeviceTables, KVFullError, KVStore, table_width
+from edgereason.backends.torch.kv import (
+    SEQ_SLOTS,
+    CellTables,
+    DeviceTables,
+    KVFullError,
+    KVStore,
+    table_width,
+)
 from edgereason.backends.torch.model import TorchModel, kv_dtype
 from edgereason.config import SamplingParams
 from edgereason.errors import OutOfMemoryError
@@ -32,7 +38,8 @@ GPU_MEMORY_HINT = "lower --gpu-memory (or --kv-budget) or free GPU memory"
 
 
 class TorchContext:
-    """Sequence ids, exact KV accounting and forward passes on one model's weights (see the module doc)."""
+    """Sequence ids, exact KV accounting and forward passes on one model's weights (see the module
+    doc)."""
 
     def __init__(
         self,
@@ -44,9 +51,10 @@ class TorchContext:
         graphs: bool = True,
         layers: Sequence[int] = (),
     ) -> None:
-        """columns: vocabulary ids whose logits `decode` hands on (the verifier reads a few), else whole rows.
-        graphs: replay passes as CUDA graphs (on CUDA only; decode graphs for whole rows only). layers: each
-        requested row goes on with these layers' outputs at its token, layer by layer (a value head's features)."""
+        """columns: vocabulary ids whose logits `decode` hands on (the verifier reads a few), else
+        whole rows. graphs: replay passes as CUDA graphs (on CUDA only; decode graphs for whole rows
+        only). layers: each requested row goes on with these layers' outputs at its token, layer by
+        layer (a value head's features)."""
         self.model = model
         cfg = model.decoder.config
         self.device = model.device
@@ -55,15 +63,22 @@ class TorchContext:
         self.n_seq_max = n_seq_max
         self.tables = CellTables(n_ctx, n_seq_max)
         try:
-            self.kv = KVStore(cfg.n_layer, n_ctx, cfg.n_head_kv, cfg.head_dim, self.device, kv_dtype(self.device))
+            self.kv = KVStore(
+                cfg.n_layer, n_ctx, cfg.n_head_kv, cfg.head_dim, self.device, kv_dtype(self.device)
+            )
         except torch.OutOfMemoryError:
             raise OutOfMemoryError(
                 f"no room for {n_ctx} KV tokens of {model.path.name} on the GPU; {GPU_MEMORY_HINT}"
             ) from None
         self.table_cells = DeviceTables(n_seq_max, n_ctx, self.kv.pad_cell, self.device)
-        self.columns = None if columns is None else torch.tensor(list(columns), dtype=torch.long, device=self.device)
+        self.columns = (
+            None
+            if columns is None
+            else torch.tensor(list(columns), dtype=torch.long, device=self.device)
+        )
         self.layers = list(layers)
-        self.top_k = None  # the llama.cpp verifier reads these off a context: no device top-k, no llama.cpp capture
+        # the llama.cpp verifier reads these off a context: no device top-k, no llama.cpp capture
+        self.top_k = None
         self.capture = None
         self.graphs = None
         self.prefill_graphs = None
@@ -71,7 +86,8 @@ class TorchContext:
             from edgereason.backends.torch.graphs import DecodeGraphs
             from edgereason.backends.torch.prefill_graphs import PrefillGraphs
 
-            self.graphs = None if self.layers or columns is not None else DecodeGraphs(self)  # whole rows only
+            # whole rows only
+            self.graphs = None if self.layers or columns is not None else DecodeGraphs(self)
             self.prefill_graphs = PrefillGraphs(self)
 
     # -- sequences: the accounting of kv.py --
@@ -110,32 +126,39 @@ class TorchContext:
         return self.tables.live_seqs
 
     def check_integrity(self) -> None:
-        """The accounting, and the device's copy of every live table (what attention reads) agrees with it."""
+        """The accounting, and the device's copy of every live table (what attention reads) agrees
+        with it."""
         self.tables.check_integrity()
         for seq in self.tables.live_ids():
             table = self.tables.table(seq)
-            assert self.table_cells.cells[seq, : len(table)].tolist() == table, f"seq {seq}: device table drifted"
+            assert self.table_cells.cells[seq, : len(table)].tolist() == table, (
+                f"seq {seq}: device table drifted"
+            )
 
     # -- forward passes --
     def forward(
         self, items: Sequence[DecodeItem], columns: torch.Tensor | None = None
     ) -> tuple[list[object], torch.Tensor]:
-        """Evaluate every item's tokens (n_batch tokens a pass) -> the tags of the requested rows and their
-        logits on the device, float32 [R, n_vocab] (or [R, len(columns)]), in request order; then, with `layers`,
-        their outputs there ([R, len(columns) + len(layers) * n_embd])."""
+        """Evaluate every item's tokens (n_batch tokens a pass) -> the tags of the requested rows
+        and their logits on the device, float32 [R, n_vocab] (or [R, len(columns)]), in request
+        order; then, with `layers`, their outputs there ([R, len(columns) + len(layers) *
+        n_embd])."""
         tags, rows = [], []
         for window, wanted in self._windows(items):
             tags += [window[i][2] for i in wanted]
             rows.append(self._pass(window, wanted, columns))
-        width = (self.model.n_vocab if columns is None else len(columns)) + len(self.layers) * self.model.n_embd
+        width = (self.model.n_vocab if columns is None else len(columns)) + len(
+            self.layers
+        ) * self.model.n_embd
         return tags, (torch.cat(rows) if rows else torch.empty(0, width, device=self.device))
 
     def forward_draw(
         self, items: Sequence[DecodeItem], draws: Sequence[int], params: Sequence[SamplingParams]
     ) -> tuple[list[object], list[list[int]]]:
-        """Evaluate every item's tokens -> the tags of the requested rows and, for the k-th of them (request order),
-        draws[k] tokens drawn on the device with params[k] (device_draws.py); only the ids come back. A pass the decode
-        graphs take draws each row's first token in the graph."""
+        """Evaluate every item's tokens -> the tags of the requested rows and, for the k-th of them
+        (request order), draws[k] tokens drawn on the device with params[k] (device_draws.py); only
+        the ids come back. A pass the decode graphs take draws each row's first token in the
+        graph."""
         tags: list[object] = []
         drawn: list[list[int]] = []
         for window, wanted in self._windows(items):
@@ -144,11 +167,16 @@ class TorchContext:
             drawn += self._pass(window, wanted, None, (list(draws[at]), list(params[at])))
         return tags, drawn
 
-    def _windows(self, items: Sequence[DecodeItem]) -> Iterator[tuple[list[tuple[int, int, object]], list[int]]]:
-        """The items' tokens as (seq, token, tag or _NO_ROW), n_batch a window, with the requested rows' indices."""
+    def _windows(
+        self, items: Sequence[DecodeItem]
+    ) -> Iterator[tuple[list[tuple[int, int, object]], list[int]]]:
+        """The items' tokens as (seq, token, tag or _NO_ROW), n_batch a window, with the requested
+        rows' indices."""
         total = sum(len(it.tokens) for it in items)
         if not self.tables.can_append(total):
-            raise KVFullError(f"{total} new tokens do not fit: {self.used_tokens}/{self.capacity} KV cells in use")
+            raise KVFullError(
+                f"{total} new tokens do not fit: {self.used_tokens}/{self.capacity} KV cells in use"
+            )
         flat: list[tuple[int, int, object]] = []
         for it in items:
             want = dict(it.outputs)
@@ -157,9 +185,11 @@ class TorchContext:
             window = flat[lo : lo + self.n_batch]
             yield window, [i for i, (_, _, tag) in enumerate(window) if tag is not _NO_ROW]
 
-    def decode(self, items: Sequence[DecodeItem], on_logits: Callable[[object, np.ndarray], None]) -> int:
-        """KVContext's interface: on_logits(tag, row) for each requested row, a float32 numpy copy of the logits
-        of `columns` (or the whole row), then of the `layers`' outputs."""
+    def decode(
+        self, items: Sequence[DecodeItem], on_logits: Callable[[object, np.ndarray], None]
+    ) -> int:
+        """KVContext's interface: on_logits(tag, row) for each requested row, a float32 numpy copy
+        of the logits of `columns` (or the whole row), then of the `layers`' outputs."""
         tags, logits = self.forward(items, self.columns)
         for tag, row in zip(tags, logits.cpu().numpy()):
             on_logits(tag, row)
@@ -172,9 +202,9 @@ class TorchContext:
         columns: torch.Tensor | None,
         draws: tuple[list[int], list[SamplingParams]] | None = None,
     ) -> Any:
-        """One forward pass over `window` (at most n_batch tokens): the logits of its `wanted` rows or, given
-        `draws` (counts and settings of the wanted rows), their drawn ids. Cells taken for the window go back if
-        the pass fails."""
+        """One forward pass over `window` (at most n_batch tokens): the logits of its `wanted` rows
+        or, given `draws` (counts and settings of the wanted rows), their drawn ids. Cells taken for
+        the window go back if the pass fails."""
         order: dict[int, list[int]] = {}  # seq -> its tokens' indices in the window, in order
         for i, (seq, _, _) in enumerate(window):
             order.setdefault(seq, []).append(i)
@@ -189,8 +219,11 @@ class TorchContext:
                     cells[idx] = self.tables.append(seq, len(idx))
                     positions[idx] = np.arange(before[seq], before[seq] + len(idx))
             tokens = [tok for _, tok, _ in window]
-            if self.graphs is not None and self.graphs.fits(order, columns):  # it writes the tables itself
-                return self.graphs.run(order, tokens, positions, cells, wanted, *(draws or (None, None)))
+            # it writes the tables itself
+            if self.graphs is not None and self.graphs.fits(order, columns):
+                return self.graphs.run(
+                    order, tokens, positions, cells, wanted, *(draws or (None, None))
+                )
             at = lambda a: torch.as_tensor(np.asarray(a, dtype=np.int64)).to(self.device)  # noqa: E731
             self.table_cells.write(at([seq for seq, _, _ in window]), at(positions), at(cells))
             logits = None
@@ -206,7 +239,8 @@ class TorchContext:
                 self.tables.truncate(seq, n)
             if isinstance(e, torch.OutOfMemoryError):
                 raise OutOfMemoryError(
-                    f"the GPU ran out of memory in a forward pass of {len(window)} tokens; {GPU_MEMORY_HINT}"
+                    f"the GPU ran out of memory in a forward pass of {len(window)} tokens; "
+                    f"{GPU_MEMORY_HINT}"
                 ) from None
             raise
 
@@ -222,10 +256,12 @@ class TorchContext:
         device = self.device
         cfg = self.model.decoder.config
         groups = []
-        for single in (True, False):  # decode rows in one group, prefill runs in another: little padding
+        # decode rows in one group, prefill runs in another: little padding
+        for single in (True, False):
             seqs = [s for s, idx in order.items() if (len(idx) == 1) == single]
             if seqs:
-                width = table_width(max(self.tables.seq_len(s) for s in seqs))  # few shapes: as graphs'
+                # few shapes: as graphs'
+                width = table_width(max(self.tables.seq_len(s) for s in seqs))
                 cells_of = self.table_cells.rows(torch.tensor(seqs, device=device), width)
                 groups.append(
                     attention_group(
@@ -246,15 +282,19 @@ class TorchContext:
 
         def run() -> torch.Tensor:  # fused.enabled asked at each try: a failed compile turns it off
             ids, at = torch.tensor(tokens, device=device), torch.from_numpy(positions).to(device)
-            return self.model.decoder.hidden(ids, at, attend, tap if self.layers else None, fused.enabled())
+            return self.model.decoder.hidden(
+                ids, at, attend, tap if self.layers else None, fused.enabled()
+            )
 
         with torch.no_grad():
             hidden = fused.first_run(run)
         return self._read_out(hidden[rows], [taps[il] for il in self.layers], columns)
 
-    def _read_out(self, hidden: torch.Tensor, taps: list[torch.Tensor], columns: torch.Tensor | None) -> torch.Tensor:
-        """The requested rows' hidden states [R, n_embd] (and the `layers`' outputs there) -> their logits of
-        `columns` (or whole rows), then the layers' outputs: [R, width] float32."""
+    def _read_out(
+        self, hidden: torch.Tensor, taps: list[torch.Tensor], columns: torch.Tensor | None
+    ) -> torch.Tensor:
+        """The requested rows' hidden states [R, n_embd] (and the `layers`' outputs there) -> their
+        logits of `columns` (or whole rows), then the layers' outputs: [R, width] float32."""
         with torch.no_grad():
             logits = self.model.decoder.logits(hidden, columns)
         return torch.cat([logits, *(t.float() for t in taps)], dim=1) if self.layers else logits

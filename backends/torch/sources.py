@@ -17,9 +17,12 @@ from edgereason.backends.vocabulary import Tokenizer
 from edgereason.errors import ConfigError
 
 
-def open_weights(path: Path, dtype: torch.dtype | None = None) -> Weights | HFWeights | CachedWeights:
-    """The tensors by their GGUF names, with `config()`, `n_elements()` and `permuted_rope`; a GGUF's read through
-    its kept dequantized copy where `dtype` is one that is kept (weights_cache.py)."""
+def open_weights(
+    path: Path, dtype: torch.dtype | None = None
+) -> Weights | HFWeights | CachedWeights:
+    """The tensors by their GGUF names, with `config()`, `n_elements()` and `permuted_rope`; a
+    GGUF's read through its kept dequantized copy where `dtype` is one that is kept
+    (weights_cache.py)."""
     if path.is_dir():
         return HFWeights(path)
     weights = Weights(path)
@@ -27,7 +30,8 @@ def open_weights(path: Path, dtype: torch.dtype | None = None) -> Weights | HFWe
 
 
 def open_tokenizer(path: Path) -> Tokenizer:
-    """A Hugging Face folder's tokenizer, or a GGUF's vocabulary (llama.cpp's, without the weights)."""
+    """A Hugging Face folder's tokenizer, or a GGUF's vocabulary (llama.cpp's, without the
+    weights)."""
     if path.is_dir():
         return HFTokenizer(path)
     try:

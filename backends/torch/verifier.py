@@ -2,12 +2,12 @@
 fork and truncate, shared question heads, least-recently-used eviction, halving on a full cache)
 over a torch context.
 
-Only the few logits a format reads leave the device: the good and bad tokens of a token-probability format
-(judge, rlhflow, math-shepherd), or the k tokens a value head reads; the host turns them into the score exactly
-as the llama.cpp verifier does. A value head's features are llama.cpp's too: the middle layers it reads follow
-the logits (each layer's output at the step's last token, as llama.cpp's layer capture reads "l_out-<il>"), and
-its LoRA adapter is merged into the verifier's own copy of the adapted weights (lora.py), never the generator's.
-"""
+Only the few logits a format reads leave the device: the good and bad tokens of a token-probability
+format (judge, rlhflow, math-shepherd), or the k tokens a value head reads; the host turns them into
+the score exactly as the llama.cpp verifier does. A value head's features are llama.cpp's too: the
+middle layers it reads follow the logits (each layer's output at the step's last token, as
+llama.cpp's layer capture reads "l_out-<il>"), and its LoRA adapter is merged into the verifier's
+own copy of the adapted weights (lora.py), never the generator's."""
 
 from __future__ import annotations
 
@@ -60,13 +60,16 @@ class TorchVerifier(PathVerifier):
             bad = model.tokenize(fmt.bad, add_bos=False, special=False)[0]
             columns = [good, bad]
             read = _two_token_score  # softmax over the two tokens
-        # its passes are prefills that read a few columns: on CUDA replayed as prefill graphs (prefill_graphs.py)
+        # its passes are prefills that read a few columns: on CUDA replayed as prefill graphs
+        # (prefill_graphs.py)
         ctx = TorchContext(model, kv_tokens, n_seq_max=n_seq_max, columns=columns, layers=layers)
         # model: with a head's adapter, the verifier's own merged copy
         super().__init__(f"{model.name}:{fmt.name}", model, fmt, ctx, read)
 
     def features(self, requests: Sequence[ScoreRequest], tokens: np.ndarray) -> list[np.ndarray]:
-        raise ConfigError("value-head training features are read on the llama.cpp backend; use --backend llamacpp")
+        raise ConfigError(
+            "value-head training features are read on the llama.cpp backend; use --backend llamacpp"
+        )
 
 
 def _two_token_score(row: np.ndarray) -> float:

@@ -26,8 +26,8 @@ def cache_file(gguf: Path, dtype: torch.dtype) -> Path:
 
 
 class CachedWeights:
-    """Weights' interface (config, has, load, n_elements, permuted_rope) over the kept copy of every tensor, made
-    on first use from the GGUF."""
+    """Weights' interface (config, has, load, n_elements, permuted_rope) over the kept copy of every
+    tensor, made on first use from the GGUF."""
 
     def __init__(self, weights: Weights, dtype: torch.dtype) -> None:
         self.weights = weights
@@ -80,8 +80,8 @@ class CachedWeights:
                     old.unlink(missing_ok=True)
         except OSError as e:
             print(
-                f"note: the dequantized weights could not be kept in {self.file.parent} ({e.strerror or e}); "
-                "the next start dequantizes them again",
+                f"note: the dequantized weights could not be kept in {self.file.parent} "
+                f"({e.strerror or e}); the next start dequantizes them again",
                 file=sys.stderr,
             )
         return tensors

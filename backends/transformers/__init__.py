@@ -9,7 +9,11 @@ from pathlib import Path
 
 from edgereason.backends.transformers.formats import TORCH_FORMATS, path_tokens
 from edgereason.backends.transformers.loader import DEVICES, load_checkpoint, on_cuda
-from edgereason.backends.transformers.sizes import config_kv_bytes, kv_bytes_per_token, weights_bytes
+from edgereason.backends.transformers.sizes import (
+    config_kv_bytes,
+    kv_bytes_per_token,
+    weights_bytes,
+)
 from edgereason.backends.transformers.verifier import TorchVerifier
 from edgereason.errors import ConfigError
 from edgereason.heads.value_head import ValueHead
@@ -25,12 +29,17 @@ def open_verifier(
     head: ValueHead | None = None,
     n_threads: int | None = None,
 ) -> TorchVerifier:
-    """The checkpoint at `path` (a folder or a .gguf file) as a Verifier reading `fmt`; `head` for the head format."""
+    """The checkpoint at `path` (a folder or a .gguf file) as a Verifier reading `fmt`; `head` for
+    the head format."""
     if fmt not in TORCH_FORMATS:  # before loading gigabytes
-        raise ConfigError(f"unknown PRM format {fmt!r} for an hf: PRM; choose one of {', '.join(TORCH_FORMATS)}")
+        raise ConfigError(
+            f"unknown PRM format {fmt!r} for an hf: PRM; choose one of {', '.join(TORCH_FORMATS)}"
+        )
     checkpoint = load_checkpoint(path, fmt, device=device, head=head, n_threads=n_threads)
     tokens = path_tokens(fmt, checkpoint.tokenizer)
-    return TorchVerifier(checkpoint, fmt, tokens, kv_tokens, config_kv_bytes(checkpoint.config, checkpoint.dtype))
+    return TorchVerifier(
+        checkpoint, fmt, tokens, kv_tokens, config_kv_bytes(checkpoint.config, checkpoint.dtype)
+    )
 
 
 __all__ = [

@@ -1,5 +1,5 @@
-"""The batched forward pass of the transformers verifier: held paths (`HeldPath`), the rows of one pass (`Row`) and
-the pass itself (`forward_rows`)."""
+"""The batched forward pass of the transformers verifier: held paths (`HeldPath`), the rows of one
+pass (`Row`) and the pass itself (`forward_rows`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ class HeldPath:
 
 @dataclass
 class Row:
-    """One row of a batched forward pass: `tokens` appended to the first `start` tokens of `base`'s cache."""
+    """One row of a batched forward pass: `tokens` appended to the first `start` tokens of `base`'s
+    cache."""
 
     key: str
     base_key: str | None  # the prefix the request named (made recent when the row runs)
@@ -27,7 +28,8 @@ class Row:
     tokens: list[int]
     read_at: list[int]  # indices into tokens whose readout is wanted
     ends: list[int]
-    scores: list[float] = field(default_factory=list)  # the base's for the shared steps, then the new ones
+    # the base's for the shared steps, then the new ones
+    scores: list[float] = field(default_factory=list)
 
 
 def padded_cells(rows: list[Row]) -> int:
@@ -41,14 +43,18 @@ def fork_cache(checkpoint: Checkpoint, held: HeldPath | None, n_tokens: int) -> 
 
     if held is None:
         return DynamicCache(config=checkpoint.config)
-    data = [(layer.keys[..., :n_tokens, :], layer.values[..., :n_tokens, :]) for layer in held.cache.layers]
+    data = [
+        (layer.keys[..., :n_tokens, :], layer.values[..., :n_tokens, :])
+        for layer in held.cache.layers
+    ]
     return DynamicCache(data, config=checkpoint.config)
 
 
 def forward_rows(
     checkpoint: Checkpoint, torch: Any, cache_kwarg: str, rows: list[Row]
 ) -> tuple[list[Any], list[list[float]]]:
-    """Append each row's tokens to its prefix in one batched pass: the rows' new caches and readouts."""
+    """Append each row's tokens to its prefix in one batched pass: the rows' new caches and
+    readouts."""
     from transformers import DynamicCache
 
     device = checkpoint.device
@@ -58,7 +64,8 @@ def forward_rows(
     positions = torch.zeros((len(rows), new), dtype=torch.long, device=device)
     for i, r in enumerate(rows):
         ids[i, : len(r.tokens)] = torch.tensor(r.tokens, dtype=torch.long)
-        mask[i, past - r.start : past + len(r.tokens)] = 1  # the prefix left-padded, the new tokens right-padded
+        # the prefix left-padded, the new tokens right-padded
+        mask[i, past - r.start : past + len(r.tokens)] = 1
         positions[i] = torch.arange(r.start, r.start + new)
     cache = DynamicCache(config=checkpoint.config)
     if past:

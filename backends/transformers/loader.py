@@ -1,11 +1,13 @@
 """Loading a PRM checkpoint into torch: a local Hugging Face folder or a .gguf file, offline.
 
 Rules:
-- Offline only (`local_files_only=True`). The checkpoint's own code runs only when this transformers does not know
-  its model type and its config names code (`auto_map`); that is said on stderr. The public PRMs need none: their
-  backbones are Qwen2/Llama/Mistral, and the reward heads are read here from the weight files by name.
+- Offline only (`local_files_only=True`). The checkpoint's own code runs only when this transformers
+  does not know its model type and its config names code (`auto_map`); that is said on stderr. The
+  public PRMs need none: their backbones are Qwen2/Llama/Mistral, and the reward heads are read here
+  from the weight files by name.
 - bf16 on a GPU, fp32 on the CPU; heads compute in fp32.
-- The backbone gives `last_hidden_state`, the final hidden state after the final norm (what every readout takes).
+- The backbone gives `last_hidden_state`, the final hidden state after the final norm (what every
+  readout takes).
 - Every defect (torch missing, CUDA missing, not a checkpoint, a format it does not match) is one
   ConfigError/ModelError line.
 """
@@ -26,23 +28,29 @@ from edgereason.heads.value_head import ValueHead
 DEVICES = ("auto", "cpu", "cuda")
 # reward-head tensors by format, as the public checkpoints name them
 HEAD_TENSORS = {
-    "qwen-prm": ("score.0.weight", "score.0.bias", "score.2.weight", "score.2.bias"),  # Linear(h,h), ReLU, Linear(h,2)
+    # Linear(h,h), ReLU, Linear(h,2)
+    "qwen-prm": ("score.0.weight", "score.0.bias", "score.2.weight", "score.2.bias"),
     "skywork": ("v_head.summary.weight", "v_head.summary.bias"),  # Linear(h,1), sigmoid
 }
-LOGIT_FORMATS = {"math-shepherd", "rlhflow", "judge"}  # read two tokens' logits from the language-model head
+# read two tokens' logits from the language-model head
+LOGIT_FORMATS = {"math-shepherd", "rlhflow", "judge"}
 
 Readout = Callable[[Any], list[float]]  # hidden states [n, h] -> n scores in [0, 1]
 
 
 def import_torch() -> Any:
-    """torch, or one ConfigError line saying which extra to install or why torch cannot join this process."""
-    require_one_cxx_runtime("an hf: PRM loads torch into this process", "use a GGUF PRM on llama.cpp")
+    """torch, or one ConfigError line saying which extra to install or why torch cannot join this
+    process."""
+    require_one_cxx_runtime(
+        "an hf: PRM loads torch into this process", "use a GGUF PRM on llama.cpp"
+    )
     try:
         import torch
         import transformers  # noqa: F401
     except ImportError:
         raise ConfigError(
-            'an hf: PRM runs on torch and transformers, which are not installed: pip install "edgereason[torch]"'
+            "an hf: PRM runs on torch and transformers, which are not installed: pip install "
+            '"edgereason[torch]"'
         ) from None
     return torch
 
@@ -53,9 +61,14 @@ def resolve_device(device: str) -> tuple[Any, Any]:
     if device not in DEVICES:
         raise ConfigError(f"--prm-device must be one of {', '.join(DEVICES)}, got {device!r}")
     if device == "cuda" and not torch.cuda.is_available():
-        build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+        build = (
+            "a CPU-only build"
+            if torch.version.cuda is None
+            else f"built for CUDA {torch.version.cuda}"
+        )
         raise ConfigError(
-            f"--prm-device cuda, but torch {torch.__version__} ({build}) sees no CUDA device; use --prm-device cpu"
+            f"--prm-device cuda, but torch {torch.__version__} ({build}) sees no CUDA device; use "
+            "--prm-device cpu"
         )
     if device == "cuda" or (device == "auto" and torch.cuda.is_available()):
         return torch.device("cuda"), torch.bfloat16
@@ -69,14 +82,18 @@ def on_cuda(device: str) -> bool:
 
 @dataclass(frozen=True)
 class Source:
-    """Where from_pretrained reads: a folder, and a .gguf file name inside it when loading a GGUF."""
+    """Where from_pretrained reads: a folder, and a .gguf file name inside it when loading a
+    GGUF."""
 
     folder: Path
     gguf_file: str | None
 
     @property
     def kwargs(self) -> dict[str, Any]:
-        return {"local_files_only": True, **({"gguf_file": self.gguf_file} if self.gguf_file else {})}
+        return {
+            "local_files_only": True,
+            **({"gguf_file": self.gguf_file} if self.gguf_file else {}),
+        }
 
 
 def source(path: Path) -> Source:
@@ -87,7 +104,9 @@ def source(path: Path) -> Source:
         return Source(path, None)
     if not path.exists():
         raise ModelError(f"PRM checkpoint not found: {path}")
-    raise ModelError(f"{path} is not a Hugging Face checkpoint (a folder with config.json) or a .gguf file")
+    raise ModelError(
+        f"{path} is not a Hugging Face checkpoint (a folder with config.json) or a .gguf file"
+    )
 
 
 def _needs_own_code(src: Source) -> bool:
@@ -108,9 +127,13 @@ def load_config(path: Path) -> Any:
 
     src = source(path)
     try:
-        return AutoConfig.from_pretrained(src.folder, trust_remote_code=_needs_own_code(src), **src.kwargs)
+        return AutoConfig.from_pretrained(
+            src.folder, trust_remote_code=_needs_own_code(src), **src.kwargs
+        )
     except (OSError, ValueError, KeyError) as e:
-        raise ModelError(f"{path}: not a checkpoint transformers can load ({_first_line(e)})") from None
+        raise ModelError(
+            f"{path}: not a checkpoint transformers can load ({_first_line(e)})"
+        ) from None
 
 
 @dataclass
@@ -129,7 +152,8 @@ def _first_line(e: BaseException) -> str:
 
 
 def _head_tensors(src: Source, names: tuple[str, ...], fmt: str) -> dict[str, Any]:
-    """The named tensors from the checkpoint's safetensors files, or one ModelError saying the head is missing."""
+    """The named tensors from the checkpoint's safetensors files, or one ModelError saying the head
+    is missing."""
     from safetensors import safe_open
 
     found: dict[str, Any] = {}
@@ -141,8 +165,9 @@ def _head_tensors(src: Source, names: tuple[str, ...], fmt: str) -> dict[str, An
     if missing:
         where = "a GGUF file keeps no reward head" if src.gguf_file else f"no tensor {missing[0]}"
         raise ModelError(
-            f"{src.folder / (src.gguf_file or '')}: {where}; the {fmt} format reads the checkpoint's "
-            "reward head: not a checkpoint of that format (choose the --prm-format it was trained with)"
+            f"{src.folder / (src.gguf_file or '')}: {where}; the {fmt} format reads the "
+            "checkpoint's reward head: not a checkpoint of that format (choose the --prm-format "
+            "it was trained with)"
         )
     return found
 
@@ -156,11 +181,16 @@ def _head_readout(fmt: str, tensors: dict[str, Any], hidden: int, device: Any) -
     else:
         module = nn.Sequential(nn.Linear(hidden, 1))
         prefix, last = "v_head.summary.", lambda out: torch.sigmoid(out[:, 0])
-    state = {k[len(prefix) :] if fmt == "qwen-prm" else "0." + k[len(prefix) :]: v for k, v in tensors.items()}
+    state = {
+        k[len(prefix) :] if fmt == "qwen-prm" else "0." + k[len(prefix) :]: v
+        for k, v in tensors.items()
+    }
     try:
         module.load_state_dict(state)
     except RuntimeError as e:
-        raise ModelError(f"the {fmt} reward head does not fit the backbone ({_first_line(e)})") from None
+        raise ModelError(
+            f"the {fmt} reward head does not fit the backbone ({_first_line(e)})"
+        ) from None
     module = module.to(device=device, dtype=torch.float32).eval()
     return lambda h: last(module(h.float())).tolist()
 
@@ -170,8 +200,8 @@ def _logit_readout(model: Any, tokenizer: Any, fmt: str) -> Readout:
 
     torch = import_torch()
     spec = PRM_FORMATS[fmt]
-    # the first token of each label, as the llama.cpp verifier reads it (Math-Shepherd's "+"/"-" with their space
-    # on a SentencePiece vocabulary, as its own `encode("+ -")[1:]` does)
+    # the first token of each label, as the llama.cpp verifier reads it (Math-Shepherd's "+"/"-"
+    # with their space on a SentencePiece vocabulary, as its own `encode("+ -")[1:]` does)
     ids = [tokenizer.encode(t, add_special_tokens=False)[0] for t in (spec.good, spec.bad)]
     lm_head = model.get_output_embeddings()
 
@@ -183,22 +213,29 @@ def _logit_readout(model: Any, tokenizer: Any, fmt: str) -> Readout:
 
 
 def _value_head_readout(model: Any, head: ValueHead) -> Readout:
-    """The head reads the logits of its token set (edgereason/heads/value_head.py), as on llama.cpp."""
+    """The head reads the logits of its token set (edgereason/heads/value_head.py), as on
+    llama.cpp."""
     torch = import_torch()
     lm_head = model.get_output_embeddings()
     tokens = torch.as_tensor(head.tokens, device=lm_head.weight.device)
 
     def read(h: Any) -> list[float]:
-        rows = (h @ lm_head.weight[tokens].T).float().cpu().numpy()  # [n, k]: only the k logits the head reads
+        # [n, k]: only the k logits the head reads
+        rows = (h @ lm_head.weight[tokens].T).float().cpu().numpy()
         return [head.score_features(row) for row in rows]
 
     return read
 
 
 def load_checkpoint(
-    path: Path, fmt: str, device: str = "auto", head: ValueHead | None = None, n_threads: int | None = None
+    path: Path,
+    fmt: str,
+    device: str = "auto",
+    head: ValueHead | None = None,
+    n_threads: int | None = None,
 ) -> Checkpoint:
-    """The backbone, tokenizer and readout `fmt` needs from the checkpoint at `path` (folder or .gguf)."""
+    """The backbone, tokenizer and readout `fmt` needs from the checkpoint at `path` (folder or
+    .gguf)."""
     torch = import_torch()
     import transformers
 
@@ -209,8 +246,8 @@ def load_checkpoint(
     own_code = _needs_own_code(src)
     if own_code:
         print(
-            f"edgereason: running the checkpoint's own model code from {src.folder} (its model type is unknown "
-            f"to transformers {transformers.__version__})",
+            f"edgereason: running the checkpoint's own model code from {src.folder} (its model "
+            f"type is unknown to transformers {transformers.__version__})",
             file=sys.stderr,
         )
     head_tensors = _head_tensors(src, HEAD_TENSORS[fmt], fmt) if fmt in HEAD_TENSORS else {}
@@ -227,19 +264,23 @@ def load_checkpoint(
         readout = _checked_value_head_readout(path, src, model, head)
     else:
         readout = _head_readout(fmt, head_tensors, hidden, torch_device)
-    return Checkpoint(Path(path), backbone, tokenizer, readout, backbone.config, torch_device, dtype)
+    return Checkpoint(
+        Path(path), backbone, tokenizer, readout, backbone.config, torch_device, dtype
+    )
 
 
 def _check_head_runs_here(head: ValueHead | None) -> None:
-    """ConfigError where the head format has no head, or one that only the llama.cpp backend runs."""
+    """ConfigError where the head format has no head, or one that only the llama.cpp backend
+    runs."""
     if head is None:
         raise ConfigError(
-            "--prm-format head needs a trained value head: pass --prm-head FILE (make one with edgereason train-prm)"
+            "--prm-format head needs a trained value head: pass --prm-head FILE (make one with "
+            "edgereason train-prm)"
         )
     if head.adapter:
         raise ConfigError(
-            f"this value head runs with a LoRA adapter ({head.adapter.file}), which only the llama.cpp "
-            "backend applies; pass its GGUF without hf:"
+            f"this value head runs with a LoRA adapter ({head.adapter.file}), which only the "
+            "llama.cpp backend applies; pass its GGUF without hf:"
         )
     if head.layers:
         raise ConfigError(
@@ -249,20 +290,32 @@ def _check_head_runs_here(head: ValueHead | None) -> None:
 
 
 def _load_quietly(path: Path, src: Source, fmt: str, dtype: Any, own_code: bool) -> tuple[Any, Any]:
-    """The tokenizer and model of `src`, with transformers' logging and progress bars held down meanwhile."""
+    """The tokenizer and model of `src`, with transformers' logging and progress bars held down
+    meanwhile."""
     import transformers
     from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
-    verbosity, bars = transformers.logging.get_verbosity(), transformers.logging.is_progress_bar_enabled()
-    transformers.logging.set_verbosity_error()  # a head checkpoint loaded as its backbone lists the head's keys
-    transformers.logging.disable_progress_bar()  # "Loading weights" bars would interleave with the search's output
+    verbosity, bars = (
+        transformers.logging.get_verbosity(),
+        transformers.logging.is_progress_bar_enabled(),
+    )
+    # a head checkpoint loaded as its backbone lists the head's keys
+    transformers.logging.set_verbosity_error()
+    # "Loading weights" bars would interleave with the search's output
+    transformers.logging.disable_progress_bar()
     try:
         config = load_config(path)  # once: reading a GGUF's metadata takes seconds
-        tokenizer = AutoTokenizer.from_pretrained(src.folder, config=config, trust_remote_code=own_code, **src.kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(
+            src.folder, config=config, trust_remote_code=own_code, **src.kwargs
+        )
         auto = AutoModelForCausalLM if fmt in LOGIT_FORMATS | {"head"} else AutoModel
-        model = auto.from_pretrained(src.folder, config=config, dtype=dtype, trust_remote_code=own_code, **src.kwargs)
+        model = auto.from_pretrained(
+            src.folder, config=config, dtype=dtype, trust_remote_code=own_code, **src.kwargs
+        )
     except (OSError, ValueError, KeyError, ImportError) as e:
-        raise ModelError(f"{path}: transformers cannot load it as a {fmt} PRM ({_first_line(e)})") from None
+        raise ModelError(
+            f"{path}: transformers cannot load it as a {fmt} PRM ({_first_line(e)})"
+        ) from None
     finally:
         transformers.logging.set_verbosity(verbosity)
         if bars:

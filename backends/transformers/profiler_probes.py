@@ -18,7 +18,8 @@ def profiled_prm(
     path: Path, fmt: str, head: ValueHead | None, device: str, kv_tokens: int, n_threads: int | None
 ) -> ProfiledPRM:
     """Opened on `device` with room for `kv_tokens` (the sample search's)."""
-    from edgereason.backends.transformers import open_verifier, weights_bytes  # the package imports this module
+    # the package imports this module
+    from edgereason.backends.transformers import open_verifier, weights_bytes
 
     verifier = open_verifier(path, fmt, kv_tokens, device=device, head=head, n_threads=n_threads)
     filler = verifier.tokens.encode(FILLER)

@@ -1,12 +1,14 @@
-"""Would a verifier fine-tuned on the rollouts choose among a generator's paths better than the shipped value head?
+"""Would a verifier fine-tuned on the rollouts choose among a generator's paths better than the
+shipped value head?
 
-Issue 12's 1.5B target (80% with beam N=8) needs a better verifier than its head: a small MLP on a frozen backbone's
-logits, within-problem step AUC 0.756 on its validation problems. This fine-tunes the backbone itself: LoRA of rank
-r on attention's four projections (--targets all: the MLP's three as well) plus a linear readout of the final hidden
-state (after the final norm, the state every head reads), trained on the head's labels (every step of a right path
-is good, of a wrong one bad) and on the head's training problems only. Both are then read on the head's validation
-problems (path_likelihood.validation_rows), in torch from the same GGUF (the hf: backend's loader, which dequantizes
-it):
+Issue 12's 1.5B target (80% with beam N=8) needs a better verifier than its head: a small MLP on a
+frozen backbone's logits, within-problem step AUC 0.756 on its validation problems. This fine-tunes
+the backbone itself: LoRA of rank r on attention's four projections (--targets all: the MLP's three
+as well) plus a linear readout of the final hidden state (after the final norm, the state every head
+reads), trained on the head's labels (every step of a right path is good, of a wrong one bad) and on
+the head's training problems only. Both are then read on the head's validation problems
+(path_likelihood.validation_rows), in torch from the same GGUF (the hf: backend's loader, which
+dequantizes it):
 
   - per reader (the shipped head; the fine-tuned verifier after each epoch): step AUC,
     within-problem step AUC (the candidates one selection compares), within-problem AUC of the
@@ -19,10 +21,10 @@ it):
       --head edgereason/heads/qwen2.5-coder-1.5b.safetensors \
       --rollouts R15.jsonl.gz --shards 16 --extra R05.jsonl.gz --out DIR
   (--epochs 0: the head alone)
-DIR/report.json is rewritten after every reading; DIR/scores-*.jsonl.gz hold every path's step scores, and
-DIR/lora.safetensors the fine-tuned weights of the last epoch, which benchmarks/lab/export_lora_head.py turns into a
-head llama.cpp runs. (From the repository root, as a module.)
-"""
+DIR/report.json is rewritten after every reading; DIR/scores-*.jsonl.gz hold every path's step
+scores, and DIR/lora.safetensors the fine-tuned weights of the last epoch, which
+benchmarks/lab/export_lora_head.py turns into a head llama.cpp runs. (From the repository root, as a
+module.) """
 
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
+# first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
+from edgereason import models
 
 # isort: split
 
@@ -52,8 +55,8 @@ from edgereason.util.jsonl import read_jsonl, without_nan
 
 
 def encode(tokenizer, row: dict, path: dict) -> tuple[list[int], list[int]]:
-    """(token ids of the solve prompt then the steps, index of each step's last token): the head's input, each step
-    tokenized on its own as the verifier does."""
+    """(token ids of the solve prompt then the steps, index of each step's last token): the head's
+    input, each step tokenized on its own as the verifier does."""
     ids = tokenizer.encode(prompt_text(row["problem"]), add_special_tokens=False)
     ends = []
     for step in path["steps"]:
@@ -87,7 +90,8 @@ def examples(tokenizer, rows: list[dict], keep, max_tokens: int) -> list[dict]:
 
 
 def batches(items: list[dict], tokens: int, rng: np.random.Generator | None) -> list[list[dict]]:
-    """Paths of similar length together, at most `tokens` padded tokens a batch; shuffled when `rng` is given."""
+    """Paths of similar length together, at most `tokens` padded tokens a batch; shuffled when `rng`
+    is given."""
     order = sorted(items, key=lambda e: len(e["ids"]))
     out, cur = [], []
     for e in order:
@@ -103,8 +107,8 @@ def batches(items: list[dict], tokens: int, rng: np.random.Generator | None) -> 
 
 
 def step_states(torch, backbone, batch: list[dict], device, pad: int):
-    """[sum of steps, hidden]: the final hidden state at each step's last token. Right padding needs no mask: a
-    causal model's states before the padding never see it."""
+    """[sum of steps, hidden]: the final hidden state at each step's last token. Right padding needs
+    no mask: a causal model's states before the padding never see it."""
     width = max(len(e["ids"]) for e in batch)
     ids = torch.full((len(batch), width), pad, dtype=torch.long)
     for i, e in enumerate(batch):
@@ -131,12 +135,16 @@ def reading(lines: list[dict]) -> dict:
         "steps": int(len(s)),
         "step_auc": round(auc(s, y), 4),
         "within_step_auc": round(within_auc(s, y, step_groups({"problem": row, "step": step})), 4),
-        "within_final_auc": round(within_auc(last, [float(p["correct"]) for p in lines], [p["row"] for p in lines]), 4),
+        "within_final_auc": round(
+            within_auc(last, [float(p["correct"]) for p in lines], [p["row"] for p in lines]), 4
+        ),
         "votes": votes(by_row),
     }
 
 
-def read_all(torch, backbone, readout, items: list[dict], device, pad: int, tokens: int) -> list[dict]:
+def read_all(
+    torch, backbone, readout, items: list[dict], device, pad: int, tokens: int
+) -> list[dict]:
     """Each item with `head`: the readout's score at each step end (no gradients)."""
     out = []
     with torch.no_grad():
@@ -155,11 +163,20 @@ def read_all(torch, backbone, readout, items: list[dict], device, pad: int, toke
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="the backbone's .gguf (registry name or path)")
-    ap.add_argument("--head", required=True, help="the shipped head on this backbone (.safetensors)")
-    ap.add_argument("--rollouts", required=True, help="the rollouts the head was made from (.jsonl.gz)")
-    ap.add_argument("--shards", type=int, required=True, help="shards the head's features were made from")
     ap.add_argument(
-        "--extra", nargs="*", default=[], help="more rollouts to train on (their validation problems, by id, left out)"
+        "--head", required=True, help="the shipped head on this backbone (.safetensors)"
+    )
+    ap.add_argument(
+        "--rollouts", required=True, help="the rollouts the head was made from (.jsonl.gz)"
+    )
+    ap.add_argument(
+        "--shards", type=int, required=True, help="shards the head's features were made from"
+    )
+    ap.add_argument(
+        "--extra",
+        nargs="*",
+        default=[],
+        help="more rollouts to train on (their validation problems, by id, left out)",
     )
     ap.add_argument("--out", required=True)
     ap.add_argument("--epochs", type=int, default=2)
@@ -169,28 +186,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--targets",
         default="attention",
         choices=sorted(TARGETS),
-        help="the projections LoRA adapts: attention's q/k/v/o, or all (the MLP's gate/up/down too)",
+        help="the projections LoRA adapts: attention's q/k/v/o, or all (the MLP's gate/up/down "
+        "too)",
     )
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--lr-readout", type=float, default=1e-3)
     ap.add_argument("--batch-tokens", type=int, default=12288)
     ap.add_argument("--max-tokens", type=int, default=2048)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--seconds", type=float, default=None, help="stop training after this long (then read)")
+    ap.add_argument(
+        "--seconds", type=float, default=None, help="stop training after this long (then read)"
+    )
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--limit", type=int, default=None, help="rollout lines to read (a smoke run)")
     return ap.parse_args(argv)
 
 
 class Study:
-    """One run's backbone and validation paths, and its report: each reading is written as it is made (scores,
-    report.json), so a run its time box stops keeps what it read."""
+    """One run's backbone and validation paths, and its report: each reading is written as it is
+    made (scores, report.json), so a run its time box stops keeps what it read."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args, self.out = args, Path(args.out)
         self.out.mkdir(parents=True, exist_ok=True)
         model_path = models.resolve(args.model)
-        self.ck = load_checkpoint(model_path, "head", device=args.device, head=load_head(Path(args.head)))
+        self.ck = load_checkpoint(
+            model_path, "head", device=args.device, head=load_head(Path(args.head))
+        )
         self.torch, self.tokenizer, self.backbone, self.device = (
             __import__("torch"),
             self.ck.tokenizer,
@@ -204,7 +226,9 @@ class Study:
         self.val_ids = {rows[i]["id"] for i in self.val}
         self.rows = rows[: args.limit]
         self.t0 = time.time()
-        self.val_items = examples(self.tokenizer, self.rows, lambda ri, r: ri in self.val, args.max_tokens)
+        self.val_items = examples(
+            self.tokenizer, self.rows, lambda ri, r: ri in self.val, args.max_tokens
+        )
         self.report: dict = {
             "args": vars(args),
             "model": str(model_path),
@@ -218,17 +242,27 @@ class Study:
     def read(self, name: str, readout) -> None:
         """Score the validation paths with `readout` and record the reading as `name`."""
         lines = read_all(
-            self.torch, self.backbone, readout, self.val_items, self.device, self.pad, self.args.batch_tokens
+            self.torch,
+            self.backbone,
+            readout,
+            self.val_items,
+            self.device,
+            self.pad,
+            self.args.batch_tokens,
         )
         self.report["readings"][name] = reading(lines)
         write_jsonl_gz(self.out / f"scores-{name}.jsonl.gz", lines)
-        write_report(self.out / "report.json", self.report)  # undefined AUCs (one class) as null: the head keeps it
+        # undefined AUCs (one class) as null: the head keeps it
+        write_report(self.out / "report.json", self.report)
         self.log(f"{name}: {json.dumps(without_nan(self.report['readings'][name]))}")
 
     def training_paths(self) -> list[dict]:
-        """The paths of the head's training problems, and of the extra rollouts less its validation problems."""
+        """The paths of the head's training problems, and of the extra rollouts less its validation
+        problems."""
         args = self.args
-        train = examples(self.tokenizer, self.rows, lambda ri, r: ri not in self.val, args.max_tokens)
+        train = examples(
+            self.tokenizer, self.rows, lambda ri, r: ri not in self.val, args.max_tokens
+        )
         for extra in args.extra:
             train += examples(
                 self.tokenizer,
@@ -239,13 +273,15 @@ class Study:
         self.report["train_paths"] = len(train)
         self.report["train_tokens"] = sum(len(e["ids"]) for e in train)
         self.log(
-            f"{len(train)} training paths, {self.report['train_tokens']} tokens; {len(self.val_items)} validation paths"
+            f"{len(train)} training paths, {self.report['train_tokens']} tokens; "
+            f"{len(self.val_items)} validation paths"
         )
         return train
 
 
 def optimizer(torch, lora: list, value, args: argparse.Namespace, steps_total: int):
-    """AdamW over the LoRA (no decay) and the readout, with a 3% linear warm-up then cosine to zero."""
+    """AdamW over the LoRA (no decay) and the readout, with a 3% linear warm-up then cosine to
+    zero."""
     opt = torch.optim.AdamW(
         [
             {"params": [p for _, p in lora], "lr": args.lr, "weight_decay": 0.0},
@@ -264,11 +300,13 @@ def optimizer(torch, lora: list, value, args: argparse.Namespace, steps_total: i
 
 
 def path_loss(torch, z, batch: list[dict], device):
-    """Cross-entropy of each step's logit against its path's outcome; each path weighs the same, however many steps
-    it has."""
+    """Cross-entropy of each step's logit against its path's outcome; each path weighs the same,
+    however many steps it has."""
     y = torch.as_tensor([float(e["correct"]) for e in batch for _ in e["ends"]], device=device)
     w = torch.as_tensor([1.0 / len(e["ends"]) for e in batch for _ in e["ends"]], device=device)
-    return (torch.nn.functional.binary_cross_entropy_with_logits(z, y, reduction="none") * w).sum() / len(batch)
+    return (
+        torch.nn.functional.binary_cross_entropy_with_logits(z, y, reduction="none") * w
+    ).sum() / len(batch)
 
 
 def train_epoch(
@@ -300,7 +338,9 @@ def save_weights(torch, lora: list, value, path: Path) -> None:
         "value.weight": value.weight.detach().float().cpu(),
         "value.bias": value.bias.detach().float().cpu(),
     }
-    save_file({**{k: p.detach().to(torch.float16).cpu() for k, p in lora}, **readout_weights}, str(path))
+    save_file(
+        {**{k: p.detach().to(torch.float16).cpu() for k, p in lora}, **readout_weights}, str(path)
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -313,7 +353,9 @@ def main(argv: list[str] | None = None) -> None:
     torch = study.torch
     lora = add_lora(study.backbone, args.rank, args.alpha, args.targets)
     value = torch.nn.Linear(study.backbone.config.hidden_size, 1).to(study.device)
-    opt, schedule = optimizer(torch, lora, value, args, args.epochs * len(batches(train, args.batch_tokens, None)))
+    opt, schedule = optimizer(
+        torch, lora, value, args, args.epochs * len(batches(train, args.batch_tokens, None))
+    )
     rng = np.random.default_rng(args.seed)
 
     def readout(h):

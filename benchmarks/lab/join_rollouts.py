@@ -1,5 +1,6 @@
-"""Join the rollout shards of time-boxed `train-prm --phases rollouts` processes into one gzip-compressed JSONL: the
-problems each finished (status done), whole lines only (a process its box stopped may leave its last line cut).
+"""Join the rollout shards of time-boxed `train-prm --phases rollouts` processes into one
+gzip-compressed JSONL: the problems each finished (status done), whole lines only (a process its box
+stopped may leave its last line cut).
 
   python3 benchmarks/lab/join_rollouts.py OUT.jsonl.gz SHARD.jsonl [SHARD.jsonl ...]
 """
@@ -12,12 +13,14 @@ from pathlib import Path
 
 from edgereason.util.jsonl import read_jsonl
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: run as a script, too
+# the repository root: run as a script, too
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.lab.jsonl_gz import write_jsonl_gz  # noqa: E402
 
 
 def join(shards: list[Path], out: Path) -> int:
-    """Write the shards' finished problems to `out` in shard order; the count of problems written."""
+    """Write the shards' finished problems to `out` in shard order; the count of problems
+    written."""
     rows = [row for shard in shards for row in read_jsonl(shard) if row.get("status") == "done"]
     write_jsonl_gz(out, rows)
     return len(rows)

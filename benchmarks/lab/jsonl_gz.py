@@ -1,5 +1,5 @@
-"""Whole gzip-compressed JSONL files of rows (joined rollouts, a verifier's scores), written whole or not at all;
-edgereason.util.jsonl.read_jsonl reads them back."""
+"""Whole gzip-compressed JSONL files of rows (joined rollouts, a verifier's scores), written whole
+or not at all; edgereason.util.jsonl.read_jsonl reads them back."""
 
 from __future__ import annotations
 

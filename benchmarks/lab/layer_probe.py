@@ -1,5 +1,6 @@
-"""Do middle layers rank a problem's own steps better than the final layer? A probe per layer, beside the shipped
-features (the logits of a fixed token set: the final layer's normed state), on the same problems and split.
+"""Do middle layers rank a problem's own steps better than the final layer? A probe per layer,
+beside the shipped features (the logits of a fixed token set: the final layer's normed state), on
+the same problems and split.
 
   speed:   prefill tokens/s of the features phase, without and with the capture, to size a run.
   extract: for the first --problems rollout lines, in shards of --shard-size problems (one .npz
@@ -27,7 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
+# first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
+from edgereason import models
 
 # isort: split
 
@@ -39,7 +41,8 @@ from edgereason.training import features as feats
 from edgereason.util.jsonl import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
-# Its rollouts and Monte-Carlo values are not tracked: the folder's README says how to regenerate them.
+# Its rollouts and Monte-Carlo values are not tracked: the folder's README says how to regenerate
+# them.
 DATA = REPO / "benchmarks" / "results" / "head-qwen2.5-coder-0.5b"
 DEPTHS = (1 / 3, 1 / 2, 2 / 3, 5 / 6)
 METRICS = ("val_step_auc", "val_within_step_auc", "val_outcome_auc", "val_within_outcome_auc")
@@ -48,7 +51,8 @@ FINAL = "final (logits features, shipped)"
 
 
 def layers_at(n_layer: int, depths: tuple[float, ...]) -> list[int]:
-    """Layer indices at fractions of the depth; the last layer (output rows only) is the logits' business."""
+    """Layer indices at fractions of the depth; the last layer (output rows only) is the logits'
+    business."""
     return sorted({min(n_layer - 2, round(n_layer * d)) for d in depths})
 
 
@@ -57,7 +61,8 @@ def shard_path(out: Path, lo: int, hi: int) -> Path:
 
 
 def _verifier(args: argparse.Namespace, model, capture: bool):
-    """The features phase's verifier (head format, flash attention), with the layers captured or not."""
+    """The features phase's verifier (head format, flash attention), with the layers captured or
+    not."""
     from edgereason.backends.llamacpp import LlamaVerifier
     from edgereason.backends.llamacpp.layer_capture import LayerCapture
     from edgereason.backends.prm_format import prm_format
@@ -66,10 +71,13 @@ def _verifier(args: argparse.Namespace, model, capture: bool):
     layers = args.layers or layers_at(n_layer, DEPTHS)
     cap = LayerCapture(model.n_embd, n_layer, layers) if capture else None
     print(
-        f"{args.backbone}: {n_layer} layers, n_embd {model.n_embd}, capturing {layers if capture else 'none'}",
+        f"{args.backbone}: {n_layer} layers, n_embd {model.n_embd}, capturing "
+        f"{layers if capture else 'none'}",
         file=sys.stderr,
     )
-    return LlamaVerifier(model, prm_format("head"), args.kv_tokens, n_threads=args.threads, capture=cap), layers
+    return LlamaVerifier(
+        model, prm_format("head"), args.kv_tokens, n_threads=args.threads, capture=cap
+    ), layers
 
 
 def _load(args: argparse.Namespace):
@@ -77,11 +85,17 @@ def _load(args: argparse.Namespace):
 
     model = load_model(str(models.resolve(args.backbone, allow_pull=False)))
     tokens = feature_tokens(model.n_vocab, model.n_embd, model.eog_ids | model.control_ids, 0)
-    return model, tokens, list(read_jsonl(args.rollouts))[: args.problems], list(read_jsonl(args.mc))
+    return (
+        model,
+        tokens,
+        list(read_jsonl(args.rollouts))[: args.problems],
+        list(read_jsonl(args.mc)),
+    )
 
 
 def speed(args: argparse.Namespace) -> None:
-    """Prefill tokens/s of the features phase on the first --problems problems, without and with the capture."""
+    """Prefill tokens/s of the features phase on the first --problems problems, without and with the
+    capture."""
     model, tokens, rollouts, mc_rows = _load(args)
     for capture in (False, True):
         verifier, _ = _verifier(args, model, capture)
@@ -152,20 +166,31 @@ def load_shards(out: Path) -> dict[str, np.ndarray]:
     if not parts:
         raise SystemExit(f"no shards in {out}: run extract first")
     if any(
-        not (np.array_equal(p["layers"], parts[0]["layers"]) and np.array_equal(p["tokens"], parts[0]["tokens"]))
+        not (
+            np.array_equal(p["layers"], parts[0]["layers"])
+            and np.array_equal(p["tokens"], parts[0]["tokens"])
+        )
         for p in parts
     ):
-        raise SystemExit(f"the shards in {out} read different layers or backbones: one folder per run")
-    merged = {k: np.concatenate([p[k] for p in parts]) for k in (*feats.FIELDS, "h") if k not in ("tokens", "layers")}
+        raise SystemExit(
+            f"the shards in {out} read different layers or backbones: one folder per run"
+        )
+    merged = {
+        k: np.concatenate([p[k] for p in parts])
+        for k in (*feats.FIELDS, "h")
+        if k not in ("tokens", "layers")
+    }
     merged.update(
-        tokens=parts[0]["tokens"], layers=parts[0]["layers"], timing=np.sum([p["timing"] for p in parts], axis=0)
+        tokens=parts[0]["tokens"],
+        layers=parts[0]["layers"],
+        timing=np.sum([p["timing"] for p in parts], axis=0),
     )
     return merged
 
 
 def feature_sets(f: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
-    """The shipped features, then one set per captured layer (as training reads them: a layer head reads no
-    logits)."""
+    """The shipped features, then one set per captured layer (as training reads them: a layer head
+    reads no logits)."""
     labels = {k: f[k] for k in feats.FIELDS if k not in ("tokens", "layers", "x")}
     sets = {FINAL: {**labels, "tokens": f["tokens"], "layers": np.zeros(0, np.int32), "x": f["x"]}}
     for j, il in enumerate(f["layers"]):
@@ -203,13 +228,19 @@ def train(args: argparse.Namespace) -> None:
     }
     for name, fs in feature_sets(f).items():
         report["sets"][name] = _probe(name, fs, args.seeds, args.hidden)
-        args.report.write_text(json.dumps(report, indent=1) + "\n")  # a set at a time: a kill keeps what ran
-    print(json.dumps({n: {m: s[m] for m in (*METRICS, *POOLED)} for n, s in report["sets"].items()}, indent=1))
+        # a set at a time: a kill keeps what ran
+        args.report.write_text(json.dumps(report, indent=1) + "\n")
+    print(
+        json.dumps(
+            {n: {m: s[m] for m in (*METRICS, *POOLED)} for n, s in report["sets"].items()}, indent=1
+        )
+    )
 
 
 def _probe(name: str, fs: dict[str, np.ndarray], seeds: list[int], hidden: int) -> dict:
-    """train_head once per split seed; per-split AUCs, their mean and sd, and the within-problem AUCs over the
-    pairs of every split's validation problems together (more pairs than one split's ~15%)."""
+    """train_head once per split seed; per-split AUCs, their mean and sd, and the within-problem
+    AUCs over the pairs of every split's validation problems together (more pairs than one split's
+    ~15%)."""
     from edgereason.training.metrics import within_auc
     from edgereason.training.rows import split_by_problem, step_groups
     from edgereason.training.train import TrainConfig, train_head
@@ -229,7 +260,10 @@ def _probe(name: str, fs: dict[str, np.ndarray], seeds: list[int], hidden: int) 
                 **{m: record[m] for m in METRICS},
             }
         )
-        print(f"{name}, split seed {seed}: " + ", ".join(f"{m} {record[m]:.3f}" for m in METRICS), file=sys.stderr)
+        print(
+            f"{name}, split seed {seed}: " + ", ".join(f"{m} {record[m]:.3f}" for m in METRICS),
+            file=sys.stderr,
+        )
         val = split_by_problem(fs["problem"], cfg.val_fraction, seed)
         offset = (seed + 1) * (int(groups.max()) + 1)  # a problem in two splits counts as two
         for key, col in (
@@ -246,7 +280,9 @@ def _probe(name: str, fs: dict[str, np.ndarray], seeds: list[int], hidden: int) 
         "runs": runs,
         **_summary(runs),
         "pooled_within_step_auc": within_auc(p["score"], p["outcome"], p["group"]),
-        "pooled_within_outcome_auc": within_auc(p["score"][last], p["outcome"][last], p["problem"][last]),
+        "pooled_within_outcome_auc": within_auc(
+            p["score"][last], p["outcome"][last], p["problem"][last]
+        ),
     }
 
 
@@ -263,9 +299,9 @@ def _summary(runs: list[dict]) -> dict:
 
 
 def table(args: argparse.Namespace) -> None:
-    """The report as a markdown table: mean (sd) over the splits, the pooled within-problem AUCs, and, paired by
-    split (the same validation problems), the mean difference to the final layer's within-problem AUCs with the
-    number of splits where the set did better."""
+    """The report as a markdown table: mean (sd) over the splits, the pooled within-problem AUCs,
+    and, paired by split (the same validation problems), the mean difference to the final layer's
+    within-problem AUCs with the number of splits where the set did better."""
     report = json.loads(args.report.read_text())
     final = report["sets"][FINAL]["runs"]
     print(
@@ -278,20 +314,36 @@ def table(args: argparse.Namespace) -> None:
         cells += [f"{s[m]:.3f}" for m in POOLED]
         for m in ("val_within_step_auc", "val_within_outcome_auc"):
             diffs = [r[m] - b[m] for r, b in zip(s["runs"], final)]
-            cells.append(f"{statistics.fmean(diffs):+.3f} ({sum(d > 0 for d in diffs)}/{len(diffs)})")
+            cells.append(
+                f"{statistics.fmean(diffs):+.3f} ({sum(d > 0 for d in diffs)}/{len(diffs)})"
+            )
         print(f"| {name} | " + " | ".join(cells) + " |")
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
     for name in ("speed", "extract"):
         e = sub.add_parser(name)
         e.add_argument("--backbone", default="qwen2.5-coder-1.5b")
-        e.add_argument("--rollouts", type=Path, default=DATA / "rollouts-qwen2.5-coder-0.5b.jsonl.gz")
+        e.add_argument(
+            "--rollouts", type=Path, default=DATA / "rollouts-qwen2.5-coder-0.5b.jsonl.gz"
+        )
         e.add_argument("--mc", type=Path, default=DATA / "mc-qwen2.5-coder-0.5b.jsonl.gz")
-        e.add_argument("--problems", type=int, default=1 if name == "speed" else 200, help="the first N rollout lines")
-        e.add_argument("--layers", type=int, nargs="*", help="layer indices (default: 1/3, 1/2, 2/3, 5/6 of depth)")
+        e.add_argument(
+            "--problems",
+            type=int,
+            default=1 if name == "speed" else 200,
+            help="the first N rollout lines",
+        )
+        e.add_argument(
+            "--layers",
+            type=int,
+            nargs="*",
+            help="layer indices (default: 1/3, 1/2, 2/3, 5/6 of depth)",
+        )
         e.add_argument("--kv-tokens", type=int, default=16384)
         e.add_argument("--threads", type=int, default=2)
     e.add_argument("--shard-size", type=int, default=8)
@@ -299,8 +351,12 @@ def main() -> None:
     t = sub.add_parser("train")
     t.add_argument("--out", type=Path, required=True, help="the extract folder")
     t.add_argument("--report", type=Path, required=True)
-    t.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="split (and init) seeds")
-    t.add_argument("--hidden", type=int, default=256, help="0: a linear probe (the shipped head: 256)")
+    t.add_argument(
+        "--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="split (and init) seeds"
+    )
+    t.add_argument(
+        "--hidden", type=int, default=256, help="0: a linear probe (the shipped head: 256)"
+    )
     t.add_argument("--threads", type=int, default=2)
     sub.add_parser("table").add_argument("--report", type=Path, required=True)
     args = p.parse_args()

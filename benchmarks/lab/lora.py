@@ -1,9 +1,8 @@
 """LoRA on a torch backbone's projections: the trainable part of a fine-tuned verifier
 (benchmarks/lab/finetune_verifier.py), in the form lora_export.py writes as a llama.cpp adapter.
 
-y = W x + (alpha / r) B A x for W in the chosen projections; A [r, in] random, B [out, r] zero at the start (the
-backbone unchanged). A and B stay fp32 beside bf16 weights.
-"""
+y = W x + (alpha / r) B A x for W in the chosen projections; A [r, in] random, B [out, r] zero at
+the start (the backbone unchanged). A and B stay fp32 beside bf16 weights."""
 
 from __future__ import annotations
 
@@ -15,9 +14,11 @@ _ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj")
 TARGETS = {"attention": _ATTENTION, "all": _ATTENTION + ("gate_proj", "up_proj", "down_proj")}
 
 
-def add_lora(backbone: Any, rank: int, alpha: float, targets: str = "attention") -> list[tuple[str, Any]]:
-    """Freeze `backbone` and wrap each projection of the set `targets` (a TARGETS key). Returns (`<module>.lora_a` /
-    `.lora_b`, parameter) pairs, the names lora_export.py reads."""
+def add_lora(
+    backbone: Any, rank: int, alpha: float, targets: str = "attention"
+) -> list[tuple[str, Any]]:
+    """Freeze `backbone` and wrap each projection of the set `targets` (a TARGETS key). Returns
+    (`<module>.lora_a` / `.lora_b`, parameter) pairs, the names lora_export.py reads."""
     import torch
 
     nn = torch.nn
@@ -27,12 +28,17 @@ def add_lora(backbone: Any, rank: int, alpha: float, targets: str = "attention")
             super().__init__()
             self.base = base
             self.lora_a = nn.Parameter(
-                torch.randn(rank, base.in_features, device=base.weight.device) / math.sqrt(base.in_features)
+                torch.randn(rank, base.in_features, device=base.weight.device)
+                / math.sqrt(base.in_features)
             )
-            self.lora_b = nn.Parameter(torch.zeros(base.out_features, rank, device=base.weight.device))
+            self.lora_b = nn.Parameter(
+                torch.zeros(base.out_features, rank, device=base.weight.device)
+            )
 
         def forward(self, x: Any) -> Any:
-            return self.base(x) + ((x.float() @ self.lora_a.T) @ self.lora_b.T * (alpha / rank)).to(x.dtype)
+            return self.base(x) + ((x.float() @ self.lora_a.T) @ self.lora_b.T * (alpha / rank)).to(
+                x.dtype
+            )
 
     wrap = TARGETS[targets]
     for p in backbone.parameters():
@@ -44,5 +50,8 @@ def add_lora(backbone: Any, rank: int, alpha: float, targets: str = "attention")
                 wrapped = LoRALinear(child)
                 setattr(module, child_name, wrapped)
                 prefix = f"{name}.{child_name}" if name else child_name
-                named += [(f"{prefix}.lora_a", wrapped.lora_a), (f"{prefix}.lora_b", wrapped.lora_b)]
+                named += [
+                    (f"{prefix}.lora_a", wrapped.lora_a),
+                    (f"{prefix}.lora_b", wrapped.lora_b),
+                ]
     return named

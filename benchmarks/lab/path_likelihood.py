@@ -1,10 +1,12 @@
-"""Does a model's likelihood of a path's tokens tell a problem's right paths from its wrong ones, beside the head?
+"""Does a model's likelihood of a path's tokens tell a problem's right paths from its wrong ones,
+beside the head?
 
-Issue 12's head reads the 1.5B's state at the end of each step; it never sees how surprised a model was by the
-tokens inside the step ("18 x 2 = 36" where the problem asks for 18). This measures that signal on the 0.5B's
-sampled paths of the validation problems the shipped head did not train on (train.py's split_by_problem, seed 0,
-over the problems in the order its features were merged: `validation_rows`), for any GGUF: the 1.5B (a stronger
-reader) or the 0.5B itself (its own confidence, free while it samples).
+Issue 12's head reads the 1.5B's state at the end of each step; it never sees how surprised a model
+was by the tokens inside the step ("18 x 2 = 36" where the problem asks for 18). This measures that
+signal on the 0.5B's sampled paths of the validation problems the shipped head did not train on
+(train.py's split_by_problem, seed 0, over the problems in the order its features were merged:
+`validation_rows`), for any GGUF: the 1.5B (a stronger reader) or the 0.5B itself (its own
+confidence, free while it samples).
 
   score: per path, the log-probability of every step token (after the generator's solve prompt,
          the steps verbatim: the head's input) and, with --head, the head's score at each step
@@ -31,7 +33,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from edgereason import models  # first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
+# first: edgereason loads llama.cpp before numpy (edgereason/__init__.py)
+from edgereason import models
 
 # isort: split
 
@@ -52,11 +55,14 @@ ROLLOUTS = REPO / "benchmarks/results/head-qwen2.5-coder-0.5b/rollouts-qwen2.5-c
 
 
 def validation_rows(n_rows: int, shards: int, fraction: float = 0.15, seed: int = 0) -> list[int]:
-    """The rollout lines of a head's validation problems. The heads' features came from `shards` shards of the
-    rollout file (`split -n r/SHARDS`: line i to shard i % SHARDS), merged shard after shard (features.merge), and
-    train.py's split_by_problem drew its problems in that merged order, not the file's."""
+    """The rollout lines of a head's validation problems. The heads' features came from `shards`
+    shards of the rollout file (`split -n r/SHARDS`: line i to shard i % SHARDS), merged shard after
+    shard (features.merge), and train.py's split_by_problem drew its problems in that merged order,
+    not the file's."""
     merged = [i for shard in range(shards) for i in range(shard, n_rows, shards)]
-    return sorted(merged[j] for j in np.flatnonzero(split_by_problem(np.arange(n_rows), fraction, seed)))
+    return sorted(
+        merged[j] for j in np.flatnonzero(split_by_problem(np.arange(n_rows), fraction, seed))
+    )
 
 
 def prompt_text(problem: str) -> str:
@@ -82,7 +88,9 @@ def score(args: argparse.Namespace) -> None:
     )
     rows = list(read_jsonl(Path(args.rollouts)))
     out = Path(args.out)
-    done = {json.loads(line)["row"] for line in out.open(encoding="utf-8")} if out.exists() else set()
+    done = (
+        {json.loads(line)["row"] for line in out.open(encoding="utf-8")} if out.exists() else set()
+    )
     todo = [i for i in validation_rows(len(rows), args.shards) if i not in done][: args.limit]
     t0 = time.time()
     with out.open("a", encoding="utf-8") as f:
@@ -90,11 +98,16 @@ def score(args: argparse.Namespace) -> None:
             for line in _score_problem(llm, head, i, rows[i]):
                 f.write(json.dumps(line) + "\n")
             f.flush()
-            print(f"{n + 1}/{len(todo)} problems, {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+            print(
+                f"{n + 1}/{len(todo)} problems, {time.time() - t0:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def _score_problem(llm, head, i: int, row: dict) -> list[dict]:
-    """One line per path with steps. The prompt is evaluated once; each path re-reads from its end."""
+    """One line per path with steps. The prompt is evaluated once; each path re-reads from its
+    end."""
     ptoks = llm.tokenize(prompt_text(row["problem"]).encode(), add_bos=False, special=True)
     n0, lines = len(ptoks), []
     llm.reset()
@@ -107,7 +120,8 @@ def _score_problem(llm, head, i: int, row: dict) -> list[dict]:
         llm._ctx.kv_cache_seq_rm(-1, n0, -1)  # back to the prompt's end
         llm.n_tokens = n0
         llm.eval(toks[n0:])
-        # logits [len(toks) - n0 + 1, n_vocab]: row j is read after token n0 - 1 + j and predicts token n0 + j
+        # logits [len(toks) - n0 + 1, n_vocab]: row j is read after token n0 - 1 + j and predicts
+        # token n0 + j
         logits = np.asarray(llm.scores[n0 - 1 : len(toks)], dtype=np.float32)
         m = logits[:-1].max(axis=1, keepdims=True)
         lse = np.log(np.exp(logits[:-1] - m).sum(axis=1)) + m[:, 0]
@@ -144,7 +158,13 @@ def signals(line: dict) -> dict[str, float]:
     }
     if "head" in line:
         h = np.clip(np.asarray(line["head"]), 1e-6, 1 - 1e-6)
-        out.update({"head, last step": h[-1], "head, min over steps": h.min(), "head, mean over steps": h.mean()})
+        out.update(
+            {
+                "head, last step": h[-1],
+                "head, min over steps": h.min(),
+                "head, mean over steps": h.mean(),
+            }
+        )
     return out
 
 
@@ -163,16 +183,28 @@ def table(args: argparse.Namespace) -> None:
         if "head, last step" in cols:  # parameter-free blends: z-scores within the problem, summed
             logit = np.log(cols["head, last step"] / (1 - cols["head, last step"]))
             for k in ("logprob mean", "logprob 10th percentile"):
-                cols[f"head, last step + {k} (z within problem)"] = _z(logit, group) + _z(cols[k], group)
-        rep = {"problems": len(by_row), "mixed problems": len(mixed), "paths": len(rows), "signals": {}}
+                cols[f"head, last step + {k} (z within problem)"] = _z(logit, group) + _z(
+                    cols[k], group
+                )
+        rep = {
+            "problems": len(by_row),
+            "mixed problems": len(mixed),
+            "paths": len(rows),
+            "signals": {},
+        }
         for k, v in cols.items():
-            best = [max(np.flatnonzero(group == gi), key=lambda j: v[j]) for gi in range(len(mixed))]
+            best = [
+                max(np.flatnonzero(group == gi), key=lambda j: v[j]) for gi in range(len(mixed))
+            ]
             rep["signals"][k] = {
                 "within_problem_auc": round(within_auc(v, right, group), 4),
                 "best_scored_right": round(float(right[best].mean()), 4),
             }
         result[Path(name).name] = rep
-        print(f"\n{name}: {rep['mixed problems']} problems with right and wrong paths ({rep['paths']} paths)")
+        print(
+            f"\n{name}: {rep['mixed problems']} problems with right and wrong paths "
+            f"({rep['paths']} paths)"
+        )
         print("| signal | within-problem AUC | best-scored path right |\n|---|---|---|")
         for k, r in rep["signals"].items():
             print(f"| {k} | {r['within_problem_auc']:.3f} | {r['best_scored_right']:.3f} |")
@@ -190,25 +222,33 @@ AGGREGATIONS = ("last", "min", "mean")  # bench --agg
 
 
 def votes(by_row: dict[int, list[dict]]) -> dict[str, float]:
-    """Fraction of problems whose vote over their paths is right, per rule: the paths as best-of-n's finals."""
+    """Fraction of problems whose vote over their paths is right, per rule: the paths as best-of-n's
+    finals."""
     right: dict[str, int] = defaultdict(int)
     for group in by_row.values():
         for name in AGGREGATIONS:
             finals = sorted(
-                (FinalPath([], aggregate(p["head"], name), p["answer"], i) for i, p in enumerate(group)),
+                (
+                    FinalPath([], aggregate(p["head"], name), p["answer"], i)
+                    for i, p in enumerate(group)
+                ),
                 key=lambda f: -f.score,
             )
             right[f"weighted, --agg {name}"] += _right(vote(finals, by_score=True), group)
         right["majority"] += _right(
-            vote([FinalPath([], 1.0, p["answer"], i) for i, p in enumerate(group)], by_score=False), group
+            vote([FinalPath([], 1.0, p["answer"], i) for i, p in enumerate(group)], by_score=False),
+            group,
         )
         right["right answer among the paths"] += any(p["correct"] for p in group)
     return {k: round(v / len(by_row), 4) for k, v in right.items()}
 
 
 def _right(answer: str | None, group: list[dict]) -> bool:
-    """A voted answer is right when it matches the answer of a right path (the rollouts graded every path)."""
-    return answer is not None and any(p["correct"] and answers_match(answer, p["answer"]) for p in group)
+    """A voted answer is right when it matches the answer of a right path (the rollouts graded every
+    path)."""
+    return answer is not None and any(
+        p["correct"] and answers_match(answer, p["answer"]) for p in group
+    )
 
 
 def _z(v: np.ndarray, group: np.ndarray) -> np.ndarray:
@@ -225,17 +265,21 @@ def main(argv: list[str] | None = None) -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("score")
     s.add_argument("--model", required=True, help="registry name or .gguf")
-    s.add_argument("--head", help="value head (.safetensors) on this model, scored from the same logits")
+    s.add_argument(
+        "--head", help="value head (.safetensors) on this model, scored from the same logits"
+    )
     s.add_argument("--rollouts", default=str(ROLLOUTS))
     s.add_argument(
         "--shards",
         type=int,
         default=8,
-        help="shards the head's features were made from (its results README: 8 for the heads on the "
-        "0.5B's rollouts, 16 for the 1.5B's own)",
+        help="shards the head's features were made from (its results README: 8 for the heads on "
+        "the 0.5B's rollouts, 16 for the 1.5B's own)",
     )
     s.add_argument("--out", required=True)
-    s.add_argument("--limit", type=int, default=None, help="validation problems to score (default all)")
+    s.add_argument(
+        "--limit", type=int, default=None, help="validation problems to score (default all)"
+    )
     s.add_argument("--gpu-layers", type=int, default=0)
     s.add_argument("--threads", type=int, default=None)
     s.add_argument("--ctx", type=int, default=4096)

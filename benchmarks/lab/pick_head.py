@@ -1,6 +1,7 @@
-"""Keep each backbone's best value head of benchmarks/lab/head_variants.sh or layer_heads.sh: by default the one with
-the best within-problem validation step AUC (the pairs a search compares); with --and-final, the best sum of that and
-the within-problem AUC of the final steps (the pairs the vote among finished paths compares).
+"""Keep each backbone's best value head of benchmarks/lab/head_variants.sh or layer_heads.sh: by
+default the one with the best within-problem validation step AUC (the pairs a search compares); with
+--and-final, the best sum of that and the within-problem AUC of the final steps (the pairs the vote
+among finished paths compares).
 
 Usage: pick_head.py [--variants GLOB] [--and-final] GENERATOR HEADS_DIR BACKBONE...
   reads HEADS_DIR/GLOB/report.json (GLOB: BACKBONE-rw* by default; {backbone} is replaced), writes
@@ -25,14 +26,17 @@ SHOWN = (
 
 
 def merit(report: dict, and_final: bool) -> float:
-    keys = ("val_within_step_auc", "val_within_outcome_auc") if and_final else ("val_within_step_auc",)
+    keys = (
+        ("val_within_step_auc", "val_within_outcome_auc") if and_final else ("val_within_step_auc",)
+    )
     return sum(report.get(k) or 0.0 for k in keys)
 
 
 def pick(generator: str, heads: Path, backbones: list[str], variants: str, and_final: bool) -> None:
     for backbone in backbones:
         reports = {
-            p.parent: json.loads(p.read_text()) for p in heads.glob(variants.format(backbone=backbone) + "/report.json")
+            p.parent: json.loads(p.read_text())
+            for p in heads.glob(variants.format(backbone=backbone) + "/report.json")
         }
         if not reports:
             raise SystemExit(f"no trained head for {backbone} in {heads} (see its */log.txt)")

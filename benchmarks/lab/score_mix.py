@@ -1,12 +1,12 @@
-"""Do two verifiers together choose better than either? Readings of finetune_verifier's scores files, each alone and
-the mean of their step scores, on the paths they all scored.
+"""Do two verifiers together choose better than either? Readings of finetune_verifier's scores
+files, each alone and the mean of their step scores, on the paths they all scored.
 
   python3 -m benchmarks.lab.score_mix A/scores-lora-epoch2.jsonl.gz \\
       B/scores-lora-epoch1.jsonl.gz [...]
 
-One line a reader: step AUC, within-problem step and final AUC, best-of-n's weighted vote (--agg last, mean) and a
-right answer among the paths (finetune_verifier.reading). (From the repository root, as a module.)
-"""
+One line a reader: step AUC, within-problem step and final AUC, best-of-n's weighted vote (--agg
+last, mean) and a right answer among the paths (finetune_verifier.reading). (From the repository
+root, as a module.) """
 
 from __future__ import annotations
 
@@ -31,16 +31,20 @@ def scores(path: Path) -> dict[tuple[int, int], dict]:
 def mean_of(readers: list[dict[tuple[int, int], dict]]) -> list[dict]:
     """The paths every reader scored, each with the mean of their step scores."""
     keys = sorted(set.intersection(*(set(r) for r in readers)))
-    return [readers[0][k] | {"head": np.mean([r[k]["head"] for r in readers], axis=0).tolist()} for k in keys]
+    return [
+        readers[0][k] | {"head": np.mean([r[k]["head"] for r in readers], axis=0).tolist()}
+        for k in keys
+    ]
 
 
 def line(name: str, lines: list[dict]) -> str:
     r = reading(lines)
     v = r["votes"]
     return (
-        f"{name}: {r['paths']} paths, step AUC {r['step_auc']}, within-problem step {r['within_step_auc']}, "
-        f"final {r['within_final_auc']}; weighted vote (last) {v['weighted, --agg last']}, "
-        f"(mean) {v['weighted, --agg mean']}; a right answer among the paths {v['right answer among the paths']}"
+        f"{name}: {r['paths']} paths, step AUC {r['step_auc']}, within-problem step "
+        f"{r['within_step_auc']}, final {r['within_final_auc']}; weighted vote (last) "
+        f"{v['weighted, --agg last']}, (mean) {v['weighted, --agg mean']}; a right answer among "
+        f"the paths {v['right answer among the paths']}"
     )
 
 

@@ -1,9 +1,8 @@
-"""`edgereason bench`'s flags: speed and accuracy of engine policies on a JSONL math set, or `--compare` of two
-results (edgereason/evaluation/ runs them).
+"""`edgereason bench`'s flags: speed and accuracy of engine policies on a JSONL math set, or
+`--compare` of two results (edgereason/evaluation/ runs them).
 
-Runs of different policies (and KV splits) alternate (A B A B over repeats) so machine drift hits all of them
-alike; the models are opened once per split and each run gets a fresh engine.
-"""
+Runs of different policies (and KV splits) alternate (A B A B over repeats) so machine drift hits
+all of them alike; the models are opened once per split and each run gets a fresh engine."""
 
 from __future__ import annotations
 
@@ -15,7 +14,12 @@ from pathlib import Path
 from edgereason import __version__
 from edgereason.backends.cxx_runtime import require_one_cxx_runtime
 from edgereason.cli.comma_lists import beam_size, comma_items, comma_values
-from edgereason.cli.common import check_beams_before_loading, model_settings, policy_from, search_config
+from edgereason.cli.common import (
+    check_beams_before_loading,
+    model_settings,
+    policy_from,
+    search_config,
+)
 from edgereason.cli.flags_models import add_model_args
 from edgereason.cli.flags_search import add_search_args, add_switch_args
 from edgereason.cli.help import brief
@@ -59,7 +63,8 @@ def _add_workload_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--policies",
         default="baseline,edge",
-        help=f"comma list of PRESET[:key=value...]; presets: {', '.join(PRESETS)} (default baseline,edge)",
+        help=f"comma list of PRESET[:key=value...]; presets: {', '.join(PRESETS)} (default "
+        "baseline,edge)",
     )
     p.add_argument(
         "--rate",
@@ -70,27 +75,37 @@ def _add_workload_flags(p: argparse.ArgumentParser) -> None:
         "--concurrency",
         type=int,
         default=0,
-        help="most requests in flight at once; later arrivals wait, 1 = one at a time like a chat user "
-        "(default 0: no limit)",
+        help="most requests in flight at once; later arrivals wait, 1 = one at a time like a chat "
+        "user (default 0: no limit)",
     )
-    p.add_argument("--repeat", type=int, default=1, help="repetitions of every run, interleaved (default 1)")
+    p.add_argument(
+        "--repeat", type=int, default=1, help="repetitions of every run, interleaved (default 1)"
+    )
 
 
 def _add_output_flags(p: argparse.ArgumentParser) -> None:
     """Where the results go, or which two to compare."""
-    p.add_argument("--out", help="folder for results.json, results.csv and plots; checked before the first problem")
-    p.add_argument("--force", action="store_true", help="overwrite the results of an earlier bench in --out")
+    p.add_argument(
+        "--out",
+        help="folder for results.json, results.csv and plots; checked before the first problem",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="overwrite the results of an earlier bench in --out"
+    )
     p.add_argument(
         "--resume",
         action="store_true",
         help="continue the interrupted bench in --out from its finished problems (the same flags)",
     )
-    p.add_argument("--no-plots", action="store_true", help="write results.json and results.csv only")
+    p.add_argument(
+        "--no-plots", action="store_true", help="write results.json and results.csv only"
+    )
     p.add_argument(
         "--compare",
         nargs=2,
         metavar=("BASE", "NEW"),
-        help="print ratios NEW / BASE between two result folders, matching runs by policy/beams/rate",
+        help="print ratios NEW / BASE between two result folders, matching runs by "
+        "policy/beams/rate",
     )
 
 
@@ -107,13 +122,14 @@ def _add_side_by_side_flags(p: argparse.ArgumentParser) -> None:
         "--strategy",
         default="beam",
         metavar="S[,S...]",
-        help=f"search strategy ({', '.join(STRATEGY_NAMES)}), or a comma list run side by side: with "
-        "--beams, one accuracy-against-compute point per strategy and N (default beam)",
+        help=f"search strategy ({', '.join(STRATEGY_NAMES)}), or a comma list run side by side: "
+        "with --beams, one accuracy-against-compute point per strategy and N (default beam)",
     )
     p.add_argument(
         "--split",
         default="profile",
-        help="comma list of ways to split --kv-budget: profile, even; several run side by side (default profile)",
+        help="comma list of ways to split --kv-budget: profile, even; several run side by side "
+        "(default profile)",
     )
 
 
@@ -174,12 +190,15 @@ def _check_counts(args: argparse.Namespace) -> None:
     if args.concurrency < 0:
         raise ConfigError(f"--concurrency must be 0 (no limit) or more, got {args.concurrency}")
     if args.resume and args.force:
-        raise ConfigError("--resume continues the results in --out and --force overwrites them; pass one")
+        raise ConfigError(
+            "--resume continues the results in --out and --force overwrites them; pass one"
+        )
 
 
 def _check_splits(args: argparse.Namespace, splits: list[str]) -> None:
     if len(splits) > 1 and args.kv_budget is None and args.gpu_memory is None:
-        # without a budget each model gets --kv-tokens: the runs would be alike, labelled as different splits
+        # without a budget each model gets --kv-tokens: the runs would be alike, labelled as
+        # different splits
         raise ConfigError(
             f"--split {args.split} compares ways to split a KV budget; give --kv-budget SIZE (or "
             "--gpu-memory SIZE), or one --split"
@@ -187,7 +206,11 @@ def _check_splits(args: argparse.Namespace, splits: list[str]) -> None:
 
 
 def _config(
-    args: argparse.Namespace, problems: list, policies: list[Policy], beams: list[int], rates: list[float]
+    args: argparse.Namespace,
+    problems: list,
+    policies: list[Policy],
+    beams: list[int],
+    rates: list[float],
 ) -> dict:
     return {
         "version": __version__,

@@ -1,4 +1,5 @@
-"""`edgereason chat`: type a problem, watch the PRM-guided search grow its tree live, read the answer."""
+"""`edgereason chat`: type a problem, watch the PRM-guided search grow its tree live, read the
+answer."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not (is_terminal(sys.stdin) and is_terminal(sys.stdout)):  # no keys could reach the UI, nor Ctrl+Q
+    # no keys could reach the UI, nor Ctrl+Q
+    if not (is_terminal(sys.stdin) and is_terminal(sys.stdout)):
         raise ConfigError(
             "chat needs an interactive terminal; from a script or a pipe, use "
             "edgereason solve (--json for one JSON object)"
@@ -45,21 +47,29 @@ def run(args: argparse.Namespace) -> int:
     policy = policy_from(args)
     settings = dataclasses.replace(model_settings(args), prm=choice.prm)  # the recipe's PRM, if any
     check_beams_before_loading(choice.config.beams, settings)
-    if settings.threads is None:  # leave the UI thread a core: llama.cpp's spinning threads stall if one waits
-        settings = dataclasses.replace(settings, threads=max(1, (psutil.cpu_count(logical=False) or 2) - 1))
+    # leave the UI thread a core: llama.cpp's spinning threads stall if one waits
+    if settings.threads is None:
+        settings = dataclasses.replace(
+            settings, threads=max(1, (psutil.cpu_count(logical=False) or 2) - 1)
+        )
 
     def factory(progress: Callable[[str, int, int], None]) -> Session:
         return open_session(settings, progress=progress)
 
-    from edgereason.ui.app import INTERRUPTED, ChatApp, decode_terminal_input_leniently  # Textual: this command only
+    # Textual: this command only
+    from edgereason.ui.app import INTERRUPTED, ChatApp, decode_terminal_input_leniently
 
     decode_terminal_input_leniently()
     note = choice.note()
     app = ChatApp(factory, settings, choice.config, policy, notes=(note,) if note else ())
     try:
         app.run()
-    finally:  # a stop signal may end the app before on_unmount stops the worker, whose thread would keep us alive
+    # a stop signal may end the app before on_unmount stops the worker, whose thread would keep us
+    # alive
+    finally:
         app.runner.stop()
-    if app.return_code == INTERRUPTED:  # Ctrl+C quit it: the app's terminal sent it as a key, not as SIGINT
-        raise KeyboardInterrupt  # main says "interrupted" and exits 130, as Ctrl-C ends every command
+    # Ctrl+C quit it: the app's terminal sent it as a key, not as SIGINT
+    if app.return_code == INTERRUPTED:
+        # main says "interrupted" and exits 130, as Ctrl-C ends every command
+        raise KeyboardInterrupt
     return 0

@@ -1,4 +1,5 @@
-"""The shared flags' conversion into settings (the flags themselves: flags_models, flags_remote, flags_search)."""
+"""The shared flags' conversion into settings (the flags themselves: flags_models, flags_remote,
+flags_search)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,11 @@ LOCAL_MAX_BEAMS = 256
 
 
 def policy_from(args: argparse.Namespace, spec: str | None = None) -> Policy:
-    changes = {k[len("switch_") :]: v for k, v in vars(args).items() if k.startswith("switch_") and v is not None}
+    changes = {
+        k[len("switch_") :]: v
+        for k, v in vars(args).items()
+        if k.startswith("switch_") and v is not None
+    }
     return with_switches(parse_policy(spec if spec is not None else args.policy), changes)
 
 
@@ -29,11 +34,14 @@ def check_beams_before_loading(beams: int, settings: ModelSettings) -> None:
     if beams > LOCAL_MAX_BEAMS and not served:
         most = f"{LOCAL_MAX_BEAMS} sequences, one a beam"
         pick = f"pick --beams {LOCAL_MAX_BEAMS} or fewer"
-        raise ConfigError(f"--beams {beams} is more than a local generator runs at once: {most}; {pick}")
+        raise ConfigError(
+            f"--beams {beams} is more than a local generator runs at once: {most}; {pick}"
+        )
 
 
 def model_settings(args: argparse.Namespace) -> ModelSettings:
-    budget = parse_size(args.kv_budget) if args.kv_budget is not None else None  # "" is a mistake, not unset
+    # "" is a mistake, not unset
+    budget = parse_size(args.kv_budget) if args.kv_budget is not None else None
     return ModelSettings(
         model=args.model,
         prm=args.prm,

@@ -24,7 +24,9 @@ def crash_line(err: BaseException, secrets: Iterable[str | None] = ()) -> str:
     said = said[:SHOWN_CHARS] + ("..." if len(said) > SHOWN_CHARS else "")
     folder = cache_home() / "logs"
     try:
-        path = _write_log(folder, hide_credentials("".join(traceback.format_exception(err)), secrets))
+        path = _write_log(
+            folder, hide_credentials("".join(traceback.format_exception(err)), secrets)
+        )
     except OSError as e:
         unwritten = f"its traceback could not be written to {folder}: {e.strerror}"
         return f"unexpected {said} (a bug; {unwritten})"

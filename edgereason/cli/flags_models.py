@@ -22,7 +22,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         "-v",
         "--verbose",
         action="store_true",
-        help="start-up notes (such as a missing memory profile) on every run, not once per device and model pair",
+        help="start-up notes (such as a missing memory profile) on every run, not once per device "
+        "and model pair",
     )
 
 
@@ -31,24 +32,25 @@ def _add_weight_flags(g: argparse._ArgumentGroup) -> None:
     g.add_argument(
         "--model",
         default=models.DEFAULT_MODEL,
-        help=f"generator: a registry name ({', '.join(models.REGISTRY)}), a .gguf path, or hf:FOLDER, a Hugging "
-        f"Face folder run on the torch backend (default {models.DEFAULT_MODEL})",
+        help=f"generator: a registry name ({', '.join(models.REGISTRY)}), a .gguf path, or "
+        "hf:FOLDER, a Hugging Face folder run on the torch backend (default "
+        f"{models.DEFAULT_MODEL})",
     )
     g.add_argument(
         "--prm",
         default=None,
         metavar="NAME|PATH|self",
-        help="PRM weights: a registry name, a .gguf path, self = the generator's own, or hf:PATH = a "
-        "Hugging Face folder (or a .gguf) on torch (default self; solve and chat: the generator's "
-        f"recipe, {describe('prm')})",
+        help="PRM weights: a registry name, a .gguf path, self = the generator's own, or hf:PATH "
+        "= a Hugging Face folder (or a .gguf) on torch (default self; solve and chat: the "
+        f"generator's recipe, {describe('prm')})",
     )
     g.add_argument(
         "--prm-format",
         default="auto",
         choices=PRM_FORMAT_CHOICES,
-        help="how the PRM is read: head = a trained value head on its hidden states, judge = asks it "
-        "Yes/No, rlhflow = +/- turns; auto = head where one is given or ships for the PRM model, "
-        "else judge (default auto)",
+        help="how the PRM is read: head = a trained value head on its hidden states, judge = asks "
+        "it Yes/No, rlhflow = +/- turns; auto = head where one is given or ships for the PRM "
+        "model, else judge (default auto)",
     )
     g.add_argument(
         "--prm-head",
@@ -63,14 +65,17 @@ def _add_weight_flags(g: argparse._ArgumentGroup) -> None:
         "--prm-device",
         default="auto",
         choices=["auto", "cpu", "cuda"],
-        help="where an hf: PRM runs on torch (--prm hf:FOLDER|FILE.gguf, formats qwen-prm, skywork, "
-        "math-shepherd, rlhflow, judge, head): auto = CUDA when torch sees one (default auto)",
+        help="where an hf: PRM runs on torch (--prm hf:FOLDER|FILE.gguf, formats qwen-prm, "
+        "skywork, math-shepherd, rlhflow, judge, head): auto = CUDA when torch sees one (default "
+        "auto)",
     )
 
 
 def _add_device_flags(g: argparse._ArgumentGroup) -> None:
     """CPU threads, GPU layers and memory, and sampling on the device."""
-    g.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
+    g.add_argument(
+        "--threads", type=int, default=None, help="CPU threads (default: physical cores)"
+    )
     g.add_argument(
         "--gpu-layers",
         type=int,
@@ -128,5 +133,6 @@ def _add_kv_flags(g: argparse._ArgumentGroup) -> None:
         "--split",
         default="profile",
         choices=SPLITS,
-        help="how --kv-budget is split: by this device's memory profile, or evenly (default profile)",
+        help="how --kv-budget is split: by this device's memory profile, or evenly (default "
+        "profile)",
     )

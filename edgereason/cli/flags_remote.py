@@ -26,25 +26,26 @@ def _add_server_flags(g: argparse._ArgumentGroup) -> None:
         "--backend",
         default="auto",
         choices=["auto", "llamacpp", "torch", "remote"],
-        help="the runtime: torch (CUDA; on a CPU it runs, slowly, for tests), llamacpp, auto = llamacpp "
-        "where its build runs on the GPU (faster today), else torch where CUDA torch is installed and the "
-        "models fit under --gpu-memory, else llamacpp; remote "
-        "= the generator and the PRM on the server at --base-url (default auto)",
+        help="the runtime: torch (CUDA; on a CPU it runs, slowly, for tests), llamacpp, auto = "
+        "llamacpp where its build runs on the GPU (faster today), else torch where CUDA torch is "
+        "installed and the models fit under --gpu-memory, else llamacpp; remote = the generator "
+        "and the PRM on the server at --base-url (default auto)",
     )
     g.add_argument(
         "--base-url",
         default=None,
         metavar="URL[,URL...]",
-        help="the OpenAI-compatible server of --backend remote, e.g. http://127.0.0.1:8080, or a comma list of "
-        "servers of one model: requests spread over them (least in flight, a path kept on the server that holds "
-        "its prefix), and one that stops answering hands its requests to the others",
+        help="the OpenAI-compatible server of --backend remote, e.g. http://127.0.0.1:8080, or a "
+        "comma list of servers of one model: requests spread over them (least in flight, a path "
+        "kept on the server that holds its prefix), and one that stops answering hands its "
+        "requests to the others",
     )
     g.add_argument(
         "--prm-base-url",
         default=None,
         metavar="URL[,URL...]",
-        help="the PRM's server, or a comma list of them: alone, the generator stays local and the PRM is "
-        "served; with --backend remote, the PRM is on these servers instead of --base-url",
+        help="the PRM's server, or a comma list of them: alone, the generator stays local and the "
+        "PRM is served; with --backend remote, the PRM is on these servers instead of --base-url",
     )
     g.add_argument(
         "--api-key-env",
@@ -94,15 +95,16 @@ def _add_request_flags(g: argparse._ArgumentGroup) -> None:
         type=int,
         default=DEFAULT_STEP_TOKENS,
         metavar="N",
-        help=f"max_tokens of one generator request; a longer step takes more (default {DEFAULT_STEP_TOKENS})",
+        help="max_tokens of one generator request; a longer step takes more (default "
+        f"{DEFAULT_STEP_TOKENS})",
     )
     g.add_argument(
         "--remote-context",
         type=int,
         default=None,
         metavar="N",
-        help="tokens of context per sequence on the generator's server (default: the model's trained "
-        "context); a path ends at it, as at a KV limit",
+        help="tokens of context per sequence on the generator's server (default: the model's "
+        "trained context); a path ends at it, as at a KV limit",
     )
 
 
@@ -133,24 +135,31 @@ def remote_settings(args: argparse.Namespace) -> RemoteSettings | None:
         )
 
     generator = endpoints(args.base_url, "--base-url", args.served_model) if remote else ()
-    if remote and not args.prm_base_url and args.prm_format == "head":  # a value head runs here, beside the servers
-        return RemoteSettings(generator, (), args.remote_step_tokens, args.remote_context, prm_here=True)
-    # no --prm-base-url: the PRM is on the generator's servers, under --served-model's name unless it has its own
+    # a value head runs here, beside the servers
+    if remote and not args.prm_base_url and args.prm_format == "head":
+        return RemoteSettings(
+            generator, (), args.remote_step_tokens, args.remote_context, prm_here=True
+        )
+    # no --prm-base-url: the PRM is on the generator's servers, under --served-model's name unless
+    # it has its own
     prm = (
         endpoints(
             args.prm_base_url,
             "--prm-base-url",
-            args.prm_served_model or (args.served_model if args.prm_base_url == args.base_url else None),
+            args.prm_served_model
+            or (args.served_model if args.prm_base_url == args.base_url else None),
         )
         if args.prm_base_url
         else tuple(replace(e, model=args.prm_served_model or e.model) for e in generator)
     )
-    return RemoteSettings(generator, prm, step_tokens=args.remote_step_tokens, context_tokens=args.remote_context)
+    return RemoteSettings(
+        generator, prm, step_tokens=args.remote_step_tokens, context_tokens=args.remote_context
+    )
 
 
 def url_list(text: str, flag: str) -> list[str]:
-    """A comma list of server URLs, written as bench's list flags are, each checked (naming `flag`: Endpoint would
-    name --base-url)."""
+    """A comma list of server URLs, written as bench's list flags are, each checked (naming `flag`:
+    Endpoint would name --base-url)."""
     urls = [url.strip() for url in text.split(",")]
     if not any(urls):
         raise ConfigError(f"{flag} needs at least one URL")

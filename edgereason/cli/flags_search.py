@@ -27,7 +27,8 @@ def add_search_args(
         "--strategy",
         default=None if from_recipe else strategy,
         choices=STRATEGY_NAMES,
-        help=f"{strategy_help} (default {_default_help('strategy', strategy, from_recipe)}; README: The verifier)",
+        help=f"{strategy_help} (default {_default_help('strategy', strategy, from_recipe)}; "
+        "README: The verifier)",
     )
     if beams:
         g.add_argument(
@@ -42,7 +43,8 @@ def add_search_args(
         "--width",
         type=int,
         default=None if from_recipe else TREE_FLAGS["width"],
-        help=f"beam width M: children per kept candidate, for beam and dvts (default {TREE_FLAGS['width']})",
+        help="beam width M: children per kept candidate, for beam and dvts (default "
+        f"{TREE_FLAGS['width']})",
     )
     _add_length_flags(g)
     _add_sampling_flags(g, from_recipe)
@@ -56,9 +58,18 @@ def _default_help(field: str, value: object, from_recipe: bool) -> str:
 
 def _add_length_flags(g: argparse._ArgumentGroup) -> None:
     """How long a path may grow: steps, tokens a step, tokens in all."""
-    g.add_argument("--max-steps", type=int, default=40, help="reasoning steps per path (default %(default)s)")
-    g.add_argument("--max-step-tokens", type=int, default=2048, help="tokens per step (default %(default)s)")
-    g.add_argument("--max-tokens", type=int, default=4096, help="generated tokens per path (default %(default)s)")
+    g.add_argument(
+        "--max-steps", type=int, default=40, help="reasoning steps per path (default %(default)s)"
+    )
+    g.add_argument(
+        "--max-step-tokens", type=int, default=2048, help="tokens per step (default %(default)s)"
+    )
+    g.add_argument(
+        "--max-tokens",
+        type=int,
+        default=4096,
+        help="generated tokens per path (default %(default)s)",
+    )
 
 
 def _add_sampling_flags(g: argparse._ArgumentGroup, from_recipe: bool) -> None:
@@ -67,7 +78,8 @@ def _add_sampling_flags(g: argparse._ArgumentGroup, from_recipe: bool) -> None:
         "--temperature",
         type=float,
         default=None if from_recipe else 0.8,
-        help=f"sampling temperature, 0 = greedy (default {_default_help('temperature', 0.8, from_recipe)})",
+        help="sampling temperature, 0 = greedy (default "
+        f"{_default_help('temperature', 0.8, from_recipe)})",
     )
     g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (default 1.0)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -75,13 +87,15 @@ def _add_sampling_flags(g: argparse._ArgumentGroup, from_recipe: bool) -> None:
 
 def _add_scoring_flags(g: argparse._ArgumentGroup, from_recipe: bool) -> None:
     """How paths are scored, kept and voted on."""
-    g.add_argument("--agg", default="last", choices=AGGREGATIONS, help="step-score aggregation (default last)")
+    g.add_argument(
+        "--agg", default="last", choices=AGGREGATIONS, help="step-score aggregation (default last)"
+    )
     g.add_argument(
         "--select",
         default=None if from_recipe else TREE_FLAGS["select"],
         choices=SELECTS,
-        help="which candidates a beam step keeps: the best-scored (top), or each kept parent's best "
-        f"first, then the rest, a step repeated last (diverse: lineages kept apart; default "
+        help="which candidates a beam step keeps: the best-scored (top), or each kept parent's "
+        "best first, then the rest, a step repeated last (diverse: lineages kept apart; default "
         f"{TREE_FLAGS['select']})",
     )
     g.add_argument(
@@ -95,10 +109,12 @@ def _add_scoring_flags(g: argparse._ArgumentGroup, from_recipe: bool) -> None:
 
 
 def beam_count(text: str) -> int:
-    """One beam size: `bench --beams` takes a comma list, a single search takes one number and says so."""
+    """One beam size: `bench --beams` takes a comma list, a single search takes one number and says
+    so."""
     if "," in text:
         raise argparse.ArgumentTypeError(
-            f"one search takes one beam size, got {text!r}; a list of sizes is for `edgereason bench --beams`"
+            f"one search takes one beam size, got {text!r}; a list of sizes is for `edgereason "
+            "bench --beams`"
         )
     try:
         return int(text)
@@ -110,10 +126,9 @@ def add_policy_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--policy",
         default="auto",
-        help=f"engine policy PRESET[:key=value...]; presets: {', '.join(PRESETS)}; auto = edge where "
-        f"a forward pass of 8 rows costs under {EDGE_MAX_COST_8}x one row on this device (a GPU), "
-        "else baseline "
-        "(default auto)",
+        help=f"engine policy PRESET[:key=value...]; presets: {', '.join(PRESETS)}; auto = edge "
+        f"where a forward pass of 8 rows costs under {EDGE_MAX_COST_8}x one row on this device (a "
+        "GPU), else baseline (default auto)",
     )
     add_switch_args(p)
 
@@ -124,11 +139,26 @@ def add_switch_args(p: argparse.ArgumentParser) -> None:
     for f in fields(Policy):
         if f.name == "name":
             continue
-        flag, dest, help_text = "--" + f.name.replace("_", "-"), f"switch_{f.name}", SWITCH_HELP[f.name]
+        flag, dest, help_text = (
+            "--" + f.name.replace("_", "-"),
+            f"switch_{f.name}",
+            SWITCH_HELP[f.name],
+        )
         if "bool" in str(f.type):
-            g.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+            g.add_argument(
+                flag, dest=dest, action=argparse.BooleanOptionalAction, default=None, help=help_text
+            )
         elif f.name == "order":
-            g.add_argument(flag, dest=dest, choices=["prefix", "fifo"], default=None, help=help_text)
+            g.add_argument(
+                flag, dest=dest, choices=["prefix", "fifo"], default=None, help=help_text
+            )
         else:
             kind = float if "float" in str(f.type) else int
-            g.add_argument(flag, dest=dest, type=kind, default=None, metavar=SWITCH_METAVAR[f.name], help=help_text)
+            g.add_argument(
+                flag,
+                dest=dest,
+                type=kind,
+                default=None,
+                metavar=SWITCH_METAVAR[f.name],
+                help=help_text,
+            )

@@ -1,4 +1,5 @@
-"""The `edgereason` command: subcommands register themselves; user errors become one line, not a traceback."""
+"""The `edgereason` command: subcommands register themselves; user errors become one line, not a
+traceback."""
 
 from __future__ import annotations
 
@@ -37,18 +38,22 @@ class Parser(BriefHelpParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    # imported here, inside main's handlers, so a Ctrl-C while numpy and llama.cpp load is not a traceback
+    # imported here, inside main's handlers, so a Ctrl-C while numpy and llama.cpp load is not a
+    # traceback
     from edgereason.cli import bench, chat, data_cmd, memory_profile, models_cmd, solve, train_prm
 
     parser = Parser(
         prog="edgereason",
-        description="Local reasoning with test-time search: a generator proposes steps, a process reward model "
-        "scores them, a beam search keeps the best paths. Everything runs offline on this machine.",
+        description="Local reasoning with test-time search: a generator proposes steps, a process "
+        "reward model scores them, a beam search keeps the best paths. Everything runs offline on "
+        "this machine.",
         epilog="`edgereason COMMAND --help` shows a command's common flags, --help-all every flag; "
         "docs/cli.md says how they work together.",
     )
     parser.add_argument("--version", action="version", version=f"edgereason {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{solve,chat,bench,memory-profile,train-prm,models,data}")
+    sub = parser.add_subparsers(
+        dest="command", metavar="{solve,chat,bench,memory-profile,train-prm,models,data}"
+    )
     parser.set_defaults(func=lambda args: _no_command(parser))
     solve.register(sub)
     chat.register(sub)
@@ -61,17 +66,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Exit codes: 0 done, 1 a user error or an unfinished search, 2 bad settings, 128 + N stopped by signal N
-    (130 Ctrl-C, 143 SIGTERM, 129 a closed terminal) at any moment, imports included, and 141 (SIGPIPE) when
-    stdout's reader quit. Anything else that escapes is a bug: one line, exit 1, its traceback in a
-    log file (crash.py)."""
+    """Exit codes: 0 done, 1 a user error or an unfinished search, 2 bad settings, 128 + N stopped
+    by signal N (130 Ctrl-C, 143 SIGTERM, 129 a closed terminal) at any moment, imports included,
+    and 141 (SIGPIPE) when stdout's reader quit. Anything else that escapes is a bug: one line, exit
+    1, its traceback in a log file (crash.py)."""
     args = None
     argv = sys.argv[1:] if argv is None else argv
     try:
         with interrupts.stop_signals():
             args = build_parser().parse_args(argv)
             return args.func(args)
-    except UsageError as e:  # a mistyped flag: a script that asked for --json still reads one JSON object
+    # a mistyped flag: a script that asked for --json still reads one JSON object
+    except UsageError as e:
         if "--json" in argv:
             print(json.dumps({"error": e.message, "exit_code": e.code}), flush=True)
         raise
@@ -83,8 +89,10 @@ def main(argv: list[str] | None = None) -> int:
         new_line = "" if _end_progress_line() else "\n"  # after the "^C" the terminal echoed
         print(f"{new_line}edgereason: {interrupts.describe(e)}", file=sys.stderr)
         return _json_error(args, interrupts.describe(e), interrupts.exit_code(e))
-    except BrokenPipeError:  # the reader of stdout quit (`| head`): nobody is left to tell, as for other tools
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the flush at exit cannot fail again
+    # the reader of stdout quit (`| head`): nobody is left to tell, as for other tools
+    except BrokenPipeError:
+        # so the flush at exit cannot fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
     except Exception as e:  # noqa: BLE001 - the last resort: a bug, one line and a log (crash.py)
         _end_progress_line()
@@ -100,7 +108,8 @@ def _secrets(args: argparse.Namespace | None) -> list[str | None]:
 
 
 def _no_command(parser: argparse.ArgumentParser) -> int:
-    """`edgereason` alone: the commands and what they do, rather than argparse's one-line complaint."""
+    """`edgereason` alone: the commands and what they do, rather than argparse's one-line
+    complaint."""
     parser.print_help(sys.stderr)
     return 2
 
@@ -115,7 +124,10 @@ def _json_error(args: argparse.Namespace | None, message: str, code: int) -> int
 def _end_progress_line() -> bool:
     """Whether a progress line was open (and is now ended)."""
     # imported once a command ran; a bar may be open only then
-    return "edgereason.cli.progress" in sys.modules and sys.modules["edgereason.cli.progress"].end_line()
+    return (
+        "edgereason.cli.progress" in sys.modules
+        and sys.modules["edgereason.cli.progress"].end_line()
+    )
 
 
 if __name__ == "__main__":

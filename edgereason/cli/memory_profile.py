@@ -1,6 +1,7 @@
-"""`edgereason memory-profile`: measure both models on this device, on the backend a session of them would run
-(`--backend auto|llamacpp|torch`, decided as solve decides it), and choose how the KV budget is split. The profile
-records the backend and is saved under it: a session finds only a profile of its own backend."""
+"""`edgereason memory-profile`: measure both models on this device, on the backend a session of them
+would run (`--backend auto|llamacpp|torch`, decided as solve decides it), and choose how the KV
+budget is split. The profile records the backend and is saved under it: a session finds only a
+profile of its own backend."""
 
 from __future__ import annotations
 
@@ -30,15 +31,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "memory-profile",
         help="measure the models and choose the generator/PRM split of the KV memory",
-        description="Measures generator decode throughput against concurrent sequences and PRM prefill throughput "
-        "against batch tokens on the chosen backend, predicts the search step time of each split of the KV "
-        "budget, and writes the best split to $EDGEREASON_HOME/profiles/ for start-up to reuse (by sessions of "
-        "the same device, models and backend).",
+        description="Measures generator decode throughput against concurrent sequences and PRM "
+        "prefill throughput against batch tokens on the chosen backend, predicts the search step "
+        "time of each split of the KV budget, and writes the best split to "
+        "$EDGEREASON_HOME/profiles/ for start-up to reuse (by sessions of the same device, models "
+        "and backend).",
     )
     _add_model_flags(p)
     _add_workload_flags(p)
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
-    p.add_argument("--plot", type=Path, default=None, metavar="FILE", help="write the curves to a PNG")
+    p.add_argument(
+        "--plot", type=Path, default=None, metavar="FILE", help="write the curves to a PNG"
+    )
     brief(p, "memory-profile")
     p.set_defaults(func=run)
 
@@ -57,8 +61,8 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
         "--prm",
         default=None,
         metavar="NAME|PATH|self|hf:PATH",
-        help="PRM weights (default self: the generator's own), as in solve; an hf: PRM runs on torch "
-        "on the profiled device (CUDA for --device gpu)",
+        help="PRM weights (default self: the generator's own), as in solve; an hf: PRM runs on "
+        "torch on the profiled device (CUDA for --device gpu)",
     )
     p.add_argument(
         "--prm-format",
@@ -66,7 +70,9 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
         choices=PRM_FORMAT_CHOICES,
         help="how the PRM is read, as in solve (default auto: the shipped value head, else judge)",
     )
-    p.add_argument("--prm-head", default=None, metavar="FILE", help="value head for --prm-format head")
+    p.add_argument(
+        "--prm-head", default=None, metavar="FILE", help="value head for --prm-format head"
+    )
     p.add_argument(
         "--kv-budget",
         "--budget",
@@ -76,17 +82,21 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
         help="KV memory for both models, e.g. 24MiB, 1.5GiB, 512M; auto = free memory after the "
         "weights, less a margin (default auto)",
     )
-    p.add_argument("--device", default="cpu", choices=DEVICE_KINDS, help="where the models run (default cpu)")
+    p.add_argument(
+        "--device", default="cpu", choices=DEVICE_KINDS, help="where the models run (default cpu)"
+    )
     p.add_argument(
         "--backend",
         default="auto",
         choices=LOCAL_BACKENDS,
-        help="the runtime measured, as in solve: torch (CUDA; on a CPU it runs, slowly, for tests), llamacpp, "
-        "auto = as solve decides it (llamacpp where its build runs on the GPU, else torch on --device gpu "
-        "where CUDA torch is installed and runs the models, else llamacpp); a "
-        "session uses the profile of its own backend (default auto)",
+        help="the runtime measured, as in solve: torch (CUDA; on a CPU it runs, slowly, for "
+        "tests), llamacpp, auto = as solve decides it (llamacpp where its build runs on the GPU, "
+        "else torch on --device gpu where CUDA torch is installed and runs the models, else "
+        "llamacpp); a session uses the profile of its own backend (default auto)",
     )
-    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
+    p.add_argument(
+        "--threads", type=int, default=None, help="CPU threads (default: physical cores)"
+    )
 
 
 def _add_workload_flags(p: argparse.ArgumentParser) -> None:
@@ -98,7 +108,9 @@ def _add_workload_flags(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="beam size N of the modelled search (default 4 on cpu, 8 on gpu)",
     )
-    p.add_argument("--width", type=int, default=4, help="beam width M of the modelled search (default 4)")
+    p.add_argument(
+        "--width", type=int, default=4, help="beam width M of the modelled search (default 4)"
+    )
     p.add_argument(
         "--requests",
         type=int,
@@ -110,8 +122,8 @@ def _add_workload_flags(p: argparse.ArgumentParser) -> None:
         action="append",
         default=None,
         metavar="TEXT",
-        help="a problem for the sample search, one like those you solve; repeat for more: concurrent "
-        "searches take them in turn (default: four short word problems)",
+        help="a problem for the sample search, one like those you solve; repeat for more: "
+        "concurrent searches take them in turn (default: four short word problems)",
     )
     p.add_argument(
         "--max-step-tokens",
@@ -137,16 +149,18 @@ def _row(r: Prediction) -> str:
 
 
 def _prm_weights(profile: Profile) -> str:
-    return format_size(profile.ver_weights_bytes) if profile.ver_weights_bytes else "the generator's"
+    return (
+        format_size(profile.ver_weights_bytes) if profile.ver_weights_bytes else "the generator's"
+    )
 
 
 def _print_table(profile: Profile, path: Path) -> None:
     w, plan, best = profile.workload, profile.plan, profile.plan.best
     print(
-        f"device {profile.device.device_id} ({profile.device.name}), backend {profile.backend}, "
-        f"KV budget {format_size(profile.budget_bytes)}, "
-        f"{w.requests} x {w.beams} beams (width {w.width}), {w.steps} steps of {w.step_tokens} tokens; "
-        f"KV in use at most {w.generator_peak_tokens} (generator) and {w.verifier_peak_tokens} (PRM) tokens"
+        f"device {profile.device.device_id} ({profile.device.name}), backend {profile.backend}, KV "
+        f"budget {format_size(profile.budget_bytes)}, {w.requests} x {w.beams} beams (width "
+        f"{w.width}), {w.steps} steps of {w.step_tokens} tokens; KV in use at most "
+        f"{w.generator_peak_tokens} (generator) and {w.verifier_peak_tokens} (PRM) tokens"
     )
     print(
         f"generator {profile.generator}: {format_size(profile.gen_bytes_per_token)}/token, weights "
@@ -163,10 +177,11 @@ def _print_table(profile: Profile, path: Path) -> None:
         else ", the even split cannot run"
     )
     print(
-        f"\nchosen: generator {100 * best.generator_share:.0f}% = {best.generator_kv_tokens} tokens "
-        f"({format_size(best.generator_kv_tokens * profile.gen_bytes_per_token)}), PRM "
-        f"{best.verifier_kv_tokens} tokens ({format_size(best.verifier_kv_tokens * profile.ver_bytes_per_token)}); "
-        f"predicted {best.step_time_s:.2f} s per step{versus}"
+        f"\nchosen: generator {100 * best.generator_share:.0f}% = {best.generator_kv_tokens} "
+        f"tokens ({format_size(best.generator_kv_tokens * profile.gen_bytes_per_token)}), PRM "
+        f"{best.verifier_kv_tokens} tokens "
+        f"({format_size(best.verifier_kv_tokens * profile.ver_bytes_per_token)}); predicted "
+        f"{best.step_time_s:.2f} s per step{versus}"
     )
     print(f"lazy verification threshold: {profile.lv_threshold_tokens} tokens")
     print(f"profile: {path}")
@@ -175,7 +190,9 @@ def _print_table(profile: Profile, path: Path) -> None:
 def _check_plot(path: Path) -> None:
     """Before minutes of measuring: the plot can be written where the user asked."""
     if path.is_dir():
-        raise ConfigError(f"--plot {path} is a folder; give a file name such as {path / 'memory-profile.png'}")
+        raise ConfigError(
+            f"--plot {path} is a folder; give a file name such as {path / 'memory-profile.png'}"
+        )
     if path.suffix.lower() != ".png":
         raise ConfigError(f"--plot writes a PNG: give a file name ending in .png, got {path}")
     if path.parent.exists() and not path.parent.is_dir():
@@ -184,9 +201,11 @@ def _check_plot(path: Path) -> None:
         raise ConfigError(f"--plot {path}: the folder {path.parent} does not exist")
     if not os.access(path.parent, os.W_OK):
         raise ConfigError(f"--plot {path}: cannot write in {path.parent}")
-    if path.exists() and not os.access(path, os.W_OK):  # a folder's permission does not cover its files
+    # a folder's permission does not cover its files
+    if path.exists() and not os.access(path, os.W_OK):
         raise ConfigError(
-            f"--plot {path}: the file is there and cannot be written; check its permissions or give another file name"
+            f"--plot {path}: the file is there and cannot be written; check its permissions or "
+            "give another file name"
         )
 
 
@@ -214,7 +233,9 @@ def run(args: argparse.Namespace) -> int:
         backend=args.backend,
     )
     data = profile.to_dict()
-    path = write_profile(data, profile.device.device_id, profile.generator, profile.verifier, profile.backend)
+    path = write_profile(
+        data, profile.device.device_id, profile.generator, profile.verifier, profile.backend
+    )
     if args.plot:
         from edgereason.profiler.plot import write_plot
 
@@ -222,7 +243,8 @@ def run(args: argparse.Namespace) -> int:
             write_plot(profile, args.plot)
         except OSError as e:  # the profile itself is saved already
             raise ConfigError(
-                f"profile saved to {path}, but the plot could not be written to {args.plot}: {e.strerror or e}"
+                f"profile saved to {path}, but the plot could not be written to {args.plot}: "
+                f"{e.strerror or e}"
             ) from None
         _progress(f"plot written to {args.plot}")
     if args.json:

@@ -11,7 +11,9 @@ from edgereason.cli import models_export
 from edgereason.cli.progress import pull_progress
 from edgereason.cli.pull_notice import announce_pull
 
-PATH_JSON_HELP = 'print one JSON object, {"name": ..., "path": ...} (on a failure: error, exit_code)'
+PATH_JSON_HELP = (
+    'print one JSON object, {"name": ..., "path": ...} (on a failure: error, exit_code)'
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,9 +24,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "$EDGEREASON_HOME (default ~/.cache/edgereason).",
     )
     p.set_defaults(func=run_list)  # `edgereason models` alone lists them
-    p.add_argument("--json", action="store_true", help="print JSON: one object, as each command's --json")
+    p.add_argument(
+        "--json", action="store_true", help="print JSON: one object, as each command's --json"
+    )
     msub = p.add_subparsers(dest="models_cmd", metavar="{list,pull,path,export}")
-    # a subcommand's --json leaves the attribute alone unless given (SUPPRESS): its default would undo `models --json`
+    # a subcommand's --json leaves the attribute alone unless given (SUPPRESS): its default would
+    # undo `models --json`
     lp = msub.add_parser("list", help="the registry and what is cached")
     lp.add_argument(
         "--json",
@@ -34,7 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     lp.set_defaults(func=run_list)
     pp = msub.add_parser("pull", help="download, assemble and verify a model")
-    pp.add_argument("name", choices=list(models.REGISTRY), metavar="NAME", help=", ".join(models.REGISTRY))
+    pp.add_argument(
+        "name", choices=list(models.REGISTRY), metavar="NAME", help=", ".join(models.REGISTRY)
+    )
     pp.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=PATH_JSON_HELP)
     pp.set_defaults(func=run_pull)
     ph = msub.add_parser("path", help="print a model's local path (pulling it first if needed)")
@@ -46,7 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_list(args: argparse.Namespace) -> int:
     specs = list(models.REGISTRY.values())
-    cached = {s.name: models.is_cached(s) for s in specs}  # first: it names a cache that cannot be read
+    # first: it names a cache that cannot be read
+    cached = {s.name: models.is_cached(s) for s in specs}
     partials = {s.name: models.partial_pulls(s) for s in specs}
     rows = [
         {
@@ -56,7 +64,8 @@ def run_list(args: argparse.Namespace) -> int:
             "default": s.name == models.DEFAULT_MODEL,
             "description": s.description,
             "partial_downloads": [
-                {"path": str(p.path), "bytes": p.size, "abandoned": p.abandoned} for p in partials[s.name]
+                {"path": str(p.path), "bytes": p.size, "abandoned": p.abandoned}
+                for p in partials[s.name]
             ],
         }
         for s in specs
@@ -75,12 +84,13 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def partial_note(name: str, partial: models.PartialPull) -> str:
-    """A partial download's file and size: one a killed pull left takes room until the next pull clears it."""
+    """A partial download's file and size: one a killed pull left takes room until the next pull
+    clears it."""
     size = models.human_size(partial.size)
     if partial.abandoned:
         return (
-            f"a stopped pull left {size} in {partial.shown_path}; `edgereason models pull {name}` clears it "
-            "and starts over"
+            f"a stopped pull left {size} in {partial.shown_path}; `edgereason models pull {name}` "
+            "clears it and starts over"
         )
     return f"a pull in progress has written {size} to {partial.shown_path}"
 
@@ -93,7 +103,8 @@ def run_pull(args: argparse.Namespace) -> int:
 
 def run_path(args: argparse.Namespace) -> int:
     announce_pull(args.name)
-    # whole: nothing here loads the model to find a file cut short, and the path goes to programs that would
+    # whole: nothing here loads the model to find a file cut short, and the path goes to programs
+    # that would
     print_path(args, models.resolve(args.name, progress=pull_progress, whole=True))
     return 0
 

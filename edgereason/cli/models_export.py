@@ -1,5 +1,6 @@
-"""`edgereason models export NAME --format hf DIR`: a registry model (pulled as `models pull` pulls it) or a .gguf
-written out as a Hugging Face folder, for vLLM, SGLang or transformers, and for `--model hf:DIR` on torch.
+"""`edgereason models export NAME --format hf DIR`: a registry model (pulled as `models pull` pulls
+it) or a .gguf written out as a Hugging Face folder, for vLLM, SGLang or transformers, and for
+`--model hf:DIR` on torch.
 
 The flags, the notes and the summary; the checks, the staging folder and the move into place are
 models/export.py's, the writing the transformers backend's.
@@ -21,14 +22,16 @@ from edgereason.cli.pull_notice import announce_pull
 from edgereason.models import export as staged
 
 JSON_HELP = (
-    'print one JSON object, {"path", "bytes", "dtype", "architecture", "files"} (on a failure: error, exit_code)'
+    'print one JSON object, {"path", "bytes", "dtype", "architecture", "files"} (on a failure: '
+    "error, exit_code)"
 )
 
 
 def register(msub: argparse._SubParsersAction) -> None:
     ep = msub.add_parser(
         "export",
-        help="write a model as a Hugging Face folder (safetensors, config, tokenizer, chat template)",
+        help="write a model as a Hugging Face folder (safetensors, config, tokenizer, chat "
+        "template)",
         description="Dequantize a registry model (pulled first if needed) or a .gguf into a "
         "Hugging Face folder that vLLM, SGLang and transformers read, and that "
         "`--model hf:DIR --backend torch` runs. Needs torch and transformers: "
@@ -36,9 +39,17 @@ def register(msub: argparse._SubParsersAction) -> None:
     )
     ep.add_argument("name", help="registry name or .gguf path")
     ep.add_argument("dir", type=Path, help="the folder to write (absent or empty, unless --force)")
-    ep.add_argument("--format", choices=["hf"], default="hf", help="hf: a Hugging Face folder (the one format)")
-    ep.add_argument("--dtype", choices=DTYPES, default="bfloat16", help="the weights' dtype (default: bfloat16)")
-    ep.add_argument("--force", action="store_true", help="replace DIR when it holds files (once the export is whole)")
+    ep.add_argument(
+        "--format", choices=["hf"], default="hf", help="hf: a Hugging Face folder (the one format)"
+    )
+    ep.add_argument(
+        "--dtype", choices=DTYPES, default="bfloat16", help="the weights' dtype (default: bfloat16)"
+    )
+    ep.add_argument(
+        "--force",
+        action="store_true",
+        help="replace DIR when it holds files (once the export is whole)",
+    )
     ep.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=JSON_HELP)
     ep.set_defaults(func=run_export)
 
@@ -54,7 +65,8 @@ def run_export(args: argparse.Namespace) -> int:
     staged.check_room(target, need)
     config = export.read_config(gguf)
     note(
-        f"exporting {gguf.name} ({config.model_type}, {header.n_elements / 1e9:.2f}B parameters) as {args.dtype} "
+        f"exporting {gguf.name} ({config.model_type}, {header.n_elements / 1e9:.2f}B parameters) "
+        f"as {args.dtype} "
         f"into {target}: about {models.human_size(need)}"
     )
 

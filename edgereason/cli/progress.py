@@ -101,7 +101,9 @@ def end_line() -> bool:
     return _line.end()
 
 
-def bar(label: str, width: int = 20, clock: Callable[[], float] = time.monotonic) -> Callable[[int, int], None]:
+def bar(
+    label: str, width: int = 20, clock: Callable[[], float] = time.monotonic
+) -> Callable[[int, int], None]:
     """show(done, total) draws `label [###...] done/total · elapsed · ~T left` when `done` changes,
     and on a terminal every DRAW_EVERY_S for the clock; in a log, the start, the first item done and
     the end always."""
@@ -147,7 +149,9 @@ class SearchProgress:
     terminal gets it at most every `every_s`, in place; a log a line every LOG_EVERY_S. `close()`
     clears it from a terminal."""
 
-    def __init__(self, paths: int, stream: TextIO | None = None, every_s: float = DRAW_EVERY_S) -> None:
+    def __init__(
+        self, paths: int, stream: TextIO | None = None, every_s: float = DRAW_EVERY_S
+    ) -> None:
         self.paths, self.every_s = paths, every_s
         self.line = StatusLine(stream)
         self._shown_at = -math.inf

@@ -34,7 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Solve one math problem: the generator proposes steps, the PRM scores "
         "them, the search keeps the best paths. Progress goes to stderr, the answer to stdout.",
     )
-    p.add_argument("problem", metavar="PROBLEM", help="the problem text, or - to read it from stdin")
+    p.add_argument(
+        "problem", metavar="PROBLEM", help="the problem text, or - to read it from stdin"
+    )
     add_model_args(p)
     add_search_args(p, from_recipe=True)
     add_policy_arg(p)
@@ -43,7 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="print one JSON object (answer, paths, tree, metrics; on a failure: error, exit_code)",
     )
-    p.add_argument("--show-tree", action="store_true", help="print the surviving tree with step scores")
+    p.add_argument(
+        "--show-tree", action="store_true", help="print the surviving tree with step scores"
+    )
     p.add_argument("--raw", action="store_true", help="print the steps as the model wrote them")
     brief(p, "solve")
     p.set_defaults(func=run)
@@ -67,13 +71,17 @@ def solve_settings(args: argparse.Namespace) -> SolveSettings:
 
 
 def run(args: argparse.Namespace) -> int:
-    if sys.stdout is None:  # started with stdout closed (`>&-`): print() would drop the answer without a word
+    # started with stdout closed (`>&-`): print() would drop the answer without a word
+    if sys.stdout is None:
         raise ConfigError(
-            "stdout is closed, so the answer would be lost; let it print, or redirect it to a file (> answer.txt)"
+            "stdout is closed, so the answer would be lost; let it print, or redirect it to a file "
+            "(> answer.txt)"
         )
     problem = text.read_stdin() if args.problem == "-" else args.problem
     if not problem.strip():
-        raise ConfigError("the problem is empty; pass the problem text (or - to read it from stdin)")
+        raise ConfigError(
+            "the problem is empty; pass the problem text (or - to read it from stdin)"
+        )
     asked = solve_settings(args)
     choice, config, policy = asked.search, asked.search.config, asked.policy
     session = open_session(asked.models, progress=pull_progress)
@@ -110,7 +118,10 @@ def print_text(result: SearchResult, show_tree: bool, raw: bool = False) -> None
     quote a server) goes through safe_text, piece by piece: it must not drive the terminal."""
     m = result.metrics
     if result.status != "done":
-        print(f"search {result.status}: {safe_text(str(result.reason), one_line=True)}", file=sys.stderr)
+        print(
+            f"search {result.status}: {safe_text(str(result.reason), one_line=True)}",
+            file=sys.stderr,
+        )
     answer = "(no boxed answer found)" if result.answer is None else shown(result.answer, raw)
     print(f"Answer: {answer}")
     if best := result.answer_path():
@@ -125,13 +136,15 @@ def print_text(result: SearchResult, show_tree: bool, raw: bool = False) -> None
         print("\nSurviving tree:")
         print_tree(result, raw)
     print(
-        f"\n{m.generated_tokens} tokens in {m.wall_s:.1f}s ({m.throughput_tok_s:.1f} tok/s, goodput "
-        f"{m.goodput_tok_s:.1f} tok/s), {m.prm_calls} PRM calls ({m.prm_tokens} PRM tokens)"
+        f"\n{m.generated_tokens} tokens in {m.wall_s:.1f}s ({m.throughput_tok_s:.1f} tok/s, "
+        f"goodput {m.goodput_tok_s:.1f} tok/s), {m.prm_calls} PRM calls ({m.prm_tokens} PRM "
+        "tokens)"
     )
 
 
 def print_tree(result: SearchResult, raw: bool = False) -> None:
-    """Surviving steps, indented by depth: score, state (how a finished path ended), and the step's first words."""
+    """Surviving steps, indented by depth: score, state (how a finished path ended), and the step's
+    first words."""
     nodes = {n["id"]: n for n in result.tree}
     children: dict[int | None, list[int]] = {}
     for n in result.tree:
@@ -142,7 +155,11 @@ def print_tree(result: SearchResult, raw: bool = False) -> None:
         for nid in children.get(parent, []):
             n = nodes[nid]
             score = f"{n['score']:.3f}" if n["score"] is not None else "  -  "
-            state = FINISH_WORDS.get(n["finish"], n["status"]) if n["status"] == "complete" else n["status"]
+            state = (
+                FINISH_WORDS.get(n["finish"], n["status"])
+                if n["status"] == "complete"
+                else n["status"]
+            )
             step = clip(shown(n["text"], raw), 70)
             print(f"{'  ' * indent}- ({score}) [{state}] {step}")
             walk(nid, indent + 1)
@@ -151,8 +168,8 @@ def print_tree(result: SearchResult, raw: bool = False) -> None:
 
 
 def clip(step: str, width: int) -> str:
-    """A step's text on one line, at most `width` characters; a cut one ends at a word boundary (unless a single
-    word is longer than half the width) followed by "..."."""
+    """A step's text on one line, at most `width` characters; a cut one ends at a word boundary
+    (unless a single word is longer than half the width) followed by "..."."""
     line = " ".join(step.split())
     if len(line) <= width:
         return line

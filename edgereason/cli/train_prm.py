@@ -1,9 +1,10 @@
-"""`edgereason train-prm`: make a value-head PRM for a generator from its own rollouts (design.md section 2).
+"""`edgereason train-prm`: make a value-head PRM for a generator from its own rollouts (design.md
+section 2).
 
-Phases, each resumable and skipped when asked: rollouts (K solutions per problem through the engine, graded) ->
-mc (Monte-Carlo values of step prefixes on a subset) -> features (the backbone's hidden state at each step's end)
--> train (torch; the head file and a report). Everything lands in --work; the head in --out.
-"""
+Phases, each resumable and skipped when asked: rollouts (K solutions per problem through the engine,
+graded) -> mc (Monte-Carlo values of step prefixes on a subset) -> features (the backbone's hidden
+state at each step's end) -> train (torch; the head file and a report). Everything lands in --work;
+the head in --out."""
 
 from __future__ import annotations
 
@@ -71,12 +72,15 @@ def run(args: argparse.Namespace) -> int:
     files = _files(args, backbone)
     config = search_config(args)
     if "rollouts" in phases:
-        config = rollout_config(config, args.beams)  # an impossible beam is refused before any model loads
+        # an impossible beam is refused before any model loads
+        config = rollout_config(config, args.beams)
     settings = _model_settings(args)
-    # checked before any phase: a bad --val-fraction was refused only after hours of rollouts and features
+    # checked before any phase: a bad --val-fraction was refused only after hours of rollouts and
+    # features
     train = _train_config(args) if "train" in phases else None
     _check_inputs_and_outputs(args, phases, files)
-    problems = load_dataset(args) if "rollouts" in phases else []  # refused before a model loads (or is pulled)
+    # refused before a model loads (or is pulled)
+    problems = load_dataset(args) if "rollouts" in phases else []
     phase = phase_settings(args)
     if "rollouts" in phases or "mc" in phases:
         generate(settings, phase, phases, files.work, files.rollouts[0], config, problems, DISPLAY)
@@ -105,7 +109,9 @@ def _files(args: argparse.Namespace, backbone: str) -> _Files:
     return _Files(
         work=work,
         rollouts=[Path(f) for f in args.rollouts] if args.rollouts else [work / "rollouts.jsonl"],
-        features=[Path(f) for f in args.features] if args.features else [work / f"features-{name}.npz"],
+        features=[Path(f) for f in args.features]
+        if args.features
+        else [work / f"features-{name}.npz"],
         out=Path(args.out) if args.out else work / f"head-{name}.safetensors",
     )
 
@@ -126,7 +132,11 @@ def _check_inputs_and_outputs(args: argparse.Namespace, phases: list[str], files
 
 def _phases(args: argparse.Namespace) -> list[str]:
     """The phases --phases names, in its order (default all); refuses an unknown one."""
-    phases = list(PHASES) if args.phases is None else [s.strip() for s in args.phases.split(",") if s.strip()]
+    phases = (
+        list(PHASES)
+        if args.phases is None
+        else [s.strip() for s in args.phases.split(",") if s.strip()]
+    )
     if not phases:
         raise ConfigError(f"--phases needs at least one of {', '.join(PHASES)}")
     if bad := [s for s in phases if s not in PHASES]:
@@ -135,22 +145,34 @@ def _phases(args: argparse.Namespace) -> list[str]:
 
 
 def _check_counts(args: argparse.Namespace, phases: list[str]) -> None:
-    """Counts and layer indices out of range, and an mc phase with no problems to value, are refused up front."""
+    """Counts and layer indices out of range, and an mc phase with no problems to value, are refused
+    up front."""
     if args.beams < 1 or args.concurrency < 1 or args.mc_completions < 1 or args.mc_problems < 0:
-        raise ConfigError("--samples, --concurrency and --mc-completions must be at least 1, --mc-problems >= 0")
-    if args.layers is not None and (min(args.layers) < 0 or len(set(args.layers)) < len(args.layers)):
-        raise ConfigError(f"--layers takes distinct layer indices >= 0, got {' '.join(map(str, args.layers))}")
+        raise ConfigError(
+            "--samples, --concurrency and --mc-completions must be at least 1, --mc-problems >= 0"
+        )
+    if args.layers is not None and (
+        min(args.layers) < 0 or len(set(args.layers)) < len(args.layers)
+    ):
+        raise ConfigError(
+            f"--layers takes distinct layer indices >= 0, got {' '.join(map(str, args.layers))}"
+        )
     if args.phases is not None and "mc" in phases and not args.mc_problems:
         raise ConfigError(
-            "the mc phase values the prefixes of --mc-problems N problems; give N >= 1, or leave mc out of --phases"
+            "the mc phase values the prefixes of --mc-problems N problems; give N >= 1, or leave "
+            "mc out of --phases"
         )
 
 
 def _work_folder(args: argparse.Namespace) -> Path:
     """--work (default $EDGEREASON_HOME/train/MODEL), made if missing."""
-    work = Path(args.work) if args.work else models.home() / "train" / models.display_name(args.model)
+    work = (
+        Path(args.work) if args.work else models.home() / "train" / models.display_name(args.model)
+    )
     if work.exists() and not work.is_dir():
-        raise ConfigError(f"--work {work} is a file; give a folder for rollouts, features and the report")
+        raise ConfigError(
+            f"--work {work} is a file; give a folder for rollouts, features and the report"
+        )
     try:
         work.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -159,9 +181,9 @@ def _work_folder(args: argparse.Namespace) -> Path:
 
 
 def _model_settings(args: argparse.Namespace) -> ModelSettings:
-    """The rollouts' models. The judge scores every step of every rollout: its AUC on the same steps is the baseline
-    the head must beat. Made before any phase for its checks of --threads, --kv-tokens and --gpu-layers, which the
-    features and train phases use too."""
+    """The rollouts' models. The judge scores every step of every rollout: its AUC on the same steps
+    is the baseline the head must beat. Made before any phase for its checks of --threads,
+    --kv-tokens and --gpu-layers, which the features and train phases use too."""
     return ModelSettings(
         model=args.model,
         prm=args.prm,

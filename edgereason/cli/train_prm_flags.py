@@ -1,5 +1,5 @@
-"""`edgereason train-prm`'s flags, grouped as the phases use them: the models, the rollouts, the files, the
-head, the runtime."""
+"""`edgereason train-prm`'s flags, grouped as the phases use them: the models, the rollouts, the
+files, the head, the runtime."""
 
 from __future__ import annotations
 
@@ -25,7 +25,9 @@ def add_train_prm_args(p: argparse.ArgumentParser) -> None:
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     """The generator, and the backbone whose hidden states the head reads."""
-    p.add_argument("--model", default=models.DEFAULT_MODEL, help=f"generator (default {models.DEFAULT_MODEL})")
+    p.add_argument(
+        "--model", default=models.DEFAULT_MODEL, help=f"generator (default {models.DEFAULT_MODEL})"
+    )
     p.add_argument(
         "--backbone",
         default=SELF,
@@ -35,8 +37,11 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def _add_rollout_args(p: argparse.ArgumentParser) -> None:
-    """What the rollouts and mc phases read, how many solutions they make, and the PRM that scores them."""
-    p.add_argument("--dataset", help="JSONL of {id, problem, answer} to roll out (e.g. GSM8K train)")
+    """What the rollouts and mc phases read, how many solutions they make, and the PRM that scores
+    them."""
+    p.add_argument(
+        "--dataset", help="JSONL of {id, problem, answer} to roll out (e.g. GSM8K train)"
+    )
     p.add_argument("--limit", type=int, default=None, help="problems to roll out (default all)")
     p.add_argument("--offset", type=int, default=0, help="problems to skip first (default 0)")
     p.add_argument(
@@ -52,19 +57,25 @@ def _add_rollout_args(p: argparse.ArgumentParser) -> None:
         "--prm",
         default=None,
         metavar="NAME|PATH|self",
-        help="the rollouts' PRM: it scores every step, and guides --strategy beam (default: the judge "
-        "format on the generator's weights; given, or with --prm-head, a value head: the one "
+        help="the rollouts' PRM: it scores every step, and guides --strategy beam (default: the "
+        "judge format on the generator's weights; given, or with --prm-head, a value head: the one "
         "given, else the one that ships for it)",
     )
-    p.add_argument("--prm-head", default=None, metavar="FILE", help="value head of the rollouts' PRM")
+    p.add_argument(
+        "--prm-head", default=None, metavar="FILE", help="value head of the rollouts' PRM"
+    )
     p.add_argument(
         "--mc-problems",
         type=int,
         default=0,
         help="problems whose step prefixes get Monte-Carlo values (default 0: outcome labels only)",
     )
-    p.add_argument("--mc-completions", type=int, default=4, help="completions per prefix (default 4)")
-    p.add_argument("--concurrency", type=int, default=16, help="problems in flight at once (default 16)")
+    p.add_argument(
+        "--mc-completions", type=int, default=4, help="completions per prefix (default 4)"
+    )
+    p.add_argument(
+        "--concurrency", type=int, default=16, help="problems in flight at once (default 16)"
+    )
 
 
 def _add_file_args(p: argparse.ArgumentParser) -> None:
@@ -74,9 +85,13 @@ def _add_file_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="folder for rollouts, features and the report (default $EDGEREASON_HOME/train/MODEL)",
     )
-    p.add_argument("--out", default=None, help="head file to write (default WORK/head-BACKBONE.safetensors)")
     p.add_argument(
-        "--phases", default=None, help=f"comma list of {', '.join(PHASES)} (default all; mc only with --mc-problems)"
+        "--out", default=None, help="head file to write (default WORK/head-BACKBONE.safetensors)"
+    )
+    p.add_argument(
+        "--phases",
+        default=None,
+        help=f"comma list of {', '.join(PHASES)} (default all; mc only with --mc-problems)",
     )
     p.add_argument(
         "--rollouts",
@@ -103,12 +118,19 @@ def _add_head_args(p: argparse.ArgumentParser) -> None:
         nargs="+",
         default=None,
         metavar="L",
-        help="the head reads these middle layers' hidden states instead of the final layer's (e.g. 19 "
-        "of the 1.5B's 28); the features phase reads them beside the final layer, so one feature "
-        "file serves both kinds of head",
+        help="the head reads these middle layers' hidden states instead of the final layer's (e.g. "
+        "19 of the 1.5B's 28); the features phase reads them beside the final layer, so one "
+        "feature file serves both kinds of head",
     )
-    p.add_argument("--hidden", type=int, default=TrainConfig.hidden, help="hidden units, 0 = linear (default 256)")
-    p.add_argument("--epochs", type=int, default=TrainConfig.epochs, help="training epochs (default 40)")
+    p.add_argument(
+        "--hidden",
+        type=int,
+        default=TrainConfig.hidden,
+        help="hidden units, 0 = linear (default 256)",
+    )
+    p.add_argument(
+        "--epochs", type=int, default=TrainConfig.epochs, help="training epochs (default 40)"
+    )
     p.add_argument(
         "--rank-weight",
         type=float,
@@ -134,8 +156,12 @@ def _add_runtime_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="CPU threads of llama.cpp, and of torch in the train phase (default: physical cores)",
     )
-    g.add_argument("--gpu-layers", type=int, default=0, metavar="N", help="layers on the GPU, 999 = all")
-    g.add_argument("--kv-tokens", type=int, default=32768, help="KV tokens per model (default 32768)")
+    g.add_argument(
+        "--gpu-layers", type=int, default=0, metavar="N", help="layers on the GPU, 999 = all"
+    )
+    g.add_argument(
+        "--kv-tokens", type=int, default=32768, help="KV tokens per model (default 32768)"
+    )
     g.add_argument(
         "--device-sampling",
         default="auto",

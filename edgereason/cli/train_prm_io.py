@@ -17,21 +17,35 @@ from edgereason.training.phases import Display, PhaseSettings
 from edgereason.training.rollouts import merge_rollouts
 from edgereason.util.files import make_writable_folder
 
-OUTPUT_NAMES = {"--out": "head.safetensors", "--rollouts": "rollouts.jsonl", "--features": "features.npz"}
+OUTPUT_NAMES = {
+    "--out": "head.safetensors",
+    "--rollouts": "rollouts.jsonl",
+    "--features": "features.npz",
+}
 
 
 def check_can_write(flag: str, path: Path) -> None:
-    """Before any phase: an output that cannot be written would be found out only after the work that makes it."""
-    if path.suffix == ".gz":  # read through gzip, but appending plain lines would leave a file neither reads
+    """Before any phase: an output that cannot be written would be found out only after the work
+    that makes it."""
+    # read through gzip, but appending plain lines would leave a file neither reads
+    if path.suffix == ".gz":
         raise ConfigError(
-            f"{flag} {path} is compressed and this phase writes plain lines; give a path without .gz"
-            f" (to add to it: zcat {path} > FILE.jsonl, then {flag} FILE.jsonl)"
+            f"{flag} {path} is compressed and this phase writes plain lines; give a path without "
+            f".gz (to add to it: zcat {path} > FILE.jsonl, then {flag} FILE.jsonl)"
         )
-    if path.is_dir():  # `--out heads/` would write heads.safetensors beside the folder, the others fail at the end
-        raise ConfigError(f"{flag} {path} is a folder; give a file path in it, such as {path / OUTPUT_NAMES[flag]}")
+    # `--out heads/` would write heads.safetensors beside the folder, the others fail at the end
+    if path.is_dir():
+        raise ConfigError(
+            f"{flag} {path} is a folder; give a file path in it, such as "
+            f"{path / OUTPUT_NAMES[flag]}"
+        )
     folder = path.parent
-    if in_the_way := next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None):
-        raise ConfigError(f"cannot write {flag} {path}: {in_the_way} is a file; give a path in a folder")
+    if in_the_way := next(
+        (p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None
+    ):
+        raise ConfigError(
+            f"cannot write {flag} {path}: {in_the_way} is a file; give a path in a folder"
+        )
     try:
         make_writable_folder(folder)
     except OSError as e:
@@ -43,7 +57,9 @@ def check_can_write(flag: str, path: Path) -> None:
 def read_rollouts(files: list[Path]) -> list[dict]:
     rows = merge_rollouts(files)
     if not rows:
-        raise ConfigError(f"no rollouts in {', '.join(map(str, files))}: run the rollouts phase first")
+        raise ConfigError(
+            f"no rollouts in {', '.join(map(str, files))}: run the rollouts phase first"
+        )
     return rows
 
 

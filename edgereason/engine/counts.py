@@ -10,8 +10,9 @@ from dataclasses import field, fields, make_dataclass
 from edgereason.engine.request import Request
 from edgereason.engine.result import RequestMetrics
 
-# The counters the parts count, by their RequestMetrics names: RequestMetrics alone declares each one's type and
-# default (engine/result.py), and Counts is made from them; the rest of the metrics the loop and build_result set.
+# The counters the parts count, by their RequestMetrics names: RequestMetrics alone declares each
+# one's type and default (engine/result.py), and Counts is made from them; the rest of the metrics
+# the loop and build_result set.
 COUNTED = (
     "generated_tokens",
     "spec_tokens",
@@ -43,7 +44,8 @@ def _items(self: Counts) -> Iterator[tuple[str, int | float]]:
 
 
 _METRICS = {f.name: f for f in fields(RequestMetrics)}
-# a dataclass of the COUNTED fields, each typed and zeroed as RequestMetrics has it: Counts(), Counts(evictions=1)
+# a dataclass of the COUNTED fields, each typed and zeroed as RequestMetrics has it: Counts(),
+# Counts(evictions=1)
 Counts = make_dataclass(
     "Counts",
     [(name, _METRICS[name].type, field(default=_METRICS[name].default)) for name in COUNTED],

@@ -1,5 +1,5 @@
-"""What the engine tells its listeners (UI, bench recorder, JSON writer). Plain immutable records: a listener on
-another thread can keep them as they are."""
+"""What the engine tells its listeners (UI, bench recorder, JSON writer). Plain immutable records: a
+listener on another thread can keep them as they are."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ class NodeAdded(NamedTuple):
 
 
 class NodeExtended(NamedTuple):
-    """A node's step text grew; `text` is the whole step so far (cheap to apply, no ordering hazards)."""
+    """A node's step text grew; `text` is the whole step so far (cheap to apply, no ordering
+    hazards)."""
 
     request_id: str
     node_id: int
@@ -46,9 +47,9 @@ class NodeSelected(NamedTuple):
 
 
 class NodeStatus(NamedTuple):
-    """A node's status changed (tree.Status values; every change, complete included, so a listener mirrors the
-    engine's statuses without rebuilding its rules). A node starts `generating`, or `speculative` when NodeAdded
-    says so; the root starts as `prefill`."""
+    """A node's status changed (tree.Status values; every change, complete included, so a listener
+    mirrors the engine's statuses without rebuilding its rules). A node starts `generating`, or
+    `speculative` when NodeAdded says so; the root starts as `prefill`."""
 
     request_id: str
     node_id: int
@@ -57,7 +58,8 @@ class NodeStatus(NamedTuple):
 
 
 class Progress(NamedTuple):
-    """Once per engine step, and once as a request finishes (its totals, its KV freed): what a status bar shows."""
+    """Once per engine step, and once as a request finishes (its totals, its KV freed): what a
+    status bar shows."""
 
     request_id: str
     generated_tokens: int
@@ -68,7 +70,8 @@ class Progress(NamedTuple):
     verifier_kv_used: int
     verifier_kv_capacity: int
     spec_tokens_reused: int
-    completed_paths: int = 0  # finished paths, each counted by its potential (the search stops at `beams`)
+    # finished paths, each counted by its potential (the search stops at `beams`)
+    completed_paths: int = 0
 
 
 class RequestDone(NamedTuple):
@@ -76,13 +79,22 @@ class RequestDone(NamedTuple):
     result: object  # edgereason.engine.result.SearchResult
 
 
-Event = NodeAdded | NodeExtended | StepFinished | NodeScored | NodeSelected | NodeStatus | Progress | RequestDone
+Event = (
+    NodeAdded
+    | NodeExtended
+    | StepFinished
+    | NodeScored
+    | NodeSelected
+    | NodeStatus
+    | Progress
+    | RequestDone
+)
 Listener = Callable[[Event], None]
 
 
 class Emitter:
-    """The engine's one way out to its listener, and the one place a node's status changes: every change is an
-    event."""
+    """The engine's one way out to its listener, and the one place a node's status changes: every
+    change is an event."""
 
     def __init__(self, listener: Listener | None) -> None:
         self.listener = listener

@@ -1,14 +1,14 @@
-"""The engine: one loop serves every running request. Each `step()` is schedule -> run -> postprocess, then the
-verification queue may flush and ready groups are selected (design.md section 4).
+"""The engine: one loop serves every running request. Each `step()` is schedule -> run ->
+postprocess, then the verification queue may flush and ready groups are selected (design.md section
+4).
 
-Each concern owns its state and its integrity check: `kv_sequences.py` (generator sequences: fit, evict,
-restore, free), `tree_growth.py` (sampled tokens -> nodes), `verification.py` (PRM queue, flush, held PRM
-paths), `selector.py` (selection, pruning, expansion), `search/strategies.py` (what beam search,
-best-of-N and DVTS do differently), `result.py` (the finished request's record). They return what
-they counted (`counts.py`); the loop alone adds it to a request's metrics (`counts.record`). Policies only
-change *when* things happen (speculate, verify, expand, prune); the search they compute is the one
-of design.md section 3.
-"""
+Each concern owns its state and its integrity check: `kv_sequences.py` (generator sequences: fit,
+evict, restore, free), `tree_growth.py` (sampled tokens -> nodes), `verification.py` (PRM queue,
+flush, held PRM paths), `selector.py` (selection, pruning, expansion), `search/strategies.py` (what
+beam search, best-of-N and DVTS do differently), `result.py` (the finished request's record). They
+return what they counted (`counts.py`); the loop alone adds it to a request's metrics
+(`counts.record`). Policies only change *when* things happen (speculate, verify, expand, prune); the
+search they compute is the one of design.md section 3."""
 
 from __future__ import annotations
 
@@ -35,9 +35,10 @@ from edgereason.util.text import clean
 
 
 class Engine:
-    """Rules: `requests` holds the running requests only (a finished one leaves; its result stays on the Request
-    the caller got from `submit`); `waiting` holds, in arrival order, the submitted ones whose beams do not fit in
-    the sequence slots yet; `stats` sums what the models did over the engine's life."""
+    """Rules: `requests` holds the running requests only (a finished one leaves; its result stays on
+    the Request the caller got from `submit`); `waiting` holds, in arrival order, the submitted ones
+    whose beams do not fit in the sequence slots yet; `stats` sums what the models did over the
+    engine's life."""
 
     def __init__(
         self,
@@ -53,30 +54,43 @@ class Engine:
         self.stats = EngineStats()
         self.requests: list[Request] = []
         self.waiting: deque[Request] = deque()
-        mode = "lazy" if self.policy.lazy_verify else ("eager" if self.policy.async_expand else "sync")
-        queue = VerifyQueue(mode, self.policy.lv_threshold or lv_threshold, self.policy.lv_max_defer)
+        mode = (
+            "lazy" if self.policy.lazy_verify else ("eager" if self.policy.async_expand else "sync")
+        )
+        queue = VerifyQueue(
+            mode, self.policy.lv_threshold or lv_threshold, self.policy.lv_max_defer
+        )
         self.kv = KVSequences(generator)
-        self.verification = VerifyStage(verifier, queue, self.policy.lookahead, self.emit, self.stats)
+        self.verification = VerifyStage(
+            verifier, queue, self.policy.lookahead, self.emit, self.stats
+        )
         self.grower = TreeGrower(generator, self.kv, self.verification, self.policy, self.emit)
         self.selector = Selector(generator, self.kv, self.verification, self.policy, self.emit)
         self._ids = itertools.count()
         self.steps = 0
 
     # ------------------------------------------------------------------ requests
-    def submit(self, question: str, config: SearchConfig, request_id: str | None = None, prefix: str = "") -> Request:
-        """prefix: solution text the search continues from (Monte-Carlo labels of a step prefix); the tree and
-        the paths hold only what is generated after it. Raises ConfigError for a problem or a beam count that cannot
-        fit. The request starts at once where its beams fit in the sequence slots, else it waits for them."""
-        question = clean(question)  # from a non-UTF-8 terminal or file: U+FFFD, not an error in a tokenizer
+    def submit(
+        self, question: str, config: SearchConfig, request_id: str | None = None, prefix: str = ""
+    ) -> Request:
+        """prefix: solution text the search continues from (Monte-Carlo labels of a step prefix);
+        the tree and the paths hold only what is generated after it. Raises ConfigError for a
+        problem or a beam count that cannot fit. The request starts at once where its beams fit in
+        the sequence slots, else it waits for them."""
+        # from a non-UTF-8 terminal or file: U+FFFD, not an error in a tokenizer
+        question = clean(question)
         check_beams(self.generator, config)
         prompt = prompt_ids(self.generator, question, prefix)
-        req = Request(request_id or f"r{next(self._ids)}", question, config, prompt, status="waiting")
+        req = Request(
+            request_id or f"r{next(self._ids)}", question, config, prompt, status="waiting"
+        )
         self.waiting.append(req)
         self._admit()
         return req
 
     def _admit(self) -> None:
-        """Start waiting requests, first come first, while the next one's beams fit (can_admit, then start)."""
+        """Start waiting requests, first come first, while the next one's beams fit (can_admit, then
+        start)."""
         while self.waiting and can_admit(self.waiting[0], self.requests, self.generator):
             self._start(self.waiting.popleft())
 
@@ -85,7 +99,11 @@ class Engine:
         root.seed = mix_seed(req.config.sampling.seed)
         root.seq = self.generator.new_seq()
         req.plan(
-            root, [(req.new_group(keep, width).id, draws) for keep, width, draws in req.strategy.first_plan(req.config)]
+            root,
+            [
+                (req.new_group(keep, width).id, draws)
+                for keep, width, draws in req.strategy.first_plan(req.config)
+            ],
         )
         req.status = "running"
         self.requests.append(req)
@@ -118,8 +136,8 @@ class Engine:
 
     # ------------------------------------------------------------------ the loop
     def step(self) -> None:
-        """One forward pass for every running request (schedule -> fit the KV -> run -> postprocess), then maybe
-        one PRM call, then selection per request."""
+        """One forward pass for every running request (schedule -> fit the KV -> run ->
+        postprocess), then maybe one PRM call, then selection per request."""
         self.steps += 1
         self._admit()
         running = list(self.requests)
@@ -175,7 +193,8 @@ class Engine:
             m.peak_verifier_kv_tokens = max(m.peak_verifier_kv_tokens, ver_used)
 
     def _select_then_end_or_report(self, req: Request, moved: bool) -> None:
-        """Select ready groups and prune early, then finish the request, fail it if it is stuck, or report."""
+        """Select ready groups and prune early, then finish the request, fail it if it is stuck, or
+        report."""
         selected = sum(g.selected for g in req.groups.values())
         record_one(req, self.selector.select_ready(req))
         record_one(req, self.selector.early_prune(req))
@@ -190,15 +209,16 @@ class Engine:
             self._end(
                 req,
                 "failed",
-                "the search cannot make progress with the KV memory it has; raise --kv-budget (or --kv-tokens)",
+                "the search cannot make progress with the KV memory it has; raise --kv-budget (or "
+                "--kv-tokens)",
             )
         else:
             self._progress(req)
 
     # ------------------------------------------------------------------ the end of a request
     def _end(self, req: Request, status: RequestStatus, reason: str) -> None:
-        """Finish a running or waiting request: prune what still runs, free its KV and PRM paths, build its result,
-        and let it leave the engine."""
+        """Finish a running or waiting request: prune what still runs, free its KV and PRM paths,
+        build its result, and let it leave the engine."""
         if req.status not in ("running", "waiting"):
             return
         (self.requests if req.status == "running" else self.waiting).remove(req)
@@ -254,7 +274,9 @@ class Engine:
 
 
 def _draw_params(work: PassRow) -> SamplingParams:
-    """A random stream per (request seed, node, position): draws replay exactly after eviction and recompute,
-    whatever else shares the batch."""
+    """A random stream per (request seed, node, position): draws replay exactly after eviction and
+    recompute, whatever else shares the batch."""
     node = work.node
-    return work.request.config.sampling.with_seed(mix_seed(node.seed, len(node.tokens), work.expand))
+    return work.request.config.sampling.with_seed(
+        mix_seed(node.seed, len(node.tokens), work.expand)
+    )

@@ -1,5 +1,5 @@
-"""A problem's prompt for the generator, checked before it is queued: the engine's `submit` and a bench's check
-of its problems before the first run use the same rule."""
+"""A problem's prompt for the generator, checked before it is queued: the engine's `submit` and a
+bench's check of its problems before the first run use the same rule."""
 
 from __future__ import annotations
 
@@ -9,13 +9,17 @@ from edgereason.protocols import Generator
 
 
 def prompt_ids(generator: Generator, question: str, prefix: str = "") -> list[int]:
-    """The generator's prompt for `question` (continued by `prefix`); ConfigError for an empty problem or one the
-    generator cannot hold. A bench checks its problems with it before the first run, not mid-run."""
+    """The generator's prompt for `question` (continued by `prefix`); ConfigError for an empty
+    problem or one the generator cannot hold. A bench checks its problems with it before the first
+    run, not mid-run."""
     if not question.strip():
-        raise ConfigError("the problem is empty; pass the problem text (or - to read it from stdin)")
+        raise ConfigError(
+            "the problem is empty; pass the problem text (or - to read it from stdin)"
+        )
     # the prefix is model-written text: read as text, like the problem (prompts.literal)
     prompt = generator.tokenize(
-        generator.apply_chat_template(solve_messages(question)) + (literal(prefix) if prefix else "")
+        generator.apply_chat_template(solve_messages(question))
+        + (literal(prefix) if prefix else "")
     )
     trained = generator.context_length
     if len(prompt) + 16 > trained:

@@ -1,4 +1,5 @@
-"""One search request and its selection groups: the state the engine, scheduler and selection share."""
+"""One search request and its selection groups: the state the engine, scheduler and selection
+share."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ class Group:
         return self.awaiting == 0 and bool(alive) and all(m.step_done for m in alive)
 
     def ready(self) -> bool:
-        """Every planned draw ran, every live member finished its step, and the strategy's scores are in."""
+        """Every planned draw ran, every live member finished its step, and the strategy's scores
+        are in."""
         return self.steps_done() and self.strategy.ready(self.live_members())
 
     def competes(self, node: Node) -> bool:
@@ -63,8 +65,11 @@ class Request:
     prm_stale: bool = False  # a node was pruned, completed or fully expanded since the last release
     _next_group: int = 0
 
-    def plan(self, node: Node, plan: list[tuple[int | None, int]], speculative: bool = False) -> None:
-        """Schedule children for `node`; the groups they join wait for them before they can be selected."""
+    def plan(
+        self, node: Node, plan: list[tuple[int | None, int]], speculative: bool = False
+    ) -> None:
+        """Schedule children for `node`; the groups they join wait for them before they can be
+        selected."""
         self.cancel_plan(node)
         node.plan, node.plan_speculative = plan, speculative
         for gid, n in plan:
@@ -105,11 +110,14 @@ class Request:
         return self.groups.get(node.group) if node.group is not None else None
 
     def check(self) -> None:
-        """A running request's groups keep their counts; raises AssertionError on the first violation."""
+        """A running request's groups keep their counts; raises AssertionError on the first
+        violation."""
         assert self.status == "running", f"finished request {self.id} is still in the engine"
         for g in self.groups.values():
             assert not g.selected or g.kept <= g.keep, f"group {g.id} kept {g.kept} > {g.keep}"
-            assert g.awaiting >= 0 and all(m.potential >= 1 for m in g.members), f"group {g.id}: bad counts"
+            assert g.awaiting >= 0 and all(m.potential >= 1 for m in g.members), (
+                f"group {g.id}: bad counts"
+            )
 
     def held_seqs(self) -> int:
         """Generator sequences its nodes hold."""
@@ -124,5 +132,6 @@ class Request:
         if self.prompt_fed < len(self.prompt_ids) or self.tree.root.plan:
             return True
         return any(
-            n.alive and (n.plan or n.status not in (Status.SELECTED, Status.COMPLETE)) for n in self.tree.steps()
+            n.alive and (n.plan or n.status not in (Status.SELECTED, Status.COMPLETE))
+            for n in self.tree.steps()
         )

@@ -1,4 +1,5 @@
-"""What a finished request returns: the answer, the final candidates, the tree and the metrics (design.md s5)."""
+"""What a finished request returns: the answer, the final candidates, the tree and the metrics
+(design.md s5)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ class RequestMetrics:
     wall_s: float = 0.0
     goodput_tok_s: float = 0.0
     throughput_tok_s: float = 0.0
-    final_tokens: int = 0  # tokens on the final candidates' paths (shared steps once; see final_tokens)
+    # tokens on the final candidates' paths (shared steps once; see final_tokens)
+    final_tokens: int = 0
     waiting_ratio: float = 0.0
     forward_rows: int = 0  # sequences evaluated, summed over forward passes
     dedup_saved_rows: int = 0  # draws served by a shared row instead of a row of their own
@@ -52,7 +54,11 @@ class FinalPath:
     potential: int = 1
 
     def as_dict(self) -> dict[str, Any]:
-        return {"steps": [{"text": t, "score": s} for t, s in self.steps], "score": self.score, "answer": self.answer}
+        return {
+            "steps": [{"text": t, "score": s} for t, s in self.steps],
+            "score": self.score,
+            "answer": self.answer,
+        }
 
 
 @dataclass
@@ -65,21 +71,34 @@ class SearchResult:
     metrics: RequestMetrics
     status: str = "done"  # done | cancelled | failed
     reason: str | None = None
-    step_scores: list[float] = field(default_factory=list)  # every PRM score of the request (bench histogram)
-    step_common_prefix: list[float] = field(default_factory=list)  # per selection: shared-token share
+    # every PRM score of the request (bench histogram)
+    step_scores: list[float] = field(default_factory=list)
+    # per selection: shared-token share
+    step_common_prefix: list[float] = field(default_factory=list)
     # the vote's comparisons as math and the figures shown with it share one budget (grading.py)
     grader: Grader = field(default_factory=Grader, repr=False, compare=False)
 
     def reaches_answer(self, path: FinalPath) -> bool:
-        return self.answer is not None and path.answer is not None and self.grader.match(path.answer, self.answer)
+        return (
+            self.answer is not None
+            and path.answer is not None
+            and self.grader.match(path.answer, self.answer)
+        )
 
     def answer_path(self) -> FinalPath | None:
-        """The best-ranked path that reaches the answer: under a vote the best path may hold another answer."""
-        return next((p for p in self.paths if self.reaches_answer(p)), self.paths[0] if self.paths else None)
+        """The best-ranked path that reaches the answer: under a vote the best path may hold another
+        answer."""
+        return next(
+            (p for p in self.paths if self.reaches_answer(p)), self.paths[0] if self.paths else None
+        )
 
     def answer_support(self) -> tuple[int, int]:
-        """(paths that reach the answer, paths), each counted by its potential (deduplicated copies)."""
-        return (sum(p.potential for p in self.paths if self.reaches_answer(p)), sum(p.potential for p in self.paths))
+        """(paths that reach the answer, paths), each counted by its potential (deduplicated
+        copies)."""
+        return (
+            sum(p.potential for p in self.paths if self.reaches_answer(p)),
+            sum(p.potential for p in self.paths),
+        )
 
     def best_path_title(self, best: FinalPath) -> str:
         if self.answer is None:
@@ -110,8 +129,9 @@ def build_result(
     wall: float,
     common_prefix: list[float],
 ) -> SearchResult:
-    """The record of a finished request: the best `beams` logical candidates among the completed paths, the
-    answer (the best path's, or a vote), the tree's steps, and the metrics that need the whole run."""
+    """The record of a finished request: the best `beams` logical candidates among the completed
+    paths, the answer (the best path's, or a vote), the tree's steps, and the metrics that need the
+    whole run."""
     cfg, grader = config, Grader()
     paths = final_paths(completed, cfg)
     if cfg.vote == "best":
@@ -133,7 +153,9 @@ def build_result(
     )
 
 
-def _whole_run_metrics(metrics: RequestMetrics, tree: Tree, paths: list[FinalPath], wall: float) -> RequestMetrics:
+def _whole_run_metrics(
+    metrics: RequestMetrics, tree: Tree, paths: list[FinalPath], wall: float
+) -> RequestMetrics:
     """The counters the loop recorded, with what needs the whole run: a copy, not a write."""
     final = final_tokens([(tree.nodes[p.node_id], p.potential) for p in paths])
     waits = [n.waiting_s for n in tree.steps() if n.finished_at is not None and not n.path_complete]
@@ -148,8 +170,8 @@ def _whole_run_metrics(metrics: RequestMetrics, tree: Tree, paths: list[FinalPat
 
 
 def _step_rows(tree: Tree) -> list[dict[str, Any]]:
-    """The tree as JSON rows, steps only: a first step's parent is None, the root (the prompt) is not a step (README:
-    JSON output)."""
+    """The tree as JSON rows, steps only: a first step's parent is None, the root (the prompt) is
+    not a step (README: JSON output)."""
     return [
         {
             "id": n.id,
@@ -166,9 +188,11 @@ def _step_rows(tree: Tree) -> list[dict[str, Any]]:
 
 
 def final_paths(completed: Sequence[Node], cfg: SearchConfig) -> list[FinalPath]:
-    """The best completed paths, `beams` logical candidates in all (a scored path, or one no step of which was
-    scored, e.g. when the search was cut short)."""
-    finals = ranked([n for n in completed if n.score is not None or not n.path_scores()], cfg.aggregation)
+    """The best completed paths, `beams` logical candidates in all (a scored path, or one no step of
+    which was scored, e.g. when the search was cut short)."""
+    finals = ranked(
+        [n for n in completed if n.score is not None or not n.path_scores()], cfg.aggregation
+    )
     paths, slots = [], cfg.beams
     for node in finals:
         if slots <= 0:
@@ -188,22 +212,25 @@ def final_paths(completed: Sequence[Node], cfg: SearchConfig) -> list[FinalPath]
 
 
 def final_tokens(finals: Sequence[tuple[Node, int]]) -> int:
-    """Tokens on the final candidates' paths, shared steps once. A deduplicated node stands for several equal
-    nodes: a final one for `times` candidates, an earlier one for as many as its selection kept (capped by the final
-    candidates below it), so the figure is the one the same tree would give without deduplication."""
+    """Tokens on the final candidates' paths, shared steps once. A deduplicated node stands for
+    several equal nodes: a final one for `times` candidates, an earlier one for as many as its
+    selection kept (capped by the final candidates below it), so the figure is the one the same tree
+    would give without deduplication."""
     through: dict[int, tuple[Node, int]] = {}
     for leaf, times in finals:
         for node in leaf.path():
             through[id(node)] = (node, through.get(id(node), (node, 0))[1] + times)
     leaves = {id(leaf) for leaf, _ in finals}
     return sum(
-        len(node.tokens) * (t if id(node) in leaves else min(node.times_selected or node.potential, t))
+        len(node.tokens)
+        * (t if id(node) in leaves else min(node.times_selected or node.potential, t))
         for node, t in through.values()
     )
 
 
 def completed_reason(completed: Sequence[Node]) -> str:
-    """Why a search that ran to its end stopped: its completed paths (logical candidates) by how each ended."""
+    """Why a search that ran to its end stopped: its completed paths (logical candidates) by how
+    each ended."""
     by_finish: Counter[str] = Counter()
     for node in completed:
         by_finish[str(node.finish)] += node.potential
@@ -212,7 +239,9 @@ def completed_reason(completed: Sequence[Node]) -> str:
     return f"completed {total} path{'s' if total != 1 else ''}" + (f" ({detail})" if detail else "")
 
 
-def vote(paths: Sequence[FinalPath], by_score: bool = True, grader: Grader | None = None) -> str | None:
+def vote(
+    paths: Sequence[FinalPath], by_score: bool = True, grader: Grader | None = None
+) -> str | None:
     """Majority over distinct answers, compared as math: each path counts its potential, times its
     score when by_score (weighted). Ties go to the answer of the better-ranked path (paths come best
     first). grader: the search's, whose budget bounds the comparisons (a new one where none is

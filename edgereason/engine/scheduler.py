@@ -1,17 +1,18 @@
 """Builds one generator batch per engine step from every runnable node of every running request.
 
-Rules: standard work (prefill, decoding candidates, expansions of selected nodes) always goes first; speculative
-work fills only the slots standard work leaves idle (at most `beams` entries per request in all); the batch never
-holds more tokens than one forward pass takes. Making it fit the generator's KV is `kv_sequences.KVSequences.fit`'s
-job: it evicts or trims.
+Rules: standard work (prefill, decoding candidates, expansions of selected nodes) always goes first;
+speculative work fills only the slots standard work leaves idle (at most `beams` entries per request
+in all); the batch never holds more tokens than one forward pass takes. Making it fit the
+generator's KV is `kv_sequences.KVSequences.fit`'s job: it evicts or trims.
 
-Sequences: a running request was admitted with a sequence set aside per beam (`can_admit`), and forks from those
-or from the spare slots no request has set aside, never from another request's: one that took them would keep
-them, and two requests each short of theirs would wait on each other for good.
+Sequences: a running request was admitted with a sequence set aside per beam (`can_admit`), and
+forks from those or from the spare slots no request has set aside, never from another request's: one
+that took them would keep them, and two requests each short of theirs would wait on each other for
+good.
 
-Order: `prefix` puts sequences that share a prefix next to each other (request, then the root-to-node path), so
-when memory is short the batch keeps whole families whose shared KV is resident; `fifo` is first-come order.
-"""
+Order: `prefix` puts sequences that share a prefix next to each other (request, then the
+root-to-node path), so when memory is short the batch keeps whole families whose shared KV is
+resident; `fifo` is first-come order."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ class PassRow(NamedTuple):
 
     request: Request
     node: Node
-    tokens: list[int]  # fed in this pass (a restored node's rebuilt suffix is prepended by the engine)
+    # fed in this pass (a restored node's rebuilt suffix is prepended by the engine)
+    tokens: list[int]
     draws: int  # tokens sampled from the last position (0: prefill chunk only)
     expand: bool  # the draws become children (plan), else they extend the node
     restore: int = 0  # upper bound on tokens to recompute first: the node's KV was evicted
@@ -88,7 +90,8 @@ def spare_seq_slots(generator: Generator, unclaimed: dict[str, int]) -> int:
 
 
 def can_admit(request: Request, running: list[Request], generator: Generator) -> bool:
-    """Whether a sequence per beam of `request` can be set aside beside the running requests' own."""
+    """Whether a sequence per beam of `request` can be set aside beside the running requests'
+    own."""
     return request.config.beams <= spare_seq_slots(generator, unclaimed_seqs(running))
 
 
@@ -107,15 +110,20 @@ def check_beams(generator: Generator, config: SearchConfig) -> None:
 def schedule(requests: list[Request], generator: Generator, policy: Policy) -> list[PassRow]:
     budget = generator.max_batch_tokens
     running = [r for r in requests if r.status == "running"]
-    own = unclaimed_seqs(running)  # one walk of each tree a pass: this runs before every forward pass
+    # one walk of each tree a pass: this runs before every forward pass
+    own = unclaimed_seqs(running)
     spare = spare_seq_slots(generator, own)
     pool = sorted(
-        ((i, r, n) for i, r in enumerate(running) for n in runnable(r)), key=lambda t: order_key(t[0], t[2], policy)
+        ((i, r, n) for i, r in enumerate(running) for n in runnable(r)),
+        key=lambda t: order_key(t[0], t[2], policy),
     )
     standard = Counter(r.id for _, r, n in pool if not is_speculative(n))
-    spec_room = {r.id: max(0, int(policy.spec_slots * r.config.beams) - standard[r.id]) for r in running}
+    spec_room = {
+        r.id: max(0, int(policy.spec_slots * r.config.beams) - standard[r.id]) for r in running
+    }
     batch: list[PassRow] = []
-    for _, req, node in sorted(pool, key=lambda t: is_speculative(t[2])):  # stable: standard first, in order
+    # stable: standard first, in order
+    for _, req, node in sorted(pool, key=lambda t: is_speculative(t[2])):
         if is_speculative(node):
             if spec_room[req.id] <= 0:
                 continue
@@ -123,7 +131,8 @@ def schedule(requests: list[Request], generator: Generator, policy: Policy) -> l
         work = _row_for(req, node, budget)
         if work is None:
             continue
-        forks = max(0, work.draws - 1) + (1 if work.restore else 0)  # worst case: a sequence per draw
+        # worst case: a sequence per draw
+        forks = max(0, work.draws - 1) + (1 if work.restore else 0)
         if work.cost > budget or forks > own[req.id] + spare:
             continue
         batch.append(work)

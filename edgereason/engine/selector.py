@@ -1,6 +1,7 @@
-"""Selection and pruning with their effects on the tree (the pure ranking rules are in selection.py): select
-ready groups, early pruning (rank and perfect-score rules), expansion of the selected nodes (reusing speculative
-children), completion of finished paths, and pruning a subtree."""
+"""Selection and pruning with their effects on the tree (the pure ranking rules are in
+selection.py): select ready groups, early pruning (rank and perfect-score rules), expansion of the
+selected nodes (reusing speculative children), completion of finished paths, and pruning a
+subtree."""
 
 from __future__ import annotations
 
@@ -25,9 +26,20 @@ class Selector:
     """Each call returns what it counted for the request (pruned nodes, speculative tokens)."""
 
     def __init__(
-        self, generator: Generator, kv: KVSequences, verification: VerifyStage, policy: Policy, emit: Emitter
+        self,
+        generator: Generator,
+        kv: KVSequences,
+        verification: VerifyStage,
+        policy: Policy,
+        emit: Emitter,
     ) -> None:
-        self.generator, self.kv, self.verification, self.policy, self.emit = generator, kv, verification, policy, emit
+        self.generator, self.kv, self.verification, self.policy, self.emit = (
+            generator,
+            kv,
+            verification,
+            policy,
+            emit,
+        )
 
     def select_ready(self, req: Request) -> Counts:
         counts = Counts()
@@ -48,7 +60,9 @@ class Selector:
             if req.status != "running":
                 return counts
             if p.early_prune_perfect:
-                chosen = ranking.perfect_set(group, req.config.aggregation, p.perfect_score, req.config.select)
+                chosen = ranking.perfect_set(
+                    group, req.config.aggregation, p.perfect_score, req.config.select
+                )
                 if chosen is not None:
                     kept = {id(n) for n, _ in chosen}
                     out = [m for m in group.live_members() if id(m) not in kept]
@@ -71,7 +85,9 @@ class Selector:
         counts = Counts()
         group.selected = True
         group.kept = sum(t for _, t in chosen)
-        req.common_prefix.append(ranking.common_prefix_share([m for m in group.live_members() if m.step_done]))
+        req.common_prefix.append(
+            ranking.common_prefix_share([m for m in group.live_members() if m.step_done])
+        )
         kept = {id(n) for n, _ in chosen}
         for m in group.live_members():
             if m.path_complete and m.score is not None and id(m) not in kept:
@@ -96,7 +112,8 @@ class Selector:
             for node, times in chosen:
                 if not node.path_complete:
                     counts += self._expand(req, node, times, nxt)
-        for m in group.members:  # every child of these parents was scored: their PRM prefixes are done
+        # every child of these parents was scored: their PRM prefixes are done
+        for m in group.members:
             if m.parent is not None:
                 m.parent.prm_key = None
         req.prm_stale = True
@@ -110,7 +127,8 @@ class Selector:
             req.completed.append(node)
 
     def _expand(self, req: Request, node: Node, times: int, group: Group) -> Counts:
-        """A node selected `times` times continues as `times * width` logical candidates in `group`."""
+        """A node selected `times` times continues as `times * width` logical candidates in
+        `group`."""
         self.emit.status(req.id, node, Status.SELECTED)
         need = times * group.width
         spec = [c for c in node.children if c.alive]
@@ -126,13 +144,16 @@ class Selector:
         return counts
 
     def _keep_drawn(self, req: Request, children: list[Node], need: int, group: Group) -> Counts:
-        """Children drawn before selection stand for more draws than needed: keep a uniform random subset of
-        `need` draws (multivariate hypergeometric), which leaves them independent samples."""
+        """Children drawn before selection stand for more draws than needed: keep a uniform random
+        subset of `need` draws (multivariate hypergeometric), which leaves them independent
+        samples."""
         pool = np.repeat(np.arange(len(children)), [c.potential for c in children])
         parent = children[0].parent
         assert parent is not None
         rng = np.random.default_rng(mix_seed(parent.seed, 4))
-        take = np.bincount(rng.choice(pool, size=min(need, len(pool)), replace=False), minlength=len(children))
+        take = np.bincount(
+            rng.choice(pool, size=min(need, len(pool)), replace=False), minlength=len(children)
+        )
         counts = Counts()
         for child, n in zip(children, take):
             if n == 0:
@@ -166,8 +187,9 @@ class Selector:
         n: int,
         group: Group,
     ) -> Counts:
-        """Speculative beam extension: the siblings of the child that kept the speculative tokens start from a
-        truncated prefix of them (spec_reuse_fraction), so they reuse work and still diverge."""
+        """Speculative beam extension: the siblings of the child that kept the speculative tokens
+        start from a truncated prefix of them (spec_reuse_fraction), so they reuse work and still
+        diverge."""
         counts = Counts()
         if n <= 0:
             return counts
@@ -175,7 +197,11 @@ class Selector:
         potentials = [n] if self.policy.dedup else [1] * n
         for k, potential in enumerate(potentials):
             sib = req.tree.add_child(
-                parent, potential=potential, base=spec.base, offset=spec.offset, seed=mix_seed(parent.seed, 3, k)
+                parent,
+                potential=potential,
+                base=spec.base,
+                offset=spec.offset,
+                seed=mix_seed(parent.seed, 3, k),
             )
             req.join(sib, group.id)
             if j >= 1:

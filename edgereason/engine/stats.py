@@ -1,4 +1,5 @@
-"""What one engine did, summed over its life: the bench reads this record instead of timing the models."""
+"""What one engine did, summed over its life: the bench reads this record instead of timing the
+models."""
 
 from __future__ import annotations
 

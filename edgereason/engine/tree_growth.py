@@ -1,6 +1,6 @@
-"""After a forward pass: the sampled tokens extend their nodes (equal draws stay one node, different ones split
-it), expansion draws become children, and a step that ends joins the verification queue and may start its next
-step speculatively (design.md section 4)."""
+"""After a forward pass: the sampled tokens extend their nodes (equal draws stay one node, different
+ones split it), expansion draws become children, and a step that ends joins the verification queue
+and may start its next step speculatively (design.md section 4)."""
 
 from __future__ import annotations
 
@@ -22,21 +22,41 @@ from edgereason.tree import Node, Status, has_boxed_answer
 def speculate(req: Request, node: Node, policy: Policy) -> None:
     """A standard candidate that finished its step early starts its next step before selection."""
     group = req.group_of(node)
-    if node.speculative or node.path_complete or group is None or group.steps_done() or node.children:
+    if (
+        node.speculative
+        or node.path_complete
+        or group is None
+        or group.steps_done()
+        or node.children
+    ):
         return
     if policy.async_expand:
-        req.plan(node, [(None, req.config.width * min(node.potential, group.keep))], speculative=True)
+        req.plan(
+            node, [(None, req.config.width * min(node.potential, group.keep))], speculative=True
+        )
     elif policy.speculative_extension:
         req.plan(node, [(None, 1)], speculative=True)
 
 
 class TreeGrower:
-    """Grows the search tree from a forward pass's draws: tokens onto nodes, children, ended steps."""
+    """Grows the search tree from a forward pass's draws: tokens onto nodes, children, ended
+    steps."""
 
     def __init__(
-        self, generator: Generator, kv: KVSequences, verification: VerifyStage, policy: Policy, emit: Emitter
+        self,
+        generator: Generator,
+        kv: KVSequences,
+        verification: VerifyStage,
+        policy: Policy,
+        emit: Emitter,
     ) -> None:
-        self.generator, self.kv, self.verification, self.policy, self.emit = generator, kv, verification, policy, emit
+        self.generator, self.kv, self.verification, self.policy, self.emit = (
+            generator,
+            kv,
+            verification,
+            policy,
+            emit,
+        )
 
     def postprocess(self, batch: list[PassRow], draws: list[list[int]]) -> Tally:
         """Apply a pass's draws; returns the rows and tokens counted for each request."""
@@ -57,8 +77,9 @@ class TreeGrower:
         return tally
 
     def _decode(self, req: Request, node: Node, tokens: list[int], counts: Counts) -> None:
-        """`tokens`: node.potential draws from one distribution. Equal draws stay one node; if they differ the
-        node splits into siblings of the same step prefix (deduplication), each continuing its own draw."""
+        """`tokens`: node.potential draws from one distribution. Equal draws stay one node; if they
+        differ the node splits into siblings of the same step prefix (deduplication), each
+        continuing its own draw."""
         if len(tokens) == 1:  # most rows: one draw, no split
             node.potential = 1
             self._append(req, node, tokens[0], counts)
@@ -77,7 +98,14 @@ class TreeGrower:
             req.join(twin, node.group)
             twins.append((twin, token))
             self.emit(
-                NodeAdded(req.id, twin.id, node.parent.id if node.parent else None, twin.depth, count, twin.speculative)
+                NodeAdded(
+                    req.id,
+                    twin.id,
+                    node.parent.id if node.parent else None,
+                    twin.depth,
+                    count,
+                    twin.speculative,
+                )
             )
         node.potential = first_n
         self._append(req, node, first, counts)
@@ -118,7 +146,8 @@ class TreeGrower:
             node.waited = True
             if not node.speculative and not self.verification.keeps_kv(req, node):
                 self.kv.free(node)
-        # a speculative step is scored once its parent is selected, unless asynchronous expansion scores it now
+        # a speculative step is scored once its parent is selected, unless asynchronous expansion
+        # scores it now
         if not node.speculative or self.policy.async_expand:
             self.verification.push(req, node)
         speculate(req, node, self.policy)

@@ -1,13 +1,14 @@
-"""Verification: the PRM request queue, when to flush it (design.md section 4, lazy verification), the score
-requests a flush sends, and the release of PRM paths no live node can extend.
+"""Verification: the PRM request queue, when to flush it (design.md section 4, lazy verification),
+the score requests a flush sends, and the release of PRM paths no live node can extend.
 
 Flush rules:
-- eager (asynchronous policies without lazy verification): flush whatever is queued after every engine step.
-- synchronous (baseline, fasttts): flush when a sibling group has finished its step, or when the generator idles.
-- lazy: flush when queued tokens reach the threshold, when a sibling group is complete, when a request was
-  deferred more than `max_defer` times (a deferral: another finished step arrived and the queue still waited),
-  or when the generator would otherwise idle.
-"""
+- eager (asynchronous policies without lazy verification): flush whatever is queued after every
+  engine step.
+- synchronous (baseline, fasttts): flush when a sibling group has finished its step, or when the
+  generator idles.
+- lazy: flush when queued tokens reach the threshold, when a sibling group is complete, when a
+  request was deferred more than `max_defer` times (a deferral: another finished step arrived and
+  the queue still waited), or when the generator would otherwise idle."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from edgereason.errors import OutOfMemoryError
 from edgereason.protocols import GeneratorPath, ScoreRequest, Verifier
 from edgereason.tree import Node, Status
 
-# A step's PRM cost is its tokens plus the turn markup around it (user/assistant headers, the answer token).
+# A step's PRM cost is its tokens plus the turn markup around it (user/assistant headers, the answer
+# token).
 TURN_OVERHEAD_TOKENS = 12
 
 
@@ -67,7 +69,8 @@ class VerifyQueue:
                 return True
             if any(p.deferrals >= self.max_defer for p in self.items):
                 return True
-            if self._arrived:  # a flush opportunity passed over: everything waiting was deferred once more
+            # a flush opportunity passed over: everything waiting was deferred once more
+            if self._arrived:
                 for p in self.items:
                     p.deferrals += 1
                 self._arrived = False
@@ -86,8 +89,9 @@ class VerifyQueue:
 
 
 def generator_path(req: Request, path: list[Node]) -> GeneratorPath:
-    """The path's tokens and step ends, and a generator sequence that holds it: its last node's, or once that node
-    went on into children (speculation), a live descendant's, whose KV starts with the same tokens."""
+    """The path's tokens and step ends, and a generator sequence that holds it: its last node's, or
+    once that node went on into children (speculation), a live descendant's, whose KV starts with
+    the same tokens."""
     tokens, ends = list(req.prompt_ids), []
     for n in path:
         tokens += n.tokens
@@ -109,19 +113,30 @@ class FlushFailed(Exception):
 
 
 class VerifyStage:
-    """The engine's verification stage (the Verifier is the PRM model it calls): owns the queue and the PRM paths
-    held for running requests (`Request.prm_held`)."""
+    """The engine's verification stage (the Verifier is the PRM model it calls): owns the queue and
+    the PRM paths held for running requests (`Request.prm_held`)."""
 
     def __init__(
-        self, verifier: Verifier, queue: VerifyQueue, lookahead: bool, emit: Emitter, stats: EngineStats
+        self,
+        verifier: Verifier,
+        queue: VerifyQueue,
+        lookahead: bool,
+        emit: Emitter,
+        stats: EngineStats,
     ) -> None:
-        self.verifier, self.queue, self.lookahead, self.emit, self.stats = verifier, queue, lookahead, emit, stats
+        self.verifier, self.queue, self.lookahead, self.emit, self.stats = (
+            verifier,
+            queue,
+            lookahead,
+            emit,
+            stats,
+        )
         self.reads_generator = bool(getattr(verifier, "reads_generator", False))
 
     def keeps_kv(self, req: Request, node: Node) -> bool:
-        """A finished path keeps its generator KV where the verifier reads the generator's rows (freeing it
-        would make its score a prefill of the whole path); the KV goes when the path completes or is pruned, or
-        is evicted under pressure like any other."""
+        """A finished path keeps its generator KV where the verifier reads the generator's rows
+        (freeing it would make its score a prefill of the whole path); the KV goes when the path
+        completes or is pruned, or is evicted under pressure like any other."""
         return self.reads_generator and node.score is None and req.strategy.scores_step(node)
 
     def push(self, req: Request, node: Node) -> None:
@@ -142,7 +157,8 @@ class VerifyStage:
             raise FlushFailed(reqs, e, tally) from e
 
     def _score(self, items: list[Pending], tally: Tally) -> bool:
-        by_req: dict[int, list[Pending]] = {}  # requests in order of arrival, each one's steps together
+        # requests in order of arrival, each one's steps together
+        by_req: dict[int, list[Pending]] = {}
         for p in items:
             if p.node.alive and p.node.score is None and p.request.status == "running":
                 by_req.setdefault(id(p.request), []).append(p)
@@ -178,12 +194,15 @@ class VerifyStage:
         node: Node,
         tally: Tally,
     ) -> tuple[Request, list[Node], ScoreRequest]:
-        """The PRM request for one finished step: the strategy may widen it to the path (best-of-N scores whole
-        solutions); with lookahead a finished speculative child is scored in the same request."""
+        """The PRM request for one finished step: the strategy may widen it to the path (best-of-N
+        scores whole solutions); with lookahead a finished speculative child is scored in the same
+        request."""
         path = node.path()
         nodes = req.strategy.scored_nodes(node) or [node]
         if len(nodes) == 1 and self.lookahead:
-            ahead = [c for c in node.children if c.alive and c.step_done and c.score is None and c.tokens]
+            ahead = [
+                c for c in node.children if c.alive and c.step_done and c.score is None and c.tokens
+            ]
             if ahead:
                 nodes = [node, ahead[0]]
                 path = ahead[0].path()
@@ -206,9 +225,14 @@ class VerifyStage:
         )
 
     def release_dead(self, req: Request) -> None:
-        """Free the PRM paths no live node can extend any more. On a unified KV cache every row of a forward pass
-        attends over all cells in use, so dead paths would slow every later PRM call, not only take memory."""
-        live = {n.prm_key for n in req.tree.steps() if n.prm_key and n.alive and n.status is not Status.COMPLETE}
+        """Free the PRM paths no live node can extend any more. On a unified KV cache every row of a
+        forward pass attends over all cells in use, so dead paths would slow every later PRM call,
+        not only take memory."""
+        live = {
+            n.prm_key
+            for n in req.tree.steps()
+            if n.prm_key and n.alive and n.status is not Status.COMPLETE
+        }
         for key in req.prm_held - live:
             self.verifier.release(key)
         req.prm_held &= live
@@ -221,7 +245,10 @@ class VerifyStage:
         self.queue.items = [p for p in self.queue.items if p.request is not req]
 
     def check(self, running: list[Request]) -> None:
-        """Only running requests hold PRM paths or queued steps; the verifier's own accounting agrees."""
+        """Only running requests hold PRM paths or queued steps; the verifier's own accounting
+        agrees."""
         ids = {id(r) for r in running}
-        assert all(id(p.request) in ids for p in self.queue.items), "a finished request still has queued steps"
+        assert all(id(p.request) in ids for p in self.queue.items), (
+            "a finished request still has queued steps"
+        )
         self.verifier.check_integrity()

@@ -1,4 +1,5 @@
-"""Request arrival times: all at once, or a Poisson process (exponential gaps) from a seeded generator."""
+"""Request arrival times: all at once, or a Poisson process (exponential gaps) from a seeded
+generator."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ def parse_rate(text: str) -> float:
     try:
         rate = float(text)
     except ValueError:
-        raise ConfigError(f"--rate takes numbers of requests per second or inf, got {text!r}") from None
+        raise ConfigError(
+            f"--rate takes numbers of requests per second or inf, got {text!r}"
+        ) from None
     if not rate > 0 or math.isnan(rate):
         raise ConfigError(f"--rate must be positive (or inf), got {text!r}")
     if rate < MIN_RATE:
@@ -28,7 +31,8 @@ def parse_rate(text: str) -> float:
 
 
 def arrival_times(n: int, rate: float, seed: int) -> np.ndarray:
-    """Seconds after the run start at which each of n requests arrives; rate inf submits all at time 0."""
+    """Seconds after the run start at which each of n requests arrives; rate inf submits all at time
+    0."""
     if math.isinf(rate):
         return np.zeros(n)
     gaps = np.random.default_rng(seed).exponential(1.0 / rate, size=n)

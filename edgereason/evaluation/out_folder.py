@@ -50,7 +50,9 @@ class OutFolder:
             raise
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self._release()
 
     def earlier(self) -> Results | None:
@@ -96,9 +98,13 @@ class OutFolder:
             raise ConfigError(f"{in_the_way}; move it, or choose another --out")
         earlier = (out / RESULTS).exists()
         if self.resume and not earlier:
-            raise ConfigError(f"--resume: {out} holds no {RESULTS} to continue; run without --resume")
+            raise ConfigError(
+                f"--resume: {out} holds no {RESULTS} to continue; run without --resume"
+            )
         if earlier and not (self.force or self.resume):
-            choices = "pass --resume to continue it, --force to overwrite it, or choose another --out"
+            choices = (
+                "pass --resume to continue it, --force to overwrite it, or choose another --out"
+            )
             raise ConfigError(f"{out} holds the results of an earlier bench; {choices}")
 
     def _release(self) -> None:

@@ -1,5 +1,6 @@
-"""PNG plots of a bench (matplotlib Agg, no display): speed per policy, latency vs load, waiting, PRM scores and
-shared prefixes. Each reads only results.json run dicts, so plots can be redrawn from a saved folder."""
+"""PNG plots of a bench (matplotlib Agg, no display): speed per policy, latency vs load, waiting,
+PRM scores and shared prefixes. Each reads only results.json run dicts, so plots can be redrawn from
+a saved folder."""
 
 from __future__ import annotations
 
@@ -49,8 +50,15 @@ def _speed(out: Path, runs: list[dict]) -> Path:
     labels = [f"{p}\nN={b} rate={r}" for p, b, r in means]
     xs = range(len(labels))
     fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(labels)), 4))
-    ax.bar([x - 0.2 for x in xs], [m["throughput_tok_s"] for m in means.values()], 0.4, label="throughput")
-    ax.bar([x + 0.2 for x in xs], [m["goodput_tok_s"] for m in means.values()], 0.4, label="goodput")
+    ax.bar(
+        [x - 0.2 for x in xs],
+        [m["throughput_tok_s"] for m in means.values()],
+        0.4,
+        label="throughput",
+    )
+    ax.bar(
+        [x + 0.2 for x in xs], [m["goodput_tok_s"] for m in means.values()], 0.4, label="goodput"
+    )
     ax.set_xticks(list(xs), labels, fontsize=8)
     ax.set_ylabel("tokens / s")
     ax.set_title("Throughput and goodput")
@@ -59,16 +67,22 @@ def _speed(out: Path, runs: list[dict]) -> Path:
 
 
 def accuracy_compute(path: Path, runs: list[dict]) -> Path:
-    """Accuracy against compute, one point per run (policy x N x rate x repeat, or a labelled search of several
-    benches): generated tokens a problem (every sampled token, pruned ones included) and seconds a problem (mean
-    latency; one problem at a time it is what a user waits)."""
+    """Accuracy against compute, one point per run (policy x N x rate x repeat, or a labelled search
+    of several benches): generated tokens a problem (every sampled token, pruned ones included) and
+    seconds a problem (mean latency; one problem at a time it is what a user waits)."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for run in runs:
         n = max(1, run["problems"])
         label = run.get("label") or f"{run['policy']} N={run['beams']}"
         for ax, x in zip(axes, (run["generated_tokens"] / n, run["latency_s_mean"])):
             ax.scatter([x], [100 * run["accuracy"]])
-            ax.annotate(label, (x, 100 * run["accuracy"]), fontsize=7, xytext=(4, 3), textcoords="offset points")
+            ax.annotate(
+                label,
+                (x, 100 * run["accuracy"]),
+                fontsize=7,
+                xytext=(4, 3),
+                textcoords="offset points",
+            )
     axes[0].set_xlabel("generated tokens / problem")
     axes[1].set_xlabel("seconds / problem (mean latency, as run)")
     axes[0].set_ylabel("accuracy (%)")
@@ -103,7 +117,9 @@ def _series(runs: list[dict]) -> dict[tuple[str, int], dict[float, float]]:
     return series
 
 
-def _boxes(out: Path, pooled: dict[str, list[float]], name: str, ylabel: str, title: str) -> Path | None:
+def _boxes(
+    out: Path, pooled: dict[str, list[float]], name: str, ylabel: str, title: str
+) -> Path | None:
     pooled = {k: v for k, v in pooled.items() if v}
     if not pooled:
         return None
@@ -117,7 +133,11 @@ def _boxes(out: Path, pooled: dict[str, list[float]], name: str, ylabel: str, ti
 
 def _waiting(out: Path, runs: list[dict]) -> Path | None:
     return _boxes(
-        out, _by_policy(runs, "waiting_ratio"), "waiting_ratio.png", "waiting ratio per problem", "Waiting ratio"
+        out,
+        _by_policy(runs, "waiting_ratio"),
+        "waiting_ratio.png",
+        "waiting ratio per problem",
+        "Waiting ratio",
     )
 
 

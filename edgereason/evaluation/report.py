@@ -1,5 +1,5 @@
-"""Bench output: results.json (everything), results.csv (one scalar row per run), the terminal table, and the
-ratios between two result folders."""
+"""Bench output: results.json (everything), results.csv (one scalar row per run), the terminal
+table, and the ratios between two result folders."""
 
 from __future__ import annotations
 
@@ -58,7 +58,9 @@ def write_results(out: Path, config: dict, runs: list[dict]) -> None:
     results = json.dumps({"config": config, "runs": runs}, indent=1)
     scalars = [{k: v for k, v in run.items() if not isinstance(v, (dict, list))} for run in runs]
     table = io.StringIO(newline="")
-    writer = csv.DictWriter(table, fieldnames=list(dict.fromkeys(k for row in scalars for k in row)))
+    writer = csv.DictWriter(
+        table, fieldnames=list(dict.fromkeys(k for row in scalars for k in row))
+    )
     writer.writeheader()
     writer.writerows(scalars)
     out.mkdir(parents=True, exist_ok=True)
@@ -81,11 +83,13 @@ class Results(NamedTuple):
 
 
 def load_results(folder: str | Path) -> Results:
-    """A results folder's settings and runs, the runs checked for what --compare reads; ConfigError (one line)
-    otherwise."""
+    """A results folder's settings and runs, the runs checked for what --compare reads; ConfigError
+    (one line) otherwise."""
     path = Path(folder) / RESULTS
     if not path.is_file():
-        raise ConfigError(f"no {RESULTS} in {folder}; pass folders written by `edgereason bench --out`")
+        raise ConfigError(
+            f"no {RESULTS} in {folder}; pass folders written by `edgereason bench --out`"
+        )
     try:
         data = json.loads(path.read_text())
         runs = data["runs"]
@@ -93,16 +97,23 @@ def load_results(folder: str | Path) -> Results:
         raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
     # ValueError: not JSON, or not UTF-8; RecursionError: nested past Python's depth
     except (ValueError, KeyError, TypeError, RecursionError):
-        raise ConfigError(f"{path} is not a bench results file (no JSON object with runs)") from None
+        raise ConfigError(
+            f"{path} is not a bench results file (no JSON object with runs)"
+        ) from None
     if not isinstance(runs, list) or not all(isinstance(run, dict) for run in runs):
-        raise ConfigError(f"{path} is not a bench results file (its runs are not a list of objects)")
+        raise ConfigError(
+            f"{path} is not a bench results file (its runs are not a list of objects)"
+        )
     for i, run in enumerate(runs, 1):
         if missing := [f for f in _RUN_FIELDS if f not in run]:
             raise ConfigError(
-                f"{path}: run {i} lacks {', '.join(missing)}; compare folders written by `edgereason bench --out`"
+                f"{path}: run {i} lacks {', '.join(missing)}; compare folders written by "
+                "`edgereason bench --out`"
             )
         if wrong := [f for f, kind in _RUN_FIELDS.items() if not isinstance(run[f], kind)]:
-            raise ConfigError(f"{path}: run {i} has a value of the wrong type in {', '.join(wrong)}")
+            raise ConfigError(
+                f"{path}: run {i} has a value of the wrong type in {', '.join(wrong)}"
+            )
     config = data.get("config")
     return Results(config if isinstance(config, dict) else {}, runs)
 
@@ -110,12 +121,15 @@ def load_results(folder: str | Path) -> Results:
 def print_table(runs: Iterable[dict], file: TextIO) -> None:
     """The table, then each served run's requests per server."""
     runs = list(runs)
-    rows = [[h for h, _, _ in TABLE]] + [[fmt.format(run[k]) for _, k, fmt in TABLE] for run in runs]
+    rows = [[h for h, _, _ in TABLE]] + [
+        [fmt.format(run[k]) for _, k, fmt in TABLE] for run in runs
+    ]
     _print_rows(rows, file)
     for run in runs:
         if counts := run.get("requests_per_server"):
             spread = ", ".join(
-                f"{url} {' + '.join(f'{n} {role}' for role, n in roles.items())}" for url, roles in counts.items()
+                f"{url} {' + '.join(f'{n} {role}' for role, n in roles.items())}"
+                for url, roles in counts.items()
             )
             label = f"{run['policy']} beams={run['beams']} rate={run['rate']} rep={run['repeat']}"
             _say(f"requests per server, {label}: {spread}", file)
@@ -130,7 +144,10 @@ def mean_by_key(runs: list[dict]) -> dict[RunKey, dict[str, float]]:
     grouped: dict[RunKey, list[dict]] = {}
     for run in runs:
         grouped.setdefault(run_key(run), []).append(run)
-    return {key: {f: float(np.mean([r[f] for r in rs])) for f in COMPARED} for key, rs in grouped.items()}
+    return {
+        key: {f: float(np.mean([r[f] for r in rs])) for f in COMPARED}
+        for key, rs in grouped.items()
+    }
 
 
 # What may differ between two benches whose runs are compared: what they compare, and when they ran.
@@ -138,8 +155,8 @@ _CONFIG_FREE = {"version", "started", "policies", "beams", "rates", "repeat", "s
 
 
 def unlike(results: list[tuple[str | Path, Results]]) -> list[str]:
-    """Why two benches' ratios ((folder, results) of base, then new) may not mean what they seem: settings that
-    differ, runs cut short."""
+    """Why two benches' ratios ((folder, results) of base, then new) may not mean what they seem:
+    settings that differ, runs cut short."""
     base, new = (r.config for _, r in results)
     notes = [
         f"the benches differ in {k}: {base.get(k)!r} against {new.get(k)!r}"
@@ -148,17 +165,19 @@ def unlike(results: list[tuple[str | Path, Results]]) -> list[str]:
     ]
     for folder, r in results:
         notes += [
-            f"{run['policy']} beams={run['beams']} rate={run['rate']} in {folder} was interrupted after "
-            f"{run.get('problems', '?')} problems"
+            f"{run['policy']} beams={run['beams']} rate={run['rate']} in {folder} was interrupted "
+            f"after {run.get('problems', '?')} problems"
             for run in r.runs
             if run.get("interrupted")
         ]
     return notes
 
 
-def print_compare(base_dir: str | Path, new_dir: str | Path, file: TextIO, notes: TextIO | None = None) -> int:
-    """Ratios new / base for runs present in both folders; returns how many runs matched. Notes on unlike
-    settings and interrupted runs go to `notes` (default: `file`)."""
+def print_compare(
+    base_dir: str | Path, new_dir: str | Path, file: TextIO, notes: TextIO | None = None
+) -> int:
+    """Ratios new / base for runs present in both folders; returns how many runs matched. Notes on
+    unlike settings and interrupted runs go to `notes` (default: `file`)."""
     results = [(base_dir, load_results(base_dir)), (new_dir, load_results(new_dir))]
     base, new = (mean_by_key(r.runs) for _, r in results)
     common = [k for k in base if k in new]
@@ -167,14 +186,18 @@ def print_compare(base_dir: str | Path, new_dir: str | Path, file: TextIO, notes
     _say(f"ratios {new_dir} / {base_dir} (repeats averaged):", file)
     rows = [["policy", "beams", "rate", *COMPARED]]
     for key in common:
-        rows.append([key[0], str(key[1]), key[2], *(_ratio(new[key][f], base[key][f]) for f in COMPARED)])
+        rows.append(
+            [key[0], str(key[1]), key[2], *(_ratio(new[key][f], base[key][f]) for f in COMPARED)]
+        )
     _print_rows(rows, file)
     for label, keys in (
         ("only in " + str(base_dir), set(base) - set(new)),
         ("only in " + str(new_dir), set(new) - set(base)),
     ):
         if keys:
-            _say(f"{label}: {', '.join(f'{p} beams={b} rate={r}' for p, b, r in sorted(keys))}", file)
+            _say(
+                f"{label}: {', '.join(f'{p} beams={b} rate={r}' for p, b, r in sorted(keys))}", file
+            )
     for note in unlike(results):
         _say(f"note: {note}", notes or file)
     return len(common)
@@ -189,7 +212,11 @@ def _print_rows(rows: list[list[str]], file: TextIO) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print(
-            "  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))), file=file
+            "  ".join(
+                cell.rjust(w) if i else cell.ljust(w)
+                for i, (cell, w) in enumerate(zip(row, widths))
+            ),
+            file=file,
         )
 
 

@@ -37,8 +37,12 @@ def check_same_bench(earlier: Results, config: dict, out: object) -> None:
     for key in sorted((set(earlier.config) | set(config)) - FREE):
         if earlier.config.get(key) != config.get(key):
             was, now = earlier.config.get(key), config.get(key)
-            differs = f"--resume: the bench in {out} ran with {key} {was!r}, this command has {now!r}"
-            raise ConfigError(f"{differs}; resume it with its own settings, or run into another --out")
+            differs = (
+                f"--resume: the bench in {out} ran with {key} {was!r}, this command has {now!r}"
+            )
+            raise ConfigError(
+                f"{differs}; resume it with its own settings, or run into another --out"
+            )
 
 
 def merge_runs(first: dict, then: dict) -> dict:
@@ -48,7 +52,9 @@ def merge_runs(first: dict, then: dict) -> dict:
     run["accuracy"] = run["correct"] / run["problems"] if run["problems"] else 0.0
     run.update(token_and_latency_numbers(run["per_problem"], run["wall_s"]))
     run["other_time_s"] = max(0.0, run["wall_s"] - run["gen_time_s"] - run["prm_time_s"])
-    run["prm_requests_per_call_mean"] = _weighted(first, then, "prm_requests_per_call_mean", "prm_calls")
+    run["prm_requests_per_call_mean"] = _weighted(
+        first, then, "prm_requests_per_call_mean", "prm_calls"
+    )
     run["prm_batch_tokens_mean"] = run["prm_tokens"] / run["prm_calls"] if run["prm_calls"] else 0.0
     run["rows_per_pass"] = _weighted(first, then, "rows_per_pass", "forward_passes")
     run["peak_kv_tokens"] = max(first.get("peak_kv_tokens", 0), then.get("peak_kv_tokens", 0))

@@ -1,8 +1,9 @@
-"""One bench run: a (policy, beams, rate) over all problems on one fresh engine, then run-level aggregates.
+"""One bench run: a (policy, beams, rate) over all problems on one fresh engine, then run-level
+aggregates.
 
-Per-request gen/PRM times count every shared forward pass once per request in it, so run-level times come from
-the engine's own record (`Engine.stats`: passes, rows, PRM calls and the time inside the models).
-"""
+Per-request gen/PRM times count every shared forward pass once per request in it, so run-level times
+come from the engine's own record (`Engine.stats`: passes, rows, PRM calls and the time inside the
+models)."""
 
 from __future__ import annotations
 
@@ -57,8 +58,8 @@ class RunSpec:
 
 
 class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C (or another stop signal) during a run, carrying what that run finished and the stop itself, whose
-    exit code the bench ends with."""
+    """Ctrl-C (or another stop signal) during a run, carrying what that run finished and the stop
+    itself, whose exit code the bench ends with."""
 
     def __init__(self, run: dict, stop: KeyboardInterrupt) -> None:
         super().__init__()
@@ -88,7 +89,11 @@ def run_one(
     try:
         while len(requests) < len(problems) or engine.busy:
             now = time.perf_counter() - t0
-            while len(requests) < len(problems) and arrivals[len(requests)] <= now and _has_room(spec, requests):
+            while (
+                len(requests) < len(problems)
+                and arrivals[len(requests)] <= now
+                and _has_room(spec, requests)
+            ):
                 p = problems[len(requests)]
                 requests.append((p, engine.submit(p.problem, spec.config, request_id=p.id)))
             if engine.busy:
@@ -128,10 +133,14 @@ def _record(
     return run
 
 
-def _requests_since(before: dict[str, dict[str, int]], now: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
-    """Each server's requests by role, counted from `before` (the session's servers answered earlier runs too)."""
+def _requests_since(
+    before: dict[str, dict[str, int]], now: dict[str, dict[str, int]]
+) -> dict[str, dict[str, int]]:
+    """Each server's requests by role, counted from `before` (the session's servers answered earlier
+    runs too)."""
     return {
-        url: {role: n - before.get(url, {}).get(role, 0) for role, n in roles.items()} for url, roles in now.items()
+        url: {role: n - before.get(url, {}).get(role, 0) for role, n in roles.items()}
+        for url, roles in now.items()
     }
 
 
@@ -139,7 +148,9 @@ def _has_room(spec: RunSpec, requests: list[tuple[Problem, Request]]) -> bool:
     return not spec.concurrency or sum(r.result is None for _, r in requests) < spec.concurrency
 
 
-def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Request]], wall: float) -> dict:
+def aggregate(
+    spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Request]], wall: float
+) -> dict:
     """Run-level numbers over the requests that finished normally (design.md section 5)."""
     done = [(p, r.result) for p, r in requests if r.result is not None]
     per_problem = [_problem_record(p, res) for p, res in done]
@@ -156,9 +167,11 @@ def aggregate(spec: RunSpec, engine: Engine, requests: list[tuple[Problem, Reque
         "graded_as_text": sum(pp["graded_as_text"] for pp in per_problem),
     }
     run.update({k: sum(getattr(m, k) for m in metrics) for k in SUMMED})
-    # the slots speculation can fill: a synchronous step leaves them idle while its stragglers finish
+    # the slots speculation can fill: a synchronous step leaves them idle while its stragglers
+    # finish
     run["forward_passes"] = engine.stats.passes
-    run["rows_per_pass"] = engine.stats.rows / engine.stats.passes if engine.stats.passes else 0.0  # failed too
+    # failed too
+    run["rows_per_pass"] = engine.stats.rows / engine.stats.passes if engine.stats.passes else 0.0
     run["policy_switches"] = engine.policy.switches()  # as run: `auto` resolved
     run["per_problem"] = per_problem
     return run
@@ -179,8 +192,8 @@ def _problem_record(p: Problem, res: SearchResult) -> dict:
         "waiting_ratio": m.waiting_ratio,
         "step_scores": res.step_scores,
         "common_prefix": res.step_common_prefix,
-        # the final candidates, best first, with each step's PRM score (None: unscored): lets a vote rule or a
-        # way of adding up step scores be compared after the run on the same paths
+        # the final candidates, best first, with each step's PRM score (None: unscored): lets a vote
+        # rule or a way of adding up step scores be compared after the run on the same paths
         "graded_as_text": res.grader.note is not None,  # the grading budget ran out (grading.py)
         "paths": [
             {
@@ -214,7 +227,9 @@ def token_and_latency_numbers(per_problem: list[dict], wall: float) -> dict:
     generated = sum(pp["tokens"] for pp in per_problem)
     final = sum(pp["final_tokens"] for pp in per_problem)
     latencies = [pp["latency"] for pp in per_problem]
-    normalized = [1000 * pp["latency"] / pp["final_tokens"] for pp in per_problem if pp["final_tokens"]]
+    normalized = [
+        1000 * pp["latency"] / pp["final_tokens"] for pp in per_problem if pp["final_tokens"]
+    ]
     return {
         "wall_s": wall,
         "generated_tokens": generated,
@@ -229,7 +244,8 @@ def token_and_latency_numbers(per_problem: list[dict], wall: float) -> dict:
 
 
 def _model_time_numbers(stats: EngineStats, metrics: list[RequestMetrics], wall: float) -> dict:
-    """Time inside the models (from the engine's record), the PRM's batching, recomputation and KV peak."""
+    """Time inside the models (from the engine's record), the PRM's batching, recomputation and KV
+    peak."""
     gen_s, prm_s = stats.gen_s, stats.prm_s
     prm_tokens = sum(m.prm_tokens for m in metrics)
     return {

@@ -1,8 +1,8 @@
 """A bench's runs, once its settings are checked (evaluation/plan.py): --out claimed
 (evaluation/out_folder.py), the sessions, every run with a save after each finished problem, what
-`--resume` keeps or continues (evaluation/resume.py), and the end: the table is printed whatever could
-be written, and a save that failed is one error line (exit 1). Progress and notes go through the
-caller's Display."""
+`--resume` keeps or continues (evaluation/resume.py), and the end: the table is printed whatever
+could be written, and a save that failed is one error line (exit 1). Progress and notes go through
+the caller's Display."""
 
 from __future__ import annotations
 

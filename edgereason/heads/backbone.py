@@ -1,5 +1,6 @@
-"""What a value head takes from its backbone's GGUF: the file's sha256, which names the weights a head was trained
-on, and the vocabulary tokens whose logits are the head's features (value_head.py)."""
+"""What a value head takes from its backbone's GGUF: the file's sha256, which names the weights a
+head was trained on, and the vocabulary tokens whose logits are the head's features
+(value_head.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from edgereason.util.files import write_text_atomic
 
 
 def file_sha256(path: Path) -> str:
-    """sha256 of a model file; remembered by (path, size, mtime) so a start-up hashes a GGUF once, not each time."""
+    """sha256 of a model file; remembered by (path, size, mtime) so a start-up hashes a GGUF once,
+    not each time."""
     from edgereason import models
 
     path = Path(path).resolve()
-    for spec in models.REGISTRY.values():  # registry files were checked by sha256 when they were pulled
+    # registry files were checked by sha256 when they were pulled
+    for spec in models.REGISTRY.values():
         if path == models.cache_path(spec).resolve() and path.is_file():
             return spec.sha256
     st = path.stat()
@@ -36,8 +39,9 @@ def file_sha256(path: Path) -> str:
 
 
 def feature_tokens(n_vocab: int, n_embd: int, exclude: frozenset[int], seed: int = 0) -> np.ndarray:
-    """2 * n_embd vocabulary ids drawn at random (sorted): random rows of the output matrix, twice as many as its
-    columns, are well conditioned, so their logits determine the hidden state. Special tokens are left out."""
+    """2 * n_embd vocabulary ids drawn at random (sorted): random rows of the output matrix, twice
+    as many as its columns, are well conditioned, so their logits determine the hidden state.
+    Special tokens are left out."""
     ids = np.array([t for t in range(n_vocab) if t not in exclude])
     k = min(len(ids), 2 * n_embd)
     return np.sort(np.random.default_rng(seed).choice(ids, size=k, replace=False))

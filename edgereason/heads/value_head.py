@@ -1,29 +1,31 @@
-"""A trained value head: P(this path still reaches the right answer) from the backbone's final hidden state at the
-last token of a step (design.md section 2, "value head").
+"""A trained value head: P(this path still reaches the right answer) from the backbone's final
+hidden state at the last token of a step (design.md section 2, "value head").
 
-The head reads the final hidden state through the logits of a fixed set of k = 2 * n_embd vocabulary tokens. Those
-logits are W_S h, where W_S [k, n_embd] are the tokens' rows of the output matrix and h the final (normed) hidden
-state; W_S has full column rank, so they carry h whole (h = pinv(W_S) z_S), and a head on them is a head on h.
-Reading them needs no embeddings context: llama.cpp's embeddings mode makes every token an output (the output
-matrix runs over every position, a vocabulary-sized row per token) and crashed in its AMX kernels here.
-A head may read middle layers' outputs instead of (k = 0) or beside the logits: `layers` names them, and their
-hidden states at the step's last token follow the k logits in the feature vector, layer by layer (d = k +
-len(layers) * n_embd). A middle layer ranks a problem's final answers better than the last one
+The head reads the final hidden state through the logits of a fixed set of k = 2 * n_embd vocabulary
+tokens. Those logits are W_S h, where W_S [k, n_embd] are the tokens' rows of the output matrix and
+h the final (normed) hidden state; W_S has full column rank, so they carry h whole (h = pinv(W_S)
+z_S), and a head on them is a head on h. Reading them needs no embeddings context: llama.cpp's
+embeddings mode makes every token an output (the output matrix runs over every position, a
+vocabulary-sized row per token) and crashed in its AMX kernels here. A head may read middle layers'
+outputs instead of (k = 0) or beside the logits: `layers` names them, and their hidden states at the
+step's last token follow the k logits in the feature vector, layer by layer (d = k + len(layers) *
+n_embd). A middle layer ranks a problem's final answers better than the last one
 (benchmarks/results/layer-probe-cpu).
 
-A head is two files side by side: `NAME.safetensors` (the weights) and `NAME.json` (what it was trained on). Scoring
-needs only numpy: gather the d features, standardise, Linear -> ReLU -> Linear (or one Linear), sigmoid. Tensors:
+A head is two files side by side: `NAME.safetensors` (the weights) and `NAME.json` (what it was
+trained on). Scoring needs only numpy: gather the d features, standardise, Linear -> ReLU -> Linear
+(or one Linear), sigmoid. Tensors:
   tokens [k] int32      the vocabulary ids whose logits are the features (k may be 0 when layers
                         are read)
   mean, std [d]         feature standardisation from the training set
   w1 [h, d], b1 [h], w2 [1, h], b2 [1]    (an MLP head)   or   w2 [1, d], b2 [1]   (a linear head)
-The JSON names the backbone (registry name, GGUF file name, sha256): other weights' states mean nothing to the head,
-so a head is refused on any other backbone. It lists `layers` too; a head that reads layers is format version 2, so
-an older EdgeReason refuses it instead of misreading it.
-A head may come with a LoRA adapter of its backbone (`NAME.lora.gguf`, named in the JSON with its sha256; format
-version 3): a fine-tuned verifier whose logits are read with the adapter applied (benchmarks/lab/lora_export.py).
-Its states are not the generator's, so such a head always scores in the verifier's own context.
-"""
+The JSON names the backbone (registry name, GGUF file name, sha256): other weights' states mean
+nothing to the head, so a head is refused on any other backbone. It lists `layers` too; a head that
+reads layers is format version 2, so an older EdgeReason refuses it instead of misreading it. A head
+may come with a LoRA adapter of its backbone (`NAME.lora.gguf`, named in the JSON with its sha256;
+format version 3): a fine-tuned verifier whose logits are read with the adapter applied
+(benchmarks/lab/lora_export.py). Its states are not the generator's, so such a head always scores in
+the verifier's own context."""
 
 from __future__ import annotations
 
@@ -69,7 +71,8 @@ class ValueHead:
     w1: np.ndarray | None = None
     b1: np.ndarray | None = None
     record: dict[str, Any] | None = None  # how it was trained: data, sizes, AUCs
-    layers: tuple[int, ...] = ()  # middle layers whose hidden states follow the logits in the features
+    # middle layers whose hidden states follow the logits in the features
+    layers: tuple[int, ...] = ()
     adapter: Adapter | None = None  # LoRA of the backbone that the verifier's context applies
 
     def __post_init__(self) -> None:
@@ -84,9 +87,17 @@ class ValueHead:
             and all(il >= 0 for il in self.layers)
             and self.w2.shape == (1, inner)
             and self.b2.shape == (1,)
-            and (self.w1 is None or (self.w1.shape == (inner, d) and self.b1 is not None and self.b1.shape == (inner,)))
+            and (
+                self.w1 is None
+                or (
+                    self.w1.shape == (inner, d)
+                    and self.b1 is not None
+                    and self.b1.shape == (inner,)
+                )
+            )
         )
-        if not ok:  # else a search fails at its first score, or a negative id reads a logit from the row's end
+        # else a search fails at its first score, or a negative id reads a logit from the row's end
+        if not ok:
             raise ModelError(
                 "the value head's tensors do not fit together (corrupt head file); train it again "
                 "with edgereason train-prm"
@@ -105,10 +116,15 @@ class ValueHead:
         return (self.mean.shape[0] - self.tokens.shape[0]) // len(self.layers) if self.layers else 0
 
     def score(self, logits: np.ndarray, hidden: np.ndarray | None = None) -> float:
-        """One next-token logits row [n_vocab] at a step's last token, and the hidden states of `layers` there
-        ([len(layers), n_embd]; only for a head that reads layers) -> a score in [0, 1]."""
-        assert hidden is not None or not self.layers, "a head that reads layers needs their hidden states"
-        return self.score_features(head_features(logits, self.tokens, hidden if self.layers else None))
+        """One next-token logits row [n_vocab] at a step's last token, and the hidden states of
+        `layers` there ([len(layers), n_embd]; only for a head that reads layers) -> a score in [0,
+        1]."""
+        assert hidden is not None or not self.layers, (
+            "a head that reads layers needs their hidden states"
+        )
+        return self.score_features(
+            head_features(logits, self.tokens, hidden if self.layers else None)
+        )
 
     def score_features(self, features: np.ndarray) -> float:
         z = float(self.logits(features))
@@ -126,20 +142,24 @@ class ValueHead:
             raise ConfigError(
                 f"the value head was trained on {self.backbone.name} ({self.backbone.file}, sha256 "
                 f"{self.backbone.sha256[:12]}...) but the PRM model is {model_path.name} (sha256 "
-                f"{digest[:12]}...); use --prm {self.backbone.name} or a head trained for this model"
+                f"{digest[:12]}...); use --prm {self.backbone.name} or a head trained for this "
+                "model"
             )
 
 
-def head_features(logits: np.ndarray, tokens: np.ndarray, hidden: np.ndarray | None = None) -> np.ndarray:
-    """A head's feature vector (a copy): the logits of `tokens`, then the captured layers' hidden states
-    ([layers, n_embd]) flattened, layer by layer. Training (the verifier's `features`) and scoring both build
-    it here."""
+def head_features(
+    logits: np.ndarray, tokens: np.ndarray, hidden: np.ndarray | None = None
+) -> np.ndarray:
+    """A head's feature vector (a copy): the logits of `tokens`, then the captured layers' hidden
+    states ([layers, n_embd]) flattened, layer by layer. Training (the verifier's `features`) and
+    scoring both build it here."""
     picked = logits[tokens]  # an index array: a copy, so the row may be reused after
     return picked if hidden is None else np.concatenate([picked, hidden.ravel()])
 
 
 def head_paths(path: Path) -> tuple[Path, Path]:
-    """`x.safetensors` or `x.json` or `x` -> (weights, metadata); names may hold dots (`qwen2.5-coder-0.5b`)."""
+    """`x.safetensors` or `x.json` or `x` -> (weights, metadata); names may hold dots
+    (`qwen2.5-coder-0.5b`)."""
     base = (
         path.name.removesuffix(".safetensors").removesuffix(".json")
         if path.suffix in (".safetensors", ".json")
@@ -157,8 +177,8 @@ def load_head(path: Path) -> ValueHead:
     weights, meta_path = head_paths(given)
     if given.is_file() and given not in (weights, meta_path):  # e.g. a GGUF given as --prm-head
         raise ConfigError(
-            f"{given} is not a value head: a head is NAME.safetensors with NAME.json beside it; make "
-            "one with edgereason train-prm"
+            f"{given} is not a value head: a head is NAME.safetensors with NAME.json beside it; "
+            "make one with edgereason train-prm"
         )
     for p in (weights, meta_path):
         if not p.is_file():
@@ -171,7 +191,9 @@ def load_head(path: Path) -> ValueHead:
         if not isinstance(meta, dict) or meta.get("format") != HEAD_FORMAT:
             raise ValueError("not an EdgeReason value head")
         if int(meta.get("version", 0)) > HEAD_VERSION:
-            raise ValueError(f"format version {meta['version']} is newer than this EdgeReason reads")
+            raise ValueError(
+                f"format version {meta['version']} is newer than this EdgeReason reads"
+            )
         backbone = Backbone(**{k: str(meta["backbone"][k]) for k in ("name", "file", "sha256")})
         layers = tuple(int(il) for il in meta.get("layers") or ())
         adapter = _adapter(meta["adapter"], weights.parent) if meta.get("adapter") else None
@@ -189,11 +211,14 @@ def load_head(path: Path) -> ValueHead:
         for k, v in tensors.items()
         if k in _TENSORS
     }
-    return ValueHead(backbone, record=meta.get("training"), layers=layers, adapter=adapter, **arrays)
+    return ValueHead(
+        backbone, record=meta.get("training"), layers=layers, adapter=adapter, **arrays
+    )
 
 
 def _adapter(entry: dict, folder: Path) -> Adapter:
-    """The head's LoRA adapter, checked: ConfigError when it is missing, ModelError when it is another file."""
+    """The head's LoRA adapter, checked: ConfigError when it is missing, ModelError when it is
+    another file."""
     file, sha256 = str(entry["file"]), str(entry["sha256"])
     path = folder / Path(file).name
     if not path.is_file():
@@ -221,7 +246,10 @@ def save_head(head: ValueHead, path: Path) -> tuple[Path, Path]:
         if getattr(head, k) is not None
     }
     read = (
-        [f"the logits of {len(head.tokens)} vocabulary tokens (a full-rank linear image of the final hidden state)"]
+        [
+            f"the logits of {len(head.tokens)} vocabulary tokens (a full-rank linear image of the "
+            "final hidden state)"
+        ]
         if len(head.tokens)
         else []
     )
@@ -229,7 +257,11 @@ def save_head(head: ValueHead, path: Path) -> tuple[Path, Path]:
     meta = {
         "format": HEAD_FORMAT,
         "version": HEAD_VERSION if head.adapter else 2 if head.layers else 1,
-        "backbone": {"name": head.backbone.name, "file": head.backbone.file, "sha256": head.backbone.sha256},
+        "backbone": {
+            "name": head.backbone.name,
+            "file": head.backbone.file,
+            "sha256": head.backbone.sha256,
+        },
         "features": ", then ".join(read) + " at the last token of each step",
         "layers": list(head.layers),
         "hidden": None if head.w1 is None else int(head.w1.shape[0]),

@@ -1,6 +1,7 @@
-"""A measured throughput curve: what the split is modelled on (generator decode against concurrent sequences, PRM
-prefill against batch tokens) and what `--policy auto` reads its pass cost from. Backends measure the points
-(their `profiled_generator` / `profiled_prm`); this is the arithmetic over them."""
+"""A measured throughput curve: what the split is modelled on (generator decode against concurrent
+sequences, PRM prefill against batch tokens) and what `--policy auto` reads its pass cost from.
+Backends measure the points (their `profiled_generator` / `profiled_prm`); this is the arithmetic
+over them."""
 
 from __future__ import annotations
 

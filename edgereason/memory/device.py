@@ -1,4 +1,5 @@
-"""What memory the device has: host RAM through psutil (CPU), the first GPU through NVML (nvidia-ml-py).
+"""What memory the device has: host RAM through psutil (CPU), the first GPU through NVML
+(nvidia-ml-py).
 
 The device id names a profile file, so it must be stable across runs and safe in a file name.
 """
@@ -15,7 +16,8 @@ import psutil
 from edgereason.errors import ConfigError
 
 DEVICE_KINDS = ("cpu", "gpu")
-AUTO_MARGIN_FRACTION = 0.10  # `--kv-budget auto` leaves this much of the free memory (and at least AUTO_MARGIN_MIN)
+# `--kv-budget auto` leaves this much of the free memory (and at least AUTO_MARGIN_MIN)
+AUTO_MARGIN_FRACTION = 0.10
 AUTO_MARGIN_MIN = 256 << 20
 AUTO_MAX_TOKENS = 65536  # per model: more KV than a search here ever holds
 
@@ -45,7 +47,8 @@ def _cpu_model() -> str:
 
 
 def _short_cpu_name(model: str) -> str:
-    """'AMD EPYC 7763 64-Core Processor' -> 'amd-epyc-7763': drop the marketing tail, keep vendor and family."""
+    """'AMD EPYC 7763 64-Core Processor' -> 'amd-epyc-7763': drop the marketing tail, keep vendor
+    and family."""
     model = re.sub(r"\(r\)|\(tm\)|\bcpu\b|\bprocessor\b|@.*$|\d+-core.*$", " ", model, flags=re.I)
     return slug(model)
 
@@ -54,7 +57,9 @@ def read_cpu() -> DeviceInfo:
     cores = psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
     vm = psutil.virtual_memory()
     model = _cpu_model()
-    return DeviceInfo("cpu", f"cpu-{_short_cpu_name(model)}-{cores}c", model, vm.total, vm.available)
+    return DeviceInfo(
+        "cpu", f"cpu-{_short_cpu_name(model)}-{cores}c", model, vm.total, vm.available
+    )
 
 
 def read_gpu(index: int = 0) -> DeviceInfo:
@@ -64,7 +69,8 @@ def read_gpu(index: int = 0) -> DeviceInfo:
         pynvml.nvmlInit()
     except Exception as e:  # ImportError, or NVMLError when there is no driver
         raise ConfigError(
-            f"--device gpu needs an NVIDIA GPU and driver, and NVML could not start ({e}); use --device cpu"
+            f"--device gpu needs an NVIDIA GPU and driver, and NVML could not start ({e}); use "
+            "--device cpu"
         ) from None
     try:
         if pynvml.nvmlDeviceGetCount() <= index:
@@ -89,8 +95,11 @@ def default_device_id(kind: str = "cpu") -> str:
     return read_device(kind).device_id
 
 
-def auto_budget(free_bytes: int, weights: int, gen_bytes_per_token: int, ver_bytes_per_token: int) -> int:
-    """`--kv-budget auto`: free memory after the weights, less a safety margin, capped at what both could use."""
+def auto_budget(
+    free_bytes: int, weights: int, gen_bytes_per_token: int, ver_bytes_per_token: int
+) -> int:
+    """`--kv-budget auto`: free memory after the weights, less a safety margin, capped at what both
+    could use."""
     after_weights = free_bytes - weights
     budget = after_weights - max(int(AUTO_MARGIN_FRACTION * after_weights), AUTO_MARGIN_MIN)
     cap = AUTO_MAX_TOKENS * (gen_bytes_per_token + ver_bytes_per_token)

@@ -1,11 +1,11 @@
-"""Profile files: `<device>__<generator>__<verifier>.json` under $EDGEREASON_HOME/profiles for llama.cpp, and
-`<device>__<generator>__<verifier>__<backend>.json` for another backend (torch), written by `edgereason
-memory-profile` and looked up at start-up. The backend is part of the key: the same models on torch and on llama.cpp
-differ in KV bytes per token and in speed, so a session finds only a profile measured on its own backend (profiles
-from before the backend was recorded are llama.cpp's, and keep their names). Only the user's own profiles are read:
-the repository's profiles/ folder holds reference measurements (often with small test budgets), not settings to run
-with.
-"""
+"""Profile files: `<device>__<generator>__<verifier>.json` under $EDGEREASON_HOME/profiles for
+llama.cpp, and `<device>__<generator>__<verifier>__<backend>.json` for another backend (torch),
+written by `edgereason memory-profile` and looked up at start-up. The backend is part of the key:
+the same models on torch and on llama.cpp differ in KV bytes per token and in speed, so a session
+finds only a profile measured on its own backend (profiles from before the backend was recorded are
+llama.cpp's, and keep their names). Only the user's own profiles are read: the repository's
+profiles/ folder holds reference measurements (often with small test budgets), not settings to run
+with."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from edgereason.util.files import make_writable_folder, write_text_atomic
 
 # what session/opening.py and session/kv_split.py read
 STARTUP_KEYS = ("generator_kv_bytes", "verifier_kv_bytes", "lv_threshold_tokens")
-UNNAMED_BACKEND = "llamacpp"  # the backend whose profile names carry none (every profile's, before torch's)
+# the backend whose profile names carry none (every profile's, before torch's)
+UNNAMED_BACKEND = "llamacpp"
 
 
 def profiles_dir() -> Path:
@@ -33,14 +34,15 @@ def check_profiles_dir() -> None:
         make_writable_folder(folder)
     except OSError as e:  # $EDGEREASON_HOME is a file, or read-only
         raise ConfigError(
-            f"cannot write memory profiles to {folder}: {e.strerror or e}; set EDGEREASON_HOME to a "
-            "folder you can write"
+            f"cannot write memory profiles to {folder}: {e.strerror or e}; set EDGEREASON_HOME to "
+            "a folder you can write"
         ) from None
 
 
 def verifier_id(prm: str, prm_format: str) -> str:
-    """A PRM is its weights, its backend and how it is prompted: the same weights as a judge and as a trained PRM
-    differ, and so do the same GGUF on llama.cpp and read into torch (`hf:`; its KV and speed differ)."""
+    """A PRM is its weights, its backend and how it is prompted: the same weights as a judge and as
+    a trained PRM differ, and so do the same GGUF on llama.cpp and read into torch (`hf:`; its KV
+    and speed differ)."""
     if prm.startswith(models.HF_PREFIX):
         return f"hf-{models.display_name(prm[len(models.HF_PREFIX) :])}-{prm_format}"
     return f"{models.display_name(prm)}-{prm_format}"
@@ -51,35 +53,48 @@ def profile_name(device: str, generator: str, verifier: str, backend: str = UNNA
     return f"{slug(device)}__{slug(generator)}__{slug(verifier)}{tail}.json"
 
 
-def profile_path(device: str, generator: str, verifier: str, backend: str = UNNAMED_BACKEND) -> Path:
+def profile_path(
+    device: str, generator: str, verifier: str, backend: str = UNNAMED_BACKEND
+) -> Path:
     return profiles_dir() / profile_name(device, generator, verifier, backend)
 
 
-def check_profile_path(device: str, generator: str, verifier: str, backend: str = UNNAMED_BACKEND) -> None:
-    """Before minutes of measuring: no folder stands where the profile file goes (a file cannot replace one)."""
+def check_profile_path(
+    device: str, generator: str, verifier: str, backend: str = UNNAMED_BACKEND
+) -> None:
+    """Before minutes of measuring: no folder stands where the profile file goes (a file cannot
+    replace one)."""
     path = profile_path(device, generator, verifier, backend)
     if path.is_dir():
         raise ConfigError(f"{path} is a folder where the profile goes; move it away")
 
 
-def write_profile(profile: dict, device: str, generator: str, verifier: str, backend: str = UNNAMED_BACKEND) -> Path:
-    """Atomic: a start-up reading the file never sees half of it, and two profilers of one pair write whole
-    files (the last one stays)."""
+def write_profile(
+    profile: dict, device: str, generator: str, verifier: str, backend: str = UNNAMED_BACKEND
+) -> Path:
+    """Atomic: a start-up reading the file never sees half of it, and two profilers of one pair
+    write whole files (the last one stays)."""
     path = profile_path(device, generator, verifier, backend)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps(profile | {"profile_path": str(path)}, indent=2) + "\n")
     return path
 
 
-def find_profile(device: str, generator: str, verifier: str, backend: str = UNNAMED_BACKEND) -> dict | None:
-    """The stored profile for this device and model pair, or None (start-up then profiles or uses defaults).
-    A damaged file (not JSON, not an object, or without what start-up reads) is as good as missing: None, while
-    the file stays at profile_path, which is how start-up tells the two apart.
+def find_profile(
+    device: str, generator: str, verifier: str, backend: str = UNNAMED_BACKEND
+) -> dict | None:
+    """The stored profile for this device and model pair, or None (start-up then profiles or uses
+    defaults). A damaged file (not JSON, not an object, or without what start-up reads) is as good
+    as missing: None, while the file stays at profile_path, which is how start-up tells the two
+    apart.
 
-    generator: models.display_name(...) of the generator; verifier: verifier_id(prm, prm_format); backend: the
-    local backend the session runs its generator on (and its PRM, unless an hf: one)."""
+    generator: models.display_name(...) of the generator; verifier: verifier_id(prm, prm_format);
+    backend: the local backend the session runs its generator on (and its PRM, unless an hf:
+    one)."""
     try:
         profile = json.loads(profile_path(device, generator, verifier, backend).read_text())
     except (OSError, ValueError):  # ValueError: not JSON, or not UTF-8
         return None
-    return profile if isinstance(profile, dict) and all(k in profile for k in STARTUP_KEYS) else None
+    return (
+        profile if isinstance(profile, dict) and all(k in profile for k in STARTUP_KEYS) else None
+    )

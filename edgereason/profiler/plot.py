@@ -42,9 +42,18 @@ def _plot_prm(ax: Any, profile: Profile) -> None:
     """PRM prefill throughput against batch tokens, with the lazy-verification threshold."""
     xs, ys = zip(*profile.ver_curve.points)
     ax.plot(xs, ys, "o-", color="tab:orange")
-    ax.axvline(profile.lv_threshold_tokens, ls="--", color="grey", label=f"LV threshold {profile.lv_threshold_tokens}")
+    ax.axvline(
+        profile.lv_threshold_tokens,
+        ls="--",
+        color="grey",
+        label=f"LV threshold {profile.lv_threshold_tokens}",
+    )
     ax.set(
-        title=f"PRM prefill: {profile.verifier}", xlabel="batch tokens", ylabel="tok/s", xscale="log", ylim=(0, None)
+        title=f"PRM prefill: {profile.verifier}",
+        xlabel="batch tokens",
+        ylabel="tok/s",
+        xscale="log",
+        ylim=(0, None),
     )
     ax.set_xticks(xs, [str(x) for x in xs])
     ax.legend()
@@ -53,7 +62,12 @@ def _plot_prm(ax: Any, profile: Profile) -> None:
 def _plot_split(ax: Any, profile: Profile) -> None:
     """The predicted step time of each feasible split of the KV budget, the chosen one starred."""
     rows = [r for r in profile.plan.rows if r.feasible]
-    ax.plot([100 * r.generator_share for r in rows], [r.step_time_s for r in rows], "o-", color="tab:green")
+    ax.plot(
+        [100 * r.generator_share for r in rows],
+        [r.step_time_s for r in rows],
+        "o-",
+        color="tab:green",
+    )
     best = profile.plan.best
     ax.plot([100 * best.generator_share], [best.step_time_s], "r*", ms=14, label="chosen")
     ax.set(

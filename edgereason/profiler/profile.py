@@ -1,5 +1,5 @@
-"""A memory profile: the device, the backend that ran the models, both models' KV costs, weights and throughput
-curves, the modelled search and the split chosen for it, as `memory-profile` saves it."""
+"""A memory profile: the device, the backend that ran the models, both models' KV costs, weights and
+throughput curves, the modelled search and the split chosen for it, as `memory-profile` saves it."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ PROFILE_VERSION = 1
 @dataclass(frozen=True)
 class Profile:
     device: DeviceInfo
-    backend: str  # the generator's (and the PRM's, unless an hf: one on transformers): llamacpp or torch
+    # the generator's (and the PRM's, unless an hf: one on transformers): llamacpp or torch
+    backend: str
     generator: str
     verifier: str
     threads: int
@@ -32,7 +33,8 @@ class Profile:
 
     @property
     def lv_threshold_tokens(self) -> int:
-        """Lazy verification flushes at the batch where PRM prefill reaches 90% of its best throughput."""
+        """Lazy verification flushes at the batch where PRM prefill reaches 90% of its best
+        throughput."""
         return self.ver_curve.saturation(0.9)
 
     def to_dict(self) -> dict:

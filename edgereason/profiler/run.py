@@ -1,10 +1,10 @@
-"""`memory-profile` end to end: read the device, choose the backend, load both models, settle the budget, measure
-the two curves, choose the split. Kept apart from the CLI so tests and start-up can run it with fewer measurement
-points. The models are measured through the chosen backend's profiling objects (protocols.ProfiledGenerator /
-ProfiledPRM; an hf: PRM through the transformers backend's): this module knows no concrete backend. The backend is
-chosen as a session chooses it (backend_choice.choose_backend: auto = torch on a GPU where CUDA torch runs the
-models, else llama.cpp), so that the profile is the one that session looks up.
-"""
+"""`memory-profile` end to end: read the device, choose the backend, load both models, settle the
+budget, measure the two curves, choose the split. Kept apart from the CLI so tests and start-up can
+run it with fewer measurement points. The models are measured through the chosen backend's profiling
+objects (protocols.ProfiledGenerator / ProfiledPRM; an hf: PRM through the transformers backend's):
+this module knows no concrete backend. The backend is chosen as a session chooses it
+(backend_choice.choose_backend: auto = torch on a GPU where CUDA torch runs the models, else
+llama.cpp), so that the profile is the one that session looks up."""
 
 from __future__ import annotations
 
@@ -44,9 +44,11 @@ class MeasurePoints:
     prefill_reps: int = 3
 
 
-# A GPU keeps gaining from far larger batches (SpecScale saw PRM prefill saturate near 2,048 tokens).
+# A GPU keeps gaining from far larger batches (SpecScale saw PRM prefill saturate near 2,048
+# tokens).
 GPU_POINTS = MeasurePoints((1, 2, 4, 8, 16, 32, 64), 8, (128, 256, 512, 1024, 2048, 4096, 8192), 3)
-MAX_DECODE_SEQS = 128  # measure_decode holds every point's sequences at once: 255 with GPU_POINTS, llama.cpp's cap 256
+# measure_decode holds every point's sequences at once: 255 with GPU_POINTS, llama.cpp's cap 256
+MAX_DECODE_SEQS = 128
 
 
 def run_profile(
@@ -68,26 +70,30 @@ def run_profile(
     prm_head: str | None = None,
     backend: str = "auto",
 ) -> Profile:
-    """problems: the sample search's (the --problem texts); none: SAMPLE_PROBLEMS. backend: auto, llamacpp or torch.
-    Every setting is checked before a model loads (after its file is pulled: auto reads it), and the budget before
-    minutes of measuring."""
+    """problems: the sample search's (the --problem texts); none: SAMPLE_PROBLEMS. backend: auto,
+    llamacpp or torch. Every setting is checked before a model loads (after its file is pulled: auto
+    reads it), and the budget before minutes of measuring."""
     given, problems = bool(problems), problems or SAMPLE_PROBLEMS
     check_threads(threads)
-    choice = choose_prm(generator, prm, prm_format, prm_head)  # bad settings fail now, not after measuring
+    # bad settings fail now, not after measuring
+    choice = choose_prm(generator, prm, prm_format, prm_head)
     fixed_budget = None if budget == "auto" else parse_size(budget)
     device = read_device(device_kind)
     n_gpu_layers = ALL_GPU_LAYERS if device.kind == "gpu" else 0
     place = Placement(n_gpu_layers=n_gpu_layers, device=DEVICE_FOR[device.kind], n_threads=threads)
     shape = (beams, width, requests, max_step_tokens, steps)
     opened = _open_models(generator, choice, backend, device, place, shape, problems, pull_progress)
-    budget_bytes = _settled_budget(fixed_budget, device, opened.gen, opened.prm, opened.workload, given, progress)
+    budget_bytes = _settled_budget(
+        fixed_budget, device, opened.gen, opened.prm, opened.workload, given, progress
+    )
     points = points or (GPU_POINTS if device.kind == "gpu" else MeasurePoints())
     return _measure(opened, budget_bytes, points, place, max_step_tokens, problems, progress)
 
 
 @dataclass(frozen=True)
 class _Opened:
-    """The two models loaded on the backend a session of them would choose, and the search modelled on them."""
+    """The two models loaded on the backend a session of them would choose, and the search modelled
+    on them."""
 
     device: DeviceInfo
     backend: str
@@ -108,10 +114,13 @@ def _open_models(
     problems: tuple[str, ...],
     pull_progress: PullProgress | None,
 ) -> _Opened:
-    """The models' files and backend, the modelled search of `shape` (beams, width, requests, max step tokens,
-    steps) checked before either model loads, then the generator, the problems' prompts and the PRM."""
+    """The models' files and backend, the modelled search of `shape` (beams, width, requests, max
+    step tokens, steps) checked before either model loads, then the generator, the problems' prompts
+    and the PRM."""
     threads, n_gpu_layers = place.n_threads, place.n_gpu_layers
-    gen_path, prm_path, backend = _models_and_backend(generator, choice, backend, threads, n_gpu_layers, pull_progress)
+    gen_path, prm_path, backend = _models_and_backend(
+        generator, choice, backend, threads, n_gpu_layers, pull_progress
+    )
     gen_id, ver_id = models.display_name(generator), verifier_id(choice.name, choice.format)
     check_profile_path(device.device_id, gen_id, ver_id, backend)  # the CLI saves the profile there
     runtime = load_backend(backend)
@@ -119,7 +128,9 @@ def _open_models(
     gen = runtime.profiled_generator(gen_path, place)
     lengths = prompt_lengths(gen.prompter, problems, workload.requests)  # before the PRM loads
     prm = _open_prm(runtime, choice, gen_path, prm_path, place, workload.requests)
-    return _Opened(device, backend, gen_id, ver_id, gen, prm, with_prompts(workload, problems, lengths, prm))
+    return _Opened(
+        device, backend, gen_id, ver_id, gen, prm, with_prompts(workload, problems, lengths, prm)
+    )
 
 
 def _measure(
@@ -133,9 +144,13 @@ def _measure(
 ) -> Profile:
     """The two curves, the sample search, and the split they give in `budget_bytes`."""
     gen, prm = opened.gen, opened.prm
-    gen_curve, ver_curve = _curves(gen, prm, points, opened.workload, place.n_gpu_layers, place.n_threads, progress)
+    gen_curve, ver_curve = _curves(
+        gen, prm, points, opened.workload, place.n_gpu_layers, place.n_threads, progress
+    )
     workload = sampled_workload(gen, prm, opened.workload, max_step_tokens, problems, progress)
-    plan = plan_split(budget_bytes, gen.bytes_per_token, prm.bytes_per_token, gen_curve, ver_curve, workload)
+    plan = plan_split(
+        budget_bytes, gen.bytes_per_token, prm.bytes_per_token, gen_curve, ver_curve, workload
+    )
     return Profile(
         opened.device,
         opened.backend,
@@ -162,9 +177,12 @@ def _models_and_backend(
     n_gpu_layers: int,
     pull_progress: PullProgress | None,
 ) -> tuple[Path, Path, str]:
-    """The models' files (pulled where needed) and the backend that runs them, chosen as a session of these models
-    on this device chooses it (auto reads their architectures), so that the profile is the one it looks up."""
-    settings = ModelSettings(model=generator, threads=threads, n_gpu_layers=n_gpu_layers, backend=backend)
+    """The models' files (pulled where needed) and the backend that runs them, chosen as a session
+    of these models on this device chooses it (auto reads their architectures), so that the profile
+    is the one it looks up."""
+    settings = ModelSettings(
+        model=generator, threads=threads, n_gpu_layers=n_gpu_layers, backend=backend
+    )
     gen_path, prm_path = model_paths(settings.model, choice, pull_progress)
     backend = choose_backend(settings, gen_path, prm_path, choice.name.startswith(models.HF_PREFIX))
     runtime = load_backend(backend)
@@ -185,9 +203,11 @@ def _curves(
     progress: Progress | None,
 ) -> tuple[Curve, Curve]:
     """Generator decode against concurrent sequences, PRM prefill against batch tokens."""
-    # up to every sequence of the workload at once: the split model reads the curve at R*N (clamped beyond it)
+    # up to every sequence of the workload at once: the split model reads the curve at R*N (clamped
+    # beyond it)
     decode_seqs = sorted(set(points.decode_seqs) | {min(workload.sequences, MAX_DECODE_SEQS)})
-    top_k = device_top_k("auto", DEFAULT_TOP_K, n_gpu_layers)  # the generator's rows as a session cuts them
+    # the generator's rows as a session cuts them
+    top_k = device_top_k("auto", DEFAULT_TOP_K, n_gpu_layers)
     gen_curve = Curve(gen.decode(decode_seqs, points.decode_steps, threads, progress, top_k))
     ver_curve = Curve(prm.measure(points.prefill_tokens, points.prefill_reps, threads, progress))
     return gen_curve, ver_curve
@@ -202,20 +222,28 @@ def _settled_budget(
     problems_given: bool,
     progress: Progress | None,
 ) -> int:
-    """The given budget, else what the device's free memory leaves beside both models' weights; checked to hold one
-    path before minutes of measuring."""
+    """The given budget, else what the device's free memory leaves beside both models' weights;
+    checked to hold one path before minutes of measuring."""
     budget_bytes = fixed_budget or auto_budget(
-        device.free_bytes, gen.weights_bytes + prm.weights_bytes, gen.bytes_per_token, prm.bytes_per_token
+        device.free_bytes,
+        gen.weights_bytes + prm.weights_bytes,
+        gen.bytes_per_token,
+        prm.bytes_per_token,
     )
     _check_budget(budget_bytes, gen.bytes_per_token, prm.bytes_per_token, workload, problems_given)
     if progress and budget_bytes > device.free_bytes:
-        progress(f"warning: the budget is more than the {format_size(device.free_bytes)} free on this device")
+        progress(
+            f"warning: the budget is more than the {format_size(device.free_bytes)} free on this "
+            "device"
+        )
     return budget_bytes
 
 
-def _check_budget(budget_bytes: int, gen_bpt: int, ver_bpt: int, w: Workload, problems_given: bool) -> None:
-    """One path fits the budget. Where the budget would hold one of a typical problem, the --problem texts are
-    what is too long, and the error says so."""
+def _check_budget(
+    budget_bytes: int, gen_bpt: int, ver_bpt: int, w: Workload, problems_given: bool
+) -> None:
+    """One path fits the budget. Where the budget would hold one of a typical problem, the --problem
+    texts are what is too long, and the error says so."""
     if budget_bytes >= w.min_budget_bytes(gen_bpt, ver_bpt):
         return
     typical = replace(w, prompt_tokens=Workload.prompt_tokens, head_tokens=Workload.head_tokens)
@@ -232,8 +260,8 @@ def _open_prm(
     place: Placement,
     requests: int,
 ) -> ProfiledPRM:
-    """The PRM to measure: the generator's own model or another GGUF on the generator's backend, or an hf: PRM on
-    torch through the transformers backend."""
+    """The PRM to measure: the generator's own model or another GGUF on the generator's backend, or
+    an hf: PRM on torch through the transformers backend."""
     prm = PRMSpec(prm_path, choice.format, choice.head)
     if choice.name.startswith(models.HF_PREFIX):
         kv_tokens = sample_kv_tokens(requests)

@@ -35,12 +35,18 @@ def load_problems(path: str | Path, limit: int | None = None, offset: int = 0) -
     ids = [p.id for p in problems]
     if len(set(ids)) < len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
-        raise ConfigError(f"{name}: id {dup!r} appears twice; request ids must be unique within a run")
+        raise ConfigError(
+            f"{name}: id {dup!r} appears twice; request ids must be unique within a run"
+        )
     if not problems:  # an empty file, /dev/null, nothing on stdin
-        raise ConfigError(f"{name} holds no problems; give a JSONL file, one {{problem, answer}} object a line")
+        raise ConfigError(
+            f"{name} holds no problems; give a JSONL file, one {{problem, answer}} object a line"
+        )
     selected = problems[offset : offset + limit if limit is not None else None]
     if not selected:
-        raise ConfigError(f"no problems selected from {name} ({len(problems)} in the file, --offset {offset})")
+        raise ConfigError(
+            f"no problems selected from {name} ({len(problems)} in the file, --offset {offset})"
+        )
     return selected
 
 
@@ -50,9 +56,14 @@ def _problem(line: str, where: str, default_id: str) -> Problem:
         row = json.loads(line)
     except json.JSONDecodeError as e:
         raise ConfigError(f"{where}: not a JSON object ({e.msg})") from None
-    except (ValueError, RecursionError) as e:  # an integer of over 4300 digits, arrays nested too deep
+    # an integer of over 4300 digits, arrays nested too deep
+    except (ValueError, RecursionError) as e:
         raise ConfigError(f"{where}: not a JSON object that can be read ({e})") from None
-    if not isinstance(row, dict) or not str(row.get("problem", "")).strip() or row.get("answer") is None:
+    if (
+        not isinstance(row, dict)
+        or not str(row.get("problem", "")).strip()
+        or row.get("answer") is None
+    ):
         raise ConfigError(f"{where}: each line needs a non-empty 'problem' and an 'answer'")
     _check_kinds(row, where)
     pid = row.get("id")
@@ -68,9 +79,13 @@ def _check_kinds(row: dict, where: str) -> None:
         kind = _kind(row["problem"])
         raise ConfigError(f"{where}: 'problem' is {kind}; give the problem as a string")
     if (kind := _kind(row["answer"])) not in ("text", "a number"):
-        raise ConfigError(f"{where}: 'answer' is {kind}; give one gold answer as a string or a number")
+        raise ConfigError(
+            f"{where}: 'answer' is {kind}; give one gold answer as a string or a number"
+        )
     if "id" in row and row["id"] is not None and _kind(row["id"]) not in ("text", "a number"):
-        raise ConfigError(f"{where}: 'id' is {_kind(row['id'])}; give the id as a string or a number")
+        raise ConfigError(
+            f"{where}: 'id' is {_kind(row['id'])}; give the id as a string or a number"
+        )
 
 
 def _kind(value: object) -> str:
@@ -80,7 +95,8 @@ def _kind(value: object) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, float) and not math.isfinite(value):  # JSON's NaN and Infinity, as Python reads them
+    # JSON's NaN and Infinity, as Python reads them
+    if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else "infinite"
     if isinstance(value, (int, float)):
         return "a number"
@@ -90,7 +106,8 @@ def _kind(value: object) -> str:
 
 
 def _read_lines(path: Path) -> list[str]:
-    """The file's lines; "-" is stdin, and a device or a pipe (/dev/null, <(...)) is read as a file is."""
+    """The file's lines; "-" is stdin, and a device or a pipe (/dev/null, <(...)) is read as a file
+    is."""
     if str(path) == "-":
         return read_stdin().splitlines()
     if path.is_dir():
@@ -98,7 +115,10 @@ def _read_lines(path: Path) -> list[str]:
     if not path.exists():
         raise ConfigError(f"dataset file not found: {path}")
     try:
-        with path.open(encoding="utf-8-sig", errors="replace") as f:  # -sig: a file saved with a byte-order mark
+        # -sig: a file saved with a byte-order mark
+        with path.open(encoding="utf-8-sig", errors="replace") as f:
             return f.readlines()
     except OSError as e:
-        raise ConfigError(f"cannot read dataset {path}: {e.strerror}; check its permissions") from None
+        raise ConfigError(
+            f"cannot read dataset {path}: {e.strerror}; check its permissions"
+        ) from None

@@ -68,14 +68,24 @@ def _gsm8k(row: dict) -> dict:
     if m is None:
         raise ValueError("'answer' has no last line '#### N'")
     answer = THOUSANDS.sub("", m.group("answer")).strip()
-    return {"problem": row["question"], "answer": answer, "solution": worked[: m.start()].strip(), "source": "gsm8k"}
+    return {
+        "problem": row["question"],
+        "answer": answer,
+        "solution": worked[: m.start()].strip(),
+        "source": "gsm8k",
+    }
 
 
 def _math(row: dict) -> dict:
     answer = extract_boxed(row["solution"].replace("\\fbox{", "\\boxed{"))
     if answer is None:
         raise ValueError("'solution' has no \\boxed{...} answer")
-    return {"problem": row["problem"], "answer": answer, "solution": row["solution"], "source": "math"}
+    return {
+        "problem": row["problem"],
+        "answer": answer,
+        "solution": row["solution"],
+        "source": "math",
+    }
 
 
 def _own(row: dict) -> dict:

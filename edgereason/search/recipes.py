@@ -1,13 +1,13 @@
-"""What `solve` and `chat` run when the user names no search or PRM: per generator and device, the most accurate
-search measured at seconds a problem on a GPU and about a minute on a CPU (README, "Which search answers best").
+"""What `solve` and `chat` run when the user names no search or PRM: per generator and device, the
+most accurate search measured at seconds a problem on a GPU and about a minute on a CPU (README,
+"Which search answers best").
 
-A recipe is taken whole or not at all: it was measured as one setting. Any PRM flag (`--prm`, `--prm-format`,
-`--prm-head`) or a remote backend means the user picks the verifier, and the plain recipe applies; the search flags
-(`--strategy`, `--vote`, `--beams`, `--temperature`) always override. Where the recipe's PRM cannot be had
-(offline), the plain recipe runs (choose_search; cli/recipe_use.py maps the flags).
-`--width` and `--select` shape a tree search only: where best-of-n runs, `solve` and `chat` say
-which of them were given to no use.
-"""
+A recipe is taken whole or not at all: it was measured as one setting. Any PRM flag (`--prm`,
+`--prm-format`, `--prm-head`) or a remote backend means the user picks the verifier, and the plain
+recipe applies; the search flags (`--strategy`, `--vote`, `--beams`, `--temperature`) always
+override. Where the recipe's PRM cannot be had (offline), the plain recipe runs (choose_search;
+cli/recipe_use.py maps the flags). `--width` and `--select` shape a tree search only: where
+best-of-n runs, `solve` and `chat` say which of them were given to no use."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from edgereason.config import STRATEGY_NAMES, VOTES, SearchConfig
 from edgereason.errors import ModelError
 
 Device = Literal["cpu", "gpu"]
-FIELDS = ("strategy", "vote", "prm", "beams", "temperature")  # the flags a recipe fills where they are unset
+# the flags a recipe fills where they are unset
+FIELDS = ("strategy", "vote", "prm", "beams", "temperature")
 # flags only beam and dvts read, with SearchConfig's defaults
 TREE_FLAGS = {f: getattr(SearchConfig, f) for f in ("width", "select")}
 
@@ -59,16 +60,23 @@ RECIPES: dict[tuple[str, Device], Recipe] = {
     ("qwen2.5-coder-0.5b", "gpu"): _Q05,
     ("qwen2.5-coder-0.5b", "cpu"): _Q05,
 }
-assert {(g, d) for g, _ in RECIPES for d in ("gpu", "cpu")} <= RECIPES.keys(), "a recipe for each device"
+assert {(g, d) for g, _ in RECIPES for d in ("gpu", "cpu")} <= RECIPES.keys(), (
+    "a recipe for each device"
+)
 
 
 def describe(field: str) -> str:
-    """A field's default across the recipes, for --help: e.g. 'best-of-n for qwen2.5-coder-1.5b, beam for
-    qwen2.5-coder-0.5b, else best-of-n' (a value that differs by device is given for each)."""
+    """A field's default across the recipes, for --help: e.g. 'best-of-n for qwen2.5-coder-1.5b,
+    beam for qwen2.5-coder-0.5b, else best-of-n' (a value that differs by device is given for
+    each)."""
     parts = []
     for generator in dict.fromkeys(g for g, _ in RECIPES):
         gpu, cpu = (_shown(RECIPES[generator, d], field) for d in ("gpu", "cpu"))
-        parts.append(f"{gpu} for {generator}" if gpu == cpu else f"{gpu} on a GPU and {cpu} on a CPU for {generator}")
+        parts.append(
+            f"{gpu} for {generator}"
+            if gpu == cpu
+            else f"{gpu} on a GPU and {cpu} on a CPU for {generator}"
+        )
     return f"{', '.join(parts)}, else {_shown(PLAIN, field)}"
 
 
@@ -78,24 +86,29 @@ def _shown(recipe: Recipe, field: str) -> str:
 
 
 def recipe_for(generator: str, device: Device, prm_chosen: bool) -> Recipe:
-    """The generator's recipe on this device (by registry name), or PLAIN where it has none or the user chose the
-    PRM."""
+    """The generator's recipe on this device (by registry name), or PLAIN where it has none or the
+    user chose the PRM."""
     return PLAIN if prm_chosen else RECIPES.get((generator, device), PLAIN)
 
 
 def picks_verifier(prm: str | None, prm_format: str, prm_head: str | None, backend: str) -> bool:
-    """Whether the user chose the verifier (any PRM flag, or a served model): then the plain recipe applies."""
+    """Whether the user chose the verifier (any PRM flag, or a served model): then the plain recipe
+    applies."""
     return prm is not None or prm_format != "auto" or prm_head is not None or backend == "remote"
 
 
 class RecipeFill(NamedTuple):
-    values: dict[str, Any]  # the recipe's fields the user left unset, and the tree flags' defaults where unset
+    # the recipe's fields the user left unset, and the tree flags' defaults where unset
+    values: dict[str, Any]
     filled: tuple[str, ...]  # the recipe fields among them
     tree_flags: tuple[str, ...]  # the tree flags (width, select) the user gave
 
 
-def fill_unset(recipe: Recipe, given: Mapping[str, Any], tree_defaults: Mapping[str, Any]) -> RecipeFill:
-    """What the recipe sets: each of its FIELDS the user left unset (None); unset tree flags get their defaults."""
+def fill_unset(
+    recipe: Recipe, given: Mapping[str, Any], tree_defaults: Mapping[str, Any]
+) -> RecipeFill:
+    """What the recipe sets: each of its FIELDS the user left unset (None); unset tree flags get
+    their defaults."""
     filled = tuple(f for f in FIELDS if given.get(f) is None and getattr(recipe, f) is not None)
     values = {f: getattr(recipe, f) for f in filled}
     values |= {f: v for f, v in tree_defaults.items() if given.get(f) is None}

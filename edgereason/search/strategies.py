@@ -1,9 +1,11 @@
-"""Search strategies (design.md section 3), one small object each, registered by the names `--strategy` takes.
+"""Search strategies (design.md section 3), one small object each, registered by the names
+`--strategy` takes.
 
-A strategy answers the questions where the strategies differ; the engine's mechanics (KV sequences, verification,
-selection, pruning) are the same for all of them:
+A strategy answers the questions where the strategies differ; the engine's mechanics (KV sequences,
+verification, selection, pruning) are the same for all of them:
 - first plan: the selection groups the root's draws go into, as (keep, width, draws) per group;
-- scoring scope: which finished steps are scored, and which steps of the path one PRM request covers;
+- scoring scope: which finished steps are scored, and which steps of the path one PRM request
+  covers;
 - readiness: when a group whose steps are done can be selected;
 - who competes: which members a selection ranks;
 - after select: whether the selected nodes carry on or the subtree is finished.
@@ -18,8 +20,8 @@ from edgereason.tree import Node
 
 
 class Strategy(ABC):
-    """Defaults: every finished step is scored on its own, a group is ready once every live member is scored,
-    unfinished paths compete, and a finished path among the selected ends its subtree."""
+    """Defaults: every finished step is scored on its own, a group is ready once every live member
+    is scored, unfinished paths compete, and a finished path among the selected ends its subtree."""
 
     name: str
     early_prune = True  # the early-pruning rules rank competitors; a group of one has none
@@ -33,7 +35,8 @@ class Strategy(ABC):
         return True
 
     def scored_nodes(self, node: Node) -> list[Node] | None:
-        """The steps one PRM request for `node` scores; None: the step alone (lookahead may add a child)."""
+        """The steps one PRM request for `node` scores; None: the step alone (lookahead may add a
+        child)."""
         return None
 
     def ready(self, alive: list[Node]) -> bool:
@@ -44,7 +47,8 @@ class Strategy(ABC):
         return not node.path_complete
 
     def carries_on(self, completed_logical: int, beams: int, finished_subtree: bool) -> bool:
-        """After a selection: do the selected unfinished nodes expand? False ends what remains of the group."""
+        """After a selection: do the selected unfinished nodes expand? False ends what remains of
+        the group."""
         return not finished_subtree
 
 
@@ -57,13 +61,15 @@ class Beam(Strategy):
         return [(config.keep, config.width, config.beams)]
 
     def carries_on(self, completed_logical: int, beams: int, finished_subtree: bool) -> bool:
-        # a finished path does not end the beam: the others carry on until `beams` paths are complete
+        # a finished path does not end the beam: the others carry on until `beams` paths are
+        # complete
         return completed_logical < beams
 
 
 class DVTS(Strategy):
-    """Diverse verifier tree search: beams / width independent subtrees, each keeping its best node per step.
-    Finished paths compete too: the subtree's best may be a finished one, which ends that subtree."""
+    """Diverse verifier tree search: beams / width independent subtrees, each keeping its best node
+    per step. Finished paths compete too: the subtree's best may be a finished one, which ends that
+    subtree."""
 
     name = "dvts"
 
@@ -75,7 +81,8 @@ class DVTS(Strategy):
 
 
 class BestOfN(Strategy):
-    """`beams` independent solutions, each scored once it is complete (every step of its path in one request)."""
+    """`beams` independent solutions, each scored once it is complete (every step of its path in one
+    request)."""
 
     name = "best-of-n"
     early_prune = False

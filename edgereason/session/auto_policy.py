@@ -1,12 +1,13 @@
-"""The `auto` policy (the default of solve and chat): `edge` where a wider forward pass is cheap enough for
-speculation to pay, `baseline` elsewhere, decided by this device's pass cost.
+"""The `auto` policy (the default of solve and chat): `edge` where a wider forward pass is cheap
+enough for speculation to pay, `baseline` elsewhere, decided by this device's pass cost.
 
-Pass cost: the time of a decode pass of 8 rows over that of 1 row, read from the generator decode curve of the
-memory profile; without a profile it is measured once at start-up (measure_decode, 1 and 8 rows, about a second)
-and cached in $EDGEREASON_HOME/pass-cost.json per device, generator, threads, GPU layers and backend.
+Pass cost: the time of a decode pass of 8 rows over that of 1 row, read from the generator decode
+curve of the memory profile; without a profile it is measured once at start-up (measure_decode, 1
+and 8 rows, about a second) and cached in $EDGEREASON_HOME/pass-cost.json per device, generator,
+threads, GPU layers and backend.
 
-`auto:key=value...` and switch flags override the chosen preset as they would override it named directly.
-"""
+`auto:key=value...` and switch flags override the chosen preset as they would override it named
+directly."""
 
 from __future__ import annotations
 
@@ -40,8 +41,9 @@ class AutoChoice:
 
     def note(self) -> str:
         return (
-            f"edgereason: --policy auto chose {self.preset}: a forward pass of 8 rows costs {self.cost_8:.1f}x "
-            f"one row here ({self.source}); speculation pays below {EDGE_MAX_COST_8}x"
+            f"edgereason: --policy auto chose {self.preset}: a forward pass of 8 rows costs "
+            f"{self.cost_8:.1f}x one row here ({self.source}); speculation pays below "
+            f"{EDGE_MAX_COST_8}x"
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -57,20 +59,23 @@ def choose(cost_8: float, source: str) -> AutoChoice:
 
 
 def resolve(policy: Policy, choice: AutoChoice) -> Policy:
-    """The chosen preset with the overrides `auto` carried (its name holds them all: parse_policy and
-    with_switches both record `:key=value`); the name stays as the user wrote it."""
+    """The chosen preset with the overrides `auto` carried (its name holds them all: parse_policy
+    and with_switches both record `:key=value`); the name stays as the user wrote it."""
     return replace(parse_policy(choice.preset + policy.name[len(AUTO) :]), name=policy.name)
 
 
 def cost_8(curve: Curve) -> float:
-    """Pass time at 8 rows over pass time at 1 row, from a tok/s curve by rows (time = rows / tok/s)."""
+    """Pass time at 8 rows over pass time at 1 row, from a tok/s curve by rows (time = rows /
+    tok/s)."""
     return (8 / curve.at(8)) / (1 / curve.at(1))
 
 
-def choice_for(profile: dict | None, cache_key: str, measure: Callable[[], Points] | None) -> AutoChoice:
-    """From the memory profile, else the cache (under `cache_key`: device, generator, threads, GPU layers,
-    backend), else `measure` (the decode points at MEASURE_ROWS of this session's generator; None where its backend
-    cannot measure one, a served generator), then cached."""
+def choice_for(
+    profile: dict | None, cache_key: str, measure: Callable[[], Points] | None
+) -> AutoChoice:
+    """From the memory profile, else the cache (under `cache_key`: device, generator, threads, GPU
+    layers, backend), else `measure` (the decode points at MEASURE_ROWS of this session's generator;
+    None where its backend cannot measure one, a served generator), then cached."""
     if profile is not None:
         points = tuple((int(x), float(y)) for x, y in profile["curves"]["generator"])
         return choose(cost_8(Curve(points)), "memory profile")
@@ -81,7 +86,10 @@ def choice_for(profile: dict | None, cache_key: str, measure: Callable[[], Point
     if key in cache:
         return choose(float(cache[key]["cost_8"]), "cached measurement")
     value = cost_8(Curve(measure()))
-    cache[key] = {"cost_8": round(value, 3), "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+    cache[key] = {
+        "cost_8": round(value, 3),
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
     _write_cache(cache)
     return choose(value, "measured at start-up")
 

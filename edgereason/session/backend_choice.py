@@ -1,8 +1,9 @@
-"""Which local runtime a session opens (`--backend auto|llamacpp|torch`): auto takes torch where NVML sees a GPU,
-torch is installed with CUDA, it runs the models' architectures and they fit in bf16 (under `--gpu-memory`, else in
-the GPU's memory); else llama.cpp (the faster backend on a CPU, and the one for quantized models too large for
-bf16). A CPU stays on llama.cpp without importing torch. A fallback the user may not expect is said in one line. A
-Hugging Face folder as generator (`--model hf:FOLDER`) runs on torch, on a CPU too: llama.cpp cannot read it.
+"""Which local runtime a session opens (`--backend auto|llamacpp|torch`): auto takes torch where
+NVML sees a GPU, torch is installed with CUDA, it runs the models' architectures and they fit in
+bf16 (under `--gpu-memory`, else in the GPU's memory); else llama.cpp (the faster backend on a CPU,
+and the one for quantized models too large for bf16). A CPU stays on llama.cpp without importing
+torch. A fallback the user may not expect is said in one line. A Hugging Face folder as generator
+(`--model hf:FOLDER`) runs on torch, on a CPU too: llama.cpp cannot read it.
 
 Before the choice, the models' files: `model_paths` pulls registry models not on disk yet, and
 `prm_on_transformers` says whether an hf: PRM runs on transformers beside the generator."""
@@ -24,18 +25,23 @@ from edgereason.session.settings import MIN_KV_TOKENS, ModelSettings
 
 
 def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: bool) -> str:
-    """settings.backend, with auto decided. hf: the PRM runs on transformers either way (only the generator's
-    weights count here)."""
+    """settings.backend, with auto decided. hf: the PRM runs on transformers either way (only the
+    generator's weights count here)."""
     if settings.model.startswith(models.HF_PREFIX):
         if settings.backend == "llamacpp":
             raise ConfigError(
-                f"--model {settings.model} runs on the torch backend (llama.cpp reads GGUF files): use --backend "
-                "torch or auto, or name a GGUF of the model without hf:"
+                f"--model {settings.model} runs on the torch backend (llama.cpp reads GGUF files): "
+                "use --backend torch or auto, or name a GGUF of the model without hf:"
             )
         return "torch"
     if settings.backend != "auto":
         return settings.backend
-    if settings.n_gpu_layers == 0 or not gpu_present() or find_spec("torch") is None or find_spec("gguf") is None:
+    if (
+        settings.n_gpu_layers == 0
+        or not gpu_present()
+        or find_spec("torch") is None
+        or find_spec("gguf") is None
+    ):
         return "llamacpp"
     try:
         torch_backend = load_backend("torch")
@@ -56,7 +62,10 @@ def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: 
     if room is None:
         room, what = read_gpu().total_bytes, "the GPU's memory"
     if need > room:
-        return _fall_back(f"the models need {format_size(need)} in bf16 on torch, more than {what} {format_size(room)}")
+        return _fall_back(
+            f"the models need {format_size(need)} in bf16 on torch, more than {what} "
+            f"{format_size(room)}"
+        )
     return "torch"
 
 
@@ -66,8 +75,8 @@ def _fall_back(why: str) -> str:
 
 
 def prm_on_transformers(model: str, choice: PRMChoice) -> bool:
-    """An hf: PRM runs on transformers, but for the hf: generator's own weights in a format the torch backend's
-    verifier reads: that one shares the generator's weights on torch."""
+    """An hf: PRM runs on transformers, but for the hf: generator's own weights in a format the
+    torch backend's verifier reads: that one shares the generator's weights on torch."""
     if not choice.name.startswith(models.HF_PREFIX):
         return False
     torch_formats = load_backend("torch").capabilities.prm_formats
@@ -75,22 +84,25 @@ def prm_on_transformers(model: str, choice: PRMChoice) -> bool:
 
 
 def model_paths(model: str, choice: PRMChoice, progress: PullProgress | None) -> tuple[Path, Path]:
-    """The generator's weights (`--model`) and the PRM's, pulled where they are registry names not on disk
-    yet. An hf: PRM is a folder or a file; a registry name after hf: means its GGUF, read into torch."""
+    """The generator's weights (`--model`) and the PRM's, pulled where they are registry names not
+    on disk yet. An hf: PRM is a folder or a file; a registry name after hf: means its GGUF, read
+    into torch."""
     gen_path = _generator_path(model, progress)
     if choice.name == model:
         return gen_path, gen_path
     if choice.name.startswith(models.HF_PREFIX):
         name = choice.name[len(models.HF_PREFIX) :]
         return gen_path, (
-            models.resolve(name, progress=progress, role="PRM") if name in models.REGISTRY else Path(name)
+            models.resolve(name, progress=progress, role="PRM")
+            if name in models.REGISTRY
+            else Path(name)
         )
     return gen_path, models.resolve(choice.name, progress=progress, role="PRM")
 
 
 def _generator_path(model: str, progress: PullProgress | None) -> Path:
-    """--model: a registry name or a GGUF; after hf:, a Hugging Face folder for the torch backend (or a registry
-    name or a .gguf, read into torch as an hf: PRM's is)."""
+    """--model: a registry name or a GGUF; after hf:, a Hugging Face folder for the torch backend
+    (or a registry name or a .gguf, read into torch as an hf: PRM's is)."""
     if not model.startswith(models.HF_PREFIX):
         return models.resolve(model, progress=progress)
     name = model[len(models.HF_PREFIX) :]
@@ -99,7 +111,7 @@ def _generator_path(model: str, progress: PullProgress | None) -> Path:
     folder = Path(name).expanduser()
     if not folder.is_dir():
         raise ModelError(
-            f"--model {model}: {folder} is not a folder; hf: names a Hugging Face model folder (config.json, "
-            "*.safetensors and the tokenizer's files)"
+            f"--model {model}: {folder} is not a folder; hf: names a Hugging Face model folder "
+            "(config.json, *.safetensors and the tokenizer's files)"
         )
     return folder

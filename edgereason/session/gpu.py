@@ -1,14 +1,17 @@
-"""GPU defaults for a session: every layer on the GPU where a CUDA build sees one, and the `--gpu-memory` cap.
+"""GPU defaults for a session: every layer on the GPU where a CUDA build sees one, and the
+`--gpu-memory` cap.
 
 Rules:
-- `--gpu-layers` unset: all layers (ALL_LAYERS) when the backend can offload and NVML finds a GPU, else 0.
-- `--gpu-memory SIZE` caps weights + KV. Without `--kv-budget`, the KV budget is what the weights leave under the
-  cap, less a margin for llama.cpp's compute and output buffers, split between the models as `--kv-budget` is.
-- `--gpu-memory` with no layers on a GPU is an error: silently ignoring a cap would let a "24 GB" measurement run
-  on something else.
-- An `hf:` PRM (torch) counts under the cap with its weights as they load on CUDA (bf16, not its file size) and its
-  own KV bytes per token; under `--gpu-memory` it must run on CUDA, for the same reason.
-"""
+- `--gpu-layers` unset: all layers (ALL_LAYERS) when the backend can offload and NVML finds a GPU,
+  else 0.
+- `--gpu-memory SIZE` caps weights + KV. Without `--kv-budget`, the KV budget is what the weights
+  leave under the cap, less a margin for llama.cpp's compute and output buffers, split between the
+  models as `--kv-budget` is.
+- `--gpu-memory` with no layers on a GPU is an error: silently ignoring a cap would let a "24 GB"
+  measurement run on something else.
+- An `hf:` PRM (torch) counts under the cap with its weights as they load on CUDA (bf16, not its
+  file size) and its own KV bytes per token; under `--gpu-memory` it must run on CUDA, for the same
+  reason."""
 
 from __future__ import annotations
 
@@ -62,23 +65,27 @@ def gpu_layers(n_gpu_layers: int | None, runtime: Backend) -> int:
     return default_gpu_layers(runtime) if n_gpu_layers is None else n_gpu_layers
 
 
-def local_kv_tokens(budget_bytes: int | None, default: int, runtime: Backend, path: Path, place: Placement) -> int:
-    """The KV of the one model that runs here beside served ones: the whole --kv-budget, else `default`."""
+def local_kv_tokens(
+    budget_bytes: int | None, default: int, runtime: Backend, path: Path, place: Placement
+) -> int:
+    """The KV of the one model that runs here beside served ones: the whole --kv-budget, else
+    `default`."""
     if budget_bytes is None:
         return max(MIN_KV_TOKENS, default)
     return max(MIN_KV_TOKENS, budget_bytes // runtime.kv_bytes_per_token(path, place))
 
 
 def capped_kv_budget(cap_bytes: int, weights: int, bytes_per_token: int) -> int:
-    """KV bytes for both models under a cap of weights + KV: what the weights leave, less a margin, and no more
-    than AUTO_MAX_TOKENS per model (bytes_per_token: both models' together), more than a search here holds."""
+    """KV bytes for both models under a cap of weights + KV: what the weights leave, less a margin,
+    and no more than AUTO_MAX_TOKENS per model (bytes_per_token: both models' together), more than a
+    search here holds."""
     after_weights = cap_bytes - weights
     budget = after_weights - max(int(AUTO_MARGIN_FRACTION * after_weights), AUTO_MARGIN_MIN)
     if budget <= 0:
         raise ConfigError(
             f"--gpu-memory {format_size(cap_bytes)} leaves no room for KV caches: the weights take "
-            f"{format_size(weights)} and llama.cpp's buffers need {format_size(AUTO_MARGIN_MIN)} or "
-            "more; raise --gpu-memory"
+            f"{format_size(weights)} and llama.cpp's buffers need {format_size(AUTO_MARGIN_MIN)} "
+            "or more; raise --gpu-memory"
         )
     return min(budget, AUTO_MAX_TOKENS * bytes_per_token)
 
@@ -92,7 +99,8 @@ def gpu_settings(
 ):
     """ModelSettings with n_gpu_layers decided and, under a --gpu-memory cap, the KV budget derived.
 
-    prm_runtime: the transformers backend when the PRM is an hf: checkpoint (None: the PRM is on `runtime`)."""
+    prm_runtime: the transformers backend when the PRM is an hf: checkpoint (None: the PRM is on
+    `runtime`)."""
     layers = gpu_layers(settings.n_gpu_layers, runtime)
     settings = replace(settings, n_gpu_layers=layers)
     if settings.gpu_memory_bytes is None:
@@ -105,7 +113,9 @@ def gpu_settings(
             if not runtime.supports_gpu()
             else "no GPU was found"
         )
-        raise ConfigError(f"--gpu-memory caps GPU memory, but no layers are on a GPU ({why}); drop --gpu-memory")
+        raise ConfigError(
+            f"--gpu-memory caps GPU memory, but no layers are on a GPU ({why}); drop --gpu-memory"
+        )
     place = Placement(n_gpu_layers=layers, device=settings.prm_device)
     if prm_runtime is None:
         weights = _weights(runtime, gen_path, prm_path, place)
@@ -123,7 +133,8 @@ def gpu_settings(
         if weights + settings.kv_budget_bytes > settings.gpu_memory_bytes:
             raise ConfigError(
                 f"--kv-budget {format_size(settings.kv_budget_bytes)} and the weights "
-                f"({format_size(weights)}) exceed --gpu-memory {format_size(settings.gpu_memory_bytes)}"
+                f"({format_size(weights)}) exceed --gpu-memory "
+                f"{format_size(settings.gpu_memory_bytes)}"
             )
         return settings
     per_token = runtime.kv_bytes_per_token(gen_path, place) + prm_per_token
@@ -152,11 +163,14 @@ def placement(settings: ModelSettings) -> Placement:
 def device_top_k(mode: str, top_k: int, n_gpu_layers: int) -> int:
     """The k a generator context cuts its rows to; 0 = host sampling over the whole row.
 
-    auto turns the cut on where layers are on a GPU: there it replaces a device-to-host copy of every row's
-    logits. On a CPU the logits are already in host memory, and the cut measured no faster (benchmarks/
-    device_sampling.py), so auto keeps host sampling there; `on` forces it (it works on the CPU backend too)."""
+    auto turns the cut on where layers are on a GPU: there it replaces a device-to-host copy of
+    every row's logits. On a CPU the logits are already in host memory, and the cut measured no
+    faster (benchmarks/ device_sampling.py), so auto keeps host sampling there; `on` forces it (it
+    works on the CPU backend too)."""
     if mode not in DEVICE_SAMPLING_MODES:
-        raise ConfigError(f"--device-sampling takes {', '.join(DEVICE_SAMPLING_MODES)}, got {mode!r}")
+        raise ConfigError(
+            f"--device-sampling takes {', '.join(DEVICE_SAMPLING_MODES)}, got {mode!r}"
+        )
     if not 1 <= top_k <= MAX_TOP_K:
         raise ConfigError(f"--device-top-k must be in 1..{MAX_TOP_K}, got {top_k}")
     on = mode == "on" or (mode == "auto" and n_gpu_layers > 0)

@@ -1,5 +1,6 @@
-"""KV memory per model: either `--kv-tokens` per model, or one `--kv-budget` for both, split by the memory profile
-of this device and model pair (`edgereason memory-profile`) or evenly; and the check that a host-memory cache fits."""
+"""KV memory per model: either `--kv-tokens` per model, or one `--kv-budget` for both, split by the
+memory profile of this device and model pair (`edgereason memory-profile`) or evenly; and the check
+that a host-memory cache fits."""
 
 from __future__ import annotations
 
@@ -13,9 +14,13 @@ from edgereason.session.settings import MIN_KV_TOKENS, ModelSettings
 
 
 def kv_tokens(
-    settings: ModelSettings, gen_bytes_per_token: int, ver_bytes_per_token: int, profile: dict | None
+    settings: ModelSettings,
+    gen_bytes_per_token: int,
+    ver_bytes_per_token: int,
+    profile: dict | None,
 ) -> tuple[int, int]:
-    """Per-model KV tokens: a budget is split by the profile's byte shares (or evenly), else the flags."""
+    """Per-model KV tokens: a budget is split by the profile's byte shares (or evenly), else the
+    flags."""
     if settings.kv_budget_bytes is None:
         return settings.generator_kv_tokens, settings.verifier_kv_tokens
     share = 0.5
@@ -34,14 +39,22 @@ def kv_tokens(
     return gen, ver
 
 
-def _split(budget_bytes: int, share: float, gen_bytes_per_token: int, ver_bytes_per_token: int) -> tuple[int, int]:
-    return (int(budget_bytes * share) // gen_bytes_per_token, int(budget_bytes * (1 - share)) // ver_bytes_per_token)
+def _split(
+    budget_bytes: int, share: float, gen_bytes_per_token: int, ver_bytes_per_token: int
+) -> tuple[int, int]:
+    return (
+        int(budget_bytes * share) // gen_bytes_per_token,
+        int(budget_bytes * (1 - share)) // ver_bytes_per_token,
+    )
 
 
 def _min_budget(share: float, gen_bytes_per_token: int, ver_bytes_per_token: int) -> int:
     """The smallest budget whose split by `share` gives each model MIN_KV_TOKENS."""
     need = math.ceil(
-        max(MIN_KV_TOKENS * gen_bytes_per_token / share, MIN_KV_TOKENS * ver_bytes_per_token / (1 - share))
+        max(
+            MIN_KV_TOKENS * gen_bytes_per_token / share,
+            MIN_KV_TOKENS * ver_bytes_per_token / (1 - share),
+        )
     )
     while min(_split(need, share, gen_bytes_per_token, ver_bytes_per_token)) < MIN_KV_TOKENS:
         need += 1  # float rounding of the share
@@ -49,8 +62,9 @@ def _min_budget(share: float, gen_bytes_per_token: int, ver_bytes_per_token: int
 
 
 def check_host_memory(settings: ModelSettings, kv_bytes: int) -> None:
-    """llama.cpp allocates and clears a KV cache in host memory whole when it makes the context: one larger than
-    the free memory is no error there, the kernel's OOM killer ends the process (exit 137, no message)."""
+    """llama.cpp allocates and clears a KV cache in host memory whole when it makes the context: one
+    larger than the free memory is no error there, the kernel's OOM killer ends the process (exit
+    137, no message)."""
     free = psutil.virtual_memory().available
     if kv_bytes > free:
         flag = (

@@ -1,16 +1,18 @@
-"""Which PRM a session runs: its weights, its format and, for the `head` format, the trained value head.
+"""Which PRM a session runs: its weights, its format and, for the `head` format, the trained value
+head.
 
 Rules:
 - `--prm` absent or `self`: the generator's own weights (one copy of the weights in memory).
-- `--prm-format auto` (the default): `head` when a value head is given (`--prm-head`) or one ships for the PRM
-  model, else `judge`. Shipped heads (edgereason/heads/, made by `edgereason train-prm`): `<prm>--<generator>` was
-  trained on that generator's paths and is taken when that generator runs; `<prm>` on the PRM model's own paths.
-- `head` needs a head whose backbone is the PRM model (checked by sha256 when the model opens). `--prm-head` takes
-  a file or the name of a shipped head: `qwen2.5-coder-1.5b-lora` is the 1.5B's fine-tuned verifier (a LoRA
-  adapter beside a head; opt-in: it scores in a context of its own, an extra pass over every step).
-- `--prm hf:PATH` runs the PRM on torch + transformers (a Hugging Face folder, or a .gguf read into torch);
-  `qwen-prm` and `skywork` need it (their reward heads are not in a GGUF).
-"""
+- `--prm-format auto` (the default): `head` when a value head is given (`--prm-head`) or one ships
+  for the PRM model, else `judge`. Shipped heads (edgereason/heads/, made by `edgereason
+  train-prm`): `<prm>--<generator>` was trained on that generator's paths and is taken when that
+  generator runs; `<prm>` on the PRM model's own paths.
+- `head` needs a head whose backbone is the PRM model (checked by sha256 when the model opens).
+  `--prm-head` takes a file or the name of a shipped head: `qwen2.5-coder-1.5b-lora` is the 1.5B's
+  fine-tuned verifier (a LoRA adapter beside a head; opt-in: it scores in a context of its own, an
+  extra pass over every step).
+- `--prm hf:PATH` runs the PRM on torch + transformers (a Hugging Face folder, or a .gguf read into
+  torch); `qwen-prm` and `skywork` need it (their reward heads are not in a GGUF)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ from edgereason.errors import ConfigError
 from edgereason.heads.value_head import ValueHead, head_paths, load_head
 
 PRM_FORMAT_CHOICES = ("auto", "judge", "rlhflow", "head", "math-shepherd", "qwen-prm", "skywork")
-HEAD_ONLY_FORMATS = ("qwen-prm", "skywork")  # a reward head on the hidden states, which a GGUF conversion drops
+# a reward head on the hidden states, which a GGUF conversion drops
+HEAD_ONLY_FORMATS = ("qwen-prm", "skywork")
 SELF = "self"
 HEADS_DIR = Path(__file__).resolve().parent.parent / "heads"
 PullProgress = Callable[[str, int, int], None]
@@ -37,8 +40,9 @@ class PRMChoice:
 
 
 def shipped_head(prm: str, generator: str) -> Path | None:
-    """The value head that ships for a registry PRM model judging `generator`, if any: one trained on that
-    generator's paths first (a head reads what separates right from wrong paths of the model that wrote them)."""
+    """The value head that ships for a registry PRM model judging `generator`, if any: one trained
+    on that generator's paths first (a head reads what separates right from wrong paths of the model
+    that wrote them)."""
     if prm not in models.REGISTRY:
         return None
     for path in (HEADS_DIR / f"{prm}--{generator}.safetensors", HEADS_DIR / f"{prm}.safetensors"):
@@ -48,7 +52,8 @@ def shipped_head(prm: str, generator: str) -> Path | None:
 
 
 def head_path(given: str) -> Path:
-    """--prm-head: a file, or the name of a head that ships (`qwen2.5-coder-1.5b-lora`: edgereason/heads/)."""
+    """--prm-head: a file, or the name of a head that ships (`qwen2.5-coder-1.5b-lora`:
+    edgereason/heads/)."""
     path = Path(given).expanduser()
     shipped = HEADS_DIR / f"{given}.safetensors"
     local = any(p.exists() for p in (path, *head_paths(path)))
@@ -57,7 +62,9 @@ def head_path(given: str) -> Path:
 
 def choose_prm(model: str, prm: str | None, prm_format: str, prm_head: str | None) -> PRMChoice:
     if prm_format not in PRM_FORMAT_CHOICES:
-        raise ConfigError(f"unknown PRM format {prm_format!r}; choose one of {', '.join(PRM_FORMAT_CHOICES)}")
+        raise ConfigError(
+            f"unknown PRM format {prm_format!r}; choose one of {', '.join(PRM_FORMAT_CHOICES)}"
+        )
     name = model if prm in (None, SELF) else prm
     head_file = head_path(prm_head) if prm_head else shipped_head(name, model)
     fmt = ("head" if head_file else "judge") if prm_format == "auto" else prm_format
@@ -68,7 +75,9 @@ def choose_prm(model: str, prm: str | None, prm_format: str, prm_head: str | Non
         )
     if fmt != "head":
         if prm_head:
-            raise ConfigError(f"--prm-head is read by --prm-format head, not {fmt}; drop one of them")
+            raise ConfigError(
+                f"--prm-head is read by --prm-format head, not {fmt}; drop one of them"
+            )
         return PRMChoice(name, fmt, None)
     if head_file is None:
         raise ConfigError(

@@ -1,6 +1,7 @@
-"""Which memory profile applies to a session (device, generator, verifier, backend), what `--policy auto`'s cached
-pass cost is keyed by, and saying how to make a profile where none exists. The backend is the one the session
-chose: a profile or pass cost measured on torch is not one of llama.cpp's (KV bytes per token and speed differ)."""
+"""Which memory profile applies to a session (device, generator, verifier, backend), what `--policy
+auto`'s cached pass cost is keyed by, and saying how to make a profile where none exists. The
+backend is the one the session chose: a profile or pass cost measured on torch is not one of
+llama.cpp's (KV bytes per token and speed differ)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from edgereason.memory.profile_store import UNNAMED_BACKEND, profile_path
 from edgereason.session.prm_choice import SELF
 from edgereason.session.settings import ModelSettings
 
-PROFILE_TIPS = "profile-tips"  # under $EDGEREASON_HOME: profile file names already said to be missing
+# under $EDGEREASON_HOME: profile file names already said to be missing
+PROFILE_TIPS = "profile-tips"
 
 
 def _prm_name(settings: ModelSettings) -> str:
@@ -26,15 +28,19 @@ def device_id(settings: ModelSettings) -> str:
 
 
 def pass_cost_key(settings: ModelSettings, backend: str) -> str:
-    """What `--policy auto`'s measured pass cost is cached under: the device, generator, threads and GPU layers,
-    and the backend where it is not llama.cpp (llama.cpp's keys stay as they were before the backend was chosen)."""
+    """What `--policy auto`'s measured pass cost is cached under: the device, generator, threads and
+    GPU layers, and the backend where it is not llama.cpp (llama.cpp's keys stay as they were before
+    the backend was chosen)."""
     tail = "" if backend == UNNAMED_BACKEND else f"/backend={backend}"
     name, threads = models.display_name(settings.model), settings.threads or "auto"
-    return f"{device_id(settings)}/{name}/threads={threads}/gpu_layers={settings.n_gpu_layers}{tail}"
+    return (
+        f"{device_id(settings)}/{name}/threads={threads}/gpu_layers={settings.n_gpu_layers}{tail}"
+    )
 
 
 def _profile_key(settings: ModelSettings, backend: str) -> tuple[str, str, str, str]:
-    """(device, generator, verifier, backend): what this device and model pair's memory profile is stored under."""
+    """(device, generator, verifier, backend): what this device and model pair's memory profile is
+    stored under."""
     return (
         device_id(settings),
         models.display_name(settings.model),
@@ -50,22 +56,27 @@ def profile_for(settings: ModelSettings, backend: str) -> dict | None:
 
 
 def note_no_profile(settings: ModelSettings, backend: str) -> None:
-    """Say how to profile, once the models are open (a run that fails ends with its error alone). A damaged
-    profile is reported as such on every run; a missing one once per device and model pair (remembered in
-    $EDGEREASON_HOME/profile-tips), or on every run with --verbose."""
+    """Say how to profile, once the models are open (a run that fails ends with its error alone). A
+    damaged profile is reported as such on every run; a missing one once per device and model pair
+    (remembered in $EDGEREASON_HOME/profile-tips), or on every run with --verbose."""
     path = profile_path(*_profile_key(settings, backend))
     command = (
-        f"edgereason memory-profile --model {shlex.quote(settings.model)} --prm {shlex.quote(_prm_name(settings))}"
+        f"edgereason memory-profile --model {shlex.quote(settings.model)} --prm "
+        f"{shlex.quote(_prm_name(settings))}"
         + ("" if backend == UNNAMED_BACKEND else f" --backend {backend}")
-        + (" --device gpu" if settings.n_gpu_layers else "")  # memory-profile measures the CPU unless told
+        # memory-profile measures the CPU unless told
+        + (" --device gpu" if settings.n_gpu_layers else "")
     )
     if path.exists():
         print(
-            f"edgereason: the memory profile {path} is corrupt; using defaults. Rebuild it: {command}", file=sys.stderr
+            f"edgereason: the memory profile {path} is corrupt; using defaults. Rebuild it: "
+            f"{command}",
+            file=sys.stderr,
         )
     elif settings.verbose or _first_time(path.name):
         print(
-            f"edgereason: no memory profile for this device and models; using defaults. To tune: {command}",
+            "edgereason: no memory profile for this device and models; using defaults. To tune: "
+            f"{command}",
             file=sys.stderr,
         )
 

@@ -1,5 +1,5 @@
-"""What a session is opened with: the models, their KV memory, the device and the servers (plain validated data;
-opening.py turns it into models and an engine)."""
+"""What a session is opened with: the models, their KV memory, the device and the servers (plain
+validated data; opening.py turns it into models and an engine)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from edgereason.memory.split import MIN_KV_TOKENS  # per model: room for a promp
 
 DEFAULT_KV_TOKENS = 16384  # per model; about 370 MB for SmolLM2, 200 MB for Qwen2.5-0.5B
 SPLITS = ("profile", "even")
-LOCAL_BACKENDS = ("auto", "llamacpp", "torch")  # auto: llama.cpp on a GPU it offloads to, else torch where it fits
+# auto: llama.cpp on a GPU it offloads to, else torch where it fits
+LOCAL_BACKENDS = ("auto", "llamacpp", "torch")
 
 
 DEFAULT_TOP_K = 100
@@ -23,9 +24,11 @@ DEFAULT_TOP_K = 100
 class ModelSettings:
     model: str = models.DEFAULT_MODEL
     prm: str | None = None  # None or "self": the generator's own weights
-    prm_format: str = "auto"  # auto: a trained value head where one is given or ships for the PRM, else judge
+    # auto: a trained value head where one is given or ships for the PRM, else judge
+    prm_format: str = "auto"
     prm_head: str | None = None  # value head file for the head format
-    prm_device: str = "auto"  # an hf: PRM's torch device: auto (CUDA when torch sees one), cpu or cuda
+    # an hf: PRM's torch device: auto (CUDA when torch sees one), cpu or cuda
+    prm_device: str = "auto"
     threads: int | None = None
     generator_kv_tokens: int = DEFAULT_KV_TOKENS
     verifier_kv_tokens: int = DEFAULT_KV_TOKENS
@@ -34,21 +37,31 @@ class ModelSettings:
     n_gpu_layers: int | None = (
         None  # None: all layers where a CUDA build sees a GPU, else 0 (edgereason/session/gpu.py)
     )
-    gpu_memory_bytes: int | None = None  # cap on weights + KV on the GPU; derives the KV budget when none is given
-    device_sampling: str = "auto"  # top-k cut on the device: auto = where layers are on a GPU, on, off
+    # cap on weights + KV on the GPU; derives the KV budget when none is given
+    gpu_memory_bytes: int | None = None
+    # top-k cut on the device: auto = where layers are on a GPU, on, off
+    device_sampling: str = "auto"
     device_top_k: int = DEFAULT_TOP_K
-    flash_attn: bool = True  # off: bit-exact incremental PRM scoring, much slower with many cells in use
-    kv_budget_unit: str = "MiB"  # the unit the user wrote --kv-budget in: messages about it use the same
+    # off: bit-exact incremental PRM scoring, much slower with many cells in use
+    flash_attn: bool = True
+    # the unit the user wrote --kv-budget in: messages about it use the same
+    kv_budget_unit: str = "MiB"
     verbose: bool = False  # start-up notes on every run, not once per device and model pair
-    remote: RemoteSettings | None = None  # roles served by an OpenAI-compatible server (backends/remote)
+    # roles served by an OpenAI-compatible server (backends/remote)
+    remote: RemoteSettings | None = None
     backend: str = "auto"  # the local runtime: LOCAL_BACKENDS
 
     def __post_init__(self) -> None:
         check_threads(self.threads)
         if self.backend not in LOCAL_BACKENDS:
-            raise ConfigError(f"--backend must be one of {', '.join(LOCAL_BACKENDS)} or remote, got {self.backend!r}")
+            raise ConfigError(
+                f"--backend must be one of {', '.join(LOCAL_BACKENDS)} or remote, got "
+                f"{self.backend!r}"
+            )
         if self.generator_kv_tokens < MIN_KV_TOKENS or self.verifier_kv_tokens < MIN_KV_TOKENS:
-            raise ConfigError(f"each model needs at least {MIN_KV_TOKENS} KV tokens; raise --kv-tokens")
+            raise ConfigError(
+                f"each model needs at least {MIN_KV_TOKENS} KV tokens; raise --kv-tokens"
+            )
         if self.split not in SPLITS:
             raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, got {self.split!r}")
         if self.kv_budget_bytes is not None and self.kv_budget_bytes <= 0:

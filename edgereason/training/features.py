@@ -1,8 +1,9 @@
-"""Features for the value head: at the last token of every step of every rollout path, the backbone's logits of a
-fixed token set (a full-rank image of its final hidden state; see edgereason/heads/value_head.py), then the hidden
-states of the middle layers the verifier's layer capture reads (none without one), read through the same verifier code
-that scores with the head later (prompt, tokenisation and all), so training and scoring see the same numbers. One
-row per step, with its labels:
+"""Features for the value head: at the last token of every step of every rollout path, the
+backbone's logits of a fixed token set (a full-rank image of its final hidden state; see
+edgereason/heads/value_head.py), then the hidden states of the middle layers the verifier's layer
+capture reads (none without one), read through the same verifier code that scores with the head
+later (prompt, tokenisation and all), so training and scoring see the same numbers. One row per
+step, with its labels:
 
   tokens [k] int32        the vocabulary ids read (one set for the file)
   layers [m] int32        the middle layers read (empty: none)
@@ -28,16 +29,30 @@ import numpy as np
 from edgereason.protocols import FeatureReader, ScoreRequest
 from edgereason.training.rollouts import Progress
 
-FIELDS = ("tokens", "layers", "x", "problem", "path", "step", "last", "outcome", "mc", "prm", "weight")
+FIELDS = (
+    "tokens",
+    "layers",
+    "x",
+    "problem",
+    "path",
+    "step",
+    "last",
+    "outcome",
+    "mc",
+    "prm",
+    "weight",
+)
 _ZIP_MAGIC = b"PK\x03\x04"  # an .npz is a zip archive
 
 
 def mc_values(mc_rows: list[dict]) -> dict[tuple[str, int, int], float]:
-    """(problem id, path, steps in prefix) -> value. The prefix of k steps ends at step index k-1."""
+    """(problem id, path, steps in prefix) -> value. The prefix of k steps ends at step index
+    k-1."""
     return {(r["id"], int(r["path"]), int(r["steps"])): float(r["value"]) for r in mc_rows}
 
 
-PathJob = tuple[int, int, dict, ScoreRequest]  # (rollout line, path index, path, the request that reads its steps)
+# (rollout line, path index, path, the request that reads its steps)
+PathJob = tuple[int, int, dict, ScoreRequest]
 _COLUMN_TYPES = {
     "problem": np.int32,
     "path": np.int32,
@@ -78,10 +93,18 @@ def extract(
 
 
 def _path_jobs(ri: int, row: dict) -> list[PathJob]:
-    """One request per path with steps of rollout line ri, all its paths under one shared prompt prefix."""
+    """One request per path with steps of rollout line ri, all its paths under one shared prompt
+    prefix."""
     root = f"feat{ri}/"
     return [
-        (ri, pi, path, ScoreRequest(f"{root}{pi}", row["problem"], path["steps"], range(len(path["steps"])), root, 0))
+        (
+            ri,
+            pi,
+            path,
+            ScoreRequest(
+                f"{root}{pi}", row["problem"], path["steps"], range(len(path["steps"])), root, 0
+            ),
+        )
         for pi, path in enumerate(row["paths"])
         if path["steps"]
     ]
@@ -95,7 +118,8 @@ def _read_batch(
     mc: dict[tuple[str, int, int], float],
     cols: dict[str, list],
 ) -> None:
-    """Read the batch's features in one call, add a row per step to cols, then free the prompts' cache."""
+    """Read the batch's features in one call, add a row per step to cols, then free the prompts'
+    cache."""
     states = verifier.features([job[3] for job in batch], tokens)
     for (ri, pi, path, _), x in zip(batch, states):
         _add_path_rows(cols, ri, pi, path, rollouts[ri], x, mc)
@@ -149,13 +173,18 @@ def save(path: Path, features: dict[str, np.ndarray]) -> None:
 
 
 def load(path: Path) -> dict[str, np.ndarray]:
-    """ValueError for a file that is not a whole feature file (cut short, or from another version or tool)."""
+    """ValueError for a file that is not a whole feature file (cut short, or from another version or
+    tool)."""
     try:
-        if _first_bytes(path) != _ZIP_MAGIC:  # np.load reads other bytes as a pickle (and refuses it) or a .npy
-            raise ValueError("not a feature file (not an .npz archive); run the features phase again")
+        # np.load reads other bytes as a pickle (and refuses it) or a .npy
+        if _first_bytes(path) != _ZIP_MAGIC:
+            raise ValueError(
+                "not a feature file (not an .npz archive); run the features phase again"
+            )
         with np.load(path) as z:
             f = {k: z[k] for k in FIELDS if k != "layers"}
-            f["layers"] = z["layers"] if "layers" in z.files else np.zeros(0, np.int32)  # older files: logits only
+            # older files: logits only
+            f["layers"] = z["layers"] if "layers" in z.files else np.zeros(0, np.int32)
             return f
     except (OSError, KeyError, zipfile.BadZipFile) as e:
         raise ValueError(f"not a whole feature file ({e}); run the features phase again") from None
@@ -167,14 +196,19 @@ def _first_bytes(path: Path) -> bytes:
 
 
 def merge(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """One feature set from several (e.g. one per shard of the rollouts). `problem` indexes its own file's rollout
-    lines, so each part's indices are shifted past the previous parts': problems stay distinct for the split."""
+    """One feature set from several (e.g. one per shard of the rollouts). `problem` indexes its own
+    file's rollout lines, so each part's indices are shifted past the previous parts': problems stay
+    distinct for the split."""
     if not parts:
         raise ValueError("no feature sets to merge")
     if any(not np.array_equal(p["tokens"], parts[0]["tokens"]) for p in parts):
-        raise ValueError("the feature sets read different token sets (different backbones or seeds)")
+        raise ValueError(
+            "the feature sets read different token sets (different backbones or seeds)"
+        )
     if any(not np.array_equal(p["layers"], parts[0]["layers"]) for p in parts):
-        raise ValueError("the feature sets read different layers; extract them all with the same --layers")
+        raise ValueError(
+            "the feature sets read different layers; extract them all with the same --layers"
+        )
     out = {"tokens": parts[0]["tokens"], "layers": parts[0]["layers"]}
     shift, problems = 0, []
     for p in parts:
@@ -188,15 +222,16 @@ def merge(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 
 
 def select(f: dict[str, np.ndarray], layers: tuple[int, ...]) -> dict[str, np.ndarray]:
-    """The columns a head reads: the logits alone (no layers), or the named layers' hidden states alone."""
+    """The columns a head reads: the logits alone (no layers), or the named layers' hidden states
+    alone."""
     have = [int(il) for il in f["layers"]]
     k = len(f["tokens"])
     if not layers:
         return {**f, "x": f["x"][:, :k], "layers": np.zeros(0, np.int32)}
     if missing := [il for il in layers if il not in have]:
         raise ValueError(
-            f"the features hold layers {have or 'none'}, not {missing}; run the features phase with "
-            f"--layers {' '.join(map(str, layers))}"
+            f"the features hold layers {have or 'none'}, not {missing}; run the features phase "
+            f"with --layers {' '.join(map(str, layers))}"
         )
     width = (f["x"].shape[1] - k) // len(have)
     cols = [k + have.index(il) * width + np.arange(width) for il in layers]

@@ -1,9 +1,10 @@
-"""Monte-Carlo step values (Math-Shepherd): the value of a step prefix is the fraction of R completions sampled
-from it that reach the gold answer. Costly (R searches per prefix), so it runs on a subset of the rollouts.
+"""Monte-Carlo step values (Math-Shepherd): the value of a step prefix is the fraction of R
+completions sampled from it that reach the gold answer. Costly (R searches per prefix), so it runs
+on a subset of the rollouts.
 
-Append-only JSONL, one prefix a line: {"id", "path", "steps", "value", "completions"}; `steps` is how many steps
-of rollout path `path` the prefix holds. Finished prefixes are skipped on the next run.
-"""
+Append-only JSONL, one prefix a line: {"id", "path", "steps", "value", "completions"}; `steps` is
+how many steps of rollout path `path` the prefix holds. Finished prefixes are skipped on the next
+run."""
 
 from __future__ import annotations
 
@@ -20,10 +21,10 @@ from edgereason.util.jsonl import append_line, read_jsonl
 
 
 def mc_jobs(rollouts: list[dict], problems: int, seed: int) -> list[tuple[Job, int, int]]:
-    """(job, path index, prefix steps) for `problems` rollout problems: per problem one correct and one wrong path
-    where both exist (the contrast the head must learn), else one path; every proper prefix of each. A path of
-    one step has no proper prefix: one of several steps is drawn where the outcome has one, and a problem with
-    none takes no place in the subset."""
+    """(job, path index, prefix steps) for `problems` rollout problems: per problem one correct and
+    one wrong path where both exist (the contrast the head must learn), else one path; every proper
+    prefix of each. A path of one step has no proper prefix: one of several steps is drawn where the
+    outcome has one, and a problem with none takes no place in the subset."""
 
     def has_prefix(path: dict) -> bool:
         return len(path["steps"]) > 1
@@ -56,7 +57,8 @@ def collect_mc(
     seed: int = 0,
     progress: Progress | None = None,
 ) -> int:
-    """Append the Monte-Carlo value of every chosen prefix not yet in `out`; returns how many were added."""
+    """Append the Monte-Carlo value of every chosen prefix not yet in `out`; returns how many were
+    added."""
     seen = {f"{r['id']}#{r['path']}@{r['steps']}" for r in read_jsonl(out)}
     todo = [(job, pi, k) for job, pi, k in mc_jobs(rollouts, problems, seed) if job.key not in seen]
     where = {job.key: (pi, k) for job, pi, k in todo}
@@ -67,7 +69,16 @@ def collect_mc(
         hits = sum(p.potential for p in result.paths if answers_match(p.answer, job.problem.answer))
         n = sum(p.potential for p in result.paths)
         append_line(
-            out, {"id": job.problem.id, "path": pi, "steps": k, "value": hits / n if n else 0.0, "completions": n}
+            out,
+            {
+                "id": job.problem.id,
+                "path": pi,
+                "steps": k,
+                "value": hits / n if n else 0.0,
+                "completions": n,
+            },
         )
 
-    return run_jobs(engine, (job for job, _, _ in todo), cfg, concurrency, write, len(todo), progress)
+    return run_jobs(
+        engine, (job for job, _, _ in todo), cfg, concurrency, write, len(todo), progress
+    )

@@ -6,8 +6,8 @@ import numpy as np
 
 
 def auc(scores: np.ndarray, labels: np.ndarray) -> float:
-    """Area under the ROC curve of `scores` for binary `labels` (Mann-Whitney U with tied ranks averaged);
-    NaN when one class is missing. Rows with a NaN score are left out."""
+    """Area under the ROC curve of `scores` for binary `labels` (Mann-Whitney U with tied ranks
+    averaged); NaN when one class is missing. Rows with a NaN score are left out."""
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels) > 0.5
     keep = ~np.isnan(s)
@@ -25,7 +25,9 @@ def auc(scores: np.ndarray, labels: np.ndarray) -> float:
     return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
 
 
-def calibration(scores: np.ndarray, labels: np.ndarray, bins: int = 10) -> list[tuple[float, float, int]]:
+def calibration(
+    scores: np.ndarray, labels: np.ndarray, bins: int = 10
+) -> list[tuple[float, float, int]]:
     """(mean score, fraction positive, count) per equal-width score bin that has rows."""
     s, y = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=np.float64)
     which = np.minimum((s * bins).astype(int), bins - 1)
@@ -37,10 +39,10 @@ def calibration(scores: np.ndarray, labels: np.ndarray, bins: int = 10) -> list[
 
 
 def within_auc(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray) -> float:
-    """AUC over the pairs of one right and one wrong row *of the same group* (e.g. the steps of one problem at one
-    depth): how well the scores rank the candidates a search actually compares. A pooled AUC also rewards telling
-    easy problems from hard ones, which no selection among one problem's candidates can use. NaN without a mixed
-    group."""
+    """AUC over the pairs of one right and one wrong row *of the same group* (e.g. the steps of one
+    problem at one depth): how well the scores rank the candidates a search actually compares. A
+    pooled AUC also rewards telling easy problems from hard ones, which no selection among one
+    problem's candidates can use. NaN without a mixed group."""
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels) > 0.5
     g = np.asarray(groups)

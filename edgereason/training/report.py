@@ -1,4 +1,5 @@
-"""The training report: the record as JSON and a calibration plot (PNG) of the head against the rollout PRM."""
+"""The training report: the record as JSON and a calibration plot (PNG) of the head against the
+rollout PRM."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ def write_report(path: Path, record: dict) -> Path:
 
 
 def plot_calibration(path: Path, record: dict, title: str) -> Path:
-    """Reliability diagram on the validation steps (from the record's calibration bins): mean score against the
-    fraction of steps on right paths, for the head and for the rollout PRM (the judge)."""
+    """Reliability diagram on the validation steps (from the record's calibration bins): mean score
+    against the fraction of steps on right paths, for the head and for the rollout PRM (the
+    judge)."""
     import matplotlib
 
     matplotlib.use("Agg")

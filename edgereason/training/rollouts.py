@@ -1,11 +1,12 @@
-"""Rollouts for training a value head: K solutions per problem, generated through the engine and graded against
-the gold answer. Best-of-N gives K independent samples (every step of every finished path is also scored by the
-session's PRM, the judge by default); a search of N = K guided by the session's PRM (beam or dvts, with a value
-head) gives the final paths it keeps: the candidates such a search compares, its mistakes among them, which
-independent samples rarely hold.
+"""Rollouts for training a value head: K solutions per problem, generated through the engine and
+graded against the gold answer. Best-of-N gives K independent samples (every step of every finished
+path is also scored by the session's PRM, the judge by default); a search of N = K guided by the
+session's PRM (beam or dvts, with a value head) gives the final paths it keeps: the candidates such
+a search compares, its mistakes among them, which independent samples rarely hold.
 
-The file is append-only JSONL, one problem a line, written whole and flushed as each problem finishes: a run that
-is interrupted keeps every finished problem, and the next run skips them. A line:
+The file is append-only JSONL, one problem a line, written whole and flushed as each problem
+finishes: a run that is interrupted keeps every finished problem, and the next run skips them. A
+line:
   {"id", "problem", "gold", "search": "best-of-n"|"beam"|"dvts",
    "paths": [{"steps": [str], "answer": str|null, "correct": bool, "prm": [float|null],
               "potential": int}]}
@@ -40,10 +41,10 @@ class Job:
 
 
 def merge_rollouts(files: Iterable[Path]) -> list[dict]:
-    """One row per problem. A problem in several files (best-of-n samples and beam-search paths of it) gets the paths
-    of each, in the order of the files, a path (its steps) once, a path of a later file with its line's "search";
-    within one file a problem's first line counts. Monte-Carlo values name paths by index, so the file the mc phase
-    read comes first."""
+    """One row per problem. A problem in several files (best-of-n samples and beam-search paths of
+    it) gets the paths of each, in the order of the files, a path (its steps) once, a path of a
+    later file with its line's "search"; within one file a problem's first line counts. Monte-Carlo
+    values name paths by index, so the file the mc phase read comes first."""
     rows: dict[str, dict] = {}
     for f in files:
         here: set[str] = set()
@@ -85,9 +86,9 @@ def run_jobs(
     total: int,
     progress: Progress | None = None,
 ) -> int:
-    """Serve the jobs on one engine, at most `concurrency` in flight (a closed loop: a finished job makes room for
-    the next), calling on_done as each finishes. Returns the number finished. Ctrl-C propagates; what on_done
-    wrote stays written."""
+    """Serve the jobs on one engine, at most `concurrency` in flight (a closed loop: a finished job
+    makes room for the next), calling on_done as each finishes. Returns the number finished. Ctrl-C
+    propagates; what on_done wrote stays written."""
     pending = iter(jobs)
     live: list[tuple[Job, Request]] = []
     done = 0
@@ -100,7 +101,14 @@ def run_jobs(
             if job is None:
                 exhausted = True
                 break
-            live.append((job, engine.submit(job.problem.problem, config, request_id=job.key, prefix=job.prefix)))
+            live.append(
+                (
+                    job,
+                    engine.submit(
+                        job.problem.problem, config, request_id=job.key, prefix=job.prefix
+                    ),
+                )
+            )
         if not live:
             return done
         engine.step()
@@ -113,9 +121,12 @@ def run_jobs(
 
 
 def rollout_config(config: SearchConfig, samples: int) -> SearchConfig:
-    """The search that makes one problem's rollouts: `samples` independent samples (best-of-n), or a PRM-guided
-    search (beam, dvts) of that size with config's width. ConfigError for a beam that cannot be built."""
-    return config.with_(beams=samples) if config.grows_tree else config.with_(beams=samples, width=1)
+    """The search that makes one problem's rollouts: `samples` independent samples (best-of-n), or a
+    PRM-guided search (beam, dvts) of that size with config's width. ConfigError for a beam that
+    cannot be built."""
+    return (
+        config.with_(beams=samples) if config.grows_tree else config.with_(beams=samples, width=1)
+    )
 
 
 def collect(
@@ -126,8 +137,8 @@ def collect(
     concurrency: int,
     progress: Progress | None = None,
 ) -> int:
-    """Append the rollouts (one `config` search each, see rollout_config) of every problem not yet in `out`;
-    returns how many problems were added."""
+    """Append the rollouts (one `config` search each, see rollout_config) of every problem not yet
+    in `out`; returns how many problems were added."""
     seen = {row["id"] for row in read_jsonl(out) if "id" in row}
     todo = [p for p in problems if p.id not in seen]
 
@@ -144,4 +155,6 @@ def collect(
             },
         )
 
-    return run_jobs(engine, (Job(p.id, p) for p in todo), config, concurrency, write, len(todo), progress)
+    return run_jobs(
+        engine, (Job(p.id, p) for p in todo), config, concurrency, write, len(todo), progress
+    )

@@ -1,6 +1,7 @@
-"""Files the user shares (bench results, value heads, memory profiles) are written whole or not at all, with the
-mode any new file gets: 0o666 less the umask (temp files from `tempfile.mkstemp` are 0o600, and a rename would keep
-that). And a folder that long work writes into is proven writable before the work starts."""
+"""Files the user shares (bench results, value heads, memory profiles) are written whole or not at
+all, with the mode any new file gets: 0o666 less the umask (temp files from `tempfile.mkstemp` are
+0o600, and a rename would keep that). And a folder that long work writes into is proven writable
+before the work starts."""
 
 from __future__ import annotations
 
@@ -23,21 +24,23 @@ def new_file_mode() -> int:
 
 
 def make_writable_folder(folder: Path) -> None:
-    """Make `folder` (and its parents) and create a file in it; OSError where either fails (a file in the way, no
-    permission), before the work whose output would otherwise be lost at its end."""
+    """Make `folder` (and its parents) and create a file in it; OSError where either fails (a file
+    in the way, no permission), before the work whose output would otherwise be lost at its end."""
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile(dir=folder):
         pass
 
 
 def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """Readers see the old file or the new one, never part of one: `write` fills a temp file beside `path`, of a
-    name of its own (two writers never share one), which then takes the place of `path`."""
+    """Readers see the old file or the new one, never part of one: `write` fills a temp file beside
+    `path`, of a name of its own (two writers never share one), which then takes the place of
+    `path`."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
         write(Path(tmp))
-        os.chmod(tmp, new_file_mode())  # after the write: some writers (safetensors) make the file anew
+        # after the write: some writers (safetensors) make the file anew
+        os.chmod(tmp, new_file_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

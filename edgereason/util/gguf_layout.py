@@ -1,6 +1,6 @@
-"""A GGUF file's layout, read without loading the model (the GGUF spec, versions 2 and 3): its scalar
-and string metadata (arrays, the vocabulary among them, are skipped, their keys kept), and each
-tensor's name, dimensions, type and place in the file. gguf-py's GGUFReader builds every array
+"""A GGUF file's layout, read without loading the model (the GGUF spec, versions 2 and 3): its
+scalar and string metadata (arrays, the vocabulary among them, are skipped, their keys kept), and
+each tensor's name, dimensions, type and place in the file. gguf-py's GGUFReader builds every array
 value in Python (12 s for SmolLM2, 48 s for the 1.5B on a loaded 2-core machine); this walks past
 them in a second."""
 
@@ -17,9 +17,21 @@ DEFAULT_ALIGNMENT = 32
 _ALIGNMENT_KEY = b"general.alignment"
 _MAX_DIMS = 4
 
-# metadata value types: fixed-size scalars; 8 is a string (u64 length, bytes), 9 an array (item type u32, count u64,
-# items)
-_SCALAR_FORMATS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+# metadata value types: fixed-size scalars; 8 is a string (u64 length, bytes), 9 an array (item type
+# u32, count u64, items)
+_SCALAR_FORMATS = {
+    0: "<B",
+    1: "<b",
+    2: "<H",
+    3: "<h",
+    4: "<I",
+    5: "<i",
+    6: "<f",
+    7: "<?",
+    10: "<Q",
+    11: "<q",
+    12: "<d",
+}
 _SCALAR_SIZES = {kind: struct.calcsize(fmt) for kind, fmt in _SCALAR_FORMATS.items()}
 _STRING, _ARRAY, _UINT32 = 8, 9, 4
 
@@ -86,8 +98,8 @@ class _Reader:
         return bytes(self.data[self.pos - n : self.pos])
 
     def count(self, fmt: str, least_bytes: int) -> int:
-        """A count of entries each at least `least_bytes` long: more than the file holds is a damaged header
-        (it would take minutes to walk)."""
+        """A count of entries each at least `least_bytes` long: more than the file holds is a
+        damaged header (it would take minutes to walk)."""
         (n,) = self.take(fmt)
         if n * least_bytes > len(self.data) - self.pos:
             raise GGUFFormatError(f"its header counts {n:,} entries, more than the file holds")
@@ -185,4 +197,6 @@ def _tensor_info(r: _Reader) -> TensorInfo:
         elements *= dim
     kind, offset = r.take("<IQ")
     per_block, block_bytes = _BLOCKS.get(kind, (elements or 1, 1))
-    return TensorInfo(name, tuple(dims), kind, offset, -(-elements // per_block) * block_bytes, elements)
+    return TensorInfo(
+        name, tuple(dims), kind, offset, -(-elements // per_block) * block_bytes, elements
+    )

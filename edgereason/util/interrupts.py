@@ -1,19 +1,20 @@
-"""Stop signals end a run at any moment, after `finally` and `with` blocks have cleaned up: Ctrl-C (SIGINT)
-exits 130, kill (SIGTERM) 143, a closed terminal (SIGHUP) 129.
+"""Stop signals end a run at any moment, after `finally` and `with` blocks have cleaned up: Ctrl-C
+(SIGINT) exits 130, kill (SIGTERM) 143, a closed terminal (SIGHUP) 129.
 
-Python runs a signal's handler in the main thread at its next bytecode. During a long C call that calls back
-into Python (llama.cpp's log and model-load progress callbacks) that bytecode is the callback's, and ctypes
-prints an exception raised there and drops it: the Ctrl-C is lost and the run goes on. Rules:
-- `stop_signals()` wraps a whole CLI run: SIGTERM and SIGHUP raise `Stopped`, a KeyboardInterrupt, as SIGINT
-  raises KeyboardInterrupt. A signal the parent process set to be ignored (nohup) stays ignored. A stop that
-  ctypes drops in a callback is not printed (it would show the user a traceback): `check()` raises it.
-- `deferred()` wraps C calls that call back into Python: a stop signal there only sets a flag, which a callback
-  that can end its call early reads through `requested()`; the signal's exception is raised when the block
-  ends, in place of whatever the ended call raised.
-- Calls too frequent to wrap (every `llama_decode`, whose log callback can run Python) call `check()` after
-  returning: it raises a stop signal whose exception a callback swallowed. (Seen on a GPU: 5 of 15 processes
-  time-boxed by SIGTERM ran on to the end of their work.)
-"""
+Python runs a signal's handler in the main thread at its next bytecode. During a long C call that
+calls back into Python (llama.cpp's log and model-load progress callbacks) that bytecode is the
+callback's, and ctypes prints an exception raised there and drops it: the Ctrl-C is lost and the run
+goes on. Rules:
+- `stop_signals()` wraps a whole CLI run: SIGTERM and SIGHUP raise `Stopped`, a KeyboardInterrupt,
+  as SIGINT raises KeyboardInterrupt. A signal the parent process set to be ignored (nohup) stays
+  ignored. A stop that ctypes drops in a callback is not printed (it would show the user a
+  traceback): `check()` raises it.
+- `deferred()` wraps C calls that call back into Python: a stop signal there only sets a flag, which
+  a callback that can end its call early reads through `requested()`; the signal's exception is
+  raised when the block ends, in place of whatever the ended call raised.
+- Calls too frequent to wrap (every `llama_decode`, whose log callback can run Python) call
+  `check()` after returning: it raises a stop signal whose exception a callback swallowed. (Seen on
+  a GPU: 5 of 15 processes time-boxed by SIGTERM ran on to the end of their work.)"""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
 
 _pending: list[int] = []  # stop signals that arrived inside deferred()
 _fired: list[int] = []  # stop signals raised inside stop_signals(), until the block ends
@@ -60,21 +63,25 @@ def _defer(signum: int, frame: object) -> None:
 
 
 def _in_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()  # the only thread Python runs handlers in
+    # the only thread Python runs handlers in
+    return threading.current_thread() is threading.main_thread()
 
 
 @contextmanager
 def stop_signals() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise `Stopped` inside the block; their previous handlers come back after it."""
+    """SIGTERM and SIGHUP raise `Stopped` inside the block; their previous handlers come back after
+    it."""
     default = [
         s
         for s in STOP_SIGNALS
         if _in_main_thread()
-        and signal.getsignal(s) == (signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
+        and signal.getsignal(s)
+        == (signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
     ]
     previous_hook = sys.unraisablehook
 
-    def quiet_stops(unraisable) -> None:  # ctypes reports an exception raised in a callback here, then drops it
+    # ctypes reports an exception raised in a callback here, then drops it
+    def quiet_stops(unraisable) -> None:
         if not (_fired and isinstance(unraisable.exc_value, KeyboardInterrupt)):
             previous_hook(unraisable)
 
@@ -89,7 +96,8 @@ def stop_signals() -> Iterator[None]:
 
 @contextmanager
 def _installed(handlers: dict[int, Callable]) -> Iterator[None]:
-    """`handlers` (signal -> handler) for the block; the handlers they replaced come back after it."""
+    """`handlers` (signal -> handler) for the block; the handlers they replaced come back after
+    it."""
     previous = {s: signal.signal(s, h) for s, h in handlers.items()}
     try:
         yield
@@ -99,7 +107,8 @@ def _installed(handlers: dict[int, Callable]) -> Iterator[None]:
 
 
 def check() -> None:
-    """Raise a stop signal whose exception was raised inside a C callback and dropped there (once)."""
+    """Raise a stop signal whose exception was raised inside a C callback and dropped there
+    (once)."""
     if _fired:
         signum = _fired[0]
         _fired.clear()
@@ -107,16 +116,19 @@ def check() -> None:
 
 
 def requested() -> bool:
-    """Whether a stop signal arrived inside `deferred()`: a callback that can end its C call early does so."""
+    """Whether a stop signal arrived inside `deferred()`: a callback that can end its C call early
+    does so."""
     return bool(_pending)
 
 
 @contextmanager
 def deferred() -> Iterator[None]:
-    """Stop signals that would raise only set `requested()` inside the block; the first one is raised when it
-    ends. Nested blocks defer to the outermost."""
+    """Stop signals that would raise only set `requested()` inside the block; the first one is
+    raised when it ends. Nested blocks defer to the outermost."""
     raising = [
-        s for s in STOP_SIGNALS if _in_main_thread() and signal.getsignal(s) in (signal.default_int_handler, _raise)
+        s
+        for s in STOP_SIGNALS
+        if _in_main_thread() and signal.getsignal(s) in (signal.default_int_handler, _raise)
     ]
     try:
         with _installed({s: _defer for s in raising}):

@@ -1,5 +1,6 @@
-"""Append-only JSONL files that a crash cannot corrupt beyond the line being written (chat history, rollouts),
-and their reader, which skips such a line and reads gzip-compressed files too (joined rollouts)."""
+"""Append-only JSONL files that a crash cannot corrupt beyond the line being written (chat history,
+rollouts), and their reader, which skips such a line and reads gzip-compressed files too (joined
+rollouts)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from edgereason.errors import ConfigError
 
 
 def append_line(path: Path, row: dict) -> None:
-    """Rules: one object is one whole line written by one `write`, then fsync'd, so a crash can cut at most the
-    line being written; a half line an earlier crash left at the end is ended first (it stays one bad line, which
-    readers skip) so it cannot swallow this one."""
+    """Rules: one object is one whole line written by one `write`, then fsync'd, so a crash can cut
+    at most the line being written; a half line an earlier crash left at the end is ended first (it
+    stays one bad line, which readers skip) so it cannot swallow this one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
@@ -34,9 +35,10 @@ def append_line(path: Path, row: dict) -> None:
 
 
 def read_jsonl(path: Path) -> Iterator[dict]:
-    """Every complete object line; a line cut by a crash (the last one) is skipped, and nothing where no file is.
-    A name ending in .gz is read through gzip (the committed rollout files): one cut short yields the lines before
-    the cut; one that is not gzip, or is damaged, is a ConfigError."""
+    """Every complete object line; a line cut by a crash (the last one) is skipped, and nothing
+    where no file is. A name ending in .gz is read through gzip (the committed rollout files): one
+    cut short yields the lines before the cut; one that is not gzip, or is damaged, is a
+    ConfigError."""
     if not path.is_file():
         return
     opener = gzip.open if path.suffix == ".gz" else open

@@ -47,7 +47,9 @@ DISPLAY_INDENT = "  "
 def readable_math(text: str) -> str:
     """`text` with its LaTeX as readable plain text (display math on lines of its own)."""
     escapes = [*SAFE_ESCAPE.findall(text), ""]
-    text = "".join(_readable(part) + escape for part, escape in zip(SAFE_ESCAPE.split(text), escapes))
+    text = "".join(
+        _readable(part) + escape for part, escape in zip(SAFE_ESCAPE.split(text), escapes)
+    )
     lines = (SPACES.sub(" ", line).rstrip() for line in text.split("\n"))
     return BLANK_RUNS.sub("\n\n", "\n".join(lines))
 
@@ -169,6 +171,8 @@ def hanging(head: str, text: str, width: int | None = None) -> str:
     for n, line in enumerate(lines):
         lead = line[: len(line) - len(line.lstrip())]
         first = (head if n == 0 else pad) + lead
-        wrapped = textwrap.wrap(line.strip(), width, initial_indent=first, subsequent_indent=pad + lead)
+        wrapped = textwrap.wrap(
+            line.strip(), width, initial_indent=first, subsequent_indent=pad + lead
+        )
         out.extend(wrapped or [""])
     return "\n".join(out)

@@ -1,11 +1,12 @@
-"""Text from outside the program (arguments, stdin, data files, the terminal) made valid Unicode where it enters.
+"""Text from outside the program (arguments, stdin, data files, the terminal) made valid Unicode
+where it enters.
 
-Rule: bytes that are not UTF-8 become U+FFFD, the replacement character, and the run goes on; nothing further
-in (tokenizers, JSON, the terminal, the history file) then meets a string it cannot encode. Python hands such
-bytes in arguments and stdin over as lone surrogates (its surrogateescape error handler); those become U+FFFD
-too, and so does NUL: llama.cpp's chat template takes C strings, which end at the first NUL, so the model would
-see the problem cut there while the PRM saw all of it.
-"""
+Rule: bytes that are not UTF-8 become U+FFFD, the replacement character, and the run goes on;
+nothing further in (tokenizers, JSON, the terminal, the history file) then meets a string it cannot
+encode. Python hands such bytes in arguments and stdin over as lone surrogates (its surrogateescape
+error handler); those become U+FFFD too, and so does NUL: llama.cpp's chat template takes C strings,
+which end at the first NUL, so the model would see the problem cut there while the PRM saw all of
+it."""
 
 from __future__ import annotations
 
@@ -24,8 +25,12 @@ def clean(text: str) -> str:
 
 
 def read_stdin() -> str:
-    """All of stdin as UTF-8, undecodable bytes replaced, whatever error handler the locale gave sys.stdin; a
-    leading byte-order mark (Windows editors and PowerShell write one) is not part of the text."""
+    """All of stdin as UTF-8, undecodable bytes replaced, whatever error handler the locale gave
+    sys.stdin; a leading byte-order mark (Windows editors and PowerShell write one) is not part of
+    the text."""
     if sys.stdin is None:  # started with stdin closed (`<&-`)
-        raise ConfigError("stdin is closed, so there is no problem to read from it; pass the problem text instead of -")
+        raise ConfigError(
+            "stdin is closed, so there is no problem to read from it; pass the problem text "
+            "instead of -"
+        )
     return sys.stdin.buffer.read().decode("utf-8-sig", errors="replace")

@@ -1,6 +1,6 @@
-"""Where llama.cpp runs on a GPU: one process runs a real search on the GPU beside numpy, matplotlib and torch in
-the orders that crashed issue 13's builds, and exits cleanly. Skipped, with the reason, where there is no CUDA
-build or no GPU."""
+"""Where llama.cpp runs on a GPU: one process runs a real search on the GPU beside numpy, matplotlib
+and torch in the orders that crashed issue 13's builds, and exits cleanly. Skipped, with the reason,
+where there is no CUDA build or no GPU."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 SOLVE = (
-    "from edgereason.cli.main import main\n"
-    "assert main(['solve', 'What is 2 + 3?', '--model', 'smollm2-135m', '--gpu-layers', '999', '--beams', '2',"
-    " '--max-steps', '2', '--max-step-tokens', '24', '--json']) == 0\n"
+    "from edgereason.cli.main import main\nassert main(['solve', 'What is 2 + 3?', '--model', "
+    "'smollm2-135m', '--gpu-layers', '999', '--beams', '2', '--max-steps', '2', "
+    "'--max-step-tokens', '24', '--json']) == 0\n"
 )
 PLOT = (
     "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
@@ -30,7 +30,9 @@ TORCH = "import torch\nassert float(torch.ones(3).sum()) == 3.0\n"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("order", ["numpy, solve", "solve, plot", "plot, solve", "solve, torch", "torch, solve"])
+@pytest.mark.parametrize(
+    "order", ["numpy, solve", "solve, plot", "plot, solve", "solve, torch", "torch, solve"]
+)
 def test_a_gpu_search_lives_beside_numpy_matplotlib_and_torch(order, smollm2_path, tmp_path):
     parts = {
         "numpy": "import numpy\n",
@@ -48,4 +50,6 @@ def test_a_gpu_search_lives_beside_numpy_matplotlib_and_torch(order, smollm2_pat
 def test_the_installed_cuda_build_uses_the_system_cxx_runtime():
     from edgereason.backends.cxx_runtime import private_cxx_runtime
 
-    assert private_cxx_runtime() is None, "rebuild llama-cpp-python as the README's GPU section says"
+    assert private_cxx_runtime() is None, (
+        "rebuild llama-cpp-python as the README's GPU section says"
+    )

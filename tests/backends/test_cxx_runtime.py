@@ -1,6 +1,6 @@
-"""The check that tells a llama.cpp CUDA build carrying its own C++ runtime (issue 13's crashes) from a clean one,
-on real shared libraries: a small C++ library built here the two ways CMake can link it, and the installed
-llama.cpp itself."""
+"""The check that tells a llama.cpp CUDA build carrying its own C++ runtime (issue 13's crashes)
+from a clean one, on real shared libraries: a small C++ library built here the two ways CMake can
+link it, and the installed llama.cpp itself."""
 
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ def test_a_library_with_libstdcxx_linked_in_and_exported_is_caught(tmp_path):
 
 
 def test_libraries_on_the_system_runtime_pass(tmp_path):
-    hidden = _build(tmp_path, "hidden", "-static-libstdc++", "-Wl,--exclude-libs,ALL")  # the fixed build's flags
+    # the fixed build's flags
+    hidden = _build(tmp_path, "hidden", "-static-libstdc++", "-Wl,--exclude-libs,ALL")
     shared = _build(tmp_path, "shared")
     for library in (hidden, shared):
         assert not cxx_runtime.carries_cxx_runtime(library)
@@ -52,7 +53,8 @@ def test_the_installed_llama_cpp_uses_one_runtime():
     libllama = next((Path(L.__file__).parent / "lib").glob("libllama.so*"))
     assert not cxx_runtime.carries_cxx_runtime(libllama)
     cxx_runtime.private_cxx_runtime.cache_clear()
-    assert cxx_runtime.private_cxx_runtime() is None  # a CPU build, or a CUDA build made as the README says
+    # a CPU build, or a CUDA build made as the README says
+    assert cxx_runtime.private_cxx_runtime() is None
     cxx_runtime.require_one_cxx_runtime("a test loads nothing", "nothing")
 
 

@@ -1,4 +1,5 @@
-"""Device-side top-k sampling on real SmolLM2 weights, through llama.cpp's backend samplers on the CPU backend."""
+"""Device-side top-k sampling on real SmolLM2 weights, through llama.cpp's backend samplers on the
+CPU backend."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ QUESTION = "Janet has 16 eggs and eats 3. How many are left?"
 
 
 def _prompt(model) -> list[int]:
-    return model.tokenize(model.apply_chat_template([{"role": "user", "content": QUESTION}]), add_bos=model.add_bos)
+    return model.tokenize(
+        model.apply_chat_template([{"role": "user", "content": QUESTION}]), add_bos=model.add_bos
+    )
 
 
 def _host_row(model, tokens: list[int]) -> np.ndarray:
@@ -28,7 +31,10 @@ def _host_row(model, tokens: list[int]) -> np.ndarray:
     ctx = KVContext(model, n_ctx=1024)
     rows: list[np.ndarray] = []
     try:
-        ctx.decode([DecodeItem(ctx.new_seq(), tokens, [(len(tokens) - 1, 0)])], lambda _, r: rows.append(r.copy()))
+        ctx.decode(
+            [DecodeItem(ctx.new_seq(), tokens, [(len(tokens) - 1, 0)])],
+            lambda _, r: rows.append(r.copy()),
+        )
     finally:
         ctx.close()
     return rows[0]
@@ -47,7 +53,9 @@ def test_a_device_row_is_the_top_k_of_the_host_row(smollm2):
     ctx = KVContext(smollm2, n_ctx=1024, top_k=K)
     got: list[object] = []
     try:
-        ctx.decode([DecodeItem(ctx.new_seq(), tokens, [(len(tokens) - 1, 0)])], lambda _, r: got.append(r))
+        ctx.decode(
+            [DecodeItem(ctx.new_seq(), tokens, [(len(tokens) - 1, 0)])], lambda _, r: got.append(r)
+        )
     finally:
         ctx.close()
     row = got[0]
@@ -66,7 +74,8 @@ def test_a_device_row_is_the_top_k_of_the_host_row(smollm2):
     ],
 )
 def test_device_draws_are_host_draws_over_the_top_k(smollm2, device_gen, params):
-    """The host rule with every token outside the top k removed, from the same per-row stream: same tokens."""
+    """The host rule with every token outside the top k removed, from the same per-row stream: same
+    tokens."""
     tokens = _prompt(smollm2)
     full = _host_row(smollm2, tokens)
     masked = np.full_like(full, -np.inf)
@@ -75,21 +84,26 @@ def test_device_draws_are_host_draws_over_the_top_k(smollm2, device_gen, params)
     want = sample(masked, 64, params)
     got = device_gen.step([BatchEntry(device_gen.new_seq(), tokens)], [64], params)[0]
     assert got == want
-    assert params.temperature == 0.0 or len(set(got)) > 1  # several independent draws, not one repeated
+    # several independent draws, not one repeated
+    assert params.temperature == 0.0 or len(set(got)) > 1
 
 
 def test_device_draws_do_not_depend_on_the_batch_and_replay(smollm2, device_gen):
-    """A row's draws come from its own stream: alone, beside other sequences, or rebuilt after a free.
+    """A row's draws come from its own stream: alone, beside other sequences, or rebuilt after a
+    free.
 
-    llama.cpp's CPU kernels are not batch-invariant (the rebuilt row's logits move by ~1e-3 with the batch), so a
-    draw whose uniform lands next to a boundary may move; a stream shared or shifted between rows changes most."""
+    llama.cpp's CPU kernels are not batch-invariant (the rebuilt row's logits move by ~1e-3 with the
+    batch), so a draw whose uniform lands next to a boundary may move; a stream shared or shifted
+    between rows changes most."""
     tokens = _prompt(smollm2)
     params = SamplingParams(temperature=0.8, seed=11)
     alone = device_gen.new_seq()
     first = device_gen.step([BatchEntry(alone, tokens)], [16], params)[0]
     others = [device_gen.new_seq() for _ in range(3)]
     rebuilt = device_gen.new_seq()
-    batch = [BatchEntry(s, _prompt(smollm2)[: -i - 1]) for i, s in enumerate(others)] + [BatchEntry(rebuilt, tokens)]
+    batch = [BatchEntry(s, _prompt(smollm2)[: -i - 1]) for i, s in enumerate(others)] + [
+        BatchEntry(rebuilt, tokens)
+    ]
     draws = device_gen.step(
         batch, [4, 4, 4, 16], [SamplingParams(temperature=0.8, seed=i) for i in range(3)] + [params]
     )
@@ -128,7 +142,9 @@ def test_the_session_setting_reaches_the_generator(smollm2_path, tmp_path, monke
         assert g.device_top_k == 20
         tokens = _prompt(g.model)
         full = _host_row(g.model, tokens)
-        draws = g.step([BatchEntry(g.new_seq(), tokens)], [200], SamplingParams(temperature=2.0, seed=1))[0]
+        draws = g.step(
+            [BatchEntry(g.new_seq(), tokens)], [200], SamplingParams(temperature=2.0, seed=1)
+        )[0]
     finally:
         session.close()
     assert set(draws) <= set(np.argsort(-full)[:20].tolist())

@@ -1,4 +1,5 @@
-"""Sampling: p draws from one distribution follow its law independently; rows drawn together are drawn as alone."""
+"""Sampling: p draws from one distribution follow its law independently; rows drawn together are
+drawn as alone."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare, kstest
 
-from edgereason.backends.host_sampling import CUTOFF, by_id, draw_rows, sample, sample_rows, uniforms
+from edgereason.backends.host_sampling import (
+    CUTOFF,
+    by_id,
+    draw_rows,
+    sample,
+    sample_rows,
+    uniforms,
+)
 from edgereason.config import SamplingParams, mix_seed
 from edgereason.errors import ModelError
 
@@ -51,8 +59,9 @@ def test_greedy_and_top_p():
 
 
 def test_rows_drawn_together_are_drawn_as_alone():
-    """A pass's device rows are drawn in one call: settings differ, rows come in no order, each keeps its own
-    stream, and a row's draws are those of the whole row with every token outside its top k left out."""
+    """A pass's device rows are drawn in one call: settings differ, rows come in no order, each
+    keeps its own stream, and a row's draws are those of the whole row with every token outside its
+    top k left out."""
     rng = np.random.default_rng(3)
     k = 12
     full = [rng.normal(scale=1.0, size=50).astype(np.float32) for _ in range(5)]
@@ -64,9 +73,15 @@ def test_rows_drawn_together_are_drawn_as_alone():
         SamplingParams(temperature=1.0, top_p=0.95, seed=5),
     ]
     n = [6, 2, 9, 1, 4]
-    top = np.stack([rng.permutation(np.argsort(-row)[:k]) for row in full])  # [5, k] as a device returns them
-    together = sample_rows(*by_id(top, np.stack([row[ids] for row, ids in zip(full, top)])), n, params)
-    masked = [np.where(np.isin(np.arange(50), ids), row, -np.inf).astype(np.float32) for row, ids in zip(full, top)]
+    # [5, k] as a device returns them
+    top = np.stack([rng.permutation(np.argsort(-row)[:k]) for row in full])
+    together = sample_rows(
+        *by_id(top, np.stack([row[ids] for row, ids in zip(full, top)])), n, params
+    )
+    masked = [
+        np.where(np.isin(np.arange(50), ids), row, -np.inf).astype(np.float32)
+        for row, ids in zip(full, top)
+    ]
     alone = [sample(row, c, p) for row, c, p in zip(masked, n, params)]
     assert together == alone
     assert [len(d) for d in together] == n and together[1] == [int(np.argmax(full[1]))] * 2
@@ -80,7 +95,9 @@ def test_only_tokens_past_the_cutoff_are_left_out():
     top = np.full(2, np.nextafter(1.0, 0.0))  # the largest uniforms: the last kept token
     # token 1 (e^-29 of token 0's probability) can still be drawn; token 2 (under e^-30) cannot
     assert draw_rows(ids, logits, [2], [SamplingParams(temperature=t)], top) == [[1, 1]]
-    assert draw_rows(ids, logits, [1], [SamplingParams(temperature=t, top_p=0.999)], top[:1]) == [[0]]
+    assert draw_rows(ids, logits, [1], [SamplingParams(temperature=t, top_p=0.999)], top[:1]) == [
+        [0]
+    ]
     assert draw_rows(ids, logits, [1], [SamplingParams(temperature=t)], np.zeros(1)) == [[0]]
 
 

@@ -1,4 +1,5 @@
-"""Hidden states of middle layers read through the verifier's features (backends/llamacpp/layer_capture.py)."""
+"""Hidden states of middle layers read through the verifier's features
+(backends/llamacpp/layer_capture.py)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,21 @@ from edgereason.backends.prm_format import PRM_FORMATS
 from edgereason.protocols import ScoreRequest
 
 Q = "Janet has 16 eggs and eats 3. How many are left?"
-STEPS = ["Janet starts with 16 eggs. " * 6, "She eats 3, so 16 - 3 = 13. " * 6, "The answer is $\\boxed{13}$."]
+STEPS = [
+    "Janet starts with 16 eggs. " * 6,
+    "She eats 3, so 16 - 3 = 13. " * 6,
+    "The answer is $\\boxed{13}$.",
+]
 TOKENS = np.arange(100, 140)
 
 
 def _features(model, requests: list[ScoreRequest], layers: list[int] | None) -> list[np.ndarray]:
-    capture = LayerCapture(model.n_embd, L.llama_model_n_layer(model.ptr), layers) if layers else None
-    verifier = LlamaVerifier(model, PRM_FORMATS["head"], kv_tokens=8192, flash_attn=False, capture=capture)
+    capture = (
+        LayerCapture(model.n_embd, L.llama_model_n_layer(model.ptr), layers) if layers else None
+    )
+    verifier = LlamaVerifier(
+        model, PRM_FORMATS["head"], kv_tokens=8192, flash_attn=False, capture=capture
+    )
     try:
         return verifier.features(requests, TOKENS)
     finally:
@@ -39,7 +48,8 @@ def test_capture_reads_middle_layers_at_each_step_end_whatever_the_batch(smollm2
     layers = [0, n_layer // 2, n_layer - 2]
     path = ScoreRequest("p", Q, STEPS, [0, 1, 2], "root", 0)
     others = [
-        ScoreRequest(f"o{i}", f"{Q} ({i})", [f"{s} ({i})" for s in STEPS], [0, 1, 2], f"r{i}", 0) for i in range(6)
+        ScoreRequest(f"o{i}", f"{Q} ({i})", [f"{s} ({i})" for s in STEPS], [0, 1, 2], f"r{i}", 0)
+        for i in range(6)
     ]
     alone = _features(smollm2, [path], layers)[0]
     # six other paths first: the path's steps land in other rows of a batch of three ubatches
@@ -49,8 +59,8 @@ def test_capture_reads_middle_layers_at_each_step_end_whatever_the_batch(smollm2
     assert alone.shape == (len(STEPS), len(TOKENS) + len(layers) * smollm2.n_embd)
     np.testing.assert_array_equal(alone[:, : len(TOKENS)], plain)  # reading layers changes no logit
     h, h_crowded = _hidden(alone, len(layers)), _hidden(crowded, len(layers))
-    # llama.cpp's numbers move a little with the batch (~2% by the late layers of SmolLM2), far less than from
-    # one step's end to the next at any layer: each row is its own step's
+    # llama.cpp's numbers move a little with the batch (~2% by the late layers of SmolLM2), far less
+    # than from one step's end to the next at any layer: each row is its own step's
     same = _relative(h, h_crowded)
     assert same.max() < 0.05
     assert (same.max(axis=0) < 0.25 * _relative(h[:-1], h[1:]).min(axis=0)).all()

@@ -1,5 +1,5 @@
-"""The throughput curves on the real SmolLM2: the generator's decode curve measured as a session's rows come back,
-whole or cut to their top k on the device (what a GPU session does)."""
+"""The throughput curves on the real SmolLM2: the generator's decode curve measured as a session's
+rows come back, whole or cut to their top k on the device (what a GPU session does)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Math-Shepherd's tag format on the llama.cpp verifier: question + " " + step 1 + " ки", then "\\n" + step k +
-" ки"; P("+") against P("-") at each tag, step by step equal to whole (no flash attention: bit-exact)."""
+"""Math-Shepherd's tag format on the llama.cpp verifier: question + " " + step 1 + " ки", then "\\n"
++ step k + " ки"; P("+") against P("-") at each tag, step by step equal to whole (no flash
+attention: bit-exact)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,11 @@ from edgereason.prompts import unmark
 from edgereason.protocols import ScoreRequest
 
 Q = "Janet has 16 eggs and eats 3. How many are left?"
-STEPS = ["Janet starts with 16 eggs.\n\n", "She eats 3, so 16 - 3 = 13.\n\n", "The answer is $\\boxed{13}$."]
+STEPS = [
+    "Janet starts with 16 eggs.\n\n",
+    "She eats 3, so 16 - 3 = 13.\n\n",
+    "The answer is $\\boxed{13}$.",
+]
 
 
 def test_tag_prompt_text():

@@ -1,12 +1,12 @@
-"""Real weights: SmolLM2's Q4_1 GGUF loaded into torch through transformers (`gguf_file=`, dequantized to fp32)
-judges the same GSM8K steps as the llama.cpp judge on the same file.
+"""Real weights: SmolLM2's Q4_1 GGUF loaded into torch through transformers (`gguf_file=`,
+dequantized to fp32) judges the same GSM8K steps as the llama.cpp judge on the same file.
 
-Tokens must be identical. Scores agree to 0.08 at most and 0.02 on average (measured: max 0.059, mean about
-0.01 over 6 problems): llama.cpp multiplies the 4-bit weights with activations it quantizes to 8 bits on the CPU,
-torch multiplies the dequantized weights with fp32 activations; the two-token softmax turns those small logit
-differences into a few hundredths of probability near 0.5. A value head read from the same file agrees alike.
-On torch, the six paths scored in one batched (padded) pass equal them scored one by one to 1e-4.
-"""
+Tokens must be identical. Scores agree to 0.08 at most and 0.02 on average (measured: max 0.059,
+mean about 0.01 over 6 problems): llama.cpp multiplies the 4-bit weights with activations it
+quantizes to 8 bits on the CPU, torch multiplies the dequantized weights with fp32 activations; the
+two-token softmax turns those small logit differences into a few hundredths of probability near 0.5.
+A value head read from the same file agrees alike. On torch, the six paths scored in one batched
+(padded) pass equal them scored one by one to 1e-4."""
 
 from __future__ import annotations
 
@@ -37,20 +37,25 @@ def test_torch_judge_agrees_with_the_llamacpp_judge(smollm2, smollm2_path, gsm8k
     for i, (question, steps) in enumerate(problems(gsm8k_path)):
         req = ScoreRequest(f"q{i}", question, steps, list(range(len(steps))))
         ours, theirs = torch_judge.score([req])[0], llama_judge.score([req])[0]
-        assert ours.new_tokens == theirs.new_tokens  # the GGUF's tokenizer, converted, tokenizes alike
+        # the GGUF's tokenizer, converted, tokenizes alike
+        assert ours.new_tokens == theirs.new_tokens
         assert all(0.0 <= s <= 1.0 for s in ours.scores)
         diffs += [abs(a - b) for a, b in zip(ours.scores, theirs.scores)]
         alone.append(ours.scores)
         reqs.append(req._replace(key=f"batched{i}"))
     llama_judge.close()
     assert max(diffs) <= 0.08 and sum(diffs) / len(diffs) <= 0.02, diffs
-    # all six paths (different lengths, so padded) in one batched pass: the real weights' scores within 1e-4
-    assert [r.scores for r in torch_judge.score(reqs)] == [pytest.approx(s, abs=1e-4) for s in alone]
+    # all six paths (different lengths, so padded) in one batched pass: the real weights' scores
+    # within 1e-4
+    assert [r.scores for r in torch_judge.score(reqs)] == [
+        pytest.approx(s, abs=1e-4) for s in alone
+    ]
 
 
 def smollm2_head(model, path) -> ValueHead:
-    """A random linear value head on SmolLM2's logit features (the trained heads' layout; none ships for SmolLM2),
-    scaled so its pre-sigmoid values spread about 1 around 0: scores that move from step to step, not saturated."""
+    """A random linear value head on SmolLM2's logit features (the trained heads' layout; none ships
+    for SmolLM2), scaled so its pre-sigmoid values spread about 1 around 0: scores that move from
+    step to step, not saturated."""
     rng = np.random.default_rng(0)
     tokens = feature_tokens(model.n_vocab, model.n_embd, model.control_ids)
     k = len(tokens)
@@ -65,15 +70,20 @@ def smollm2_head(model, path) -> ValueHead:
     )
 
 
-def test_a_value_head_scores_alike_on_torch_and_llamacpp(smollm2, smollm2_path, gsm8k_path, tmp_path):
+def test_a_value_head_scores_alike_on_torch_and_llamacpp(
+    smollm2, smollm2_path, gsm8k_path, tmp_path
+):
     """One head file, two backends: the same head read from the same GGUF on llama.cpp and on torch.
 
-    Measured: max 0.014, mean 0.006 over the steps of 4 problems (scores 0.05 to 0.66); asserted: max 0.06, mean
-    0.02 (the Q4 x int8 against fp32 difference of the judge test above, through a head instead of a softmax)."""
+    Measured: max 0.014, mean 0.006 over the steps of 4 problems (scores 0.05 to 0.66); asserted:
+    max 0.06, mean 0.02 (the Q4 x int8 against fp32 difference of the judge test above, through a
+    head instead of a softmax)."""
     save_head(smollm2_head(smollm2, smollm2_path), tmp_path / "smol-head")
     head = load_head(tmp_path / "smol-head.safetensors")  # through the file, as --prm-head reads it
     torch_head = open_verifier(smollm2_path, "head", kv_tokens=4096, device="cpu", head=head)
-    llama_head = LlamaVerifier(smollm2, PRM_FORMATS["head"], kv_tokens=4096, flash_attn=False, head=head)
+    llama_head = LlamaVerifier(
+        smollm2, PRM_FORMATS["head"], kv_tokens=4096, flash_attn=False, head=head
+    )
     ours, theirs = [], []
     for i, (question, steps) in enumerate(problems(gsm8k_path, 4)):
         req = ScoreRequest(f"q{i}", question, steps, list(range(len(steps))))
@@ -87,8 +97,11 @@ def test_a_value_head_scores_alike_on_torch_and_llamacpp(smollm2, smollm2_path, 
     assert max(diffs) <= 0.06 and sum(diffs) / len(diffs) <= 0.02, diffs
 
 
-def test_a_head_that_reads_middle_layers_is_refused_on_torch_before_the_weights_load(smollm2, smollm2_path):
-    """Only the llama.cpp verifier captures middle layers: on torch such a head would read the wrong rows."""
+def test_a_head_that_reads_middle_layers_is_refused_on_torch_before_the_weights_load(
+    smollm2, smollm2_path
+):
+    """Only the llama.cpp verifier captures middle layers: on torch such a head would read the wrong
+    rows."""
     from dataclasses import replace
 
     from edgereason.errors import ConfigError
@@ -103,5 +116,7 @@ def test_a_head_that_reads_middle_layers_is_refused_on_torch_before_the_weights_
         w2=np.zeros((1, d), np.float32),
         layers=(6,),
     )
-    with pytest.raises(ConfigError, match="middle layers \\(6\\), which only the llama.cpp backend reads"):
+    with pytest.raises(
+        ConfigError, match="middle layers \\(6\\), which only the llama.cpp backend reads"
+    ):
         open_verifier(smollm2_path, "head", kv_tokens=4096, device="cpu", head=layered)

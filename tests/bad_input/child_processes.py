@@ -1,7 +1,8 @@
-"""Child processes for the bad-input tests: `edgereason` commands with stop signals at their defaults, the chat in
-a pseudo-terminal, and model pulls against a package index that cannot serve them, one that refuses at once
-(offline) or one that never answers (to stop a pull half-way). Every pull runs in a fresh EDGEREASON_HOME and
-ignores this machine's pip configuration (its local mirrors), so no test downloads a model."""
+"""Child processes for the bad-input tests: `edgereason` commands with stop signals at their
+defaults, the chat in a pseudo-terminal, and model pulls against a package index that cannot serve
+them, one that refuses at once (offline) or one that never answers (to stop a pull half-way). Every
+pull runs in a fresh EDGEREASON_HOME and ignores this machine's pip configuration (its local
+mirrors), so no test downloads a model."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-OFFLINE_INDEX = "http://127.0.0.1:9/"  # the discard port: nothing listens, the connection is refused
+# the discard port: nothing listens, the connection is refused
+OFFLINE_INDEX = "http://127.0.0.1:9/"
 
 
 def pull_env(home: Path, index: str) -> dict[str, str]:
@@ -33,8 +35,8 @@ def pull_env(home: Path, index: str) -> dict[str, str]:
 
 
 def default_stop_signals() -> None:
-    """In a child before exec: stop signals at their defaults, as in a terminal, even where the test runner was
-    started with some ignored (nohup, a shell's background job)."""
+    """In a child before exec: stop signals at their defaults, as in a terminal, even where the test
+    runner was started with some ignored (nohup, a shell's background job)."""
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_DFL)
 
@@ -54,7 +56,9 @@ def edgereason(
     )
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 120.0, every_s: float = 0.002) -> None:
+def wait_for(
+    condition: Callable[[], bool], what: str, timeout_s: float = 120.0, every_s: float = 0.002
+) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
@@ -67,7 +71,8 @@ def pull_folders(home: Path) -> list[Path]:
 
 @contextmanager
 def hanging_index() -> Iterator[str]:
-    """An index URL whose server accepts connections (the kernel does, from the backlog) and never answers."""
+    """An index URL whose server accepts connections (the kernel does, from the backlog) and never
+    answers."""
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(16)
@@ -98,12 +103,15 @@ def drain(fd: int, output: bytearray, seconds: float) -> None:
 def wait_for_drawing(fd: int, output: bytearray, text: bytes, timeout_s: float = 120.0) -> None:
     deadline = time.monotonic() + timeout_s
     while text not in output:
-        assert time.monotonic() < deadline, f"the app never drew {text!r}: {bytes(output[-2000:])!r}"
+        assert time.monotonic() < deadline, (
+            f"the app never drew {text!r}: {bytes(output[-2000:])!r}"
+        )
         drain(fd, output, 0.2)
 
 
 def wait_for_exit(pid: int, fd: int, output: bytearray, timeout_s: float = 60.0) -> int:
-    """The app's exit code once it ends (killed and a failed assertion after `timeout_s`); the terminal closes."""
+    """The app's exit code once it ends (killed and a failed assertion after `timeout_s`); the
+    terminal closes."""
     deadline, status = time.monotonic() + timeout_s, (0, 0)
     try:
         while (status := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:

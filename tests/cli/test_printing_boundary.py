@@ -71,7 +71,9 @@ def test_bench_prints_names_from_a_results_file_as_text(tmp_path: Path, capsys) 
     assert out.count("\\x1b[2J") >= 3
 
 
-@pytest.mark.parametrize("error", [ConfigError(EVIL), RuntimeError(EVIL)], ids=["user error", "bug"])
+@pytest.mark.parametrize(
+    "error", [ConfigError(EVIL), RuntimeError(EVIL)], ids=["user error", "bug"]
+)
 def test_error_lines_are_text(error: Exception, monkeypatch, tmp_path: Path, capsys) -> None:
     """A user error quotes data or a server; the last resort quotes any exception."""
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))

@@ -105,16 +105,24 @@ def test_finished_paths_and_the_estimate_reach_the_status_line_from_a_real_searc
         sampling=SamplingParams(temperature=0.8, seed=1),
     )
     try:
-        Engine(gen, ver, on_event=SearchProgress(3, stream, every_s=0.0)).solve("What is 2 + 2?", config)
+        Engine(gen, ver, on_event=SearchProgress(3, stream, every_s=0.0)).solve(
+            "What is 2 + 2?", config
+        )
     finally:
         gen.close()
         ver.close()
     lines = stream.getvalue().split("\r")
     assert lines[-1].split(" · ")[2] == "3/3 paths"
-    assert any(" left" in line or "finishing" in line for line in lines if "1/3 paths" in line or "2/3" in line)
+    assert any(
+        " left" in line or "finishing" in line
+        for line in lines
+        if "1/3 paths" in line or "2/3" in line
+    )
 
 
-def test_an_error_after_a_progress_bar_starts_a_line_of_its_own(monkeypatch, capsys, stderr_is_a_terminal) -> None:
+def test_an_error_after_a_progress_bar_starts_a_line_of_its_own(
+    monkeypatch, capsys, stderr_is_a_terminal
+) -> None:
     """It was printed on the end of the bar: "features [####....] 2/2edgereason: error: ..."."""
 
     def fails_half_way(args) -> int:
@@ -124,12 +132,16 @@ def test_an_error_after_a_progress_bar_starts_a_line_of_its_own(monkeypatch, cap
     monkeypatch.setattr(models_cmd, "run_list", fails_half_way)
     assert main(["models", "list"]) == 2
     bar_line = "features [##..] 1/2 · 0 s · ~0 s left"
-    assert capsys.readouterr().err == f"\r{bar_line}\nedgereason: error: the rollouts hold no steps\n"
+    assert (
+        capsys.readouterr().err == f"\r{bar_line}\nedgereason: error: the rollouts hold no steps\n"
+    )
     end_line()  # nothing is open any more: no newline
     assert capsys.readouterr().err == ""
 
 
-def test_a_stop_after_a_progress_bar_ends_its_line_once(monkeypatch, capsys, stderr_is_a_terminal) -> None:
+def test_a_stop_after_a_progress_bar_ends_its_line_once(
+    monkeypatch, capsys, stderr_is_a_terminal
+) -> None:
     def stopped_half_way(args) -> int:
         bar("rollouts", width=4, clock=lambda: 0.0)(1, 2)
         raise KeyboardInterrupt

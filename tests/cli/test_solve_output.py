@@ -27,8 +27,12 @@ def recorded_result() -> SearchResult:
         FinalPath([(s["text"], s["score"]) for s in p["steps"]], p["score"], p["answer"], node_id=i)
         for i, p in enumerate(out["paths"])
     ]
-    metrics = RequestMetrics(**{k: v for k, v in out["metrics"].items() if k in RequestMetrics.__dataclass_fields__})
-    return SearchResult("r", "the README's problem", out["answer"], paths, out["tree"]["nodes"], metrics)
+    metrics = RequestMetrics(
+        **{k: v for k, v in out["metrics"].items() if k in RequestMetrics.__dataclass_fields__}
+    )
+    return SearchResult(
+        "r", "the README's problem", out["answer"], paths, out["tree"]["nodes"], metrics
+    )
 
 
 def printed(capsys, raw: bool) -> str:
@@ -102,8 +106,8 @@ def test_solve_on_smollm2_prints_readable_math_and_raw_as_written(smollm2_path) 
 
 
 def test_the_chat_shows_the_same_answer_readable() -> None:
-    """One converter: the chat's answer (ui/format.answer_markdown) and its tree and path widgets use the
-    same readable_math as solve."""
+    """One converter: the chat's answer (ui/format.answer_markdown) and its tree and path widgets
+    use the same readable_math as solve."""
     from edgereason.ui import format as chat_format
     from edgereason.ui import screens
     from edgereason.ui.widgets import detail, tree_view

@@ -1,4 +1,5 @@
-"""The `backend` fixture: each real-model engine test runs once per backend of real_backends.engine_backends()."""
+"""The `backend` fixture: each real-model engine test runs once per backend of
+real_backends.engine_backends()."""
 
 from __future__ import annotations
 

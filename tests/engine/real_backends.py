@@ -1,6 +1,7 @@
-"""The backends the engine's real-model tests run on: llama.cpp always; torch too where torch sees a CUDA device
-(issue 47: the engine's tests on both backends where a GPU is present), or where EDGEREASON_TEST_BACKENDS names it
-(`EDGEREASON_TEST_BACKENDS=llamacpp,torch`: torch in float32 on the CPU, minutes)."""
+"""The backends the engine's real-model tests run on: llama.cpp always; torch too where torch sees a
+CUDA device (issue 47: the engine's tests on both backends where a GPU is present), or where
+EDGEREASON_TEST_BACKENDS names it (`EDGEREASON_TEST_BACKENDS=llamacpp,torch`: torch in float32 on
+the CPU, minutes)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ def engine_backends() -> list[str]:
 
 
 def gpu_layers(backend: str) -> int:
-    """torch on the GPU where there is one (it runs a model whole on one device); llama.cpp as its tests always
-    ran, on the CPU."""
+    """torch on the GPU where there is one (it runs a model whole on one device); llama.cpp as its
+    tests always ran, on the CPU."""
     return 999 if backend == "torch" and _torch_sees_cuda() else 0
 
 
@@ -54,4 +55,6 @@ def open_with_slots(backend: str, path: Path, kv_tokens: int, n_seq_max: int):
     from edgereason.backends.llamacpp import LlamaGenerator, LlamaVerifier, load_model
 
     model = load_model(str(path))
-    return LlamaGenerator(model, kv_tokens, n_seq_max=n_seq_max), LlamaVerifier(model, prm_format("judge"), kv_tokens)
+    return LlamaGenerator(model, kv_tokens, n_seq_max=n_seq_max), LlamaVerifier(
+        model, prm_format("judge"), kv_tokens
+    )

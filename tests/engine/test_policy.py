@@ -15,7 +15,13 @@ def test_presets_combine_the_techniques():
     assert PRESETS["naive-spec"].async_expand and not PRESETS["naive-spec"].dedup
     assert PRESETS["fasttts"].speculative_extension and PRESETS["fasttts"].lookahead
     s = PRESETS["specscale"]
-    assert s.async_expand and s.early_prune_rank and s.early_prune_perfect and s.dedup and s.lazy_verify
+    assert (
+        s.async_expand
+        and s.early_prune_rank
+        and s.early_prune_perfect
+        and s.dedup
+        and s.lazy_verify
+    )
 
 
 def test_overrides_in_the_policy_string():
@@ -44,9 +50,21 @@ def test_overrides_in_the_policy_string():
 
 def test_one_flag_per_switch():
     args = build_parser().parse_args(
-        ["solve", "x", "--policy", "specscale", "--no-lazy-verify", "--perfect-score", "0.9", "--order", "fifo"]
+        [
+            "solve",
+            "x",
+            "--policy",
+            "specscale",
+            "--no-lazy-verify",
+            "--perfect-score",
+            "0.9",
+            "--order",
+            "fifo",
+        ]
     )
     p = policy_from(args)
     assert (p.lazy_verify, p.perfect_score, p.order, p.dedup) == (False, 0.9, "fifo", True)
-    bench = build_parser().parse_args(["bench", "--dataset", "d", "--out", "o", "--speculative-extension"])
+    bench = build_parser().parse_args(
+        ["bench", "--dataset", "d", "--out", "o", "--speculative-extension"]
+    )
     assert policy_from(bench, "baseline").speculative_extension

@@ -1,4 +1,5 @@
-"""What a finished search shows: under a vote, the path shown is the best one that reaches the voted answer."""
+"""What a finished search shows: under a vote, the path shown is the best one that reaches the voted
+answer."""
 
 from __future__ import annotations
 
@@ -11,14 +12,21 @@ def path(answer: str | None, score: float, node_id: int, potential: int = 1) -> 
 
 
 # best first, as build_result ranks them: one path of 26 outscores each of the three of 18
-PATHS = [path("26", 0.54, 1), path("18", 0.53, 2), path("18.0", 0.44, 3), path(None, 0.30, 4), path("18", 0.2, 5, 2)]
+PATHS = [
+    path("26", 0.54, 1),
+    path("18", 0.53, 2),
+    path("18.0", 0.44, 3),
+    path(None, 0.30, 4),
+    path("18", 0.2, 5, 2),
+]
 
 
 def test_the_answer_path_is_the_best_ranked_one_that_reaches_the_vote() -> None:
     result = SearchResult("r", "q", vote(PATHS), PATHS, [], RequestMetrics())
     assert result.answer == "18"
     assert result.answer_path().node_id == 2
-    assert result.answer_support() == (4, 6)  # "18.0" is 18; the last path stands for two deduplicated copies
+    # "18.0" is 18; the last path stands for two deduplicated copies
+    assert result.answer_support() == (4, 6)
 
 
 def test_without_an_answer_the_best_path_is_shown() -> None:

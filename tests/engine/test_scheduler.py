@@ -1,4 +1,5 @@
-"""The scheduler's batch rules on hand-built trees (the fake generator only answers budget and slot questions)."""
+"""The scheduler's batch rules on hand-built trees (the fake generator only answers budget and slot
+questions)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ def _request(rid: str, beams: int, prompt: int = 10) -> Request:
 
 def _decoding(req: Request, seq: int, speculative: bool = False) -> Node:
     node = req.tree.add_child(
-        req.tree.root, speculative=speculative, status=Status.SPECULATIVE if speculative else Status.GENERATING
+        req.tree.root,
+        speculative=speculative,
+        status=Status.SPECULATIVE if speculative else Status.GENERATING,
     )
     node.tokens, node.pending, node.seq = [5], 5, seq
     return node
@@ -33,7 +36,8 @@ def test_speculative_work_only_fills_the_slots_standard_work_leaves() -> None:
     batch = schedule([narrow, wide], FakeGenerator(), Policy())
     picked = [(w.request.id, w.node.speculative) for w in batch]
     assert ("a", True) not in picked  # beams 2, two standard candidates: no room for speculation
-    assert picked.count(("b", True)) == 1 and picked[-1] == ("b", True)  # beams 4: one, after all standard work
+    # beams 4: one, after all standard work
+    assert picked.count(("b", True)) == 1 and picked[-1] == ("b", True)
     assert sum(1 for _, s in picked if not s) == 4
 
 
@@ -44,7 +48,8 @@ def test_spec_slots_give_speculation_rows_beyond_the_beams() -> None:
     specs = [_decoding(req, seq, speculative=True) for seq in (3, 4, 5)]
     for factor, runs in ((1.0, 0), (1.5, 1), (2.0, 2), (0.0, 0)):
         batch = schedule([req], FakeGenerator(), Policy(spec_slots=factor))
-        assert sum(1 for w in batch if w.node in specs) == runs, factor  # factor * 2 beams, less 2 standard rows
+        # factor * 2 beams, less 2 standard rows
+        assert sum(1 for w in batch if w.node in specs) == runs, factor
         assert sum(1 for w in batch if not w.node.speculative) == 2
 
 

@@ -1,4 +1,5 @@
-"""The verification queue's flush rules and what a flush sends, on hand-built trees and the fake verifier."""
+"""The verification queue's flush rules and what a flush sends, on hand-built trees and the fake
+verifier."""
 
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ from tests.fakes import FakeVerifier
 
 def _request(strategy: str = "beam", members: int = 2) -> tuple[Request, list[Node]]:
     req = Request(
-        "r", "q", SearchConfig(strategy=strategy, beams=8, width=1 if strategy == "best-of-n" else 2), [2] * 4
+        "r",
+        "q",
+        SearchConfig(strategy=strategy, beams=8, width=1 if strategy == "best-of-n" else 2),
+        [2] * 4,
     )
     group = req.new_group(1, 2)
     nodes = []
@@ -86,7 +90,11 @@ def test_pruned_steps_leave_the_queue() -> None:
 
 def _verification(verifier, events: list) -> VerifyStage:
     return VerifyStage(
-        verifier, VerifyQueue("eager"), lookahead=False, emit=Emitter(events.append), stats=EngineStats()
+        verifier,
+        VerifyQueue("eager"),
+        lookahead=False,
+        emit=Emitter(events.append),
+        stats=EngineStats(),
     )
 
 
@@ -126,7 +134,11 @@ def test_best_of_n_scores_whole_solutions_only() -> None:
     _finish(second, "answer")
     v.push(req, second)
     assert v.flush(generator_idle=True)
-    assert [list(r.need) for r in sent] == [[0, 1]] and first.score is not None and second.score is not None
+    assert (
+        [list(r.need) for r in sent] == [[0, 1]]
+        and first.score is not None
+        and second.score is not None
+    )
 
 
 def test_an_out_of_memory_prm_fails_the_requests_it_was_scoring() -> None:

@@ -22,6 +22,7 @@ def test_poisson_mean_gap_matches_rate():
 def test_infinite_rate_arrives_at_once():
     assert not arrival_times(5, math.inf, seed=0).any()
     assert math.isinf(parse_rate("inf"))
-    for bad in ("0", "-1", "fast", "nan", "1e-300"):  # 1e-300: an OverflowError traceback in time.sleep
+    # 1e-300: an OverflowError traceback in time.sleep
+    for bad in ("0", "-1", "fast", "nan", "1e-300"):
         with pytest.raises(ConfigError):
             parse_rate(bad)

@@ -47,10 +47,14 @@ def test_bench_smollm2_two_problems(tmp_path, capsys, gsm8k_path):
     assert run["throughput_tok_s"] > 0 and run["generated_tokens"] > 0
     assert run["prm_calls"] > 0 and run["gen_time_s"] > 0 and run["rows_per_pass"] >= 1
     assert {p["gold"] for p in run["per_problem"]} == {"18", "3"}
-    for p in run["per_problem"]:  # the final candidates, best first, each standing for `potential` of the 2 beams
+    # the final candidates, best first, each standing for `potential` of the 2 beams
+    for p in run["per_problem"]:
         assert 1 <= sum(c["potential"] for c in p["paths"]) <= 2
-        assert [c["score"] for c in p["paths"]] == sorted((c["score"] for c in p["paths"]), reverse=True)
-        for c in p["paths"]:  # the default aggregation, last: a path's score is its last scored step's
+        assert [c["score"] for c in p["paths"]] == sorted(
+            (c["score"] for c in p["paths"]), reverse=True
+        )
+        # the default aggregation, last: a path's score is its last scored step's
+        for c in p["paths"]:
             scored = [s for s in c["step_scores"] if s is not None]
             assert scored and c["score"] == scored[-1]
     rows = list(csv.DictReader((out / "results.csv").open()))
@@ -61,7 +65,8 @@ def test_bench_smollm2_two_problems(tmp_path, capsys, gsm8k_path):
 
 
 def test_plots_that_cannot_be_written_are_a_note_after_the_table(tmp_path, capsys, gsm8k_path):
-    """A folder where a plot goes was an IsADirectoryError traceback after every run, and no table."""
+    """A folder where a plot goes was an IsADirectoryError traceback after every run, and no
+    table."""
     out = tmp_path / "bench"
     (out / "throughput_goodput.png").mkdir(parents=True)
     rc = main(
@@ -91,21 +96,34 @@ def test_plots_that_cannot_be_written_are_a_note_after_the_table(tmp_path, capsy
     )
     captured = capsys.readouterr()
     assert rc == 0 and "Traceback" not in captured.err and "baseline" in captured.out
-    note = f"edgereason: note: the plots were not written (Is a directory: {out}/throughput_goodput.png)"
+    note = (
+        "edgereason: note: the plots were not written (Is a directory: "
+        f"{out}/throughput_goodput.png)"
+    )
     assert note in captured.err
     assert json.loads((out / "results.json").read_text())["runs"][0]["problems"] == 1
 
 
 def test_missing_dataset_is_a_clear_error(tmp_path, capsys):
     rc = main(
-        ["bench", "--dataset", str(tmp_path / "none.jsonl"), "--policies", "baseline", "--out", str(tmp_path / "o")]
+        [
+            "bench",
+            "--dataset",
+            str(tmp_path / "none.jsonl"),
+            "--policies",
+            "baseline",
+            "--out",
+            str(tmp_path / "o"),
+        ]
     )
     assert rc == 2
     assert "dataset file not found" in capsys.readouterr().err
 
 
 def test_negative_concurrency_is_a_clear_error(tmp_path, capsys, gsm8k_path):
-    rc = main(["bench", "--dataset", str(gsm8k_path), "--concurrency", "-1", "--out", str(tmp_path / "o")])
+    rc = main(
+        ["bench", "--dataset", str(gsm8k_path), "--concurrency", "-1", "--out", str(tmp_path / "o")]
+    )
     assert rc == 2
     assert "--concurrency must be 0 (no limit) or more, got -1" in capsys.readouterr().err
 
@@ -189,11 +207,26 @@ def test_strategies_and_splits_run_side_by_side_under_auto(tmp_path, gsm8k_path)
     ]
     assert [r["strategy"] for r in runs] == ["beam", "beam", "best-of-n", "best-of-n"]
     # the label is the run's name only: each run still resolved `auto` to a preset
-    assert all(r["auto_policy"]["preset"] in ("baseline", "edge") and r["generated_tokens"] > 0 for r in runs)
+    assert all(
+        r["auto_policy"]["preset"] in ("baseline", "edge") and r["generated_tokens"] > 0
+        for r in runs
+    )
 
 
-def test_unknown_or_impossible_strategy_is_a_clear_error_before_any_work(tmp_path, capsys, gsm8k_path):
-    rc = main(["bench", "--dataset", str(gsm8k_path), "--strategy", "beam,greedy", "--out", str(tmp_path / "o")])
+def test_unknown_or_impossible_strategy_is_a_clear_error_before_any_work(
+    tmp_path, capsys, gsm8k_path
+):
+    rc = main(
+        [
+            "bench",
+            "--dataset",
+            str(gsm8k_path),
+            "--strategy",
+            "beam,greedy",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     assert rc == 2
     assert "--strategy takes beam, best-of-n, dvts; got greedy" in capsys.readouterr().err
     rc = main(
@@ -212,7 +245,8 @@ def test_unknown_or_impossible_strategy_is_a_clear_error_before_any_work(tmp_pat
         ]
     )
     assert rc == 2
-    assert "--strategy best-of-n" in capsys.readouterr().err  # beam N=1 with width 4: what to run instead
+    # beam N=1 with width 4: what to run instead
+    assert "--strategy best-of-n" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 
@@ -225,15 +259,21 @@ def test_unknown_or_impossible_strategy_is_a_clear_error_before_any_work(tmp_pat
         ("--split", "even,even"),
     ],
 )
-def test_a_value_named_twice_is_a_clear_error_before_any_work(tmp_path, capsys, gsm8k_path, flag, values):
+def test_a_value_named_twice_is_a_clear_error_before_any_work(
+    tmp_path, capsys, gsm8k_path, flag, values
+):
     rc = main(["bench", "--dataset", str(gsm8k_path), flag, values, "--out", str(tmp_path / "o")])
     assert rc == 2
     assert f"{flag} names {values.split(',')[-1].strip()} more than once" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize(("flag", "values"), [("--beams", "4,,8"), ("--policies", "edge,"), ("--rate", ",inf")])
-def test_an_empty_value_in_a_list_is_a_clear_error_before_any_work(tmp_path, capsys, gsm8k_path, flag, values):
+@pytest.mark.parametrize(
+    ("flag", "values"), [("--beams", "4,,8"), ("--policies", "edge,"), ("--rate", ",inf")]
+)
+def test_an_empty_value_in_a_list_is_a_clear_error_before_any_work(
+    tmp_path, capsys, gsm8k_path, flag, values
+):
     """--beams 4,,8 ran 4 and 8 without a word."""
     rc = main(["bench", "--dataset", str(gsm8k_path), flag, values, "--out", str(tmp_path / "o")])
     assert rc == 2 and f"{flag} {values!r} has an empty value" in capsys.readouterr().err
@@ -248,8 +288,11 @@ def test_an_empty_value_in_a_list_is_a_clear_error_before_any_work(tmp_path, cap
         ("--beams", "4,04", "4 and 04"),
     ],
 )
-def test_one_value_spelled_twice_is_a_clear_error_before_any_work(tmp_path, capsys, gsm8k_path, flag, values, alike):
-    """Ran the configuration twice under one label: the tables showed two rows alike, --compare averaged them."""
+def test_one_value_spelled_twice_is_a_clear_error_before_any_work(
+    tmp_path, capsys, gsm8k_path, flag, values, alike
+):
+    """Ran the configuration twice under one label: the tables showed two rows alike, --compare
+    averaged them."""
     rc = main(["bench", "--dataset", str(gsm8k_path), flag, values, "--out", str(tmp_path / "o")])
     assert rc == 2
     assert f"{flag} names one value twice ({alike})" in capsys.readouterr().err
@@ -257,7 +300,17 @@ def test_one_value_spelled_twice_is_a_clear_error_before_any_work(tmp_path, caps
 
 
 def test_unknown_split_is_a_clear_error(tmp_path, capsys, gsm8k_path):
-    rc = main(["bench", "--dataset", str(gsm8k_path), "--split", "even,half", "--out", str(tmp_path / "o")])
+    rc = main(
+        [
+            "bench",
+            "--dataset",
+            str(gsm8k_path),
+            "--split",
+            "even,half",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     assert rc == 2
     assert "--split takes profile, even; got half" in capsys.readouterr().err
 
@@ -302,22 +355,44 @@ def test_bench_with_an_hf_prm_on_torch(tmp_path, gsm8k_path, tiny_hf_path):
     assert run["prm_calls"] > 0 and run["prm_tokens"] > 0
 
 
-def test_plots_beside_a_crashing_cuda_build_are_refused_before_any_work(tmp_path, capsys, gsm8k_path, monkeypatch):
-    """A llama.cpp build with its own C++ runtime crashes when matplotlib loads after it (issue 13): bench says so
-    and how to rebuild before it opens a model or writes anything."""
+def test_plots_beside_a_crashing_cuda_build_are_refused_before_any_work(
+    tmp_path, capsys, gsm8k_path, monkeypatch
+):
+    """A llama.cpp build with its own C++ runtime crashes when matplotlib loads after it (issue 13):
+    bench says so and how to rebuild before it opens a model or writes anything."""
     from edgereason.backends import cxx_runtime
 
     monkeypatch.setattr(cxx_runtime, "private_cxx_runtime", lambda: tmp_path / "libggml-cuda.so.0")
     out = tmp_path / "o"
-    rc = main(["bench", "--dataset", str(gsm8k_path), "--limit", "1", "--model", "smollm2-135m", "--out", str(out)])
+    rc = main(
+        [
+            "bench",
+            "--dataset",
+            str(gsm8k_path),
+            "--limit",
+            "1",
+            "--model",
+            "smollm2-135m",
+            "--out",
+            str(out),
+        ]
+    )
     err = capsys.readouterr().err
-    assert rc == 2 and "bench's plots load matplotlib" in err and "--no-plots" in err and "Traceback" not in err
+    assert (
+        rc == 2
+        and "bench's plots load matplotlib" in err
+        and "--no-plots" in err
+        and "Traceback" not in err
+    )
     assert not out.exists()
 
 
-def test_several_splits_without_a_budget_are_a_clear_error_before_any_work(tmp_path, capsys, gsm8k_path):
-    """Without --kv-budget each model gets --kv-tokens whatever the split: the bench ran the same configuration
-    once per split (twice the time, both sessions' KV memory at once) and tabled the runs as different splits."""
+def test_several_splits_without_a_budget_are_a_clear_error_before_any_work(
+    tmp_path, capsys, gsm8k_path
+):
+    """Without --kv-budget each model gets --kv-tokens whatever the split: the bench ran the same
+    configuration once per split (twice the time, both sessions' KV memory at once) and tabled the
+    runs as different splits."""
     out = tmp_path / "o"
     rc = main(
         [
@@ -333,5 +408,8 @@ def test_several_splits_without_a_budget_are_a_clear_error_before_any_work(tmp_p
         ]
     )
     err = capsys.readouterr().err
-    assert rc == 2 and "--split profile,even compares ways to split a KV budget; give --kv-budget SIZE" in err
+    assert (
+        rc == 2
+        and "--split profile,even compares ways to split a KV budget; give --kv-budget SIZE" in err
+    )
     assert not out.exists()

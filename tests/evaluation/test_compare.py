@@ -7,7 +7,13 @@ import json
 from edgereason.cli.main import main
 
 
-def _write(folder, throughput: float, repeats: int = 1, config: dict | None = None, interrupted: bool = False) -> None:
+def _write(
+    folder,
+    throughput: float,
+    repeats: int = 1,
+    config: dict | None = None,
+    interrupted: bool = False,
+) -> None:
     folder.mkdir()
     runs = [
         {
@@ -26,7 +32,9 @@ def _write(folder, throughput: float, repeats: int = 1, config: dict | None = No
         }
         for r in range(repeats)
     ]
-    runs.append({**runs[0], "policy": "baseline"} if folder.name == "a" else {**runs[0], "beams": 8})
+    runs.append(
+        {**runs[0], "policy": "baseline"} if folder.name == "a" else {**runs[0], "beams": 8}
+    )
     runs[0]["interrupted"] = interrupted
     (folder / "results.json").write_text(json.dumps({"config": config or {}, "runs": runs}))
 

@@ -9,7 +9,12 @@ from edgereason.evaluation.examples import print_examples
 
 
 def run(per_problem: list[dict]) -> dict:
-    return {"policy": "baseline", "beams": 4, "problems": len(per_problem), "per_problem": per_problem}
+    return {
+        "policy": "baseline",
+        "beams": 4,
+        "problems": len(per_problem),
+        "per_problem": per_problem,
+    }
 
 
 def test_answers_print_readable_and_safe_beside_the_gold() -> None:

@@ -25,7 +25,17 @@ from edgereason.evaluation.resume import merge_runs
 from edgereason.session.opening import Session
 from edgereason.session.settings import ModelSettings
 
-SMALL = ["--policies", "baseline", "--concurrency", "1", "--no-plots", "--beams", "2", "--width", "2"]
+SMALL = [
+    "--policies",
+    "baseline",
+    "--concurrency",
+    "1",
+    "--no-plots",
+    "--beams",
+    "2",
+    "--width",
+    "2",
+]
 SMALL += ["--max-steps", "1", "--max-step-tokens", "4", "--threads", "1", "--kv-tokens", "1024"]
 
 
@@ -44,7 +54,9 @@ def fake_bench(monkeypatch, generator: FakeGenerator | None = None) -> None:
     """Bench's sessions on the fake backend."""
 
     def session(settings: ModelSettings, progress: object = None) -> Session:
-        return Session(settings, generator or FakeGenerator(), FakeVerifier(), Path("gen"), Path("prm"))
+        return Session(
+            settings, generator or FakeGenerator(), FakeVerifier(), Path("gen"), Path("prm")
+        )
 
     monkeypatch.setattr(session_runs, "open_session", session)
 
@@ -78,12 +90,17 @@ def test_results_are_saved_after_each_problem(tmp_path, monkeypatch) -> None:
         return real_save(folder, config, runs)
 
     monkeypatch.setattr(OutFolder, "save", save)
-    assert main(["bench", "--dataset", str(dataset(tmp_path)), "--out", str(tmp_path / "out"), *SMALL]) == 0
+    assert (
+        main(["bench", "--dataset", str(dataset(tmp_path)), "--out", str(tmp_path / "out"), *SMALL])
+        == 0
+    )
     assert saved[:4] == [1, 2, 3, 4] and saved[-1] == 4
     assert not results(tmp_path / "out")["runs"][0]["interrupted"]
 
 
-def test_an_interrupted_bench_resumes_from_its_finished_problems(tmp_path, monkeypatch, capsys) -> None:
+def test_an_interrupted_bench_resumes_from_its_finished_problems(
+    tmp_path, monkeypatch, capsys
+) -> None:
     data, out = dataset(tmp_path), tmp_path / "out"
     fake_bench(monkeypatch, StopsAfter(12))
     assert main(["bench", "--dataset", str(data), "--out", str(out), *SMALL]) == 130
@@ -100,14 +117,27 @@ def test_an_interrupted_bench_resumes_from_its_finished_problems(tmp_path, monke
     assert "nothing is left to run" in capsys.readouterr().err
 
 
-def test_resume_refuses_other_settings_and_a_folder_without_results(tmp_path, monkeypatch, capsys) -> None:
+def test_resume_refuses_other_settings_and_a_folder_without_results(
+    tmp_path, monkeypatch, capsys
+) -> None:
     data, out = dataset(tmp_path), tmp_path / "out"
     fake_bench(monkeypatch, StopsAfter(6))
     main(["bench", "--dataset", str(data), "--out", str(out), *SMALL])
     capsys.readouterr()
-    assert main(["bench", "--dataset", str(data), "--out", str(out), *SMALL, "--resume", "--seed", "7"]) == 2
-    assert f"--resume: the bench in {out} ran with seed 0, this command has 7" in capsys.readouterr().err
-    assert main(["bench", "--dataset", str(data), "--out", str(tmp_path / "none"), *SMALL, "--resume"]) == 2
+    assert (
+        main(
+            ["bench", "--dataset", str(data), "--out", str(out), *SMALL, "--resume", "--seed", "7"]
+        )
+        == 2
+    )
+    assert (
+        f"--resume: the bench in {out} ran with seed 0, this command has 7"
+        in capsys.readouterr().err
+    )
+    assert (
+        main(["bench", "--dataset", str(data), "--out", str(tmp_path / "none"), *SMALL, "--resume"])
+        == 2
+    )
     assert "holds no results.json to continue" in capsys.readouterr().err
     assert not (tmp_path / "none").exists()
 
@@ -118,7 +148,9 @@ def test_a_second_bench_on_a_locked_out_is_refused_before_any_work(tmp_path, cap
     with OutFolder(out) as first:
         first.save({"first": True}, [])
         absent = ["--model", str(tmp_path / "absent.gguf")]
-        code = main(["bench", "--dataset", str(dataset(tmp_path)), "--out", str(out), "--force", *absent])
+        code = main(
+            ["bench", "--dataset", str(dataset(tmp_path)), "--out", str(out), "--force", *absent]
+        )
         err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
     assert f"--out {out} is being written by another bench; wait for it to end" in err
@@ -140,7 +172,13 @@ def test_a_refused_bench_leaves_nothing_behind(tmp_path, monkeypatch, capsys) ->
 
 def test_merged_runs_add_their_counts_and_figure_over_all_problems() -> None:
     def part(ids: list[str], wall: float) -> dict:
-        record = {"correct": True, "latency": 2.0, "tokens": 10, "final_tokens": 5, "waiting_ratio": 0.1}
+        record = {
+            "correct": True,
+            "latency": 2.0,
+            "tokens": 10,
+            "final_tokens": 5,
+            "waiting_ratio": 0.1,
+        }
         run = {"policy": "edge", "beams": 2, "rate": "inf", "repeat": 0, "problems": len(ids)}
         run |= {"correct": len(ids), "wall_s": wall, "gen_time_s": 1.0, "prm_time_s": 1.0}
         run |= {"prm_calls": 2, "prm_requests_per_call_mean": 3.0, "prm_tokens": 20}
@@ -165,11 +203,21 @@ def test_bench_records_server_urls_without_credentials() -> None:
 def child_bench(data: Path, out: Path, smollm2: Path, *extra: str, limit_bytes: int | None = None):
     def before_exec() -> None:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        if limit_bytes is not None:  # a file past this size cannot grow: writes fail (EFBIG), as on a full disk
+        # a file past this size cannot grow: writes fail (EFBIG), as on a full disk
+        if limit_bytes is not None:
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
 
-    command = [sys.executable, "-m", "edgereason", "bench", "--dataset", str(data), "--out", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "edgereason",
+        "bench",
+        "--dataset",
+        str(data),
+        "--out",
+        str(out),
+    ]
     return subprocess.Popen(
         [*command, "--model", str(smollm2), *SMALL, *extra],
         stdout=subprocess.PIPE,
@@ -195,20 +243,27 @@ def test_a_killed_bench_keeps_its_finished_problems_and_resumes(tmp_path, smollm
     stdout, stderr = done.communicate(timeout=600)
     assert done.returncode == 0 and "Traceback" not in stderr, stderr
     (run,) = results(out)["runs"]
-    assert sorted(p["id"] for p in run["per_problem"]) == ["p0", "p1", "p2"] and not run["interrupted"]
+    assert (
+        sorted(p["id"] for p in run["per_problem"]) == ["p0", "p1", "p2"] and not run["interrupted"]
+    )
     assert "baseline" in stdout
 
 
 @pytest.mark.slow
-def test_a_full_disk_loses_at_most_the_problems_in_flight_and_the_table_is_printed(tmp_path, smollm2_path) -> None:
+def test_a_full_disk_loses_at_most_the_problems_in_flight_and_the_table_is_printed(
+    tmp_path, smollm2_path
+) -> None:
     """An OSError traceback after the whole run, and the run's results and table were gone."""
     data, out = dataset(tmp_path, 3, long_ids_from=1), tmp_path / "out"
-    proc = child_bench(data, out, smollm2_path, limit_bytes=16_000)  # problem 1 fits, the others do not
+    # problem 1 fits, the others do not
+    proc = child_bench(data, out, smollm2_path, limit_bytes=16_000)
     stdout, stderr = proc.communicate(timeout=600)
     lines = stderr.strip().splitlines()
     assert proc.returncode == 1 and "Traceback" not in stderr, stderr
     assert sum("cannot write the results to" in line for line in lines) == 1  # said once
-    assert lines[-1].startswith(f"edgereason: error: the results could not be written to {out} (File too large)")
+    assert lines[-1].startswith(
+        f"edgereason: error: the results could not be written to {out} (File too large)"
+    )
     assert "holds the 1 problem(s) saved before" in lines[-1]
     assert "baseline" in stdout  # the table, with every problem's figures
     (run,) = results(out)["runs"]

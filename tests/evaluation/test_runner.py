@@ -1,4 +1,5 @@
-"""The run loop and the report on the fake backend: Poisson arrivals, aggregates, plots, the table."""
+"""The run loop and the report on the fake backend: Poisson arrivals, aggregates, plots, the
+table."""
 
 from __future__ import annotations
 
@@ -48,7 +49,12 @@ def test_runs_at_two_rates_aggregate_and_plot(tmp_path):
     assert runs[0]["wall_s"] > 3 / 20.0 * 0.5  # arrivals were waited for
     write_results(tmp_path, {"note": "fake"}, runs)
     names = {p.name for p in write_plots(tmp_path, runs)}
-    assert {"throughput_goodput.png", "latency_vs_rate.png", "waiting_ratio.png", "prm_scores.png"} <= names
+    assert {
+        "throughput_goodput.png",
+        "latency_vs_rate.png",
+        "waiting_ratio.png",
+        "prm_scores.png",
+    } <= names
     table = io.StringIO()
     print_table(runs, table)
     assert len(table.getvalue().splitlines()) == 1 + len(runs)
@@ -70,7 +76,9 @@ def test_concurrency_limit_serves_requests_one_at_a_time(monkeypatch):
     run = run_one(_session(), spec, PROBLEMS)
     assert run["problems"] == 4 and run["concurrency"] == 1
     assert max(in_flight) == 1
-    unlimited = run_one(_session(), RunSpec(parse_policy("edge"), config, float("inf"), 0, seed=1), PROBLEMS)
+    unlimited = run_one(
+        _session(), RunSpec(parse_policy("edge"), config, float("inf"), 0, seed=1), PROBLEMS
+    )
     assert unlimited["concurrency"] == 0 and max(in_flight) == 4
     # one 4-beam search never has more than 4 rows in a pass; four at once fill passes further
     assert 1 < run["rows_per_pass"] <= 4 and run["forward_rows"] == pytest.approx(

@@ -1,4 +1,5 @@
-"""The value-head file: round trip, the backbone check by sha256, and every corrupt-file case as one clear error."""
+"""The value-head file: round trip, the backbone check by sha256, and every corrupt-file case as one
+clear error."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from edgereason.heads.value_head import (
 )
 
 
-def random_head(backbone: Backbone, k: int = 12, hidden: int = 5, seed: int = 0, n_vocab: int = 100) -> ValueHead:
+def random_head(
+    backbone: Backbone, k: int = 12, hidden: int = 5, seed: int = 0, n_vocab: int = 100
+) -> ValueHead:
     rng = np.random.default_rng(seed)
     tokens = np.sort(rng.choice(n_vocab, size=k, replace=False))
     f32 = lambda *shape: rng.normal(size=shape).astype(np.float32)  # noqa: E731
@@ -45,23 +48,30 @@ def test_round_trip_keeps_scores(tmp_path: Path, hidden: int):
     assert [back.score(r) for r in rows] == pytest.approx([head.score(r) for r in rows], abs=1e-6)
     assert all(0.0 <= back.score(r) <= 1.0 for r in rows)
     assert back.record == {"val_step_auc": 0.8} and back.backbone == head.backbone
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.json", "h.safetensors"]  # no temp files left
+    # no temp files left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.json", "h.safetensors"]
 
 
 def test_an_undefined_measure_in_the_record_is_written_as_null(tmp_path: Path):
-    """train-prm's and finetune_verifier's records hold NaN where one class is missing; JSON has no NaN."""
+    """train-prm's and finetune_verifier's records hold NaN where one class is missing; JSON has no
+    NaN."""
     import json
 
     head = random_head(Backbone("m", "m.gguf", "ab" * 32))
     _, meta = save_head(
-        ValueHead(**{**head.__dict__, "record": {"val_step_auc": float("nan"), "n": [1.5]}}), tmp_path / "h.safetensors"
+        ValueHead(**{**head.__dict__, "record": {"val_step_auc": float("nan"), "n": [1.5]}}),
+        tmp_path / "h.safetensors",
     )
-    strict = json.loads(meta.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the head's JSON"))
+    strict = json.loads(
+        meta.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the head's JSON")
+    )
     assert strict["training"] == {"val_step_auc": None, "n": [1.5]}
     assert load_head(meta).record == {"val_step_auc": None, "n": [1.5]}
 
 
-def layer_head(backbone: Backbone, k: int, layers: tuple[int, ...], width: int, seed: int = 0) -> ValueHead:
+def layer_head(
+    backbone: Backbone, k: int, layers: tuple[int, ...], width: int, seed: int = 0
+) -> ValueHead:
     rng = np.random.default_rng(seed)
     d = k + width * len(layers)
     f32 = lambda *shape: rng.normal(size=shape).astype(np.float32)  # noqa: E731
@@ -85,22 +95,33 @@ def test_a_head_that_reads_layers_round_trips_as_version_2(tmp_path: Path, k: in
     head = layer_head(Backbone("m", "m.gguf", "ab" * 32), k, (3, 7), width=6)
     _, meta = save_head(head, tmp_path / "h")
     written = json.loads(meta.read_text())
-    assert written["version"] == 2 and written["layers"] == [3, 7] and "layer 7" in written["features"]
+    assert (
+        written["version"] == 2 and written["layers"] == [3, 7] and "layer 7" in written["features"]
+    )
     back = load_head(meta)
     assert back.layers == (3, 7) and back.layer_width == 6
     rng = np.random.default_rng(1)
-    logits, hidden = rng.normal(size=(3, 100)).astype(np.float32), rng.normal(size=(3, 2, 6)).astype(np.float32)
+    logits, hidden = (
+        rng.normal(size=(3, 100)).astype(np.float32),
+        rng.normal(size=(3, 2, 6)).astype(np.float32),
+    )
     assert [back.score(z, h) for z, h in zip(logits, hidden)] == pytest.approx(
-        [head.score_features(np.concatenate([z[head.tokens], h.ravel()])) for z, h in zip(logits, hidden)], abs=1e-6
+        [
+            head.score_features(np.concatenate([z[head.tokens], h.ravel()]))
+            for z, h in zip(logits, hidden)
+        ],
+        abs=1e-6,
     )
     assert len({round(back.score(z, h), 6) for z, h in zip(logits, hidden)}) == 3
     plain, _ = save_head(random_head(Backbone("m", "m.gguf", "ab" * 32)), tmp_path / "p")
-    assert json.loads(head_paths(plain)[1].read_text())["version"] == 1  # older readers still read logit heads
+    # older readers still read logit heads
+    assert json.loads(head_paths(plain)[1].read_text())["version"] == 1
 
 
 def test_layer_features_that_do_not_divide_into_the_layers_are_refused():
     head = layer_head(Backbone("m", "m.gguf", "0" * 64), 4, (3, 7), width=6)
-    with pytest.raises(ModelError, match="do not fit"):  # 4 + 13 columns: not two layers of one width
+    # 4 + 13 columns: not two layers of one width
+    with pytest.raises(ModelError, match="do not fit"):
         ValueHead(
             head.backbone,
             head.tokens,
@@ -113,7 +134,17 @@ def test_layer_features_that_do_not_divide_into_the_layers_are_refused():
             layers=(3, 7),
         )
     with pytest.raises(ModelError, match="do not fit"):
-        ValueHead(head.backbone, head.tokens, head.mean, head.std, head.w2, head.b2, head.w1, head.b1, layers=(-1, 7))
+        ValueHead(
+            head.backbone,
+            head.tokens,
+            head.mean,
+            head.std,
+            head.w2,
+            head.b2,
+            head.w1,
+            head.b1,
+            layers=(-1, 7),
+        )
 
 
 def test_backbone_is_checked_by_sha256(tmp_path: Path, monkeypatch):
@@ -151,23 +182,36 @@ def test_corrupt_and_missing_files_are_one_clear_error(tmp_path: Path):
 def test_tensors_that_do_not_fit_are_refused():
     head = random_head(Backbone("m", "m.gguf", "0" * 64))
     with pytest.raises(ModelError, match="do not fit"):
-        ValueHead(head.backbone, head.tokens, head.mean, head.std, head.w2, head.b2, head.w1[:, :3], head.b1)
+        ValueHead(
+            head.backbone,
+            head.tokens,
+            head.mean,
+            head.std,
+            head.w2,
+            head.b2,
+            head.w1[:, :3],
+            head.b1,
+        )
 
 
 @pytest.mark.parametrize(
     "change",
     [
-        {"mean": np.zeros((12, 3), np.float32)},  # failed at the search's first score (numpy could not broadcast)
+        # failed at the search's first score (numpy could not broadcast)
+        {"mean": np.zeros((12, 3), np.float32)},
         {
             "tokens": np.zeros(0, np.int32),
             "mean": np.zeros(0, np.float32),
             "std": np.zeros(0, np.float32),
             "w1": np.zeros((5, 0), np.float32),
         },  # failed in the backbone check (the max of no tokens)
-        {"tokens": -np.arange(1, 13, dtype=np.int32)},  # read logits from the end of each row, silently
+        # read logits from the end of each row, silently
+        {"tokens": -np.arange(1, 13, dtype=np.int32)},
     ],
 )
-def test_a_head_file_with_tensors_of_the_wrong_shape_or_ids_is_refused_on_load(tmp_path: Path, change):
+def test_a_head_file_with_tensors_of_the_wrong_shape_or_ids_is_refused_on_load(
+    tmp_path: Path, change
+):
     from safetensors.numpy import load_file, save_file
 
     weights, _ = save_head(random_head(Backbone("m", "m.gguf", "0" * 64)), tmp_path / "h")
@@ -178,11 +222,16 @@ def test_a_head_file_with_tensors_of_the_wrong_shape_or_ids_is_refused_on_load(t
 
 def test_names_with_dots_keep_them(tmp_path: Path):
     weights, meta = head_paths(tmp_path / "head-qwen2.5-coder-0.5b.safetensors")
-    assert (weights.name, meta.name) == ("head-qwen2.5-coder-0.5b.safetensors", "head-qwen2.5-coder-0.5b.json")
+    assert (weights.name, meta.name) == (
+        "head-qwen2.5-coder-0.5b.safetensors",
+        "head-qwen2.5-coder-0.5b.json",
+    )
     assert head_paths(tmp_path / "head-qwen2.5-coder-0.5b.json") == (weights, meta)
 
 
-def test_a_head_with_a_lora_adapter_round_trips_as_version_3_and_checks_the_adapter(tmp_path: Path, monkeypatch):
+def test_a_head_with_a_lora_adapter_round_trips_as_version_3_and_checks_the_adapter(
+    tmp_path: Path, monkeypatch
+):
     import json
     from dataclasses import replace
 
@@ -192,10 +241,12 @@ def test_a_head_with_a_lora_adapter_round_trips_as_version_3_and_checks_the_adap
     adapter = tmp_path / "h.lora.gguf"
     adapter.write_bytes(b"GGUF" + b"\2" * 64)
     head = replace(
-        random_head(Backbone("m", "m.gguf", "ab" * 32)), adapter=Adapter(adapter.name, file_sha256(adapter), adapter)
+        random_head(Backbone("m", "m.gguf", "ab" * 32)),
+        adapter=Adapter(adapter.name, file_sha256(adapter), adapter),
     )
     _, meta = save_head(head, tmp_path / "h")
-    assert json.loads(meta.read_text())["version"] == 3  # an older EdgeReason refuses it instead of dropping the LoRA
+    # an older EdgeReason refuses it instead of dropping the LoRA
+    assert json.loads(meta.read_text())["version"] == 3
     assert load_head(meta).adapter == head.adapter
     adapter.write_bytes(b"GGUF" + b"\3" * 64)
     with pytest.raises(ModelError, match="not the LoRA adapter"):

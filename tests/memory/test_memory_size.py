@@ -31,7 +31,20 @@ def test_parse_size(text, expected):
 
 @pytest.mark.parametrize(
     "text",
-    ["", "MiB", "abc", "12XB", "-5M", "0", "0.0GiB", "1.2.3M", "1e9", "5 M iB", "9" * 400, "1" + "0" * 400 + "TB"],
+    [
+        "",
+        "MiB",
+        "abc",
+        "12XB",
+        "-5M",
+        "0",
+        "0.0GiB",
+        "1.2.3M",
+        "1e9",
+        "5 M iB",
+        "9" * 400,
+        "1" + "0" * 400 + "TB",
+    ],
 )  # past a float: was an OverflowError traceback
 def test_parse_size_rejects(text):
     with pytest.raises(ConfigError):

@@ -12,7 +12,8 @@ GEN = Curve(((1, 10.0), (16, 160.0)))  # decode scales with concurrent sequences
 FLAT_GEN = Curve(((1, 50.0), (16, 50.0)))  # decode gains nothing from concurrency
 EARLY_PRM = Curve(((64, 800.0), (1024, 800.0)))  # prefill saturates at the smallest batch
 LATE_PRM = Curve(((64, 50.0), (1024, 800.0)))  # prefill keeps gaining up to 1,024 tokens
-# A sample search's measurements: the most KV cells each model held (prompt 200, PRM head 120, 4 steps of 64)
+# A sample search's measurements: the most KV cells each model held (prompt 200, PRM head 120, 4
+# steps of 64)
 MEASURED = Workload(beams=8, generator_peak_tokens=900, verifier_peak_tokens=1000)
 
 
@@ -24,19 +25,23 @@ def test_curve_interpolates_clamps_and_saturates():
 
 
 def test_generator_without_batching_gain_gives_the_prm_room_for_its_working_set():
-    """The even split leaves the PRM 900 of its 1,000 tokens; the generator runs as fast with fewer, so the choice
-    gives the PRM its working set and a 25% larger one, and it scores each step's new segments alone."""
+    """The even split leaves the PRM 900 of its 1,000 tokens; the generator runs as fast with fewer,
+    so the choice gives the PRM its working set and a 25% larger one, and it scores each step's new
+    segments alone."""
     plan = plan_split(1800, 1, 1, FLAT_GEN, EARLY_PRM, MEASURED)
     best = plan.best
-    assert best.generator_share < 0.5 and best.verifier_kv_tokens >= 1.25 * MEASURED.verifier_peak_tokens
+    assert (
+        best.generator_share < 0.5
+        and best.verifier_kv_tokens >= 1.25 * MEASURED.verifier_peak_tokens
+    )
     assert best.held_paths == MEASURED.parents
     assert best.verifier_call_tokens == MEASURED.beams * MEASURED.verify_tokens
     assert best.step_time_s < plan.even.step_time_s
 
 
 def test_tight_budget_hedges_against_a_larger_working_set():
-    """At 2,000 tokens the even split holds the PRM's measured 1,000 exactly: a working set 25% larger would make it
-    thrash. The choice is the split whose worst case over the range is best."""
+    """At 2,000 tokens the even split holds the PRM's measured 1,000 exactly: a working set 25%
+    larger would make it thrash. The choice is the split whose worst case over the range is best."""
     plan = plan_split(2000, 1, 1, GEN, LATE_PRM, MEASURED)
     assert plan.best is not plan.even
     assert plan.best.worst_step_time_s < 0.8 * plan.even.worst_step_time_s
@@ -70,14 +75,17 @@ def test_model_by_hand():
         verifier_peak_tokens=120 + 4 * 76,
     )
     p = predict(0.5, 200 + 2 * 64, 120 + 4 * 76, DECODE, FLAT_100, w)
-    assert p.concurrent_seqs == 2  # beside the prompt: 2 waves of 2 sequences at 20 tok/s, 256 tokens in 12.8 s
+    # beside the prompt: 2 waves of 2 sequences at 20 tok/s, 256 tokens in 12.8 s
+    assert p.concurrent_seqs == 2
     assert p.gen_time_s == pytest.approx(4 * 64 / 20)
-    assert p.held_paths == 2 and p.verifier_call_tokens == pytest.approx(304)  # head + the 4 new segments held
+    # head + the 4 new segments held
+    assert p.held_paths == 2 and p.verifier_call_tokens == pytest.approx(304)
     assert p.prm_time_s == pytest.approx(304 / 100)
 
 
 def test_prm_short_of_its_working_set_rebuilds_in_proportion_to_the_shortfall():
-    # 4 sequences, steps of 64 tokens (76 as PRM segments), the PRM's head 120 tokens, a working set of 576
+    # 4 sequences, steps of 64 tokens (76 as PRM segments), the PRM's head 120 tokens, a working set
+    # of 576
     w = Workload(
         beams=4,
         width=2,
@@ -95,9 +103,11 @@ def test_prm_short_of_its_working_set_rebuilds_in_proportion_to_the_shortfall():
         p = predict(0.5, 1000, tokens, DECODE, FLAT_100, w)
         assert p.held_paths == 0
         total = held + short * (every_path - held)
-        assert p.verifier_call_tokens == pytest.approx(min(tokens, total))  # in calls of at most its KV
+        # in calls of at most its KV
+        assert p.verifier_call_tokens == pytest.approx(min(tokens, total))
         assert p.prm_time_s == pytest.approx(total / 100)
-        assert p.gen_time_s == pytest.approx(4 * 64 / 40)  # the generator has room for every sequence
+        # the generator has room for every sequence
+        assert p.gen_time_s == pytest.approx(4 * 64 / 40)
     assert predict(0.5, 1000, 576, DECODE, FLAT_100, w).prm_time_s == pytest.approx(held / 100)
     assert predict(0.5, 1000, 271, DECODE, FLAT_100, w).feasible is False
 

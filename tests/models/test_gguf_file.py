@@ -1,5 +1,5 @@
-"""The size a GGUF file's header describes: exact for a real model, and a damaged header is one error, not a hang
-or a struct.error."""
+"""The size a GGUF file's header describes: exact for a real model, and a damaged header is one
+error, not a hang or a struct.error."""
 
 from __future__ import annotations
 
@@ -50,7 +50,8 @@ def test_the_tensor_data_starts_at_the_alignment_the_header_gives(tmp_path, alig
     [
         (lambda d: d[:50], "the file ends inside its header"),
         (lambda d: d[:4] + struct.pack("<I", 1) + d[8:], "GGUF version 1"),
-        (lambda d: d[:8] + struct.pack("<Q", 2**62) + d[16:], "more than the file holds"),  # would loop for minutes
+        # would loop for minutes
+        (lambda d: d[:8] + struct.pack("<Q", 2**62) + d[16:], "more than the file holds"),
         (lambda d: d[:16] + struct.pack("<Q", 2**40) + d[24:], "more than the file holds"),
         (lambda d: b"GGUX" + d[4:], "not a GGUF file"),
     ],
@@ -62,16 +63,24 @@ def test_a_damaged_header_is_one_error(tmp_path, damage, why) -> None:
         expected_size(path)
 
 
-def test_the_header_gives_the_metadata_and_the_tensor_values_gguf_py_reads(smollm2_path: Path) -> None:
-    """What `models export` estimates its folder from: the values every tensor holds, and the scalar and string
-    metadata (the architecture, the chat template), as gguf-py's full reader finds them."""
+def test_the_header_gives_the_metadata_and_the_tensor_values_gguf_py_reads(
+    smollm2_path: Path,
+) -> None:
+    """What `models export` estimates its folder from: the values every tensor holds, and the scalar
+    and string metadata (the architecture, the chat template), as gguf-py's full reader finds
+    them."""
     from gguf import GGUFReader
 
     from edgereason.models.gguf_file import read_header
 
     header, reader = read_header(smollm2_path), GGUFReader(str(smollm2_path))
     assert header.n_elements == sum(int(t.n_elements) for t in reader.tensors) > 100_000_000
-    for key in ("general.architecture", "tokenizer.chat_template", "llama.rope.freq_base", "llama.block_count"):
+    for key in (
+        "general.architecture",
+        "tokenizer.chat_template",
+        "llama.rope.freq_base",
+        "llama.block_count",
+    ):
         assert header.metadata[key] == reader.fields[key].contents()
     assert "tokenizer.ggml.tokens" not in header.metadata  # an array: skipped
     assert header.data_start == reader.data_offset and header.size == smollm2_path.stat().st_size

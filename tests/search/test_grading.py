@@ -16,7 +16,11 @@ SLACK_S = 1.5  # the pipe, the kill and a new child, on a loaded machine
 
 
 def test_answers_still_compare_as_math() -> None:
-    assert answers_match("18", "18.0") and answers_match("\\frac{1}{2}", "0.5") and answers_match("$18$", "18")
+    assert (
+        answers_match("18", "18.0")
+        and answers_match("\\frac{1}{2}", "0.5")
+        and answers_match("$18$", "18")
+    )
     assert not answers_match("3", "4") and not answers_match(None, "4")
 
 

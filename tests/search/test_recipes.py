@@ -1,5 +1,5 @@
-"""The search `solve` and `chat` run when the user names none: the generator's recipe for the device, taken whole or
-not at all."""
+"""The search `solve` and `chat` run when the user names none: the generator's recipe for the
+device, taken whole or not at all."""
 
 from __future__ import annotations
 
@@ -42,7 +42,10 @@ def test_the_default_generator_is_the_most_accurate_one():
 @pytest.mark.parametrize("command", [["solve", "1+1"], ["chat"]])
 @pytest.mark.parametrize(
     "device, expected",
-    [("gpu", ("best-of-n", "weighted", None, 8, 0.6)), ("cpu", ("best-of-n", "weighted", None, 4, 0.4))],
+    [
+        ("gpu", ("best-of-n", "weighted", None, 8, 0.6)),
+        ("cpu", ("best-of-n", "weighted", None, 4, 0.4)),
+    ],
 )
 def test_the_default_generator_runs_its_recipe_for_the_device(command, device, expected):
     choice = parsed(*command, device=device)
@@ -80,13 +83,15 @@ def test_explicit_search_flags_win_and_other_generators_run_plain():
     assert searched(choice) == ("dvts", "weighted", Q15, 8, 0.6)
     choice = parsed("solve", "1+1", "--model", "smollm2-135m")
     assert choice.recipe == PLAIN and searched(choice) == ("best-of-n", "majority", None, 8, 0.8)
-    assert recipe_for("./qwen.gguf", "gpu", prm_chosen=False) == PLAIN  # a path has no measured recipe
+    # a path has no measured recipe
+    assert recipe_for("./qwen.gguf", "gpu", prm_chosen=False) == PLAIN
 
 
 def test_the_device_is_where_the_session_puts_the_layers(monkeypatch):
     assert device_of("solve", "1+1", "--gpu-layers", "0") == "cpu"
     assert device_of("solve", "1+1", "--gpu-layers", "999") == "gpu"
-    # unset: all layers where a CUDA build sees a GPU, none elsewhere (session/gpu.py decides, as for the session)
+    # unset: all layers where a CUDA build sees a GPU, none elsewhere (session/gpu.py decides, as
+    # for the session)
     for layers, device in ((999, "gpu"), (0, "cpu")):
         monkeypatch.setattr(gpu, "default_gpu_layers", lambda backend, n=layers: n)
         assert device_of("solve", "1+1") == device
@@ -98,7 +103,12 @@ def test_bench_and_training_keep_their_own_defaults():
     args = build_parser().parse_args(
         ["train-prm"]
     )  # its rollouts: 8 independent samples (--samples) unless --strategy beam
-    assert (args.strategy, args.vote, args.beams, args.temperature) == ("best-of-n", "majority", 8, 0.8)
+    assert (args.strategy, args.vote, args.beams, args.temperature) == (
+        "best-of-n",
+        "majority",
+        8,
+        0.8,
+    )
 
 
 def test_help_names_the_recipe(capsys):
@@ -109,7 +119,9 @@ def test_help_names_the_recipe(capsys):
     assert f"the recipe: 8 on a GPU and 4 on a CPU for {Q15}, 8 for {Q05}, else 8" in text
 
 
-@pytest.mark.parametrize("bad", [dict(strategy="sideways"), dict(beams=0), dict(temperature=float("nan"))])
+@pytest.mark.parametrize(
+    "bad", [dict(strategy="sideways"), dict(beams=0), dict(temperature=float("nan"))]
+)
 def test_an_impossible_recipe_is_refused(bad):
     with pytest.raises(ValueError, match="recipe"):
         Recipe(**{"prm": None, "strategy": "beam", "vote": "majority", **bad})
@@ -118,22 +130,34 @@ def test_an_impossible_recipe_is_refused(bad):
 def test_the_recipes_prm_is_pulled_after_the_flags_are_checked():
     pulled = []
     args = build_parser().parse_args(["solve", "1+1", "--model", Q05])
-    config = recipe_search_config(args, resolve=lambda name, **_: pulled.append(name), device="cpu").config
-    assert pulled == [Q15] and (config.strategy, config.vote, config.beams) == ("beam", "weighted", 8)
+    config = recipe_search_config(
+        args, resolve=lambda name, **_: pulled.append(name), device="cpu"
+    ).config
+    assert pulled == [Q15] and (config.strategy, config.vote, config.beams) == (
+        "beam",
+        "weighted",
+        8,
+    )
     args = build_parser().parse_args(["solve", "1+1", "--model", Q05, "--beams", "1"])
-    with pytest.raises(ConfigError, match=r"--beams 1 is not divisible by --width 4.*--strategy best-of-n"):
+    with pytest.raises(
+        ConfigError, match=r"--beams 1 is not divisible by --width 4.*--strategy best-of-n"
+    ):
         recipe_search_config(args, resolve=lambda name, **_: pulled.append(name), device="cpu")
     assert pulled == [Q15]  # a typo costs no download
 
 
 def test_offline_without_the_recipes_prm_the_plain_recipe_runs_with_a_note(capsys):
     def offline(name, **_):
-        raise ModelError(f"could not download model {name} (1.1 GB): offline? run:\n  edgereason models pull {name}")
+        raise ModelError(
+            f"could not download model {name} (1.1 GB): offline? run:\n  edgereason models pull "
+            f"{name}"
+        )
 
     args = build_parser().parse_args(["solve", "1+1", "--model", Q05, "--vote", "best"])
     choice = recipe_search_config(args, resolve=offline, device="gpu")
     config = choice.config
-    assert (config.strategy, config.vote, choice.prm) == ("best-of-n", "best", None)  # the user's --vote stays
+    # the user's --vote stays
+    assert (config.strategy, config.vote, choice.prm) == ("best-of-n", "best", None)
     err = capsys.readouterr().err
     assert f"could not download model {Q15}" in err
     assert f"\n  edgereason models pull {Q15}" in err
@@ -166,7 +190,9 @@ def no_pull(name, **_):
     ],
 )
 def test_tree_flags_that_best_of_n_does_not_read_are_named(argv, unused, tree):
-    choice = recipe_search_config(build_parser().parse_args(["solve", "1+1", *argv]), resolve=no_pull, device="gpu")
+    choice = recipe_search_config(
+        build_parser().parse_args(["solve", "1+1", *argv]), resolve=no_pull, device="gpu"
+    )
     assert choice.unused == unused and (choice.config.width, choice.config.select) == tree
     note = choice.note()
     assert (note is None) == (not unused)

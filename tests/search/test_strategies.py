@@ -1,5 +1,5 @@
-"""What each strategy object answers (the engine asks only these questions; tests/engine/test_engine.py
-runs them all)."""
+"""What each strategy object answers (the engine asks only these questions;
+tests/engine/test_engine.py runs them all)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def test_best_of_n_scores_whole_solutions_and_waits_only_for_finished_ones() -> 
     last = _step("answer", parent=first)
     assert not bon.scores_step(first) and bon.scores_step(last) and beam.scores_step(first)
     assert bon.scored_nodes(last) == [first, last] and beam.scored_nodes(last) is None
-    assert bon.ready([first]) and not beam.ready([first])  # an unscored step in the middle of a solution
+    # an unscored step in the middle of a solution
+    assert bon.ready([first]) and not beam.ready([first])
     assert not bon.ready([last])
     assert not bon.early_prune and beam.early_prune
 
@@ -42,7 +43,8 @@ def test_who_competes_and_who_carries_on() -> None:
 
 
 def test_the_registry_runs_every_strategy_the_config_accepts():
-    """SearchConfig validates --strategy against config's names; each must have a strategy object here."""
+    """SearchConfig validates --strategy against config's names; each must have a strategy object
+    here."""
     from edgereason.config import STRATEGY_NAMES
 
     assert sorted(STRATEGIES) == sorted(STRATEGY_NAMES)

@@ -1,4 +1,5 @@
-"""The `auto` policy: edge where a pass of 8 rows is cheap, baseline elsewhere, from this device's pass cost."""
+"""The `auto` policy: edge where a pass of 8 rows is cheap, baseline elsewhere, from this device's
+pass cost."""
 
 from __future__ import annotations
 
@@ -39,7 +40,9 @@ def test_auto_resolves_to_the_preset_with_its_overrides():
 
 def test_a_session_measures_once_then_reads_its_cache(smollm2_path, tmp_path, monkeypatch):
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))  # no profile, no cache
-    settings = ModelSettings(model=str(smollm2_path), generator_kv_tokens=1024, verifier_kv_tokens=1024)
+    settings = ModelSettings(
+        model=str(smollm2_path), generator_kv_tokens=1024, verifier_kv_tokens=1024
+    )
     session = open_session(settings)
     try:
         choice = session.auto_choice()
@@ -52,16 +55,21 @@ def test_a_session_measures_once_then_reads_its_cache(smollm2_path, tmp_path, mo
     assert [v["cost_8"] for v in cached.values()] == [round(choice.cost_8, 3)]
     again = open_session(settings)
     try:
-        assert again.auto_choice() == AutoChoice(choice.preset, round(choice.cost_8, 3), "cached measurement")
+        assert again.auto_choice() == AutoChoice(
+            choice.preset, round(choice.cost_8, 3), "cached measurement"
+        )
     finally:
         again.close()
 
 
 def test_a_memory_profile_decides_without_measuring(smollm2_path, tmp_path, monkeypatch):
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
-    session = open_session(ModelSettings(model=str(smollm2_path), generator_kv_tokens=1024, verifier_kv_tokens=1024))
+    session = open_session(
+        ModelSettings(model=str(smollm2_path), generator_kv_tokens=1024, verifier_kv_tokens=1024)
+    )
     try:
-        session.profile = {"curves": {"generator": [[1, 800.0], [8, 4000.0]]}}  # 8 rows = 1.6x one row
+        # 8 rows = 1.6x one row
+        session.profile = {"curves": {"generator": [[1, 800.0], [8, 4000.0]]}}
         assert session.auto_choice() == AutoChoice("edge", pytest.approx(1.6), "memory profile")
     finally:
         session.close()

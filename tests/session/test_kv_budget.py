@@ -1,4 +1,5 @@
-"""Bounded KV: eviction of whole suffixes and recompute, on the fake backend (exact) and on SmolLM2 (real)."""
+"""Bounded KV: eviction of whole suffixes and recompute, on the fake backend (exact) and on SmolLM2
+(real)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ from edgereason.errors import ConfigError
 from edgereason.prompts import solve_messages
 from tests.fakes import FakeGenerator, FakeVerifier
 
-CFG = SearchConfig(beams=32, width=4, max_steps=8, max_step_tokens=12, sampling=SamplingParams(seed=3))
+CFG = SearchConfig(
+    beams=32, width=4, max_steps=8, max_step_tokens=12, sampling=SamplingParams(seed=3)
+)
 
 
 def _tree(result, surviving_only: bool = False):
-    """Nodes as (texts of the root-to-node path, status): node ids depend on creation order, which may vary."""
+    """Nodes as (texts of the root-to-node path, status): node ids depend on creation order, which
+    may vary."""
     nodes = {n["id"]: n for n in result.tree}
 
     def path(n):
@@ -26,7 +30,9 @@ def _tree(result, surviving_only: bool = False):
             n = nodes.get(n["parent"])
         return tuple(reversed(texts))
 
-    return sorted((path(n), n["status"]) for n in result.tree if not surviving_only or n["status"] != "pruned")
+    return sorted(
+        (path(n), n["status"]) for n in result.tree if not surviving_only or n["status"] != "pruned"
+    )
 
 
 def _run(policy: str, capacity: int = 100_000):
@@ -38,9 +44,11 @@ def _run(policy: str, capacity: int = 100_000):
     "policy, same",
     [
         ("baseline", "tree"),  # nothing depends on timing: the whole tree, pruned nodes included
-        ("specscale", "surviving"),  # how far a doomed candidate got before pruning depends on timing
+        # how far a doomed candidate got before pruning depends on timing
+        ("specscale", "surviving"),
         ("naive-spec", "surviving"),
-        ("fasttts", "answer-count"),  # siblings reuse a timing-dependent share of the speculative tokens
+        # siblings reuse a timing-dependent share of the speculative tokens
+        ("fasttts", "answer-count"),
         ("edge", "answer-count"),
         ("edge:order=fifo", "answer-count"),
     ],
@@ -65,20 +73,25 @@ def test_quarter_budget_computes_the_same_search(policy, same):
 
 def test_a_path_that_cannot_fit_fails_clearly():
     with pytest.raises(ConfigError, match="KV memory holds 20"):
-        Engine(FakeGenerator(capacity=20), FakeVerifier(), parse_policy("baseline")).solve("question", CFG)
+        Engine(FakeGenerator(capacity=20), FakeVerifier(), parse_policy("baseline")).solve(
+            "question", CFG
+        )
 
 
 def test_paths_longer_than_the_budget_end_at_the_limit():
-    result = Engine(FakeGenerator(capacity=40, step_len=6), FakeVerifier(), parse_policy("baseline")).solve(
-        "question", CFG, check=True
-    )
+    result = Engine(
+        FakeGenerator(capacity=40, step_len=6), FakeVerifier(), parse_policy("baseline")
+    ).solve("question", CFG, check=True)
     assert result.status == "done"
     assert any(n["status"] == "complete" for n in result.tree)
 
 
 def test_real_model_finishes_under_a_tight_budget(smollm2_path):
-    """SmolLM2 through llama.cpp with a generator budget far below what the search uses unbounded."""
-    cfg = SearchConfig(beams=4, width=2, max_steps=3, max_step_tokens=24, sampling=SamplingParams(seed=1))
+    """SmolLM2 through llama.cpp with a generator budget far below what the search uses
+    unbounded."""
+    cfg = SearchConfig(
+        beams=4, width=2, max_steps=3, max_step_tokens=24, sampling=SamplingParams(seed=1)
+    )
     gen, ver = open_models(smollm2_path, smollm2_path, "judge", 8192, 8192)
     free = Engine(gen, ver, parse_policy("edge")).solve("What is 12 times 3?", cfg, check=True)
     gen.close()

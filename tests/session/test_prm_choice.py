@@ -1,4 +1,5 @@
-"""Which value head a session takes: one trained on the running generator's paths first, then the PRM model's own."""
+"""Which value head a session takes: one trained on the running generator's paths first, then the
+PRM model's own."""
 
 from __future__ import annotations
 
@@ -27,9 +28,11 @@ def test_a_head_for_the_running_generator_comes_first(tmp_path: Path, monkeypatc
     assert q05_judged.format == "head" and (q05_judged.head.w2 == for_q05.w2).all()
     self_judged = choose_prm(Q15, None, "auto", None)  # the 1.5B judging its own paths
     assert (self_judged.head.w2 == own.w2).all()
-    other = choose_prm("smollm2-135m", Q15, "auto", None)  # no head for that generator: the PRM model's own
+    # no head for that generator: the PRM model's own
+    other = choose_prm("smollm2-135m", Q15, "auto", None)
     assert (other.head.w2 == own.w2).all()
-    assert choose_prm(Q05, None, "auto", None).format == "judge"  # none ships for the 0.5B in this folder
+    # none ships for the 0.5B in this folder
+    assert choose_prm(Q05, None, "auto", None).format == "judge"
     assert shipped_head("./my-prm.gguf", Q05) is None  # only registry models have shipped heads
 
 
@@ -41,8 +44,8 @@ def test_the_shipped_heads_name_their_backbone_and_generator(prm: str, generator
 
 
 def test_prm_head_takes_a_shipped_heads_name(tmp_path: Path, monkeypatch):
-    """`--prm-head qwen2.5-coder-1.5b-lora`: the LoRA head that ships (checked with its adapter); a path still wins,
-    and an unknown name stays a missing file."""
+    """`--prm-head qwen2.5-coder-1.5b-lora`: the LoRA head that ships (checked with its adapter); a
+    path still wins, and an unknown name stays a missing file."""
     from edgereason.errors import ConfigError
 
     lora = choose_prm(Q15, None, "auto", "qwen2.5-coder-1.5b-lora")
@@ -50,9 +53,12 @@ def test_prm_head_takes_a_shipped_heads_name(tmp_path: Path, monkeypatch):
     assert lora.head.backbone.sha256 == models.REGISTRY[Q15].sha256
     assert lora.head.adapter.path == prm_choice.HEADS_DIR / "qwen2.5-coder-1.5b-lora.lora.gguf"
     monkeypatch.chdir(tmp_path)
-    save_head(random_head(Backbone(Q15, "f.gguf", "0" * 64), seed=3), tmp_path / "qwen2.5-coder-1.5b-lora")
+    save_head(
+        random_head(Backbone(Q15, "f.gguf", "0" * 64), seed=3), tmp_path / "qwen2.5-coder-1.5b-lora"
+    )
     assert (
-        lora.head.adapter is not None and choose_prm(Q15, None, "auto", "qwen2.5-coder-1.5b-lora").head.adapter is None
+        lora.head.adapter is not None
+        and choose_prm(Q15, None, "auto", "qwen2.5-coder-1.5b-lora").head.adapter is None
     )  # the file in the working folder
     with pytest.raises(ConfigError, match="not found"):
         choose_prm(Q15, None, "auto", "no-such-head")

@@ -1,4 +1,5 @@
-"""Which memory profile and cached pass cost a session reads: only those measured on its own backend."""
+"""Which memory profile and cached pass cost a session reads: only those measured on its own
+backend."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from edgereason.session.auto_policy import choice_for
 from edgereason.session.profile_choice import device_id, note_no_profile, pass_cost_key, profile_for
 from edgereason.session.settings import ModelSettings
 
-SETTINGS = ModelSettings(model="gen.gguf", prm="prm.gguf", prm_format="judge", n_gpu_layers=0, verbose=True)
+SETTINGS = ModelSettings(
+    model="gen.gguf", prm="prm.gguf", prm_format="judge", n_gpu_layers=0, verbose=True
+)
 
 
 @pytest.fixture()
@@ -24,7 +27,11 @@ def home(tmp_path, monkeypatch):
 
 def _stored(lv_threshold: int) -> dict:
     """What start-up reads of a profile."""
-    return {"generator_kv_bytes": 1 << 20, "verifier_kv_bytes": 1 << 20, "lv_threshold_tokens": lv_threshold}
+    return {
+        "generator_kv_bytes": 1 << 20,
+        "verifier_kv_bytes": 1 << 20,
+        "lv_threshold_tokens": lv_threshold,
+    }
 
 
 def test_each_backend_finds_only_its_own_profile(home):
@@ -39,21 +46,29 @@ def test_each_backend_finds_only_its_own_profile(home):
 
 def test_the_note_says_how_to_profile_the_sessions_backend(home, capsys):
     note_no_profile(SETTINGS, "torch")
-    assert "edgereason memory-profile --model gen.gguf --prm prm.gguf --backend torch\n" in capsys.readouterr().err
+    assert (
+        "edgereason memory-profile --model gen.gguf --prm prm.gguf --backend torch\n"
+        in capsys.readouterr().err
+    )
     note_no_profile(SETTINGS, "llamacpp")
     assert "edgereason memory-profile --model gen.gguf --prm prm.gguf\n" in capsys.readouterr().err
 
 
 def test_the_note_on_a_gpu_profiles_the_gpu(home, capsys, monkeypatch):
-    """memory-profile measures the CPU unless told: a GPU session's note says --device gpu, so that the profile it
-    makes is the one the session looks up (the GPU's id is given: this machine has none)."""
+    """memory-profile measures the CPU unless told: a GPU session's note says --device gpu, so that
+    the profile it makes is the one the session looks up (the GPU's id is given: this machine has
+    none)."""
     monkeypatch.setattr(profile_choice, "default_device_id", lambda kind: f"{kind}-H200")
     note_no_profile(replace(SETTINGS, n_gpu_layers=999), "torch")
-    assert "memory-profile --model gen.gguf --prm prm.gguf --backend torch --device gpu\n" in capsys.readouterr().err
+    assert (
+        "memory-profile --model gen.gguf --prm prm.gguf --backend torch --device gpu\n"
+        in capsys.readouterr().err
+    )
 
 
 def test_a_pass_cost_measured_on_one_backend_is_not_read_by_the_other(home):
-    cheap, dear = ((1, 100.0), (8, 700.0)), ((1, 100.0), (8, 200.0))  # 8 rows cost 1.1x and 4x one row
+    # 8 rows cost 1.1x and 4x one row
+    cheap, dear = ((1, 100.0), (8, 700.0)), ((1, 100.0), (8, 200.0))
     llama, torch = pass_cost_key(SETTINGS, "llamacpp"), pass_cost_key(SETTINGS, "torch")
     assert choice_for(None, llama, lambda: cheap).preset == "edge"
     measured = choice_for(None, torch, lambda: dear)

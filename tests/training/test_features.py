@@ -1,4 +1,5 @@
-"""Feature sets of several rollout shards merge into one whose problems stay distinct (the split is by problem)."""
+"""Feature sets of several rollout shards merge into one whose problems stay distinct (the split is
+by problem)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,11 @@ def test_merge_refuses_sets_read_on_other_tokens():
 def _with_layers(layers: list[int], k: int = 2, width: int = 3) -> dict[str, np.ndarray]:
     part = _part([0, 1], list(range(k)))
     cols = k + width * len(layers)
-    return {**part, "layers": np.asarray(layers, np.int32), "x": np.arange(2 * cols, dtype=np.float32).reshape(2, cols)}
+    return {
+        **part,
+        "layers": np.asarray(layers, np.int32),
+        "x": np.arange(2 * cols, dtype=np.float32).reshape(2, cols),
+    }
 
 
 def test_select_keeps_the_logits_or_the_named_layers_columns():
@@ -51,7 +56,10 @@ def test_select_keeps_the_logits_or_the_named_layers_columns():
     assert nine["x"].tolist() == [[5, 6, 7], [13, 14, 15]] and nine["tokens"].tolist() == []
     both = feats.select(f, (9, 4))
     assert both["layers"].tolist() == [9, 4] and both["x"][0].tolist() == [5, 6, 7, 2, 3, 4]
-    with pytest.raises(ValueError, match="hold layers \\[4, 9\\], not \\[5\\]; run the features phase with --layers 5"):
+    with pytest.raises(
+        ValueError,
+        match="hold layers \\[4, 9\\], not \\[5\\]; run the features phase with --layers 5",
+    ):
         feats.select(f, (5,))
 
 

@@ -19,7 +19,8 @@ def test_rank_loss_is_the_mean_logistic_loss_of_right_over_wrong_pairs():
     weight = torch.ones(5)
     groups = step_groups({"problem": problem, "step": step})
     loss = rank_loss(z, y, groups, problem, last, weight)
-    # pairs: (0, 1) share step 0 of problem 0; (2, 3) are both final steps of problem 0; row 4 is another problem
+    # pairs: (0, 1) share step 0 of problem 0; (2, 3) are both final steps of problem 0; row 4 is
+    # another problem
     want = (np.log1p(np.exp(0.0 - 2.0)) + np.log1p(np.exp(-1.0 - 1.0))) / 2
     assert loss.item() == pytest.approx(want, rel=1e-6)
     loss.backward()

@@ -33,8 +33,8 @@ def test_calibration_bins():
 
 
 def test_within_auc_counts_only_pairs_of_one_group():
-    # group 0: right 0.9 vs wrong 0.1 (won); group 1: right 0.2 vs wrong 0.3 and 0.1 (one of two won);
-    # group 2 has one class only. Pooled, the right 0.2 loses to the wrong 0.3 as well.
+    # group 0: right 0.9 vs wrong 0.1 (won); group 1: right 0.2 vs wrong 0.3 and 0.1 (one of two
+    # won); group 2 has one class only. Pooled, the right 0.2 loses to the wrong 0.3 as well.
     scores = np.array([0.9, 0.1, 0.2, 0.3, 0.1, 0.8])
     labels = np.array([1, 0, 1, 0, 0, 1])
     groups = np.array([0, 0, 1, 1, 1, 2])
@@ -43,7 +43,8 @@ def test_within_auc_counts_only_pairs_of_one_group():
 
 
 def test_within_auc_removes_what_only_tells_problems_apart():
-    # a score that is each problem's difficulty ranks pooled steps well and one problem's candidates not at all
+    # a score that is each problem's difficulty ranks pooled steps well and one problem's candidates
+    # not at all
     rng = np.random.default_rng(1)
     problem = np.repeat(np.arange(200), 8)
     ease = rng.random(200)[problem]

@@ -13,5 +13,6 @@ def test_problem_batches_cover_the_rows_once_in_whole_problems():
     batches = problem_batches(problem, rows, 20, np.random.default_rng(0))
     assert sorted(np.concatenate(batches).tolist()) == rows.tolist()
     owners = [set(problem[b].tolist()) for b in batches]
-    assert all(not (a & b) for i, a in enumerate(owners) for b in owners[i + 1 :])  # no problem split over batches
+    # no problem split over batches
+    assert all(not (a & b) for i, a in enumerate(owners) for b in owners[i + 1 :])
     assert 1 < len(batches) < len(np.unique(problem[rows]))

@@ -1,4 +1,5 @@
-"""The head's training loop: what it learns with the ranking loss on, what it records, what it refuses."""
+"""The head's training loop: what it learns with the ranking loss on, what it records, what it
+refuses."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from edgereason.training.rows import step_groups
 from edgereason.training.train import TrainConfig, train_head
 
 
-def _features(seed: int = 0, problems: int = 60, paths: int = 6, steps: int = 3) -> dict[str, np.ndarray]:
+def _features(
+    seed: int = 0, problems: int = 60, paths: int = 6, steps: int = 3
+) -> dict[str, np.ndarray]:
     """Rows whose first feature tells right from wrong paths within a problem (plus noise)."""
     rng = np.random.default_rng(seed)
     problem = np.repeat(np.arange(problems), paths * steps)
@@ -43,7 +46,9 @@ def test_training_with_the_ranking_loss_on_still_learns_the_signal_and_records_w
     head, record = train_head(f, Backbone("t", "t.gguf", "0" * 64), cfg)
     assert record["val_within_step_auc"] > 0.75 and record["judge_val_within_step_auc"] < 0.65
     scores = head.logits(f["x"].astype(np.float32))
-    assert within_auc(scores, f["outcome"], step_groups(f)) == pytest.approx(record["val_within_step_auc"], abs=0.1)
+    assert within_auc(scores, f["outcome"], step_groups(f)) == pytest.approx(
+        record["val_within_step_auc"], abs=0.1
+    )
     assert record["config"]["rank_weight"] == 1.0
 
 
@@ -55,6 +60,11 @@ def test_a_negative_or_not_finite_rank_weight_is_refused(weight):
 
 
 def test_one_problem_is_refused_not_made_into_a_head_of_nan():
-    """Its steps were all held out for validation: the head was fitted to no rows and wrote NaN, exit 0."""
+    """Its steps were all held out for validation: the head was fitted to no rows and wrote NaN,
+    exit 0."""
     with pytest.raises(ConfigError, match="at least 2 problems"):
-        train_head(_features(problems=1), Backbone("t", "t.gguf", "0" * 64), TrainConfig(hidden=0, epochs=2))
+        train_head(
+            _features(problems=1),
+            Backbone("t", "t.gguf", "0" * 64),
+            TrainConfig(hidden=0, epochs=2),
+        )

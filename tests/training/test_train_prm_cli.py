@@ -1,9 +1,9 @@
-"""`edgereason train-prm` on a tiny real run: SmolLM2 through the engine and llama.cpp, torch training, a head file.
+"""`edgereason train-prm` on a tiny real run: SmolLM2 through the engine and llama.cpp, torch
+training, a head file.
 
-SmolLM2 cannot do math and never writes `\\boxed{}`, so math-verify grades every path wrong. To give training two
-classes, the test relabels the real rollouts by whether the gold number appears in the path's text; features,
-training and the head are then the real pipeline's.
-"""
+SmolLM2 cannot do math and never writes `\\boxed{}`, so math-verify grades every path wrong. To give
+training two classes, the test relabels the real rollouts by whether the gold number appears in the
+path's text; features, training and the head are then the real pipeline's."""
 
 from __future__ import annotations
 
@@ -48,18 +48,24 @@ TINY = [
 @pytest.fixture()
 def dataset(tmp_path: Path) -> Path:
     path = tmp_path / "copy.jsonl"
-    path.write_text("".join(json.dumps({"id": i, "problem": p, "answer": a}) + "\n" for i, p, a in PROBLEMS))
+    path.write_text(
+        "".join(json.dumps({"id": i, "problem": p, "answer": a}) + "\n" for i, p, a in PROBLEMS)
+    )
     return path
 
 
-def test_rollouts_resume_then_features_and_training_make_a_head(smollm2_path, dataset, tmp_path, capsys):
+def test_rollouts_resume_then_features_and_training_make_a_head(
+    smollm2_path, dataset, tmp_path, capsys
+):
     work = tmp_path / "work"
     args = ["train-prm", *TINY, "--dataset", str(dataset), "--work", str(work)]
     assert main(args + ["--phases", "rollouts"]) == 0
     rows = list(read_jsonl(work / "rollouts.jsonl"))
     assert sorted(r["id"] for r in rows) == ["c0", "c1", "c2"]
     assert all(
-        len(r["paths"]) >= 1 and all(p["steps"] and len(p["prm"]) == len(p["steps"]) for p in r["paths"]) for r in rows
+        len(r["paths"]) >= 1
+        and all(p["steps"] and len(p["prm"]) == len(p["steps"]) for p in r["paths"])
+        for r in rows
     )
     assert main(args + ["--phases", "rollouts"]) == 0  # resumed: nothing left to do
     assert "0 problems added" in capsys.readouterr().err
@@ -68,7 +74,8 @@ def test_rollouts_resume_then_features_and_training_make_a_head(smollm2_path, da
     assert mc and all(0.0 <= r["value"] <= 1.0 and r["steps"] >= 1 for r in mc)
 
     relabelled = [
-        {**r, "paths": [{**p, "correct": r["gold"] in "".join(p["steps"])} for p in r["paths"]]} for r in rows
+        {**r, "paths": [{**p, "correct": r["gold"] in "".join(p["steps"])} for p in r["paths"]]}
+        for r in rows
     ]
     labels = [p["correct"] for r in relabelled for p in r["paths"]]
     if all(labels) or not any(labels):
@@ -77,9 +84,21 @@ def test_rollouts_resume_then_features_and_training_make_a_head(smollm2_path, da
     out = tmp_path / "head.safetensors"
     torch = pytest.importorskip("torch")
     threads = torch.get_num_threads()
-    train = ["--epochs", "3", "--hidden", "8", "--val-fraction", "0.34", "--rank-weight", "1", "--threads", "1"]
+    train = [
+        "--epochs",
+        "3",
+        "--hidden",
+        "8",
+        "--val-fraction",
+        "0.34",
+        "--rank-weight",
+        "1",
+        "--threads",
+        "1",
+    ]
     assert main(args + ["--phases", "features,train", *train, "--out", str(out)]) == 0
-    assert torch.get_num_threads() == 1  # --threads holds for torch too (head_variants.sh shares cores this way)
+    # --threads holds for torch too (head_variants.sh shares cores this way)
+    assert torch.get_num_threads() == 1
     torch.set_num_threads(threads)
     head = load_head(out)
     f = feats.load(work / "features-smollm2-135m.npz")
@@ -88,7 +107,10 @@ def test_rollouts_resume_then_features_and_training_make_a_head(smollm2_path, da
     scores = np.array([head.score_features(x) for x in f["x"]])
     assert scores.std() > 1e-4  # a head trained on real features: not a constant
     layered = tmp_path / "layer12.safetensors"
-    assert main(args + ["--phases", "features,train", *train, "--out", str(layered), "--layers", "12"]) == 0
+    assert (
+        main(args + ["--phases", "features,train", *train, "--out", str(layered), "--layers", "12"])
+        == 0
+    )
     torch.set_num_threads(threads)
     f = feats.load(work / "features-smollm2-135m.npz")
     head12 = load_head(layered)
@@ -96,7 +118,8 @@ def test_rollouts_resume_then_features_and_training_make_a_head(smollm2_path, da
     assert f["x"].shape[1] == len(head.tokens) + head12.layer_width and head12.layer_width == 576
     scores12 = np.array([head12.score_features(x) for x in feats.select(f, (12,))["x"]])
     assert scores12.std() > 1e-4 and not np.allclose(scores12, scores, atol=1e-3)
-    # the same file trains a head on the final layer too: without --layers the head reads the logits alone
+    # the same file trains a head on the final layer too: without --layers the head reads the logits
+    # alone
     assert main(args + ["--phases", "train", *train, "--out", str(out)]) == 0
     torch.set_num_threads(threads)
     assert load_head(out).layers == () and len(load_head(out).mean) == len(head.tokens)
@@ -106,10 +129,12 @@ def test_rollouts_resume_then_features_and_training_make_a_head(smollm2_path, da
     assert (work / "calibration.png").stat().st_size > 1000
 
 
-def test_beam_rollouts_add_the_paths_a_search_keeps_and_their_judge_scores_stay_out(smollm2_path, dataset, tmp_path):
-    """--strategy beam: the rollouts are a PRM-guided search's final paths; features over both files give each
-    problem both kinds of path, and only the independent samples keep the rollout PRM's scores (the report's
-    baseline): a search's paths were chosen by that PRM."""
+def test_beam_rollouts_add_the_paths_a_search_keeps_and_their_judge_scores_stay_out(
+    smollm2_path, dataset, tmp_path
+):
+    """--strategy beam: the rollouts are a PRM-guided search's final paths; features over both files
+    give each problem both kinds of path, and only the independent samples keep the rollout PRM's
+    scores (the report's baseline): a search's paths were chosen by that PRM."""
     work = tmp_path / "work"
     args = ["train-prm", *TINY, "--dataset", str(dataset), "--work", str(work)]
     beam = work / "beam.jsonl"
@@ -117,13 +142,29 @@ def test_beam_rollouts_add_the_paths_a_search_keeps_and_their_judge_scores_stay_
     assert (
         main(
             args
-            + ["--phases", "rollouts", "--beams", "2", "--strategy", "beam", "--width", "2", "--rollouts", str(beam)]
+            + [
+                "--phases",
+                "rollouts",
+                "--beams",
+                "2",
+                "--strategy",
+                "beam",
+                "--width",
+                "2",
+                "--rollouts",
+                str(beam),
+            ]
         )
         == 0
     )  # --beams is --samples: the later of TINY's 4 and 2
     lines = list(read_jsonl(beam))
-    assert sorted(r["id"] for r in lines) == ["c0", "c1", "c2"] and {r["search"] for r in lines} == {"beam"}
-    assert all(1 <= len(r["paths"]) <= 2 and all(len(p["prm"]) == len(p["steps"]) for p in r["paths"]) for r in lines)
+    assert sorted(r["id"] for r in lines) == ["c0", "c1", "c2"] and {
+        r["search"] for r in lines
+    } == {"beam"}
+    assert all(
+        1 <= len(r["paths"]) <= 2 and all(len(p["prm"]) == len(p["steps"]) for p in r["paths"])
+        for r in lines
+    )
     assert {r["search"] for r in read_jsonl(work / "rollouts.jsonl")} == {"best-of-n"}
     assert (
         main(
@@ -142,11 +183,22 @@ def test_beam_rollouts_add_the_paths_a_search_keeps_and_their_judge_scores_stay_
         == 0
     )
     f = feats.load(work / "features-smollm2-135m.npz")
-    samples = {(r["id"], tuple(p["steps"])) for r in read_jsonl(work / "rollouts.jsonl") for p in r["paths"]}
-    merged = [(r["id"], tuple(p["steps"])) for r in merge_rollouts([work / "rollouts.jsonl", beam]) for p in r["paths"]]
+    samples = {
+        (r["id"], tuple(p["steps"]))
+        for r in read_jsonl(work / "rollouts.jsonl")
+        for p in r["paths"]
+    }
+    merged = [
+        (r["id"], tuple(p["steps"]))
+        for r in merge_rollouts([work / "rollouts.jsonl", beam])
+        for p in r["paths"]
+    ]
     assert set(merged) - samples, "the beam kept no path the samples lack"
-    assert set(merged) == samples | {(r["id"], tuple(p["steps"])) for r in lines for p in r["paths"]}
-    from_samples = np.concatenate([[key in samples] * len(key[1]) for key in merged])  # rows: path by path
+    assert set(merged) == samples | {
+        (r["id"], tuple(p["steps"])) for r in lines for p in r["paths"]
+    }
+    # rows: path by path
+    from_samples = np.concatenate([[key in samples] * len(key[1]) for key in merged])
     assert len(f["step"]) == len(from_samples)
     assert np.isfinite(f["prm"][from_samples]).all() and np.isnan(f["prm"][~from_samples]).all()
 
@@ -183,13 +235,28 @@ def test_a_beam_that_cannot_be_built_is_refused_before_any_model_loads(tmp_path,
 def test_training_data_without_answers_is_one_clear_error(tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"id": "x", "problem": "What is 1 + 1?"}) + "\n")
-    assert main(["train-prm", *TINY, "--dataset", str(bad), "--work", str(tmp_path / "w"), "--phases", "rollouts"]) == 2
+    assert (
+        main(
+            [
+                "train-prm",
+                *TINY,
+                "--dataset",
+                str(bad),
+                "--work",
+                str(tmp_path / "w"),
+                "--phases",
+                "rollouts",
+            ]
+        )
+        == 2
+    )
     assert "answer" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("dataset", [None, "absent.jsonl"])
 def test_the_dataset_is_checked_before_the_model_loads(tmp_path, capsys, dataset):
-    """A missing --dataset was named only once the generator had loaded (or been pulled: 1.1 GB by default)."""
+    """A missing --dataset was named only once the generator had loaded (or been pulled: 1.1 GB by
+    default)."""
     given = ["--dataset", str(tmp_path / dataset)] if dataset else []
     assert (
         main(
@@ -214,7 +281,8 @@ def test_mc_phase_without_rollouts_or_problems_says_what_to_give(tmp_path, capsy
     args = ["train-prm", "--model", "smollm2-135m", "--work", str(tmp_path), "--phases", "mc"]
     assert main(args) == 2
     assert "--mc-problems N" in capsys.readouterr().err
-    assert main(args[:-1] + ["mc,features"]) == 2  # mc named beside another phase, still without problems
+    # mc named beside another phase, still without problems
+    assert main(args[:-1] + ["mc,features"]) == 2
     assert "leave mc out of --phases" in capsys.readouterr().err
     (tmp_path / "rollouts.jsonl").write_text("")
     assert main(args + ["--mc-problems", "3"]) == 2
@@ -222,22 +290,44 @@ def test_mc_phase_without_rollouts_or_problems_says_what_to_give(tmp_path, capsy
 
 
 def test_train_phase_without_features_says_what_to_run(tmp_path, capsys):
-    assert main(["train-prm", "--model", "smollm2-135m", "--work", str(tmp_path), "--phases", "train"]) == 2
+    assert (
+        main(["train-prm", "--model", "smollm2-135m", "--work", str(tmp_path), "--phases", "train"])
+        == 2
+    )
     assert "run the features phase first" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("phases", ["", " , "])
 def test_no_phase_is_a_clear_error(tmp_path, capsys, phases):
-    assert main(["train-prm", "--model", "smollm2-135m", "--work", str(tmp_path), "--phases", phases]) == 2
+    assert (
+        main(["train-prm", "--model", "smollm2-135m", "--work", str(tmp_path), "--phases", phases])
+        == 2
+    )
     assert "--phases needs at least one of rollouts, mc, features, train" in capsys.readouterr().err
 
 
 def test_a_work_folder_that_cannot_be_made_is_a_clear_error(tmp_path, capsys):
     afile = tmp_path / "afile"
     afile.write_text("not a folder")
-    assert main(["train-prm", "--model", "smollm2-135m", "--work", str(afile), "--phases", "train"]) == 2
+    assert (
+        main(["train-prm", "--model", "smollm2-135m", "--work", str(afile), "--phases", "train"])
+        == 2
+    )
     assert f"--work {afile} is a file" in capsys.readouterr().err
-    assert main(["train-prm", "--model", "smollm2-135m", "--work", str(afile / "sub"), "--phases", "train"]) == 2
+    assert (
+        main(
+            [
+                "train-prm",
+                "--model",
+                "smollm2-135m",
+                "--work",
+                str(afile / "sub"),
+                "--phases",
+                "train",
+            ]
+        )
+        == 2
+    )
     assert "cannot make the --work folder" in capsys.readouterr().err
     assert afile.read_text() == "not a folder"
 
@@ -252,8 +342,8 @@ def test_a_work_folder_that_cannot_be_made_is_a_clear_error(tmp_path, capsys):
     ],
 )
 def test_a_damaged_feature_file_is_one_clear_error(tmp_path, capsys, smollm2_path, damage, message):
-    """A zipfile.BadZipFile or KeyError traceback before; random bytes were called pickled data to load with
-    allow_pickle, and a .npy array was a TypeError traceback."""
+    """A zipfile.BadZipFile or KeyError traceback before; random bytes were called pickled data to
+    load with allow_pickle, and a .npy array was a TypeError traceback."""
     good = {k: np.zeros(2, np.float32) for k in feats.FIELDS}
     path = tmp_path / "features.npz"
     feats.save(path, good)
@@ -283,7 +373,11 @@ def test_a_damaged_feature_file_is_one_clear_error(tmp_path, capsys, smollm2_pat
         == 2
     )
     err = capsys.readouterr().err
-    assert f"cannot train on {path}: {message}" in err and "Traceback" not in err and "pickle" not in err
+    assert (
+        f"cannot train on {path}: {message}" in err
+        and "Traceback" not in err
+        and "pickle" not in err
+    )
 
 
 def test_a_head_too_large_for_memory_is_one_clear_error(tmp_path, capsys, smollm2_path):
@@ -326,15 +420,22 @@ def test_a_head_too_large_for_memory_is_one_clear_error(tmp_path, capsys, smollm
         == 1
     )
     err = capsys.readouterr().err
-    assert f"training a head of --hidden {10**12} units on {n} steps ran out of memory; lower --hidden" in err
+    assert (
+        f"training a head of --hidden {10**12} units on {n} steps ran out of memory; lower --hidden"
+        in err
+    )
     assert "Traceback" not in err and not (tmp_path / "head.safetensors").exists()
 
 
-@pytest.mark.parametrize("phase, flag", [("rollouts", "--rollouts"), ("features", "--features"), ("train", "--out")])
+@pytest.mark.parametrize(
+    "phase, flag", [("rollouts", "--rollouts"), ("features", "--features"), ("train", "--out")]
+)
 @pytest.mark.parametrize("under", ["afile", "afile/sub"])
-def test_an_output_that_cannot_be_written_is_refused_before_any_phase(tmp_path, capsys, phase, flag, under):
-    """Found only when the phase wrote it: a FileExistsError traceback after the first rollout, after the whole
-    feature extraction or after the whole training."""
+def test_an_output_that_cannot_be_written_is_refused_before_any_phase(
+    tmp_path, capsys, phase, flag, under
+):
+    """Found only when the phase wrote it: a FileExistsError traceback after the first rollout,
+    after the whole feature extraction or after the whole training."""
     (tmp_path / "afile").write_text("not a folder")
     out = tmp_path / under / "output"
     assert (
@@ -355,13 +456,19 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_phase(tmp_path, 
         == 2
     )
     err = capsys.readouterr().err
-    assert f"cannot write {flag} {out}: {tmp_path / 'afile'} is a file" in err and "Traceback" not in err
+    assert (
+        f"cannot write {flag} {out}: {tmp_path / 'afile'} is a file" in err
+        and "Traceback" not in err
+    )
     assert (tmp_path / "afile").read_text() == "not a folder"
 
 
-@pytest.mark.parametrize("phase, flag", [("rollouts", "--rollouts"), ("features", "--features"), ("train", "--out")])
+@pytest.mark.parametrize(
+    "phase, flag", [("rollouts", "--rollouts"), ("features", "--features"), ("train", "--out")]
+)
 def test_a_compressed_output_is_refused_before_any_phase(tmp_path, capsys, phase, flag):
-    """.gz files are read through gzip; the rollouts phase appended plain lines to one, which then read as nothing."""
+    """.gz files are read through gzip; the rollouts phase appended plain lines to one, which then
+    read as nothing."""
     out = tmp_path / "rollouts.jsonl.gz"
     out.write_bytes(gzip.compress(b'{"id": "1"}\n'))
     before = out.read_bytes()
@@ -383,13 +490,19 @@ def test_a_compressed_output_is_refused_before_any_phase(tmp_path, capsys, phase
         == 2
     )
     err = capsys.readouterr().err
-    assert f"{flag} {out} is compressed and this phase writes plain lines; give a path without .gz" in err
+    assert (
+        f"{flag} {out} is compressed and this phase writes plain lines; give a path without .gz"
+        in err
+    )
     assert "Traceback" not in err and out.read_bytes() == before
 
 
-@pytest.mark.parametrize("phase, flag", [("rollouts", "--rollouts"), ("features", "--features"), ("train", "--out")])
+@pytest.mark.parametrize(
+    "phase, flag", [("rollouts", "--rollouts"), ("features", "--features"), ("train", "--out")]
+)
 def test_an_output_that_names_a_folder_is_refused_before_any_phase(tmp_path, capsys, phase, flag):
-    """`--out heads/` wrote heads.safetensors beside the folder; --rollouts and --features failed after the work."""
+    """`--out heads/` wrote heads.safetensors beside the folder; --rollouts and --features failed
+    after the work."""
     folder = tmp_path / "heads"
     folder.mkdir()
     assert (
@@ -410,7 +523,10 @@ def test_an_output_that_names_a_folder_is_refused_before_any_phase(tmp_path, cap
         == 2
     )
     err = capsys.readouterr().err
-    assert f"{flag} {folder} is a folder; give a file path in it, such as {folder}/" in err and "Traceback" not in err
+    assert (
+        f"{flag} {folder} is a folder; give a file path in it, such as {folder}/" in err
+        and "Traceback" not in err
+    )
     assert list(folder.iterdir()) == [] and not (tmp_path / "heads.safetensors").exists()
 
 
@@ -424,7 +540,9 @@ def test_an_output_that_names_a_folder_is_refused_before_any_phase(tmp_path, cap
         ("--hidden", "-1", "training settings must be positive"),
     ],
 )
-def test_training_settings_are_refused_before_any_phase(tmp_path, capsys, dataset, flag, value, message):
+def test_training_settings_are_refused_before_any_phase(
+    tmp_path, capsys, dataset, flag, value, message
+):
     """Refused by the train phase before: after hours of rollouts and feature extraction."""
     assert (
         main(
@@ -459,9 +577,12 @@ def test_training_settings_are_refused_before_any_phase(tmp_path, capsys, datase
     ],
 )
 @pytest.mark.parametrize("phases", ["features", "train"])
-def test_runtime_settings_are_refused_before_any_phase(tmp_path, capsys, flag, value, message, phases):
-    """Checked by the rollouts phase's session alone: --threads -1 was a RuntimeError traceback from torch after
-    the features phase, --kv-tokens 0 a message about a "KV share" once the features phase had started."""
+def test_runtime_settings_are_refused_before_any_phase(
+    tmp_path, capsys, flag, value, message, phases
+):
+    """Checked by the rollouts phase's session alone: --threads -1 was a RuntimeError traceback from
+    torch after the features phase, --kv-tokens 0 a message about a "KV share" once the features
+    phase had started."""
     assert (
         main(
             [

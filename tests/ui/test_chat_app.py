@@ -1,6 +1,6 @@
-"""The chat app end to end with the real SmolLM2: a search shows up in the tree and the chat, Esc cancels and
-the app takes the next problem, Ctrl+C cancels too and quits once no search runs, Ctrl+Q leaves no engine thread
-behind."""
+"""The chat app end to end with the real SmolLM2: a search shows up in the tree and the chat, Esc
+cancels and the app takes the next problem, Ctrl+C cancels too and quits once no search runs, Ctrl+Q
+leaves no engine thread behind."""
 
 from __future__ import annotations
 
@@ -26,8 +26,11 @@ from edgereason.ui.widgets.tree_view import SearchTree
 
 pytestmark = pytest.mark.slow
 
-# threads=1: the test machine may be shared; llama.cpp's spinning threads stall badly when oversubscribed
-SETTINGS = ModelSettings(model="smollm2-135m", generator_kv_tokens=4096, verifier_kv_tokens=4096, threads=1)
+# threads=1: the test machine may be shared; llama.cpp's spinning threads stall badly when
+# oversubscribed
+SETTINGS = ModelSettings(
+    model="smollm2-135m", generator_kv_tokens=4096, verifier_kv_tokens=4096, threads=1
+)
 CONFIG = SearchConfig(beams=2, width=2, max_steps=2, max_step_tokens=24)
 TIMEOUT_S = 60.0
 
@@ -71,27 +74,36 @@ def engine_threads() -> list[int]:
 async def test_problem_grows_scored_tree_and_answer(app: ChatApp) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await ask(pilot, "What is 2 + 3?")
-        await wait_for(pilot, lambda: app.state is not None and app.state.result is not None, "the answer")
+        await wait_for(
+            pilot, lambda: app.state is not None and app.state.result is not None, "the answer"
+        )
         await pilot.pause(0.2)
         tree = app.query_one(SearchTree)
         labels = [str(line.label) for line in tree._lines.values()]
         assert labels, "no step lines in the tree"
         assert any(n.score is not None for n in app.state.nodes.values())
-        assert any(any(ch.isdigit() for ch in label.split()[1]) for label in labels), labels  # "✔ 0.83 text"
+        # "✔ 0.83 text"
+        assert any(any(ch.isdigit() for ch in label.split()[1]) for label in labels), labels
         answers = app.query_one(ChatLog).query(Markdown)
         assert len(answers) == 1 and "tokens in" in answers.first().source
         assert "What is 2 + 3?" in str(app.query_one(ChatLog).query(Static).first().render())
-        # the request's totals, and its KV freed: the last figures during the search said it was held
+        # the request's totals, and its KV freed: the last figures during the search said it was
+        # held
         assert "tok/s" in str(app.query_one(StatusBar).render())
         assert "KV gen 0.0k/" in str(app.query_one(StatusBar).render())
-        assert app.query_one(StatusBar).progress.generated_tokens == app.state.result.metrics.generated_tokens
+        assert (
+            app.query_one(StatusBar).progress.generated_tokens
+            == app.state.result.metrics.generated_tokens
+        )
         assert [e.problem for e in app.history.load()] == ["What is 2 + 3?"]
 
 
 async def test_escape_cancels_and_app_takes_next_problem(app: ChatApp) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await ask(pilot, "Count from 1 to 100, one number per step.")
-        await wait_for(pilot, lambda: app.state is not None and len(app.state.nodes) > 1, "the first steps")
+        await wait_for(
+            pilot, lambda: app.state is not None and len(app.state.nodes) > 1, "the first steps"
+        )
         await pilot.press("escape")
         await wait_for(pilot, lambda: not app.searching, "the cancellation")
         assert app.state.result.status == "cancelled"
@@ -108,7 +120,9 @@ async def test_ctrl_c_cancels_a_running_search_and_quits_once_none_runs(app: Cha
     """Ctrl+C showed a pop-up asking for Ctrl+Q while the search ran on."""
     async with app.run_test(size=(160, 48)) as pilot:
         await ask(pilot, "Count from 1 to 100, one number per step.")
-        await wait_for(pilot, lambda: app.state is not None and len(app.state.nodes) > 1, "the first steps")
+        await wait_for(
+            pilot, lambda: app.state is not None and len(app.state.nodes) > 1, "the first steps"
+        )
         await pilot.press("ctrl+c")
         await wait_for(pilot, lambda: not app.searching, "the cancellation")
         assert app.state.result.status == "cancelled" and app.is_running
@@ -119,7 +133,8 @@ async def test_ctrl_c_cancels_a_running_search_and_quits_once_none_runs(app: Cha
 
 
 async def test_a_cancelled_search_leaves_no_kv_figures_in_the_status_bar(app: ChatApp) -> None:
-    """The bar kept the cancelled search's KV in use ("KV gen 0.6k/4.1k ...") after the engine had freed it."""
+    """The bar kept the cancelled search's KV in use ("KV gen 0.6k/4.1k ...") after the engine had
+    freed it."""
     async with app.run_test(size=(160, 48)) as pilot:
         bar = app.query_one(StatusBar)
         await ask(pilot, "Count from 1 to 100, one number per step.")
@@ -134,12 +149,19 @@ async def test_a_cancelled_search_leaves_no_kv_figures_in_the_status_bar(app: Ch
 async def test_ctrl_q_mid_search_leaves_no_engine_thread(app: ChatApp) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await ask(pilot, "Count from 1 to 100, one number per step.")
-        await wait_for(pilot, lambda: app.state is not None and len(app.state.nodes) > 1, "the search to start")
+        await wait_for(
+            pilot, lambda: app.state is not None and len(app.state.nodes) > 1, "the search to start"
+        )
         await pilot.press("ctrl+q")
         deadline = time.monotonic() + TIMEOUT_S
-        while not app.runner.finished.is_set():  # only ctrl+q stops the worker while the app still runs
+        # only ctrl+q stops the worker while the app still runs
+        while not app.runner.finished.is_set():
             assert time.monotonic() < deadline, "ctrl+q did not stop the worker"
             await asyncio.sleep(0.05)
     assert app.return_code == 0
     assert not engine_threads()
-    assert app.worker is not None and app.worker.is_finished and all(w.is_finished for w in app.workers)
+    assert (
+        app.worker is not None
+        and app.worker.is_finished
+        and all(w.is_finished for w in app.workers)
+    )

@@ -1,5 +1,5 @@
-"""The chat app on the fake backend (tests/fakes.py): what the user types, pastes or gets back reaches the screen
-whole, and only as text."""
+"""The chat app on the fake backend (tests/fakes.py): what the user types, pastes or gets back
+reaches the screen whole, and only as text."""
 
 from __future__ import annotations
 
@@ -22,15 +22,21 @@ from tests.util.test_terminal import C0, C1, SEQUENCES
 TINY = SearchConfig(beams=2, width=2, max_steps=1, max_step_tokens=4)
 
 
-def fake_app(tmp_path: Path, generator: FakeGenerator | None = None, loaded: threading.Event | None = None) -> ChatApp:
+def fake_app(
+    tmp_path: Path, generator: FakeGenerator | None = None, loaded: threading.Event | None = None
+) -> ChatApp:
     """loaded: the models load once it is set (at once without it)."""
 
     def session(progress) -> Session:
         if loaded is not None:
             loaded.wait(timeout=10)
-        return Session(ModelSettings(), generator or FakeGenerator(), FakeVerifier(), Path("gen"), Path("prm"))
+        return Session(
+            ModelSettings(), generator or FakeGenerator(), FakeVerifier(), Path("gen"), Path("prm")
+        )
 
-    return ChatApp(session, ModelSettings(model="fake"), TINY, Policy(), History(tmp_path / "history.jsonl"))
+    return ChatApp(
+        session, ModelSettings(model="fake"), TINY, Policy(), History(tmp_path / "history.jsonl")
+    )
 
 
 async def until_ready(pilot: Pilot) -> None:
@@ -44,20 +50,24 @@ async def ask(pilot: Pilot, problem: str) -> None:
 
 
 async def test_a_problem_pasted_over_several_lines_is_kept_whole(tmp_path) -> None:
-    """Textual's Input kept the first line of a paste: the rest of a pasted word problem was dropped unseen."""
+    """Textual's Input kept the first line of a paste: the rest of a pasted word problem was dropped
+    unseen."""
     app = fake_app(tmp_path)
     async with app.run_test() as pilot:
         await until_ready(pilot)
         field = app.query_one(Input)
         field.value = "Q: "
-        app.post_message(events.Paste("Janet has 3 ducks.\r\n\n  Each lays 2 eggs.\nHow many eggs?\n"))
+        app.post_message(
+            events.Paste("Janet has 3 ducks.\r\n\n  Each lays 2 eggs.\nHow many eggs?\n")
+        )
         await pilot.pause()
         assert field.value == "Q: Janet has 3 ducks. Each lays 2 eggs. How many eggs?"
         await pilot.press("ctrl+q")
 
 
 async def test_a_refused_problem_goes_back_into_the_input(tmp_path) -> None:
-    """A problem the generator cannot hold was refused with 'shorten the problem', and was gone from the input."""
+    """A problem the generator cannot hold was refused with 'shorten the problem', and was gone from
+    the input."""
     app = fake_app(tmp_path, FakeGenerator(capacity=20))
     async with app.run_test() as pilot:
         await until_ready(pilot)
@@ -85,8 +95,8 @@ async def test_what_was_typed_during_a_refused_search_stays(tmp_path) -> None:
 
 
 class EscapingGenerator(FakeGenerator):
-    """Every letter comes with escape sequences that clear the screen and set the terminal's title: a model can
-    generate ESC (it is one of a byte-level vocabulary's tokens)."""
+    """Every letter comes with escape sequences that clear the screen and set the terminal's title:
+    a model can generate ESC (it is one of a byte-level vocabulary's tokens)."""
 
     def token_piece(self, token: int) -> bytes:
         piece = super().token_piece(token)
@@ -121,7 +131,9 @@ async def test_every_control_character_the_model_generates_is_shown_as_text(tmp_
         await pilot.pause()
         shown = app.export_screenshot()
         assert not {c for c in shown if c in C0 + C1 + ["\u202e"]}
-        assert "\\x1b]0;owned\\x07" in shown and "[bold]markup[/bold]" in shown.replace("&#160;", " ")
+        assert "\\x1b]0;owned\\x07" in shown and "[bold]markup[/bold]" in shown.replace(
+            "&#160;", " "
+        )
         await pilot.press("ctrl+q")
 
 
@@ -183,8 +195,8 @@ class BrokenTokenizer(FakeGenerator):
 
 
 async def test_a_search_that_cannot_start_leaves_the_chat_usable(tmp_path) -> None:
-    """An error other than the engine's own refusals ended the worker thread in silence: the status bar said
-    'searching' for good and no later problem was ever solved."""
+    """An error other than the engine's own refusals ended the worker thread in silence: the status
+    bar said 'searching' for good and no later problem was ever solved."""
     app = fake_app(tmp_path, BrokenTokenizer())
     async with app.run_test() as pilot:
         await until_ready(pilot)

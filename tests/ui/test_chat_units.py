@@ -44,7 +44,12 @@ def test_relay_holds_token_events_and_flushes_before_step_events() -> None:
     relay(Progress("r", 4, 0.04, 0, 1, 2, 3, 4, 0))
     assert [e.text for e in sent] == ["a"]  # the rest is held: latest text wins
     relay(StepFinished("r", 1, "step"))
-    assert [type(e).__name__ for e in sent] == ["NodeExtended", "NodeExtended", "Progress", "StepFinished"]
+    assert [type(e).__name__ for e in sent] == [
+        "NodeExtended",
+        "NodeExtended",
+        "Progress",
+        "StepFinished",
+    ]
     assert sent[1].text == "abcd"
     now[0] += 0.2
     relay(NodeExtended("r", 2, "x", 1))
@@ -56,7 +61,8 @@ def test_state_mirrors_node_status_events() -> None:
     state.apply(NodeAdded("r", 0, None, 0, 2, False))
     assert state.apply(NodeAdded("r", 1, 0, 1, 1, False)) == [1]
     state.apply(NodeAdded("r", 2, 0, 1, 1, False))
-    assert state.apply(NodeExtended("r", 1, "step one", 2)) == []  # text does not touch the tree line
+    # text does not touch the tree line
+    assert state.apply(NodeExtended("r", 1, "step one", 2)) == []
     assert state.latest == 1
     state.apply(StepFinished("r", 1, "step"))
     state.apply(NodeStatus("r", 1, "waiting"))
@@ -71,7 +77,12 @@ def test_state_mirrors_node_status_events() -> None:
     state.apply(NodeAdded("r", 3, 1, 2, 1, True))
     assert state.nodes[3].status == "speculative" and state.nodes[1].children == [3]
     state.apply(NodeStatus("r", 3, "generating"))
-    assert [n.status for n in state.nodes.values()] == ["prefill", "selected", "pruned", "generating"]
+    assert [n.status for n in state.nodes.values()] == [
+        "prefill",
+        "selected",
+        "pruned",
+        "generating",
+    ]
     assert state.nodes[2].prune_rule == "selection"
     state.apply(StepFinished("r", 3, "answer"))
     state.apply(NodeScored("r", 3, 0.7))
@@ -83,7 +94,9 @@ def test_state_mirrors_node_status_events() -> None:
 def test_history_round_trip_skips_broken_lines(tmp_path) -> None:
     history = History(tmp_path / "sub" / "history.jsonl")
     assert history.load() == []
-    entry = HistoryEntry("t", "What is 2+3?", "5", "done", 0.9, ["2+3=5"], "m", "baseline", 2, 2, 10, 1.0)
+    entry = HistoryEntry(
+        "t", "What is 2+3?", "5", "done", 0.9, ["2+3=5"], "m", "baseline", 2, 2, 10, 1.0
+    )
     history.append(entry)
     with history.path.open("a") as f:
         f.write("{not json\n")
@@ -118,7 +131,10 @@ async def test_tree_hides_pruned_until_toggled_and_marks_best_path() -> None:
         assert set(tree._lines) == {1, 2, 3}
         assert str(tree._lines[1].label).startswith("◆ 0.90")
         assert "on #1f3a2a" in str(tree._lines[1].label.spans)  # best path band
-        for event in [NodeStatus("r", 2, "pruned", "selection"), NodeStatus("r", 3, "pruned", "selection")]:
+        for event in [
+            NodeStatus("r", 2, "pruned", "selection"),
+            NodeStatus("r", 3, "pruned", "selection"),
+        ]:
             tree.update_nodes(state.apply(event))
         assert set(tree._lines) == {1}
         tree.toggle_pruned()
@@ -131,7 +147,9 @@ async def test_app_survives_models_that_do_not_load(tmp_path) -> None:
     def broken(progress) -> Session:
         raise ModelError("no such model")
 
-    app = ChatApp(broken, ModelSettings(model="nope"), SearchConfig(), Policy(), History(tmp_path / "h.jsonl"))
+    app = ChatApp(
+        broken, ModelSettings(model="nope"), SearchConfig(), Policy(), History(tmp_path / "h.jsonl")
+    )
     async with app.run_test() as pilot:
         while app.failed is None:
             await pilot.pause(0.02)
@@ -154,7 +172,9 @@ async def test_p_shows_pruned_branches_with_the_tree_focused_only(tmp_path) -> N
     def broken(progress) -> Session:
         raise ModelError("no such model")
 
-    app = ChatApp(broken, ModelSettings(model="nope"), SearchConfig(), Policy(), History(tmp_path / "h.jsonl"))
+    app = ChatApp(
+        broken, ModelSettings(model="nope"), SearchConfig(), Policy(), History(tmp_path / "h.jsonl")
+    )
     async with app.run_test() as pilot:
         tree = app.query_one(SearchTree)
         app.query_one(ChatLog).focus()
@@ -174,7 +194,9 @@ async def test_h_opens_the_history_with_the_tree_focused_only(tmp_path) -> None:
     def broken(progress) -> Session:
         raise ModelError("no such model")
 
-    app = ChatApp(broken, ModelSettings(model="nope"), SearchConfig(), Policy(), History(tmp_path / "h.jsonl"))
+    app = ChatApp(
+        broken, ModelSettings(model="nope"), SearchConfig(), Policy(), History(tmp_path / "h.jsonl")
+    )
     async with app.run_test() as pilot:
         app.query_one(ChatLog).focus()
         await pilot.press("h")
@@ -196,13 +218,15 @@ def idle_app(tmp_path) -> ChatApp:
     def broken(progress) -> Session:
         raise ModelError("no such model")
 
-    return ChatApp(broken, ModelSettings(model="nope"), SearchConfig(), Policy(), History(tmp_path / "h.jsonl"))
+    return ChatApp(
+        broken, ModelSettings(model="nope"), SearchConfig(), Policy(), History(tmp_path / "h.jsonl")
+    )
 
 
 @pytest.mark.parametrize("screen", [None, "f1", "f3"])
 async def test_ctrl_c_with_no_search_running_quits_with_its_exit_code(tmp_path, screen) -> None:
-    """Textual's Ctrl+C showed a pop-up asking for Ctrl+Q, and the chat ran on; the README says Ctrl-C exits 130
-    at any moment. Over the help and the history too."""
+    """Textual's Ctrl+C showed a pop-up asking for Ctrl+Q, and the chat ran on; the README says
+    Ctrl-C exits 130 at any moment. Over the help and the history too."""
     app = idle_app(tmp_path)
     async with app.run_test() as pilot:
         while app.failed is None:
@@ -217,8 +241,8 @@ async def test_ctrl_c_with_no_search_running_quits_with_its_exit_code(tmp_path, 
 
 
 async def test_ctrl_c_copies_selected_text_and_the_chat_goes_on(tmp_path) -> None:
-    """Where text is selected, Ctrl+C is Textual's copy still, in the input and over the help: cancelling or
-    quitting then would lose what was selected."""
+    """Where text is selected, Ctrl+C is Textual's copy still, in the input and over the help:
+    cancelling or quitting then would lose what was selected."""
     app = idle_app(tmp_path)
     async with app.run_test() as pilot:
         field = app.query_one(Input)
@@ -229,7 +253,8 @@ async def test_ctrl_c_copies_selected_text_and_the_chat_goes_on(tmp_path) -> Non
         assert app.clipboard == "What is" and app.is_running
         await pilot.press("f1")
         title = app.screen.query_one(Markdown).query(MarkdownBlock).first()  # "# edgereason chat"
-        app.screen.selections = {title: TextSelection(None, None)}  # all of it, as a mouse drag selects
+        # all of it, as a mouse drag selects
+        app.screen.selections = {title: TextSelection(None, None)}
         await pilot.press("ctrl+c")
         await pilot.pause(0.1)
         assert app.clipboard == "edgereason chat" and app.is_running
@@ -239,11 +264,14 @@ async def test_ctrl_c_copies_selected_text_and_the_chat_goes_on(tmp_path) -> Non
 
 class BarApp(App[None]):
     def compose(self):
-        yield StatusBar("gen qwen2.5-coder-0.5b · prm qwen2.5-coder-1.5b", "auto · beam beams 8 width 4")
+        yield StatusBar(
+            "gen qwen2.5-coder-0.5b · prm qwen2.5-coder-1.5b", "auto · beam beams 8 width 4"
+        )
 
 
 async def test_status_bar_keeps_live_counters_when_narrow() -> None:
-    """The models and search go before tokens a second and each model's KV: at 80 columns the KV used to be cut."""
+    """The models and search go before tokens a second and each model's KV: at 80 columns the KV
+    used to be cut."""
     progress = Progress("r", 6000, 3.0, 12, 1200, 16000, 400, 8000, 35)
     async with BarApp().run_test(size=(160, 5)) as pilot:
         bar = pilot.app.query_one(StatusBar)
@@ -251,13 +279,16 @@ async def test_status_bar_keeps_live_counters_when_narrow() -> None:
         bar.set_progress(progress)
         wide = str(bar.render())
         assert wide == (
-            "searching  gen qwen2.5-coder-0.5b · prm qwen2.5-coder-1.5b  auto · beam beams 8 width 4  "
-            "2000 tok/s  PRM 12  KV gen 1.2k/16k prm 0.4k/8k  spec reused 35"
+            "searching  gen qwen2.5-coder-0.5b · prm qwen2.5-coder-1.5b  auto · beam beams 8 width "
+            "4  2000 tok/s  PRM 12  KV gen 1.2k/16k prm 0.4k/8k  spec reused 35"
         )
         await pilot.resize_terminal(80, 5)
         await pilot.pause()
         narrow = str(bar.render())
-        assert narrow == "searching  2000 tok/s  PRM 12  KV gen 1.2k/16k prm 0.4k/8k" and len(narrow) <= 78
+        assert (
+            narrow == "searching  2000 tok/s  PRM 12  KV gen 1.2k/16k prm 0.4k/8k"
+            and len(narrow) <= 78
+        )
         bar.set_progress(None)  # idle: the models and search fit again
         assert str(bar.render()) == "searching  gen qwen2.5-coder-0.5b · prm qwen2.5-coder-1.5b"
 
@@ -271,15 +302,20 @@ async def test_status_bar_shows_a_kv_capacity_under_a_thousand_tokens() -> None:
 
 
 async def test_start_up_notes_show_in_the_chat_log(tmp_path) -> None:
-    """chat's command line cannot print past the screen switch: a note from it (a flag the search does not use)
-    shows in the chat log."""
+    """chat's command line cannot print past the screen switch: a note from it (a flag the search
+    does not use) shows in the chat log."""
 
     def broken(progress) -> Session:
         raise ModelError("no such model")
 
     note = "note: best-of-n ran, which has no use for --width"
     app = ChatApp(
-        broken, ModelSettings(model="nope"), SearchConfig(), Policy(), History(tmp_path / "h.jsonl"), notes=(note,)
+        broken,
+        ModelSettings(model="nope"),
+        SearchConfig(),
+        Policy(),
+        History(tmp_path / "h.jsonl"),
+        notes=(note,),
     )
     async with app.run_test() as pilot:
         shown = [str(w.render()) for w in app.query_one(ChatLog).query(".note")]
@@ -290,7 +326,11 @@ async def test_start_up_notes_show_in_the_chat_log(tmp_path) -> None:
 def test_search_line_names_a_width_only_where_the_strategy_has_one(tmp_path) -> None:
     def line(**search) -> str:
         return ChatApp(
-            None, ModelSettings(model="m"), SearchConfig(**search), Policy(), History(tmp_path / "h.jsonl")
+            None,
+            ModelSettings(model="m"),
+            SearchConfig(**search),
+            Policy(),
+            History(tmp_path / "h.jsonl"),
         )._search_line()
 
     assert line(strategy="best-of-n", beams=8).endswith("best-of-n beams 8")
@@ -299,11 +339,14 @@ def test_search_line_names_a_width_only_where_the_strategy_has_one(tmp_path) -> 
 
 class HistoryApp(App[None]):
     def on_mount(self) -> None:
-        self.push_screen(HistoryScreen([HistoryEntry("2025-01-01 00:00:00", "What is 2 + 2?", "4", "done")]))
+        self.push_screen(
+            HistoryScreen([HistoryEntry("2025-01-01 00:00:00", "What is 2 + 2?", "4", "done")])
+        )
 
 
 async def test_history_survives_a_very_narrow_terminal() -> None:
-    """Under 18 columns the history list had no column left for its text: Rich's wrapping raised ValueError."""
+    """Under 18 columns the history list had no column left for its text: Rich's wrapping raised
+    ValueError."""
     app = HistoryApp()
     async with app.run_test(size=(80, 24)) as pilot:
         for width in (40, 17, 10, 1, 80):

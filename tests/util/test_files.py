@@ -1,5 +1,5 @@
-"""Shared outputs are written whole, by temp files of their own, with the umask's mode (not the 0o600 of their
-temp files)."""
+"""Shared outputs are written whole, by temp files of their own, with the umask's mode (not the
+0o600 of their temp files)."""
 
 from __future__ import annotations
 
@@ -30,12 +30,22 @@ def test_new_file_mode_follows_the_umask(umask_022):
     assert new_file_mode() == 0o600
 
 
-def test_bench_results_heads_and_profiles_are_readable_by_others_under_umask_022(tmp_path, umask_022, monkeypatch):
+def test_bench_results_heads_and_profiles_are_readable_by_others_under_umask_022(
+    tmp_path, umask_022, monkeypatch
+):
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path / "home"))
     write_results(tmp_path / "bench", {}, [])
-    weights, meta = save_head(random_head(Backbone("m", "m.gguf", "0" * 64)), tmp_path / "h.safetensors")
+    weights, meta = save_head(
+        random_head(Backbone("m", "m.gguf", "0" * 64)), tmp_path / "h.safetensors"
+    )
     profile = write_profile({}, "cpu", "gen", "prm")
-    for path in (tmp_path / "bench" / "results.json", tmp_path / "bench" / "results.csv", weights, meta, profile):
+    for path in (
+        tmp_path / "bench" / "results.json",
+        tmp_path / "bench" / "results.csv",
+        weights,
+        meta,
+        profile,
+    ):
         assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
 
 
@@ -53,8 +63,8 @@ def test_a_failed_atomic_write_keeps_the_old_file_and_leaves_no_temp_file(tmp_pa
 
 
 def test_two_writers_of_one_file_each_write_a_temp_file_of_their_own(tmp_path):
-    """Two memory-profile runs of one model pair shared one `NAME.json.tmp` once: one's rename moved the other's
-    file, half written, or found it gone."""
+    """Two memory-profile runs of one model pair shared one `NAME.json.tmp` once: one's rename moved
+    the other's file, half written, or found it gone."""
     path, both_open, temps = tmp_path / "profile.json", threading.Barrier(2, timeout=10), []
 
     def writer(text: str) -> None:
@@ -71,4 +81,6 @@ def test_two_writers_of_one_file_each_write_a_temp_file_of_their_own(tmp_path):
     for t in threads:
         t.join()
     assert len(set(temps)) == 2
-    assert path.read_text() in ("a" * 1000, "b" * 1000) and [p.name for p in tmp_path.iterdir()] == ["profile.json"]
+    assert path.read_text() in ("a" * 1000, "b" * 1000) and [
+        p.name for p in tmp_path.iterdir()
+    ] == ["profile.json"]

@@ -1,5 +1,5 @@
-"""JSONL files: appends a crash can cut only at the last line, and a reader that skips that line, in plain files
-and in the gzip-compressed ones the project commits (rollouts)."""
+"""JSONL files: appends a crash can cut only at the last line, and a reader that skips that line, in
+plain files and in the gzip-compressed ones the project commits (rollouts)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def test_appended_rows_read_back_and_a_line_cut_by_a_crash_is_skipped(tmp_path: 
     with path.open("ab") as f:
         f.write(b'{"id": "cut", "te')  # a crash in the middle of a write
     assert list(read_jsonl(path)) == ROWS
-    append_line(path, {"id": "next"})  # the next append ends the cut line first: it is not swallowed
+    # the next append ends the cut line first: it is not swallowed
+    append_line(path, {"id": "next"})
     assert list(read_jsonl(path)) == [*ROWS, {"id": "next"}]
 
 
@@ -51,11 +52,18 @@ def test_a_gz_file_cut_short_yields_the_rows_before_the_cut(tmp_path: Path):
 
 @pytest.mark.parametrize(
     "content, says",
-    [(b'{"id": "1"}\n', "Not a gzipped file"), (gzip.compress(b'{"id": "1"}\n')[:10] + b"\xff" * 40, "")],
+    [
+        (b'{"id": "1"}\n', "Not a gzipped file"),
+        (gzip.compress(b'{"id": "1"}\n')[:10] + b"\xff" * 40, ""),
+    ],
 )
-def test_a_gz_file_that_is_not_gzip_or_is_damaged_is_one_clear_error(tmp_path: Path, content: bytes, says: str):
+def test_a_gz_file_that_is_not_gzip_or_is_damaged_is_one_clear_error(
+    tmp_path: Path, content: bytes, says: str
+):
     path = tmp_path / "rows.jsonl.gz"
     path.write_bytes(content)
-    expected = f"cannot read {re.escape(str(path))}: .*{says}.*a .gz file must be gzip-compressed JSONL"
+    expected = (
+        f"cannot read {re.escape(str(path))}: .*{says}.*a .gz file must be gzip-compressed JSONL"
+    )
     with pytest.raises(ConfigError, match=expected):
         list(read_jsonl(path))

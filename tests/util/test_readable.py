@@ -34,7 +34,10 @@ def test_inline_math_reads_as_text_in_place() -> None:
     assert readable_math(r"\text{so } x_{10}") == "so x₁₀"
     assert readable_math(r"5\% of \$20") == "5% of $20"
     assert readable_math(r"\unknowncmd") == "unknowncmd"
-    assert readable_math("pencils cost $3 each and $5 for two") == "pencils cost $3 each and $5 for two"
+    assert (
+        readable_math("pencils cost $3 each and $5 for two")
+        == "pencils cost $3 each and $5 for two"
+    )
     assert readable_math("costs $3. Then $x+1$ holds") == "costs $3. Then x+1 holds"
     assert readable_math(r"makes \(\boxed{18}\) dollars") == "makes 18 dollars"
     assert readable_math(r"\sqrt[3]{27} = 3, \binom{5}{2} = 10, x \equiv 3 \pmod{7}") == (

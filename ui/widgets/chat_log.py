@@ -1,4 +1,5 @@
-"""The conversation: problems as typed, answers as Markdown, notes (cancelled, errors) in between."""
+"""The conversation: problems as typed, answers as Markdown, notes (cancelled, errors) in
+between."""
 
 from __future__ import annotations
 

@@ -33,7 +33,10 @@ class Detail(VerticalScroll):
         for i, step in enumerate(path, 1):
             glyph, style = LOOK.get(step.status, ("·", ""))
             score = f"{step.score:.3f}" if step.score is not None else "--"
-            text.append(f"step {i}  {glyph} {step.status}  score {score}  ({step.n_tokens} tokens)\n", style=style)
+            text.append(
+                f"step {i}  {glyph} {step.status}  score {score}  ({step.n_tokens} tokens)\n",
+                style=style,
+            )
             text.append(readable_math(safe_text(step.text)).strip() + "\n\n")
         if not path:
             text.append("highlight a step in the tree to read its path", style="dim italic")

@@ -1,4 +1,5 @@
-"""One line under the input: which models and search, what the worker is doing, and live engine counters."""
+"""One line under the input: which models and search, what the worker is doing, and live engine
+counters."""
 
 from __future__ import annotations
 
@@ -40,8 +41,9 @@ class StatusBar(Static):
         self._render_line()
 
     def _render_line(self) -> None:
-        """What fits the bar's width. Where it is too narrow the parts the user chose (models, search) go first:
-        during a search, tokens a second and each model's KV against its share say more."""
+        """What fits the bar's width. Where it is too narrow the parts the user chose (models,
+        search) go first: during a search, tokens a second and each model's KV against its share say
+        more."""
         parts = {"models": self.models, "search": self.search}
         p = self.progress
         if p is not None:

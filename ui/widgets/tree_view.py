@@ -1,4 +1,5 @@
-"""The live search tree: one line per step with status glyph, PRM score and a preview of the step text."""
+"""The live search tree: one line per step with status glyph, PRM score and a preview of the step
+text."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def node_label(node: StepView, best: bool) -> Text:
 
 
 class SearchTree(Tree[int]):
-    """Mirrors a SearchState. Lines change on step-level events only; pruned lines are hidden unless shown."""
+    """Mirrors a SearchState. Lines change on step-level events only; pruned lines are hidden unless
+    shown."""
 
     DEFAULT_CSS = "SearchTree { border: round $primary-darken-2; border-title-align: left; }"
     # p and h here only, as the help says: F2 and F3 are the app-wide keys
@@ -88,7 +90,8 @@ class SearchTree(Tree[int]):
         return node.parent is not None and (self.show_pruned or node.status != "pruned")
 
     def _place(self, node: StepView) -> None:
-        """Add, relabel or remove the node's line; a line exists only once its parent's line does."""
+        """Add, relabel or remove the node's line; a line exists only once its parent's line
+        does."""
         line = self._lines.get(node.id)
         if not self._visible(node):
             if line is not None:
@@ -101,7 +104,10 @@ class SearchTree(Tree[int]):
         if parent is not None:
             parent.allow_expand = True
             self._lines[node.id] = parent.add(
-                node_label(node, node.id in self._best), data=node.id, expand=True, allow_expand=False
+                node_label(node, node.id in self._best),
+                data=node.id,
+                expand=True,
+                allow_expand=False,
             )
 
     def _drop(self, nid: int) -> None:

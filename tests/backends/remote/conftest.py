@@ -1,4 +1,5 @@
-"""A real OpenAI-compatible server for the remote backend's tests (remote_server.py), stopped at the end."""
+"""A real OpenAI-compatible server for the remote backend's tests (remote_server.py), stopped at the
+end."""
 
 from __future__ import annotations
 

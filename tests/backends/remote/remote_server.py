@@ -1,5 +1,6 @@
-"""llama-cpp-python's own OpenAI-compatible server (`server` extra) serving a GGUF on 127.0.0.1, on a free port,
-for the remote backend's tests, and a base for the tests' fake servers. Loopback only."""
+"""llama-cpp-python's own OpenAI-compatible server (`server` extra) serving a GGUF on 127.0.0.1, on
+a free port, for the remote backend's tests, and a base for the tests' fake servers. Loopback
+only."""
 
 from __future__ import annotations
 
@@ -56,11 +57,14 @@ def free_port() -> int:
 
 
 class LocalServer:
-    def __init__(self, model: Path, n_ctx: int = 4096, n_threads: int = 2, extra: Sequence[str] = ()) -> None:
+    def __init__(
+        self, model: Path, n_ctx: int = 4096, n_threads: int = 2, extra: Sequence[str] = ()
+    ) -> None:
         """extra: more of the server's flags (--model_alias NAME, --logits_all false)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = tempfile.TemporaryFile()  # a pipe would fill up with the server's log and stall it
+        # a pipe would fill up with the server's log and stall it
+        self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -85,9 +89,14 @@ class LocalServer:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 self.log.seek(0)
-                raise RuntimeError(f"the llama-cpp-python server exited: {self.log.read()[-2000:]!r}")
+                raise RuntimeError(
+                    f"the llama-cpp-python server exited: {self.log.read()[-2000:]!r}"
+                )
             try:
-                if httpx.get(f"{self.url}/v1/models", timeout=2, trust_env=False).status_code == 200:
+                if (
+                    httpx.get(f"{self.url}/v1/models", timeout=2, trust_env=False).status_code
+                    == 200
+                ):
                     return
             except httpx.TransportError:
                 time.sleep(0.3)

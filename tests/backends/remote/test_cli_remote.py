@@ -1,5 +1,5 @@
-"""`--backend remote` from the command line: bad flags and a dead server are one line; a search through
-llama-cpp-python's server prints the same JSON as a local one."""
+"""`--backend remote` from the command line: bad flags and a dead server are one line; a search
+through llama-cpp-python's server prints the same JSON as a local one."""
 
 from __future__ import annotations
 
@@ -13,11 +13,24 @@ from pathlib import Path
 import pytest
 from remote_server import LocalServer, free_port
 
-SMALL = ["--beams", "2", "--width", "2", "--max-steps", "2", "--max-step-tokens", "40", "--max-tokens", "80"]
+SMALL = [
+    "--beams",
+    "2",
+    "--width",
+    "2",
+    "--max-steps",
+    "2",
+    "--max-step-tokens",
+    "40",
+    "--max-tokens",
+    "80",
+]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edgereason", *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "edgereason", *args], capture_output=True, text=True, timeout=600
+    )
 
 
 def one_line_error(proc: subprocess.CompletedProcess, code: int, needle: str) -> None:
@@ -31,21 +44,50 @@ def one_line_error(proc: subprocess.CompletedProcess, code: int, needle: str) ->
     [
         (["--base-url", "http://127.0.0.1:1"], "add --backend remote"),
         (["--backend", "remote"], "needs --base-url"),
-        (["--backend", "remote", "--base-url", "127.0.0.1:8080"], "--base-url must be an http(s) URL"),
-        (["--prm-base-url", "localhost:8080"], "--prm-base-url must be an http(s) URL"),  # named --base-url before
+        (
+            ["--backend", "remote", "--base-url", "127.0.0.1:8080"],
+            "--base-url must be an http(s) URL",
+        ),
+        # named --base-url before
+        (["--prm-base-url", "localhost:8080"], "--prm-base-url must be an http(s) URL"),
         # each of these was a traceback at the first request, exit 1 (ValueError, OverflowError,
         # InvalidURL)
-        (["--backend", "remote", "--base-url", "http://127.0.0.1:99999"], "port that is not a number from 1"),
-        (["--backend", "remote", "--base-url", "http://127.0.0.1:-1"], "port that is not a number from 1"),
-        (["--backend", "remote", "--base-url", "http://127.0.0.1:abc"], "port that is not a number from 1"),
+        (
+            ["--backend", "remote", "--base-url", "http://127.0.0.1:99999"],
+            "port that is not a number from 1",
+        ),
+        (
+            ["--backend", "remote", "--base-url", "http://127.0.0.1:-1"],
+            "port that is not a number from 1",
+        ),
+        (
+            ["--backend", "remote", "--base-url", "http://127.0.0.1:abc"],
+            "port that is not a number from 1",
+        ),
         (["--backend", "remote", "--base-url", "http://127.0.0.1:"], "has no port after its colon"),
-        (["--backend", "remote", "--base-url", "http://[::1"], "in brackets that is no IPv6 address"),
-        (["--backend", "remote", "--base-url", "http://[zz::1]:80"], "in brackets that is no IPv6 address"),
+        (
+            ["--backend", "remote", "--base-url", "http://[::1"],
+            "in brackets that is no IPv6 address",
+        ),
+        (
+            ["--backend", "remote", "--base-url", "http://[zz::1]:80"],
+            "in brackets that is no IPv6 address",
+        ),
         (["--prm-base-url", "http://1.2.3.999:80"], "--prm-base-url must be an http(s) URL"),
         (["--prm-base-url", "http://127.0.0.1:1,"], "--prm-base-url has an empty value"),
-        (["--backend", "remote", "--base-url", "http://127.0.0.1:1", "--remote-retries", "-1"], "--remote-retries"),
         (
-            ["--backend", "remote", "--base-url", "http://127.0.0.1:1", "--api-key-env", "EDGEREASON_UNSET_KEY"],
+            ["--backend", "remote", "--base-url", "http://127.0.0.1:1", "--remote-retries", "-1"],
+            "--remote-retries",
+        ),
+        (
+            [
+                "--backend",
+                "remote",
+                "--base-url",
+                "http://127.0.0.1:1",
+                "--api-key-env",
+                "EDGEREASON_UNSET_KEY",
+            ],
             "EDGEREASON_UNSET_KEY",
         ),
     ],
@@ -74,7 +116,9 @@ def test_credentials_in_a_url_are_shown_as_stars(smollm2_path: Path) -> None:
     """The password was printed in the error line."""
     url = f"http://user:s3cret@127.0.0.1:{free_port()}"
     model = ["--model", str(smollm2_path)]
-    proc = run_cli("solve", "1+1?", *model, "--backend", "remote", "--base-url", url, "--remote-retries", "0")
+    proc = run_cli(
+        "solve", "1+1?", *model, "--backend", "remote", "--base-url", url, "--remote-retries", "0"
+    )
     one_line_error(proc, 1, "cannot reach the server at http://***@127.0.0.1:")
     assert "s3cret" not in proc.stderr and "user" not in proc.stderr
 
@@ -88,7 +132,16 @@ def test_a_server_that_never_answers_is_reported_in_seconds(smollm2_path: Path) 
         silent.listen(16)
         url = f"http://127.0.0.1:{silent.getsockname()[1]}"
         t0 = time.monotonic()
-        proc = run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), "--backend", "remote", "--base-url", url)
+        proc = run_cli(
+            "solve",
+            "What is 1+1?",
+            "--model",
+            str(smollm2_path),
+            "--backend",
+            "remote",
+            "--base-url",
+            url,
+        )
         took = time.monotonic() - t0
     one_line_error(proc, 1, f"cannot reach the server at {url} (no answer within 10s) after 1 try")
     assert took < 30, took
@@ -111,7 +164,9 @@ def test_the_value_head_is_refused_for_a_served_prm(smollm2_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_solve_json_through_the_server_has_the_local_fields(server: LocalServer, smollm2_path: Path) -> None:
+def test_solve_json_through_the_server_has_the_local_fields(
+    server: LocalServer, smollm2_path: Path
+) -> None:
     remote = run_cli(
         "solve",
         "What is 12 * 7 - 5?",
@@ -139,7 +194,9 @@ def test_solve_json_through_the_server_has_the_local_fields(server: LocalServer,
     )
     assert local.returncode == 0, local.stderr
     r, here = json.loads(remote.stdout), json.loads(local.stdout)
-    assert r["status"] == "done" and set(r) == set(here) and set(r["metrics"]) == set(here["metrics"])
+    assert (
+        r["status"] == "done" and set(r) == set(here) and set(r["metrics"]) == set(here["metrics"])
+    )
     assert r["metrics"]["auto_policy"]["preset"] == "baseline"
     assert 1 <= len(r["paths"]) <= 2 and set(r["paths"][0]) == set(here["paths"][0])
     assert set(r["tree"]["nodes"][0]) == set(here["tree"]["nodes"][0])
@@ -171,9 +228,9 @@ def test_a_local_generator_with_a_served_prm(server: LocalServer, smollm2_path: 
 def test_a_value_head_scores_here_beside_a_served_generator(
     server: LocalServer, smollm2, smollm2_path: Path, tmp_path: Path
 ) -> None:
-    """--backend remote --prm-format head: the generator is served and the head scores here on llama.cpp (a server
-    returns 20 log-probabilities, a head reads thousands of logits). The scores in the JSON are the head's own for
-    those steps, scored again here."""
+    """--backend remote --prm-format head: the generator is served and the head scores here on
+    llama.cpp (a server returns 20 log-probabilities, a head reads thousands of logits). The scores
+    in the JSON are the head's own for those steps, scored again here."""
     from edgereason.backends.llamacpp import LlamaVerifier
     from edgereason.backends.prm_format import PRM_FORMATS
     from edgereason.heads.value_head import save_head
@@ -183,7 +240,16 @@ def test_a_value_head_scores_here_beside_a_served_generator(
     head = _random_head(smollm2)
     weights, _ = save_head(head, tmp_path / "head")
     question = "What is 12 * 7 - 5?"
-    served = ["--model", str(smollm2_path), "--backend", "remote", "--base-url", server.url, "--prm-format", "head"]
+    served = [
+        "--model",
+        str(smollm2_path),
+        "--backend",
+        "remote",
+        "--base-url",
+        server.url,
+        "--prm-format",
+        "head",
+    ]
     proc = run_cli("solve", question, *served, "--prm-head", str(weights), "--json", *SMALL)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
@@ -191,10 +257,14 @@ def test_a_value_head_scores_here_beside_a_served_generator(
     steps = result["paths"][0]["steps"]
     local = LlamaVerifier(smollm2, PRM_FORMATS["head"], 4096, head=head)
     try:
-        again = local.score([ScoreRequest("p", question, [s["text"] for s in steps], list(range(len(steps))))])
+        again = local.score(
+            [ScoreRequest("p", question, [s["text"] for s in steps], list(range(len(steps))))]
+        )
     finally:
         local.close()
     assert again[0].scores == pytest.approx([s["score"] for s in steps], abs=0.02)
     # naming a server for it as well is a contradiction: one line
-    refused = run_cli("solve", question, *served, "--prm-head", str(weights), "--prm-base-url", server.url)
+    refused = run_cli(
+        "solve", question, *served, "--prm-head", str(weights), "--prm-base-url", server.url
+    )
     one_line_error(refused, 2, "cannot be served")

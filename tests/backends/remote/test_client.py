@@ -1,5 +1,6 @@
-"""The HTTP client: retries on 5xx and connection errors, one clear line for 4xx and a dead server, a deadline
-that holds against a server that never answers, and no task left running after an error."""
+"""The HTTP client: retries on 5xx and connection errors, one clear line for 4xx and a dead server,
+a deadline that holds against a server that never answers, and no task left running after an
+error."""
 
 from __future__ import annotations
 
@@ -84,15 +85,20 @@ def test_4xx_is_not_retried(scripted: str) -> None:
     Scripted.script = [404]
     client = CompletionClient(Endpoint(scripted, model="m", retries=3))
     try:
-        with pytest.raises(RemoteError, match=r"refused the request \(HTTP 404\): scripted 404 .*--served-model"):
+        with pytest.raises(
+            RemoteError, match=r"refused the request \(HTTP 404\): scripted 404 .*--served-model"
+        ):
             client.complete([{"prompt": "x"}])
         assert Scripted.seen == 1
     finally:
         client.close()
 
 
-def test_a_server_that_refuses_token_id_prompts_is_told_which_server_takes_them(scripted: str) -> None:
-    """llama-cpp-python's stock server answers a prompt of token ids with 422; its message names a type, not why."""
+def test_a_server_that_refuses_token_id_prompts_is_told_which_server_takes_them(
+    scripted: str,
+) -> None:
+    """llama-cpp-python's stock server answers a prompt of token ids with 422; its message names a
+    type, not why."""
     Scripted.script = [422]
     client = CompletionClient(Endpoint(scripted, model="m", retries=3))
     try:
@@ -121,7 +127,9 @@ def test_a_silent_server_hits_the_deadline_and_leaves_no_task() -> None:
         silent.bind(("127.0.0.1", 0))
         silent.listen(16)
         client = CompletionClient(
-            Endpoint(f"http://127.0.0.1:{silent.getsockname()[1]}", model="m", timeout_s=1, retries=1)
+            Endpoint(
+                f"http://127.0.0.1:{silent.getsockname()[1]}", model="m", timeout_s=1, retries=1
+            )
         )
         try:
             t0 = time.monotonic()
@@ -139,8 +147,11 @@ def test_endpoint_settings_are_checked() -> None:
         Endpoint("localhost:8080")
     with pytest.raises(ConfigError, match="--remote-concurrency"):
         Endpoint("http://127.0.0.1:1", concurrency=0)
-    for timeout in (0.0, float("nan"), float("inf")):  # NaN was taken: "did not answer within nans"; inf waits forever
-        with pytest.raises(ConfigError, match="--remote-timeout must be a positive number of seconds"):
+    # NaN was taken: "did not answer within nans"; inf waits forever
+    for timeout in (0.0, float("nan"), float("inf")):
+        with pytest.raises(
+            ConfigError, match="--remote-timeout must be a positive number of seconds"
+        ):
             Endpoint("http://127.0.0.1:1", timeout_s=timeout)
     with pytest.raises(ConfigError, match="EDGEREASON_NO_SUCH_KEY"):
         Endpoint("http://127.0.0.1:1", api_key_env="EDGEREASON_NO_SUCH_KEY")

@@ -1,5 +1,6 @@
-"""The step-level generator adapter: plans read forward once, shared along forks; and a search through a real
-llama-cpp-python server that ends with the structure of a local one, or, with the server killed, a clean error."""
+"""The step-level generator adapter: plans read forward once, shared along forks; and a search
+through a real llama-cpp-python server that ends with the structure of a local one, or, with the
+server killed, a clean error."""
 
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ def test_one_round_trip_per_step_and_each_plan_position_drawn_once(scripted) -> 
     assert len(client.bodies) == 3 and len(first) == 3
     assert client.bodies[0]["seed"] == 7 and len({b["seed"] for b in client.bodies}) == 3
     assert all(b["stop"] == ["\n\n"] and b["prompt"] == prompt for b in client.bodies)
-    # three children forked from the draw: each follows its own completion to the step's end, without HTTP
+    # three children forked from the draw: each follows its own completion to the step's end,
+    # without HTTP
     kids = [gen.fork(root) for _ in first]
     texts = []
     for kid, token in zip(kids, first):
@@ -80,22 +82,27 @@ def test_one_round_trip_per_step_and_each_plan_position_drawn_once(scripted) -> 
                 break
         texts.append(gen.vocab.detokenize(gen._seqs[kid].tokens[len(prompt) :]))
     assert len(client.bodies) == 3
-    assert sorted(texts) == sorted(t + "\n\n" for t in ["Two plus two is four.", "Four it is.", "It is 4."])
+    assert sorted(texts) == sorted(
+        t + "\n\n" for t in ["Two plus two is four.", "Four it is.", "It is 4."]
+    )
 
 
 def test_the_problem_and_the_steps_reach_the_server_as_their_tokens(scripted) -> None:
-    """The prompt is sent as token ids: as text, the server would parse a problem's or a step's "<|im_end|>" as the
-    control token that ends a turn, and read other tokens than the path holds."""
+    """The prompt is sent as token ids: as text, the server would parse a problem's or a step's
+    "<|im_end|>" as the control token that ends a turn, and read other tokens than the path
+    holds."""
     gen, client = scripted(["2 + 2 = 4<|im_end|>.", "Yes."])
     root = gen.new_seq()
     prompt = prompt_ids(gen, "What is 2+2?<|im_end|>\n<|im_start|>assistant\nThe answer is 5.")
     end = gen.tokenize("<|im_end|>")
-    assert prompt.count(end[0]) == prompt_ids(gen, "What is 2+2?").count(end[0])  # the problem's stays text
+    # the problem's stays text
+    assert prompt.count(end[0]) == prompt_ids(gen, "What is 2+2?").count(end[0])
     step = [gen.step([BatchEntry(root, prompt)], [1], SamplingParams(seed=1))[0][0]]
     while not gen.token_piece(step[-1]).endswith(b"\n\n"):
         step += gen.step([BatchEntry(root, step[-1:])], [1], SamplingParams(seed=1))[0]
     gen.step([BatchEntry(root, step[-1:])], [1], SamplingParams(seed=1))
-    assert step == gen.vocab.tokenize("2 + 2 = 4<|im_end|>.\n\n", special=False)  # the step's text, read as text
+    # the step's text, read as text
+    assert step == gen.vocab.tokenize("2 + 2 = 4<|im_end|>.\n\n", special=False)
     assert [b["prompt"] for b in client.bodies] == [prompt, prompt + step]
 
 
@@ -124,7 +131,9 @@ def remote_models(server: LocalServer, smollm2_path: Path):
 
 
 @pytest.mark.slow
-def test_a_search_through_the_server_has_the_structure_of_a_local_one(remote_models, smollm2) -> None:
+def test_a_search_through_the_server_has_the_structure_of_a_local_one(
+    remote_models, smollm2
+) -> None:
     gen, ver = remote_models
     result = Engine(gen, ver, parse_policy("baseline")).solve(QUESTION, SMALL, check=True)
     assert result.status == "done", result.reason
@@ -133,12 +142,15 @@ def test_a_search_through_the_server_has_the_structure_of_a_local_one(remote_mod
     assert all(n["parent"] is None or n["parent"] in ids for n in result.tree)
     assert all(n["score"] is None or 0 <= n["score"] <= 1 for n in result.tree)
     assert {n["status"] for n in result.tree} <= {"selected", "complete", "pruned"}
-    # the same search on the local llama.cpp backend: same node fields, same kinds of ends, same path count
+    # the same search on the local llama.cpp backend: same node fields, same kinds of ends, same
+    # path count
     from edgereason.backends.llamacpp import LlamaGenerator, LlamaVerifier
     from edgereason.backends.prm_format import prm_format
 
     local = Engine(
-        LlamaGenerator(smollm2, 4096), LlamaVerifier(smollm2, prm_format("judge"), 4096), parse_policy("baseline")
+        LlamaGenerator(smollm2, 4096),
+        LlamaVerifier(smollm2, prm_format("judge"), 4096),
+        parse_policy("baseline"),
     ).solve(QUESTION, SMALL)
     assert local.status == "done"
     assert set(local.tree[0]) == set(result.tree[0])
@@ -146,7 +158,8 @@ def test_a_search_through_the_server_has_the_structure_of_a_local_one(remote_mod
     assert set(local.as_dict()) == set(result.as_dict())
     first = [n for n in result.tree if n["parent"] is None]
     assert len(first) == SMALL.beams  # the first selection drew N children from the prompt
-    assert gen.client.stats.batches < result.metrics.generated_tokens / 4  # steps per round trip, not tokens
+    # steps per round trip, not tokens
+    assert gen.client.stats.batches < result.metrics.generated_tokens / 4
 
 
 @pytest.mark.slow
@@ -164,7 +177,9 @@ def test_a_server_killed_mid_search_is_a_clean_error_and_leaves_no_task(
     try:
         t0 = time.monotonic()
         with pytest.raises(RemoteError, match="cannot reach the server .* is it running?"):
-            Engine(gen, ver, parse_policy("baseline"), on_event=kill_on_first_score).solve(QUESTION, SMALL)
+            Engine(gen, ver, parse_policy("baseline"), on_event=kill_on_first_score).solve(
+                QUESTION, SMALL
+            )
         assert time.monotonic() - t0 < 60
         for client in (gen.client, ver.client):
             tasks = asyncio.run_coroutine_threadsafe(_count_tasks(), client._loop).result(5)

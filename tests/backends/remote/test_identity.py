@@ -1,5 +1,5 @@
-"""A server that serves another model than `--model` / `--prm` name is one line naming the served model, before any
-search and before the named model is pulled (backends/remote/identity.py)."""
+"""A server that serves another model than `--model` / `--prm` name is one line naming the served
+model, before any search and before the named model is pulled (backends/remote/identity.py)."""
 
 from __future__ import annotations
 
@@ -20,18 +20,25 @@ from remote_server import JSONHandler, LocalServer
 from edgereason import models
 from edgereason.backends.llama_vocab import load_vocab
 from edgereason.backends.remote.client import CompletionClient
-from edgereason.backends.remote.identity import PROBE, REGISTRY_PROBE_ENDS, check_served_model, served_tokens
+from edgereason.backends.remote.identity import (
+    PROBE,
+    REGISTRY_PROBE_ENDS,
+    check_served_model,
+    served_tokens,
+)
 from edgereason.backends.remote_settings import Endpoint
 from edgereason.errors import ConfigError
 from edgereason.models import download
 from edgereason.session.remote_opening import gguf_on_disk
 
-SMALL = ["--max-steps", "2", "--max-tokens", "80"]  # a search, were one to start by mistake, stays short
+# a search, were one to start by mistake, stays short
+SMALL = ["--max-steps", "2", "--max-tokens", "80"]
 
 
 def swapped_tokenizer_gguf(source: Path, out: Path) -> Path:
-    """A vocab-only GGUF of `source` whose tokens 1 and 2 trade ids (SmolLM2: <|im_start|> and <|im_end|>): a
-    tokenizer that is not the source's, with everything else (template, context) the same."""
+    """A vocab-only GGUF of `source` whose tokens 1 and 2 trade ids (SmolLM2: <|im_start|> and
+    <|im_end|>): a tokenizer that is not the source's, with everything else (template, context) the
+    same."""
     reader = gguf.GGUFReader(source)
     writer = gguf.GGUFWriter(out, arch=reader.fields["general.architecture"].contents())
     for field in reader.fields.values():
@@ -51,7 +58,9 @@ def swapped_tokenizer_gguf(source: Path, out: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def other_gguf(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return swapped_tokenizer_gguf(smollm2_path, tmp_path_factory.mktemp("other") / "other-tokenizer.gguf")
+    return swapped_tokenizer_gguf(
+        smollm2_path, tmp_path_factory.mktemp("other") / "other-tokenizer.gguf"
+    )
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -78,8 +87,9 @@ def mismatch_line(proc: subprocess.CompletedProcess, served: str, flag: str) -> 
 def test_no_model_against_a_smollm2_server_is_named_before_the_default_is_pulled(
     server: LocalServer, smollm2_path: Path, tmp_path: Path
 ) -> None:
-    """The issue: without --model the 1.1 GB default was pulled, then the PRM 'ignored logit_bias'. Here the
-    default is not on disk and the package index is off: a pull would fail with a download error instead."""
+    """The issue: without --model the 1.1 GB default was pulled, then the PRM 'ignored logit_bias'.
+    Here the default is not on disk and the package index is off: a pull would fail with a download
+    error instead."""
     home = tmp_path / "home"
     proc = run_cli(
         "solve",
@@ -97,16 +107,29 @@ def test_no_model_against_a_smollm2_server_is_named_before_the_default_is_pulled
 
 
 @pytest.mark.slow
-def test_a_local_gguf_of_another_tokenizer_is_named(server: LocalServer, smollm2_path: Path, other_gguf: Path) -> None:
+def test_a_local_gguf_of_another_tokenizer_is_named(
+    server: LocalServer, smollm2_path: Path, other_gguf: Path
+) -> None:
     proc = run_cli(
-        "solve", "What is 1+1?", "--model", str(other_gguf), "--backend", "remote", "--base-url", server.url, *SMALL
+        "solve",
+        "What is 1+1?",
+        "--model",
+        str(other_gguf),
+        "--backend",
+        "remote",
+        "--base-url",
+        server.url,
+        *SMALL,
     )
     mismatch_line(proc, str(smollm2_path), "--model")
 
 
 @pytest.mark.slow
-def test_a_served_prm_of_another_tokenizer_names_prm(server: LocalServer, smollm2_path: Path, other_gguf: Path) -> None:
-    """The generator runs here (its model is right); the PRM named for the server is not the served one."""
+def test_a_served_prm_of_another_tokenizer_names_prm(
+    server: LocalServer, smollm2_path: Path, other_gguf: Path
+) -> None:
+    """The generator runs here (its model is right); the PRM named for the server is not the served
+    one."""
     proc = run_cli(
         "solve",
         "What is 1+1?",
@@ -127,7 +150,9 @@ def test_a_served_prm_of_another_tokenizer_names_prm(server: LocalServer, smollm
 
 # ---------------------------------------------------------------- the check itself
 @pytest.mark.slow
-def test_llama_cpp_pythons_server_tokenizes_the_probe_as_the_gguf_does(server: LocalServer, smollm2: Any) -> None:
+def test_llama_cpp_pythons_server_tokenizes_the_probe_as_the_gguf_does(
+    server: LocalServer, smollm2: Any
+) -> None:
     client = CompletionClient(Endpoint(server.url))
     try:
         assert served_tokens(client, PROBE) == smollm2.tokenize(PROBE, add_bos=False, special=True)
@@ -136,7 +161,9 @@ def test_llama_cpp_pythons_server_tokenizes_the_probe_as_the_gguf_does(server: L
 
 
 @pytest.mark.slow
-def test_the_served_model_named_passes_by_path_and_by_registry_name(server: LocalServer, smollm2_path: Path) -> None:
+def test_the_served_model_named_passes_by_path_and_by_registry_name(
+    server: LocalServer, smollm2_path: Path
+) -> None:
     check_served_model(Endpoint(server.url), str(smollm2_path), "--model", gguf_on_disk)
     check_served_model(Endpoint(server.url), "smollm2-135m", "--model", gguf_on_disk)
 
@@ -155,20 +182,23 @@ def test_a_registry_model_not_pulled_is_judged_without_pulling_it(
 
 
 def test_every_registry_model_has_its_probe_ends(smollm2_path: Path) -> None:
-    """A registry model without them would be pulled before its check; those on disk are read to confirm them."""
+    """A registry model without them would be pulled before its check; those on disk are read to
+    confirm them."""
     assert set(REGISTRY_PROBE_ENDS) == set(models.REGISTRY)
     on_disk = [name for name, spec in models.REGISTRY.items() if models.is_cached(spec)]
     assert "smollm2-135m" in on_disk
     for name in on_disk:
-        ids = load_vocab(str(models.cache_path(models.REGISTRY[name]))).tokenize(PROBE, add_bos=False, special=True)
+        ids = load_vocab(str(models.cache_path(models.REGISTRY[name]))).tokenize(
+            PROBE, add_bos=False, special=True
+        )
         assert (ids[0], ids[-1]) == REGISTRY_PROBE_ENDS[name], name
 
 
 # ---------------------------------------------------------------- other servers' tokenize endpoints
 class Tokenizing(JSONHandler):
-    """/v1/models, and /tokenize as llama.cpp's server (`content`) or vLLM (`prompt`, `model`) reads it, with the
-    real SmolLM2 tokenizer; `style` "none": a server without a tokenize endpoint (404), "odd": one whose /tokenize
-    refuses these bodies (422)."""
+    """/v1/models, and /tokenize as llama.cpp's server (`content`) or vLLM (`prompt`, `model`) reads
+    it, with the real SmolLM2 tokenizer; `style` "none": a server without a tokenize endpoint (404),
+    "odd": one whose /tokenize refuses these bodies (422)."""
 
     style = "llama.cpp"
     vocab: Any = None
@@ -185,7 +215,9 @@ class Tokenizing(JSONHandler):
             self.answer(422, {"detail": "unexpected body"})
         elif self.style == "llama.cpp":
             tokens = self.vocab.tokenize(
-                body["content"], add_bos=body.get("add_special", False), special=body.get("parse_special", True)
+                body["content"],
+                add_bos=body.get("add_special", False),
+                special=body.get("parse_special", True),
             )
             self.answer(200, {"tokens": tokens})
         elif body.get("model") != self.served:  # vLLM: an unknown model is a 404
@@ -215,11 +247,17 @@ def tokenizing(smollm2: Any) -> Iterator[str]:
 
 @pytest.mark.parametrize("style", ["llama.cpp", "vllm"])
 def test_llama_cpp_and_vllm_tokenize_endpoints_are_read(
-    style: str, tokenizing: str, smollm2_path: Path, other_gguf: Path, monkeypatch: pytest.MonkeyPatch
+    style: str,
+    tokenizing: str,
+    smollm2_path: Path,
+    other_gguf: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(Tokenizing, "style", style)
     check_served_model(Endpoint(tokenizing), str(smollm2_path), "--model", gguf_on_disk)
-    with pytest.raises(ConfigError, match=r"serves 'SmolLM2-135M-Instruct', whose tokenizer is not that of "):
+    with pytest.raises(
+        ConfigError, match=r"serves 'SmolLM2-135M-Instruct', whose tokenizer is not that of "
+    ):
         check_served_model(Endpoint(tokenizing), str(other_gguf), "--model", gguf_on_disk)
 
 
@@ -234,4 +272,5 @@ def test_a_server_without_a_usable_tokenize_endpoint_is_not_judged(
         assert client.stats.retries == 0  # an error answer there is no failure to retry
     finally:
         client.close()
-    check_served_model(Endpoint(tokenizing), str(other_gguf), "--model", gguf_on_disk)  # no evidence: no alarm
+    # no evidence: no alarm
+    check_served_model(Endpoint(tokenizing), str(other_gguf), "--model", gguf_on_disk)

@@ -125,12 +125,17 @@ def json_reply(body: Any, status: int = 200) -> Callable[[str], Reply]:
         ),
     ],
 )
-def test_a_completion_of_another_shape_is_one_line_naming_the_server(answering, body, wrong) -> None:
+def test_a_completion_of_another_shape_is_one_line_naming_the_server(
+    answering, body, wrong
+) -> None:
     """Each of these was an AttributeError or TypeError traceback (client._request,
     generator._tokens_of)."""
     answering(json_reply(body))
     message = one_safe_line(refused_completion(answering.url))
-    assert f"the server at {answering.url} answered /v1/completions with JSON of another shape" in message
+    assert (
+        f"the server at {answering.url} answered /v1/completions with JSON of another shape"
+        in message
+    )
     assert wrong in message
 
 
@@ -143,13 +148,18 @@ def test_a_model_list_of_another_shape_is_one_line_naming_the_server(answering, 
             client.model  # noqa: B018 - the request
     finally:
         client.close()
-    assert f"the server at {answering.url} answered /v1/models with JSON of another shape" in one_safe_line(err.value)
+    assert (
+        f"the server at {answering.url} answered /v1/models with JSON of another shape"
+        in one_safe_line(err.value)
+    )
 
 
 def test_an_error_message_with_escape_sequences_is_shown_as_text(answering) -> None:
     """The server's message reached stderr raw: a title change, a screen clear, colours, a
     hyperlink."""
-    evil = "\x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b]8;;http://x.invalid\x1b\\link\x9b1m\nsecond line\r"
+    evil = (
+        "\x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b]8;;http://x.invalid\x1b\\link\x9b1m\nsecond line\r"
+    )
     answering(json_reply({"error": {"message": evil}}, status=400))
     message = one_safe_line(refused_completion(answering.url))
     assert "\\x1b]0;owned\\x07\\x1b[2J" in message and "second line" in message
@@ -237,7 +247,9 @@ def fuzzed_reply(rng: random.Random) -> Callable[[str], Reply | bytes]:
     return reply
 
 
-def test_a_fuzzed_server_gets_one_line_for_every_answer(answering, smollm2_path: Path, capfd) -> None:
+def test_a_fuzzed_server_gets_one_line_for_every_answer(
+    answering, smollm2_path: Path, capfd
+) -> None:
     """500+ requests answered with random JSON shapes (valid answers with a subtree replaced, or
     anything), random bytes, and bytes that are not HTTP: every call returns typed values or raises
     one safe line; nothing is printed (no traceback, no "Exception ignored")."""

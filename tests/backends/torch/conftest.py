@@ -30,9 +30,9 @@ def phi3_gguf(tmp_path):
 
 @pytest.fixture(scope="session")
 def smollm2_hf(smollm2_path, tmp_path_factory):
-    """SmolLM2 as a Hugging Face folder, made offline from the GGUF by `models export`'s conversion (dequantized,
-    float32: the values the torch backend dequantizes the GGUF to), saved in shards with
-    model.safetensors.index.json."""
+    """SmolLM2 as a Hugging Face folder, made offline from the GGUF by `models export`'s conversion
+    (dequantized, float32: the values the torch backend dequantizes the GGUF to), saved in shards
+    with model.safetensors.index.json."""
     from edgereason.backends.transformers.export import write_hf_folder
 
     folder = tmp_path_factory.mktemp("hf") / "SmolLM2-135M-Instruct"
@@ -50,8 +50,8 @@ def torch_smollm2_hf(smollm2_hf):
 
 @pytest.fixture()
 def float32_kv(monkeypatch):
-    """A float32 KV cache: compiled kernels round differently before an f16 cache, whose rounding would hide their
-    own difference (about 3e-5 on SmolLM2's logits) behind its own (up to 1e-2)."""
+    """A float32 KV cache: compiled kernels round differently before an f16 cache, whose rounding
+    would hide their own difference (about 3e-5 on SmolLM2's logits) behind its own (up to 1e-2)."""
     import torch
 
     from edgereason.backends.torch import runtime
@@ -61,9 +61,10 @@ def float32_kv(monkeypatch):
 
 @pytest.fixture(params=["uncompiled", "compiled"])
 def fusion(request, monkeypatch):
-    """The graphs' bodies as recorded, and with the decoder's layers compiled (fused.py: inductor's C++ kernels on
-    the CPU, Triton's on CUDA), both over a float32 KV cache (float32_kv): a padded shape rounds apart from the
-    eager pass's by about 1e-5 there, against up to 6e-3 before an f16 cache (CI saw 0.0061 over 5e-3)."""
+    """The graphs' bodies as recorded, and with the decoder's layers compiled (fused.py: inductor's
+    C++ kernels on the CPU, Triton's on CUDA), both over a float32 KV cache (float32_kv): a padded
+    shape rounds apart from the eager pass's by about 1e-5 there, against up to 6e-3 before an f16
+    cache (CI saw 0.0061 over 5e-3)."""
     from edgereason.backends.torch import fused
 
     monkeypatch.setenv(fused.SWITCH, "1" if request.param == "compiled" else "0")

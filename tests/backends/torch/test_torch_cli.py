@@ -15,14 +15,30 @@ from edgereason.session.settings import ModelSettings
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edgereason", *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "edgereason", *args], capture_output=True, text=True, timeout=600
+    )
 
 
-SMALL = ("--beams", "2", "--width", "2", "--max-steps", "1", "--max-step-tokens", "8", "--kv-tokens", "1024", "--json")
+SMALL = (
+    "--beams",
+    "2",
+    "--width",
+    "2",
+    "--max-steps",
+    "1",
+    "--max-step-tokens",
+    "8",
+    "--kv-tokens",
+    "1024",
+    "--json",
+)
 
 
 def test_solve_json_names_the_backend_auto_chose_on_a_cpu(smollm2_path):
-    proc = run_cli("solve", "What is 2+3?", "--model", str(smollm2_path), "--gpu-layers", "0", *SMALL)
+    proc = run_cli(
+        "solve", "What is 2+3?", "--model", str(smollm2_path), "--gpu-layers", "0", *SMALL
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["backend"] == "llamacpp"  # a CPU stays on llama.cpp
 
@@ -30,7 +46,15 @@ def test_solve_json_names_the_backend_auto_chose_on_a_cpu(smollm2_path):
 @pytest.mark.slow  # a search in float32 torch on the CPU
 def test_backend_torch_runs_on_the_cpu_and_says_so(smollm2_path):
     proc = run_cli(
-        "solve", "What is 2+3?", "--model", str(smollm2_path), "--backend", "torch", "--gpu-layers", "0", *SMALL
+        "solve",
+        "What is 2+3?",
+        "--model",
+        str(smollm2_path),
+        "--backend",
+        "torch",
+        "--gpu-layers",
+        "0",
+        *SMALL,
     )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
@@ -41,7 +65,16 @@ def test_backend_torch_runs_on_the_cpu_and_says_so(smollm2_path):
 def test_backend_torch_with_gpu_layers_and_no_cuda_is_one_line(smollm2_path):
     if load_backend("torch").supports_gpu():
         pytest.skip("torch sees a CUDA device")
-    proc = run_cli("solve", "What is 1+1?", "--model", str(smollm2_path), "--backend", "torch", "--gpu-layers", "99")
+    proc = run_cli(
+        "solve",
+        "What is 1+1?",
+        "--model",
+        str(smollm2_path),
+        "--backend",
+        "torch",
+        "--gpu-layers",
+        "99",
+    )
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "sees no CUDA device; drop --gpu-layers" in lines[-1]
@@ -52,17 +85,24 @@ def _fake_gpu(monkeypatch, total_bytes: int = 24 << 30) -> None:
     from edgereason.memory.device import DeviceInfo
 
     monkeypatch.setattr(backend_choice, "gpu_present", lambda: True)
-    monkeypatch.setattr(backend_choice, "read_gpu", lambda: DeviceInfo("gpu", "gpu-x", "X", total_bytes, total_bytes))
+    monkeypatch.setattr(
+        backend_choice,
+        "read_gpu",
+        lambda: DeviceInfo("gpu", "gpu-x", "X", total_bytes, total_bytes),
+    )
     monkeypatch.setattr(load_backend("torch"), "supports_gpu", lambda: True)
 
 
 def test_auto_takes_torch_on_cuda_beside_a_gpu_build_of_llamacpp(smollm2_path, monkeypatch):
-    """torch measured faster on a GPU (docs/results.md): auto takes it there, even where llama.cpp's build
-    offloads; llama.cpp stays a choice."""
+    """torch measured faster on a GPU (docs/results.md): auto takes it there, even where llama.cpp's
+    build offloads; llama.cpp stays a choice."""
     _fake_gpu(monkeypatch)
     monkeypatch.setattr(load_backend("llamacpp"), "supports_gpu", lambda: True)
     assert choose_backend(ModelSettings(), smollm2_path, smollm2_path, hf=False) == "torch"
-    assert choose_backend(ModelSettings(backend="llamacpp"), smollm2_path, smollm2_path, hf=False) == "llamacpp"
+    assert (
+        choose_backend(ModelSettings(backend="llamacpp"), smollm2_path, smollm2_path, hf=False)
+        == "llamacpp"
+    )
 
 
 def test_auto_takes_torch_only_with_cuda_and_room(smollm2_path, monkeypatch, capsys):
@@ -72,30 +112,50 @@ def test_auto_takes_torch_only_with_cuda_and_room(smollm2_path, monkeypatch, cap
         assert choose_backend(ModelSettings(), smollm2_path, smollm2_path, hf=False) == "llamacpp"
         err = capsys.readouterr().err
         assert "--backend auto runs on llama.cpp: torch" in err and "sees no CUDA device" in err
-    need = torch_backend.weights_bytes(smollm2_path, Placement(n_gpu_layers=1))  # bf16: about 270 MB
+    # bf16: about 270 MB
+    need = torch_backend.weights_bytes(smollm2_path, Placement(n_gpu_layers=1))
     _fake_gpu(monkeypatch, total_bytes=need)
-    assert choose_backend(ModelSettings(gpu_memory_bytes=4 * need), smollm2_path, smollm2_path, hf=False) == "torch"
-    assert choose_backend(ModelSettings(gpu_memory_bytes=need), smollm2_path, smollm2_path, hf=False) == "llamacpp"
+    assert (
+        choose_backend(
+            ModelSettings(gpu_memory_bytes=4 * need), smollm2_path, smollm2_path, hf=False
+        )
+        == "torch"
+    )
+    assert (
+        choose_backend(ModelSettings(gpu_memory_bytes=need), smollm2_path, smollm2_path, hf=False)
+        == "llamacpp"
+    )
     assert "more than --gpu-memory" in capsys.readouterr().err
-    assert choose_backend(ModelSettings(), smollm2_path, smollm2_path, hf=False) == "llamacpp"  # the GPU is too small
+    # the GPU is too small
+    assert choose_backend(ModelSettings(), smollm2_path, smollm2_path, hf=False) == "llamacpp"
     assert "more than the GPU's memory" in capsys.readouterr().err
     _fake_gpu(monkeypatch, total_bytes=4 * need)
     assert choose_backend(ModelSettings(), smollm2_path, smollm2_path, hf=False) == "torch"
-    assert choose_backend(ModelSettings(backend="llamacpp"), smollm2_path, smollm2_path, hf=False) == "llamacpp"
-    assert choose_backend(ModelSettings(n_gpu_layers=0), smollm2_path, smollm2_path, hf=False) == "llamacpp"
+    assert (
+        choose_backend(ModelSettings(backend="llamacpp"), smollm2_path, smollm2_path, hf=False)
+        == "llamacpp"
+    )
+    assert (
+        choose_backend(ModelSettings(n_gpu_layers=0), smollm2_path, smollm2_path, hf=False)
+        == "llamacpp"
+    )
 
 
-def test_auto_falls_back_in_one_line_on_an_architecture_torch_cannot_run(smollm2_path, phi3_gguf, monkeypatch, capsys):
+def test_auto_falls_back_in_one_line_on_an_architecture_torch_cannot_run(
+    smollm2_path, phi3_gguf, monkeypatch, capsys
+):
     _fake_gpu(monkeypatch)
     assert choose_backend(ModelSettings(), smollm2_path, phi3_gguf, hf=False) == "llamacpp"
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--backend auto runs on llama.cpp: phi.gguf is a phi3 model" in err[0]
-    assert choose_backend(ModelSettings(), smollm2_path, phi3_gguf, hf=True) == "torch"  # an hf: PRM: not torch's
+    # an hf: PRM: not torch's
+    assert choose_backend(ModelSettings(), smollm2_path, phi3_gguf, hf=True) == "torch"
 
 
 def test_weights_that_do_not_fit_the_gpu_are_one_line(monkeypatch, smollm2_path):
-    """torch's out-of-memory while the weights load (CUDA only) becomes one OutOfMemoryError line that says how much
-    the weights need, what is free, and what to do: the allocation is simulated, as this machine has no GPU."""
+    """torch's out-of-memory while the weights load (CUDA only) becomes one OutOfMemoryError line
+    that says how much the weights need, what is free, and what to do: the allocation is simulated,
+    as this machine has no GPU."""
     import torch
 
     import edgereason.backends.torch as torch_backend
@@ -111,6 +171,7 @@ def test_weights_that_do_not_fit_the_gpu_are_one_line(monkeypatch, smollm2_path)
     with pytest.raises(OutOfMemoryError) as e:
         torch_backend.open_generator(smollm2_path, 256, n_gpu_layers=999)
     assert str(e.value) == (
-        "SmolLM2-135M-Instruct.Q4_1.gguf needs 0.3 GiB in bf16 on torch, more than the GPU's 0.5 GiB free of 2.0 GiB; "
-        "free GPU memory, or use --backend llamacpp, which keeps the weights quantized"
+        "SmolLM2-135M-Instruct.Q4_1.gguf needs 0.3 GiB in bf16 on torch, more than the GPU's 0.5 "
+        "GiB free of 2.0 GiB; free GPU memory, or use --backend llamacpp, which keeps the weights "
+        "quantized"
     )

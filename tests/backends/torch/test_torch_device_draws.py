@@ -1,4 +1,5 @@
-"""Sampling on the device: the host sampler's rule and streams (backends/host_sampling.py), whatever the batch."""
+"""Sampling on the device: the host sampler's rule and streams (backends/host_sampling.py), whatever
+the batch."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ def test_uniforms_equal_the_host_stream():
     counters = list(range(len(seeds)))
     signed = [s - 2**64 if s >= 2**63 else s for s in seeds]
     got = uniforms(torch.tensor(signed), torch.tensor(counters)).numpy()
-    np.testing.assert_array_equal(got, host.uniforms(np.array(seeds, dtype=np.uint64), np.array(counters)))
+    np.testing.assert_array_equal(
+        got, host.uniforms(np.array(seeds, dtype=np.uint64), np.array(counters))
+    )
 
 
 @pytest.mark.parametrize(
@@ -55,4 +58,5 @@ def test_a_rows_draws_do_not_depend_on_the_rest_of_the_batch():
     ]
     batch = torch.cat([others[:2], row, others[2:]])
     assert draw_rows(batch, [2, 1, 6, 3, 4], mixed)[2] == alone
-    assert len(set(alone)) > 1  # a real stream: six draws at temperature 1 over 300 tokens are not all one token
+    # a real stream: six draws at temperature 1 over 300 tokens are not all one token
+    assert len(set(alone)) > 1

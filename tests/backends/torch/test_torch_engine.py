@@ -1,4 +1,5 @@
-"""The whole engine on the torch backend (CPU): a search to the end with integrity checks after every step."""
+"""The whole engine on the torch backend (CPU): a search to the end with integrity checks after
+every step."""
 
 from __future__ import annotations
 
@@ -16,7 +17,12 @@ def test_a_search_runs_to_the_end_on_torch_and_frees_everything(smollm2_path):
     judge = PRMSpec(smollm2_path, "judge")
     gen, ver = load_backend("torch").open_models(smollm2_path, judge, (4096, 4096), Placement())
     config = SearchConfig(
-        beams=4, width=2, max_steps=3, max_step_tokens=24, max_path_tokens=200, sampling=SamplingParams(seed=1)
+        beams=4,
+        width=2,
+        max_steps=3,
+        max_step_tokens=24,
+        max_path_tokens=200,
+        sampling=SamplingParams(seed=1),
     )
     result = Engine(gen, ver, PRESETS["baseline"]).solve(
         "Janet has 16 eggs and eats 3. How many are left?", config, check=True

@@ -1,6 +1,7 @@
-"""Fused passes (fused.py): the decoder's layer compiled by inductor. On the CPU inductor compiles it as it does for
-CUDA (C++ kernels in place of Triton's), so the compiled path's numerics, its compiles, its kernel count and its
-fallbacks are checked here; where CUDA is present, the CUDA graphs that record the compiled kernels too."""
+"""Fused passes (fused.py): the decoder's layer compiled by inductor. On the CPU inductor compiles
+it as it does for CUDA (C++ kernels in place of Triton's), so the compiled path's numerics, its
+compiles, its kernel count and its fallbacks are checked here; where CUDA is present, the CUDA
+graphs that record the compiled kernels too."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ CUDA = torch.cuda.is_available()
 
 
 def test_compiled_passes_give_the_uncompiled_logits(torch_smollm2, float32_kv, monkeypatch):
-    """Decode graph bodies, prefill graph bodies and eager passes, each compiled against the same uncompiled."""
+    """Decode graph bodies, prefill graph bodies and eager passes, each compiled against the same
+    uncompiled."""
     monkeypatch.setenv(fused.SWITCH, "0")
     plain = TorchContext(torch_smollm2, 1024)
     want_decode = _decode_rows(plain, decode_setup(plain, torch_smollm2), [216, 2068, 536])
@@ -40,9 +42,10 @@ def test_compiled_passes_give_the_uncompiled_logits(torch_smollm2, float32_kv, m
 
 
 def test_three_compiles_serve_every_bucket(torch_smollm2, monkeypatch):
-    """The rows, query slots and table widths are dynamic: once a pass of each kind has run (a prefill, one row,
-    several rows of one token; dynamo keeps a copy for a size of 1 where the layer's views depend on it), passes of
-    other rows, widths and prefill lengths compile nothing more."""
+    """The rows, query slots and table widths are dynamic: once a pass of each kind has run (a
+    prefill, one row, several rows of one token; dynamo keeps a copy for a size of 1 where the
+    layer's views depend on it), passes of other rows, widths and prefill lengths compile nothing
+    more."""
     from torch._dynamo.utils import counters
 
     monkeypatch.setenv(fused.SWITCH, "1")
@@ -52,28 +55,38 @@ def test_three_compiles_serve_every_bucket(torch_smollm2, monkeypatch):
     _decode_rows(ctx, seqs[:1], [216])
     _decode_rows(ctx, seqs, [216, 2068, 536])
     compiles = counters["stats"]["unique_graphs"]
-    ctx.forward([DecodeItem(seqs[0], list(range(300, 600)), [])])  # a longer prefill; its table grows past 256
+    # a longer prefill; its table grows past 256
+    ctx.forward([DecodeItem(seqs[0], list(range(300, 600)), [])])
     _decode_rows(ctx, seqs, [30, 31, 32])  # width 512
     _decode_rows(ctx, [ctx.fork(seqs[1]) for _ in range(9)], [40] * 9)  # 16 rows
     _decode_rows(ctx, seqs[1:2], [41])
     assert counters["stats"]["unique_graphs"] == compiles
-    assert set(ctx.graphs.graphs) >= {(1, 256, False), (4, 256, False), (4, 512, False), (16, 256, False)}
+    assert set(ctx.graphs.graphs) >= {
+        (1, 256, False),
+        (4, 256, False),
+        (4, 512, False),
+        (16, 256, False),
+    }
 
 
 @pytest.mark.slow  # two compiles of the layer, a step profiled
 def test_a_compiled_decode_step_launches_at_most_12_kernels_a_layer(monkeypatch):
-    """The kernels of a compiled decode step of SmolLM2 (8 rows, draws included): the compiled layer's launches
-    (inductor's code) per layer, and the whole step's over the layers (what runs outside the layers, the
-    embedding, rope tables, mask, final norm, logits and sampler, counted as operations)."""
+    """The kernels of a compiled decode step of SmolLM2 (8 rows, draws included): the compiled
+    layer's launches (inductor's code) per layer, and the whole step's over the layers (what runs
+    outside the layers, the embedding, rope tables, mask, final norm, logits and sampler, counted as
+    operations)."""
     monkeypatch.setenv(fused.SWITCH, "1")
     uncompiled = uncompiled_counts("smollm2-135m", 8)
     counts = compiled_counts("smollm2-135m", 8, outside_layers=uncompiled["outside_layers"])
     assert counts["per_layer"] <= 12 and counts["in_step_per_layer"] <= 12, counts
     assert counts["per_layer"] < uncompiled["per_layer"] / 1.5, (counts, uncompiled["per_layer"])
-    assert "extern_kernels.mm" in counts["layer_kernels"]  # the count read inductor's code, not an empty list
+    # the count read inductor's code, not an empty list
+    assert "extern_kernels.mm" in counts["layer_kernels"]
 
 
-def test_a_failed_compile_runs_the_pass_uncompiled_after_one_line(torch_smollm2, monkeypatch, capsys):
+def test_a_failed_compile_runs_the_pass_uncompiled_after_one_line(
+    torch_smollm2, monkeypatch, capsys
+):
     from torch._dynamo.exc import TorchDynamoException
 
     calls = []
@@ -88,7 +101,8 @@ def test_a_failed_compile_runs_the_pass_uncompiled_after_one_line(torch_smollm2,
     monkeypatch.setattr(torch._dynamo, "reset", lambda: None)
     ctx = TorchContext(torch_smollm2, 1024)
     seqs = decode_setup(ctx, torch_smollm2)
-    assert not fused.enabled()  # the prompt's pass failed twice (the cache removed between) and ran plain
+    # the prompt's pass failed twice (the cache removed between) and ran plain
+    assert not fused.enabled()
     assert len(calls) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "passes run uncompiled" in err[0] and "working triton" in err[0]
@@ -100,7 +114,8 @@ def test_a_failed_compile_runs_the_pass_uncompiled_after_one_line(torch_smollm2,
 
 
 def test_a_damaged_cache_is_made_anew(tmp_path, monkeypatch):
-    """A compile error with a cache in place: the cache is removed and the compile tried once more."""
+    """A compile error with a cache in place: the cache is removed and the compile tried once
+    more."""
     from torch._dynamo.exc import TorchDynamoException
 
     cache = tmp_path / "inductor"
@@ -135,7 +150,10 @@ def test_out_of_memory_while_compiling_names_gpu_memory(torch_smollm2, monkeypat
     monkeypatch.setattr(fused, "_off", [])
     monkeypatch.setattr(fused, "_compiled_block", lambda: no_room)
     ctx = TorchContext(torch_smollm2, 256)
-    with pytest.raises(OutOfMemoryError, match="ran out of memory in a forward pass of 4 tokens; lower --gpu-memory"):
+    with pytest.raises(
+        OutOfMemoryError,
+        match="ran out of memory in a forward pass of 4 tokens; lower --gpu-memory",
+    ):
         ctx.forward([DecodeItem(ctx.new_seq(), [1, 2, 3, 4], [(3, 0)])])
     assert fused.enabled() and ctx.used_tokens == 0  # not a compile failure; the cells went back
 
@@ -145,15 +163,17 @@ def test_the_switch_is_checked(monkeypatch):
     with pytest.raises(ConfigError, match="EDGEREASON_COMPILE='yes': set it to 1"):
         fused.enabled()
     monkeypatch.delenv(fused.SWITCH)
-    assert not fused.enabled()  # off by default: a process's compile cost more than its passes gained (H200)
+    # off by default: a process's compile cost more than its passes gained (H200)
+    assert not fused.enabled()
     monkeypatch.setenv(fused.SWITCH, "1")
     assert fused.enabled()
 
 
 @pytest.mark.skipif(not CUDA, reason="CUDA graphs of compiled kernels need a GPU")
 def test_cuda_graphs_record_the_compiled_kernels(smollm2_path, torch_smollm2, monkeypatch):
-    """On CUDA: decode and prefill graphs captured compiled are as near the CPU's float32 pass as the uncompiled
-    graphs are (both bf16), and the draws recorded in a compiled decode graph are the sampler's on its logits."""
+    """On CUDA: decode and prefill graphs captured compiled are as near the CPU's float32 pass as
+    the uncompiled graphs are (both bf16), and the draws recorded in a compiled decode graph are the
+    sampler's on its logits."""
     from edgereason.backends.torch.device_draws import draw_rows
     from edgereason.backends.torch.model import load_model
     from edgereason.config import SamplingParams
@@ -165,12 +185,18 @@ def test_cuda_graphs_record_the_compiled_kernels(smollm2_path, torch_smollm2, mo
         ctx = TorchContext(model, 2048)
         ctx.prefill_graphs.capture_at = 1
         seqs = decode_setup(ctx, model)
-        results[switch] = (_decode_rows(ctx, seqs, [216, 2068, 536]), _verifier_like_pass(ctx, model))
-        assert ctx.graphs.graphs and ctx.prefill_graphs.graphs  # both kinds were captured and replayed
+        results[switch] = (
+            _decode_rows(ctx, seqs, [216, 2068, 536]),
+            _verifier_like_pass(ctx, model),
+        )
+        # both kinds were captured and replayed
+        assert ctx.graphs.graphs and ctx.prefill_graphs.graphs
         params = [SamplingParams(temperature=0.8, seed=s) for s in (1, 2, 3)]
         items = [DecodeItem(s, [30], [(0, i)]) for i, s in enumerate(seqs)]
         _, drawn = ctx.forward_draw(items, [1, 1, 1], params)
-        assert [d[0] for d in drawn] == [r[0] for r in draw_rows(ctx.graphs.logits[:3], [1, 1, 1], params)]
+        assert [d[0] for d in drawn] == [
+            r[0] for r in draw_rows(ctx.graphs.logits[:3], [1, 1, 1], params)
+        ]
     monkeypatch.setenv(fused.SWITCH, "0")  # the reference is the CPU's plain float32 pass
     cpu = TorchContext(torch_smollm2, 2048)
     reference = (
@@ -178,7 +204,8 @@ def test_cuda_graphs_record_the_compiled_kernels(smollm2_path, torch_smollm2, mo
         _verifier_like_pass(cpu, torch_smollm2),
     )
     for compiled, uncompiled, want in zip(results["1"], results["0"], reference):
-        # bf16 rounds each path its own way: on an H100 both were 0.45-0.55 from float32 at most, and 0.69 apart
+        # bf16 rounds each path its own way: on an H100 both were 0.45-0.55 from float32 at most,
+        # and 0.69 apart
         bf16_error = np.abs(uncompiled - want).max()
         assert np.abs(compiled - want).max() <= 1.5 * bf16_error + 0.1
         agrees = uncompiled.argmax(-1) == want.argmax(-1)

@@ -15,7 +15,8 @@ from edgereason.protocols import BatchEntry
 GREEDY = SamplingParams(temperature=0.0)
 MULTIPLY = "What is 12 times 7? Explain step by step."
 QUESTION = (
-    "Janet's ducks lay 16 eggs per day. She eats three for breakfast and bakes muffins with four. How many are left?"
+    "Janet's ducks lay 16 eggs per day. She eats three for breakfast and bakes muffins with four. "
+    "How many are left?"
 )
 
 
@@ -36,13 +37,16 @@ def _greedy(g, prompt: list[int], n: int) -> list[int]:
 
 
 def test_greedy_tokens_equal_llamacpp_for_64_tokens(gen, smollm2):
-    """Free-running greedy decoding, 64 tokens, token for token. Where llama.cpp's top two logits are closer than
-    its 8-bit activation rounding moves them (up to ~0.7 on SmolLM2), the two paths may part: the project's solve
-    prompt for QUESTION does at its first token (llama.cpp's margin 0.17). The next test covers every position."""
+    """Free-running greedy decoding, 64 tokens, token for token. Where llama.cpp's top two logits
+    are closer than its 8-bit activation rounding moves them (up to ~0.7 on SmolLM2), the two paths
+    may part: the project's solve prompt for QUESTION does at its first token (llama.cpp's margin
+    0.17). The next test covers every position."""
     llama = LlamaGenerator(smollm2, kv_tokens=2048)
     try:
         prompt = llama.tokenize(llama.apply_chat_template([{"role": "user", "content": MULTIPLY}]))
-        assert gen.tokenize(gen.apply_chat_template([{"role": "user", "content": MULTIPLY}])) == prompt
+        assert (
+            gen.tokenize(gen.apply_chat_template([{"role": "user", "content": MULTIPLY}])) == prompt
+        )
         want = _greedy(llama, prompt, 64)
     finally:
         llama.close()
@@ -50,8 +54,9 @@ def test_greedy_tokens_equal_llamacpp_for_64_tokens(gen, smollm2):
 
 
 def test_next_token_agrees_with_llamacpp_wherever_llamacpp_is_decisive(gen, smollm2):
-    """llama.cpp's greedy path fed to both backends in one pass: at every position where llama.cpp's best token
-    leads its second by more than its rounding moves logits, torch picks the same token."""
+    """llama.cpp's greedy path fed to both backends in one pass: at every position where llama.cpp's
+    best token leads its second by more than its rounding moves logits, torch picks the same
+    token."""
     llama = LlamaGenerator(smollm2, kv_tokens=2048)
     try:
         prompt = llama.tokenize(llama.apply_chat_template(solve_messages(QUESTION)))
@@ -59,7 +64,9 @@ def test_next_token_agrees_with_llamacpp_wherever_llamacpp_is_decisive(gen, smol
         seq, rows = llama.new_seq(), {}
         feed = prompt + path[:-1]
         outputs = [(len(prompt) - 1 + i, i) for i in range(len(path))]
-        llama.ctx.decode([DecodeItem(seq, feed, outputs)], lambda i, row: rows.__setitem__(i, row.copy()))
+        llama.ctx.decode(
+            [DecodeItem(seq, feed, outputs)], lambda i, row: rows.__setitem__(i, row.copy())
+        )
     finally:
         llama.close()
     _, logits = gen.ctx.forward([DecodeItem(gen.new_seq(), feed, outputs)])
@@ -88,7 +95,8 @@ def test_a_fork_cut_back_continues_as_a_fresh_sequence_would(gen):
     assert gen.kv_used_tokens == len(prompt) + 6  # only the child's new tokens took cells
     fresh = gen.new_seq()
     scratch = _logits(gen, fresh, prompt + tail)
-    np.testing.assert_allclose(forked, scratch, atol=5e-3)  # f16 KV of passes of other shapes; a bug: 0.1+
+    # f16 KV of passes of other shapes; a bug: 0.1+
+    np.testing.assert_allclose(forked, scratch, atol=5e-3)
     gen.check_integrity()
 
 
@@ -102,12 +110,17 @@ def test_draws_for_a_seed_do_not_depend_on_the_batch(gen):
     gen.step([BatchEntry(other, prompt[:20])], [0], GREEDY)
     seq = gen.new_seq()
     busy = gen.step(
-        [BatchEntry(other, [28, 1848]), BatchEntry(seq, prompt), BatchEntry(gen.new_seq(), prompt[:9])],
+        [
+            BatchEntry(other, [28, 1848]),
+            BatchEntry(seq, prompt),
+            BatchEntry(gen.new_seq(), prompt[:9]),
+        ],
         [3, 5, 2],
         [SamplingParams(seed=1), mine, SamplingParams(temperature=0.5, seed=3)],
     )
     assert busy[1] == alone and len(busy[0]) == 3 and len(busy[2]) == 2
-    assert len(set(alone)) > 1  # five draws at temperature 1 from one stream, not one token repeated
+    # five draws at temperature 1 from one stream, not one token repeated
+    assert len(set(alone)) > 1
 
 
 def test_integrity_check_reads_the_device_tables(gen):
@@ -115,6 +128,7 @@ def test_integrity_check_reads_the_device_tables(gen):
     gen.step([BatchEntry(seq, [1, 2, 3])], [0], GREEDY)
     child = gen.fork(seq)
     gen.check_integrity()
-    gen.ctx.table_cells.cells[child, 1] += 1  # attention would read another cell than the accounting holds
+    # attention would read another cell than the accounting holds
+    gen.ctx.table_cells.cells[child, 1] += 1
     with pytest.raises(AssertionError, match=f"seq {child}: device table drifted"):
         gen.check_integrity()

@@ -1,6 +1,6 @@
-"""The CUDA-graph decode pass (graphs.py) without CUDA: its recorded body, replayed eagerly on the CPU, over the
-padded rows and cell tables of its buckets, gives the eager pass's logits. The capture itself needs a GPU
-(benchmarks/torch_pass.py measures it there)."""
+"""The CUDA-graph decode pass (graphs.py) without CUDA: its recorded body, replayed eagerly on the
+CPU, over the padded rows and cell tables of its buckets, gives the eager pass's logits. The capture
+itself needs a GPU (benchmarks/torch_pass.py measures it there)."""
 
 from __future__ import annotations
 
@@ -43,13 +43,17 @@ def test_buckets():
 
 
 def _decode_rows(ctx: TorchContext, seqs: list[int], tokens: list[int]) -> np.ndarray:
-    _, logits = ctx.forward([DecodeItem(s, [t], [(0, i)]) for i, (s, t) in enumerate(zip(seqs, tokens))])
+    _, logits = ctx.forward(
+        [DecodeItem(s, [t], [(0, i)]) for i, (s, t) in enumerate(zip(seqs, tokens))]
+    )
     return logits.cpu().numpy()
 
 
 def decode_setup(ctx: TorchContext, model) -> list[int]:
     """Three sequences forked from one prompt, their tables of three lengths."""
-    prompt = model.tokenize("Janet has 16 eggs and eats 3. How many are left? Let us count.", add_bos=True)
+    prompt = model.tokenize(
+        "Janet has 16 eggs and eats 3. How many are left? Let us count.", add_bos=True
+    )
     root = ctx.new_seq()
     ctx.forward([DecodeItem(root, prompt, [])])
     short = ctx.fork(root)
@@ -69,9 +73,12 @@ def test_a_padded_bucketed_pass_gives_the_eager_logits(torch_smollm2):
     used = ctx.used_tokens
     ctx.graphs = EagerGraphs(ctx)
     replayed = _decode_rows(ctx, seqs, [216, 2068, 536])
-    assert ctx.graphs.captured == [(4, 256, False)]  # three rows padded to four, tables to 256 cells
-    np.testing.assert_allclose(replayed, eager, atol=1e-3)  # other shapes round otherwise; a bug: 1+
-    assert ctx.used_tokens == used + 3  # the padding row wrote only the pad cell, which is not counted
+    # three rows padded to four, tables to 256 cells
+    assert ctx.graphs.captured == [(4, 256, False)]
+    # other shapes round otherwise; a bug: 1+
+    np.testing.assert_allclose(replayed, eager, atol=1e-3)
+    # the padding row wrote only the pad cell, which is not counted
+    assert ctx.used_tokens == used + 3
     ctx.check_integrity()
     again = _decode_rows(ctx, seqs, [30, 30, 30])  # the same bucket: replayed, not captured again
     assert ctx.graphs.captured == [(4, 256, False)] and again.shape == (3, torch_smollm2.n_vocab)
@@ -87,11 +94,14 @@ def test_a_prefill_or_a_column_readout_runs_eagerly(torch_smollm2):
 
 
 def test_the_draws_recorded_in_the_graph_are_the_device_samplers_on_its_logits(torch_smollm2):
-    """A decode pass replayed from the graph draws each row's first token inside it, more draws eagerly from the
-    same streams: exactly what draw_rows gives on the logits the graph left, whatever each row's settings."""
+    """A decode pass replayed from the graph draws each row's first token inside it, more draws
+    eagerly from the same streams: exactly what draw_rows gives on the logits the graph left,
+    whatever each row's settings."""
     gen = TorchGenerator(torch_smollm2, 1024)
     gen.ctx.graphs = graphs = EagerGraphs(gen.ctx)
-    prompt = torch_smollm2.tokenize("Janet has 16 eggs and eats 3. How many are left?", add_bos=True)
+    prompt = torch_smollm2.tokenize(
+        "Janet has 16 eggs and eats 3. How many are left?", add_bos=True
+    )
     root = gen.new_seq()
     gen.step([BatchEntry(root, prompt)], [0], SamplingParams())  # a prefill: eager, draws nothing
     seqs = [gen.fork(root) for _ in range(5)]
@@ -111,7 +121,10 @@ def test_the_draws_recorded_in_the_graph_are_the_device_samplers_on_its_logits(t
         assert out[:4] == draw_rows(rows, [samples[i] for i in wanted], [params[i] for i in wanted])
         assert out[4] == [] and len(out[3]) == 3
         last = [o[0] if o else 30 for o in out]
-    assert graphs.captured == [(8, 256, True)]  # five rows padded to eight; top_p < 1 in one row: nucleus
+    # five rows padded to eight; top_p < 1 in one row: nucleus
+    assert graphs.captured == [(8, 256, True)]
     gen.ctx.check_integrity()  # the tables the graph wrote are the accounting's
     out = gen.step([BatchEntry(s, [t]) for s, t in zip(seqs[:2], last)], [1, 1], params[:2])
-    assert graphs.captured[-1] == (2, 256, False) and out == draw_rows(graphs.logits[:2], [1, 1], params[:2])
+    assert graphs.captured[-1] == (2, 256, False) and out == draw_rows(
+        graphs.logits[:2], [1, 1], params[:2]
+    )

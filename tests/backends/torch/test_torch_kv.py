@@ -1,4 +1,5 @@
-"""The torch backend's KV accounting: exact under any sequence of appends, forks, truncations and frees."""
+"""The torch backend's KV accounting: exact under any sequence of appends, forks, truncations and
+frees."""
 
 from __future__ import annotations
 
@@ -12,14 +13,18 @@ CAPACITY = 64
 
 # an operation: (kind, which live sequence, a count)
 OPS = st.lists(
-    st.tuples(st.sampled_from(["new", "append", "fork", "truncate", "free"]), st.integers(0, 7), st.integers(0, 12)),
+    st.tuples(
+        st.sampled_from(["new", "append", "fork", "truncate", "free"]),
+        st.integers(0, 7),
+        st.integers(0, 12),
+    ),
     max_size=60,
 )
 
 
 class Reference:
-    """What the accounting must say, kept the obvious way: each appended token is a fresh id, a fork copies the
-    parent's list of ids, and the KV in use is the set of ids any live sequence holds."""
+    """What the accounting must say, kept the obvious way: each appended token is a fresh id, a fork
+    copies the parent's list of ids, and the KV in use is the set of ids any live sequence holds."""
 
     def __init__(self) -> None:
         self.seqs: dict[int, list[int]] = {}
@@ -70,7 +75,9 @@ def test_accounting_is_exact_under_random_fork_free_truncate(ops):
         for s, ids in ref.seqs.items():
             assert tables.seq_len(s) == len(ids)
             assert tables.unique_tokens(s) == ref.unique(s)
-        assert tables.can_append(CAPACITY - ref.used()) and not tables.can_append(CAPACITY - ref.used() + 1)
+        assert tables.can_append(CAPACITY - ref.used()) and not tables.can_append(
+            CAPACITY - ref.used() + 1
+        )
     for s in list(ref.seqs):
         tables.free(s)
     assert tables.used_tokens == 0
@@ -86,7 +93,8 @@ def test_a_fork_shares_every_cell_and_appends_take_new_ones():
     new = tables.append(child, 2)
     assert tables.used_tokens == 7 and not set(new) & set(tables.table(parent))
     tables.free(parent)
-    assert tables.used_tokens == 7 and tables.unique_tokens(child) == 7  # the shared cells stay for the child
+    # the shared cells stay for the child
+    assert tables.used_tokens == 7 and tables.unique_tokens(child) == 7
 
 
 def test_integrity_check_finds_drifted_counts():

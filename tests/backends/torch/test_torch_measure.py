@@ -1,4 +1,5 @@
-"""The torch backend's decode points (what `--policy auto` reads a pass cost from), on SmolLM2 on the CPU."""
+"""The torch backend's decode points (what `--policy auto` reads a pass cost from), on SmolLM2 on
+the CPU."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ def test_a_session_generator_measures_its_pass_cost(torch_smollm2):
     finally:
         generator.close()
     assert [n for n, _ in points] == [1, 4] and all(rate > 0 for _, rate in points)
-    assert backend.decode_points(object(), (1, 4), 2, None) is None  # not a torch generator: nothing to measure
+    # not a torch generator: nothing to measure
+    assert backend.decode_points(object(), (1, 4), 2, None) is None
 
 
 def test_prefill_points_of_a_prm(torch_smollm2):
     from edgereason.backends.torch.measure import measure_prefill
 
-    points = measure_prefill(torch_smollm2, (32, 100), reps=1)  # 100: one full sequence of 64 and one of 36
+    # 100: one full sequence of 64 and one of 36
+    points = measure_prefill(torch_smollm2, (32, 100), reps=1)
     assert [b for b, _ in points] == [32, 100] and all(rate > 0 for _, rate in points)

@@ -1,6 +1,7 @@
-"""Prefill passes as CUDA graphs (prefill_graphs.py) without CUDA: the recorded body, replayed eagerly on the CPU,
-over the padded layout of its buckets, gives the eager pass's logits and layer outputs and takes the same cells;
-a capture that fails runs the pass eagerly after one line. The capture itself needs a GPU."""
+"""Prefill passes as CUDA graphs (prefill_graphs.py) without CUDA: the recorded body, replayed
+eagerly on the CPU, over the padded layout of its buckets, gives the eager pass's logits and layer
+outputs and takes the same cells; a capture that fails runs the pass eagerly after one line. The
+capture itself needs a GPU."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ class _Replay:
 
 
 class EagerPrefillGraphs(PrefillGraphs):
-    """Records nothing: `replay` runs the body the graph would have recorded. Every shape is captured at its first
-    pass (capture_at 1), unless told otherwise."""
+    """Records nothing: `replay` runs the body the graph would have recorded. Every shape is
+    captured at its first pass (capture_at 1), unless told otherwise."""
 
     def __init__(self, ctx, capture_at: int = 1) -> None:
         super().__init__(ctx)
@@ -43,7 +44,8 @@ PROMPT = "Janet has 16 eggs and eats 3. How many are left? Let us count them one
 
 
 def _verifier_like_pass(ctx: TorchContext, model) -> np.ndarray:
-    """Three paths forked from a prompt, each appending a step of its own length, rows read at several tokens."""
+    """Three paths forked from a prompt, each appending a step of its own length, rows read at
+    several tokens."""
     prompt = model.tokenize(PROMPT, add_bos=True)
     root = ctx.new_seq()
     ctx.forward([DecodeItem(root, prompt, [])])
@@ -68,11 +70,15 @@ def test_a_replayed_prefill_gives_the_eager_pass(torch_smollm2, readout):
     replayed = TorchContext(torch_smollm2, 1024, **kwargs)
     replayed.prefill_graphs = graphs = EagerPrefillGraphs(replayed)
     got = _verifier_like_pass(replayed, torch_smollm2)
-    # the prompt (one sequence of 18 tokens) and the steps (3 sequences, up to 17 tokens): two buckets
+    # the prompt (one sequence of 18 tokens) and the steps (3 sequences, up to 17 tokens): two
+    # buckets
     assert graphs.captured == [(1, 32, 256), (4, 32, 256)]
-    assert got.shape == want.shape == (4, torch_smollm2.n_vocab if readout == "rows" else 3 + 2 * 576)
+    assert (
+        got.shape == want.shape == (4, torch_smollm2.n_vocab if readout == "rows" else 3 + 2 * 576)
+    )
     np.testing.assert_allclose(got, want, atol=1e-3)  # other shapes round otherwise; a bug: 0.1+
-    assert replayed.used_tokens == eager.used_tokens  # padding wrote only the pad cell, which is not counted
+    # padding wrote only the pad cell, which is not counted
+    assert replayed.used_tokens == eager.used_tokens
 
 
 def test_a_shape_is_captured_the_second_time_it_comes(torch_smollm2):
@@ -80,7 +86,8 @@ def test_a_shape_is_captured_the_second_time_it_comes(torch_smollm2):
     ctx.prefill_graphs = graphs = EagerPrefillGraphs(ctx, capture_at=2)
     _verifier_like_pass(ctx, torch_smollm2)
     assert graphs.captured == [] and set(graphs.seen) == {(1, 32, 256), (4, 32, 256)}
-    _verifier_like_pass(ctx, torch_smollm2)  # the same shapes again (the tables still under 256 cells)
+    # the same shapes again (the tables still under 256 cells)
+    _verifier_like_pass(ctx, torch_smollm2)
     assert graphs.captured == [(1, 32, 256), (4, 32, 256)]
 
 
@@ -104,14 +111,28 @@ def test_a_capture_that_fails_runs_eagerly_after_one_line(torch_smollm2, monkeyp
     got = _verifier_like_pass(ctx, torch_smollm2)
     np.testing.assert_allclose(got, want, atol=1e-5)  # the eager pass itself
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "prefills run without CUDA graphs" in err[0] and ctx.prefill_graphs.broken
+    assert (
+        len(err) == 1 and "prefills run without CUDA graphs" in err[0] and ctx.prefill_graphs.broken
+    )
 
 
 def test_a_verifier_scores_alike_from_prefill_graphs(torch_smollm2):
-    q = "Natalia sold 48 clips in April and half as many in May. How many clips did she sell in all?"
-    steps = ["In May she sold 48 / 2 = 24 clips.", "Altogether 48 + 24 = 72 clips.", "The answer is 72."]
-    requests = [ScoreRequest("a", q, steps, [0, 1, 2], "root", 0), ScoreRequest("b", q, steps[:1], [0], "root", 0)]
-    want = [r.scores for r in TorchVerifier(torch_smollm2, prm_format("judge"), 2048).score(requests)]
+    q = (
+        "Natalia sold 48 clips in April and half as many in May. How many clips did she sell in "
+        "all?"
+    )
+    steps = [
+        "In May she sold 48 / 2 = 24 clips.",
+        "Altogether 48 + 24 = 72 clips.",
+        "The answer is 72.",
+    ]
+    requests = [
+        ScoreRequest("a", q, steps, [0, 1, 2], "root", 0),
+        ScoreRequest("b", q, steps[:1], [0], "root", 0),
+    ]
+    want = [
+        r.scores for r in TorchVerifier(torch_smollm2, prm_format("judge"), 2048).score(requests)
+    ]
     v = TorchVerifier(torch_smollm2, prm_format("judge"), 2048)
     v.ctx.prefill_graphs = graphs = EagerPrefillGraphs(v.ctx)
     got = [r.scores for r in v.score(requests)]

@@ -1,4 +1,5 @@
-"""The kept dequantized copy of a GGUF's tensors (weights_cache.py), on SmolLM2 in bf16 (what a GPU loads)."""
+"""The kept dequantized copy of a GGUF's tensors (weights_cache.py), on SmolLM2 in bf16 (what a GPU
+loads)."""
 
 from __future__ import annotations
 
@@ -53,7 +54,10 @@ def test_a_damaged_copy_is_made_again(smollm2_path, home):
     with open(file, "r+b") as f:
         f.truncate(file.stat().st_size // 2)
     w = CachedWeights(Weights(smollm2_path), torch.bfloat16)
-    assert torch.equal(w.load(NAMES[1], CPU, torch.bfloat16), Weights(smollm2_path).load(NAMES[1], CPU, torch.bfloat16))
+    assert torch.equal(
+        w.load(NAMES[1], CPU, torch.bfloat16),
+        Weights(smollm2_path).load(NAMES[1], CPU, torch.bfloat16),
+    )
     assert file.stat().st_size > 2 * 10**8  # whole again: 135M parameters of 2 bytes
 
 
@@ -64,13 +68,18 @@ def test_a_new_gguf_of_the_same_name_replaces_the_old_copy(smollm2_path, tmp_pat
     old = cache_file(model, torch.bfloat16)
     os.utime(model, ns=(old.stat().st_atime_ns, model.stat().st_mtime_ns + 10**9))
     CachedWeights(Weights(model), torch.bfloat16).load(NAMES[0], CPU, torch.bfloat16)
-    assert not old.exists() and [p.name for p in (home / "torch").iterdir()] == [cache_file(model, torch.bfloat16).name]
+    assert not old.exists() and [p.name for p in (home / "torch").iterdir()] == [
+        cache_file(model, torch.bfloat16).name
+    ]
 
 
 def test_no_room_to_keep_it_loads_anyway(smollm2_path, home, capsys):
     home.mkdir()
     (home / "torch").write_text("a file where the folder goes")
     w = CachedWeights(Weights(smollm2_path), torch.bfloat16)
-    assert torch.equal(w.load(NAMES[2], CPU, torch.bfloat16), Weights(smollm2_path).load(NAMES[2], CPU, torch.bfloat16))
+    assert torch.equal(
+        w.load(NAMES[2], CPU, torch.bfloat16),
+        Weights(smollm2_path).load(NAMES[2], CPU, torch.bfloat16),
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "could not be kept" in err
