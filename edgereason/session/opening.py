@@ -42,7 +42,8 @@ def open_session(
         runtime.require_gpu("drop --gpu-layers")
     settings = gpu_settings(settings, runtime, gen_path, prm_path, prm_runtime if hf else None)
     place = placement(settings)
-    profile = profile_for(settings, backend)
+    looked = profile_for(settings, backend)
+    profile = looked.profile
     gen_bpt = runtime.kv_bytes_per_token(gen_path, place)
     ver_bpt = prm_runtime.kv_bytes_per_token(prm_path, place)
     gen_tokens, ver_tokens = kv_tokens(settings, gen_bpt, ver_bpt, profile)
@@ -56,7 +57,7 @@ def open_session(
     else:
         generator, verifier = runtime.open_models(gen_path, prm, (gen_tokens, ver_tokens), place)
     if profile is None:
-        note_no_profile(settings, backend)
+        note_no_profile(looked, settings, backend)
     device = "gpu" if settings.n_gpu_layers else "cpu"
     lv = int(profile["lv_threshold_tokens"]) if profile else DEFAULT_LV_THRESHOLD[device]
     paths = (gen_path, prm_path)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import shlex
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 from edgereason import models
 from edgereason.memory import default_device_id, find_profile, verifier_id
@@ -49,17 +51,25 @@ def _profile_key(settings: ModelSettings, backend: str) -> tuple[str, str, str, 
     )
 
 
-def profile_for(settings: ModelSettings, backend: str) -> dict | None:
+@dataclass(frozen=True)
+class ProfileLookup:
+    """A session's memory profile (None where there is none, or it is damaged) and its file."""
+
+    profile: dict | None
+    path: Path
+
+
+def profile_for(settings: ModelSettings, backend: str) -> ProfileLookup:
     """backend: the local backend the session chose (never auto)."""
     key = _profile_key(settings, backend)
-    return find_profile(*key)
+    return ProfileLookup(find_profile(*key), profile_path(*key))
 
 
-def note_no_profile(settings: ModelSettings, backend: str) -> None:
+def note_no_profile(looked: ProfileLookup, settings: ModelSettings, backend: str) -> None:
     """Say how to profile, once the models are open (a run that fails ends with its error alone). A
     damaged profile is reported as such on every run; a missing one once per device and model pair
     (remembered in $EDGEREASON_HOME/profile-tips), or on every run with --verbose."""
-    path = profile_path(*_profile_key(settings, backend))
+    path = looked.path
     command = (
         f"edgereason memory-profile --model {shlex.quote(settings.model)} --prm "
         f"{shlex.quote(_prm_name(settings))}"

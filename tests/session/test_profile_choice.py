@@ -37,20 +37,21 @@ def _stored(lv_threshold: int) -> dict:
 def test_each_backend_finds_only_its_own_profile(home):
     key = (device_id(SETTINGS), "gen", verifier_id("prm.gguf", "judge"))
     write_profile(_stored(64), *key)  # a profile from before the backend was recorded: llama.cpp's
-    assert profile_for(SETTINGS, "llamacpp")["lv_threshold_tokens"] == 64
-    assert profile_for(SETTINGS, "torch") is None
+    assert profile_for(SETTINGS, "llamacpp").profile["lv_threshold_tokens"] == 64
+    assert profile_for(SETTINGS, "torch").profile is None
     write_profile(_stored(128), *key, "torch")
-    assert profile_for(SETTINGS, "torch")["lv_threshold_tokens"] == 128
-    assert profile_for(SETTINGS, "llamacpp")["lv_threshold_tokens"] == 64  # beside it, not replaced
+    assert profile_for(SETTINGS, "torch").profile["lv_threshold_tokens"] == 128
+    # beside it, not replaced
+    assert profile_for(SETTINGS, "llamacpp").profile["lv_threshold_tokens"] == 64
 
 
 def test_the_note_says_how_to_profile_the_sessions_backend(home, capsys):
-    note_no_profile(SETTINGS, "torch")
+    note_no_profile(profile_for(SETTINGS, "torch"), SETTINGS, "torch")
     assert (
         "edgereason memory-profile --model gen.gguf --prm prm.gguf --backend torch\n"
         in capsys.readouterr().err
     )
-    note_no_profile(SETTINGS, "llamacpp")
+    note_no_profile(profile_for(SETTINGS, "llamacpp"), SETTINGS, "llamacpp")
     assert "edgereason memory-profile --model gen.gguf --prm prm.gguf\n" in capsys.readouterr().err
 
 
@@ -59,7 +60,8 @@ def test_the_note_on_a_gpu_profiles_the_gpu(home, capsys, monkeypatch):
     the profile it makes is the one the session looks up (the GPU's id is given: this machine has
     none)."""
     monkeypatch.setattr(profile_choice, "default_device_id", lambda kind: f"{kind}-H200")
-    note_no_profile(replace(SETTINGS, n_gpu_layers=999), "torch")
+    gpu = replace(SETTINGS, n_gpu_layers=999)
+    note_no_profile(profile_for(gpu, "torch"), gpu, "torch")
     assert (
         "memory-profile --model gen.gguf --prm prm.gguf --backend torch --device gpu\n"
         in capsys.readouterr().err
