@@ -122,16 +122,7 @@ def draw_rows(
     left_out = z < -CUTOFF
     probs = np.exp(z, out=z)  # [R, k]; the best candidate has probability 1
     probs[left_out] = 0.0
-    nucleus = top_p < 1.0
-    if nucleus.any():  # probability order, stable: equal probabilities stay in vocabulary order
-        by_prob = np.where(
-            nucleus[:, None], np.argsort(-probs, axis=1, kind="stable"), np.arange(k)[None, :]
-        )
-        ids, probs = ids[at[:, None], by_prob], probs[at[:, None], by_prob]
-    cdf = np.cumsum(probs, axis=1)  # [R, k]; a left-out place adds exactly 0
-    mass = cdf[:, -1]
-    if nucleus.any():  # the cumulative sum where the nucleus ends (the whole mass where top_p is 1)
-        mass = cdf[at, (cdf < (top_p * mass)[:, None]).sum(1)]
+    ids, cdf, mass = _nucleus(ids, probs, top_p)
     rows = np.repeat(at, n)  # [D] the row of each draw
     # below the mass, so the first place past the target is in the nucleus even where u * mass
     # rounds up to it
@@ -142,6 +133,31 @@ def draw_rows(
     else:  # places <= target, as searchsorted counts them, for all rows at once
         place = (cdf[rows] <= target[:, None]).sum(1)
     tokens = np.where(greedy[rows], best[rows], ids[rows, place]).tolist()
+    return _split(tokens, n)
+
+
+def _nucleus(
+    ids: np.ndarray, probs: np.ndarray, top_p: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """draw_rows' top-p step, apart to keep it short: ids and probs [R, k] (probability order where
+    top_p < 1) -> (ids [R, k] in that order, cdf [R, k], the kept mass [R])."""
+    n_rows, k = ids.shape
+    at = np.arange(n_rows)
+    nucleus = top_p < 1.0
+    if nucleus.any():  # probability order, stable: equal probabilities stay in vocabulary order
+        by_prob = np.where(
+            nucleus[:, None], np.argsort(-probs, axis=1, kind="stable"), np.arange(k)[None, :]
+        )
+        ids, probs = ids[at[:, None], by_prob], probs[at[:, None], by_prob]
+    cdf = np.cumsum(probs, axis=1)  # [R, k]; a left-out place adds exactly 0
+    mass = cdf[:, -1]
+    if nucleus.any():  # the cumulative sum where the nucleus ends (the whole mass where top_p is 1)
+        mass = cdf[at, (cdf < (top_p * mass)[:, None]).sum(1)]
+    return ids, cdf, mass
+
+
+def _split(tokens: list[int], n: Sequence[int]) -> list[list[int]]:
+    """The flat draws back into rows of n[r] each (draw_rows' result), apart to keep it short."""
     out, start = [], 0
     for count in n:
         out.append(tokens[start : start + count])

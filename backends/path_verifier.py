@@ -37,6 +37,10 @@ class Held:
     scores: list[Any]  # one per step: a score, or a head's features for `features`
 
 
+# one request's plan: (base held or None, steps shared with it, head tokens or [], step segments)
+_Plan = tuple[Held | None, int, list[int], list[list[int]]]
+
+
 class PathVerifier(ContextKVMemory):
     def __init__(
         self,
@@ -144,37 +148,11 @@ class PathVerifier(ContextKVMemory):
     def _score(self, requests: Sequence[ScoreRequest], read: RowReader) -> list[ScoreResult]:
         t0 = time.perf_counter()
         new_tokens = self._heads(requests)
-        plans = []  # (base held or None, steps shared with it, head tokens or [], step segments)
-        for req in requests:
-            held = self._held.get(req.prefix_key) if req.prefix_key else None
-            shared = min(req.prefix_steps, len(held.ends) - 1) if held else 0
-            head = [] if held else self._tokens(self.prompt.head(req.question), first=True)
-            segs = [self._tokens(t, first=False) for t in self.prompt.segments(req.steps, shared)]
-            plans.append((held, shared, head, segs))
-            if held is None and req.prefix_key and req.prefix_key not in self._elsewhere:
-                self.stats.rebuilt_tokens += len(head) + sum(len(t) for t in segs)
+        plans = self._plan(requests)
         step_tokens = sum(len(h) + sum(len(t) for t in segs) for _, _, h, segs in plans)
         self._make_room(step_tokens, len(plans), {r.prefix_key for r in requests if r.prefix_key})
 
-        items, states = [], []
-        for ri, (base, shared, head, segs) in enumerate(plans):
-            if base is not None:
-                seq = self.ctx.fork(base.seq)
-                self.ctx.truncate(seq, base.ends[shared])
-                ends, scores = base.ends[: shared + 1], base.scores[:shared]
-            else:
-                seq, ends, scores = self.ctx.new_seq(), [len(head)], []
-            flat = list(head)
-            outputs = []
-            for si, toks in enumerate(segs):
-                flat += toks
-                outputs.append((len(flat) - 1, (ri, shared + si)))
-            start = ends[-1] - len(head)
-            ends += [start + o + 1 for o, _ in outputs]
-            state = Held(seq, ends, scores + [0.0] * len(segs))
-            states.append(state)
-            if flat:
-                items.append(DecodeItem(seq, flat, outputs))
+        items, states = self._sequences(plans)
 
         def on_row(tag: object, row: np.ndarray) -> None:
             ri, step = tag  # type: ignore[misc]
@@ -195,6 +173,44 @@ class PathVerifier(ContextKVMemory):
             ScoreResult([state.scores[i] for i in req.need], len(head) + sum(len(t) for t in segs))
             for req, state, (_, _, head, segs) in zip(requests, states, plans)
         ]
+
+    def _plan(self, requests: Sequence[ScoreRequest]) -> list[_Plan]:
+        """_score's first part, apart to keep it short: each request's base, shared steps, head
+        tokens and step segments; counts tokens rebuilt for a dropped prefix."""
+        plans = []  # (base held or None, steps shared with it, head tokens or [], step segments)
+        for req in requests:
+            held = self._held.get(req.prefix_key) if req.prefix_key else None
+            shared = min(req.prefix_steps, len(held.ends) - 1) if held else 0
+            head = [] if held else self._tokens(self.prompt.head(req.question), first=True)
+            segs = [self._tokens(t, first=False) for t in self.prompt.segments(req.steps, shared)]
+            plans.append((held, shared, head, segs))
+            if held is None and req.prefix_key and req.prefix_key not in self._elsewhere:
+                self.stats.rebuilt_tokens += len(head) + sum(len(t) for t in segs)
+        return plans
+
+    def _sequences(self, plans: list[_Plan]) -> tuple[list[DecodeItem], list[Held]]:
+        """A sequence per plan (a fork cut to the shared steps, or a new one), apart to keep _score
+        short; returns the decode items and each request's new Held state (scores still 0)."""
+        items, states = [], []
+        for ri, (base, shared, head, segs) in enumerate(plans):
+            if base is not None:
+                seq = self.ctx.fork(base.seq)
+                self.ctx.truncate(seq, base.ends[shared])
+                ends, scores = base.ends[: shared + 1], base.scores[:shared]
+            else:
+                seq, ends, scores = self.ctx.new_seq(), [len(head)], []
+            flat = list(head)
+            outputs = []
+            for si, toks in enumerate(segs):
+                flat += toks
+                outputs.append((len(flat) - 1, (ri, shared + si)))
+            start = ends[-1] - len(head)
+            ends += [start + o + 1 for o, _ in outputs]
+            state = Held(seq, ends, scores + [0.0] * len(segs))
+            states.append(state)
+            if flat:
+                items.append(DecodeItem(seq, flat, outputs))
+        return items, states
 
     def _count_call(self, tokens: int, t0: float) -> None:
         """One forward pass of `tokens` (in this context or the generator's), begun at

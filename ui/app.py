@@ -7,8 +7,6 @@ applied to a SearchState, which the widgets render. Nothing on this side calls t
 from __future__ import annotations
 
 import asyncio
-import codecs
-import functools
 import signal
 import time
 from collections.abc import Sequence
@@ -25,7 +23,7 @@ from edgereason.engine.policy import Policy
 from edgereason.engine.result import SearchResult
 from edgereason.models import display_name
 from edgereason.session.settings import ModelSettings
-from edgereason.ui.format import answer_markdown
+from edgereason.ui.format import answer_markdown, settings_markdown
 from edgereason.ui.history import History, HistoryEntry
 from edgereason.ui.messages import EngineEvent, RunnerFailed, RunnerStatus
 from edgereason.ui.runner import SearchRunner, SessionFactory
@@ -41,19 +39,6 @@ from edgereason.ui.widgets.tree_view import SearchTree
 STOP_TIMEOUT_S = 30.0
 # the app's return code when Ctrl+C quits it: the CLI exits 130, as on Ctrl-C
 INTERRUPTED = 128 + signal.SIGINT
-
-
-def decode_terminal_input_leniently() -> None:
-    """Textual's terminal driver decodes keyboard input as strict UTF-8 in its input thread: one
-    byte that is not UTF-8 (a Latin-1 paste, a terminal set to another encoding) ends that thread
-    with a traceback and the app with it. Rule, as for all text from outside
-    (edgereason/util/text.py): such bytes become U+FFFD."""
-    from textual.drivers import linux_driver
-
-    strict = codecs.getincrementaldecoder
-    linux_driver.getincrementaldecoder = lambda encoding: functools.partial(
-        strict(encoding), errors="replace"
-    )
 
 
 class ChatApp(App[None]):
@@ -262,7 +247,11 @@ class ChatApp(App[None]):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(self._settings_markdown()))
+            self.push_screen(
+                HelpScreen(
+                    settings_markdown(self.settings, self.config, self.policy, self.history.path)
+                )
+            )
 
     def action_history(self) -> None:
         if not isinstance(self.screen, HistoryScreen):
@@ -273,22 +262,6 @@ class ChatApp(App[None]):
             field = self.query_one(Input)
             field.value = problem
             field.focus()
-
-    def _settings_markdown(self) -> str:
-        s, c = self.settings, self.config
-        switches = ", ".join(f"{k}={v}" for k, v in self.policy.switches().items())
-        return (
-            f"- generator: `{s.model}`; PRM: `{s.prm or s.model}` ({s.prm_format})\n"
-            f"- KV tokens: generator {s.generator_kv_tokens}, PRM {s.verifier_kv_tokens}; threads "
-            f"{s.threads or 'auto'}\n"
-            f"- search: {c.strategy}, beams {c.beams}, width {c.width}, max steps {c.max_steps}, "
-            f"max step tokens {c.max_step_tokens}, max tokens {c.max_path_tokens}, aggregation "
-            f"{c.aggregation}, selection {c.select}, vote {c.vote}\n"
-            f"- sampling: temperature {c.sampling.temperature}, top-p {c.sampling.top_p}, seed "
-            f"{c.sampling.seed}\n"
-            f"- policy `{self.policy.name}`: {switches}\n"
-            f"- history: `{self.history.path}`"
-        )
 
     async def action_interrupt(self) -> None:
         """Ctrl+C, as a terminal user expects of it: cancels a running search (as Esc does), quits

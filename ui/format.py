@@ -7,7 +7,12 @@ which reads no markup), and a link in it opens nothing (Markdown with open_links
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from edgereason.config import SearchConfig
+from edgereason.engine.policy import Policy
 from edgereason.engine.result import SearchResult
+from edgereason.session.settings import ModelSettings
 from edgereason.util.readable import readable_math
 from edgereason.util.terminal import safe_text
 
@@ -30,3 +35,20 @@ def answer_markdown(result: SearchResult) -> str:
         f"{m.prm_calls} PRM calls*"
     )
     return safe_text("\n".join(lines))
+
+
+def settings_markdown(s: ModelSettings, c: SearchConfig, policy: Policy, history: Path) -> str:
+    """The help screen's list of what this chat runs with."""
+    switches = ", ".join(f"{k}={v}" for k, v in policy.switches().items())
+    return (
+        f"- generator: `{s.model}`; PRM: `{s.prm or s.model}` ({s.prm_format})\n"
+        f"- KV tokens: generator {s.generator_kv_tokens}, PRM {s.verifier_kv_tokens}; threads "
+        f"{s.threads or 'auto'}\n"
+        f"- search: {c.strategy}, beams {c.beams}, width {c.width}, max steps {c.max_steps}, "
+        f"max step tokens {c.max_step_tokens}, max tokens {c.max_path_tokens}, aggregation "
+        f"{c.aggregation}, selection {c.select}, vote {c.vote}\n"
+        f"- sampling: temperature {c.sampling.temperature}, top-p {c.sampling.top_p}, seed "
+        f"{c.sampling.seed}\n"
+        f"- policy `{policy.name}`: {switches}\n"
+        f"- history: `{history}`"
+    )

@@ -72,23 +72,7 @@ class GeneratorScoring:
         context)."""
         assert self._gen is not None and self._read is not None
         ctx, t0 = self._gen, time.perf_counter()
-        # (slot, index into its need, the path's sequence, where the fork is cut, tokens fed)
-        plans = []
-        fed, taken = 0, []
-        for slot in slots:
-            req, path = requests[slot], requests[slot].generator_path
-            assert path is not None and path.seq is not None
-            held = ctx.seq_len(path.seq)
-            rows = []
-            for j, k in enumerate(req.need):
-                start = min(held, path.ends[k] - 1)
-                rows.append((slot, j, path.seq, start, path.tokens[start : path.ends[k]]))
-            more = sum(len(r[4]) for r in rows)
-            if not (ctx.can_append(fed + more) and ctx.can_alloc(len(plans) + len(rows))):
-                break
-            plans += rows
-            fed += more
-            taken.append(slot)
+        plans, fed, taken = _plan_rows(ctx, requests, slots)
         if not plans:
             return []
         scores = {slot: [0.0] * len(requests[slot].need) for slot in taken}
@@ -114,3 +98,28 @@ class GeneratorScoring:
         self.stats.generator_rows += len(plans)
         self._count_call(fed, t0)
         return taken
+
+
+def _plan_rows(
+    ctx: KVContext, requests: Sequence[ScoreRequest], slots: Sequence[int]
+) -> tuple[list[tuple[int, int, int, int, Sequence[int]]], int, list[int]]:
+    """_score_in_generator's plan, apart to keep it short: the rows of the slots taken in order
+    while the generator's KV has room; returns (plans, tokens fed, slots taken)."""
+    # (slot, index into its need, the path's sequence, where the fork is cut, tokens fed)
+    plans: list[tuple[int, int, int, int, Sequence[int]]] = []
+    fed, taken = 0, []
+    for slot in slots:
+        req, path = requests[slot], requests[slot].generator_path
+        assert path is not None and path.seq is not None
+        held = ctx.seq_len(path.seq)
+        rows = []
+        for j, k in enumerate(req.need):
+            start = min(held, path.ends[k] - 1)
+            rows.append((slot, j, path.seq, start, path.tokens[start : path.ends[k]]))
+        more = sum(len(r[4]) for r in rows)
+        if not (ctx.can_append(fed + more) and ctx.can_alloc(len(plans) + len(rows))):
+            break
+        plans += rows
+        fed += more
+        taken.append(slot)
+    return plans, fed, taken

@@ -54,24 +54,7 @@ class KVContext:
         top_k: int = 0,
         capture: LayerCapture | None = None,
     ) -> None:
-        params = L.llama_context_default_params()
-        # llama.cpp pads to 256 cells; the budget is ours
-        params.n_ctx = max(256, -(-n_ctx // 256) * 256)
-        params.n_batch = n_batch
-        params.n_ubatch = min(512, n_batch)
-        params.n_seq_max = n_seq_max
-        params.kv_unified = True  # one cell pool for all sequences: forks share cells
-        threads = n_threads or physical_cores()
-        params.n_threads = params.n_threads_batch = threads
-        params.no_perf = True
-        # A unified cache makes every row attend over all cells in use, every sequence's. Without
-        # flash attention that is a dense [n_kv x rows] product per head, several times slower on a
-        # CPU once thousands of cells are in use (docs/results.md, "CPUs"). Flash attention skips
-        # masked cells. Its price: logits depend slightly (~1e-3) on how tokens are split into
-        # ubatches, so `flash_attn=False` is there for bit-exact incremental scoring.
-        params.flash_attn_type = (
-            L.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn else L.LLAMA_FLASH_ATTN_TYPE_DISABLED
-        )
+        params = _context_params(n_ctx, n_batch, n_seq_max, n_threads, flash_attn)
         self.model = model
         # top_k > 0: the backend cuts each requested row to its k best logits in the graph, and
         # decode hands on_logits a Candidates (ids [k], logits [k]) instead of the vocabulary-sized
@@ -209,29 +192,13 @@ class KVContext:
             raise KVFullError(
                 f"{total} new tokens do not fit: {self.used_tokens}/{self.capacity} KV cells in use"
             )
-        flat: list[tuple[int, int, int, object]] = []  # (seq, token, position, tag or _NO_LOGITS)
-        for it in items:
-            start = len(self._seqs[it.seq].cells)
-            want = dict(it.outputs)
-            for off, tok in enumerate(it.tokens):
-                flat.append((it.seq, tok, start + off, want.get(off, _NO_LOGITS)))
-        b = self._batch
+        flat = self._flatten(items)
         for lo in range(0, len(flat), self.n_batch):
             window = flat[lo : lo + self.n_batch]
-            rows: list[tuple[int, object]] = []
-            for i, (seq, tok, pos, tag) in enumerate(window):
-                b.token[i] = tok
-                b.pos[i] = pos
-                b.n_seq_id[i] = 1
-                b.seq_id[i][0] = seq
-                wanted = tag is not _NO_LOGITS
-                b.logits[i] = wanted
-                if wanted:
-                    rows.append((i, tag))
-            b.n_tokens = len(window)
+            rows = self._fill_batch(window)
             if self.capture:
                 self.capture.begin(len(window))
-            rc = L.llama_decode(self.ptr, b)
+            rc = L.llama_decode(self.ptr, self._batch)
             # a stop signal that landed in llama.cpp's log callback was dropped there
             interrupts.check()
             if rc != 0:
@@ -244,17 +211,51 @@ class KVContext:
                 self._next_cell += 1
                 self._seqs[seq].cells.append(cell)
                 self._refs[cell] = 1
-            if self.top_k and rows:
-                ids, logits = self.top_k.read(self.ptr, [i for i, _ in rows])
-                for r, (_, tag) in enumerate(rows):
-                    on_logits(tag, Candidates(ids[r], logits[r]))
-                continue
-            for i, tag in rows:
-                if self.capture:
-                    self.capture.at(i)
-                ptr = L.llama_get_logits_ith(self.ptr, i)
-                on_logits(tag, np.ctypeslib.as_array(ptr, shape=(self.model.n_vocab,)))
+            self._emit_rows(rows, on_logits)
         return total
+
+    def _flatten(self, items: Sequence[DecodeItem]) -> list[tuple[int, int, int, object]]:
+        """decode's tokens as (seq, token, position, tag or _NO_LOGITS), split later by n_batch."""
+        flat: list[tuple[int, int, int, object]] = []
+        for it in items:
+            start = len(self._seqs[it.seq].cells)
+            want = dict(it.outputs)
+            for off, tok in enumerate(it.tokens):
+                flat.append((it.seq, tok, start + off, want.get(off, _NO_LOGITS)))
+        return flat
+
+    def _fill_batch(self, window: list[tuple[int, int, int, object]]) -> list[tuple[int, object]]:
+        """Write one window into the llama_batch; returns the (batch index, tag) rows wanted."""
+        b = self._batch
+        rows: list[tuple[int, object]] = []
+        for i, (seq, tok, pos, tag) in enumerate(window):
+            b.token[i] = tok
+            b.pos[i] = pos
+            b.n_seq_id[i] = 1
+            b.seq_id[i][0] = seq
+            wanted = tag is not _NO_LOGITS
+            b.logits[i] = wanted
+            if wanted:
+                rows.append((i, tag))
+        b.n_tokens = len(window)
+        return rows
+
+    def _emit_rows(
+        self,
+        rows: list[tuple[int, object]],
+        on_logits: Callable[[object, np.ndarray | Candidates], None],
+    ) -> None:
+        """Hand each wanted row of the last pass to on_logits: top-k candidates or a whole row."""
+        if self.top_k and rows:
+            ids, logits = self.top_k.read(self.ptr, [i for i, _ in rows])
+            for r, (_, tag) in enumerate(rows):
+                on_logits(tag, Candidates(ids[r], logits[r]))
+            return
+        for i, tag in rows:
+            if self.capture:
+                self.capture.at(i)
+            ptr = L.llama_get_logits_ith(self.ptr, i)
+            on_logits(tag, np.ctypeslib.as_array(ptr, shape=(self.model.n_vocab,)))
 
     def close(self) -> None:
         if self.ptr:
@@ -266,3 +267,28 @@ class KVContext:
 
 
 _NO_LOGITS = object()
+
+
+def _context_params(
+    n_ctx: int, n_batch: int, n_seq_max: int, n_threads: int | None, flash_attn: bool
+) -> L.llama_context_params:
+    """KVContext's llama.cpp context parameters, apart so that __init__ stays short."""
+    params = L.llama_context_default_params()
+    # llama.cpp pads to 256 cells; the budget is ours
+    params.n_ctx = max(256, -(-n_ctx // 256) * 256)
+    params.n_batch = n_batch
+    params.n_ubatch = min(512, n_batch)
+    params.n_seq_max = n_seq_max
+    params.kv_unified = True  # one cell pool for all sequences: forks share cells
+    threads = n_threads or physical_cores()
+    params.n_threads = params.n_threads_batch = threads
+    params.no_perf = True
+    # A unified cache makes every row attend over all cells in use, every sequence's. Without
+    # flash attention that is a dense [n_kv x rows] product per head, several times slower on a
+    # CPU once thousands of cells are in use (docs/results.md, "CPUs"). Flash attention skips
+    # masked cells. Its price: logits depend slightly (~1e-3) on how tokens are split into
+    # ubatches, so `flash_attn=False` is there for bit-exact incremental scoring.
+    params.flash_attn_type = (
+        L.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn else L.LLAMA_FLASH_ATTN_TYPE_DISABLED
+    )
+    return params

@@ -22,7 +22,6 @@ Rules:
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -34,12 +33,12 @@ import httpx
 from edgereason.backends.remote.answers import Completion, Wrong, read_completion, read_models
 from edgereason.backends.remote.errors import RemoteError, Unreachable
 from edgereason.backends.remote.loop_thread import LoopThread, gather_all
+from edgereason.backends.remote.server_messages import redirect_to, refusal_hint, server_message
 from edgereason.backends.remote_settings import BACKOFF_S, PROBE_TIMEOUT_S, Endpoint
 from edgereason.errors import ConfigError, EdgeReasonError
 from edgereason.util.terminal import safe_text
 
 T = TypeVar("T")
-MESSAGE_CHARS = 300  # the most of a server's error message quoted
 COMPLETIONS = "/v1/completions"
 
 
@@ -216,7 +215,7 @@ class CompletionClient:
                 raise self._unreadable(path, "a body that cannot be decoded") from None
             self.stats.requests += 1
             if response.status_code >= 500 and not optional:
-                last = f"HTTP {response.status_code}: {_message(response)}"
+                last = f"HTTP {response.status_code}: {server_message(response)}"
                 continue
             return self._read(response, path, read, optional)
         raise Unreachable(e.root, last, attempt + 1)
@@ -229,12 +228,12 @@ class CompletionClient:
         if optional and not 200 <= status < 300:  # an endpoint it lacks: not retried
             return None  # type: ignore[return-value]
         if status >= 400:
-            message = _message(response)
+            message = server_message(response)
             refused = f"the server at {root} refused the request (HTTP {status})"
-            raise RemoteError(f"{refused}: {message}{_hint(status, message)}")
+            raise RemoteError(f"{refused}: {message}{refusal_hint(status, message)}")
         if not 200 <= status < 300:  # a redirect (not followed: it could lead anywhere), or 1xx
             raise RemoteError(
-                f"the server at {root} answered {path} with HTTP {status}{_to(response)}"
+                f"the server at {root} answered {path} with HTTP {status}{redirect_to(response)}"
             )
         try:
             return read(response.json())
@@ -252,54 +251,3 @@ class CompletionClient:
 
 def _as_is(data: Any) -> Any:
     return data
-
-
-def _to(response: httpx.Response) -> str:
-    """Where a redirect leads, as a hint to give that address instead."""
-    location = safe_text(response.headers.get("location", "")[:MESSAGE_CHARS], one_line=True)
-    return f" (to {location}); give that address as the server's URL" if location else ""
-
-
-def _message(response: httpx.Response) -> str:
-    """The server's error message on one line, made safe to print (OpenAI style
-    `{"error": {"message": ...}}`, `{"error": "..."}`, FastAPI's `detail`)."""
-    try:
-        text = _said(response.json()) or response.text
-    # not JSON; or nested past Python's depth, to read or print
-    except (ValueError, RecursionError):
-        text = response.text
-    line = " ".join(text.split())
-    cut = "..." if len(line) > MESSAGE_CHARS else ""
-    return safe_text(line[:MESSAGE_CHARS], one_line=True) + cut
-
-
-def _said(data: Any) -> str | None:
-    """The message in an error answer's JSON, where it holds one."""
-    if not isinstance(data, dict):
-        return None
-    error, detail = data.get("error"), data.get("detail")
-    if isinstance(error, dict) and error.get("message"):
-        return str(error["message"])
-    if isinstance(error, str) and error:
-        return error
-    if detail:
-        return detail if isinstance(detail, str) else json.dumps(detail)
-    return None
-
-
-def _hint(status: int, message: str) -> str:
-    if status == 400 and "context" in message.lower():  # a prompt longer than the server's context
-        return (
-            " (start that server with a longer context: llama-server -c, llama-cpp-python --n_ctx, "
-            "vLLM --max-model-len)"
-        )
-    if status == 404:
-        return " (check --base-url and --served-model)"
-    if status in (401, 403):
-        return " (check --api-key-env)"
-    if status == 422:  # FastAPI's refusal of a body's fields: a prompt sent as token ids, for one
-        return (
-            " (prompts go as token ids; llama-cpp-python's own server takes them only as "
-            "python -m edgereason.backends.remote.llamacpp_server)"
-        )
-    return ""

@@ -209,24 +209,7 @@ class RemoteGenerator:
         bodies: list[dict[str, Any]] = []
         owners: list[int] = []  # which want each body serves
         for w, (sid, n, sp) in enumerate(wants):
-            context = self._seqs[sid].tokens
-            room = self._capacity - len(context) - 1
-            # the engine ends a path before this; reaching it is a bug, not a user error
-            if room < 1:
-                raise RemoteError(
-                    f"a path of {len(context)} tokens has no room left in the server's context "
-                    f"({self._capacity})"
-                )
-            # token ids: a server parses "<|im_end|>" in text as the control token, in a problem or
-            # a step too
-            body = {
-                "prompt": list(context),
-                "max_tokens": min(self.step_tokens, room),
-                "stop": [STEP_STOP],
-                "temperature": sp.temperature,
-                "top_p": sp.top_p,
-                "cache_prompt": True,
-            }  # llama.cpp's server: keep the prefix's KV (others ignore it)
+            body = self._step_body(sid, sp)
             if n > 1 and self._n_honoured is False:  # one request per draw, seeded apart
                 for j in range(n):
                     bodies.append({**body, "n": 1, "seed": _reseed(sp, j).seed & SEED_MASK})
@@ -255,6 +238,28 @@ class RemoteGenerator:
             root = self.client.roots[seqs[fewer[0]].home or 0]
             raise RemoteError(f"the server at {root} answered fewer completions than asked")
         return [plans[w][:n] for w, (_, n, _) in enumerate(wants)]
+
+    def _step_body(self, sid: SeqId, sp: SamplingParams) -> dict[str, Any]:
+        """The request body (no `n` or `seed` yet) for the rest of this sequence's step: kept apart
+        so `_fetch` only decides how many requests to send and reads what they answer."""
+        context = self._seqs[sid].tokens
+        room = self._capacity - len(context) - 1
+        # the engine ends a path before this; reaching it is a bug, not a user error
+        if room < 1:
+            raise RemoteError(
+                f"a path of {len(context)} tokens has no room left in the server's context "
+                f"({self._capacity})"
+            )
+        # token ids: a server parses "<|im_end|>" in text as the control token, in a problem or
+        # a step too
+        return {
+            "prompt": list(context),
+            "max_tokens": min(self.step_tokens, room),
+            "stop": [STEP_STOP],
+            "temperature": sp.temperature,
+            "top_p": sp.top_p,
+            "cache_prompt": True,
+        }  # llama.cpp's server: keep the prefix's KV (others ignore it)
 
     def _tokens_of(self, choice: Choice) -> list[int]:
         """A completion as tokens. The server cut it at the step delimiter (and left the delimiter

@@ -1,7 +1,7 @@
 """Fused passes: the decoder's layer compiled by torch.compile (inductor: Triton kernels on CUDA,
 C++ on a CPU).
 
-What is compiled is `model.block`, one decoder layer from its input to its output with its attention
+What is compiled is `layer.block`, one decoder layer from its input to its output with its attention
 (the KV write, the gather of the sequences' cells, SDPA): about 10 kernels a layer where the layer
 run op by op launches about 20. The layer's weights and cache are its arguments, not constants, so
 one compiled copy serves every layer of a model: a compile traces one layer, not 28. Its shapes are
@@ -33,7 +33,7 @@ import torch
 
 from edgereason.backends.torch.attention import LayerAttention
 from edgereason.backends.torch.gguf_weights import ModelConfig
-from edgereason.backends.torch.model import Layer, block
+from edgereason.backends.torch.layer import Layer, block
 from edgereason.errors import ConfigError
 from edgereason.util.files import cache_home
 
@@ -82,7 +82,7 @@ def run_block(
     attend: LayerAttention,
     cfg: ModelConfig,
 ) -> torch.Tensor:
-    """model.block, compiled. The sizes that vary from pass to pass or context to context (tokens,
+    """layer.block, compiled. The sizes that vary from pass to pass or context to context (tokens,
     sequences, query slots, table width, the cache's cells) are marked dynamic; the rest (the
     model's widths and heads) stay constants of the kernels."""
     for t in (x, cos, sin, attend.write, attend.data):

@@ -12,7 +12,7 @@ absent (llama_adapter_lora_weight::get_scale).
 
 The merged decoder shares every tensor the adapter leaves alone with the base decoder (which the
 generator shares too when both roles read one GGUF) and holds its own copy of each group it adapts
-(Q, K and V are one matrix, gate and up another: model.Layer): the base is never written."""
+(Q, K and V are one matrix, gate and up another: layer.Layer): the base is never written."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from pathlib import Path
 import torch
 
 from edgereason.backends.torch.gguf_weights import Weights
-from edgereason.backends.torch.model import Layer, TorchDecoder, TorchModel
+from edgereason.backends.torch.layer import Layer
+from edgereason.backends.torch.model import TorchDecoder, TorchModel
 from edgereason.errors import ConfigError, ModelError
 
 # a layer's matrices llama.cpp multiplies through build_lora_mm -> the Layer field that holds each

@@ -16,7 +16,6 @@ already, load as they are."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -24,64 +23,8 @@ import torch
 import torch.nn.functional as F
 
 from edgereason.backends.torch.gguf_weights import ModelConfig
+from edgereason.backends.torch.layer import Layer, LayerAttend, block, rms_norm
 
-
-@dataclass
-class Layer:
-    """One block's weights. Q, K and V are one matrix (and one bias), gate and up another, so a pass
-    multiplies each group in one kernel: on a GPU a decode pass costs about a few microseconds a
-    kernel, and the kernels of 28 layers are most of a small batch's time. The parts (`wq`,
-    `w_up`...) are row views of the groups."""
-
-    attn_norm: torch.Tensor
-    wqkv: torch.Tensor  # [(n_head + 2 n_head_kv) * head_dim, n_embd]
-    bqkv: torch.Tensor | None
-    wo: torch.Tensor
-    ffn_norm: torch.Tensor
-    w_gate_up: torch.Tensor  # [2 n_ff, n_embd]
-    w_down: torch.Tensor
-    splits: tuple[int, int, int]  # rows of Q, K and V in wqkv
-
-    @property
-    def wq(self) -> torch.Tensor:
-        return self.wqkv.split(self.splits)[0]
-
-    @property
-    def wk(self) -> torch.Tensor:
-        return self.wqkv.split(self.splits)[1]
-
-    @property
-    def wv(self) -> torch.Tensor:
-        return self.wqkv.split(self.splits)[2]
-
-    @property
-    def w_gate(self) -> torch.Tensor:
-        return self.w_gate_up.chunk(2)[0]
-
-    @property
-    def w_up(self) -> torch.Tensor:
-        return self.w_gate_up.chunk(2)[1]
-
-    def with_part(self, part: str, w: torch.Tensor) -> None:
-        """Put `w` in place of part `part` (wq, wk, wv, w_gate, w_up, wo, w_down): the group that
-        holds it is made anew (the tensor it replaces, which another decoder may share, is not
-        written)."""
-        if part in ("wq", "wk", "wv"):
-            parts = dict(zip(("wq", "wk", "wv"), self.wqkv.split(self.splits)))
-            parts[part] = w
-            self.wqkv = torch.cat(list(parts.values()))
-        elif part in ("w_gate", "w_up"):
-            parts = dict(zip(("w_gate", "w_up"), self.w_gate_up.chunk(2)))
-            parts[part] = w
-            self.w_gate_up = torch.cat(list(parts.values()))
-        else:
-            setattr(self, part, w)
-
-
-# One layer's attention over the KV cache: (q [T, n_head, head_dim], kv [T, 2 n_head_kv, head_dim]:
-# keys, then values) -> [T, n_embd]. It writes kv to the tokens' cells and attends over each
-# sequence's.
-LayerAttend = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 # layer index -> its attention for this pass (the KV context supplies it)
 Attend = Callable[[int], LayerAttend]
 OnLayer = Callable[[int, torch.Tensor], None]  # (layer, its output [T, n_embd])
@@ -99,41 +42,6 @@ def unpermute_rope(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     this puts them back in halves."""
     rest = w.shape[1:]
     return w.reshape(n_heads, -1, 2, *rest).transpose(1, 2).reshape(w.shape)
-
-
-def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    return F.rms_norm(x, (x.shape[-1],), w, eps)
-
-
-def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> None:
-    """Rotate x [T, heads, head_dim] in place; neox pairs (x_i, x_{i+d/2}): x cos + (-x2, x1) sin,
-    with the sign in rope_tables' sine, so the halves are swapped by one flip and no negation or
-    concatenation runs a pass."""
-    xf = x.float()
-    swapped = xf.unflatten(-1, (2, -1)).flip(-2).flatten(-2)  # (x2, x1)
-    x.copy_(xf * cos + swapped * sin)
-
-
-def block(
-    x: torch.Tensor,
-    layer: Layer,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-    attend: LayerAttend,
-    cfg: ModelConfig,
-) -> torch.Tensor:
-    """One decoder layer: x [T, n_embd] -> [T, n_embd]; cos, sin [T, 1, head_dim] (rope_tables).
-    Tensors and the model's config alone, so one compiled copy serves every layer of a model
-    (fused.py)."""
-    n, heads, kv_heads = x.shape[0], cfg.n_head, cfg.n_head_kv
-    h = rms_norm(x, layer.attn_norm, cfg.eps)
-    qkv = F.linear(h, layer.wqkv, layer.bqkv).view(n, heads + 2 * kv_heads, cfg.head_dim)
-    rope_(qkv[:, : heads + kv_heads], cos, sin)  # Q and K rotated in one go, in place
-    out = attend(qkv[:, :heads], qkv[:, heads:])  # K and V side by side, as the cache keeps them
-    x = torch.addmm(x, out, layer.wo.t())  # x + out @ wo.T, the residual added in the matmul
-    h = rms_norm(x, layer.ffn_norm, cfg.eps)
-    gate, up = F.linear(h, layer.w_gate_up).chunk(2, dim=-1)
-    return torch.addmm(x, F.silu(gate) * up, layer.w_down.t())
 
 
 class TorchDecoder:

@@ -19,16 +19,14 @@ import numpy as np
 import torch
 
 from edgereason.backends.context_roles import DecodeItem
-from edgereason.backends.torch import fused
-from edgereason.backends.torch.attention import attend_groups, attention_group
 from edgereason.backends.torch.device_draws import draw_rows
+from edgereason.backends.torch.eager_pass import EagerPasses
 from edgereason.backends.torch.kv import (
     SEQ_SLOTS,
     CellTables,
     DeviceTables,
     KVFullError,
     KVStore,
-    table_width,
 )
 from edgereason.backends.torch.model import TorchModel, kv_dtype
 from edgereason.config import SamplingParams
@@ -37,7 +35,7 @@ from edgereason.errors import OutOfMemoryError
 GPU_MEMORY_HINT = "lower --gpu-memory (or --kv-budget) or free GPU memory"
 
 
-class TorchContext:
+class TorchContext(EagerPasses):
     """Sequence ids, exact KV accounting and forward passes on one model's weights (see the module
     doc)."""
 
@@ -243,61 +241,6 @@ class TorchContext:
                     f"{GPU_MEMORY_HINT}"
                 ) from None
             raise
-
-    def _eager(
-        self,
-        order: dict[int, list[int]],
-        tokens: list[int],
-        positions: np.ndarray,
-        cells: np.ndarray,
-        wanted: list[int],
-        columns: torch.Tensor | None,
-    ) -> torch.Tensor:
-        device = self.device
-        cfg = self.model.decoder.config
-        groups = []
-        # decode rows in one group, prefill runs in another: little padding
-        for single in (True, False):
-            seqs = [s for s, idx in order.items() if (len(idx) == 1) == single]
-            if seqs:
-                # few shapes: as graphs'
-                width = table_width(max(self.tables.seq_len(s) for s in seqs))
-                cells_of = self.table_cells.rows(torch.tensor(seqs, device=device), width)
-                groups.append(
-                    attention_group(
-                        cells_of,
-                        [order[s] for s in seqs],
-                        [positions[order[s]] for s in seqs],
-                        cfg.n_head // cfg.n_head_kv,
-                        self.model.decoder.dtype,
-                    )
-                )
-        attend = attend_groups(self.kv, torch.from_numpy(cells).to(device), groups)
-        rows = torch.tensor(wanted, device=device, dtype=torch.long)
-        taps: dict[int, torch.Tensor] = {}
-
-        def tap(layer: int, x: torch.Tensor) -> None:
-            if layer in self.layers:
-                taps[layer] = x[rows]
-
-        def run() -> torch.Tensor:  # fused.enabled asked at each try: a failed compile turns it off
-            ids, at = torch.tensor(tokens, device=device), torch.from_numpy(positions).to(device)
-            return self.model.decoder.hidden(
-                ids, at, attend, tap if self.layers else None, fused.enabled()
-            )
-
-        with torch.no_grad():
-            hidden = fused.first_run(run)
-        return self._read_out(hidden[rows], [taps[il] for il in self.layers], columns)
-
-    def _read_out(
-        self, hidden: torch.Tensor, taps: list[torch.Tensor], columns: torch.Tensor | None
-    ) -> torch.Tensor:
-        """The requested rows' hidden states [R, n_embd] (and the `layers`' outputs there) -> their
-        logits of `columns` (or whole rows), then the layers' outputs: [R, width] float32."""
-        with torch.no_grad():
-            logits = self.model.decoder.logits(hidden, columns)
-        return torch.cat([logits, *(t.float() for t in taps)], dim=1) if self.layers else logits
 
     def close(self) -> None:
         self.graphs = None

@@ -8,12 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgereason.backends.transformers.formats import TORCH_FORMATS, path_tokens
-from edgereason.backends.transformers.loader import DEVICES, load_checkpoint, on_cuda
+from edgereason.backends.transformers.loader import load_checkpoint
 from edgereason.backends.transformers.sizes import (
     config_kv_bytes,
     kv_bytes_per_token,
     weights_bytes,
 )
+from edgereason.backends.transformers.torch_device import DEVICES, on_cuda
 from edgereason.backends.transformers.verifier import TorchVerifier
 from edgereason.errors import ConfigError
 from edgereason.heads.value_head import ValueHead

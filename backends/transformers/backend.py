@@ -9,7 +9,7 @@ from pathlib import Path
 from edgereason.backends import transformers as hf
 from edgereason.backends.interface import Backend, Capabilities, OnDisk, Placement, PRMSpec
 from edgereason.backends.transformers.formats import TORCH_FORMATS
-from edgereason.backends.transformers.loader import import_torch, on_cuda
+from edgereason.backends.transformers.torch_device import import_torch, on_cuda
 from edgereason.errors import ConfigError
 from edgereason.protocols import Generator, Points, ProfiledGenerator, ProfiledPRM, Verifier
 

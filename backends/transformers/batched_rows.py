@@ -78,14 +78,31 @@ def forward_rows(
         use_cache=True,
         **{cache_kwarg: cache},
     )
+    scores = _split_readouts(checkpoint, rows, out.last_hidden_state)
+    return _row_caches(checkpoint, torch, cache, rows, past), scores
+
+
+def _split_readouts(checkpoint: Checkpoint, rows: list[Row], hidden: Any) -> list[list[float]]:
+    """Each row's readouts, from one readout call over every wanted position of the pass (one
+    call, not one per row, so the head runs batched)."""
     rows_at = [i for i, r in enumerate(rows) for _ in r.read_at]
     cols_at = [p for r in rows for p in r.read_at]
-    flat = checkpoint.readout(out.last_hidden_state[rows_at, cols_at]) if rows_at else []
+    flat = checkpoint.readout(hidden[rows_at, cols_at]) if rows_at else []
     scores, k = [], 0
     for r in rows:
         scores.append(flat[k : k + len(r.read_at)])
         k += len(r.read_at)
-    caches = [
+    return scores
+
+
+def _row_caches(
+    checkpoint: Checkpoint, torch: Any, cache: Any, rows: list[Row], past: int
+) -> list[Any]:
+    """Each row's own cache cut from the batched one: its prefix without the left padding, then its
+    new tokens without the right padding, so a held path keeps no padding cells."""
+    from transformers import DynamicCache
+
+    return [
         DynamicCache(
             [
                 (
@@ -110,7 +127,6 @@ def forward_rows(
         )
         for i, r in enumerate(rows)
     ]
-    return caches, scores
 
 
 def _batched_past(torch: Any, rows: list[Row], past: int) -> list[tuple[Any, Any]]:

@@ -21,11 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edgereason.backends.cxx_runtime import require_one_cxx_runtime
+from edgereason.backends.transformers.torch_device import import_torch, resolve_device
+from edgereason.backends.transformers.value_head_readout import (
+    check_head_runs_here,
+    value_head_readout,
+)
 from edgereason.errors import ConfigError, ModelError
 from edgereason.heads.value_head import ValueHead
 
-DEVICES = ("auto", "cpu", "cuda")
 # reward-head tensors by format, as the public checkpoints name them
 HEAD_TENSORS = {
     # Linear(h,h), ReLU, Linear(h,2)
@@ -36,48 +39,6 @@ HEAD_TENSORS = {
 LOGIT_FORMATS = {"math-shepherd", "rlhflow", "judge"}
 
 Readout = Callable[[Any], list[float]]  # hidden states [n, h] -> n scores in [0, 1]
-
-
-def import_torch() -> Any:
-    """torch, or one ConfigError line saying which extra to install or why torch cannot join this
-    process."""
-    require_one_cxx_runtime(
-        "an hf: PRM loads torch into this process", "use a GGUF PRM on llama.cpp"
-    )
-    try:
-        import torch
-        import transformers  # noqa: F401
-    except ImportError:
-        raise ConfigError(
-            "an hf: PRM runs on torch and transformers, which are not installed: pip install "
-            '"edgereason[torch]"'
-        ) from None
-    return torch
-
-
-def resolve_device(device: str) -> tuple[Any, Any]:
-    """(torch.device, dtype) for `auto` (CUDA when torch sees one), `cpu` or `cuda`."""
-    torch = import_torch()
-    if device not in DEVICES:
-        raise ConfigError(f"--prm-device must be one of {', '.join(DEVICES)}, got {device!r}")
-    if device == "cuda" and not torch.cuda.is_available():
-        build = (
-            "a CPU-only build"
-            if torch.version.cuda is None
-            else f"built for CUDA {torch.version.cuda}"
-        )
-        raise ConfigError(
-            f"--prm-device cuda, but torch {torch.__version__} ({build}) sees no CUDA device; use "
-            "--prm-device cpu"
-        )
-    if device == "cuda" or (device == "auto" and torch.cuda.is_available()):
-        return torch.device("cuda"), torch.bfloat16
-    return torch.device("cpu"), torch.float32
-
-
-def on_cuda(device: str) -> bool:
-    """Whether a PRM opened with --prm-device `device` runs on CUDA."""
-    return resolve_device(device)[0].type == "cuda"
 
 
 @dataclass(frozen=True)
@@ -212,21 +173,6 @@ def _logit_readout(model: Any, tokenizer: Any, fmt: str) -> Readout:
     return read
 
 
-def _value_head_readout(model: Any, head: ValueHead) -> Readout:
-    """The head reads the logits of its token set (edgereason/heads/value_head.py), as on
-    llama.cpp."""
-    torch = import_torch()
-    lm_head = model.get_output_embeddings()
-    tokens = torch.as_tensor(head.tokens, device=lm_head.weight.device)
-
-    def read(h: Any) -> list[float]:
-        # [n, k]: only the k logits the head reads
-        rows = (h @ lm_head.weight[tokens].T).float().cpu().numpy()
-        return [head.score_features(row) for row in rows]
-
-    return read
-
-
 def load_checkpoint(
     path: Path,
     fmt: str,
@@ -252,7 +198,7 @@ def load_checkpoint(
         )
     head_tensors = _head_tensors(src, HEAD_TENSORS[fmt], fmt) if fmt in HEAD_TENSORS else {}
     if fmt == "head":
-        _check_head_runs_here(head)
+        check_head_runs_here(head)
     tokenizer, model = _load_quietly(path, src, fmt, dtype, own_code)
     model = model.to(torch_device).eval()
     backbone = model.base_model if fmt in LOGIT_FORMATS | {"head"} else model
@@ -267,26 +213,6 @@ def load_checkpoint(
     return Checkpoint(
         Path(path), backbone, tokenizer, readout, backbone.config, torch_device, dtype
     )
-
-
-def _check_head_runs_here(head: ValueHead | None) -> None:
-    """ConfigError where the head format has no head, or one that only the llama.cpp backend
-    runs."""
-    if head is None:
-        raise ConfigError(
-            "--prm-format head needs a trained value head: pass --prm-head FILE (make one with "
-            "edgereason train-prm)"
-        )
-    if head.adapter:
-        raise ConfigError(
-            f"this value head runs with a LoRA adapter ({head.adapter.file}), which only the "
-            "llama.cpp backend applies; pass its GGUF without hf:"
-        )
-    if head.layers:
-        raise ConfigError(
-            f"this value head reads middle layers ({', '.join(map(str, head.layers))}), which only "
-            "the llama.cpp backend reads; pass its GGUF without hf:"
-        )
 
 
 def _load_quietly(path: Path, src: Source, fmt: str, dtype: Any, own_code: bool) -> tuple[Any, Any]:
@@ -331,4 +257,4 @@ def _checked_value_head_readout(path: Path, src: Source, model: Any, head: Value
             "hf:PATH.gguf, not a folder"
         )
     head.check_backbone(Path(path), model.config.get_text_config(decoder=True).vocab_size)
-    return _value_head_readout(model, head)
+    return value_head_readout(model, head)

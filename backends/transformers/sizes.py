@@ -6,12 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from edgereason.backends.transformers.loader import (
-    import_torch,
-    load_config,
-    resolve_device,
-    source,
-)
+from edgereason.backends.transformers.loader import load_config, source
+from edgereason.backends.transformers.torch_device import import_torch, resolve_device
 
 
 def kv_bytes_per_token(path: Path, device: str = "auto") -> int:

@@ -32,7 +32,8 @@ from edgereason.backends.transformers.batched_rows import (
     padded_cells,
 )
 from edgereason.backends.transformers.formats import PathTokens
-from edgereason.backends.transformers.loader import Checkpoint, import_torch
+from edgereason.backends.transformers.loader import Checkpoint
+from edgereason.backends.transformers.torch_device import import_torch
 from edgereason.errors import OutOfMemoryError
 from edgereason.protocols import ScoreRequest, ScoreResult, VerifierStats
 

@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
         return open_session(settings, progress=progress)
 
     # Textual: this command only
-    from edgereason.ui.app import INTERRUPTED, ChatApp, decode_terminal_input_leniently
+    from edgereason.ui.app import INTERRUPTED, ChatApp
+    from edgereason.ui.terminal_input import decode_terminal_input_leniently
 
     decode_terminal_input_leniently()
     note = choice.note()

@@ -18,8 +18,8 @@ from transformers import AutoTokenizer, Qwen2ForCausalLM
 from edgereason.backends.prm_format import JUDGE_SYSTEM
 from edgereason.backends.transformers import open_verifier
 from edgereason.backends.transformers.formats import QWEN_PRM_SYSTEM
-from edgereason.backends.transformers.loader import import_torch, resolve_device
 from edgereason.backends.transformers.sizes import kv_bytes_per_token
+from edgereason.backends.transformers.torch_device import import_torch, resolve_device
 from edgereason.errors import ConfigError, ModelError
 from edgereason.prompts import unmark
 from edgereason.protocols import ScoreRequest
