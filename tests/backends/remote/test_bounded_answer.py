@@ -80,7 +80,7 @@ def test_a_slow_drip_ends_at_the_remote_timeout() -> None:
         f"the server at {url} sent its answer to /v1/completions too slowly: "
     ), out
     assert out["said"].endswith("bytes in 3s (--remote-timeout raises it)"), out
-    assert 3 <= out["seconds"] < 5 and Evil.served == 1, out
+    assert 3 <= out["seconds"] < 8 and Evil.served == 1, out  # not 4 x 3 s, as retried
 
 
 def test_headers_that_drip_are_no_answer_and_retried() -> None:
