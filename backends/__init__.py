@@ -16,6 +16,7 @@ from functools import cache
 from edgereason.backends.cxx_runtime import require_one_cxx_runtime
 from edgereason.backends.interface import Backend, Capabilities, OnDisk, Placement, PRMSpec
 from edgereason.backends.remote_settings import (
+    DEFAULT_MAX_ANSWER_MIB,
     DEFAULT_STEP_TOKENS,
     Endpoint,
     RemoteSettings,
@@ -42,6 +43,7 @@ def load_backend(name: str) -> Backend:
 
 
 __all__ = [
+    "DEFAULT_MAX_ANSWER_MIB",
     "DEFAULT_STEP_TOKENS",
     "Backend",
     "Capabilities",

@@ -18,6 +18,10 @@ BACKOFF_S = 0.5  # first retry after this, doubling
 # the longest a check at opening waits for an answer (the model list, tokenize, one token)
 PROBE_TIMEOUT_S = 10.0
 DEFAULT_STEP_TOKENS = 512
+# the most one answer's body may be, inflated: a PRM score's answer is ~1 KB, a generator step's of
+# 512 tokens ~3 KB a completion; 512 tokens with 20 logprobs each, ~310 KB from llama-cpp-python
+DEFAULT_MAX_ANSWER_MIB = 4.0
+MiB = 1 << 20
 
 
 # a host name: no space, control character or character a URL must escape (a non-ASCII name is
@@ -90,6 +94,7 @@ class Endpoint:
     connect_timeout_s: float = 5.0
     retries: int = 3
     concurrency: int = 16  # requests in flight at once
+    max_answer_mib: float = DEFAULT_MAX_ANSWER_MIB  # one answer's body, inflated
 
     def __post_init__(self) -> None:
         check_url(self.base_url)
@@ -97,6 +102,10 @@ class Endpoint:
         if not all(0 < t < math.inf for t in (self.timeout_s, self.connect_timeout_s)):
             raise ConfigError(
                 f"--remote-timeout must be a positive number of seconds, got {self.timeout_s}"
+            )
+        if not 0 < self.max_answer_mib < math.inf:
+            raise ConfigError(
+                f"--remote-max-answer must be a positive number of MiB, got {self.max_answer_mib}"
             )
         if self.retries < 0:
             raise ConfigError(f"--remote-retries must be >= 0, got {self.retries}")
@@ -120,6 +129,10 @@ class Endpoint:
         """The URL the /v1 paths hang from, credentials included: for the HTTP client alone."""
         base = self.base_url.rstrip("/")
         return base[:-3] if base.endswith("/v1") else base
+
+    @property
+    def max_answer_bytes(self) -> int:
+        return max(1, int(self.max_answer_mib * MiB))
 
     @property
     def deadline_s(self) -> float:

@@ -6,7 +6,9 @@ are not objects, a logprob that is a string or not finite) ended in AttributeErr
 tracebacks deep in the generator and the verifier. Here each answer is read into typed values once,
 and anything else raises `Wrong`, a few words on what was wrong, which the client turns into one
 line naming the server. Fields the backend does not read are ignored, so servers that add their own
-stay welcome.
+stay welcome. A completion holds no more than its request asked for (`Asked`): a million choices
+where two were asked took 114 s and 3.8 GB to read and tokenize, and each choice's text becomes
+tokens held for the search, so its length is bounded by the tokens asked.
 """
 
 from __future__ import annotations
@@ -15,9 +17,32 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+# the most characters one token's text may have: SmolLM2's longest piece has 81 (a run of spaces)
+MAX_TOKEN_CHARS = 256
+
 
 class Wrong(Exception):
     """What was wrong with an answer, in a few words ("choices[0] is a string, not an object")."""
+
+
+class TooMuch(Wrong):
+    """An answer of more than its request asked for ("3 completions where 2 were asked")."""
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a completion request asked for, which bounds its answer."""
+
+    n: int = 1  # completions
+    max_tokens: int | None = None  # of each; None: the server's own limit
+
+    @classmethod
+    def of(cls, body: dict[str, Any]) -> Asked:
+        n, max_tokens = body.get("n", 1), body.get("max_tokens")
+        return cls(
+            n if type(n) is int and n > 0 else 1,
+            max_tokens if type(max_tokens) is int and max_tokens > 0 else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -49,13 +74,15 @@ class Completion:
     completion_tokens: int
 
 
-def read_completion(data: Any) -> Completion:
-    """A /v1/completions answer: {"choices": [...], "usage": {...}}."""
+def read_completion(data: Any, asked: Asked = Asked()) -> Completion:
+    """A /v1/completions answer: {"choices": [...], "usage": {...}}, of at most what was asked."""
     answer = _object(data, "the answer")
     choices = _list(answer.get("choices"), "choices")
+    if len(choices) > asked.n:  # before any is read
+        raise TooMuch(f"{len(choices)} completions where {asked.n} were asked")
     usage = _object(answer.get("usage", {}) if answer.get("usage") is not None else {}, "usage")
     return Completion(
-        tuple(_choice(c, f"choices[{i}]") for i, c in enumerate(choices)),
+        tuple(_choice(c, f"choices[{i}]", asked.max_tokens) for i, c in enumerate(choices)),
         _count(usage.get("prompt_tokens"), "usage.prompt_tokens"),
         _count(usage.get("completion_tokens"), "usage.completion_tokens"),
     )
@@ -81,25 +108,30 @@ def read_tokens(data: Any) -> list[int] | None:
     return tokens
 
 
-def _choice(data: Any, where: str) -> Choice:
+def _choice(data: Any, where: str, max_tokens: int | None) -> Choice:
     choice = _object(data, where)
     said = "stop_reason" in choice or "matched_stop" in choice
     stop = choice.get("stop_reason", choice.get("matched_stop"))
     logprobs = choice.get("logprobs")
+    text = _text(choice.get("text"), f"{where}.text")
+    if max_tokens is not None and len(text) > max_tokens * MAX_TOKEN_CHARS:
+        raise TooMuch(
+            f"{where}.text of {len(text)} characters where {max_tokens} tokens were asked"
+        )
     return Choice(
-        _text(choice.get("text"), f"{where}.text"),
+        text,
         _optional_text(choice.get("finish_reason"), f"{where}.finish_reason"),
         said,
         stop if isinstance(stop, str) else None,  # a token id, or null: stopped at the end of text
-        None if logprobs is None else _logprobs(logprobs, f"{where}.logprobs"),
+        None if logprobs is None else _logprobs(logprobs, f"{where}.logprobs", max_tokens),
     )
 
 
-def _logprobs(data: Any, where: str) -> Logprobs:
+def _logprobs(data: Any, where: str, max_tokens: int | None) -> Logprobs:
     logprobs = _object(data, where)
-    tokens = _list(logprobs.get("tokens"), f"{where}.tokens")
-    values = _list(logprobs.get("token_logprobs"), f"{where}.token_logprobs")
-    top = _list(logprobs.get("top_logprobs"), f"{where}.top_logprobs")
+    tokens = _positions(logprobs.get("tokens"), f"{where}.tokens", max_tokens)
+    values = _positions(logprobs.get("token_logprobs"), f"{where}.token_logprobs", max_tokens)
+    top = _positions(logprobs.get("top_logprobs"), f"{where}.top_logprobs", max_tokens)
     return Logprobs(
         tuple(_text(t, f"{where}.tokens[{i}]") for i, t in enumerate(tokens)),
         tuple(
@@ -108,6 +140,14 @@ def _logprobs(data: Any, where: str) -> Logprobs:
         ),
         tuple(_top(t, f"{where}.top_logprobs[{i}]") for i, t in enumerate(top)),
     )
+
+
+def _positions(value: Any, where: str, max_tokens: int | None) -> list[Any]:
+    """A list of one entry a token, of at most the tokens asked."""
+    entries = _list(value, where)
+    if max_tokens is not None and len(entries) > max_tokens:
+        raise TooMuch(f"{where} of {len(entries)} tokens where {max_tokens} were asked")
+    return entries
 
 
 def _top(data: Any, where: str) -> dict[str, float]:

@@ -9,9 +9,10 @@ Rules:
 - Connection errors, timeouts and 5xx answers are retried `retries` times with exponential backoff;
   a 4xx answer is the caller's mistake (an unknown model name, a prompt longer than the server's
   context) and is reported at once, with the server's own message.
-- Every answer is untrusted: it is read into typed values where it comes in (answers.py); JSON of
-  another shape, or something other than JSON, is one line naming the server, and the server's own
-  text reaches a message only through `safe_text`.
+- Every answer is untrusted: it is read within bounds (bounded_answer.py: its size, its time, its
+  JSON values; an answer past one is not retried) into typed values of no more than was asked
+  (answers.py); JSON of another shape, or something other than JSON, is one line naming the server,
+  and the server's own text reaches a message only through `safe_text`.
 - A probe (the checks when a session opens: the model list, tokenize, a one-token completion) waits
   at most PROBE_TIMEOUT_S and does not retry a timeout: a server that does not answer is reported in
   seconds, not after every retry of the search's own timeout (minutes).
@@ -26,12 +27,28 @@ import os
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 import httpx
 
-from edgereason.backends.remote.answers import Completion, Wrong, read_completion, read_models
-from edgereason.backends.remote.errors import RemoteError, Unreachable
+from edgereason.backends.remote.answers import (
+    Asked,
+    Completion,
+    TooMuch,
+    Wrong,
+    read_completion,
+    read_models,
+)
+from edgereason.backends.remote.bounded_answer import (
+    ACCEPT_ENCODING,
+    Answer,
+    Bounds,
+    header_overrun,
+    load_json,
+    receive,
+)
+from edgereason.backends.remote.errors import RemoteError, Unreachable, unreadable
 from edgereason.backends.remote.loop_thread import LoopThread, gather_all
 from edgereason.backends.remote.server_messages import redirect_to, refusal_hint, server_message
 from edgereason.backends.remote_settings import BACKOFF_S, PROBE_TIMEOUT_S, Endpoint
@@ -72,7 +89,9 @@ class CompletionClient:
         self._runner = runner or LoopThread()
         self._loop, self._thread = self._runner.loop, self._runner.thread
         key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else None
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        headers = {"Accept-Encoding": ACCEPT_ENCODING}
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
         try:
             self._http: httpx.AsyncClient = self._call(
                 self._open(headers), endpoint.connect_timeout_s + 5
@@ -155,12 +174,12 @@ class CompletionClient:
         return self.endpoint.probe_deadline_s
 
     # ------------------------------------------------------------------ the loop thread
-    async def completion(self, body: dict[str, Any]) -> Completion:
-        """One POST to /v1/completions on the loop thread (the served model name added; `model`
-        asked before)."""
-        answer = await self._request(
-            "POST", COMPLETIONS, {"model": self._model, **body}, read_completion
-        )
+    async def completion(self, body: dict[str, Any], probe: bool = False) -> Completion:
+        """One POST of `body` to /v1/completions on the loop thread (the served model name added;
+        `model` asked before): its answer, of no more than it asked for."""
+        body = {"model": self._model, **body}
+        read = partial(read_completion, asked=Asked.of(body))
+        answer = await self._request("POST", COMPLETIONS, body, read, probe=probe)
         self.stats.count(answer)
         return answer
 
@@ -172,11 +191,7 @@ class CompletionClient:
 
         async def one(body: dict[str, Any]) -> Completion:
             async with gate:
-                answer = await self._request(
-                    "POST", COMPLETIONS, body, read_completion, probe=probe
-                )
-                self.stats.count(answer)
-                return answer
+                return await self.completion(body, probe)
 
         return await gather_all([one(b) for b in bodies])
 
@@ -191,62 +206,68 @@ class CompletionClient:
     ) -> T:
         """The answer read by `read`, after retries (module docstring). optional: None for an answer
         of 4xx, 5xx or not JSON (an endpoint the server lacks)."""
-        e = self.endpoint
-        wait_s = min(e.timeout_s, PROBE_TIMEOUT_S) if probe else e.timeout_s
-        timeout = httpx.Timeout(wait_s, connect=e.connect_timeout_s)
+        e, bounds = self.endpoint, self._bounds(probe)
+        timeout = httpx.Timeout(bounds.wait_s, connect=e.connect_timeout_s)  # between bytes
         last = ""
         for attempt in range(e.retries + 1):
             if attempt:
                 self.stats.retries += 1
                 await asyncio.sleep(BACKOFF_S * 2 ** (attempt - 1))
+            request = self._http.build_request(method, path, json=body, timeout=timeout)
             try:
-                response = await self._http.request(method, path, json=body, timeout=timeout)
-            except httpx.TimeoutException:
-                last = f"no answer within {wait_s:.0f}s"
+                answer = await receive(self._http, request, bounds)
+            except (httpx.TimeoutException, TimeoutError):
+                last = f"no answer within {bounds.wait_s:.0f}s"
                 if probe:  # a server that does not answer a probe in time is not serving
                     break
                 continue
             # refused, reset, closed mid-answer, not HTTP at all
             except httpx.TransportError as err:
+                if overrun := header_overrun(err, e.root, path):
+                    raise overrun from None
                 said = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
                 last = safe_text(said, one_line=True)
                 continue
-            except httpx.DecodingError:  # a body its Content-Encoding does not describe
-                raise self._unreadable(path, "a body that cannot be decoded") from None
             self.stats.requests += 1
-            if response.status_code >= 500 and not optional:
-                last = f"HTTP {response.status_code}: {server_message(response)}"
+            if answer.status >= 500 and not optional:
+                last = f"HTTP {answer.status}: {server_message(answer)}"
                 continue
-            return self._read(response, path, read, optional)
+            return self._read(answer, bounds, path, read, optional)
         raise Unreachable(e.root, last, attempt + 1)
 
+    def _bounds(self, probe: bool) -> Bounds:
+        """What one answer may be: a probe waits at most PROBE_TIMEOUT_S."""
+        e = self.endpoint
+        if probe and e.timeout_s > PROBE_TIMEOUT_S:
+            waits = "the most a check at opening waits"
+            return Bounds(e.root, PROBE_TIMEOUT_S, e.max_answer_bytes, waits)
+        return Bounds(e.root, e.timeout_s, e.max_answer_bytes)
+
     def _read(
-        self, response: httpx.Response, path: str, read: Callable[[Any], T], optional: bool
+        self, answer: Answer, bounds: Bounds, path: str, read: Callable[[Any], T], optional: bool
     ) -> T:
         """A 2xx answer read by `read`; RemoteError (one line) for anything else."""
-        status, root = response.status_code, self.endpoint.root
+        status, root = answer.status, self.endpoint.root
         if optional and not 200 <= status < 300:  # an endpoint it lacks: not retried
             return None  # type: ignore[return-value]
         if status >= 400:
-            message = server_message(response)
+            message = server_message(answer)
             refused = f"the server at {root} refused the request (HTTP {status})"
             raise RemoteError(f"{refused}: {message}{refusal_hint(status, message)}")
         if not 200 <= status < 300:  # a redirect (not followed: it could lead anywhere), or 1xx
             raise RemoteError(
-                f"the server at {root} answered {path} with HTTP {status}{redirect_to(response)}"
+                f"the server at {root} answered {path} with HTTP {status}{redirect_to(answer)}"
             )
         try:
-            return read(response.json())
+            return read(load_json(answer, bounds, path))
         except (ValueError, RecursionError):  # not JSON, not UTF-8, nested past Python's depth
             if optional:
                 return None  # type: ignore[return-value]
-            raise self._unreadable(path, "something other than JSON") from None
+            raise unreadable(root, path, "something other than JSON") from None
+        except TooMuch as excess:
+            raise unreadable(root, path, str(excess)) from None
         except Wrong as wrong:
-            raise self._unreadable(path, f"JSON of another shape: {wrong}") from None
-
-    def _unreadable(self, path: str, what: str) -> RemoteError:
-        said = f"the server at {self.endpoint.root} answered {path} with {what}"
-        return RemoteError(f"{said}; is it an OpenAI-compatible server?")
+            raise unreadable(root, path, f"JSON of another shape: {wrong}") from None
 
 
 def _as_is(data: Any) -> Any:

@@ -20,3 +20,10 @@ class Unreachable(RemoteError):
         )
         self.root = root
         self.detail = detail
+
+
+def unreadable(root: str, path: str, what: str) -> RemoteError:
+    """An answer that is not what an OpenAI-compatible server gives (`what`: a few words on it)."""
+    return RemoteError(
+        f"the server at {root} answered {path} with {what}; is it an OpenAI-compatible server?"
+    )

@@ -1,33 +1,33 @@
 """What a server said when it refused a request, on one line and safe to print: kept apart from the
 client (client.py) so the request loop reads as retries and answers, and these rules of quoting a
-server's untrusted text live in one place."""
+server's untrusted text live in one place. An error answer's body was cut at ERROR_BYTES where it
+came in (bounded_answer.py)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-import httpx
-
+from edgereason.backends.remote.bounded_answer import Answer
 from edgereason.util.terminal import safe_text
 
 MESSAGE_CHARS = 300  # the most of a server's error message quoted
 
 
-def redirect_to(response: httpx.Response) -> str:
+def redirect_to(answer: Answer) -> str:
     """Where a redirect leads, as a hint to give that address instead."""
-    location = safe_text(response.headers.get("location", "")[:MESSAGE_CHARS], one_line=True)
+    location = safe_text(answer.headers.get("location", "")[:MESSAGE_CHARS], one_line=True)
     return f" (to {location}); give that address as the server's URL" if location else ""
 
 
-def server_message(response: httpx.Response) -> str:
+def server_message(answer: Answer) -> str:
     """The server's error message on one line, made safe to print (OpenAI style
     `{"error": {"message": ...}}`, `{"error": "..."}`, FastAPI's `detail`)."""
     try:
-        text = _said(response.json()) or response.text
-    # not JSON; or nested past Python's depth, to read or print
+        text = _said(json.loads(answer.body)) or answer.text
+    # not JSON (cut short, for one); or nested past Python's depth, to read or print
     except (ValueError, RecursionError):
-        text = response.text
+        text = answer.text
     line = " ".join(text.split())
     cut = "..." if len(line) > MESSAGE_CHARS else ""
     return safe_text(line[:MESSAGE_CHARS], one_line=True) + cut

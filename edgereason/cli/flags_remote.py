@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from edgereason.backends import DEFAULT_STEP_TOKENS, Endpoint, RemoteSettings, check_url
+from edgereason.backends import (
+    DEFAULT_MAX_ANSWER_MIB,
+    DEFAULT_STEP_TOKENS,
+    Endpoint,
+    RemoteSettings,
+    check_url,
+)
 from edgereason.errors import ConfigError
 
 REMOTE_HELP = """\
@@ -74,7 +80,16 @@ def _add_request_flags(g: argparse._ArgumentGroup) -> None:
         type=float,
         default=120.0,
         metavar="S",
-        help="seconds one HTTP request may take (default 120)",
+        help="seconds one HTTP request may take, from sending it to its answer's last byte "
+        "(default 120)",
+    )
+    g.add_argument(
+        "--remote-max-answer",
+        type=float,
+        default=DEFAULT_MAX_ANSWER_MIB,
+        metavar="MIB",
+        help="MiB one answer of a server may hold, decompressed (default "
+        f"{DEFAULT_MAX_ANSWER_MIB:g}); a larger one ends the search with one line",
     )
     g.add_argument(
         "--remote-retries",
@@ -129,6 +144,7 @@ def remote_settings(args: argparse.Namespace) -> RemoteSettings | None:
                 args.api_key_env,
                 timeout_s=args.remote_timeout,
                 retries=args.remote_retries,
+                max_answer_mib=args.remote_max_answer,
                 concurrency=args.remote_concurrency,
             )
             for url in url_list(text, flag)

@@ -8,9 +8,11 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from evil_server import Evil, evil_server, gzip_bomb
 from remote_server import LocalServer, free_port
 
 SMALL = [
@@ -80,6 +82,14 @@ def one_line_error(proc: subprocess.CompletedProcess, code: int, needle: str) ->
             "--remote-retries",
         ),
         (
+            ["--backend", "remote", "--base-url", "http://127.0.0.1:1", "--remote-max-answer", "0"],
+            "--remote-max-answer must be a positive number of MiB, got 0.0",
+        ),
+        (
+            ["--prm-base-url", "http://127.0.0.1:1", "--remote-max-answer", "nan"],
+            "--remote-max-answer must be a positive number of MiB, got nan",
+        ),
+        (
             [
                 "--backend",
                 "remote",
@@ -145,6 +155,66 @@ def test_a_server_that_never_answers_is_reported_in_seconds(smollm2_path: Path) 
         took = time.monotonic() - t0
     one_line_error(proc, 1, f"cannot reach the server at {url} (no answer within 10s) after 1 try")
     assert took < 30, took
+
+
+def searched_evilly(evil: Callable[[Evil], None]) -> Callable[[Evil], None]:
+    """A server that answers the checks at opening and the PRM's one-token scores, and each
+    generator step (max_tokens > 1) with `evil`."""
+    logprobs = {"tokens": ["Yes"], "token_logprobs": [-0.1], "top_logprobs": [{"Yes": -0.1}]}
+    score = {"choices": [{"text": "Yes", "finish_reason": "length", "logprobs": logprobs}]}
+
+    def answer(h: Evil) -> None:
+        if h.path == "/v1/models":
+            h.send_json({"data": [{"id": "m"}]})
+        elif h.path != "/v1/completions":
+            h.send_json({"error": "no such endpoint"}, status=404)
+        elif h.asked.get("max_tokens", 1) > 1:
+            evil(h)
+        else:
+            h.send_json(score)
+
+    return answer
+
+
+def drip(h: Evil) -> None:
+    def drops() -> Iterator[bytes]:
+        while True:
+            time.sleep(1)
+            yield b" "
+
+    h.stream(drops(), length=1000)
+
+
+BOMB = gzip_bomb(2048)  # 2 MB of gzip, 2 GiB of JSON: `solve` grew to 6.4 GB
+MILLION = json.dumps({"choices": [{"text": "2", "finish_reason": "stop"}] * 1_000_000}).encode()
+
+
+@pytest.mark.parametrize(
+    ("evil", "flags", "needle"),
+    [
+        (
+            lambda h: h.send_bytes(BOMB, {"Content-Encoding": "gzip"}),
+            [],
+            "sent more than 4 MiB in its answer to /v1/completions (--remote-max-answer raises it)",
+        ),
+        (lambda h: h.send_bytes(MILLION), [], "sent more than 4 MiB in its answer"),
+        (drip, ["--remote-timeout", "3"], "bytes in 3s (--remote-timeout raises it)"),
+    ],
+)
+def test_a_server_that_sends_too_much_or_too_slowly_ends_a_search_with_one_line(
+    evil, flags: list[str], needle: str, smollm2_path: Path
+) -> None:
+    """A gzip bomb was "unexpected MemoryError"; a million choices where two were asked took 114 s
+    and 3.8 GB, then exit 0; a drip lived until the batch's deadline (4 x --remote-timeout)."""
+    with evil_server(searched_evilly(evil)) as url:
+        t0 = time.monotonic()
+        proc = run_cli(
+            "solve", "What is 1+1?", "--model", str(smollm2_path), "--backend", "remote",
+            "--base-url", url, "--served-model", "m", "--beams", "1", "--width", "2", *flags,
+        )  # fmt: skip
+        took = time.monotonic() - t0
+    one_line_error(proc, 1, f"the server at {url} ")
+    assert needle in proc.stderr and took < 60, (proc.stderr, took)
 
 
 def test_the_value_head_is_refused_for_a_served_prm(smollm2_path: Path) -> None:
