@@ -62,7 +62,7 @@ def _decompressed(stream: BinaryIO) -> Iterator[bytes]:
     """The stream's lines, decompressed where it starts with gzip's magic bytes."""
     # a stream that cannot peek (io.BytesIO) is read through a buffer, detached after: stdin stays
     # open for its owner
-    buffered = stream if hasattr(stream, "peek") else io.BufferedReader(stream)  # type: ignore[arg-type]
+    buffered = stream if hasattr(stream, "peek") else io.BufferedReader(stream)
     try:
         if buffered.peek(2)[:2] == GZIP_MAGIC:
             with gzip.GzipFile(fileobj=buffered, mode="rb") as unpacked:

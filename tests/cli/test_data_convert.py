@@ -214,3 +214,14 @@ def test_a_question_holding_a_line_separator_survives_the_pipe(tmp_path, monkeyp
     assert converted.returncode == 0, converted.stderr
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(converted.stdout)))
     assert [(p.problem, p.answer) for p in load_problems("-")] == list(zip(questions, "46"))
+
+
+def test_stdout_closed_is_one_line(tmp_path) -> None:
+    """Started with stdout closed (`>&-`): an "unexpected AttributeError" before."""
+    given = tmp_path / "train.jsonl"
+    given.write_text(gsm8k_own_format(sample()[:1]))
+    script = f'"{sys.executable}" -m edgereason data convert "{given}" >&-'
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stderr == (
+        "edgereason: error: stdout is closed, so the converted set would be lost; give --out FILE\n"
+    )
