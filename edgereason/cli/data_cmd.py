@@ -10,7 +10,7 @@ from pathlib import Path
 
 from edgereason.errors import ConfigError
 from edgereason.search.formats import FORMATS, Skipped, convert_lines
-from edgereason.util import text
+from edgereason.util.data_lines import data_lines
 from edgereason.util.files import write_text_atomic
 
 
@@ -53,8 +53,10 @@ def run_convert(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else None
     if out is not None and args.input != "-" and out.resolve() == Path(args.input).resolve():
         raise ConfigError(f"--out {out} is the input file; give another path")
+    if out is None and sys.stdout is None:  # started with stdout closed (`>&-`)
+        raise ConfigError("stdout is closed, so the converted set would be lost; give --out FILE")
     records, skipped = [], 0
-    for item in convert_lines(_lines(args.input), args.format):
+    for item in convert_lines(data_lines(args.input), args.format):
         if isinstance(item, Skipped):
             skipped += 1
             print(f"edgereason: skipped {name}:{item.line}: {item.reason}", file=sys.stderr)
@@ -65,7 +67,10 @@ def run_convert(args: argparse.Namespace) -> int:
         raise ConfigError(f"{name}: no record could be converted ({why})")
     lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     if out is None:
+        # flushed here, so a reader that quit (`| head`) stops the run (exit 141, cli/main.py)
+        # before the claim below is made
         sys.stdout.write(lines)
+        sys.stdout.flush()
     else:
         _write(out, lines)
     sources = sorted({r["source"] for r in records})
@@ -73,19 +78,6 @@ def run_convert(args: argparse.Namespace) -> int:
     note = f"converted {len(records)} records ({', '.join(sources)}) to {where}; skipped {skipped}"
     print(note, file=sys.stderr)
     return 0
-
-
-def _lines(path: str) -> list[str]:
-    if path == "-":
-        return text.read_stdin().splitlines()
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"{path}: no such file; give a JSONL file (or - for stdin)")
-    try:
-        with p.open(encoding="utf-8-sig", errors="replace") as f:
-            return f.read().splitlines()
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
 
 
 def _write(out: Path, lines: str) -> None:

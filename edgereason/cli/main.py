@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 from typing import NoReturn
 
 from edgereason import __version__
+from edgereason.cli import stdout_pipe
 from edgereason.cli.crash import crash_line
 from edgereason.cli.help import BriefHelpParser
 from edgereason.errors import EdgeReasonError
@@ -68,10 +68,21 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Exit codes: 0 done, 1 a user error or an unfinished search, 2 bad settings, 128 + N stopped
     by signal N (130 Ctrl-C, 143 SIGTERM, 129 a closed terminal) at any moment, imports included,
-    and 141 (SIGPIPE) when stdout's reader quit. Anything else that escapes is a bug: one line, exit
-    1, its traceback in a log file (crash.py)."""
+    and 141 (SIGPIPE) when stdout's reader quit, whatever was being written (an error's JSON
+    too). Anything else that escapes is a bug: one line, exit 1, its traceback in a log file
+    (crash.py)."""
+    with stdout_pipe.whole_writes():
+        try:
+            try:
+                return _run(sys.argv[1:] if argv is None else argv)
+            finally:  # --help and --version too, which exit from argparse
+                stdout_pipe.flush()
+        except BrokenPipeError:
+            return stdout_pipe.reader_quit()
+
+
+def _run(argv: list[str]) -> int:
     args = None
-    argv = sys.argv[1:] if argv is None else argv
     try:
         with interrupts.stop_signals():
             args = build_parser().parse_args(argv)
@@ -89,11 +100,9 @@ def main(argv: list[str] | None = None) -> int:
         new_line = "" if _end_progress_line() else "\n"  # after the "^C" the terminal echoed
         print(f"{new_line}edgereason: {interrupts.describe(e)}", file=sys.stderr)
         return _json_error(args, interrupts.describe(e), interrupts.exit_code(e))
-    # the reader of stdout quit (`| head`): nobody is left to tell, as for other tools
+    # the reader of stdout quit (`| head`): main's own handler, not a bug's line
     except BrokenPipeError:
-        # so the flush at exit cannot fail again
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 128 + signal.SIGPIPE
+        raise
     except Exception as e:  # noqa: BLE001 - the last resort: a bug, one line and a log (crash.py)
         _end_progress_line()
         line = safe_text(crash_line(e, _secrets(args)), one_line=True)

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from edgereason.search.grading import extract_boxed
+from edgereason.search.problem_rows import row_fault
 from edgereason.util.text import clean
 
 FORMATS = ("auto", "gsm8k", "math", "edgereason")
@@ -45,19 +46,20 @@ def detect(row: dict) -> str | None:
 
 
 def convert(row: dict, fmt: str, line: int) -> dict:
-    """The record in EdgeReason's format; ValueError says why it cannot be."""
+    """The record in EdgeReason's format; ValueError says why it cannot be (problem_rows.py's rule,
+    which bench reads by)."""
     found = detect(row)
     if found is None:
         raise ValueError("neither GSM8K's question/answer ('#### N') nor MATH's problem/solution")
     if fmt != "auto" and found != fmt and not (fmt == "math" and found == "edgereason"):
         raise ValueError(f"a {found} record, not {fmt} (--format auto reads each as what it is)")
     out = _gsm8k(row) if found == "gsm8k" else _math(row) if found == "math" else _own(row)
-    if not str(out["problem"]).strip():
-        raise ValueError("the problem is empty")
-    if not str(out["answer"]).strip():
-        raise ValueError("the answer is empty")
     pid = row.get("id", row.get("unique_id"))
     out = {"id": f"{out['source']}-{line}" if pid is None else pid, **out}
+    fault = row_fault(out)
+    if fault is not None:
+        raise ValueError(fault)
+    out["answer"] = str(out["answer"])  # a number's JSON text, as bench reads it
     out.update({k: row[k] for k in KEPT if k in row})
     return {k: clean(v) if isinstance(v, str) else v for k, v in out.items()}
 
@@ -89,14 +91,14 @@ def _math(row: dict) -> dict:
 
 
 def _own(row: dict) -> dict:
-    answer = row["answer"]
-    if isinstance(answer, (list, dict, bool)):
-        raise ValueError("'answer' is not one gold answer (a string or a number)")
+    source = row.get("source")
+    # a blank source, or one that is not text, is none: data convert names the sources it wrote
+    named = isinstance(source, str) and source.strip()
     return {
         "problem": row["problem"],
-        "answer": str(answer),
+        "answer": row["answer"],
         "solution": row.get("solution", ""),
-        "source": row.get("source", "edgereason"),
+        "source": source if named else "edgereason",
     }
 
 

@@ -170,3 +170,58 @@ def test_a_converted_set_piped_into_bench(tmp_path, smollm2_path) -> None:
     # GSM8K's records have no ids: they are named by line
     assert [p["id"] for p in run["per_problem"]] == ["gsm8k-1", "gsm8k-2"]
     assert "answers (baseline N=2, 2 of 2):" in proc.stdout  # printed beside the table
+
+
+def test_what_bench_would_refuse_is_skipped_not_written(tmp_path) -> None:
+    """NaN and Infinity gold answers were written as "nan" and "inf", and ids that were lists,
+    objects or true as they were: bench then refused the set (or graded against "nan")."""
+    given = tmp_path / "own.jsonl"
+    given.write_text(
+        '{"problem": "a?", "answer": NaN}\n{"problem": "b?", "answer": -Infinity}\n'
+        '{"id": [1], "problem": "c?", "answer": 1}\n{"id": true, "problem": "d?", "answer": 1}\n'
+        '{"id": {"a": 1}, "problem": "e?", "answer": 1}\n'
+        '{"id": 7, "problem": "f?", "answer": 2.5}\n'
+    )
+    out = tmp_path / "converted.jsonl"
+    proc = edgereason("data", "convert", str(given), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    skipped = [line.split(": ", 2)[2] for line in proc.stderr.splitlines()[:-1]]
+    assert skipped == [
+        "'answer' is NaN; give one gold answer as a string or a number",
+        "'answer' is infinite; give one gold answer as a string or a number",
+        "'id' is a list; give the id as a string or a whole number",
+        "'id' is true; give the id as a string or a whole number",
+        "'id' is an object; give the id as a string or a whole number",
+    ]
+    assert [(p.id, p.answer) for p in load_problems(out)] == [("7", "2.5")]
+
+
+def test_a_question_holding_a_line_separator_survives_the_pipe(tmp_path, monkeypatch) -> None:
+    """`data convert gsm.jsonl | edgereason bench --dataset -`: convert writes U+2028, U+2029 and
+    U+0085 raw, and stdin was split at them ("stdin:1: not a JSON object (Unterminated
+    string...)")."""
+    import io
+
+    questions = ["Line one\u2028line two: what is 2+2?", "Next\u0085and\u2029what is 3+3?"]
+    given = tmp_path / "gsm.jsonl"
+    rows = [{"problem": q, "solution": "", "answer": a} for q, a in zip(questions, "46")]
+    given.write_text(gsm8k_own_format(rows), encoding="utf-8")
+    converted = subprocess.run(
+        [sys.executable, "-m", "edgereason", "data", "convert", str(given)],
+        capture_output=True,
+        timeout=300,
+    )
+    assert converted.returncode == 0, converted.stderr
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(converted.stdout)))
+    assert [(p.problem, p.answer) for p in load_problems("-")] == list(zip(questions, "46"))
+
+
+def test_stdout_closed_is_one_line(tmp_path) -> None:
+    """Started with stdout closed (`>&-`): an "unexpected AttributeError" before."""
+    given = tmp_path / "train.jsonl"
+    given.write_text(gsm8k_own_format(sample()[:1]))
+    script = f'"{sys.executable}" -m edgereason data convert "{given}" >&-'
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stderr == (
+        "edgereason: error: stdout is closed, so the converted set would be lost; give --out FILE\n"
+    )

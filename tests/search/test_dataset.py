@@ -3,7 +3,11 @@ use."""
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -102,3 +106,51 @@ def test_a_number_answer_is_its_json_text(tmp_path):
 def test_the_shipped_sample_is_20_gsm8k_test_problems():
     sample = load_problems(Path(__file__).resolve().parents[2] / "examples" / "gsm8k_sample.jsonl")
     assert [p.id for p in sample] == [f"gsm8k-{i}" for i in range(20)] and sample[0].answer == "18"
+
+
+def test_a_duplicate_id_names_both_lines(tmp_path):
+    path = tmp_path / "set.jsonl"
+    rows = [{"id": i, "problem": "q", "answer": 1} for i in ("a", "b", "c", "b")]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ConfigError) as refused:
+        load_problems(path)
+    assert str(refused.value) == (
+        f"{path}: id 'b' appears twice (lines 2 and 4); request ids must be unique within a run"
+    )
+
+
+def test_the_duplicate_check_is_linear(tmp_path):
+    """200,000 lines whose last id repeats the one before: quadratic before (20k lines 4.5 s, 40k
+    16 s, 200k past 300 s); now about a second, held to a generous bound for a loaded machine."""
+    path = tmp_path / "set.jsonl"
+    rows = [{"id": f"p{i}", "problem": f"q{i}", "answer": i} for i in range(199_999)]
+    rows.append({"id": "p199998", "problem": "again", "answer": 0})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    started = time.process_time()
+    with pytest.raises(ConfigError, match="'p199998' appears twice"):
+        load_problems(path)
+    assert time.process_time() - started < 15
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\u0085", "\r", "\r\n"])
+def test_a_record_holding_a_line_separator_reads_alike_by_path_and_on_stdin(
+    tmp_path, monkeypatch, separator
+):
+    """str.splitlines() cut the stdin record at U+2028 (written raw by data convert): `data convert
+    gsm.jsonl | edgereason bench --dataset -` failed where the same file by path was read."""
+    path = tmp_path / "set.jsonl"
+    row = {"id": "a", "problem": f"Line one{separator}line two: what is 2+2?", "answer": "4"}
+    path.write_text(json.dumps(row, ensure_ascii=False) + "\n", newline="")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(path.read_bytes())))
+    assert load_problems("-")[0].problem == load_problems(path)[0].problem == row["problem"]
+
+
+def test_crlf_gzip_a_byte_order_mark_and_blank_lines(tmp_path):
+    """Line numbers count blank lines; a CRLF file, gzip and a byte-order mark read as plain."""
+    path = tmp_path / "set.jsonl.gz"
+    text = '\ufeff{"problem": "q", "answer": 1}\r\n\r\n{"problem": "r", "answer": 2}'
+    path.write_bytes(gzip.compress(text.encode()))
+    assert [(p.id, p.answer) for p in load_problems(path)] == [
+        ("set-1", "1"),
+        ("set-3", "2"),
+    ]
