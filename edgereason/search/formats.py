@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from edgereason.search.grading import extract_boxed
+from edgereason.util.braces import extract_boxed
 from edgereason.util.text import clean
 
 FORMATS = ("auto", "gsm8k", "math", "edgereason")

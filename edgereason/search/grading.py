@@ -1,5 +1,4 @@
-"""Final-answer extraction and comparison as math (math-verify): `18`, `18.0` and `$18` are one
-answer.
+"""Final answers compared as math (math-verify): `18`, `18.0` and `$18` are one answer.
 
 Grading is bounded (compare.py): one comparison waits at most COMPARE_S on any thread, and a
 `Grader` (one search's vote and the figures shown with it) spends at most its budget on math; past
@@ -14,20 +13,6 @@ from edgereason.search.compare import math_match, start
 
 COMPARE_S = 3.0  # one comparison as math; an answer math-verify cannot settle in this is no match
 VOTE_BUDGET_S = 10.0  # math comparisons of one search's answers, in all
-
-
-def extract_boxed(text: str) -> str | None:
-    """The content of the last balanced `\\boxed{...}` in text, or None."""
-    start = text.rfind("\\boxed{")
-    while start != -1:
-        i = start + len("\\boxed{")
-        depth = 1
-        for j in range(i, len(text)):
-            depth += (text[j] == "{") - (text[j] == "}")
-            if depth == 0:
-                return text[i:j].strip()
-        start = text.rfind("\\boxed{", 0, start)
-    return None
 
 
 def _normalize(answer: str) -> str:
