@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from enum import StrEnum
 
 from edgereason.config import STEP_END
 from edgereason.protocols import SeqId
+from edgereason.util.braces import last_boxed_span
 
 
 class Status(StrEnum):
@@ -114,18 +114,9 @@ class Node:
         return STEP_END in tail
 
 
-_BOXED = re.compile(r"\\boxed\{")
-
-
 def has_boxed_answer(text: str) -> bool:
     """A complete `\\boxed{...}` (balanced braces) occurs in text."""
-    for match in _BOXED.finditer(text):
-        depth = 1
-        for ch in text[match.end() :]:
-            depth += (ch == "{") - (ch == "}")
-            if depth == 0:
-                return True
-    return False
+    return last_boxed_span(text) is not None
 
 
 def aggregate(scores: list[float], how: str) -> float:

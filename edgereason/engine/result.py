@@ -9,8 +9,9 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from edgereason.config import SearchConfig
-from edgereason.search.grading import Grader, extract_boxed
+from edgereason.search.grading import Grader
 from edgereason.tree import FINISH_WORDS, Node, Tree, path_score, ranked
+from edgereason.util.braces import extract_boxed
 
 
 @dataclass

@@ -18,12 +18,12 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from edgereason.search.grading import extract_boxed
 from edgereason.search.problem_rows import row_fault
+from edgereason.util.braces import extract_boxed
 from edgereason.util.text import clean
 
 FORMATS = ("auto", "gsm8k", "math", "edgereason")
-GSM8K_ANSWER = re.compile(r"\n?####\s*(?P<answer>[^\n]*?)\s*$")
+GSM8K_MARK = "####"
 THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
 KEPT = ("level", "subject", "type")  # MATH's labels, kept beside the five fields
 
@@ -66,16 +66,29 @@ def convert(row: dict, fmt: str, line: int) -> dict:
 
 def _gsm8k(row: dict) -> dict:
     worked = row["answer"]
-    m = GSM8K_ANSWER.search(worked)
-    if m is None:
+    mark = _gsm8k_mark(worked)
+    if mark is None:
         raise ValueError("'answer' has no last line '#### N'")
-    answer = THOUSANDS.sub("", m.group("answer")).strip()
+    answer = worked[mark + len(GSM8K_MARK) :].strip()
     return {
         "problem": row["question"],
-        "answer": answer,
-        "solution": worked[: m.start()].strip(),
+        "answer": THOUSANDS.sub("", answer),
+        "solution": worked[:mark].strip(),
         "source": "gsm8k",
     }
+
+
+def _gsm8k_mark(worked: str) -> int | None:
+    """Where the `####` of the last line `#### N` starts (N may stand on a line of its own under a
+    `####` that ends the line above), or None. Found by position, not by a regex that
+    backtracks: one of those took a minute over 5 KB of spaces after a `####`."""
+    body = worked.rstrip()
+    last_line = body.rfind("\n") + 1
+    above = body[:last_line].rstrip()
+    if above.endswith(GSM8K_MARK):
+        return len(above) - len(GSM8K_MARK)
+    mark = body.find(GSM8K_MARK, last_line)
+    return None if mark == -1 else mark
 
 
 def _math(row: dict) -> dict:

@@ -7,6 +7,10 @@ instead of it: the escapes that filter writes (`\\x1b`, `\\u202e`) pass through 
 math (`\\[...\\]`, `$$...$$`) gets lines of its own, indented under the line it opened on; inline
 math (`\\(...\\)`, `$...$`) stays in place; `\\boxed{}` shows its content, the answer; unknown
 commands keep their name without the backslash.
+
+Model text can be anything, so every pass is linear in the text: a delimiter pairs with the first
+partner after it, and the commands are converted by util/latex_text.py (linear, depth-bounded).
+Where commands nest past what a reader could follow, the text is shown as written.
 """
 
 from __future__ import annotations
@@ -14,150 +18,82 @@ from __future__ import annotations
 import re
 import textwrap
 
-from edgereason.util.latex_symbols import (
-    BINOMIALS,
-    DROP,
-    DROP_WITH_ARGUMENT,
-    FRACTIONS,
-    SUB,
-    SUPER,
-    SYMBOLS,
-    UNWRAP,
-)
+from edgereason.util.latex_text import TooDeep, latex_to_text
 
 # the escapes util/terminal.safe_text writes for control characters: text, not commands
 SAFE_ESCAPE = re.compile(r"\\x[0-9a-f]{2}|\\u[0-9a-f]{4}")
-# a display block: the text before it on its line, its body, the punctuation right after it
-DISPLAY = re.compile(
-    r"(?P<lead>[^\n]*?)(?:\\\[|\$\$)(?P<body>.*?)(?:\\\]|\$\$)"
-    r"(?P<tail>[.,;:!?]*)[ \t]*\n?",
-    re.S,
-)
-INLINE_PARENS = re.compile(r"\\\((.*?)\\\)", re.S)
+DISPLAY_OPEN = re.compile(r"\\\[|\$\$")
+DISPLAY_CLOSE = re.compile(r"\\\]|\$\$")
+AFTER_DISPLAY = re.compile(r"([.,;:!?]*)[ \t]*\n?")  # its punctuation, then the rest of its line
 # $...$ only when it reads as math (pandoc's rule), so "$3 each and $5" keeps its dollars
 INLINE = re.compile(r"(?<![\\$])\$(?=\S)([^$]+?)(?<=\S)(?<!\\)\$(?![\d$])")
 STRAY = re.compile(r"\\[()\[\]]")  # a delimiter whose partner is in another step
 ALIGN = re.compile(r"(?<!\\)&")  # an alignment point of aligned, cases, array
 SPACES = re.compile(r"(?<=\S)[ \t]{2,}")  # the spacing commands leave runs; indentation stays
 BLANK_RUNS = re.compile(r"\n{3,}")
-COMMAND = re.compile(r"\\([A-Za-z]+|.)")
 DISPLAY_INDENT = "  "
 
 
 def readable_math(text: str) -> str:
-    """`text` with its LaTeX as readable plain text (display math on lines of its own)."""
+    """`text` with its LaTeX as readable plain text (display math on lines of its own); as written
+    where its commands nest too deep to follow (latex_text.MAX_DEPTH)."""
     escapes = [*SAFE_ESCAPE.findall(text), ""]
-    text = "".join(
-        _readable(part) + escape for part, escape in zip(SAFE_ESCAPE.split(text), escapes)
-    )
-    lines = (SPACES.sub(" ", line).rstrip() for line in text.split("\n"))
+    try:
+        converted = "".join(
+            _readable(part) + escape for part, escape in zip(SAFE_ESCAPE.split(text), escapes)
+        )
+    except TooDeep:
+        return text
+    lines = (SPACES.sub(" ", line).rstrip() for line in converted.split("\n"))
     return BLANK_RUNS.sub("\n\n", "\n".join(lines))
 
 
 def _readable(text: str) -> str:
-    text = DISPLAY.sub(_display, text)
-    text = INLINE_PARENS.sub(lambda m: _convert(m.group(1)), text)
-    text = INLINE.sub(lambda m: _convert(m.group(1)), text)
-    return _convert(STRAY.sub("", text))
+    text = _inline_parens(_displays(text))
+    text = INLINE.sub(lambda m: latex_to_text(m.group(1)), text)
+    return latex_to_text(STRAY.sub("", text))
 
 
-def _display(m: re.Match[str]) -> str:
-    """A display block as lines of its own, indented under the line it opened on; punctuation after
-    it stays on its last line."""
-    lead = m.group("lead")
+def _displays(text: str) -> str:
+    """Each display block (`\\[...\\]`, `$$...$$`) laid out by _display. An opening pairs with
+    the first closing after it; where it has none, no later one has either, so the search ends and
+    no part of the text is searched twice."""
+    out, done = [], 0
+    while (opening := DISPLAY_OPEN.search(text, done)) and (
+        closing := DISPLAY_CLOSE.search(text, opening.end())
+    ):
+        newline = text.rfind("\n", done, opening.start())
+        line = done if newline == -1 else newline + 1  # where the line it opens on starts
+        after = AFTER_DISPLAY.match(text, closing.end())
+        assert after is not None  # it matches the empty string
+        lead, body = text[line : opening.start()], text[opening.end() : closing.start()]
+        out += [text[done:line], _display(lead, body, after.group(1))]
+        done = after.end()
+    return "".join(out) + text[done:]
+
+
+def _display(lead: str, body: str, tail: str) -> str:
+    """A display block as lines of its own, indented under the line it opened on (its `lead`, the
+    text before it there); punctuation after it (its `tail`) stays on its last line."""
     indent = lead[: len(lead) - len(lead.lstrip())] + DISPLAY_INDENT
-    body = _convert(ALIGN.sub("", m.group("body")))
-    lines = [" ".join(line.split()) for line in body.split("\n")]
+    lines = [" ".join(line.split()) for line in latex_to_text(ALIGN.sub("", body)).split("\n")]
     lines = [line for line in lines if line]
     if not lines:
         return lead.rstrip() + "\n"
-    lines[-1] += m.group("tail")
+    lines[-1] += tail
     head = lead.rstrip() + "\n" if lead.strip() else ""
     return head + "\n".join(indent + line for line in lines) + "\n"
 
 
-def _group(s: str, i: int) -> tuple[str, int]:
-    """The argument starting at s[i] (a {...} group or one character) and the index after it."""
-    while i < len(s) and s[i] == " ":
-        i += 1
-    if i >= len(s):
-        return "", i
-    if s[i] != "{":
-        return s[i], i + 1
-    depth = 0
-    for j in range(i, len(s)):
-        depth += {"{": 1, "}": -1}.get(s[j], 0)
-        if depth == 0:
-            return s[i + 1 : j], j + 1
-    return s[i + 1 :], len(s)
-
-
-def _optional(s: str, i: int) -> tuple[str, int]:
-    """An optional [...] argument at s[i] (a root's index), or "" where there is none."""
-    if i < len(s) and s[i] == "[" and (end := s.find("]", i)) > 0:
-        return s[i + 1 : end], end + 1
-    return "", i
-
-
-def _wrap(x: str) -> str:
-    return x if len(x) <= 1 or x.isalnum() else f"({x})"
-
-
-def _script(arg: str, table: dict[int, int], mark: str) -> str:
-    plain = _convert(arg)
-    mapped = plain.translate(table)
-    if mapped and all(ord(c) in table.values() for c in mapped):
-        return mapped
-    return mark + (plain if len(plain) == 1 else f"({plain})")
-
-
-def _command(name: str, s: str, i: int) -> tuple[str, int]:
-    """What the command `name` becomes, its arguments read from s[i:], and the index after them."""
-    if name in FRACTIONS or name in BINOMIALS:
-        top, i = _group(s, i)
-        bottom, i = _group(s, i)
-        top, bottom = _convert(top), _convert(bottom)
-        return (f"{_wrap(top)}/{_wrap(bottom)}" if name in FRACTIONS else f"C({top}, {bottom})"), i
-    if name == "sqrt":
-        index, i = _optional(s, i)
-        arg, i = _group(s, i)
-        return f"{_convert(index).translate(SUPER)}√{_wrap(_convert(arg))}", i
-    if name in ("pmod", "mod", "bmod"):
-        arg, i = _group(s, i) if name == "pmod" else ("", i)
-        return (f"(mod {_convert(arg)})" if name == "pmod" else "mod"), i
-    if name in UNWRAP:
-        arg, i = _group(s, i)
-        return _convert(arg), i
-    if name in DROP_WITH_ARGUMENT:
-        arg, i = _group(s, i)
-        if name == "begin" and arg in ("array", "tabular"):
-            _, i = _group(s, i)  # the column spec
-        return "", i
-    if name in DROP:
-        return "", i
-    return SYMBOLS.get(name, name), i
-
-
-def _convert(s: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(s):
-        c = s[i]
-        if c in "^_":
-            arg, i = _group(s, i + 1)
-            out.append(_script(arg, SUPER if c == "^" else SUB, c))
-            continue
-        if c in "{}":
-            i += 1
-            continue
-        m = COMMAND.match(s, i) if c == "\\" else None
-        if m is None:
-            out.append(c)
-            i += 1
-            continue
-        piece, i = _command(m.group(1), s, m.end())
-        out.append(piece)
-    return "".join(out)
+def _inline_parens(text: str) -> str:
+    """Each `\\(...\\)` converted in place, paired as _displays pairs display blocks."""
+    out, done = [], 0
+    while (opening := text.find("\\(", done)) != -1 and (
+        closing := text.find("\\)", opening + 2)
+    ) != -1:
+        out += [text[done:opening], latex_to_text(text[opening + 2 : closing])]
+        done = closing + 2
+    return "".join(out) + text[done:]
 
 
 def hanging(head: str, text: str, width: int | None = None) -> str:

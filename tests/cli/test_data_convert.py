@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,26 @@ def test_each_skipped_record_is_one_line_with_its_line_number_and_why(tmp_path) 
     assert "'#### N'" in skipped[0] and "\\boxed" in skipped[2] and "'dup'" in skipped[4]
     assert len(proc.stdout.splitlines()) == 3
     assert proc.stderr.splitlines()[-1].endswith("skipped 5")
+
+
+def test_adversarial_records_are_skipped_in_a_moment(tmp_path) -> None:
+    """A MATH solution of 160 KB of unclosed `\\boxed{` took 114 s, a GSM8K answer of 10 KB of a
+    `####`, spaces and no last line `#### N` over 15 minutes."""
+    rows = [
+        {"problem": "Find x.", "solution": "\\boxed{" * 23_000},
+        {"question": "How many?", "answer": "#### " + " " * 5_000 + "x" * 5_000 + "\nmore"},
+        {"problem": "1+1?", "solution": "So \\boxed{" * 2_000 + "2}"},
+    ]
+    given = tmp_path / "adversarial.jsonl"
+    given.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    t0 = time.monotonic()
+    proc = edgereason("data", "convert", str(given))
+    took = time.monotonic() - t0
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    skipped = [line for line in proc.stderr.splitlines() if line.startswith("edgereason: skipped")]
+    assert len(skipped) == 2 and "\\boxed" in skipped[0] and "'#### N'" in skipped[1]
+    assert json.loads(proc.stdout)["answer"] == "2"
+    assert took < 30, took  # the start of Python and the package, on a loaded machine
 
 
 def test_nothing_to_convert_is_one_error_line(tmp_path) -> None:

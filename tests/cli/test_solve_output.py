@@ -15,6 +15,7 @@ from pathlib import Path
 
 from edgereason.cli.solve import print_text
 from edgereason.engine.result import FinalPath, RequestMetrics, SearchResult
+from edgereason.util.terminal import safe_text
 
 RECORDED = Path(__file__).parent / "data" / "solve_readme_qwen15b.json"
 COMMAND = re.compile(r"\\[A-Za-z]+")
@@ -66,6 +67,22 @@ def test_a_steps_later_lines_stay_under_its_first(capsys) -> None:
     indent = [len(line) - len(line.lstrip()) for line in lines[display - 1 : display + 1]]
     # display math under the line it opened on
     assert indent[1] == indent[0] + 2, lines[display - 1 : display + 1]
+
+
+def test_model_text_nested_too_deep_prints_as_written(capsys) -> None:
+    """500 nested `\\frac{` (some 1,000 tokens, inside one default step) ended solve in
+    "unexpected RecursionError" before its answer; such text prints as written, made safe."""
+    deep = "\\frac{" * 500 + "1" + "}{2}" * 500
+    step = f"So the answer is $\\boxed{{{deep}}}$.\x1b[2J"
+    node = {"id": 1, "parent": None, "depth": 1, "text": step, "score": 0.9, "finish": "answer"}
+    tree = [{**node, "status": "complete"}]
+    path = FinalPath([("Halve it: \\frac{1}{2}.", 0.5), (step, 0.9)], 0.9, deep, node_id=1)
+    print_text(SearchResult("r", "q", deep, [path], tree, RequestMetrics()), show_tree=True)
+    out = capsys.readouterr().out
+    assert out.startswith(f"Answer: {deep}\n")
+    assert "[1] (0.500) Halve it: 1/2." in out  # the step that converts still does
+    assert f"[2] (0.900) {safe_text(step)}" in out and "\x1b" not in out
+    assert "- (0.900) [boxed answer] So the answer is $\\boxed{\\frac{\\frac{" in out  # the tree
 
 
 def run_solve(model: Path, *flags: str) -> subprocess.CompletedProcess:

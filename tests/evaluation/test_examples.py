@@ -41,3 +41,11 @@ def test_no_run_prints_nothing() -> None:
     out = io.StringIO()
     print_examples([], out)
     assert out.getvalue() == ""
+
+
+def test_an_answer_nested_too_deep_prints_as_written() -> None:
+    """It ended bench in "unexpected RecursionError" (exit 1) after its table."""
+    deep = "\\frac{" * 500 + "1" + "}{2}" * 500
+    out = io.StringIO()
+    print_examples([run([{"id": "p", "answer": deep, "gold": "1", "correct": False}])], out)
+    assert out.getvalue().splitlines()[2] == f"  p  {deep}  (gold 1, wrong)"

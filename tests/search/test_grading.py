@@ -7,9 +7,12 @@ from __future__ import annotations
 import threading
 import time
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from edgereason.engine.result import FinalPath, vote
 from edgereason.search import compare
-from edgereason.search.grading import COMPARE_S, Grader, answers_match
+from edgereason.search.grading import COMPARE_S, MATH_MAX_CHARS, Grader, answers_match
 
 TOWER = "2^{2^{2^{2^{2^{2}}}}}"  # math-verify ran each comparison of it to its 5 s timeout
 SLACK_S = 1.5  # the pipe, the kill and a new child, on a loaded machine
@@ -60,3 +63,28 @@ def test_a_vote_spends_its_budget_then_compares_as_text_and_says_so_once() -> No
     note = grader.note
     assert grader.match("5", "5.0") is False and grader.note == note  # as text now, said once
     assert grader.match("5", " 5 ") is True  # equal as text still matches
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.text(
+        st.characters(blacklist_characters="18", blacklist_categories=["Cs"]),
+        min_size=MATH_MAX_CHARS + 1,
+        max_size=4 * MATH_MAX_CHARS,
+    )
+)
+def test_an_answer_longer_than_any_is_no_match_and_never_reaches_math_verify(answer: str) -> None:
+    """math-verify's parser is far from linear: such an answer costs no comparison time."""
+    grader = Grader()
+    assert grader.match(answer, "18") is False and grader.match("18", answer) is False
+    assert grader.spent_s == 0.0
+    assert grader.match(answer, f" {answer} ") is True  # the same text is still the same answer
+
+
+def test_a_short_answer_math_verify_parses_slowly_is_no_match_within_its_deadline() -> None:
+    """600 characters of nested parentheses took math-verify 21 s to parse."""
+    compare.start()
+    nested = "(" * 300 + "1" + ")" * 300
+    t0 = time.monotonic()
+    assert answers_match(nested, "18") is False
+    assert time.monotonic() - t0 < COMPARE_S + SLACK_S

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from textual.app import App
 from textual.selection import Selection as TextSelection
-from textual.widgets import Input, Markdown
+from textual.widgets import Input, Markdown, Static
 from textual.widgets.input import Selection
 from textual.widgets.markdown import MarkdownBlock
 
@@ -17,14 +17,17 @@ from edgereason.engine.events import (
     NodeSelected,
     NodeStatus,
     Progress,
+    RequestDone,
     StepFinished,
 )
 from edgereason.engine.policy import Policy
+from edgereason.engine.result import FinalPath, RequestMetrics, SearchResult
 from edgereason.errors import ModelError
 from edgereason.session.opening import Session
 from edgereason.session.settings import ModelSettings
 from edgereason.ui.app import INTERRUPTED, ChatApp
 from edgereason.ui.history import History, HistoryEntry
+from edgereason.ui.messages import EngineEvent
 from edgereason.ui.relay import EventRelay
 from edgereason.ui.screens import HelpScreen, HistoryScreen
 from edgereason.ui.state import SearchState
@@ -355,3 +358,42 @@ async def test_history_survives_a_very_narrow_terminal() -> None:
             assert isinstance(app.screen, HistoryScreen) and app.is_running
         await pilot.press("escape")
         assert not isinstance(app.screen, HistoryScreen)
+
+
+async def test_model_text_nested_too_deep_shows_as_written_in_the_chat(tmp_path) -> None:
+    """500 nested `\\frac{` (some 1,000 tokens, inside one default step) ended the chat in
+    Textual's traceback: the tree, the path, the answer and the history show it as written."""
+    deep = "\\frac{" * 500 + "1" + "}{2}" * 500
+    step = f"So $\\boxed{{{deep}}}$"
+    result = SearchResult(
+        "r", "q", deep, [FinalPath([(step, 0.9)], 0.9, deep, 1)], [], RequestMetrics()
+    )
+    app = idle_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        while app.failed is None:  # no models: the search's events come from this test
+            await pilot.pause(0.02)
+        app.state, app.searching = SearchState("q"), True  # as a problem typed in sets them
+        app.query_one(SearchTree).reset(app.state)
+        for event in [
+            NodeAdded("r", 0, None, 0, 1, False),  # the prompt
+            NodeAdded("r", 1, 0, 1, 1, False),
+            NodeExtended("r", 1, step, 1000),
+            StepFinished("r", 1, "answer"),
+            RequestDone("r", result),
+        ]:
+            app.post_message(EngineEvent(event))
+        for _ in range(500):  # ten seconds at most
+            if not (app.searching and app.is_running):  # done, or ended in a traceback
+                break
+            await pilot.pause(0.02)
+        assert app.is_running and not app.searching
+        assert "\\frac{\\frac{" in str(app.query_one(SearchTree)._lines[1].label)
+        assert step in str(app.query_one("#detail-text", Static).render())
+        assert deep in app.query_one(ChatLog).query(Markdown).last().source
+        await pilot.press("f3")
+        assert isinstance(app.screen, HistoryScreen)
+        await pilot.pause(0.1)
+        assert deep in app.screen.query_one("#history-entry", Markdown).source
+        await pilot.press("escape")
+        await pilot.press("ctrl+q")
+    assert app.return_code == 0

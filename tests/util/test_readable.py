@@ -1,11 +1,14 @@
 """util/readable.readable_math: the one LaTeX-to-text converter of solve, its tree, bench and the
-chat."""
+chat; any model text is converted, or shown as written where it nests too deep, in linear time."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from linear_time import assert_linear, repeated
 
 from edgereason.util.latex_symbols import (
     BINOMIALS,
@@ -15,7 +18,7 @@ from edgereason.util.latex_symbols import (
     SYMBOLS,
     UNWRAP,
 )
-from edgereason.util.readable import readable_math
+from edgereason.util.readable import hanging, readable_math
 from edgereason.util.terminal import safe_text
 
 # a step Qwen2.5-Coder-1.5B wrote for the README's problem (solve --json), as it wrote it
@@ -87,3 +90,59 @@ def test_it_runs_after_the_safety_filter_and_keeps_its_escapes(control: str) -> 
     out = readable_math(safe_text(f"x \\times {control} \\frac{{1}}{{2}}"))
     assert out == f"x × {safe_text(control)} 1/2"
     assert not any(ord(c) < 0x20 and c not in "\n\t" or 0x7F <= ord(c) < 0xA0 for c in out)
+
+
+# what models write around math, without the commands that drop their argument unread (\\begin)
+PIECES = "\\frac \\sqrt \\boxed \\text \\times \\( \\) \\[ \\] $ $$ \\\\ \\x1b".split()
+PIECES += ["\\", " ", "\n", *"{}[]^_&x1."]
+UNBALANCED = st.lists(st.sampled_from(PIECES), max_size=60).map("".join)
+DEEP = "\\frac{" * 500 + "1" + "}{2}" * 500  # some 1,000 tokens, inside one default step
+
+
+def test_text_nested_too_deep_is_shown_as_written_through_the_safety_filter() -> None:
+    """It ended solve, bench and the chat in "unexpected RecursionError"."""
+    step = safe_text(f"So \\(x = \\boxed{{{DEEP}}}\\).\x1b[2J")
+    assert readable_math(step) == step and "\x1b" not in step
+
+
+@settings(max_examples=200, deadline=None)
+@given(UNBALANCED)
+def test_whatever_comes_before_deep_text_it_is_shown_as_written(before: str) -> None:
+    assert readable_math(before + DEEP) == before + DEEP
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([*PIECES, "\\begin", "\\end", "\\sqrt["]), max_size=80))
+def test_unbalanced_text_converts_without_an_error(pieces: list[str]) -> None:
+    assert isinstance(readable_math("".join(pieces)), str)
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "\\[ a ",  # display openings with no closing: the regex tried each against the rest
+        "a",  # one long line: the display regex tried each of its starts to its end
+        "\\( a ",
+        "$$ a $$ ",
+        "$a",
+        "\\sqrt[",
+        "\\frac{1}{2} ",
+        "\\frac{",
+        "x^{",
+        "\\[\\frac{1}{2}\\] ",
+        "\\x1b\\frac",
+    ],
+)
+def test_adversarial_text_takes_linear_time(unit: str) -> None:
+    assert_linear(readable_math, repeated(unit), 10_000)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), min_size=1, max_size=6).map("".join))
+def test_any_repeated_text_takes_linear_time(unit: str) -> None:
+    assert_linear(readable_math, repeated(unit), 10_000)
+
+
+@pytest.mark.parametrize("unit", ["a", "a-", "a ", "-- ", "\\frac{1}{2}-"])
+def test_wrapping_takes_linear_time(unit: str) -> None:
+    assert_linear(lambda text: hanging("  [1] (0.900) ", text, 80), repeated(unit), 10_000)
