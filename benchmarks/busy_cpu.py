@@ -5,9 +5,9 @@ Issue 64 item 4.
 
     python benchmarks/busy_cpu.py --model smollm2-135m --repeat 2
 
-One JSON object on stdout: each run's wall seconds, the busy-CPU line it printed, and the machine's
-load before it (1-minute load average and a 0.2 s CPU percent), since on a shared machine other
-work counts too."""
+A JSON line on stdout as each run ends (what a stopped run keeps), then one JSON object: each run's
+wall seconds, the busy-CPU line it printed, and the machine's load before it (1-minute load average
+and a 0.2 s CPU percent), since on a shared machine other work counts too."""
 
 from __future__ import annotations
 
@@ -46,8 +46,10 @@ def solve(args: argparse.Namespace, threads: int | None) -> dict:
     wall = time.monotonic() - started
     note = [line for line in proc.stderr.splitlines() if " busy (load " in line]
     answer = json.loads(proc.stdout).get("answer")
-    return {"threads": threads or "rule", "wall_s": round(wall, 1), "answer": answer,
-            "note": note[0] if note else None, "load_before": load}  # fmt: skip
+    run = {"threads": threads or "rule", "wall_s": round(wall, 1), "answer": answer,
+           "note": note[0] if note else None, "load_before": load}  # fmt: skip
+    print(json.dumps(run), flush=True)
+    return run
 
 
 def main() -> None:
