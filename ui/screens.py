@@ -18,7 +18,7 @@ KEYS = """\
 | key | action |
 |---|---|
 | Enter | send the problem in the input |
-| Esc | cancel the running search |
+| Esc | cancel the running search (its tree stays, its steps marked ■) |
 | Ctrl+C | cancel the running search; with none running, quit (exit code 130); \
 with text selected, copy it |
 | Tab / Shift+Tab | move focus (input, tree, chat) |

@@ -8,8 +8,6 @@ import dataclasses
 import sys
 from collections.abc import Callable
 
-import psutil
-
 from edgereason.cli.common import check_beams_before_loading, model_settings, policy_from
 from edgereason.cli.flags_models import add_model_args
 from edgereason.cli.flags_search import add_policy_arg, add_search_args
@@ -17,6 +15,7 @@ from edgereason.cli.help import brief
 from edgereason.cli.progress import is_terminal
 from edgereason.cli.recipe_use import recipe_search_config
 from edgereason.errors import ConfigError
+from edgereason.session.cpu_threads import free_core_threads
 from edgereason.session.opening import Session, open_session
 
 
@@ -28,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "tree of candidate steps, their scores and the engine counters update live. "
         "F1 shows the keys; Ctrl+Q quits.",
     )
-    add_model_args(p)
+    add_model_args(p, threads_default="the free physical cores less one for the UI")
     add_search_args(p, from_recipe=True)
     add_policy_arg(p)
     brief(p, "chat")
@@ -47,11 +46,10 @@ def run(args: argparse.Namespace) -> int:
     policy = policy_from(args)
     settings = dataclasses.replace(model_settings(args), prm=choice.prm)  # the recipe's PRM, if any
     check_beams_before_loading(choice.config.beams, settings)
-    # leave the UI thread a core: llama.cpp's spinning threads stall if one waits
-    if settings.threads is None:
-        settings = dataclasses.replace(
-            settings, threads=max(1, (psutil.cpu_count(logical=False) or 2) - 1)
-        )
+    # the free cores less one for the UI thread: llama.cpp's spinning threads stall if one waits
+    threads = None if settings.threads else free_core_threads(keep=1)
+    if threads:
+        settings = dataclasses.replace(settings, threads=threads.threads)
 
     def factory(progress: Callable[[str, int, int], None]) -> Session:
         return open_session(settings, progress=progress)
@@ -61,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
     from edgereason.ui.terminal_input import decode_terminal_input_leniently
 
     decode_terminal_input_leniently()
-    note = choice.note()
-    app = ChatApp(factory, settings, choice.config, policy, notes=(note,) if note else ())
+    notes = tuple(n for n in (choice.note(), threads and threads.note) if n)
+    app = ChatApp(factory, settings, choice.config, policy, notes=notes)
     try:
         app.run()
     # a stop signal may end the app before on_unmount stops the worker, whose thread would keep us

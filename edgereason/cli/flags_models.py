@@ -11,11 +11,14 @@ from edgereason.session.gpu import DEVICE_SAMPLING_MODES
 from edgereason.session.prm_choice import PRM_FORMAT_CHOICES
 from edgereason.session.settings import DEFAULT_KV_TOKENS, DEFAULT_TOP_K, SPLITS
 
+# solve's and bench's: where llama.cpp runs on the CPU (session/cpu_threads.py)
+THREADS_DEFAULT = "the physical cores other processes leave free at start"
 
-def add_model_args(p: argparse.ArgumentParser) -> None:
+
+def add_model_args(p: argparse.ArgumentParser, threads_default: str = THREADS_DEFAULT) -> None:
     g = p.add_argument_group("models")
     _add_weight_flags(g)
-    _add_device_flags(g)
+    _add_device_flags(g, threads_default)
     _add_kv_flags(g)
     add_remote_args(p)  # its group follows "models" in --help; --verbose still joins "models", last
     g.add_argument(
@@ -71,10 +74,10 @@ def _add_weight_flags(g: argparse._ArgumentGroup) -> None:
     )
 
 
-def _add_device_flags(g: argparse._ArgumentGroup) -> None:
+def _add_device_flags(g: argparse._ArgumentGroup, threads_default: str) -> None:
     """CPU threads, GPU layers and memory, and sampling on the device."""
     g.add_argument(
-        "--threads", type=int, default=None, help="CPU threads (default: physical cores)"
+        "--threads", type=int, default=None, help=f"CPU threads (default: {threads_default})"
     )
     g.add_argument(
         "--gpu-layers",

@@ -94,7 +94,7 @@ BRIEFS = {
             "--samples": "solutions per problem (default %(default)s)",
             "--mc-problems": "problems whose step prefixes get Monte-Carlo values (default 0)",
             "--phases": "comma list of rollouts, mc, features, train (default all)",
-            "--threads": "CPU threads (default: physical cores)",
+            "--threads": "CPU threads (default: the physical cores free at start)",
         },
     ),
 }

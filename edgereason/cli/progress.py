@@ -7,7 +7,8 @@ own, at most one every LOG_EVERY_S seconds (and where a count starts, first move
 log reads as a log.
 
 Long work tells the time: elapsed, and once it can, an estimate of what is left (a bar: from the
-items done; a search: from the tokens a finished path took)."""
+items done; a search: at most its step and token budget at the rate so far, then from the tokens a
+finished path took)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,15 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from edgereason.engine.events import Event, NodeAdded, NodeExtended, NodeStatus, Progress
+from edgereason.cli.best_path import BestPath
+from edgereason.engine.events import (
+    Event,
+    NodeAdded,
+    NodeExtended,
+    NodeStatus,
+    Progress,
+    StepFinished,
+)
 
 LOG_EVERY_S = 10.0  # a pipe or a file: one line at most this often
 DRAW_EVERY_S = 0.25  # a terminal: the most often a line is redrawn for its clock alone
@@ -37,6 +46,11 @@ def duration(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60}m {s % 60:02d}s"
     return f"{s // 3600}h {s % 3600 // 60:02d}m"
+
+
+def terminal_width() -> int:
+    """The most characters a row may take without wrapping (a wrapped row cannot be redrawn)."""
+    return max(20, shutil.get_terminal_size().columns - 1)
 
 
 class StatusLine:
@@ -68,9 +82,17 @@ class StatusLine:
                 print(line, file=self.stream, flush=True)
             return
         # cut to the terminal's width: a wrapped line cannot be rewritten in place
-        line = line[: max(20, shutil.get_terminal_size().columns - 1)]
-        print("\r" + line.ljust(len(self._open)), end="", file=self.stream, flush=True)
-        self._open = line
+        rows = [row[: terminal_width()] for row in line.split("\n")]
+        if len(rows) > 1 or "\n" in self._open:  # back to the first row, clear below, draw anew
+            print(self._back() + "\x1b[J" + "\n".join(rows), end="", file=self.stream, flush=True)
+        else:
+            print("\r" + rows[0].ljust(len(self._open)), end="", file=self.stream, flush=True)
+        self._open = "\n".join(rows)
+
+    def _back(self) -> str:
+        """The escapes that take the cursor to the start of the open block's first row."""
+        up = self._open.count("\n")
+        return (f"\x1b[{up}A" if up else "") + "\r"
 
     def end(self) -> bool:
         """End the open line with a newline, if there is one; whether there was."""
@@ -83,7 +105,10 @@ class StatusLine:
     def clear(self) -> None:
         """Blank the open line; the cursor stays at its start (what follows is written over it)."""
         if self._open and self.stream is not None:
-            print("\r" + " " * len(self._open) + "\r", end="", file=self.stream, flush=True)
+            if "\n" in self._open:
+                print(self._back() + "\x1b[J", end="", file=self.stream, flush=True)
+            else:
+                print("\r" + " " * len(self._open) + "\r", end="", file=self.stream, flush=True)
             self._open = ""
 
 
@@ -143,32 +168,48 @@ def pull_progress(label: str, done: int, total: int) -> None:
 
 
 class SearchProgress:
-    """An engine listener that keeps one status line of a search: elapsed time, tokens drawn and
-    their rate, paths finished out of `paths`, PRM calls and, once a path has finished, about how
-    long is left (the paths' tokens, from the tokens the finished paths took, at the rate so far). A
-    terminal gets it at most every `every_s`, in place; a log a line every LOG_EVERY_S. `close()`
-    clears it from a terminal."""
+    """An engine listener that keeps one status line of a search: elapsed time, steps done out of
+    `max_steps`, tokens drawn and their rate, paths finished out of `paths`, PRM calls, and how long
+    is left. Before a path finishes, that is at most the budget's time at the rate so far (every
+    path to `max_steps` steps or `max_path_tokens` tokens); once one has, about the paths' tokens,
+    from what the finished paths took. A terminal gets it at most every `every_s`, in place, with
+    the best path so far below it; a log a line every LOG_EVERY_S. `close()` clears it from a
+    terminal."""
 
     def __init__(
-        self, paths: int, stream: TextIO | None = None, every_s: float = DRAW_EVERY_S
+        self,
+        paths: int,
+        stream: TextIO | None = None,
+        every_s: float = DRAW_EVERY_S,
+        max_steps: int | None = None,
+        max_path_tokens: int | None = None,
     ) -> None:
         self.paths, self.every_s = paths, every_s
+        self.max_steps, self.max_path_tokens = max_steps, max_path_tokens
         self.line = StatusLine(stream)
+        self.best = BestPath()
         self._shown_at = -math.inf
         self._parent: dict[int, int | None] = {}
+        self._depth: dict[int, int] = {}
         self._tokens: dict[int, int] = {}
         self._finished: list[int] = []  # the tokens of each finished path
+        self._steps_done = 0  # the deepest step any path has finished
 
     def __call__(self, event: Event) -> None:
+        self.best(event)
         if isinstance(event, NodeAdded):
             self._parent[event.node_id] = event.parent_id
+            self._depth[event.node_id] = event.depth
         elif isinstance(event, NodeExtended):
             self._tokens[event.node_id] = event.n_tokens
+        elif isinstance(event, StepFinished):
+            self._steps_done = max(self._steps_done, self._depth.get(event.node_id, 0))
         elif isinstance(event, NodeStatus) and event.status == "complete":
             self._finished.append(self._path_tokens(event.node_id))
         elif isinstance(event, Progress) and event.elapsed_s - self._shown_at >= self.every_s:
             self._shown_at = event.elapsed_s
-            self.line.show(self.describe(event))
+            best = self.best.line(terminal_width()) if is_terminal(self.line.stream) else ""
+            self.line.show(self.describe(event) + (f"\n{best}" if best else ""))
 
     def _path_tokens(self, node: int | None) -> int:
         total = 0
@@ -178,17 +219,37 @@ class SearchProgress:
         return total
 
     def describe(self, event: Progress) -> str:
+        """`1m 05s, ≤ ~6m 40s left · 3/20 steps · 0/4 paths · 1240 tokens, 19.1 tok/s · 12 PRM
+        calls`: the time first, so that a narrow terminal cuts the counts, not the estimate."""
         rate = event.generated_tokens / event.elapsed_s if event.elapsed_s > 0 else 0.0
         done = min(event.completed_paths, self.paths)
-        line = (
-            f"{duration(event.elapsed_s)} · {event.generated_tokens} tokens, {rate:.1f} tok/s · "
-            f"{done}/{self.paths} paths · {event.prm_calls} PRM calls"
+        steps = f" · {self._steps_done}/{self.max_steps} steps" if self.max_steps else ""
+        return (
+            f"{duration(event.elapsed_s)}{self._left(event, rate)}{steps} · {done}/{self.paths} "
+            f"paths · {event.generated_tokens} tokens, {rate:.1f} tok/s · {event.prm_calls} PRM "
+            "calls"
         )
-        if self._finished and rate > 0 and event.completed_paths < self.paths:
+
+    def _left(self, event: Progress, rate: float) -> str:
+        if rate <= 0 or event.completed_paths >= self.paths:
+            return ""
+        if self._finished:
             expected = self.paths * sum(self._finished) / len(self._finished)
             left = (expected - event.generated_tokens) / rate
-            line += f" · ~{duration(left)} left" if left >= 1 else " · finishing"
-        return line
+            return f", ~{duration(left)} left" if left >= 1 else ", finishing"
+        bound = self._budget_left(event, rate)
+        return f", ≤ ~{duration(bound)} left" if bound is not None else ""
+
+    def _budget_left(self, event: Progress, rate: float) -> float | None:
+        """The most time left at the rate so far, before any path has finished: every path to the
+        token budget, or the steps left at the time a step has taken."""
+        bounds = []
+        if self.max_path_tokens:
+            bounds.append((self.paths * self.max_path_tokens - event.generated_tokens) / rate)
+        if self.max_steps and self._steps_done:
+            steps_left = self.max_steps - self._steps_done
+            bounds.append(event.elapsed_s * steps_left / self._steps_done)
+        return max(0.0, min(bounds)) if bounds else None
 
     def close(self) -> None:
         self.line.clear()

@@ -85,7 +85,9 @@ def run(args: argparse.Namespace) -> int:
     asked = solve_settings(args)
     choice, config, policy = asked.search, asked.search.config, asked.policy
     session = open_session(asked.models, progress=pull_progress)
-    status = SearchProgress(config.beams)  # a terminal: a line in place; a log: one every few s
+    # a terminal: a line in place, the best path below it; a log: one every few s
+    budget = {"max_steps": config.max_steps, "max_path_tokens": config.max_path_tokens}
+    status = SearchProgress(config.beams, **budget)
     try:
         result = session.engine(policy, on_event=status).solve(problem, config)
         auto = session.auto_choice() if is_auto(policy) else None

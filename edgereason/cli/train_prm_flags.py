@@ -154,7 +154,8 @@ def _add_runtime_args(p: argparse.ArgumentParser) -> None:
         "--threads",
         type=int,
         default=None,
-        help="CPU threads of llama.cpp, and of torch in the train phase (default: physical cores)",
+        help="CPU threads of llama.cpp, and of torch in the train phase (default: the physical "
+        "cores other processes leave free at start; torch: physical cores)",
     )
     g.add_argument(
         "--gpu-layers", type=int, default=0, metavar="N", help="layers on the GPU, 999 = all"

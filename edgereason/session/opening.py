@@ -2,8 +2,9 @@
 share.
 
 The set-up is one straight sequence: the PRM (prm_choice.py), both models' files and the backend
-(backend_choice.py), the placement and GPU budget (gpu.py), the memory profile and the KV split
-(profile_choice.py, kv_split.py), the models opened, the Session (session.py) that builds engines.
+(backend_choice.py), the placement and GPU budget (gpu.py), the CPU threads (cpu_threads.py), the
+memory profile and the KV split (profile_choice.py, kv_split.py), the models opened, the Session
+(session.py) that builds engines.
 Served roles open in remote_opening.py."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import replace
 
 from edgereason.backends import PRMSpec, load_backend
 from edgereason.session.backend_choice import choose_backend, model_paths, prm_on_transformers
+from edgereason.session.cpu_threads import fit_threads_to_load
 from edgereason.session.gpu import gpu_settings, placement
 from edgereason.session.kv_split import check_host_memory, kv_tokens
 from edgereason.session.prm_choice import PullProgress, choose_prm
@@ -41,6 +43,7 @@ def open_session(
     if settings.n_gpu_layers:
         runtime.require_gpu("drop --gpu-layers")
     settings = gpu_settings(settings, runtime, gen_path, prm_path, prm_runtime if hf else None)
+    settings, busy_cores = fit_threads_to_load(settings, backend)
     place = placement(settings)
     looked = profile_for(settings, backend)
     profile = looked.profile
@@ -61,4 +64,10 @@ def open_session(
     device = "gpu" if settings.n_gpu_layers else "cpu"
     lv = int(profile["lv_threshold_tokens"]) if profile else DEFAULT_LV_THRESHOLD[device]
     paths = (gen_path, prm_path)
-    return Session(settings, generator, verifier, *paths, backend, lv_threshold=lv, profile=profile)
+    return Session(
+        settings,
+        *(generator, verifier, *paths, backend),
+        lv_threshold=lv,
+        profile=profile,
+        start_note=busy_cores,
+    )

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgereason.backends import load_backend
-from edgereason.engine.events import Listener
+from edgereason.engine.events import Event, Listener, Progress
 from edgereason.engine.loop import Engine
 from edgereason.engine.policy import Policy
 from edgereason.protocols import Generator, Points, Verifier
@@ -36,6 +36,8 @@ class Session:
     backend: str = "llamacpp"  # the generator's backend (what measures its pass cost)
     lv_threshold: int = DEFAULT_LV_THRESHOLD["cpu"]
     profile: dict | None = None
+    # said on stderr as the first search gets going (cpu_threads.py: the busy cores)
+    start_note: str | None = None
     _auto: AutoChoice | None = None
 
     def engine(self, policy: Policy, on_event: Listener | None = None) -> Engine:
@@ -43,7 +45,23 @@ class Session:
         auto = self.auto_choice() if is_auto(policy) else None
         run = resolve(policy, auto) if auto else policy
         lv = self.lv_threshold
-        return Engine(self.generator, self.verifier, run, on_event=on_event, lv_threshold=lv)
+        listener = self._noting(on_event)
+        return Engine(self.generator, self.verifier, run, on_event=listener, lv_threshold=lv)
+
+    def _noting(self, on_event: Listener | None) -> Listener | None:
+        """on_event, with start_note printed at the first Progress: after the checks that stop a
+        search at its start, so that their error stays the one line on stderr."""
+        if self.start_note is None:
+            return on_event
+
+        def listener(event: Event) -> None:
+            if self.start_note and isinstance(event, Progress):
+                print(self.start_note, file=sys.stderr, flush=True)
+                self.start_note = None
+            if on_event is not None:
+                on_event(event)
+
+        return listener
 
     def auto_choice(self) -> AutoChoice:
         """What `auto` runs in this session: decided once (profile, cache or a second's

@@ -146,6 +146,22 @@ async def test_a_cancelled_search_leaves_no_kv_figures_in_the_status_bar(app: Ch
         assert str(bar.render()) == f"ready  {app._models_line()}  {app._search_line()}"
 
 
+async def test_esc_leaves_the_cancelled_tree_on_screen(app: ChatApp) -> None:
+    """The cancel prunes every step (rule "cancelled"); the tree hid them all as pruned and went
+    blank: what was cancelled stays, marked as cancelled, not struck out as judged worse."""
+    async with app.run_test(size=(160, 48)) as pilot:
+        tree = app.query_one(SearchTree)
+        await ask(pilot, "Count from 1 to 100, one number per step.")
+        await wait_for(pilot, lambda: len(tree._lines) >= 2, "the first steps in the tree")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not app.searching, "the cancellation")
+        await pilot.pause(0.2)
+        cancelled = [n for n in app.state.nodes.values() if n.prune_rule == "cancelled"]
+        assert cancelled and {n.id for n in cancelled if n.parent is not None} <= set(tree._lines)
+        labels = [str(tree._lines[n.id].label) for n in cancelled if n.id in tree._lines]
+        assert labels and all(label.startswith("■ ") for label in labels), labels
+
+
 async def test_ctrl_q_mid_search_leaves_no_engine_thread(app: ChatApp) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await ask(pilot, "Count from 1 to 100, one number per step.")

@@ -20,12 +20,15 @@ LOOK: dict[str, tuple[str, str]] = {  # status -> (glyph, style)
     "selected": ("✔", "green"),
     "pruned": ("✗", "dim red"),
     "complete": ("★", "bold green"),
+    "cancelled": ("■", "dim yellow"),  # pruned by Esc, not judged: shown, not struck out
 }
 PREVIEW = 64
 
 
 def node_label(node: StepView, best: bool) -> Text:
-    glyph, style = LOOK.get(node.status, ("·", ""))  # a status newer than this table still renders
+    cancelled = node.prune_rule == "cancelled"
+    # a status newer than this table still renders
+    glyph, style = LOOK.get("cancelled" if cancelled else node.status, ("·", ""))
     score = f"{node.score:.2f}" if node.score is not None else " -- "
     preview = " ".join(readable_math(safe_text(node.text)).split())
     preview = preview[: PREVIEW - 1] + "…" if len(preview) > PREVIEW else preview
@@ -36,7 +39,7 @@ def node_label(node: StepView, best: bool) -> Text:
         (preview or node.status, "dim italic" if not preview else ""),
     )
     if node.status == "pruned":
-        label.stylize("dim strike")
+        label.stylize("dim" if cancelled else "dim strike")
     if best:
         label.stylize("bold on #1f3a2a")
     return label
@@ -44,7 +47,7 @@ def node_label(node: StepView, best: bool) -> Text:
 
 class SearchTree(Tree[int]):
     """Mirrors a SearchState. Lines change on step-level events only; pruned lines are hidden unless
-    shown."""
+    shown, but for those a cancel pruned: the tree stays as it was when Esc stopped it."""
 
     DEFAULT_CSS = "SearchTree { border: round $primary-darken-2; border-title-align: left; }"
     # p and h here only, as the help says: F2 and F3 are the app-wide keys
@@ -87,7 +90,8 @@ class SearchTree(Tree[int]):
         self._rehighlight()
 
     def _visible(self, node: StepView) -> bool:
-        return node.parent is not None and (self.show_pruned or node.status != "pruned")
+        shown = self.show_pruned or node.status != "pruned" or node.prune_rule == "cancelled"
+        return node.parent is not None and shown
 
     def _place(self, node: StepView) -> None:
         """Add, relabel or remove the node's line; a line exists only once its parent's line
