@@ -175,7 +175,7 @@ def load_decoder(path: str, device: str) -> TorchDecoder:
 
 class TorchModel:
     """The decoder and the tokenizer and chat template of the same GGUF or folder (tokenizer.py):
-    what both roles need, with the attributes the llama.cpp verifier reads off a LlamaModel."""
+    what both roles need (context_roles.ContextModel)."""
 
     def __init__(self, path: Path, device: torch.device) -> None:
         from edgereason.backends.torch.sources import display_name, open_tokenizer

@@ -1,6 +1,7 @@
-"""A torch context: the KV cell pool of kv.py and forward passes over it, with the interface of the
-llama.cpp backend's KVContext (sequence ids, fork/truncate/free, exact accounting, `decode(items,
-on_logits)`), so the verifiers' path bookkeeping (path_verifier.py) runs on it unchanged.
+"""A torch context: the KV cell pool of kv.py and forward passes over it, keeping the contexts'
+interface (context_roles.Context: sequence ids, fork/truncate/free, exact accounting,
+`decode(items, on_row)`), so the verifiers' path bookkeeping (path_verifier.py) runs on it
+unchanged.
 
 A forward pass packs every item's tokens into one flat batch with per-token positions and cells.
 Attention reads each sequence's keys and values through its cell table: the queries of the sequences
@@ -12,13 +13,13 @@ attention itself is attention.py's."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from edgereason.backends.context_roles import DecodeItem
+from edgereason.backends.context_roles import DecodeItem, OnRow
 from edgereason.backends.torch.device_draws import draw_rows
 from edgereason.backends.torch.eager_pass import EagerPasses
 from edgereason.backends.torch.kv import (
@@ -183,14 +184,12 @@ class TorchContext(EagerPasses):
             window = flat[lo : lo + self.n_batch]
             yield window, [i for i, (_, _, tag) in enumerate(window) if tag is not _NO_ROW]
 
-    def decode(
-        self, items: Sequence[DecodeItem], on_logits: Callable[[object, np.ndarray], None]
-    ) -> int:
-        """KVContext's interface: on_logits(tag, row) for each requested row, a float32 numpy copy
+    def decode(self, items: Sequence[DecodeItem], on_row: OnRow) -> int:
+        """The contexts' interface: on_row(tag, row) for each requested row, a float32 numpy copy
         of the logits of `columns` (or the whole row), then of the `layers`' outputs."""
         tags, logits = self.forward(items, self.columns)
         for tag, row in zip(tags, logits.cpu().numpy()):
-            on_logits(tag, row)
+            on_row(tag, row)
         return sum(len(it.tokens) for it in items)
 
     def _pass(
