@@ -76,9 +76,6 @@ class TorchContext(EagerPasses):
             else torch.tensor(list(columns), dtype=torch.long, device=self.device)
         )
         self.layers = list(layers)
-        # the llama.cpp verifier reads these off a context: no device top-k, no llama.cpp capture
-        self.top_k = None
-        self.capture = None
         self.graphs = None
         self.prefill_graphs = None
         if graphs and self.device.type == "cuda":
