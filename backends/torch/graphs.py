@@ -24,7 +24,6 @@ import torch
 from edgereason.backends.torch import fused
 from edgereason.backends.torch.attention import AttentionGroup, attend_groups, visibility_bias
 from edgereason.backends.torch.device_draws import draw_rows, draw_tensor, signed
-from edgereason.backends.torch.kv import table_width
 from edgereason.backends.torch.model import Attend
 from edgereason.backends.torch.runtime import GPU_MEMORY_HINT
 from edgereason.config import SamplingParams
@@ -77,13 +76,16 @@ class DecodeGraphs:
         the buffer is the next pass's). With them: wanted row k's draws[k] tokens drawn with
         params[k]."""
         n, rows = len(tokens), bucket(len(tokens), ROW_BUCKETS)
-        width = table_width(max(self.ctx.tables.seq_len(seq) for seq in order))
+        width = self.ctx.cache.width(order)
         settings = [GREEDY] * n  # rows that draw nothing: greedy, the cheapest
         if params is not None:
             for k, i in enumerate(wanted):
                 settings[i] = params[k]
         host = np.zeros((7, rows), dtype=np.int64)
-        host[2, n:], host[3, n:] = self.ctx.kv.pad_cell, self.ctx.table_cells.pad_row
+        host[2, n:], host[3, n:] = (
+            self.ctx.cache.store.pad_cell,
+            self.ctx.cache.device_tables.pad_row,
+        )
         host[0, :n], host[1, :n], host[2, :n], host[3, :n] = tokens, positions, cells, list(order)
         host[4, :n] = [signed(p.seed) for p in settings]
         host[5:7].view(np.float64)[:, :n] = [
@@ -116,7 +118,7 @@ class DecodeGraphs:
         temps, top_p = self.inputs[5:7, :rows].view(torch.float64)
 
         def body() -> None:
-            ctx.table_cells.write(seqs, positions, cells)
+            ctx.cache.device_tables.write(seqs, positions, cells)
             attend = padded_attention(ctx, seqs, positions, cells, rows, 1, width)
             hidden = ctx.model.decoder.hidden(tokens, positions, attend, fused=fused.enabled())
             self.logits[:rows].copy_(ctx.model.decoder.logits(hidden))
@@ -152,12 +154,12 @@ def padded_attention(
     )
     group = AttentionGroup(
         query_rows=torch.arange(n_seq * longest, device=ctx.device).view(n_seq, longest),
-        cells=ctx.table_cells.rows(seqs, width),
+        cells=ctx.cache.device_tables.rows(seqs, width),
         bias=visibility_bias(visible, cfg.n_head // cfg.n_head_kv, ctx.model.decoder.dtype),
         tokens=None,
         padded_at=None,
     )
-    return attend_groups(ctx.kv, cells, [group])
+    return attend_groups(ctx.cache.store, cells, [group])
 
 
 _POOLS: dict[int, tuple[object, torch.cuda.CUDAGraph]] = {}

@@ -25,7 +25,6 @@ import torch
 
 from edgereason.backends.torch import fused
 from edgereason.backends.torch.graphs import ROW_BUCKETS, bucket, capture, padded_attention
-from edgereason.backends.torch.kv import table_width
 from edgereason.errors import OutOfMemoryError
 
 if TYPE_CHECKING:
@@ -79,14 +78,14 @@ class PrefillGraphs:
             bucket(len(order), ROW_BUCKETS),
             bucket(max(len(i) for i in order.values()), QUERY_BUCKETS),
         )
-        width = table_width(max(ctx.tables.seq_len(seq) for seq in order))
+        width = ctx.cache.width(order)
         host = np.zeros((3, n_seq * longest), dtype=np.int64)
-        host[2] = ctx.kv.pad_cell
+        host[2] = ctx.cache.store.pad_cell
         slot = np.empty(len(tokens), dtype=np.int64)  # window row -> padded row
         for e, idx in enumerate(order.values()):
             slot[idx] = e * longest + np.arange(len(idx))
         host[0, slot], host[1, slot], host[2, slot] = tokens, positions, cells
-        seqs = np.full(n_seq, ctx.table_cells.pad_row, dtype=np.int64)
+        seqs = np.full(n_seq, ctx.cache.device_tables.pad_row, dtype=np.int64)
         seqs[: len(order)] = list(order)
         self.inputs[:, : n_seq * longest].copy_(torch.from_numpy(host))
         self.seq_rows[:n_seq].copy_(torch.from_numpy(seqs))

@@ -21,11 +21,12 @@ import torch
 
 from edgereason.backends.context_roles import DecodeItem, OnRow
 from edgereason.backends.torch.device_draws import draw_rows
-from edgereason.backends.torch.eager_pass import EagerPasses
+from edgereason.backends.torch.eager_pass import EagerPass
 from edgereason.backends.torch.kv import (
     SEQ_SLOTS,
     CellTables,
     DeviceTables,
+    KVCache,
     KVFullError,
     KVStore,
 )
@@ -36,7 +37,7 @@ from edgereason.errors import OutOfMemoryError
 GPU_MEMORY_HINT = "lower --gpu-memory (or --kv-budget) or free GPU memory"
 
 
-class TorchContext(EagerPasses):
+class TorchContext:
     """Sequence ids, exact KV accounting and forward passes on one model's weights (see the module
     doc)."""
 
@@ -55,27 +56,18 @@ class TorchContext(EagerPasses):
         only). layers: each requested row goes on with these layers' outputs at its token, layer by
         layer (a value head's features)."""
         self.model = model
-        cfg = model.decoder.config
         self.device = model.device
         self.capacity = n_ctx
         self.n_batch = n_batch
         self.n_seq_max = n_seq_max
-        self.tables = CellTables(n_ctx, n_seq_max)
-        try:
-            self.kv = KVStore(
-                cfg.n_layer, n_ctx, cfg.n_head_kv, cfg.head_dim, self.device, kv_dtype(self.device)
-            )
-        except torch.OutOfMemoryError:
-            raise OutOfMemoryError(
-                f"no room for {n_ctx} KV tokens of {model.path.name} on the GPU; {GPU_MEMORY_HINT}"
-            ) from None
-        self.table_cells = DeviceTables(n_seq_max, n_ctx, self.kv.pad_cell, self.device)
+        self.cache = _open_cache(model, n_ctx, n_seq_max)
         self.columns = (
             None
             if columns is None
             else torch.tensor(list(columns), dtype=torch.long, device=self.device)
         )
         self.layers = list(layers)
+        self.eager = EagerPass(model, self.cache, self.layers)
         self.graphs = None
         self.prefill_graphs = None
         if graphs and self.device.type == "cuda":
@@ -88,48 +80,39 @@ class TorchContext(EagerPasses):
 
     # -- sequences: the accounting of kv.py --
     def can_alloc(self, n: int = 1) -> bool:
-        return self.tables.can_alloc(n)
+        return self.cache.tables.can_alloc(n)
 
     def can_append(self, n_new_tokens: int) -> bool:
-        return self.tables.can_append(n_new_tokens)
+        return self.cache.tables.can_append(n_new_tokens)
 
     def new_seq(self) -> int:
-        return self.tables.new_seq()
+        return self.cache.tables.new_seq()
 
     def fork(self, parent: int) -> int:
-        child = self.tables.fork(parent)
-        self.table_cells.fork(parent, child, self.tables.seq_len(parent))
-        return child
+        return self.cache.fork(parent)
 
     def truncate(self, seq: int, n_tokens: int) -> None:
-        self.tables.truncate(seq, n_tokens)
+        self.cache.tables.truncate(seq, n_tokens)
 
     def free(self, seq: int) -> None:
-        self.tables.free(seq)
+        self.cache.tables.free(seq)
 
     def seq_len(self, seq: int) -> int:
-        return self.tables.seq_len(seq)
+        return self.cache.tables.seq_len(seq)
 
     def unique_tokens(self, seq: int) -> int:
-        return self.tables.unique_tokens(seq)
+        return self.cache.tables.unique_tokens(seq)
 
     @property
     def used_tokens(self) -> int:
-        return self.tables.used_tokens
+        return self.cache.tables.used_tokens
 
     @property
     def live_seqs(self) -> int:
-        return self.tables.live_seqs
+        return self.cache.tables.live_seqs
 
     def check_integrity(self) -> None:
-        """The accounting, and the device's copy of every live table (what attention reads) agrees
-        with it."""
-        self.tables.check_integrity()
-        for seq in self.tables.live_ids():
-            table = self.tables.table(seq)
-            assert self.table_cells.cells[seq, : len(table)].tolist() == table, (
-                f"seq {seq}: device table drifted"
-            )
+        self.cache.check_integrity()
 
     # -- forward passes --
     def forward(
@@ -169,7 +152,7 @@ class TorchContext(EagerPasses):
         """The items' tokens as (seq, token, tag or _NO_ROW), n_batch a window, with the requested
         rows' indices."""
         total = sum(len(it.tokens) for it in items)
-        if not self.tables.can_append(total):
+        if not self.cache.tables.can_append(total):
             raise KVFullError(
                 f"{total} new tokens do not fit: {self.used_tokens}/{self.capacity} KV cells in use"
             )
@@ -202,15 +185,18 @@ class TorchContext(EagerPasses):
         order: dict[int, list[int]] = {}  # seq -> its tokens' indices in the window, in order
         for i, (seq, _, _) in enumerate(window):
             order.setdefault(seq, []).append(i)
-        before = {seq: self.tables.seq_len(seq) for seq in order}
+        before = {seq: self.cache.tables.seq_len(seq) for seq in order}
         try:
             cells = np.empty(len(window), dtype=np.int64)
             positions = np.empty(len(window), dtype=np.int64)
             for seq, idx in order.items():
                 if len(idx) == 1:  # a decode token, most of a search's: scalars, not index arrays
-                    cells[idx[0]], positions[idx[0]] = self.tables.append(seq, 1)[0], before[seq]
+                    cells[idx[0]], positions[idx[0]] = (
+                        self.cache.tables.append(seq, 1)[0],
+                        before[seq],
+                    )
                 else:
-                    cells[idx] = self.tables.append(seq, len(idx))
+                    cells[idx] = self.cache.tables.append(seq, len(idx))
                     positions[idx] = np.arange(before[seq], before[seq] + len(idx))
             tokens = [tok for _, tok, _ in window]
             # it writes the tables itself
@@ -219,18 +205,20 @@ class TorchContext(EagerPasses):
                     order, tokens, positions, cells, wanted, *(draws or (None, None))
                 )
             at = lambda a: torch.as_tensor(np.asarray(a, dtype=np.int64)).to(self.device)  # noqa: E731
-            self.table_cells.write(at([seq for seq, _, _ in window]), at(positions), at(cells))
+            self.cache.device_tables.write(
+                at([seq for seq, _, _ in window]), at(positions), at(cells)
+            )
             logits = None
             if self.prefill_graphs is not None and self.prefill_graphs.fits(order):
                 replayed = self.prefill_graphs.run(order, tokens, positions, cells, wanted)
                 if replayed is not None:
-                    logits = self._read_out(*replayed, columns)
+                    logits = self.eager.read_out(*replayed, columns)
             if logits is None:
-                logits = self._eager(order, tokens, positions, cells, wanted, columns)
+                logits = self.eager.run(order, tokens, positions, cells, wanted, columns)
             return logits if draws is None else draw_rows(logits, *draws)
         except BaseException as e:
             for seq, n in before.items():
-                self.tables.truncate(seq, n)
+                self.cache.tables.truncate(seq, n)
             if isinstance(e, torch.OutOfMemoryError):
                 raise OutOfMemoryError(
                     f"the GPU ran out of memory in a forward pass of {len(window)} tokens; "
@@ -240,7 +228,21 @@ class TorchContext(EagerPasses):
 
     def close(self) -> None:
         self.graphs = None
-        self.kv = None  # type: ignore[assignment]
+        self.cache.store.free()
 
 
 _NO_ROW = object()
+
+
+def _open_cache(model: TorchModel, n_ctx: int, n_seq_max: int) -> KVCache:
+    """The KV cache of n_ctx cells and n_seq_max sequences on the model's device; one
+    OutOfMemoryError line where it does not fit."""
+    cfg, device = model.decoder.config, model.device
+    try:
+        store = KVStore(cfg.n_layer, n_ctx, cfg.n_head_kv, cfg.head_dim, device, kv_dtype(device))
+    except torch.OutOfMemoryError:
+        raise OutOfMemoryError(
+            f"no room for {n_ctx} KV tokens of {model.path.name} on the GPU; {GPU_MEMORY_HINT}"
+        ) from None
+    tables = DeviceTables(n_seq_max, n_ctx, store.pad_cell, device)
+    return KVCache(CellTables(n_ctx, n_seq_max), store, tables)
