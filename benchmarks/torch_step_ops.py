@@ -99,7 +99,7 @@ def decode_step(model_name: str, rows: int, device: str = "cpu"):
 
     model = load_model(str(models.resolve(model_name)), device)
     gen = TorchGenerator(model, 4096)
-    gen.ctx.graphs = EagerGraphs(gen.ctx)
+    gen.ctx.graphs = EagerGraphs(gen.ctx.model, gen.ctx.cache)
     prompt = model.tokenize("Janet has 16 eggs and eats 3. How many are left?", add_bos=True)
     root = gen.new_seq()
     gen.step([BatchEntry(root, prompt)], [0], SamplingParams())

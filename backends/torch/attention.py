@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from edgereason.backends.torch.kv import KVStore, read_cells, write_cells
-from edgereason.backends.torch.model import Attend
+from edgereason.backends.torch.layer import Attend
 
 
 @dataclass
@@ -127,5 +127,5 @@ class LayerAttention:
 
 
 def attend_groups(kv: KVStore, write: torch.Tensor, groups: Sequence[AttentionGroup]) -> Attend:
-    """The pass's attention at each layer (model.Attend): layer -> its LayerAttention over `kv`."""
+    """The pass's attention at each layer (layer.Attend): layer -> its LayerAttention over `kv`."""
     return lambda layer: LayerAttention(kv.layers[layer], write, groups)

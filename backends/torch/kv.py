@@ -26,6 +26,8 @@ from edgereason.backends.torch import SEQ_SLOTS
 from edgereason.errors import OutOfMemoryError
 
 MIN_TABLE = 256  # the narrowest table width a pass gathers (CUDA graphs are recorded per width)
+# what to do where the GPU's memory runs short: the KV cache, a pass or a graph's capture
+GPU_MEMORY_HINT = "lower --gpu-memory (or --kv-budget) or free GPU memory"
 
 
 def table_width(length: int) -> int:

@@ -69,6 +69,8 @@ class Layer:
 # keys, then values) -> [T, n_embd]. It writes kv to the tokens' cells and attends over each
 # sequence's.
 LayerAttend = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+# layer index -> its attention for this pass (the KV context supplies it)
+Attend = Callable[[int], LayerAttend]
 
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:

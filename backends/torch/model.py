@@ -22,11 +22,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from edgereason.backends.torch.fused import run_block
 from edgereason.backends.torch.gguf_weights import ModelConfig
-from edgereason.backends.torch.layer import Layer, LayerAttend, block, rms_norm
+from edgereason.backends.torch.layer import Attend, Layer, block, rms_norm
 
-# layer index -> its attention for this pass (the KV context supplies it)
-Attend = Callable[[int], LayerAttend]
 OnLayer = Callable[[int, torch.Tensor], None]  # (layer, its output [T, n_embd])
 
 
@@ -146,11 +145,7 @@ class TorchDecoder:
         where given, sees layer i's output x [T, n_embd] (the residual stream after the layer,
         before any norm: llama.cpp's "l_out-i"). fused: each layer runs compiled (fused.py):
         `block`, its kernels fused."""
-        run = block
-        if fused:
-            from edgereason.backends.torch.fused import run_block
-
-            run = run_block
+        run = run_block if fused else block
         cos, sin = self.rope_tables(positions)
         x = F.embedding(tokens, self.embed)
         for i, layer in enumerate(self.layers):

@@ -22,7 +22,9 @@ import torch
 from edgereason.backends.context_roles import DecodeItem, OnRow
 from edgereason.backends.torch.device_draws import draw_rows
 from edgereason.backends.torch.eager_pass import EagerPass
+from edgereason.backends.torch.graphs import DecodeGraphs
 from edgereason.backends.torch.kv import (
+    GPU_MEMORY_HINT,
     SEQ_SLOTS,
     CellTables,
     DeviceTables,
@@ -31,10 +33,9 @@ from edgereason.backends.torch.kv import (
     KVStore,
 )
 from edgereason.backends.torch.model import TorchModel, kv_dtype
+from edgereason.backends.torch.prefill_graphs import PrefillGraphs
 from edgereason.config import SamplingParams
 from edgereason.errors import OutOfMemoryError
-
-GPU_MEMORY_HINT = "lower --gpu-memory (or --kv-budget) or free GPU memory"
 
 
 class TorchContext:
@@ -71,12 +72,9 @@ class TorchContext:
         self.graphs = None
         self.prefill_graphs = None
         if graphs and self.device.type == "cuda":
-            from edgereason.backends.torch.graphs import DecodeGraphs
-            from edgereason.backends.torch.prefill_graphs import PrefillGraphs
-
-            # whole rows only
-            self.graphs = None if self.layers or columns is not None else DecodeGraphs(self)
-            self.prefill_graphs = PrefillGraphs(self)
+            whole_rows = not self.layers and columns is None
+            self.graphs = DecodeGraphs(model, self.cache) if whole_rows else None
+            self.prefill_graphs = PrefillGraphs(model, self.cache, self.layers)
 
     # -- sequences: the accounting of kv.py --
     def can_alloc(self, n: int = 1) -> bool:

@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from edgereason.backends.context_roles import DecodeItem
+from edgereason.backends.torch.cuda_graphs import ROW_BUCKETS, bucket
 from edgereason.backends.torch.device_draws import draw_rows
 from edgereason.backends.torch.generator import TorchGenerator
-from edgereason.backends.torch.graphs import ROW_BUCKETS, DecodeGraphs, bucket
+from edgereason.backends.torch.graphs import DecodeGraphs
 from edgereason.backends.torch.kv import table_width
 from edgereason.backends.torch.runtime import TorchContext
 from edgereason.config import SamplingParams
@@ -27,9 +28,13 @@ class _Replay:
 
 
 class EagerGraphs(DecodeGraphs):
-    """Records nothing: `replay` runs the body the graph would have recorded."""
+    """A context's decode graphs that record nothing: `replay` runs the body the graph would have
+    recorded."""
 
     captured: list[tuple[int, int, bool]]
+
+    def __init__(self, ctx: TorchContext) -> None:
+        super().__init__(ctx.model, ctx.cache)
 
     def _capture(self, rows: int, width: int, nucleus: bool):
         self.captured = getattr(self, "captured", []) + [(rows, width, nucleus)]

@@ -26,11 +26,11 @@ class _Replay:
 
 
 class EagerPrefillGraphs(PrefillGraphs):
-    """Records nothing: `replay` runs the body the graph would have recorded. Every shape is
-    captured at its first pass (capture_at 1), unless told otherwise."""
+    """A context's prefill graphs that record nothing: `replay` runs the body the graph would have
+    recorded. Every shape is captured at its first pass (capture_at 1), unless told otherwise."""
 
-    def __init__(self, ctx, capture_at: int = 1) -> None:
-        super().__init__(ctx)
+    def __init__(self, ctx: TorchContext, capture_at: int = 1) -> None:
+        super().__init__(ctx.model, ctx.cache, ctx.layers)
         self.captured: list[tuple[int, int, int]] = []
         self.capture_at = capture_at
 
@@ -106,7 +106,7 @@ def test_a_capture_that_fails_runs_eagerly_after_one_line(torch_smollm2, monkeyp
     monkeypatch.setattr(prefill_graphs, "capture", refuse)
     want = _verifier_like_pass(TorchContext(torch_smollm2, 1024), torch_smollm2)
     ctx = TorchContext(torch_smollm2, 1024)
-    ctx.prefill_graphs = PrefillGraphs(ctx)
+    ctx.prefill_graphs = PrefillGraphs(ctx.model, ctx.cache, ctx.layers)
     ctx.prefill_graphs.capture_at = 1
     got = _verifier_like_pass(ctx, torch_smollm2)
     np.testing.assert_allclose(got, want, atol=1e-5)  # the eager pass itself
