@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 
 from edgereason.backends.torch import fused
 from edgereason.backends.torch.attention import AttentionGroup, attend_groups, attention_group
 from edgereason.backends.torch.kv import KVCache
 from edgereason.backends.torch.model import TorchModel
+from edgereason.backends.torch.pass_layout import PassLayout
 
 
 class EagerPass:
@@ -25,21 +25,15 @@ class EagerPass:
         self.cache = cache
         self.layers = list(layers)
 
-    def run(
-        self,
-        order: dict[int, list[int]],
-        tokens: list[int],
-        positions: np.ndarray,
-        cells: np.ndarray,
-        wanted: list[int],
-        columns: torch.Tensor | None,
-    ) -> torch.Tensor:
+    def run(self, layout: PassLayout, columns: torch.Tensor | None) -> torch.Tensor:
+        """The wanted rows' logits of `columns` (or whole rows), then the layers' outputs there
+        (read_out)."""
         device = self.model.device
-        groups = [self._group(order, positions, single) for single in (True, False)]
+        groups = [self._group(layout, single) for single in (True, False)]
         attend = attend_groups(
-            self.cache.store, torch.from_numpy(cells).to(device), [g for g in groups if g]
+            self.cache.store, torch.from_numpy(layout.cells).to(device), [g for g in groups if g]
         )
-        rows = torch.tensor(wanted, device=device, dtype=torch.long)
+        rows = torch.tensor(layout.wanted, device=device, dtype=torch.long)
         taps: dict[int, torch.Tensor] = {}
 
         def tap(layer: int, x: torch.Tensor) -> None:
@@ -47,7 +41,8 @@ class EagerPass:
                 taps[layer] = x[rows]
 
         def run() -> torch.Tensor:  # fused.enabled asked at each try: a failed compile turns it off
-            ids, at = torch.tensor(tokens, device=device), torch.from_numpy(positions).to(device)
+            ids = torch.tensor(layout.tokens, device=device)
+            at = torch.from_numpy(layout.positions).to(device)
             return self.model.decoder.hidden(
                 ids, at, attend, tap if self.layers else None, fused.enabled()
             )
@@ -56,11 +51,10 @@ class EagerPass:
             hidden = fused.first_run(run)
         return self.read_out(hidden[rows], [taps[il] for il in self.layers], columns)
 
-    def _group(
-        self, order: dict[int, list[int]], positions: np.ndarray, single: bool
-    ) -> AttentionGroup | None:
+    def _group(self, layout: PassLayout, single: bool) -> AttentionGroup | None:
         """The attention group of the sequences that append one token (single) or several: decode
         rows in one, prefill runs in another, so little is padded; None where there are none."""
+        order = layout.order
         seqs = [s for s, idx in order.items() if (len(idx) == 1) == single]
         if not seqs:
             return None
@@ -69,7 +63,7 @@ class EagerPass:
         return attention_group(
             self.cache.device_tables.rows(torch.tensor(seqs, device=self.model.device), width),
             [order[s] for s in seqs],
-            [positions[order[s]] for s in seqs],
+            [layout.positions[order[s]] for s in seqs],
             decoder.config.n_head // decoder.config.n_head_kv,
             decoder.dtype,
         )

@@ -25,6 +25,7 @@ from edgereason.backends.torch.cuda_graphs import ROW_BUCKETS, bucket, capture, 
 from edgereason.backends.torch.device_draws import draw_rows, draw_tensor, signed
 from edgereason.backends.torch.kv import KVCache
 from edgereason.backends.torch.model import TorchModel
+from edgereason.backends.torch.pass_layout import Draws, PassLayout
 from edgereason.config import SamplingParams
 
 # what padding rows, and passes that draw nothing, "draw" with
@@ -45,60 +46,58 @@ class DecodeGraphs:
         self.drawn = torch.zeros(rows, dtype=torch.long, device=device)  # each row's first draw
         self.graphs: dict[tuple[int, int, bool], torch.cuda.CUDAGraph] = {}
 
-    def fits(self, order: dict[int, list[int]], columns: torch.Tensor | None) -> bool:
-        return (
-            columns is None
-            and len(order) <= ROW_BUCKETS[-1]
-            and all(len(idx) == 1 for idx in order.values())
-        )
+    def fits(self, layout: PassLayout, columns: torch.Tensor | None) -> bool:
+        return columns is None and len(layout.order) <= ROW_BUCKETS[-1] and layout.longest == 1
 
-    def run(
-        self,
-        order: dict[int, list[int]],
-        tokens: list[int],
-        positions: np.ndarray,
-        cells: np.ndarray,
-        wanted: list[int],
-        draws: list[int] | None = None,
-        params: list[SamplingParams] | None = None,
-    ) -> torch.Tensor | list[list[int]]:
-        """Row i is window token i (each sequence has one token, so `order` lists them in window
-        order). Without `draws`: the logits of the `wanted` rows, [len(wanted), n_vocab] (a copy:
-        the buffer is the next pass's). With them: wanted row k's draws[k] tokens drawn with
+    def run(self, layout: PassLayout) -> torch.Tensor | list[list[int]]:
+        """Row i is the pass's token i (each sequence has one token, so `order` lists them in row
+        order). Without draws: the logits of the wanted rows, [len(wanted), n_vocab] (a copy: the
+        buffer is the next pass's). With them: wanted row k's counts[k] tokens drawn with
         params[k]."""
-        n, rows = len(tokens), bucket(len(tokens), ROW_BUCKETS)
-        width = self.cache.width(order)
+        n, rows = len(layout.tokens), bucket(len(layout.tokens), ROW_BUCKETS)
+        width = self.cache.width(layout.order)
         settings = [GREEDY] * n  # rows that draw nothing: greedy, the cheapest
-        if params is not None:
-            for k, i in enumerate(wanted):
-                settings[i] = params[k]
+        if layout.draws is not None:
+            for k, i in enumerate(layout.wanted):
+                settings[i] = layout.draws.params[k]
+        self.inputs[:, :rows].copy_(torch.from_numpy(self._host_inputs(layout, rows, settings)))
+        nucleus = any(p.top_p < 1.0 for p in settings)
+        graph = self.graphs.get((rows, width, nucleus)) or self._capture(rows, width, nucleus)
+        graph.replay()
+        if layout.draws is None:
+            return self.logits[torch.tensor(layout.wanted, device=self.model.device)]
+        return self._drawn(layout, layout.draws)
+
+    def _host_inputs(
+        self, layout: PassLayout, rows: int, settings: list[SamplingParams]
+    ) -> np.ndarray:
+        """The [7, rows] int64 that `inputs` takes: each row's token, position, cell, sequence,
+        seed, temperature and top_p; padding rows (past the pass's) greedy at the pad cell of the
+        all-pad table row."""
+        n = len(layout.tokens)
         host = np.zeros((7, rows), dtype=np.int64)
-        host[2, n:], host[3, n:] = (
-            self.cache.store.pad_cell,
-            self.cache.device_tables.pad_row,
-        )
-        host[0, :n], host[1, :n], host[2, :n], host[3, :n] = tokens, positions, cells, list(order)
+        host[2, n:], host[3, n:] = self.cache.store.pad_cell, self.cache.device_tables.pad_row
+        host[0, :n], host[1, :n] = layout.tokens, layout.positions
+        host[2, :n], host[3, :n] = layout.cells, list(layout.order)
         host[4, :n] = [signed(p.seed) for p in settings]
         host[5:7].view(np.float64)[:, :n] = [
             [p.temperature for p in settings],
             [p.top_p for p in settings],
         ]
         host[5:7].view(np.float64)[:, n:] = [[0.0], [1.0]]  # padding rows: greedy
-        self.inputs[:, :rows].copy_(torch.from_numpy(host))
-        nucleus = any(p.top_p < 1.0 for p in settings)
-        graph = self.graphs.get((rows, width, nucleus)) or self._capture(rows, width, nucleus)
-        graph.replay()
-        if draws is None:
-            return self.logits[torch.tensor(wanted, device=self.model.device)]
-        first = self.drawn[:n].tolist()  # the one transfer back
-        out = [[first[i]] if count == 1 else [] for i, count in zip(wanted, draws)]
-        # from the same streams: draw 0 is first[i]
-        more = [k for k, count in enumerate(draws) if count > 1]
+        return host
+
+    def _drawn(self, layout: PassLayout, draws: Draws) -> list[list[int]]:
+        """Wanted row k's counts[k] tokens: the first each row drew in the graph, the rest drawn
+        eagerly from the logits the graph left, from the same streams (draw 0 is the graph's)."""
+        wanted = layout.wanted
+        first = self.drawn[: len(layout.tokens)].tolist()  # the one transfer back
+        out = [[first[i]] if count == 1 else [] for i, count in zip(wanted, draws.counts)]
+        more = [k for k, count in enumerate(draws.counts) if count > 1]
         if more:
-            logits = self.logits[torch.tensor([wanted[k] for k in more], device=self.model.device)]
-            for k, row in zip(
-                more, draw_rows(logits, [draws[k] for k in more], [params[k] for k in more])
-            ):
+            rows = torch.tensor([wanted[k] for k in more], device=self.model.device)
+            counts, params = [draws.counts[k] for k in more], [draws.params[k] for k in more]
+            for k, row in zip(more, draw_rows(self.logits[rows], counts, params)):
                 out[k] = row
         return out
 

@@ -26,6 +26,7 @@ from edgereason.backends.torch import fused
 from edgereason.backends.torch.cuda_graphs import ROW_BUCKETS, bucket, capture, padded_attention
 from edgereason.backends.torch.kv import KVCache
 from edgereason.backends.torch.model import TorchModel
+from edgereason.backends.torch.pass_layout import PassLayout
 from edgereason.errors import OutOfMemoryError
 
 MIN_QUERIES = 16
@@ -53,36 +54,27 @@ class PrefillGraphs:
         self.capture_at = CAPTURE_AT
         self.broken = False
 
-    def fits(self, order: dict[int, list[int]]) -> bool:
-        if self.broken or len(order) > ROW_BUCKETS[-1]:
+    def fits(self, layout: PassLayout) -> bool:
+        if self.broken or len(layout.order) > ROW_BUCKETS[-1]:
             return False
-        longest = max(len(idx) for idx in order.values())
+        longest = layout.longest
         if longest == 1 or longest > QUERY_BUCKETS[-1]:
             return False
-        return bucket(len(order), ROW_BUCKETS) * bucket(longest, QUERY_BUCKETS) <= MAX_ROWS
+        return bucket(len(layout.order), ROW_BUCKETS) * bucket(longest, QUERY_BUCKETS) <= MAX_ROWS
 
-    def run(
-        self,
-        order: dict[int, list[int]],
-        tokens: list[int],
-        positions: np.ndarray,
-        cells: np.ndarray,
-        wanted: list[int],
-    ) -> tuple[torch.Tensor, list[torch.Tensor]] | None:
-        """The final hidden states of the `wanted` window rows [len(wanted), n_embd] and each
-        layer's outputs there (copies); None where the graph could not be captured (the caller runs
-        the pass eagerly)."""
-        n_seq, longest = (
-            bucket(len(order), ROW_BUCKETS),
-            bucket(max(len(i) for i in order.values()), QUERY_BUCKETS),
-        )
+    def run(self, layout: PassLayout) -> tuple[torch.Tensor, list[torch.Tensor]] | None:
+        """The final hidden states of the wanted rows [len(wanted), n_embd] and each layer's
+        outputs there (copies); None where the graph could not be captured (the caller runs the
+        pass eagerly)."""
+        order = layout.order
+        n_seq, longest = bucket(len(order), ROW_BUCKETS), bucket(layout.longest, QUERY_BUCKETS)
         width = self.cache.width(order)
         host = np.zeros((3, n_seq * longest), dtype=np.int64)
         host[2] = self.cache.store.pad_cell
-        slot = np.empty(len(tokens), dtype=np.int64)  # window row -> padded row
+        slot = np.empty(len(layout.tokens), dtype=np.int64)  # the pass's row -> padded row
         for e, idx in enumerate(order.values()):
             slot[idx] = e * longest + np.arange(len(idx))
-        host[0, slot], host[1, slot], host[2, slot] = tokens, positions, cells
+        host[0, slot], host[1, slot], host[2, slot] = layout.tokens, layout.positions, layout.cells
         seqs = np.full(n_seq, self.cache.device_tables.pad_row, dtype=np.int64)
         seqs[: len(order)] = list(order)
         self.inputs[:, : n_seq * longest].copy_(torch.from_numpy(host))
@@ -98,7 +90,7 @@ class PrefillGraphs:
             if graph is None:
                 return None
         graph.replay()
-        rows = torch.from_numpy(slot[wanted]).to(self.model.device)
+        rows = torch.from_numpy(slot[layout.wanted]).to(self.model.device)
         return self.hidden[rows], [tap[rows] for tap in self.taps]
 
     def _body(self, n_seq: int, longest: int, width: int) -> Callable[[], None]:

@@ -14,9 +14,7 @@ attention itself is attention.py's."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
-import numpy as np
 import torch
 
 from edgereason.backends.context_roles import DecodeItem, OnRow
@@ -33,6 +31,7 @@ from edgereason.backends.torch.kv import (
     KVStore,
 )
 from edgereason.backends.torch.model import TorchModel, kv_dtype
+from edgereason.backends.torch.pass_layout import Draws, PassLayout, lay_out
 from edgereason.backends.torch.prefill_graphs import PrefillGraphs
 from edgereason.config import SamplingParams
 from edgereason.errors import OutOfMemoryError
@@ -141,7 +140,7 @@ class TorchContext:
         for window, wanted in self._windows(items):
             at = slice(len(tags), len(tags) + len(wanted))
             tags += [window[i][2] for i in wanted]
-            drawn += self._pass(window, wanted, None, (list(draws[at]), list(params[at])))
+            drawn += self._pass(window, wanted, None, Draws(list(draws[at]), list(params[at])))
         return tags, drawn
 
     def _windows(
@@ -175,54 +174,45 @@ class TorchContext:
         window: list[tuple[int, int, object]],
         wanted: list[int],
         columns: torch.Tensor | None,
-        draws: tuple[list[int], list[SamplingParams]] | None = None,
-    ) -> Any:
+        draws: Draws | None = None,
+    ) -> torch.Tensor | list[list[int]]:
         """One forward pass over `window` (at most n_batch tokens): the logits of its `wanted` rows
-        or, given `draws` (counts and settings of the wanted rows), their drawn ids. Cells taken for
-        the window go back if the pass fails."""
-        order: dict[int, list[int]] = {}  # seq -> its tokens' indices in the window, in order
-        for i, (seq, _, _) in enumerate(window):
-            order.setdefault(seq, []).append(i)
-        before = {seq: self.cache.tables.seq_len(seq) for seq in order}
+        or, given `draws`, their drawn ids. Cells taken for the window go back if the pass
+        fails."""
+        tables = self.cache.tables
+        before = {seq: tables.seq_len(seq) for seq in dict.fromkeys(seq for seq, _, _ in window)}
         try:
-            cells = np.empty(len(window), dtype=np.int64)
-            positions = np.empty(len(window), dtype=np.int64)
-            for seq, idx in order.items():
-                if len(idx) == 1:  # a decode token, most of a search's: scalars, not index arrays
-                    cells[idx[0]], positions[idx[0]] = (
-                        self.cache.tables.append(seq, 1)[0],
-                        before[seq],
-                    )
-                else:
-                    cells[idx] = self.cache.tables.append(seq, len(idx))
-                    positions[idx] = np.arange(before[seq], before[seq] + len(idx))
-            tokens = [tok for _, tok, _ in window]
-            # it writes the tables itself
-            if self.graphs is not None and self.graphs.fits(order, columns):
-                return self.graphs.run(
-                    order, tokens, positions, cells, wanted, *(draws or (None, None))
-                )
-            at = lambda a: torch.as_tensor(np.asarray(a, dtype=np.int64)).to(self.device)  # noqa: E731
-            self.cache.device_tables.write(
-                at([seq for seq, _, _ in window]), at(positions), at(cells)
-            )
-            logits = None
-            if self.prefill_graphs is not None and self.prefill_graphs.fits(order):
-                replayed = self.prefill_graphs.run(order, tokens, positions, cells, wanted)
-                if replayed is not None:
-                    logits = self.eager.read_out(*replayed, columns)
-            if logits is None:
-                logits = self.eager.run(order, tokens, positions, cells, wanted, columns)
-            return logits if draws is None else draw_rows(logits, *draws)
+            return self._run(lay_out(window, wanted, draws, tables), columns)
         except BaseException as e:
             for seq, n in before.items():
-                self.cache.tables.truncate(seq, n)
+                tables.truncate(seq, n)
             if isinstance(e, torch.OutOfMemoryError):
                 raise OutOfMemoryError(
                     f"the GPU ran out of memory in a forward pass of {len(window)} tokens; "
                     f"{GPU_MEMORY_HINT}"
                 ) from None
             raise
+
+    def _run(
+        self, layout: PassLayout, columns: torch.Tensor | None
+    ) -> torch.Tensor | list[list[int]]:
+        """The pass by the first runner that takes it: the decode graphs (they write the device
+        tables themselves), the prefill graphs, else the eager pass; the draws from its logits."""
+        if self.graphs is not None and self.graphs.fits(layout, columns):
+            return self.graphs.run(layout)
+        at = lambda a: torch.from_numpy(a).to(self.device)  # noqa: E731
+        self.cache.device_tables.write(
+            at(layout.row_seqs()), at(layout.positions), at(layout.cells)
+        )
+        logits = None
+        if self.prefill_graphs is not None and self.prefill_graphs.fits(layout):
+            replayed = self.prefill_graphs.run(layout)
+            if replayed is not None:
+                logits = self.eager.read_out(*replayed, columns)
+        if logits is None:
+            logits = self.eager.run(layout, columns)
+        draws = layout.draws
+        return logits if draws is None else draw_rows(logits, draws.counts, draws.params)
 
     def close(self) -> None:
         self.graphs = None

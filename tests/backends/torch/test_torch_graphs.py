@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from test_torch_pass_layout import laid_out
 
 from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.torch.cuda_graphs import ROW_BUCKETS, bucket
@@ -92,10 +93,10 @@ def test_a_padded_bucketed_pass_gives_the_eager_logits(torch_smollm2):
 def test_a_prefill_or_a_column_readout_runs_eagerly(torch_smollm2):
     ctx = TorchContext(torch_smollm2, 256)
     graphs = EagerGraphs(ctx)
-    assert graphs.fits({0: [0], 1: [1]}, None)
-    assert not graphs.fits({0: [0, 1]}, None)
-    assert not graphs.fits({0: [0]}, torch.tensor([1, 2]))
-    assert not graphs.fits({i: [i] for i in range(ROW_BUCKETS[-1] + 1)}, None)
+    assert graphs.fits(laid_out({0: [0], 1: [1]}), None)
+    assert not graphs.fits(laid_out({0: [0, 1]}), None)
+    assert not graphs.fits(laid_out({0: [0]}), torch.tensor([1, 2]))
+    assert not graphs.fits(laid_out({i: [i] for i in range(ROW_BUCKETS[-1] + 1)}), None)
 
 
 def test_the_draws_recorded_in_the_graph_are_the_device_samplers_on_its_logits(torch_smollm2):

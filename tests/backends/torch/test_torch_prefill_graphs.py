@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_torch_pass_layout import laid_out
 
 from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.prm_format import prm_format
@@ -93,10 +94,11 @@ def test_a_shape_is_captured_the_second_time_it_comes(torch_smollm2):
 
 def test_what_runs_as_a_prefill_graph(torch_smollm2):
     graphs = EagerPrefillGraphs(TorchContext(torch_smollm2, 256))
-    assert graphs.fits({0: [0, 1], 1: [2]})
-    assert not graphs.fits({0: [0], 1: [1]})  # decode rows alone: the decode graphs' business
-    assert not graphs.fits({0: list(range(MAX_ROWS + 1))})
-    assert not graphs.fits({i: [2 * i, 2 * i + 1] for i in range(129)})
+    assert graphs.fits(laid_out({0: [0, 1], 1: [2]}))
+    # decode rows alone: the decode graphs' business
+    assert not graphs.fits(laid_out({0: [0], 1: [1]}))
+    assert not graphs.fits(laid_out({0: list(range(MAX_ROWS + 1))}))
+    assert not graphs.fits(laid_out({i: [2 * i, 2 * i + 1] for i in range(129)}))
 
 
 def test_a_capture_that_fails_runs_eagerly_after_one_line(torch_smollm2, monkeypatch, capsys):
