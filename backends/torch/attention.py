@@ -91,7 +91,7 @@ SDPA_BACKENDS = [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.FLASH_ATTENTION, SDP
 class LayerAttention:
     """One layer's attention over the KV cells for one pass: store the pass's new keys and values,
     then attend each group. A value of tensors alone (no layer index, no store), so the compiled
-    decoder layer (fused.py) is traced once and serves every layer."""
+    decoder layer (compiled_layers.py) is traced once and serves every layer."""
 
     data: torch.Tensor  # the layer's cache [cells, 2 KVH, D]
     write: torch.Tensor  # [T] the cell of each new token

@@ -1,6 +1,6 @@
-"""What the CUDA graphs of the decode and prefill passes share (graphs.py, prefill_graphs.py): the
-row buckets, the attention of a pass laid out padded, the process's one graph memory pool, and the
-capture."""
+"""What the CUDA graphs of the decode and prefill passes share (decode_graphs.py,
+prefill_graphs.py): the row buckets, the attention of a pass laid out padded, the process's one
+graph memory pool, and the capture."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import torch
 
-from edgereason.backends.torch import fused
+from edgereason.backends.torch import compiled_layers
 from edgereason.backends.torch.attention import AttentionGroup, attend_groups, visibility_bias
 from edgereason.backends.torch.kv import GPU_MEMORY_HINT, KVCache
 from edgereason.backends.torch.layer import Attend
@@ -70,14 +70,14 @@ def shared_pool(device: torch.device) -> object:
 
 def capture(body: Callable[[], None], device: torch.device, what: str) -> torch.cuda.CUDAGraph:
     """Warm up once on a side stream (it computes this very pass: the replay after writes the same
-    cells again; a fused pass compiles there, fused.first_run), then record `body` into a graph
-    drawing on the process's shared pool."""
+    cells again; a compiled pass compiles there, compiled_layers.first_run), then record `body` into
+    a graph drawing on the process's shared pool."""
     try:
         with torch.no_grad():
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream):
-                fused.first_run(body)
+                compiled_layers.first_run(body)
             torch.cuda.current_stream().wait_stream(stream)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=shared_pool(device)):

@@ -1,5 +1,5 @@
-"""The passes no CUDA graph takes (on a CPU, or shapes no graph was captured for): the layers run
-op by op, or compiled (fused.py), over masked attention groups of the gathered cells; and the
+"""The passes no CUDA graph takes (on a CPU, or shapes no graph was captured for): the layers run op
+by op, or compiled (compiled_layers.py), over masked attention groups of the gathered cells; and the
 read-out of the requested rows' logits (and layer outputs) that every pass ends with. One of
 TorchContext's runners (runtime.py), beside the decode and prefill graphs."""
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import torch
 
-from edgereason.backends.torch import fused
+from edgereason.backends.torch import compiled_layers
 from edgereason.backends.torch.attention import AttentionGroup, attend_groups, attention_group
 from edgereason.backends.torch.kv import KVCache
 from edgereason.backends.torch.model import TorchModel
@@ -40,15 +40,17 @@ class EagerPass:
             if layer in self.layers:
                 taps[layer] = x[rows]
 
-        def run() -> torch.Tensor:  # fused.enabled asked at each try: a failed compile turns it off
+        def run() -> (
+            torch.Tensor
+        ):  # compiled_layers.enabled asked at each try: a failed compile turns it off
             ids = torch.tensor(layout.tokens, device=device)
             at = torch.from_numpy(layout.positions).to(device)
             return self.model.decoder.hidden(
-                ids, at, attend, tap if self.layers else None, fused.enabled()
+                ids, at, attend, tap if self.layers else None, compiled_layers.enabled()
             )
 
         with torch.no_grad():
-            hidden = fused.first_run(run)
+            hidden = compiled_layers.first_run(run)
         return self.read_out(hidden[rows], [taps[il] for il in self.layers], columns)
 
     def _group(self, layout: PassLayout, single: bool) -> AttentionGroup | None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from edgereason.backends.torch.fused import run_block
+from edgereason.backends.torch.compiled_layers import run_block
 from edgereason.backends.torch.gguf_weights import ModelConfig
 from edgereason.backends.torch.layer import Attend, Layer, block, rms_norm
 
@@ -51,7 +51,7 @@ class TorchDecoder:
         self.path = Path(path)
         self.device = device
         self.dtype = device_dtype(device)
-        from edgereason.backends.torch.sources import open_weights
+        from edgereason.backends.torch.weight_sources import open_weights
 
         weights = open_weights(self.path, self.dtype)
         self.config = cfg = weights.config()
@@ -138,14 +138,14 @@ class TorchDecoder:
         positions: torch.Tensor,
         attend: Attend,
         on_layer: OnLayer | None = None,
-        fused: bool = False,
+        compiled: bool = False,
     ) -> torch.Tensor:
         """tokens, positions [T] -> final normed hidden states [T, n_embd]. `attend(i)` is layer i's
         attention: it stores the layer's keys and values and returns its output; `on_layer(i, x)`,
         where given, sees layer i's output x [T, n_embd] (the residual stream after the layer,
-        before any norm: llama.cpp's "l_out-i"). fused: each layer runs compiled (fused.py):
-        `block`, its kernels fused."""
-        run = run_block if fused else block
+        before any norm: llama.cpp's "l_out-i"). compiled: each layer runs as `block` compiled
+        (compiled_layers.py), its kernels fused."""
+        run = run_block if compiled else block
         cos, sin = self.rope_tables(positions)
         x = F.embedding(tokens, self.embed)
         for i, layer in enumerate(self.layers):
@@ -173,7 +173,7 @@ class TorchModel:
     what both roles need (context_roles.ContextModel)."""
 
     def __init__(self, path: Path, device: torch.device) -> None:
-        from edgereason.backends.torch.sources import display_name, open_tokenizer
+        from edgereason.backends.torch.weight_sources import display_name, open_tokenizer
 
         self.decoder = load_decoder(str(path), str(device))
         self.path = Path(path)

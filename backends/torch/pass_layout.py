@@ -1,4 +1,4 @@
-"""One forward pass laid out for the runner that computes it (eager_pass.py, graphs.py,
+"""One forward pass laid out for the runner that computes it (eager_pass.py, decode_graphs.py,
 prefill_graphs.py): which rows each sequence appends, the rows' tokens, positions and KV cells, the
 rows whose output comes back and what they draw. Row i is token i of the pass's window."""
 

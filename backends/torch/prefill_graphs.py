@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from edgereason.backends.torch import fused
+from edgereason.backends.torch import compiled_layers
 from edgereason.backends.torch.cuda_graphs import ROW_BUCKETS, bucket, capture, padded_attention
 from edgereason.backends.torch.kv import KVCache
 from edgereason.backends.torch.model import TorchModel
@@ -108,7 +108,9 @@ class PrefillGraphs:
                 self.model, self.cache, seqs, positions, cells, longest, width
             )
             on_layer = tap if self.layers else None
-            hidden = self.model.decoder.hidden(tokens, positions, attend, on_layer, fused.enabled())
+            hidden = self.model.decoder.hidden(
+                tokens, positions, attend, on_layer, compiled_layers.enabled()
+            )
             self.hidden[:n_rows].copy_(hidden)
 
         return body

@@ -3,13 +3,12 @@ interface (context_roles.Context: sequence ids, fork/truncate/free, exact accoun
 `decode(items, on_row)`), so the verifiers' path bookkeeping (path_verifier.py) runs on it
 unchanged.
 
-A forward pass packs every item's tokens into one flat batch with per-token positions and cells.
-Attention reads each sequence's keys and values through its cell table: the queries of the sequences
-that append one token (decode) go in one padded group, those of the sequences that append several
-(prefill) in another, each one masked SDPA call over the gathered cells. On CUDA a pass of decode
-tokens alone replays a CUDA graph (graphs.py; the generator's draws recorded in it), and a pass that
-appends several tokens to its sequences (a prefill, a PRM call) another (prefill_graphs.py);
-attention itself is attention.py's."""
+A forward pass packs every item's tokens into windows of n_batch tokens; each window is laid out
+(pass_layout.py: its rows take their sequences' next cells and positions) and run by the first of
+the context's runners that takes it: on CUDA a pass of decode tokens alone replays a decode graph
+(decode_graphs.py; the generator's draws recorded in it), one that appends several tokens to its
+sequences (a prefill, a PRM call) a prefill graph (prefill_graphs.py); any other runs eagerly
+(eager_pass.py)."""
 
 from __future__ import annotations
 
@@ -18,9 +17,9 @@ from collections.abc import Iterator, Sequence
 import torch
 
 from edgereason.backends.context_roles import DecodeItem, OnRow
+from edgereason.backends.torch.decode_graphs import DecodeGraphs
 from edgereason.backends.torch.device_draws import draw_rows
 from edgereason.backends.torch.eager_pass import EagerPass
-from edgereason.backends.torch.graphs import DecodeGraphs
 from edgereason.backends.torch.kv import (
     GPU_MEMORY_HINT,
     SEQ_SLOTS,
@@ -68,11 +67,11 @@ class TorchContext:
         )
         self.layers = list(layers)
         self.eager = EagerPass(model, self.cache, self.layers)
-        self.graphs = None
+        self.decode_graphs = None
         self.prefill_graphs = None
         if graphs and self.device.type == "cuda":
             whole_rows = not self.layers and columns is None
-            self.graphs = DecodeGraphs(model, self.cache) if whole_rows else None
+            self.decode_graphs = DecodeGraphs(model, self.cache) if whole_rows else None
             self.prefill_graphs = PrefillGraphs(model, self.cache, self.layers)
 
     # -- sequences: the accounting of kv.py --
@@ -198,8 +197,8 @@ class TorchContext:
     ) -> torch.Tensor | list[list[int]]:
         """The pass by the first runner that takes it: the decode graphs (they write the device
         tables themselves), the prefill graphs, else the eager pass; the draws from its logits."""
-        if self.graphs is not None and self.graphs.fits(layout, columns):
-            return self.graphs.run(layout)
+        if self.decode_graphs is not None and self.decode_graphs.fits(layout, columns):
+            return self.decode_graphs.run(layout)
         at = lambda a: torch.from_numpy(a).to(self.device)  # noqa: E731
         self.cache.device_tables.write(
             at(layout.row_seqs()), at(layout.positions), at(layout.cells)
@@ -215,7 +214,7 @@ class TorchContext:
         return logits if draws is None else draw_rows(logits, draws.counts, draws.params)
 
     def close(self) -> None:
-        self.graphs = None
+        self.decode_graphs = None
         self.cache.store.free()
 
 

@@ -1,6 +1,6 @@
-"""The CUDA-graph decode pass (graphs.py) without CUDA: its recorded body, replayed eagerly on the
-CPU, over the padded rows and cell tables of its buckets, gives the eager pass's logits. The capture
-itself needs a GPU (benchmarks/torch_pass.py measures it there)."""
+"""The CUDA-graph decode pass (decode_graphs.py) without CUDA: its recorded body, replayed eagerly
+on the CPU, over the padded rows and cell tables of its buckets, gives the eager pass's logits. The
+capture itself needs a GPU (benchmarks/torch_pass.py measures it there)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from test_torch_pass_layout import laid_out
 
 from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.torch.cuda_graphs import ROW_BUCKETS, bucket
+from edgereason.backends.torch.decode_graphs import DecodeGraphs
 from edgereason.backends.torch.device_draws import draw_rows
 from edgereason.backends.torch.generator import TorchGenerator
-from edgereason.backends.torch.graphs import DecodeGraphs
 from edgereason.backends.torch.kv import table_width
 from edgereason.backends.torch.runtime import TorchContext
 from edgereason.config import SamplingParams
@@ -77,17 +77,20 @@ def test_a_padded_bucketed_pass_gives_the_eager_logits(torch_smollm2):
     for s, n in zip(seqs, lengths):
         ctx.truncate(s, n)
     used = ctx.used_tokens
-    ctx.graphs = EagerGraphs(ctx)
+    ctx.decode_graphs = EagerGraphs(ctx)
     replayed = _decode_rows(ctx, seqs, [216, 2068, 536])
     # three rows padded to four, tables to 256 cells
-    assert ctx.graphs.captured == [(4, 256, False)]
+    assert ctx.decode_graphs.captured == [(4, 256, False)]
     # other shapes round otherwise; a bug: 1+
     np.testing.assert_allclose(replayed, eager, atol=1e-3)
     # the padding row wrote only the pad cell, which is not counted
     assert ctx.used_tokens == used + 3
     ctx.check_integrity()
     again = _decode_rows(ctx, seqs, [30, 30, 30])  # the same bucket: replayed, not captured again
-    assert ctx.graphs.captured == [(4, 256, False)] and again.shape == (3, torch_smollm2.n_vocab)
+    assert ctx.decode_graphs.captured == [(4, 256, False)] and again.shape == (
+        3,
+        torch_smollm2.n_vocab,
+    )
 
 
 def test_a_prefill_or_a_column_readout_runs_eagerly(torch_smollm2):
@@ -104,7 +107,7 @@ def test_the_draws_recorded_in_the_graph_are_the_device_samplers_on_its_logits(t
     eagerly from the same streams: exactly what draw_rows gives on the logits the graph left,
     whatever each row's settings."""
     gen = TorchGenerator(torch_smollm2, 1024)
-    gen.ctx.graphs = graphs = EagerGraphs(gen.ctx)
+    gen.ctx.decode_graphs = graphs = EagerGraphs(gen.ctx)
     prompt = torch_smollm2.tokenize(
         "Janet has 16 eggs and eats 3. How many are left?", add_bos=True
     )

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from edgereason.backends.torch import fused
+from edgereason.backends.torch import compiled_layers
 from edgereason.backends.torch.cuda_graphs import ROW_BUCKETS, bucket, capture, padded_attention
 from edgereason.backends.torch.device_draws import draw_rows, draw_tensor, signed
 from edgereason.backends.torch.kv import KVCache
@@ -110,7 +110,7 @@ class DecodeGraphs:
         def body() -> None:
             self.cache.device_tables.write(seqs, positions, cells)
             attend = padded_attention(self.model, self.cache, seqs, positions, cells, 1, width)
-            hidden = decoder.hidden(tokens, positions, attend, fused=fused.enabled())
+            hidden = decoder.hidden(tokens, positions, attend, compiled=compiled_layers.enabled())
             self.logits[:rows].copy_(decoder.logits(hidden))
             self.drawn[:rows].copy_(
                 draw_tensor(self.logits[:rows], temps, top_p, seeds, 1, nucleus)[:, 0]
