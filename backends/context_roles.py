@@ -1,16 +1,19 @@
-"""The roles over a context, apart from the forward pass: the protocols' KV-memory properties
+"""The contexts' interface and the roles over it. `Context` is what llama.cpp's KVContext and
+torch's TorchContext both keep: sequence ids (new_seq, fork, truncate, free), exact KV accounting
+and one forward pass over DecodeItems (`decode`); `ContextModel` what the roles read off the model
+under it. Over them, apart from the forward pass: the protocols' KV-memory properties
 (ContextKVMemory: a generator's or a verifier's), and a Generator's text, sequence and memory
-methods over a model (tokenizer, chat template, trained context) and its context (ContextGenerator;
-each backend's generator adds `step`). llama.cpp's KVContext and torch's TorchContext keep one
-interface: new_seq, fork, truncate, free, seq_len, unique_tokens, can_append, can_alloc, capacity,
-used_tokens, live_seqs, n_seq_max, n_batch, check_integrity, close, `model`, and `decode(items,
-on_row)` over DecodeItems (defined here)."""
+methods (ContextGenerator; each backend's generator adds `step`). path_verifier.py's bookkeeping
+runs on the same interface."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, Protocol, runtime_checkable
 
+import numpy as np
+
+from edgereason.backends.vocabulary import Tokenizer
 from edgereason.protocols import SeqId
 
 
@@ -23,11 +26,57 @@ class DecodeItem(NamedTuple):
     outputs: Sequence[tuple[int, object]]
 
 
+# (tag, row): a requested row's logits (and what the context hands on after them), valid only
+# inside the call
+OnRow = Callable[[object, np.ndarray], None]
+
+
+@runtime_checkable
+class ContextModel(Tokenizer, Protocol):
+    """A context's model as the roles read it: its tokenizer (vocabulary.py's conventions), its
+    trained context and the bytes a token takes in its KV cache."""
+
+    n_ctx_train: int
+    kv_bytes_per_token: int
+
+
+@runtime_checkable
+class Context(Protocol):
+    """One model's KV context: sequence ids handed out up to `n_seq_max` at once, `capacity` KV
+    cells counted exactly (a fork shares its parent's cells; each appended token takes one), and
+    forward passes of at most `n_batch` tokens."""
+
+    model: ContextModel
+    capacity: int
+    n_seq_max: int
+    n_batch: int
+
+    @property
+    def used_tokens(self) -> int: ...
+    @property
+    def live_seqs(self) -> int: ...
+    def can_alloc(self, n: int = 1) -> bool: ...
+    def can_append(self, n_new_tokens: int) -> bool: ...
+    def new_seq(self) -> SeqId: ...
+    def fork(self, parent: SeqId) -> SeqId: ...
+    def truncate(self, seq: SeqId, n_tokens: int) -> None: ...
+    def free(self, seq: SeqId) -> None: ...
+    def seq_len(self, seq: SeqId) -> int: ...
+    def unique_tokens(self, seq: SeqId) -> int: ...
+    def decode(self, items: Sequence[DecodeItem], on_row: OnRow) -> int:
+        """Evaluate every item's tokens, on_row(tag, row) for each requested row; returns the
+        tokens evaluated."""
+        ...
+
+    def check_integrity(self) -> None: ...
+    def close(self) -> None: ...
+
+
 class ContextKVMemory:
     """The protocols' KV-memory properties, for a role that owns `self.ctx` (a generator or a
     verifier)."""
 
-    ctx: Any  # the context (see the module doc)
+    ctx: Context
 
     @property
     def kv_capacity_tokens(self) -> int:
@@ -43,7 +92,7 @@ class ContextKVMemory:
 
 
 class ContextGenerator(ContextKVMemory):
-    model: Any  # tokenize, detokenize, token_piece, apply_chat_template, add_bos, n_ctx_train
+    model: ContextModel
 
     # -- text --
     def tokenize(self, text: str, special: bool = True) -> list[int]:

@@ -1,6 +1,6 @@
 """A Verifier's path bookkeeping over a context, shared by the llama.cpp and torch verifiers:
 per-path KV reuse through fork and truncate, shared question heads, least-recently-used eviction,
-halving on a full cache. The context is either backend's (context_roles.py's interface); a subclass
+halving on a full cache. The context is either backend's (context_roles.Context); a subclass
 supplies it and the row reader.
 
 KV layout of a held path: the head (system turn and the question), then one segment per step;
@@ -17,24 +17,25 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from edgereason.backends.context_roles import ContextKVMemory, DecodeItem
+from edgereason.backends.context_roles import Context, ContextKVMemory, ContextModel, DecodeItem
 from edgereason.backends.prm_format import PRMFormat, prompt_for
 from edgereason.errors import ConfigError, OutOfMemoryError
 from edgereason.protocols import ScoreRequest, ScoreResult, VerifierStats
 
-# a requested row (its logits, or the columns read) -> a score or features
-RowReader = Callable[[np.ndarray], Any]
+# what a step's row is read into: its score, or a head's features (`features`)
+StepValue = float | np.ndarray
+# a requested row (its logits, or the columns read) -> its step's value
+RowReader = Callable[[np.ndarray], StepValue]
 
 
 @dataclass
 class Held:
     seq: int
     ends: list[int]  # KV length after the head (index 0) and after each step's segment
-    scores: list[Any]  # one per step: a score, or a head's features for `features`
+    scores: list[StepValue]  # one per step
 
 
 # one request's plan: (base held or None, steps shared with it, head tokens or [], step segments)
@@ -45,13 +46,13 @@ class PathVerifier(ContextKVMemory):
     def __init__(
         self,
         name: str,
-        model: Any,
+        model: ContextModel,
         fmt: PRMFormat,
-        ctx: Any,
+        ctx: Context,
         read: RowReader | None,
     ) -> None:
-        """model: tokenize, add_bos, apply_chat_template; ctx: the context over it; read: how a row
-        becomes a score (None: the head format without a head, which scores nothing)."""
+        """ctx: the context over `model`; read: how a row becomes a score (None: the head format
+        without a head, which scores nothing)."""
         self.name = name
         self.model = model
         self.fmt = fmt

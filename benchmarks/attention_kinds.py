@@ -151,7 +151,7 @@ def main() -> None:
     args = p.parse_args()
     import torch
 
-    from edgereason.backends.torch.sources import open_weights
+    from edgereason.backends.torch.weight_sources import open_weights
 
     cfg = open_weights(models.resolve(args.model)).config()
     cuda = torch.cuda.is_available()

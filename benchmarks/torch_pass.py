@@ -68,8 +68,8 @@ def torch_times(
     graphs: bool,
     fused: bool = False,
 ) -> dict:
-    """fused: the decoder's layers compiled (backends/torch/fused.py); the first pass's seconds
-    include the compile."""
+    """fused: the decoder's layers compiled (backends/torch/compiled_layers.py); the first pass's
+    seconds include the compile."""
     import os
 
     import torch

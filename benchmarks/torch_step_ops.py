@@ -3,7 +3,7 @@ small batch's pass costs a few microseconds a kernel (docs/results.md, "The torc
 H200"). One JSON object.
 
     python benchmarks/torch_step_ops.py --model smollm2-135m --rows 8  # the CPU, uncompiled
-    # and compiled (fused.py)
+    # and compiled (compiled_layers.py)
     python benchmarks/torch_step_ops.py --model smollm2-135m --rows 8 --compiled
 
 A step: `rows` sequences forked from one prompt append one token each and draw one (temperature 0.8,
@@ -86,8 +86,8 @@ class _Replay:
 def decode_step(model_name: str, rows: int, device: str = "cpu"):
     """A generator whose decode graphs run their bodies as they are, `rows` sequences forked from a
     prompt, and the step: (model, generator, step())."""
+    from edgereason.backends.torch.decode_graphs import DecodeGraphs
     from edgereason.backends.torch.generator import TorchGenerator
-    from edgereason.backends.torch.graphs import DecodeGraphs
     from edgereason.backends.torch.model import load_model
     from edgereason.config import SamplingParams
     from edgereason.protocols import BatchEntry
@@ -99,7 +99,7 @@ def decode_step(model_name: str, rows: int, device: str = "cpu"):
 
     model = load_model(str(models.resolve(model_name)), device)
     gen = TorchGenerator(model, 4096)
-    gen.ctx.graphs = EagerGraphs(gen.ctx)
+    gen.ctx.decode_graphs = EagerGraphs(gen.ctx.model, gen.ctx.cache)
     prompt = model.tokenize("Janet has 16 eggs and eats 3. How many are left?", add_bos=True)
     root = gen.new_seq()
     gen.step([BatchEntry(root, prompt)], [0], SamplingParams())
@@ -138,7 +138,7 @@ def uncompiled_counts(model_name: str, rows: int, device: str = "cpu") -> dict:
             step()
         events = prof.events()
         in_step, in_layers = _computing(events), _computing(events, _in_layer)
-        for graph in gen.ctx.graphs.graphs.values():
+        for graph in gen.ctx.decode_graphs.graphs.values():
             graph.replay = lambda: None
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             step()

@@ -8,7 +8,7 @@ float32 and says so: that is what the CPU tests check it with; llama.cpp is the 
 
 This module imports without torch (the modules it opens lazily need it): `import_torch` is where a
 missing torch becomes one ConfigError line. Nor does it need llama-cpp-python: only a GGUF's
-tokenizer is read through it (sources.py), and a Hugging Face folder runs without it."""
+tokenizer is read through it (weight_sources.py), and a Hugging Face folder runs without it."""
 
 from __future__ import annotations
 
@@ -179,7 +179,7 @@ def weights_table(path: str):
     """The GGUF's or the folder's tensor table and metadata (no weights read): read once, as a
     session asks several times."""
     import_torch()
-    from edgereason.backends.torch.sources import open_weights
+    from edgereason.backends.torch.weight_sources import open_weights
 
     return open_weights(Path(path))
 

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from edgereason.backends.torch.kv import KVStore, read_cells, write_cells
-from edgereason.backends.torch.model import Attend
+from edgereason.backends.torch.layer import Attend
 
 
 @dataclass
@@ -91,7 +91,7 @@ SDPA_BACKENDS = [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.FLASH_ATTENTION, SDP
 class LayerAttention:
     """One layer's attention over the KV cells for one pass: store the pass's new keys and values,
     then attend each group. A value of tensors alone (no layer index, no store), so the compiled
-    decoder layer (fused.py) is traced once and serves every layer."""
+    decoder layer (compiled_layers.py) is traced once and serves every layer."""
 
     data: torch.Tensor  # the layer's cache [cells, 2 KVH, D]
     write: torch.Tensor  # [T] the cell of each new token
@@ -127,5 +127,5 @@ class LayerAttention:
 
 
 def attend_groups(kv: KVStore, write: torch.Tensor, groups: Sequence[AttentionGroup]) -> Attend:
-    """The pass's attention at each layer (model.Attend): layer -> its LayerAttention over `kv`."""
+    """The pass's attention at each layer (layer.Attend): layer -> its LayerAttention over `kv`."""
     return lambda layer: LayerAttention(kv.layers[layer], write, groups)

@@ -1,71 +1,76 @@
-"""The passes no CUDA graph takes (on a CPU, or shapes no graph was captured for): the layers run
-op by op, or compiled (fused.py), over masked attention groups of the gathered cells; and the
-read-out of the requested rows' logits (and layer outputs) that every pass ends with. A part of
-TorchContext (runtime.py), kept apart from its sequence accounting and batching."""
+"""The passes no CUDA graph takes (on a CPU, or shapes no graph was captured for): the layers run op
+by op, or compiled (compiled_layers.py), over masked attention groups of the gathered cells; and the
+read-out of the requested rows' logits (and layer outputs) that every pass ends with. One of
+TorchContext's runners (runtime.py), beside the decode and prefill graphs."""
 
 from __future__ import annotations
 
-import numpy as np
+from collections.abc import Sequence
+
 import torch
 
-from edgereason.backends.torch import fused
+from edgereason.backends.torch import compiled_layers
 from edgereason.backends.torch.attention import AttentionGroup, attend_groups, attention_group
-from edgereason.backends.torch.kv import table_width
+from edgereason.backends.torch.kv import KVCache
+from edgereason.backends.torch.model import TorchModel
+from edgereason.backends.torch.pass_layout import PassLayout
 
 
-class EagerPasses:
-    """TorchContext's eager pass and read-out; they read its model, KV store, tables and layers."""
+class EagerPass:
+    """Passes run as they come, on one model's weights over one context's KV cache. layers: each
+    requested row goes on with these layers' outputs at its token."""
 
-    def _eager(
-        self,
-        order: dict[int, list[int]],
-        tokens: list[int],
-        positions: np.ndarray,
-        cells: np.ndarray,
-        wanted: list[int],
-        columns: torch.Tensor | None,
-    ) -> torch.Tensor:
-        device = self.device
-        groups = [self._group(order, positions, single) for single in (True, False)]
+    def __init__(self, model: TorchModel, cache: KVCache, layers: Sequence[int]) -> None:
+        self.model = model
+        self.cache = cache
+        self.layers = list(layers)
+
+    def run(self, layout: PassLayout, columns: torch.Tensor | None) -> torch.Tensor:
+        """The wanted rows' logits of `columns` (or whole rows), then the layers' outputs there
+        (read_out)."""
+        device = self.model.device
+        groups = [self._group(layout, single) for single in (True, False)]
         attend = attend_groups(
-            self.kv, torch.from_numpy(cells).to(device), [g for g in groups if g]
+            self.cache.store, torch.from_numpy(layout.cells).to(device), [g for g in groups if g]
         )
-        rows = torch.tensor(wanted, device=device, dtype=torch.long)
+        rows = torch.tensor(layout.wanted, device=device, dtype=torch.long)
         taps: dict[int, torch.Tensor] = {}
 
         def tap(layer: int, x: torch.Tensor) -> None:
             if layer in self.layers:
                 taps[layer] = x[rows]
 
-        def run() -> torch.Tensor:  # fused.enabled asked at each try: a failed compile turns it off
-            ids, at = torch.tensor(tokens, device=device), torch.from_numpy(positions).to(device)
+        def run() -> (
+            torch.Tensor
+        ):  # compiled_layers.enabled asked at each try: a failed compile turns it off
+            ids = torch.tensor(layout.tokens, device=device)
+            at = torch.from_numpy(layout.positions).to(device)
             return self.model.decoder.hidden(
-                ids, at, attend, tap if self.layers else None, fused.enabled()
+                ids, at, attend, tap if self.layers else None, compiled_layers.enabled()
             )
 
         with torch.no_grad():
-            hidden = fused.first_run(run)
-        return self._read_out(hidden[rows], [taps[il] for il in self.layers], columns)
+            hidden = compiled_layers.first_run(run)
+        return self.read_out(hidden[rows], [taps[il] for il in self.layers], columns)
 
-    def _group(
-        self, order: dict[int, list[int]], positions: np.ndarray, single: bool
-    ) -> AttentionGroup | None:
+    def _group(self, layout: PassLayout, single: bool) -> AttentionGroup | None:
         """The attention group of the sequences that append one token (single) or several: decode
         rows in one, prefill runs in another, so little is padded; None where there are none."""
+        order = layout.order
         seqs = [s for s, idx in order.items() if (len(idx) == 1) == single]
         if not seqs:
             return None
-        width = table_width(max(self.tables.seq_len(s) for s in seqs))  # few shapes: as graphs'
-        cfg = self.model.decoder.config
+        width = self.cache.width(seqs)  # few shapes: as the graphs'
+        decoder = self.model.decoder
         return attention_group(
-            self.table_cells.rows(torch.tensor(seqs, device=self.device), width),
+            self.cache.device_tables.rows(torch.tensor(seqs, device=self.model.device), width),
             [order[s] for s in seqs],
-            [positions[order[s]] for s in seqs],
-            cfg.n_head // cfg.n_head_kv,
-            self.model.decoder.dtype,
+            [layout.positions[order[s]] for s in seqs],
+            decoder.config.n_head // decoder.config.n_head_kv,
+            decoder.dtype,
         )
 
-    def _read_out(
+    def read_out(
         self, hidden: torch.Tensor, taps: list[torch.Tensor], columns: torch.Tensor | None
     ) -> torch.Tensor:
         """The requested rows' hidden states [R, n_embd] (and the `layers`' outputs there) -> their

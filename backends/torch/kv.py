@@ -16,7 +16,8 @@ graphs run at bucketed row counts); it is never in a table or counted."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -25,6 +26,8 @@ from edgereason.backends.torch import SEQ_SLOTS
 from edgereason.errors import OutOfMemoryError
 
 MIN_TABLE = 256  # the narrowest table width a pass gathers (CUDA graphs are recorded per width)
+# what to do where the GPU's memory runs short: the KV cache, a pass or a graph's capture
+GPU_MEMORY_HINT = "lower --gpu-memory (or --kv-budget) or free GPU memory"
 
 
 def table_width(length: int) -> int:
@@ -168,6 +171,10 @@ class KVStore:
         self.n_head_kv = n_head_kv
         self.pad_cell = capacity  # padding rows write here; no table holds it
 
+    def free(self) -> None:
+        """Give the layers' device memory back (a closed context; its runners share this store)."""
+        self.layers = []
+
     def write(self, layer: int, cells: torch.Tensor, kv: torch.Tensor) -> None:
         """kv [T, 2 * n_head_kv, head_dim]: token i's keys and values into cell cells[i]."""
         write_cells(self.layers[layer], cells, kv)
@@ -219,3 +226,33 @@ class DeviceTables:
     def rows(self, seqs: torch.Tensor, width: int) -> torch.Tensor:
         """[len(seqs), width] int64 cell ids."""
         return self.cells[seqs, :width].long()
+
+
+@dataclass
+class KVCache:
+    """One context's KV cache, the three parts its passes read: the accounting (CellTables), the
+    keys and values (KVStore) and the tables' copy in device memory (DeviceTables)."""
+
+    tables: CellTables
+    store: KVStore
+    device_tables: DeviceTables
+
+    def fork(self, parent: int) -> int:
+        """A new sequence sharing every cell of `parent`, its table copied on the device too."""
+        child = self.tables.fork(parent)
+        self.device_tables.fork(parent, child, self.tables.seq_len(parent))
+        return child
+
+    def check_integrity(self) -> None:
+        """The accounting, and the device's copy of every live table (what attention reads) agrees
+        with it."""
+        self.tables.check_integrity()
+        for seq in self.tables.live_ids():
+            table = self.tables.table(seq)
+            assert self.device_tables.cells[seq, : len(table)].tolist() == table, (
+                f"seq {seq}: device table drifted"
+            )
+
+    def width(self, seqs: Iterable[int]) -> int:
+        """The bucketed width a pass over `seqs` gathers their tables at (the longest table's)."""
+        return table_width(max(self.tables.seq_len(seq) for seq in seqs))

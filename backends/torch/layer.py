@@ -1,6 +1,7 @@
 """One decoder layer in plain torch: its weights (`Layer`, Q/K/V and gate/up fused), RMSNorm, the
 rotary positions, and `block`, the layer from its input to its output with its attention. Tensors
-and the model's config alone, so one compiled copy serves every layer of a model (fused.py)."""
+and the model's config alone, so one compiled copy serves every layer of a model
+(compiled_layers.py)."""
 
 from __future__ import annotations
 
@@ -69,6 +70,8 @@ class Layer:
 # keys, then values) -> [T, n_embd]. It writes kv to the tokens' cells and attends over each
 # sequence's.
 LayerAttend = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+# layer index -> its attention for this pass (the KV context supplies it)
+Attend = Callable[[int], LayerAttend]
 
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
@@ -94,7 +97,7 @@ def block(
 ) -> torch.Tensor:
     """One decoder layer: x [T, n_embd] -> [T, n_embd]; cos, sin [T, 1, head_dim] (rope_tables).
     Tensors and the model's config alone, so one compiled copy serves every layer of a model
-    (fused.py)."""
+    (compiled_layers.py)."""
     n, heads, kv_heads = x.shape[0], cfg.n_head, cfg.n_head_kv
     h = rms_norm(x, layer.attn_norm, cfg.eps)
     qkv = F.linear(h, layer.wqkv, layer.bqkv).view(n, heads + 2 * kv_heads, cfg.head_dim)

@@ -22,11 +22,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from edgereason.backends.torch.compiled_layers import run_block
 from edgereason.backends.torch.gguf_weights import ModelConfig
-from edgereason.backends.torch.layer import Layer, LayerAttend, block, rms_norm
+from edgereason.backends.torch.layer import Attend, Layer, block, rms_norm
 
-# layer index -> its attention for this pass (the KV context supplies it)
-Attend = Callable[[int], LayerAttend]
 OnLayer = Callable[[int, torch.Tensor], None]  # (layer, its output [T, n_embd])
 
 
@@ -52,7 +51,7 @@ class TorchDecoder:
         self.path = Path(path)
         self.device = device
         self.dtype = device_dtype(device)
-        from edgereason.backends.torch.sources import open_weights
+        from edgereason.backends.torch.weight_sources import open_weights
 
         weights = open_weights(self.path, self.dtype)
         self.config = cfg = weights.config()
@@ -139,18 +138,14 @@ class TorchDecoder:
         positions: torch.Tensor,
         attend: Attend,
         on_layer: OnLayer | None = None,
-        fused: bool = False,
+        compiled: bool = False,
     ) -> torch.Tensor:
         """tokens, positions [T] -> final normed hidden states [T, n_embd]. `attend(i)` is layer i's
         attention: it stores the layer's keys and values and returns its output; `on_layer(i, x)`,
         where given, sees layer i's output x [T, n_embd] (the residual stream after the layer,
-        before any norm: llama.cpp's "l_out-i"). fused: each layer runs compiled (fused.py):
-        `block`, its kernels fused."""
-        run = block
-        if fused:
-            from edgereason.backends.torch.fused import run_block
-
-            run = run_block
+        before any norm: llama.cpp's "l_out-i"). compiled: each layer runs as `block` compiled
+        (compiled_layers.py), its kernels fused."""
+        run = run_block if compiled else block
         cos, sin = self.rope_tables(positions)
         x = F.embedding(tokens, self.embed)
         for i, layer in enumerate(self.layers):
@@ -175,10 +170,10 @@ def load_decoder(path: str, device: str) -> TorchDecoder:
 
 class TorchModel:
     """The decoder and the tokenizer and chat template of the same GGUF or folder (tokenizer.py):
-    what both roles need, with the attributes the llama.cpp verifier reads off a LlamaModel."""
+    what both roles need (context_roles.ContextModel)."""
 
     def __init__(self, path: Path, device: torch.device) -> None:
-        from edgereason.backends.torch.sources import display_name, open_tokenizer
+        from edgereason.backends.torch.weight_sources import display_name, open_tokenizer
 
         self.decoder = load_decoder(str(path), str(device))
         self.path = Path(path)

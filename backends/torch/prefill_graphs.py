@@ -17,19 +17,17 @@ of more than MAX_ROWS padded rows, and passes whose capture fails for a reason o
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 
-from edgereason.backends.torch import fused
-from edgereason.backends.torch.graphs import ROW_BUCKETS, bucket, capture, padded_attention
-from edgereason.backends.torch.kv import table_width
+from edgereason.backends.torch import compiled_layers
+from edgereason.backends.torch.cuda_graphs import ROW_BUCKETS, bucket, capture, padded_attention
+from edgereason.backends.torch.kv import KVCache
+from edgereason.backends.torch.model import TorchModel
+from edgereason.backends.torch.pass_layout import PassLayout
 from edgereason.errors import OutOfMemoryError
-
-if TYPE_CHECKING:
-    from edgereason.backends.torch.runtime import TorchContext
 
 MIN_QUERIES = 16
 MAX_ROWS = 4096  # padded rows a graph holds: bounds its buffers (MLP activations: rows x 2 n_ff)
@@ -38,55 +36,46 @@ QUERY_BUCKETS = tuple(MIN_QUERIES << i for i in range(int(np.log2(MAX_ROWS // MI
 
 
 class PrefillGraphs:
-    def __init__(self, ctx: TorchContext) -> None:
-        self.ctx = ctx
-        model = ctx.model
+    """The prefill passes of one model's weights over one context's KV cache (see the module doc).
+    layers: the layers whose outputs the graphs also leave (a value head's)."""
+
+    def __init__(self, model: TorchModel, cache: KVCache, layers: Sequence[int]) -> None:
+        self.model = model
+        self.cache = cache
+        self.layers = list(layers)
+        device, dtype = model.device, model.decoder.dtype
         # token, position, cell
-        self.inputs = torch.zeros(3, MAX_ROWS, dtype=torch.long, device=ctx.device)
-        self.seq_rows = torch.zeros(ROW_BUCKETS[-1], dtype=torch.long, device=ctx.device)
-        self.hidden = torch.zeros(
-            MAX_ROWS, model.n_embd, dtype=model.decoder.dtype, device=ctx.device
-        )
-        self.taps = torch.zeros(
-            len(ctx.layers), MAX_ROWS, model.n_embd, dtype=model.decoder.dtype, device=ctx.device
-        )
+        self.inputs = torch.zeros(3, MAX_ROWS, dtype=torch.long, device=device)
+        self.seq_rows = torch.zeros(ROW_BUCKETS[-1], dtype=torch.long, device=device)
+        self.hidden = torch.zeros(MAX_ROWS, model.n_embd, dtype=dtype, device=device)
+        self.taps = torch.zeros(len(layers), MAX_ROWS, model.n_embd, dtype=dtype, device=device)
         self.graphs: dict[tuple[int, int, int], torch.cuda.CUDAGraph] = {}
         self.seen: dict[tuple[int, int, int], int] = {}  # passes of each shape not yet captured
         self.capture_at = CAPTURE_AT
         self.broken = False
 
-    def fits(self, order: dict[int, list[int]]) -> bool:
-        if self.broken or len(order) > ROW_BUCKETS[-1]:
+    def fits(self, layout: PassLayout) -> bool:
+        if self.broken or len(layout.order) > ROW_BUCKETS[-1]:
             return False
-        longest = max(len(idx) for idx in order.values())
+        longest = layout.longest
         if longest == 1 or longest > QUERY_BUCKETS[-1]:
             return False
-        return bucket(len(order), ROW_BUCKETS) * bucket(longest, QUERY_BUCKETS) <= MAX_ROWS
+        return bucket(len(layout.order), ROW_BUCKETS) * bucket(longest, QUERY_BUCKETS) <= MAX_ROWS
 
-    def run(
-        self,
-        order: dict[int, list[int]],
-        tokens: list[int],
-        positions: np.ndarray,
-        cells: np.ndarray,
-        wanted: list[int],
-    ) -> tuple[torch.Tensor, list[torch.Tensor]] | None:
-        """The final hidden states of the `wanted` window rows [len(wanted), n_embd] and each
-        layer's outputs there (copies); None where the graph could not be captured (the caller runs
-        the pass eagerly)."""
-        ctx = self.ctx
-        n_seq, longest = (
-            bucket(len(order), ROW_BUCKETS),
-            bucket(max(len(i) for i in order.values()), QUERY_BUCKETS),
-        )
-        width = table_width(max(ctx.tables.seq_len(seq) for seq in order))
+    def run(self, layout: PassLayout) -> tuple[torch.Tensor, list[torch.Tensor]] | None:
+        """The final hidden states of the wanted rows [len(wanted), n_embd] and each layer's
+        outputs there (copies); None where the graph could not be captured (the caller runs the
+        pass eagerly)."""
+        order = layout.order
+        n_seq, longest = bucket(len(order), ROW_BUCKETS), bucket(layout.longest, QUERY_BUCKETS)
+        width = self.cache.width(order)
         host = np.zeros((3, n_seq * longest), dtype=np.int64)
-        host[2] = ctx.kv.pad_cell
-        slot = np.empty(len(tokens), dtype=np.int64)  # window row -> padded row
+        host[2] = self.cache.store.pad_cell
+        slot = np.empty(len(layout.tokens), dtype=np.int64)  # the pass's row -> padded row
         for e, idx in enumerate(order.values()):
             slot[idx] = e * longest + np.arange(len(idx))
-        host[0, slot], host[1, slot], host[2, slot] = tokens, positions, cells
-        seqs = np.full(n_seq, ctx.table_cells.pad_row, dtype=np.int64)
+        host[0, slot], host[1, slot], host[2, slot] = layout.tokens, layout.positions, layout.cells
+        seqs = np.full(n_seq, self.cache.device_tables.pad_row, dtype=np.int64)
         seqs[: len(order)] = list(order)
         self.inputs[:, : n_seq * longest].copy_(torch.from_numpy(host))
         self.seq_rows[:n_seq].copy_(torch.from_numpy(seqs))
@@ -101,24 +90,27 @@ class PrefillGraphs:
             if graph is None:
                 return None
         graph.replay()
-        rows = torch.from_numpy(slot[wanted]).to(ctx.device)
+        rows = torch.from_numpy(slot[layout.wanted]).to(self.model.device)
         return self.hidden[rows], [tap[rows] for tap in self.taps]
 
     def _body(self, n_seq: int, longest: int, width: int) -> Callable[[], None]:
         """The pass over the static inputs' first n_seq * longest rows: what the graph records."""
-        ctx = self.ctx
         n_rows = n_seq * longest
         tokens, positions, cells = self.inputs[:, :n_rows]
         seqs = self.seq_rows[:n_seq]
 
         def tap(layer: int, x: torch.Tensor) -> None:
-            if layer in ctx.layers:
-                self.taps[ctx.layers.index(layer), :n_rows].copy_(x)
+            if layer in self.layers:
+                self.taps[self.layers.index(layer), :n_rows].copy_(x)
 
         def body() -> None:
-            attend = padded_attention(ctx, seqs, positions, cells, n_seq, longest, width)
-            on_layer = tap if ctx.layers else None
-            hidden = ctx.model.decoder.hidden(tokens, positions, attend, on_layer, fused.enabled())
+            attend = padded_attention(
+                self.model, self.cache, seqs, positions, cells, longest, width
+            )
+            on_layer = tap if self.layers else None
+            hidden = self.model.decoder.hidden(
+                tokens, positions, attend, on_layer, compiled_layers.enabled()
+            )
             self.hidden[:n_rows].copy_(hidden)
 
         return body
@@ -126,7 +118,7 @@ class PrefillGraphs:
     def _capture(self, n_seq: int, longest: int, width: int) -> torch.cuda.CUDAGraph | None:
         what = f"the prefill graph of {n_seq} sequences of {longest} tokens over {width} KV cells"
         try:
-            graph = capture(self._body(n_seq, longest, width), self.ctx.device, what)
+            graph = capture(self._body(n_seq, longest, width), self.model.device, what)
         except OutOfMemoryError:
             raise
         # a kernel that cannot be recorded: this context's prefills run eagerly

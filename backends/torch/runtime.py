@@ -1,41 +1,42 @@
-"""A torch context: the KV cell pool of kv.py and forward passes over it, with the interface of the
-llama.cpp backend's KVContext (sequence ids, fork/truncate/free, exact accounting, `decode(items,
-on_logits)`), so the verifiers' path bookkeeping (path_verifier.py) runs on it unchanged.
+"""A torch context: the KV cell pool of kv.py and forward passes over it, keeping the contexts'
+interface (context_roles.Context: sequence ids, fork/truncate/free, exact accounting,
+`decode(items, on_row)`), so the verifiers' path bookkeeping (path_verifier.py) runs on it
+unchanged.
 
-A forward pass packs every item's tokens into one flat batch with per-token positions and cells.
-Attention reads each sequence's keys and values through its cell table: the queries of the sequences
-that append one token (decode) go in one padded group, those of the sequences that append several
-(prefill) in another, each one masked SDPA call over the gathered cells. On CUDA a pass of decode
-tokens alone replays a CUDA graph (graphs.py; the generator's draws recorded in it), and a pass that
-appends several tokens to its sequences (a prefill, a PRM call) another (prefill_graphs.py);
-attention itself is attention.py's."""
+A forward pass packs every item's tokens into windows of n_batch tokens; each window is laid out
+(pass_layout.py: its rows take their sequences' next cells and positions) and run by the first of
+the context's runners that takes it: on CUDA a pass of decode tokens alone replays a decode graph
+(decode_graphs.py; the generator's draws recorded in it), one that appends several tokens to its
+sequences (a prefill, a PRM call) a prefill graph (prefill_graphs.py); any other runs eagerly
+(eager_pass.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
 
-import numpy as np
 import torch
 
-from edgereason.backends.context_roles import DecodeItem
+from edgereason.backends.context_roles import DecodeItem, OnRow
+from edgereason.backends.torch.decode_graphs import DecodeGraphs
 from edgereason.backends.torch.device_draws import draw_rows
-from edgereason.backends.torch.eager_pass import EagerPasses
+from edgereason.backends.torch.eager_pass import EagerPass
 from edgereason.backends.torch.kv import (
+    GPU_MEMORY_HINT,
     SEQ_SLOTS,
     CellTables,
     DeviceTables,
+    KVCache,
     KVFullError,
     KVStore,
 )
 from edgereason.backends.torch.model import TorchModel, kv_dtype
+from edgereason.backends.torch.pass_layout import Draws, PassLayout, lay_out
+from edgereason.backends.torch.prefill_graphs import PrefillGraphs
 from edgereason.config import SamplingParams
 from edgereason.errors import OutOfMemoryError
 
-GPU_MEMORY_HINT = "lower --gpu-memory (or --kv-budget) or free GPU memory"
 
-
-class TorchContext(EagerPasses):
+class TorchContext:
     """Sequence ids, exact KV accounting and forward passes on one model's weights (see the module
     doc)."""
 
@@ -54,84 +55,60 @@ class TorchContext(EagerPasses):
         only). layers: each requested row goes on with these layers' outputs at its token, layer by
         layer (a value head's features)."""
         self.model = model
-        cfg = model.decoder.config
         self.device = model.device
         self.capacity = n_ctx
         self.n_batch = n_batch
         self.n_seq_max = n_seq_max
-        self.tables = CellTables(n_ctx, n_seq_max)
-        try:
-            self.kv = KVStore(
-                cfg.n_layer, n_ctx, cfg.n_head_kv, cfg.head_dim, self.device, kv_dtype(self.device)
-            )
-        except torch.OutOfMemoryError:
-            raise OutOfMemoryError(
-                f"no room for {n_ctx} KV tokens of {model.path.name} on the GPU; {GPU_MEMORY_HINT}"
-            ) from None
-        self.table_cells = DeviceTables(n_seq_max, n_ctx, self.kv.pad_cell, self.device)
+        self.cache = _open_cache(model, n_ctx, n_seq_max)
         self.columns = (
             None
             if columns is None
             else torch.tensor(list(columns), dtype=torch.long, device=self.device)
         )
         self.layers = list(layers)
-        # the llama.cpp verifier reads these off a context: no device top-k, no llama.cpp capture
-        self.top_k = None
-        self.capture = None
-        self.graphs = None
+        self.eager = EagerPass(model, self.cache, self.layers)
+        self.decode_graphs = None
         self.prefill_graphs = None
         if graphs and self.device.type == "cuda":
-            from edgereason.backends.torch.graphs import DecodeGraphs
-            from edgereason.backends.torch.prefill_graphs import PrefillGraphs
-
-            # whole rows only
-            self.graphs = None if self.layers or columns is not None else DecodeGraphs(self)
-            self.prefill_graphs = PrefillGraphs(self)
+            whole_rows = not self.layers and columns is None
+            self.decode_graphs = DecodeGraphs(model, self.cache) if whole_rows else None
+            self.prefill_graphs = PrefillGraphs(model, self.cache, self.layers)
 
     # -- sequences: the accounting of kv.py --
     def can_alloc(self, n: int = 1) -> bool:
-        return self.tables.can_alloc(n)
+        return self.cache.tables.can_alloc(n)
 
     def can_append(self, n_new_tokens: int) -> bool:
-        return self.tables.can_append(n_new_tokens)
+        return self.cache.tables.can_append(n_new_tokens)
 
     def new_seq(self) -> int:
-        return self.tables.new_seq()
+        return self.cache.tables.new_seq()
 
     def fork(self, parent: int) -> int:
-        child = self.tables.fork(parent)
-        self.table_cells.fork(parent, child, self.tables.seq_len(parent))
-        return child
+        return self.cache.fork(parent)
 
     def truncate(self, seq: int, n_tokens: int) -> None:
-        self.tables.truncate(seq, n_tokens)
+        self.cache.tables.truncate(seq, n_tokens)
 
     def free(self, seq: int) -> None:
-        self.tables.free(seq)
+        self.cache.tables.free(seq)
 
     def seq_len(self, seq: int) -> int:
-        return self.tables.seq_len(seq)
+        return self.cache.tables.seq_len(seq)
 
     def unique_tokens(self, seq: int) -> int:
-        return self.tables.unique_tokens(seq)
+        return self.cache.tables.unique_tokens(seq)
 
     @property
     def used_tokens(self) -> int:
-        return self.tables.used_tokens
+        return self.cache.tables.used_tokens
 
     @property
     def live_seqs(self) -> int:
-        return self.tables.live_seqs
+        return self.cache.tables.live_seqs
 
     def check_integrity(self) -> None:
-        """The accounting, and the device's copy of every live table (what attention reads) agrees
-        with it."""
-        self.tables.check_integrity()
-        for seq in self.tables.live_ids():
-            table = self.tables.table(seq)
-            assert self.table_cells.cells[seq, : len(table)].tolist() == table, (
-                f"seq {seq}: device table drifted"
-            )
+        self.cache.check_integrity()
 
     # -- forward passes --
     def forward(
@@ -162,7 +139,7 @@ class TorchContext(EagerPasses):
         for window, wanted in self._windows(items):
             at = slice(len(tags), len(tags) + len(wanted))
             tags += [window[i][2] for i in wanted]
-            drawn += self._pass(window, wanted, None, (list(draws[at]), list(params[at])))
+            drawn += self._pass(window, wanted, None, Draws(list(draws[at]), list(params[at])))
         return tags, drawn
 
     def _windows(
@@ -171,7 +148,7 @@ class TorchContext(EagerPasses):
         """The items' tokens as (seq, token, tag or _NO_ROW), n_batch a window, with the requested
         rows' indices."""
         total = sum(len(it.tokens) for it in items)
-        if not self.tables.can_append(total):
+        if not self.cache.tables.can_append(total):
             raise KVFullError(
                 f"{total} new tokens do not fit: {self.used_tokens}/{self.capacity} KV cells in use"
             )
@@ -183,14 +160,12 @@ class TorchContext(EagerPasses):
             window = flat[lo : lo + self.n_batch]
             yield window, [i for i, (_, _, tag) in enumerate(window) if tag is not _NO_ROW]
 
-    def decode(
-        self, items: Sequence[DecodeItem], on_logits: Callable[[object, np.ndarray], None]
-    ) -> int:
-        """KVContext's interface: on_logits(tag, row) for each requested row, a float32 numpy copy
+    def decode(self, items: Sequence[DecodeItem], on_row: OnRow) -> int:
+        """The contexts' interface: on_row(tag, row) for each requested row, a float32 numpy copy
         of the logits of `columns` (or the whole row), then of the `layers`' outputs."""
         tags, logits = self.forward(items, self.columns)
         for tag, row in zip(tags, logits.cpu().numpy()):
-            on_logits(tag, row)
+            on_row(tag, row)
         return sum(len(it.tokens) for it in items)
 
     def _pass(
@@ -198,43 +173,18 @@ class TorchContext(EagerPasses):
         window: list[tuple[int, int, object]],
         wanted: list[int],
         columns: torch.Tensor | None,
-        draws: tuple[list[int], list[SamplingParams]] | None = None,
-    ) -> Any:
+        draws: Draws | None = None,
+    ) -> torch.Tensor | list[list[int]]:
         """One forward pass over `window` (at most n_batch tokens): the logits of its `wanted` rows
-        or, given `draws` (counts and settings of the wanted rows), their drawn ids. Cells taken for
-        the window go back if the pass fails."""
-        order: dict[int, list[int]] = {}  # seq -> its tokens' indices in the window, in order
-        for i, (seq, _, _) in enumerate(window):
-            order.setdefault(seq, []).append(i)
-        before = {seq: self.tables.seq_len(seq) for seq in order}
+        or, given `draws`, their drawn ids. Cells taken for the window go back if the pass
+        fails."""
+        tables = self.cache.tables
+        before = {seq: tables.seq_len(seq) for seq in dict.fromkeys(seq for seq, _, _ in window)}
         try:
-            cells = np.empty(len(window), dtype=np.int64)
-            positions = np.empty(len(window), dtype=np.int64)
-            for seq, idx in order.items():
-                if len(idx) == 1:  # a decode token, most of a search's: scalars, not index arrays
-                    cells[idx[0]], positions[idx[0]] = self.tables.append(seq, 1)[0], before[seq]
-                else:
-                    cells[idx] = self.tables.append(seq, len(idx))
-                    positions[idx] = np.arange(before[seq], before[seq] + len(idx))
-            tokens = [tok for _, tok, _ in window]
-            # it writes the tables itself
-            if self.graphs is not None and self.graphs.fits(order, columns):
-                return self.graphs.run(
-                    order, tokens, positions, cells, wanted, *(draws or (None, None))
-                )
-            at = lambda a: torch.as_tensor(np.asarray(a, dtype=np.int64)).to(self.device)  # noqa: E731
-            self.table_cells.write(at([seq for seq, _, _ in window]), at(positions), at(cells))
-            logits = None
-            if self.prefill_graphs is not None and self.prefill_graphs.fits(order):
-                replayed = self.prefill_graphs.run(order, tokens, positions, cells, wanted)
-                if replayed is not None:
-                    logits = self._read_out(*replayed, columns)
-            if logits is None:
-                logits = self._eager(order, tokens, positions, cells, wanted, columns)
-            return logits if draws is None else draw_rows(logits, *draws)
+            return self._run(lay_out(window, wanted, draws, tables), columns)
         except BaseException as e:
             for seq, n in before.items():
-                self.tables.truncate(seq, n)
+                tables.truncate(seq, n)
             if isinstance(e, torch.OutOfMemoryError):
                 raise OutOfMemoryError(
                     f"the GPU ran out of memory in a forward pass of {len(window)} tokens; "
@@ -242,9 +192,44 @@ class TorchContext(EagerPasses):
                 ) from None
             raise
 
+    def _run(
+        self, layout: PassLayout, columns: torch.Tensor | None
+    ) -> torch.Tensor | list[list[int]]:
+        """The pass by the first runner that takes it: the decode graphs (they write the device
+        tables themselves), the prefill graphs, else the eager pass; the draws from its logits."""
+        if self.decode_graphs is not None and self.decode_graphs.fits(layout, columns):
+            return self.decode_graphs.run(layout)
+        at = lambda a: torch.from_numpy(a).to(self.device)  # noqa: E731
+        self.cache.device_tables.write(
+            at(layout.row_seqs()), at(layout.positions), at(layout.cells)
+        )
+        logits = None
+        if self.prefill_graphs is not None and self.prefill_graphs.fits(layout):
+            replayed = self.prefill_graphs.run(layout)
+            if replayed is not None:
+                logits = self.eager.read_out(*replayed, columns)
+        if logits is None:
+            logits = self.eager.run(layout, columns)
+        draws = layout.draws
+        return logits if draws is None else draw_rows(logits, draws.counts, draws.params)
+
     def close(self) -> None:
-        self.graphs = None
-        self.kv = None  # type: ignore[assignment]
+        self.decode_graphs = None
+        self.cache.store.free()
 
 
 _NO_ROW = object()
+
+
+def _open_cache(model: TorchModel, n_ctx: int, n_seq_max: int) -> KVCache:
+    """The KV cache of n_ctx cells and n_seq_max sequences on the model's device; one
+    OutOfMemoryError line where it does not fit."""
+    cfg, device = model.decoder.config, model.device
+    try:
+        store = KVStore(cfg.n_layer, n_ctx, cfg.n_head_kv, cfg.head_dim, device, kv_dtype(device))
+    except torch.OutOfMemoryError:
+        raise OutOfMemoryError(
+            f"no room for {n_ctx} KV tokens of {model.path.name} on the GPU; {GPU_MEMORY_HINT}"
+        ) from None
+    tables = DeviceTables(n_seq_max, n_ctx, store.pad_cell, device)
+    return KVCache(CellTables(n_ctx, n_seq_max), store, tables)

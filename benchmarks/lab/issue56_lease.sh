@@ -64,7 +64,7 @@ torch.__version__, torch.cuda.get_device_name())"
     cat /root/m/s135.* >"$EDGEREASON_HOME/models/SmolLM2-135M-Instruct.Q4_1.gguf"
     edgereason models list >"$out/models.txt" 2>&1
     timeout 120 python3 -m pytest -q -x -p no:cacheprovider -k "cuda or engine" \
-      tests/backends/torch/test_torch_fused.py tests/engine/test_engine.py >"$out/pytest-cuda.txt" 2>&1
+      tests/backends/torch/test_torch_compiled_layers.py tests/engine/test_engine.py >"$out/pytest-cuda.txt" 2>&1
     echo "pytest rc $?" >>"$out/pytest-cuda.txt"; tail -3 "$out/pytest-cuda.txt"; keep
     timeout 100 python3 benchmarks/torch_pass.py --model qwen2.5-coder-1.5b --rows 1,8,64 --skip torch-eager \
       --steps 10 >"$out/pass-1.5b.json" 2>"$out/pass-1.5b.log"; echo "pass rc $?"; keep
@@ -92,7 +92,7 @@ torch.__version__, torch.cuda.get_device_name())"
     LIMIT_S=30 solve_time torch-warm "${s135[@]}"
     EDGEREASON_COMPILE=0 LIMIT_S=30 solve_time torch-uncompiled "${s135[@]}"
     timeout 60 python3 -m pytest -q -x -p no:cacheprovider -k "cuda or engine" \
-      tests/backends/torch/test_torch_fused.py tests/engine/test_engine.py >"$out/pytest-cuda.txt" 2>&1
+      tests/backends/torch/test_torch_compiled_layers.py tests/engine/test_engine.py >"$out/pytest-cuda.txt" 2>&1
     echo "pytest rc $?" >>"$out/pytest-cuda.txt"; tail -3 "$out/pytest-cuda.txt" ;;
   extra)  # then, where the lease has room
     refresh

@@ -61,12 +61,12 @@ def float32_kv(monkeypatch):
 
 @pytest.fixture(params=["uncompiled", "compiled"])
 def fusion(request, monkeypatch):
-    """The graphs' bodies as recorded, and with the decoder's layers compiled (fused.py: inductor's
-    C++ kernels on the CPU, Triton's on CUDA), both over a float32 KV cache (float32_kv): a padded
-    shape rounds apart from the eager pass's by about 1e-5 there, against up to 6e-3 before an f16
-    cache (CI saw 0.0061 over 5e-3)."""
-    from edgereason.backends.torch import fused
+    """The graphs' bodies as recorded, and with the decoder's layers compiled (compiled_layers.py:
+    inductor's C++ kernels on the CPU, Triton's on CUDA), both over a float32 KV cache (float32_kv):
+    a padded shape rounds apart from the eager pass's by about 1e-5 there, against up to 6e-3 before
+    an f16 cache (CI saw 0.0061 over 5e-3)."""
+    from edgereason.backends.torch import compiled_layers
 
-    monkeypatch.setenv(fused.SWITCH, "1" if request.param == "compiled" else "0")
+    monkeypatch.setenv(compiled_layers.SWITCH, "1" if request.param == "compiled" else "0")
     request.getfixturevalue("float32_kv")
     return request.param

@@ -129,6 +129,6 @@ def test_integrity_check_reads_the_device_tables(gen):
     child = gen.fork(seq)
     gen.check_integrity()
     # attention would read another cell than the accounting holds
-    gen.ctx.table_cells.cells[child, 1] += 1
+    gen.ctx.cache.device_tables.cells[child, 1] += 1
     with pytest.raises(AssertionError, match=f"seq {child}: device table drifted"):
         gen.check_integrity()

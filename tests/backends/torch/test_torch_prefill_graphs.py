@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_torch_pass_layout import laid_out
 
 from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.prm_format import prm_format
@@ -26,11 +27,11 @@ class _Replay:
 
 
 class EagerPrefillGraphs(PrefillGraphs):
-    """Records nothing: `replay` runs the body the graph would have recorded. Every shape is
-    captured at its first pass (capture_at 1), unless told otherwise."""
+    """A context's prefill graphs that record nothing: `replay` runs the body the graph would have
+    recorded. Every shape is captured at its first pass (capture_at 1), unless told otherwise."""
 
-    def __init__(self, ctx, capture_at: int = 1) -> None:
-        super().__init__(ctx)
+    def __init__(self, ctx: TorchContext, capture_at: int = 1) -> None:
+        super().__init__(ctx.model, ctx.cache, ctx.layers)
         self.captured: list[tuple[int, int, int]] = []
         self.capture_at = capture_at
 
@@ -93,10 +94,11 @@ def test_a_shape_is_captured_the_second_time_it_comes(torch_smollm2):
 
 def test_what_runs_as_a_prefill_graph(torch_smollm2):
     graphs = EagerPrefillGraphs(TorchContext(torch_smollm2, 256))
-    assert graphs.fits({0: [0, 1], 1: [2]})
-    assert not graphs.fits({0: [0], 1: [1]})  # decode rows alone: the decode graphs' business
-    assert not graphs.fits({0: list(range(MAX_ROWS + 1))})
-    assert not graphs.fits({i: [2 * i, 2 * i + 1] for i in range(129)})
+    assert graphs.fits(laid_out({0: [0, 1], 1: [2]}))
+    # decode rows alone: the decode graphs' business
+    assert not graphs.fits(laid_out({0: [0], 1: [1]}))
+    assert not graphs.fits(laid_out({0: list(range(MAX_ROWS + 1))}))
+    assert not graphs.fits(laid_out({i: [2 * i, 2 * i + 1] for i in range(129)}))
 
 
 def test_a_capture_that_fails_runs_eagerly_after_one_line(torch_smollm2, monkeypatch, capsys):
@@ -106,7 +108,7 @@ def test_a_capture_that_fails_runs_eagerly_after_one_line(torch_smollm2, monkeyp
     monkeypatch.setattr(prefill_graphs, "capture", refuse)
     want = _verifier_like_pass(TorchContext(torch_smollm2, 1024), torch_smollm2)
     ctx = TorchContext(torch_smollm2, 1024)
-    ctx.prefill_graphs = PrefillGraphs(ctx)
+    ctx.prefill_graphs = PrefillGraphs(ctx.model, ctx.cache, ctx.layers)
     ctx.prefill_graphs.capture_at = 1
     got = _verifier_like_pass(ctx, torch_smollm2)
     np.testing.assert_allclose(got, want, atol=1e-5)  # the eager pass itself

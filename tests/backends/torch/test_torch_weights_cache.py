@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from edgereason.backends.torch.gguf_weights import Weights
-from edgereason.backends.torch.sources import open_weights
+from edgereason.backends.torch.weight_sources import open_weights
 from edgereason.backends.torch.weights_cache import CachedWeights, cache_file
 
 CPU = torch.device("cpu")

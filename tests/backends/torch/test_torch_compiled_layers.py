@@ -1,6 +1,6 @@
-"""Fused passes (fused.py): the decoder's layer compiled by inductor. On the CPU inductor compiles
-it as it does for CUDA (C++ kernels in place of Triton's), so the compiled path's numerics, its
-compiles, its kernel count and its fallbacks are checked here; where CUDA is present, the CUDA
+"""Fused passes (compiled_layers.py): the decoder's layer compiled by inductor. On the CPU inductor
+compiles it as it does for CUDA (C++ kernels in place of Triton's), so the compiled path's numerics,
+its compiles, its kernel count and its fallbacks are checked here; where CUDA is present, the CUDA
 graphs that record the compiled kernels too."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_torch_graphs import EagerGraphs, _decode_rows, decode_setup
+from test_torch_decode_graphs import EagerGraphs, _decode_rows, decode_setup
 from test_torch_prefill_graphs import EagerPrefillGraphs, _verifier_like_pass
 
 from benchmarks.torch_step_ops import compiled_counts, uncompiled_counts
 from edgereason.backends.context_roles import DecodeItem
-from edgereason.backends.torch import fused
+from edgereason.backends.torch import compiled_layers
 from edgereason.backends.torch.runtime import TorchContext
 from edgereason.errors import ConfigError
 
@@ -23,15 +23,15 @@ CUDA = torch.cuda.is_available()
 def test_compiled_passes_give_the_uncompiled_logits(torch_smollm2, float32_kv, monkeypatch):
     """Decode graph bodies, prefill graph bodies and eager passes, each compiled against the same
     uncompiled."""
-    monkeypatch.setenv(fused.SWITCH, "0")
+    monkeypatch.setenv(compiled_layers.SWITCH, "0")
     plain = TorchContext(torch_smollm2, 1024)
     want_decode = _decode_rows(plain, decode_setup(plain, torch_smollm2), [216, 2068, 536])
     want_prefill = _verifier_like_pass(TorchContext(torch_smollm2, 1024), torch_smollm2)
-    monkeypatch.setenv(fused.SWITCH, "1")
+    monkeypatch.setenv(compiled_layers.SWITCH, "1")
     for graphs in (True, False):  # the graphs' bodies (padded layout), then the eager pass (groups)
         ctx = TorchContext(torch_smollm2, 1024)
         if graphs:
-            ctx.graphs, ctx.prefill_graphs = EagerGraphs(ctx), EagerPrefillGraphs(ctx)
+            ctx.decode_graphs, ctx.prefill_graphs = EagerGraphs(ctx), EagerPrefillGraphs(ctx)
         got_decode = _decode_rows(ctx, decode_setup(ctx, torch_smollm2), [216, 2068, 536])
         np.testing.assert_allclose(got_decode, want_decode, atol=2e-4)  # a bug: 0.1+
         ctx.check_integrity()
@@ -48,9 +48,9 @@ def test_three_compiles_serve_every_bucket(torch_smollm2, monkeypatch):
     more."""
     from torch._dynamo.utils import counters
 
-    monkeypatch.setenv(fused.SWITCH, "1")
+    monkeypatch.setenv(compiled_layers.SWITCH, "1")
     ctx = TorchContext(torch_smollm2, 2048)
-    ctx.graphs, ctx.prefill_graphs = EagerGraphs(ctx), EagerPrefillGraphs(ctx)
+    ctx.decode_graphs, ctx.prefill_graphs = EagerGraphs(ctx), EagerPrefillGraphs(ctx)
     seqs = decode_setup(ctx, torch_smollm2)  # prefills
     _decode_rows(ctx, seqs[:1], [216])
     _decode_rows(ctx, seqs, [216, 2068, 536])
@@ -61,7 +61,7 @@ def test_three_compiles_serve_every_bucket(torch_smollm2, monkeypatch):
     _decode_rows(ctx, [ctx.fork(seqs[1]) for _ in range(9)], [40] * 9)  # 16 rows
     _decode_rows(ctx, seqs[1:2], [41])
     assert counters["stats"]["unique_graphs"] == compiles
-    assert set(ctx.graphs.graphs) >= {
+    assert set(ctx.decode_graphs.graphs) >= {
         (1, 256, False),
         (4, 256, False),
         (4, 512, False),
@@ -75,7 +75,7 @@ def test_a_compiled_decode_step_launches_at_most_12_kernels_a_layer(monkeypatch)
     layer's launches (inductor's code) per layer, and the whole step's over the layers (what runs
     outside the layers, the embedding, rope tables, mask, final norm, logits and sampler, counted as
     operations)."""
-    monkeypatch.setenv(fused.SWITCH, "1")
+    monkeypatch.setenv(compiled_layers.SWITCH, "1")
     uncompiled = uncompiled_counts("smollm2-135m", 8)
     counts = compiled_counts("smollm2-135m", 8, outside_layers=uncompiled["outside_layers"])
     assert counts["per_layer"] <= 12 and counts["in_step_per_layer"] <= 12, counts
@@ -95,18 +95,18 @@ def test_a_failed_compile_runs_the_pass_uncompiled_after_one_line(
         calls.append(1)
         raise TorchDynamoException("Cannot find a working triton installation")
 
-    monkeypatch.setenv(fused.SWITCH, "1")
-    monkeypatch.setattr(fused, "_off", [])
-    monkeypatch.setattr(fused, "_compiled_block", lambda: broken)
+    monkeypatch.setenv(compiled_layers.SWITCH, "1")
+    monkeypatch.setattr(compiled_layers, "_off", [])
+    monkeypatch.setattr(compiled_layers, "_compiled_block", lambda: broken)
     monkeypatch.setattr(torch._dynamo, "reset", lambda: None)
     ctx = TorchContext(torch_smollm2, 1024)
     seqs = decode_setup(ctx, torch_smollm2)
     # the prompt's pass failed twice (the cache removed between) and ran plain
-    assert not fused.enabled()
+    assert not compiled_layers.enabled()
     assert len(calls) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "passes run uncompiled" in err[0] and "working triton" in err[0]
-    monkeypatch.setenv(fused.SWITCH, "0")
+    monkeypatch.setenv(compiled_layers.SWITCH, "0")
     plain = TorchContext(torch_smollm2, 1024)
     want = _decode_rows(plain, decode_setup(plain, torch_smollm2), [216, 2068, 536])
     np.testing.assert_array_equal(_decode_rows(ctx, seqs, [216, 2068, 536]), want)
@@ -131,7 +131,7 @@ def test_a_damaged_cache_is_made_anew(tmp_path, monkeypatch):
             raise TorchDynamoException("failed to load the cached graph")
         return "compiled"
 
-    assert fused.first_run(run) == "compiled"
+    assert compiled_layers.first_run(run) == "compiled"
     assert tries == [True, False]
 
 
@@ -146,27 +146,29 @@ def test_out_of_memory_while_compiling_names_gpu_memory(torch_smollm2, monkeypat
         except torch.OutOfMemoryError as e:
             raise TorchDynamoException("benchmarking a kernel failed") from e
 
-    monkeypatch.setenv(fused.SWITCH, "1")
-    monkeypatch.setattr(fused, "_off", [])
-    monkeypatch.setattr(fused, "_compiled_block", lambda: no_room)
+    monkeypatch.setenv(compiled_layers.SWITCH, "1")
+    monkeypatch.setattr(compiled_layers, "_off", [])
+    monkeypatch.setattr(compiled_layers, "_compiled_block", lambda: no_room)
     ctx = TorchContext(torch_smollm2, 256)
     with pytest.raises(
         OutOfMemoryError,
         match="ran out of memory in a forward pass of 4 tokens; lower --gpu-memory",
     ):
         ctx.forward([DecodeItem(ctx.new_seq(), [1, 2, 3, 4], [(3, 0)])])
-    assert fused.enabled() and ctx.used_tokens == 0  # not a compile failure; the cells went back
+    assert (
+        compiled_layers.enabled() and ctx.used_tokens == 0
+    )  # not a compile failure; the cells went back
 
 
 def test_the_switch_is_checked(monkeypatch):
-    monkeypatch.setenv(fused.SWITCH, "yes")
+    monkeypatch.setenv(compiled_layers.SWITCH, "yes")
     with pytest.raises(ConfigError, match="EDGEREASON_COMPILE='yes': set it to 1"):
-        fused.enabled()
-    monkeypatch.delenv(fused.SWITCH)
+        compiled_layers.enabled()
+    monkeypatch.delenv(compiled_layers.SWITCH)
     # off by default: a process's compile cost more than its passes gained (H200)
-    assert not fused.enabled()
-    monkeypatch.setenv(fused.SWITCH, "1")
-    assert fused.enabled()
+    assert not compiled_layers.enabled()
+    monkeypatch.setenv(compiled_layers.SWITCH, "1")
+    assert compiled_layers.enabled()
 
 
 @pytest.mark.skipif(not CUDA, reason="CUDA graphs of compiled kernels need a GPU")
@@ -181,7 +183,7 @@ def test_cuda_graphs_record_the_compiled_kernels(smollm2_path, torch_smollm2, mo
     model = load_model(str(smollm2_path), "cuda")
     results = {}
     for switch in ("0", "1"):
-        monkeypatch.setenv(fused.SWITCH, switch)
+        monkeypatch.setenv(compiled_layers.SWITCH, switch)
         ctx = TorchContext(model, 2048)
         ctx.prefill_graphs.capture_at = 1
         seqs = decode_setup(ctx, model)
@@ -190,14 +192,14 @@ def test_cuda_graphs_record_the_compiled_kernels(smollm2_path, torch_smollm2, mo
             _verifier_like_pass(ctx, model),
         )
         # both kinds were captured and replayed
-        assert ctx.graphs.graphs and ctx.prefill_graphs.graphs
+        assert ctx.decode_graphs.graphs and ctx.prefill_graphs.graphs
         params = [SamplingParams(temperature=0.8, seed=s) for s in (1, 2, 3)]
         items = [DecodeItem(s, [30], [(0, i)]) for i, s in enumerate(seqs)]
         _, drawn = ctx.forward_draw(items, [1, 1, 1], params)
         assert [d[0] for d in drawn] == [
-            r[0] for r in draw_rows(ctx.graphs.logits[:3], [1, 1, 1], params)
+            r[0] for r in draw_rows(ctx.decode_graphs.logits[:3], [1, 1, 1], params)
         ]
-    monkeypatch.setenv(fused.SWITCH, "0")  # the reference is the CPU's plain float32 pass
+    monkeypatch.setenv(compiled_layers.SWITCH, "0")  # the reference is the CPU's plain float32 pass
     cpu = TorchContext(torch_smollm2, 2048)
     reference = (
         _decode_rows(cpu, decode_setup(cpu, torch_smollm2), [216, 2068, 536]),

@@ -1,17 +1,19 @@
-"""The CUDA-graph decode pass (graphs.py) without CUDA: its recorded body, replayed eagerly on the
-CPU, over the padded rows and cell tables of its buckets, gives the eager pass's logits. The capture
-itself needs a GPU (benchmarks/torch_pass.py measures it there)."""
+"""The CUDA-graph decode pass (decode_graphs.py) without CUDA: its recorded body, replayed eagerly
+on the CPU, over the padded rows and cell tables of its buckets, gives the eager pass's logits. The
+capture itself needs a GPU (benchmarks/torch_pass.py measures it there)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
+from test_torch_pass_layout import laid_out
 
 from edgereason.backends.context_roles import DecodeItem
+from edgereason.backends.torch.cuda_graphs import ROW_BUCKETS, bucket
+from edgereason.backends.torch.decode_graphs import DecodeGraphs
 from edgereason.backends.torch.device_draws import draw_rows
 from edgereason.backends.torch.generator import TorchGenerator
-from edgereason.backends.torch.graphs import ROW_BUCKETS, DecodeGraphs, bucket
 from edgereason.backends.torch.kv import table_width
 from edgereason.backends.torch.runtime import TorchContext
 from edgereason.config import SamplingParams
@@ -27,9 +29,13 @@ class _Replay:
 
 
 class EagerGraphs(DecodeGraphs):
-    """Records nothing: `replay` runs the body the graph would have recorded."""
+    """A context's decode graphs that record nothing: `replay` runs the body the graph would have
+    recorded."""
 
     captured: list[tuple[int, int, bool]]
+
+    def __init__(self, ctx: TorchContext) -> None:
+        super().__init__(ctx.model, ctx.cache)
 
     def _capture(self, rows: int, width: int, nucleus: bool):
         self.captured = getattr(self, "captured", []) + [(rows, width, nucleus)]
@@ -71,26 +77,29 @@ def test_a_padded_bucketed_pass_gives_the_eager_logits(torch_smollm2):
     for s, n in zip(seqs, lengths):
         ctx.truncate(s, n)
     used = ctx.used_tokens
-    ctx.graphs = EagerGraphs(ctx)
+    ctx.decode_graphs = EagerGraphs(ctx)
     replayed = _decode_rows(ctx, seqs, [216, 2068, 536])
     # three rows padded to four, tables to 256 cells
-    assert ctx.graphs.captured == [(4, 256, False)]
+    assert ctx.decode_graphs.captured == [(4, 256, False)]
     # other shapes round otherwise; a bug: 1+
     np.testing.assert_allclose(replayed, eager, atol=1e-3)
     # the padding row wrote only the pad cell, which is not counted
     assert ctx.used_tokens == used + 3
     ctx.check_integrity()
     again = _decode_rows(ctx, seqs, [30, 30, 30])  # the same bucket: replayed, not captured again
-    assert ctx.graphs.captured == [(4, 256, False)] and again.shape == (3, torch_smollm2.n_vocab)
+    assert ctx.decode_graphs.captured == [(4, 256, False)] and again.shape == (
+        3,
+        torch_smollm2.n_vocab,
+    )
 
 
 def test_a_prefill_or_a_column_readout_runs_eagerly(torch_smollm2):
     ctx = TorchContext(torch_smollm2, 256)
     graphs = EagerGraphs(ctx)
-    assert graphs.fits({0: [0], 1: [1]}, None)
-    assert not graphs.fits({0: [0, 1]}, None)
-    assert not graphs.fits({0: [0]}, torch.tensor([1, 2]))
-    assert not graphs.fits({i: [i] for i in range(ROW_BUCKETS[-1] + 1)}, None)
+    assert graphs.fits(laid_out({0: [0], 1: [1]}), None)
+    assert not graphs.fits(laid_out({0: [0, 1]}), None)
+    assert not graphs.fits(laid_out({0: [0]}), torch.tensor([1, 2]))
+    assert not graphs.fits(laid_out({i: [i] for i in range(ROW_BUCKETS[-1] + 1)}), None)
 
 
 def test_the_draws_recorded_in_the_graph_are_the_device_samplers_on_its_logits(torch_smollm2):
@@ -98,7 +107,7 @@ def test_the_draws_recorded_in_the_graph_are_the_device_samplers_on_its_logits(t
     eagerly from the same streams: exactly what draw_rows gives on the logits the graph left,
     whatever each row's settings."""
     gen = TorchGenerator(torch_smollm2, 1024)
-    gen.ctx.graphs = graphs = EagerGraphs(gen.ctx)
+    gen.ctx.decode_graphs = graphs = EagerGraphs(gen.ctx)
     prompt = torch_smollm2.tokenize(
         "Janet has 16 eggs and eats 3. How many are left?", add_bos=True
     )
