@@ -29,6 +29,7 @@ from edgereason.backends.torch.model import Attend
 from edgereason.backends.torch.runtime import GPU_MEMORY_HINT
 from edgereason.config import SamplingParams
 from edgereason.errors import OutOfMemoryError
+from edgereason.util.startup import phase
 
 if TYPE_CHECKING:
     from edgereason.backends.torch.runtime import TorchContext
@@ -181,6 +182,7 @@ def shared_pool(device: torch.device) -> object:
     return _POOLS[index][0]
 
 
+@phase("graphs")
 def capture(body: Callable[[], None], device: torch.device, what: str) -> torch.cuda.CUDAGraph:
     """Warm up once on a side stream (it computes this very pass: the replay after writes the same
     cells again; a fused pass compiles there, fused.first_run), then record `body` into a graph

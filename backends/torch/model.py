@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from edgereason.backends.torch.gguf_weights import ModelConfig
 from edgereason.backends.torch.layer import Layer, LayerAttend, block, rms_norm
+from edgereason.util.startup import phase
 
 # layer index -> its attention for this pass (the KV context supplies it)
 Attend = Callable[[int], LayerAttend]
@@ -167,6 +168,7 @@ class TorchDecoder:
 
 
 @lru_cache(maxsize=4)
+@phase("weights")
 def load_decoder(path: str, device: str) -> TorchDecoder:
     """One decoder per file (or folder) and device: the two roles share weights when they name the
     same one."""
