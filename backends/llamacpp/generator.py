@@ -18,6 +18,7 @@ from edgereason.backends.llamacpp.model import LlamaModel
 from edgereason.backends.llamacpp.runtime import SEQ_SLOTS, KVContext
 from edgereason.config import SamplingParams
 from edgereason.protocols import BatchEntry
+from edgereason.util.startup import first_call
 
 
 class LlamaGenerator(ContextGenerator):
@@ -44,6 +45,7 @@ class LlamaGenerator(ContextGenerator):
         self.eos_ids = model.eog_ids
 
     # -- the forward pass --
+    @first_call("first_pass")
     def step(
         self,
         batch: Sequence[BatchEntry],

@@ -14,6 +14,7 @@ from edgereason.backends.llama_vocab import LlamaVocab
 from edgereason.config import physical_cores  # noqa: F401  (the backend's callers read it here)
 from edgereason.errors import ModelError
 from edgereason.util import interrupts
+from edgereason.util.startup import phase
 
 
 class LlamaModel(LlamaVocab):
@@ -48,6 +49,7 @@ class LlamaModel(LlamaVocab):
 
 
 @lru_cache(maxsize=4)
+@phase("weights")
 def load_model(path: str, n_gpu_layers: int = 0) -> LlamaModel:
     """One LlamaModel per file: the two roles share weights when they name the same GGUF."""
     return LlamaModel(Path(path), n_gpu_layers)

@@ -19,6 +19,7 @@ from edgereason.backends.llamacpp.layer_capture import LayerCapture
 from edgereason.backends.llamacpp.model import LlamaModel, physical_cores
 from edgereason.errors import ModelError, OutOfMemoryError
 from edgereason.util import interrupts
+from edgereason.util.startup import phase
 
 # sequences one context runs at once: llama.cpp's most (LLAMA_MAX_SEQ), the beams one search can
 # have
@@ -43,6 +44,7 @@ class KVContext:
     nothing); a cell is in use while any sequence refers to it. `used_tokens` is the number of cells
     in use."""
 
+    @phase("kv")
     def __init__(
         self,
         model: LlamaModel,

@@ -20,6 +20,7 @@ from typing import Any
 from edgereason.backends.prm_format import prm_format
 from edgereason.errors import ConfigError, OutOfMemoryError
 from edgereason.heads.value_head import ValueHead
+from edgereason.util.startup import phase
 
 INSTALL = 'pip install "edgereason[torch]"'
 # sequence ids one context hands out at once: as llama.cpp's, the beams one search can have
@@ -35,8 +36,9 @@ def import_torch() -> Any:
         "the torch backend loads torch into this process", "use --backend llamacpp"
     )
     try:
-        import gguf  # noqa: F401
-        import torch
+        with phase("import"):
+            import gguf  # noqa: F401
+            import torch
     except ImportError:
         raise ConfigError(
             f"--backend torch needs torch and gguf, which are not installed: {INSTALL}"

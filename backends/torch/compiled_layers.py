@@ -35,6 +35,7 @@ from edgereason.backends.torch.attention import LayerAttention
 from edgereason.backends.torch.gguf_weights import ModelConfig
 from edgereason.backends.torch.layer import Layer, block
 from edgereason.errors import ConfigError
+from edgereason.util import startup
 from edgereason.util.files import cache_home
 
 T = TypeVar("T")
@@ -85,6 +86,7 @@ def run_block(
     """layer.block, compiled. The sizes that vary from pass to pass or context to context (tokens,
     sequences, query slots, table width, the cache's cells) are marked dynamic; the rest (the
     model's widths and heads) stay constants of the kernels."""
+    _time_compiles()
     for t in (x, cos, sin, attend.write, attend.data):
         torch._dynamo.maybe_mark_dynamic(t, 0)
     for g in attend.groups:
@@ -95,6 +97,23 @@ def run_block(
             if t is not None:
                 torch._dynamo.maybe_mark_dynamic(t, 0)
     return _compiled_block()(x, layer, cos, sin, attend, cfg)
+
+
+def _time_compiles() -> None:
+    """Dynamo's compiles timed as the start-up's `compiles` phase (util/startup.py); hooked again
+    after torch._dynamo.reset(), which drops its hooks."""
+    hooks = torch._dynamo.callback_handler
+    if _compile_began not in hooks.start_callbacks:
+        hooks.register_start_callback(_compile_began)
+        hooks.register_end_callback(_compile_ended)
+
+
+def _compile_began(_: object) -> None:
+    startup.enter("compiles")
+
+
+def _compile_ended(_: object) -> None:
+    startup.leave("compiles")
 
 
 @lru_cache(maxsize=1)

@@ -14,6 +14,7 @@ from edgereason.backends.torch.kv import GPU_MEMORY_HINT, KVCache
 from edgereason.backends.torch.layer import Attend
 from edgereason.backends.torch.model import TorchModel
 from edgereason.errors import OutOfMemoryError
+from edgereason.util.startup import phase
 
 ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 
@@ -68,6 +69,7 @@ def shared_pool(device: torch.device) -> object:
     return _POOLS[index][0]
 
 
+@phase("graphs")
 def capture(body: Callable[[], None], device: torch.device, what: str) -> torch.cuda.CUDAGraph:
     """Warm up once on a side stream (it computes this very pass: the replay after writes the same
     cells again; a compiled pass compiles there, compiled_layers.first_run), then record `body` into

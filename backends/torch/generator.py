@@ -12,6 +12,7 @@ from edgereason.backends.torch.model import TorchModel
 from edgereason.backends.torch.runtime import TorchContext
 from edgereason.config import SamplingParams
 from edgereason.protocols import BatchEntry
+from edgereason.util.startup import first_call
 
 
 class TorchGenerator(ContextGenerator):
@@ -24,6 +25,7 @@ class TorchGenerator(ContextGenerator):
         self.eos_ids = model.eog_ids
 
     # -- the forward pass --
+    @first_call("first_pass")
     def step(
         self,
         batch: Sequence[BatchEntry],

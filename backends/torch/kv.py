@@ -24,6 +24,7 @@ import torch
 
 from edgereason.backends.torch import SEQ_SLOTS
 from edgereason.errors import OutOfMemoryError
+from edgereason.util.startup import phase
 
 MIN_TABLE = 256  # the narrowest table width a pass gathers (CUDA graphs are recorded per width)
 # what to do where the GPU's memory runs short: the KV cache, a pass or a graph's capture
@@ -157,6 +158,7 @@ class KVStore:
     read one gather. One tensor a layer, not one for all: a compiled pass writes a whole tensor in
     place, where a write into a view of one would be copied (the layer's every cell, each pass)."""
 
+    @phase("kv")
     def __init__(
         self,
         n_layer: int,

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from edgereason.backends.torch.compiled_layers import run_block
 from edgereason.backends.torch.gguf_weights import ModelConfig
 from edgereason.backends.torch.layer import Attend, Layer, block, rms_norm
+from edgereason.util.startup import phase
 
 OnLayer = Callable[[int, torch.Tensor], None]  # (layer, its output [T, n_embd])
 
@@ -162,6 +163,7 @@ class TorchDecoder:
 
 
 @lru_cache(maxsize=4)
+@phase("weights")
 def load_decoder(path: str, device: str) -> TorchDecoder:
     """One decoder per file (or folder) and device: the two roles share weights when they name the
     same one."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -33,7 +34,9 @@ from edgereason.evaluation.report import print_compare
 from edgereason.evaluation.runner import rate_label
 from edgereason.evaluation.session_runs import Display, run_bench
 from edgereason.search.dataset import load_problems
+from edgereason.session.backend_rule import bench_workload
 from edgereason.session.settings import SPLITS
+from edgereason.util import startup
 from edgereason.util.secrets import hide_credentials
 
 
@@ -146,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
     splits = comma_items(args.split, "--split", allowed=SPLITS)
     _check_splits(args, splits)
     models = model_settings(argparse.Namespace(**{**vars(args), "split": splits[0]}))
+    models = replace(models, workload=bench_workload(args.concurrency, len(problems)))
     check_beams_before_loading(max(beams), models)
     if not args.no_plots:
         require_one_cxx_runtime("bench's plots load matplotlib", "pass --no-plots")
@@ -172,7 +176,10 @@ def run(args: argparse.Namespace) -> int:
         dataset="stdin" if args.dataset == "-" else args.dataset,
     )
     config = _config(args, problems, policies, beams, rates)
-    return run_bench(settings, config, problems, specs, Display(note, bar, end_line, pull_progress))
+    code = run_bench(settings, config, problems, specs, Display(note, bar, end_line, pull_progress))
+    if models.verbose:  # after the runs: graphs, compiles and first passes come in them
+        note(f"edgereason: {startup.summary()}")
+    return code
 
 
 def note(line: str) -> None:

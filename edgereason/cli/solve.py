@@ -18,11 +18,12 @@ from edgereason.cli.recipe_use import SearchChoice, recipe_search_config
 from edgereason.engine.policy import Policy
 from edgereason.engine.result import SearchResult
 from edgereason.errors import ConfigError
-from edgereason.session.auto_policy import is_auto
+from edgereason.session.auto_policy import AutoChoice, is_auto
+from edgereason.session.backend_rule import Run
 from edgereason.session.opening import open_session
 from edgereason.session.settings import ModelSettings
 from edgereason.tree import FINISH_WORDS
-from edgereason.util import text
+from edgereason.util import startup, text
 from edgereason.util.readable import hanging, readable_math
 from edgereason.util.terminal import safe_text
 
@@ -88,25 +89,42 @@ def run(args: argparse.Namespace) -> int:
     # a terminal: a line in place, the best path below it; a log: one every few s
     budget = {"max_steps": config.max_steps, "max_path_tokens": config.max_path_tokens}
     status = SearchProgress(config.beams, **budget)
+    began = startup.since_command()  # what came before the search is the start-up
     try:
         result = session.engine(policy, on_event=status).solve(problem, config)
         auto = session.auto_choice() if is_auto(policy) else None
     finally:
         status.close()
         session.close()
+    answered = startup.since_command()
+    if result.status == "done":  # what --backend auto compares (session/backend_rule.py)
+        session.record_speed(Run(began, answered - began, result.metrics.generated_tokens))
     if args.json:
-        out = result.as_dict()
-        out["backend"] = session.backend
-        if auto:  # which preset `auto` ran, and why
-            out["metrics"]["auto_policy"] = auto.as_dict()
-        print(json.dumps(out, indent=2))
+        print(json.dumps(json_out(result, session.backend, auto, began), indent=2))
     else:
         print_text(result, args.show_tree, args.raw)
+    if asked.models.verbose:
+        print(
+            f"edgereason: {startup.summary()}; the search began {began:.2f} s after the command, "
+            f"the answer came at {answered:.2f} s",
+            file=sys.stderr,
+        )
     if note := choice.note():  # after the answer: an error before the search stays one line
         print(note, file=sys.stderr)
     if result.grader.note:
         print(f"edgereason: note: {result.grader.note}", file=sys.stderr)
     return 0 if result.status == "done" else 1
+
+
+def json_out(result: SearchResult, backend: str, auto: AutoChoice | None, began: float) -> dict:
+    """--json's object: the result, the backend that ran, what `--policy auto` chose, and the
+    start-up's phases with the seconds from the command to the search."""
+    out = result.as_dict()
+    out["backend"] = backend
+    if auto:  # which preset `auto` ran, and why
+        out["metrics"]["auto_policy"] = auto.as_dict()
+    out["startup_s"] = {**startup.seconds(), "before_search": round(began, 3)}
+    return out
 
 
 def shown(text: str, raw: bool) -> str:

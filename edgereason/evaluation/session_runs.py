@@ -19,8 +19,9 @@ from edgereason.evaluation.report import print_table
 from edgereason.evaluation.resume import check_same_bench, merge_runs, run_id, spec_id
 from edgereason.evaluation.runner import RunInterrupted, RunSpec, rate_label, run_one
 from edgereason.search.dataset import Problem
+from edgereason.session.backend_rule import Run
 from edgereason.session.opening import Session, open_session
-from edgereason.util import interrupts
+from edgereason.util import interrupts, startup
 
 
 @dataclass(frozen=True)
@@ -122,12 +123,15 @@ def _run(
         folder.save(config, [*runs, whole(part)])
 
     todo = [p for p in problems if p.id not in finished]
+    began = startup.since_command()
     try:
         run = run_one(session, spec, todo, show.bar(label), save)
     except RunInterrupted as stop:
         stop.run = whole(stop.run)
         raise
     show.end_line()
+    # this run's own problems, a resumed run's earlier ones aside: what --backend auto compares
+    session.record_speed(Run(began, run["wall_s"], run["generated_tokens"]))
     return whole(run)
 
 

@@ -2,9 +2,10 @@
 budget, measure the two curves, choose the split. Kept apart from the CLI so tests and start-up can
 run it with fewer measurement points. The models are measured through the chosen backend's profiling
 objects (protocols.ProfiledGenerator / ProfiledPRM; an hf: PRM through the transformers backend's):
-this module knows no concrete backend. The backend is chosen as a session chooses it
-(backend_choice.choose_backend: auto = torch on a GPU where CUDA torch runs the models, else
-llama.cpp), so that the profile is the one that session looks up."""
+this module knows no concrete backend. The backend is chosen as a solve's session chooses it
+(backend_choice.choose_backend: auto = llama.cpp unless torch runs the models on a GPU and was
+measured faster for a solve of them there), so that the profile is the one that session looks
+up."""
 
 from __future__ import annotations
 
@@ -181,7 +182,12 @@ def _models_and_backend(
     of these models on this device chooses it (auto reads their architectures), so that the profile
     is the one it looks up."""
     settings = ModelSettings(
-        model=generator, threads=threads, n_gpu_layers=n_gpu_layers, backend=backend
+        model=generator,
+        prm=choice.name,  # with its format: the models a solve's measured speeds are kept under
+        prm_format=choice.format,
+        threads=threads,
+        n_gpu_layers=n_gpu_layers,
+        backend=backend,
     )
     gen_path, prm_path = model_paths(settings.model, choice, pull_progress)
     backend = choose_backend(settings, gen_path, prm_path, choice.name.startswith(models.HF_PREFIX))

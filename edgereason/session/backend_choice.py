@@ -1,9 +1,11 @@
-"""Which local runtime a session opens (`--backend auto|llamacpp|torch`): auto takes torch where
-NVML sees a GPU, torch is installed with CUDA, it runs the models' architectures and they fit in
-bf16 (under `--gpu-memory`, else in the GPU's memory); else llama.cpp (the faster backend on a CPU,
-and the one for quantized models too large for bf16). A CPU stays on llama.cpp without importing
-torch. A fallback the user may not expect is said in one line. A Hugging Face folder as generator
-(`--model hf:FOLDER`) runs on torch, on a CPU too: llama.cpp cannot read it.
+"""Which local runtime a session opens (`--backend auto|llamacpp|torch`). auto runs llama.cpp unless
+torch could: NVML sees a GPU, torch is installed with CUDA, it runs the models' architectures and
+they fit in bf16 (under `--gpu-memory`, else in the GPU's memory). Where both could, the backend
+measured faster on this device for these models and this workload, or until both were measured the
+prior (backend_rule.py), said in one line. A CPU stays on llama.cpp without importing torch, and a
+quantized model too large for bf16 on llama.cpp; a fallback the user may not expect is said in one
+line. A Hugging Face folder as generator (`--model hf:FOLDER`) runs on torch, on a CPU too:
+llama.cpp cannot read it.
 
 Before the choice, the models' files: `model_paths` pulls registry models not on disk yet, and
 `prm_on_transformers` says whether an hf: PRM runs on transformers beside the generator."""
@@ -19,9 +21,12 @@ from edgereason.backends import Placement, load_backend
 from edgereason.errors import ConfigError, ModelError
 from edgereason.memory.device import read_gpu
 from edgereason.memory.size import format_size
+from edgereason.session.backend_rule import faster_backend
 from edgereason.session.gpu import gpu_present
 from edgereason.session.prm_choice import PRMChoice, PullProgress
+from edgereason.session.profile_choice import speed_key
 from edgereason.session.settings import MIN_KV_TOKENS, ModelSettings
+from edgereason.session.speed_log import read_runs
 
 
 def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: bool) -> str:
@@ -43,18 +48,33 @@ def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: 
         or find_spec("gguf") is None
     ):
         return "llamacpp"
+    if why := _torch_cannot_run(settings, gen_path, prm_path, hf):
+        print(f"edgereason: --backend auto runs on llama.cpp: {why}", file=sys.stderr)
+        return "llamacpp"
+    # both could: the one measured faster here, else the prior (backend_rule.py)
+    runs = read_runs(speed_key(read_gpu().device_id, settings), settings.workload)
+    choice = faster_backend(runs, settings.workload)
+    print(choice.note(), file=sys.stderr)
+    return choice.backend
+
+
+def _torch_cannot_run(
+    settings: ModelSettings, gen_path: Path, prm_path: Path, hf: bool
+) -> str | None:
+    """Why the models cannot run on torch on this GPU (a fallback the user may not expect), or
+    None."""
     try:
         torch_backend = load_backend("torch")
         if not torch_backend.supports_gpu():
-            return _fall_back(torch_backend.no_gpu_reason())
+            return torch_backend.no_gpu_reason()
     except ConfigError as e:  # torch cannot join this process beside this llama.cpp build
-        return _fall_back(str(e))
+        return str(e)
     roles = [gen_path] if hf else [gen_path, prm_path]
     try:
         for path in roles:
             torch_backend.check_architecture(path)
     except ModelError as e:
-        return _fall_back(str(e))
+        return str(e)
     on_gpu = Placement(n_gpu_layers=1)
     need = sum(MIN_KV_TOKENS * torch_backend.kv_bytes_per_token(p, on_gpu) for p in roles)
     need += sum(torch_backend.weights_bytes(p, on_gpu) for p in {p.resolve() for p in roles})
@@ -62,16 +82,11 @@ def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: 
     if room is None:
         room, what = read_gpu().total_bytes, "the GPU's memory"
     if need > room:
-        return _fall_back(
+        return (
             f"the models need {format_size(need)} in bf16 on torch, more than {what} "
             f"{format_size(room)}"
         )
-    return "torch"
-
-
-def _fall_back(why: str) -> str:
-    print(f"edgereason: --backend auto runs on llama.cpp: {why}", file=sys.stderr)
-    return "llamacpp"
+    return None
 
 
 def prm_on_transformers(model: str, choice: PRMChoice) -> bool:

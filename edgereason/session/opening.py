@@ -21,6 +21,7 @@ from edgereason.session.profile_choice import note_no_profile, profile_for
 from edgereason.session.remote_opening import open_remote
 from edgereason.session.session import DEFAULT_LV_THRESHOLD, Session
 from edgereason.session.settings import ModelSettings
+from edgereason.util.startup import phase
 
 
 def open_session(
@@ -33,7 +34,8 @@ def open_session(
     if settings.remote is not None:
         return open_remote(settings, settings.remote, progress)
     choice = choose_prm(settings.model, settings.prm, settings.prm_format, settings.prm_head)
-    gen_path, prm_path = model_paths(settings.model, choice, progress)
+    with phase("model_files"):
+        gen_path, prm_path = model_paths(settings.model, choice, progress)
     hf = prm_on_transformers(settings.model, choice)  # the PRM on transformers beside the generator
     settings = replace(settings, prm_format=choice.format)
     asked = replace(settings, backend=backend or settings.backend)

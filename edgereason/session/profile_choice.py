@@ -1,7 +1,7 @@
 """Which memory profile applies to a session (device, generator, verifier, backend), what `--policy
-auto`'s cached pass cost is keyed by, and saying how to make a profile where none exists. The
-backend is the one the session chose: a profile or pass cost measured on torch is not one of
-llama.cpp's (KV bytes per token and speed differ)."""
+auto`'s cached pass cost and `--backend auto`'s measured speeds are keyed by, and saying how to make
+a profile where none exists. The backend is the one the session chose: a profile or pass cost
+measured on torch is not one of llama.cpp's (KV bytes per token and speed differ)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,13 @@ def pass_cost_key(settings: ModelSettings, backend: str) -> str:
     return (
         f"{device_id(settings)}/{name}/threads={threads}/gpu_layers={settings.n_gpu_layers}{tail}"
     )
+
+
+def speed_key(device: str, settings: ModelSettings) -> str:
+    """What `--backend auto`'s measured speeds are kept under (speed_log.py): the device and both
+    models, the backend aside (the runs of both are compared under one key)."""
+    verifier = verifier_id(_prm_name(settings), settings.prm_format)
+    return f"{device}/{models.display_name(settings.model)}/{verifier}"
 
 
 def _profile_key(settings: ModelSettings, backend: str) -> tuple[str, str, str, str]:

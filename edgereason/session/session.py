@@ -20,8 +20,10 @@ from edgereason.session.auto_policy import (
     is_auto,
     resolve,
 )
-from edgereason.session.profile_choice import pass_cost_key
+from edgereason.session.backend_rule import LOCAL, Run
+from edgereason.session.profile_choice import device_id, pass_cost_key, speed_key
 from edgereason.session.settings import ModelSettings
+from edgereason.session.speed_log import record_run
 
 DEFAULT_LV_THRESHOLD = {"cpu": 512, "gpu": 2048}  # tokens (design.md section 4)
 
@@ -78,6 +80,13 @@ class Session:
             if self.settings.verbose:
                 print(self._auto.note(), file=sys.stderr)
         return self._auto
+
+    def record_speed(self, run: Run) -> None:
+        """Keep a finished run's speed for `--backend auto` (speed_log.py): both models here, on
+        llama.cpp or torch, so runs of the two compare; a run of no tokens measured nothing."""
+        if self.backend in LOCAL and self.settings.remote is None and run.tokens > 0:
+            key = speed_key(device_id(self.settings), self.settings)
+            record_run(key, self.settings.workload, self.backend, run)
 
     def requests_per_server(self) -> dict[str, dict[str, int]]:
         """The requests each server answered so far, by role ("generator", "prm"): served roles

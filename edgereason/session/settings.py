@@ -13,8 +13,11 @@ from edgereason.memory.split import MIN_KV_TOKENS  # per model: room for a promp
 
 DEFAULT_KV_TOKENS = 16384  # per model; about 370 MB for SmolLM2, 200 MB for Qwen2.5-0.5B
 SPLITS = ("profile", "even")
-# auto: llama.cpp on a GPU it offloads to, else torch where it fits
+# auto: backend_choice.py decides
 LOCAL_BACKENDS = ("auto", "llamacpp", "torch")
+# what auto picks the backend for (backend_rule.py): one search a process (solve, chat), or a
+# bench's problems one at a time or several at once
+WORKLOADS = ("solve", "one-at-a-time", "many-at-once")
 
 
 DEFAULT_TOP_K = 100
@@ -50,6 +53,7 @@ class ModelSettings:
     # roles served by an OpenAI-compatible server (backends/remote)
     remote: RemoteSettings | None = None
     backend: str = "auto"  # the local runtime: LOCAL_BACKENDS
+    workload: str = "solve"  # WORKLOADS
 
     def __post_init__(self) -> None:
         check_threads(self.threads)
@@ -58,6 +62,8 @@ class ModelSettings:
                 f"--backend must be one of {', '.join(LOCAL_BACKENDS)} or remote, got "
                 f"{self.backend!r}"
             )
+        if self.workload not in WORKLOADS:
+            raise ValueError(f"workload must be one of {WORKLOADS}, got {self.workload!r}")
         if self.generator_kv_tokens < MIN_KV_TOKENS or self.verifier_kv_tokens < MIN_KV_TOKENS:
             raise ConfigError(
                 f"each model needs at least {MIN_KV_TOKENS} KV tokens; raise --kv-tokens"

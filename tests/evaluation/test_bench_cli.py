@@ -8,6 +8,7 @@ import json
 import pytest
 
 from edgereason.cli.main import main
+from edgereason.session.speed_log import SPEED_FILE
 
 
 @pytest.mark.slow
@@ -102,6 +103,25 @@ def test_plots_that_cannot_be_written_are_a_note_after_the_table(tmp_path, capsy
     )
     assert note in captured.err
     assert json.loads((out / "results.json").read_text())["runs"][0]["problems"] == 1
+
+
+def test_a_bench_keeps_each_runs_speed_for_backend_auto(
+    tmp_path, capsys, gsm8k_path, smollm2_path, monkeypatch
+):
+    """Two problems at once: a run of the many-at-once job, its tokens and seconds as results.json
+    has them; --verbose ends with the start-up's phases."""
+    monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path / "home"))
+    out = tmp_path / "bench"
+    args = ["--dataset", str(gsm8k_path), "--limit", "2", "--policies", "baseline", "--beams", "2"]
+    args += ["--width", "2", "--max-steps", "1", "--max-step-tokens", "8", "--kv-tokens", "2048"]
+    args += ["--model", str(smollm2_path), "--out", str(out), "--no-plots", "--verbose"]
+    assert main(["bench", *args]) == 0
+    (run,) = json.loads((out / "results.json").read_text())["runs"]
+    (by_job,) = json.loads((tmp_path / "home" / SPEED_FILE).read_text()).values()
+    (kept,) = by_job["many-at-once"]["llamacpp"]
+    assert kept["tokens"] == run["generated_tokens"] > 0
+    assert kept["search_s"] == round(run["wall_s"], 3)
+    assert "edgereason: start-up phases (s): " in capsys.readouterr().err
 
 
 def test_missing_dataset_is_a_clear_error(tmp_path, capsys):
