@@ -20,3 +20,12 @@ class ModelError(EdgeReasonError):
 
 class OutOfMemoryError(EdgeReasonError):
     """Even one search path does not fit in the KV memory the models were given."""
+
+
+class DamagedFileError(ConfigError):
+    """A file this program wrote earlier (bench results, rollouts, a cache, a profile) that it
+    cannot use: cut short, edited, or of another version. `problem` names the first wrong field."""
+
+    def __init__(self, path: object, problem: str, todo: str = "") -> None:
+        self.path, self.problem = path, problem
+        super().__init__(f"{path}: {problem}" + (f"; {todo}" if todo else ""))

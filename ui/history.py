@@ -3,14 +3,15 @@ session's work survives the terminal closing and can be browsed (and re-asked) l
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import cast
 
 from edgereason import models
 from edgereason.engine.result import SearchResult
 from edgereason.util.jsonl import append_line
+from edgereason.util.schema import TEXT, Fields, ListOf, Maybe, Number, Wrong, parse_json
 
 
 @dataclass
@@ -63,51 +64,44 @@ class History:
         """Oldest first; see `read`."""
         return self.read()[0]
 
-    def read(self) -> tuple[list[HistoryEntry], int]:
-        """The entries, oldest first, and how many non-empty lines were skipped: a line cut by a
-        crash (even inside a multi-byte character), one that is not a JSON object or whose fields
-        have the wrong types (a newer format, a hand edit) is skipped and counted, never fatal."""
+    def read(self) -> tuple[list[HistoryEntry], list[str]]:
+        """The entries, oldest first, and each non-empty line skipped, named by its number and what
+        is wrong with it: a line cut by a crash (even inside a multi-byte character), one that is
+        not a JSON object or whose fields have the wrong types (a newer format, a hand edit) is
+        skipped, never fatal."""
         if not self.path.is_file():
-            return [], 0
-        entries, skipped = [], 0
-        for raw in self.path.read_bytes().split(b"\n"):
+            return [], []
+        entries, skipped = [], []
+        for number, raw in enumerate(self.path.read_bytes().split(b"\n"), 1):
             if not raw.strip():
                 continue
             try:
                 entries.append(_parse_entry(raw))
-            except (ValueError, TypeError):
-                skipped += 1
+            except Wrong as e:
+                skipped.append(f"line {number} ({e})")
         return entries, skipped
 
 
-_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
-    "time": str,
-    "problem": str,
-    "answer": (str, type(None)),
-    "status": str,
-    "score": (int, float, type(None)),
-    "steps": list,
-    "model": str,
-    "policy": str,
-    "beams": int,
-    "width": int,
-    "tokens": int,
-    "wall_s": (int, float),
-}
+# what the browser shows of an entry; fields it does not name are ignored (a newer version may
+# add some), and those missing take HistoryEntry's defaults
+_ENTRY = Fields(
+    {"time": TEXT, "problem": TEXT, "answer": Maybe(TEXT), "status": TEXT},
+    {
+        "score": Maybe(Number()),
+        "steps": ListOf(TEXT),
+        "model": TEXT,
+        "policy": TEXT,
+        "beams": Number(whole=True, least=0),
+        "width": Number(whole=True, least=0),
+        "tokens": Number(whole=True, least=0),
+        "wall_s": Number(least=0),
+    },
+)
 
 
 def _parse_entry(raw: bytes) -> HistoryEntry:
-    """One history line -> its entry; ValueError (UnicodeDecodeError, JSONDecodeError included) or
-    TypeError unless it is a JSON object with every field the browser shows, of the type it shows.
-    Unknown keys are ignored (a newer version may add some)."""
-    obj = json.loads(raw.decode("utf-8"))
-    if not isinstance(obj, dict):
-        raise ValueError("not a JSON object")
+    """One history line -> its entry; Wrong unless it is a JSON object that fits _ENTRY."""
+    obj = parse_json(raw)
+    _ENTRY.check(obj, "")
     known = {f.name for f in fields(HistoryEntry)}
-    entry = HistoryEntry(**{k: v for k, v in obj.items() if k in known})
-    for name, kind in _FIELD_TYPES.items():
-        if not isinstance(getattr(entry, name), kind):
-            raise TypeError(f"history field {name!r} has the wrong type")
-    if not all(isinstance(step, str) for step in entry.steps):
-        raise TypeError("history steps must be strings")
-    return entry
+    return HistoryEntry(**{k: v for k, v in cast(dict, obj).items() if k in known})

@@ -64,6 +64,20 @@ class HelpScreen(ModalScreen[None]):
             yield Markdown(text, open_links=False)
 
 
+SKIPPED_NAMED = 3  # the most skipped history lines named one by one
+
+
+def skipped_note(skipped: list[str]) -> str:
+    """How many history lines were skipped, and the first few of them with what is wrong."""
+    lines = "line was" if len(skipped) == 1 else "lines were"
+    named = "; ".join(skipped[:SKIPPED_NAMED])
+    more = f"; and {len(skipped) - SKIPPED_NAMED} more" if len(skipped) > SKIPPED_NAMED else ""
+    return (
+        f"{len(skipped)} unreadable history {lines} skipped (cut by a crash or not an entry): "
+        f"{named}{more}"
+    )
+
+
 class HistoryScreen(ModalScreen[str | None]):
     """Past problems, newest first; Enter returns the highlighted problem so the app can put it in
     the input."""
@@ -79,21 +93,16 @@ class HistoryScreen(ModalScreen[str | None]):
     )
     BINDINGS = [Binding("escape,f3,q", "dismiss", "Close"), *CTRL_C]
 
-    def __init__(self, entries: list[HistoryEntry], skipped: int = 0) -> None:
+    def __init__(self, entries: list[HistoryEntry], skipped: list[str] | None = None) -> None:
         super().__init__()
         self.entries = entries[::-1]
-        # unreadable lines in the history file: said, so a missing entry is explained
-        self.skipped = skipped
+        # unreadable lines in the history file, each named: said, so a missing entry is explained
+        self.skipped = skipped or []
 
     def compose(self) -> ComposeResult:
         with Vertical():
             if self.skipped:
-                lines = "line was" if self.skipped == 1 else "lines were"
-                yield Static(
-                    f"{self.skipped} unreadable history {lines} skipped (cut by a crash or not an "
-                    "entry)",
-                    id="history-skipped",
-                )
+                yield Static(Text(safe_text(skipped_note(self.skipped))), id="history-skipped")
             if not self.entries:
                 yield Static("No history yet: solved problems are saved here.")
                 return

@@ -31,9 +31,10 @@ from edgereason.errors import ConfigError
 from edgereason.evaluation.arrivals import parse_rate
 from edgereason.evaluation.plan import BenchSettings, RunGrid, run_specs
 from edgereason.evaluation.report import print_compare
+from edgereason.evaluation.resume import PROBLEMS_SHA256, problems_sha256
 from edgereason.evaluation.runner import rate_label
 from edgereason.evaluation.session_runs import Display, run_bench
-from edgereason.search.dataset import load_problems
+from edgereason.search.dataset import Problem, load_problems
 from edgereason.session.backend_rule import bench_workload
 from edgereason.session.settings import SPLITS
 from edgereason.util import startup
@@ -214,7 +215,7 @@ def _check_splits(args: argparse.Namespace, splits: list[str]) -> None:
 
 def _config(
     args: argparse.Namespace,
-    problems: list,
+    problems: list[Problem],
     policies: list[Policy],
     beams: list[int],
     rates: list[float],
@@ -226,6 +227,7 @@ def _config(
         "offset": args.offset,
         "limit": args.limit,
         "problems": len(problems),
+        PROBLEMS_SHA256: problems_sha256(problems),
         "policies": [p.name for p in policies],
         "beams": beams,
         "rates": [rate_label(r) for r in rates],

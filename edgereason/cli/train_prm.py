@@ -30,10 +30,10 @@ from edgereason.errors import ConfigError
 from edgereason.session.prm_choice import SELF
 from edgereason.session.settings import ModelSettings
 from edgereason.training.head_phase import HeadFiles, train_phase
+from edgereason.training.mc import mc_lines
 from edgereason.training.phases import extract_features, generate
 from edgereason.training.rollouts import rollout_config
 from edgereason.training.train import TrainConfig
-from edgereason.util.jsonl import read_jsonl
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         generate(settings, phase, phases, files.work, files.rollouts[0], config, problems, DISPLAY)
     if "features" in phases:
         rollouts = read_rollouts(files.rollouts)  # refused before mc.jsonl is read
-        mc_rows = list(read_jsonl(files.work / "mc.jsonl"))
+        mc_rows = mc_lines(files.work / "mc.jsonl")
         extract_features(phase, backbone, rollouts, mc_rows, files.features[0], DISPLAY)
     if train is not None:
         head_files = HeadFiles(

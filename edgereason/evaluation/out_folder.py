@@ -20,6 +20,7 @@ from types import TracebackType
 
 from edgereason.errors import ConfigError
 from edgereason.evaluation.report import CSV, RESULTS, Results, load_results, write_results
+from edgereason.evaluation.resume import NOT_RESUMABLE, RESUMED_RESULTS
 from edgereason.util.files import make_writable_folder
 
 
@@ -56,8 +57,8 @@ class OutFolder:
         self._release()
 
     def earlier(self) -> Results | None:
-        """The results `--resume` continues (None without it)."""
-        return load_results(self.path) if self.resume else None
+        """The results `--resume` continues (None without it), checked for what resuming reads."""
+        return load_results(self.path, RESUMED_RESULTS, NOT_RESUMABLE) if self.resume else None
 
     def save(self, config: dict, runs: list[dict]) -> bool:
         """Write the results; False where that failed (said on stderr the first time in a row)."""

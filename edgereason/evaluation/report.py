@@ -8,12 +8,13 @@ import io
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple, TextIO
+from typing import NamedTuple, TextIO, cast
 
 import numpy as np
 
 from edgereason.errors import ConfigError
 from edgereason.util.files import write_text_atomic
+from edgereason.util.schema import TEXT, Fields, ListOf, Number, OneOf, Schema, Text, read_json_file
 from edgereason.util.terminal import safe_text
 
 RunKey = tuple[str, int, str]
@@ -68,13 +69,18 @@ def write_results(out: Path, config: dict, runs: list[dict]) -> None:
     write_text_atomic(out / CSV, table.getvalue())
 
 
-# What --compare reads from each run, and the type each must have.
-_RUN_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "policy": str,
-    "beams": int,
-    "rate": (str, int, float),
-    **{f: (int, float) for f in COMPARED},
-}
+# what --compare reads from each run
+RATE = OneOf((Text(pattern="inf", name='"inf"'), Number(above=0)))
+COMPARED_RUN = Fields(
+    {
+        "policy": TEXT,
+        "beams": Number(whole=True, above=0),
+        "rate": RATE,
+        **{f: Number() for f in COMPARED},
+    }
+)
+COMPARED_RESULTS = Fields({"runs": ListOf(COMPARED_RUN)}, {"config": Fields({})})
+NOT_RESULTS = "compare folders written by `edgereason bench --out`"
 
 
 class Results(NamedTuple):
@@ -82,40 +88,18 @@ class Results(NamedTuple):
     runs: list[dict]
 
 
-def load_results(folder: str | Path) -> Results:
-    """A results folder's settings and runs, the runs checked for what --compare reads; ConfigError
-    (one line) otherwise."""
+def load_results(
+    folder: str | Path, schema: Schema = COMPARED_RESULTS, todo: str = NOT_RESULTS
+) -> Results:
+    """A results folder's settings and runs, checked against `schema` (what --compare reads, by
+    default); DamagedFileError naming the file, its first wrong field, and `todo`, otherwise."""
     path = Path(folder) / RESULTS
     if not path.is_file():
         raise ConfigError(
             f"no {RESULTS} in {folder}; pass folders written by `edgereason bench --out`"
         )
-    try:
-        data = json.loads(path.read_text())
-        runs = data["runs"]
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
-    # ValueError: not JSON, or not UTF-8; RecursionError: nested past Python's depth
-    except (ValueError, KeyError, TypeError, RecursionError):
-        raise ConfigError(
-            f"{path} is not a bench results file (no JSON object with runs)"
-        ) from None
-    if not isinstance(runs, list) or not all(isinstance(run, dict) for run in runs):
-        raise ConfigError(
-            f"{path} is not a bench results file (its runs are not a list of objects)"
-        )
-    for i, run in enumerate(runs, 1):
-        if missing := [f for f in _RUN_FIELDS if f not in run]:
-            raise ConfigError(
-                f"{path}: run {i} lacks {', '.join(missing)}; compare folders written by "
-                "`edgereason bench --out`"
-            )
-        if wrong := [f for f, kind in _RUN_FIELDS.items() if not isinstance(run[f], kind)]:
-            raise ConfigError(
-                f"{path}: run {i} has a value of the wrong type in {', '.join(wrong)}"
-            )
-    config = data.get("config")
-    return Results(config if isinstance(config, dict) else {}, runs)
+    data = cast(dict, read_json_file(path, schema, todo))
+    return Results(data.get("config", {}), data["runs"])
 
 
 def print_table(runs: Iterable[dict], file: TextIO) -> None:

@@ -16,7 +16,14 @@ from edgereason.evaluation.examples import print_examples
 from edgereason.evaluation.out_folder import OutFolder
 from edgereason.evaluation.plan import BenchSettings, Specs
 from edgereason.evaluation.report import print_table
-from edgereason.evaluation.resume import check_same_bench, merge_runs, run_id, spec_id
+from edgereason.evaluation.resume import (
+    check_records,
+    check_same_bench,
+    check_same_problems,
+    merge_runs,
+    run_id,
+    spec_id,
+)
 from edgereason.evaluation.runner import RunInterrupted, RunSpec, rate_label, run_one
 from edgereason.search.dataset import Problem
 from edgereason.session.backend_rule import Run
@@ -42,10 +49,14 @@ def run_bench(
     show: Display,
 ) -> int:
     """Claims --out (after every setting is checked: a bench refused later, on a model or a
-    problem, leaves nothing behind), checks a resumed bench is the same one, then runs it."""
+    problem, leaves nothing behind), checks a resumed bench's results and that it is the same
+    bench on the same problems, then runs it."""
     with OutFolder(settings.out, settings.force, settings.resume, show.note) as folder:
         if (earlier := folder.earlier()) is not None:
+            check_records(earlier, settings.out)
             check_same_bench(earlier, config, settings.out)
+            if note := check_same_problems(earlier, config, problems, settings.out):
+                show.note(f"edgereason: note: {note}")
             resumed = [*earlier.config.get("resumed", []), config["started"]]
             config = {**earlier.config, "resumed": resumed}
         return run_all(settings, folder, config, problems, specs, show)

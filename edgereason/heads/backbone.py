@@ -5,11 +5,18 @@ head was trained on, and the vocabulary tokens whose logits are the head's featu
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
+from edgereason.errors import DamagedFileError
 from edgereason.util.files import write_text_atomic
+from edgereason.util.schema import MapOf, Text, read_json_file
+from edgereason.util.terminal import safe_text
+
+SHA256 = Text(pattern=r"[0-9a-f]{64}", name="a sha256 in hex")
 
 
 def file_sha256(path: Path) -> str:
@@ -25,17 +32,25 @@ def file_sha256(path: Path) -> str:
     st = path.stat()
     key = f"{path}|{st.st_size}|{st.st_mtime_ns}"
     cache = models.home() / "sha256.json"
-    try:
-        known = json.loads(cache.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        known = {}
-    if not isinstance(known, dict):
-        known = {}
+    known = _read_known(cache)
     if key not in known:
         known[key] = models.sha256(path)
         cache.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(cache, json.dumps(known))
     return known[key]
+
+
+def _read_known(cache: Path) -> dict[str, str]:
+    """The remembered hashes; none where the file is missing, and none where it is damaged (said,
+    naming the file: the hash made now writes it whole again)."""
+    try:
+        return cast(dict, read_json_file(cache, MapOf(SHA256)))
+    except FileNotFoundError:
+        return {}
+    except DamagedFileError as e:
+        damaged = safe_text(f"{cache} is damaged ({e.problem})", one_line=True)
+        print(f"edgereason: note: {damaged}; hashing the model again", file=sys.stderr)
+        return {}
 
 
 def feature_tokens(n_vocab: int, n_embd: int, exclude: frozenset[int], seed: int = 0) -> np.ndarray:

@@ -32,14 +32,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from edgereason.errors import ConfigError, ModelError
-from edgereason.heads.backbone import file_sha256
+from edgereason.errors import ConfigError, DamagedFileError, ModelError
+from edgereason.heads.backbone import SHA256, file_sha256
 from edgereason.util.files import write_atomic, write_text_atomic
 from edgereason.util.jsonl import without_nan
+from edgereason.util.schema import TEXT, Fields, ListOf, Maybe, Number, Text, read_json_file
 
 HEAD_FORMAT = "edgereason-value-head"
 HEAD_VERSION = 3  # 2: `layers` (version 1 heads read the logits only); 3: `adapter`
@@ -186,22 +187,16 @@ def load_head(path: Path) -> ValueHead:
                 f"value head file not found: {p} (a head is NAME.safetensors with NAME.json beside "
                 "it; make one with edgereason train-prm)"
             )
+    meta = _read_meta(meta_path)
+    backbone = Backbone(**{k: meta["backbone"][k] for k in ("name", "file", "sha256")})
+    layers = tuple(meta.get("layers") or ())
+    adapter = _adapter(meta["adapter"], weights.parent) if meta.get("adapter") else None
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if not isinstance(meta, dict) or meta.get("format") != HEAD_FORMAT:
-            raise ValueError("not an EdgeReason value head")
-        if int(meta.get("version", 0)) > HEAD_VERSION:
-            raise ValueError(
-                f"format version {meta['version']} is newer than this EdgeReason reads"
-            )
-        backbone = Backbone(**{k: str(meta["backbone"][k]) for k in ("name", "file", "sha256")})
-        layers = tuple(int(il) for il in meta.get("layers") or ())
-        adapter = _adapter(meta["adapter"], weights.parent) if meta.get("adapter") else None
         tensors = load_file(str(weights))
-    except (ValueError, KeyError, TypeError, OSError, SafetensorError) as e:
+    except (OSError, SafetensorError) as e:
         raise ModelError(
-            f"{meta_path.name}/{weights.name}: corrupt or not a value head ({e}); train it again "
-            "with edgereason train-prm"
+            f"{weights.name}: corrupt or not a value head ({e}); train it again with edgereason "
+            "train-prm"
         ) from None
     missing = {"tokens", "mean", "std", "w2", "b2"} - tensors.keys()
     if missing:
@@ -216,10 +211,39 @@ def load_head(path: Path) -> ValueHead:
     )
 
 
+# what load_head reads of a head's JSON; "training" is its record, kept as it is
+_META = Fields(
+    {
+        "format": Text(pattern=HEAD_FORMAT, name=f'"{HEAD_FORMAT}"'),
+        "backbone": Fields({"name": TEXT, "file": TEXT, "sha256": SHA256}),
+    },
+    {
+        "version": Number(whole=True, least=0),
+        "layers": Maybe(ListOf(Number(whole=True))),
+        "adapter": Maybe(Fields({"file": TEXT, "sha256": SHA256})),
+    },
+)
+
+
+def _read_meta(path: Path) -> dict:
+    """A head's JSON, checked (_META); ModelError naming the file and what is wrong."""
+    train_again = "train it again with edgereason train-prm"
+    try:
+        meta = cast(dict, read_json_file(path, _META))
+    except (OSError, DamagedFileError) as e:
+        problem = e.problem if isinstance(e, DamagedFileError) else e.strerror or str(e)
+        corrupt = f"{path.name}: corrupt or not a value head ({problem})"
+        raise ModelError(f"{corrupt}; {train_again}") from None
+    if meta.get("version", 0) > HEAD_VERSION:
+        newer = f"format version {meta['version']} is newer than this EdgeReason reads"
+        raise ModelError(f"{path.name}: {newer}; update EdgeReason, or {train_again}")
+    return meta
+
+
 def _adapter(entry: dict, folder: Path) -> Adapter:
     """The head's LoRA adapter, checked: ConfigError when it is missing, ModelError when it is
     another file."""
-    file, sha256 = str(entry["file"]), str(entry["sha256"])
+    file, sha256 = entry["file"], entry["sha256"]
     path = folder / Path(file).name
     if not path.is_file():
         raise ConfigError(

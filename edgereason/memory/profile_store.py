@@ -11,14 +11,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 from edgereason import models
-from edgereason.errors import ConfigError
+from edgereason.errors import ConfigError, DamagedFileError
 from edgereason.memory.device import slug
 from edgereason.util.files import make_writable_folder, write_text_atomic
+from edgereason.util.schema import Fields, ListOf, Number, Tuple, read_json_file
 
-# what session/opening.py and session/kv_split.py read
-STARTUP_KEYS = ("generator_kv_bytes", "verifier_kv_bytes", "lv_threshold_tokens")
+# what start-up reads: session/opening.py, session/kv_split.py, and the generator's curve
+# session/auto_policy.py takes its pass cost from (time = rows / tok/s: no throughput is 0)
+_CURVE = ListOf(Tuple((Number(whole=True, above=0), Number(above=0))), least=1)
+_PROFILE = Fields(
+    {
+        "generator_kv_bytes": Number(whole=True, above=0),
+        "verifier_kv_bytes": Number(whole=True, above=0),
+        "lv_threshold_tokens": Number(whole=True, above=0),
+        "curves": Fields({"generator": _CURVE, "verifier": _CURVE}),
+    }
+)
 # the backend whose profile names carry none (every profile's, before torch's)
 UNNAMED_BACKEND = "llamacpp"
 
@@ -84,17 +95,19 @@ def find_profile(
     device: str, generator: str, verifier: str, backend: str = UNNAMED_BACKEND
 ) -> dict | None:
     """The stored profile for this device and model pair, or None (start-up then profiles or uses
-    defaults). A damaged file (not JSON, not an object, or without what start-up reads) is as good
-    as missing: None, while the file stays at profile_path, which is how start-up tells the two
-    apart.
+    defaults). A damaged file (see read_profile) is as good as missing: None, while the file stays
+    at profile_path, which is how start-up tells the two apart (and says what is wrong with it).
 
     generator: models.display_name(...) of the generator; verifier: verifier_id(prm, prm_format);
     backend: the local backend the session runs its generator on (and its PRM, unless an hf:
     one)."""
     try:
-        profile = json.loads(profile_path(device, generator, verifier, backend).read_text())
-    except (OSError, ValueError):  # ValueError: not JSON, or not UTF-8
+        return read_profile(profile_path(device, generator, verifier, backend))
+    except (FileNotFoundError, DamagedFileError):
         return None
-    return (
-        profile if isinstance(profile, dict) and all(k in profile for k in STARTUP_KEYS) else None
-    )
+
+
+def read_profile(path: Path) -> dict:
+    """A profile file, checked for what start-up reads (_PROFILE); DamagedFileError names the file
+    and its first wrong field, FileNotFoundError where there is none."""
+    return cast(dict, read_json_file(path, _PROFILE))

@@ -16,11 +16,16 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from typing import cast
 
 from edgereason import models
 from edgereason.engine.policy import Policy, parse_policy
+from edgereason.errors import DamagedFileError
 from edgereason.memory.curve import Curve
 from edgereason.protocols import Points
+from edgereason.util.files import write_text_atomic
+from edgereason.util.schema import TEXT, Fields, MapOf, Number, read_json_file
+from edgereason.util.terminal import safe_text
 
 AUTO = "auto"
 # Speculation fills the slots a synchronous step leaves idle, so it pays only where those slots are
@@ -94,11 +99,21 @@ def choice_for(
     return choose(value, "measured at start-up")
 
 
+# what a cached measurement holds, under its key (profile_choice.pass_cost_key)
+_CACHE = MapOf(Fields({"cost_8": Number(above=0)}, {"created": TEXT}))
+
+
 def _read_cache() -> dict:
+    """The cached measurements; none where the file is missing, and none where it is damaged (said
+    once, naming the file: the measurement this session makes writes it whole again)."""
+    path = models.home() / CACHE_FILE
     try:
-        data = json.loads((models.home() / CACHE_FILE).read_text())
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):  # missing or damaged: measure again
+        return cast(dict, read_json_file(path, _CACHE))
+    except FileNotFoundError:
+        return {}
+    except DamagedFileError as e:
+        damaged = safe_text(f"{path} is damaged ({e.problem})", one_line=True)
+        print(f"edgereason: note: {damaged}; measuring the pass cost again", file=sys.stderr)
         return {}
 
 
@@ -106,6 +121,6 @@ def _write_cache(cache: dict) -> None:
     path = models.home() / CACHE_FILE
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(cache, indent=2))
+        write_text_atomic(path, json.dumps(cache, indent=2))
     except OSError as e:  # an unwritable home only costs measuring again next time
         print(f"edgereason: could not cache the pass cost in {path} ({e})", file=sys.stderr)

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgereason import models
+from edgereason.errors import DamagedFileError
 from edgereason.memory import default_device_id, find_profile, verifier_id
-from edgereason.memory.profile_store import UNNAMED_BACKEND, profile_path
+from edgereason.memory.profile_store import UNNAMED_BACKEND, profile_path, read_profile
 from edgereason.session.prm_choice import SELF
 from edgereason.session.settings import ModelSettings
+from edgereason.util.terminal import safe_text
 
 # under $EDGEREASON_HOME: profile file names already said to be missing
 PROFILE_TIPS = "profile-tips"
@@ -85,11 +87,9 @@ def note_no_profile(looked: ProfileLookup, settings: ModelSettings, backend: str
         + (" --device gpu" if settings.n_gpu_layers else "")
     )
     if path.exists():
-        print(
-            f"edgereason: the memory profile {path} is corrupt; using defaults. Rebuild it: "
-            f"{command}",
-            file=sys.stderr,
-        )
+        corrupt = f"the memory profile {path} is corrupt ({_damage(path)})"
+        rebuild = f"using defaults. Rebuild it: {command}"
+        print(f"edgereason: {safe_text(corrupt, one_line=True)}; {rebuild}", file=sys.stderr)
     elif settings.verbose or _first_time(path.name):
         print(
             "edgereason: no memory profile for this device and models; using defaults. To tune: "
@@ -98,11 +98,22 @@ def note_no_profile(looked: ProfileLookup, settings: ModelSettings, backend: str
         )
 
 
+def _damage(path: Path) -> str:
+    """What is wrong with a profile find_profile took for missing, though its file is there."""
+    try:
+        read_profile(path)
+    except DamagedFileError as e:
+        return e.problem
+    except OSError as e:  # gone since, or a folder
+        return e.strerror or str(e)
+    return "changed while it was read"
+
+
 def _first_time(key: str) -> bool:
     """True the first time `key` is asked about in this $EDGEREASON_HOME, which remembers it."""
     tips = models.home() / PROFILE_TIPS
     try:
-        if tips.is_file() and key in tips.read_text().splitlines():
+        if tips.is_file() and key in tips.read_text(errors="replace").splitlines():
             return False
         tips.parent.mkdir(parents=True, exist_ok=True)
         with tips.open("a") as f:

@@ -18,6 +18,25 @@ from edgereason.search.dataset import Problem
 from edgereason.search.grading import answers_match
 from edgereason.training.rollouts import Job, Progress, run_jobs
 from edgereason.util.jsonl import append_line, read_jsonl
+from edgereason.util.schema import TEXT, Fields, Number
+
+# a line as collect_mc writes it
+MC_VALUE = Fields(
+    {
+        "id": TEXT,
+        "path": Number(whole=True, least=0),
+        "steps": Number(whole=True, least=1),
+        "value": Number(least=0, most=1),
+    },
+    {"completions": Number(whole=True, least=0)},
+)
+DAMAGED = "not a line train-prm wrote; remove that line, or the file to measure the values again"
+
+
+def mc_lines(path: Path) -> list[dict]:
+    """The Monte-Carlo values in `path`, checked (MC_VALUE); DamagedFileError names the file, the
+    line and what is wrong."""
+    return list(read_jsonl(path, MC_VALUE, DAMAGED))
 
 
 def mc_jobs(rollouts: list[dict], problems: int, seed: int) -> list[tuple[Job, int, int]]:
@@ -59,7 +78,7 @@ def collect_mc(
 ) -> int:
     """Append the Monte-Carlo value of every chosen prefix not yet in `out`; returns how many were
     added."""
-    seen = {f"{r['id']}#{r['path']}@{r['steps']}" for r in read_jsonl(out)}
+    seen = {f"{r['id']}#{r['path']}@{r['steps']}" for r in mc_lines(out)}
     todo = [(job, pi, k) for job, pi, k in mc_jobs(rollouts, problems, seed) if job.key not in seen]
     where = {job.key: (pi, k) for job, pi, k in todo}
     cfg = config.with_(strategy="best-of-n", beams=completions, width=1)

@@ -18,8 +18,7 @@ from edgereason.session.opening import open_session
 from edgereason.session.settings import ModelSettings
 from edgereason.training import features as feats
 from edgereason.training.mc import collect_mc
-from edgereason.training.rollouts import collect
-from edgereason.util.jsonl import read_jsonl
+from edgereason.training.rollouts import collect, rollout_lines
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,7 @@ def generate(
             show.end_line()
             show.say(f"rollouts: {added} problems added to {rollout_file}")
         if "mc" in phases and phase.mc_problems:
-            rows = list(read_jsonl(rollout_file))
+            rows = list(rollout_lines(rollout_file))
             added = collect_mc(
                 session.engine(Policy()),
                 rows,

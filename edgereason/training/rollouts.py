@@ -16,7 +16,7 @@ Monte-Carlo lines (mc.py) share the reader.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,11 +24,29 @@ from edgereason.config import SearchConfig
 from edgereason.engine.loop import Engine
 from edgereason.engine.request import Request
 from edgereason.engine.result import SearchResult
+from edgereason.errors import DamagedFileError
 from edgereason.search.dataset import Problem
 from edgereason.search.grading import answers_match
 from edgereason.util.jsonl import append_line, read_jsonl
+from edgereason.util.schema import FLAG, TEXT, Fields, ListOf, Maybe, Number
 
 Progress = Callable[[int, int], None]
+
+# a line as collect writes it, and what the later phases read of it (features.py)
+_PATH = Fields(
+    {"steps": ListOf(TEXT), "correct": FLAG},
+    {
+        "answer": Maybe(TEXT),
+        "prm": Maybe(ListOf(Maybe(Number(least=0, most=1)))),
+        "potential": Number(whole=True, least=1),
+        "search": TEXT,
+    },
+)
+ROLLOUT = Fields(
+    {"id": TEXT, "problem": TEXT, "gold": TEXT, "paths": ListOf(_PATH)},
+    {"search": TEXT, "status": TEXT},
+)
+DAMAGED = "not a line train-prm wrote; remove that line, or give another rollouts file"
 
 
 @dataclass(frozen=True)
@@ -48,8 +66,8 @@ def merge_rollouts(files: Iterable[Path]) -> list[dict]:
     rows: dict[str, dict] = {}
     for f in files:
         here: set[str] = set()
-        for row in read_jsonl(f):
-            if "id" not in row or "paths" not in row or row["id"] in here:
+        for row in rollout_lines(f):
+            if row["id"] in here:
                 continue
             here.add(row["id"])
             if row["id"] not in rows:
@@ -62,6 +80,17 @@ def merge_rollouts(files: Iterable[Path]) -> list[dict]:
                 {**p, "search": search} for p in row["paths"] if tuple(p["steps"]) not in have
             ]
     return list(rows.values())
+
+
+def rollout_lines(path: Path) -> Iterator[dict]:
+    """The lines of one rollouts file, checked (ROLLOUT, and a PRM score for each step):
+    DamagedFileError names the file, the line and what is wrong."""
+    for row in read_jsonl(path, ROLLOUT, DAMAGED):
+        for i, p in enumerate(row["paths"]):
+            if p.get("prm") is not None and len(p["prm"]) != len(p["steps"]):
+                wrong = f"paths[{i}] has {len(p['steps'])} steps and {len(p['prm'])} PRM scores"
+                raise DamagedFileError(path, f"the line of problem {row['id']!r}: {wrong}", DAMAGED)
+        yield row
 
 
 def graded_paths(result: SearchResult, gold: str) -> list[dict]:
@@ -139,7 +168,7 @@ def collect(
 ) -> int:
     """Append the rollouts (one `config` search each, see rollout_config) of every problem not yet
     in `out`; returns how many problems were added."""
-    seen = {row["id"] for row in read_jsonl(out) if "id" in row}
+    seen = {row["id"] for row in rollout_lines(out)}
     todo = [p for p in problems if p.id not in seen]
 
     def write(job: Job, result: SearchResult) -> None:

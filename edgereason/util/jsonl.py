@@ -1,6 +1,6 @@
 """Append-only JSONL files that a crash cannot corrupt beyond the line being written (chat history,
-rollouts), and their reader, which skips such a line and reads gzip-compressed files too (joined
-rollouts)."""
+rollouts), and their reader, which skips such a line, checks every other against a schema
+(util/schema.py) and reads gzip-compressed files too (joined rollouts)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from edgereason.errors import ConfigError
+from edgereason.errors import ConfigError, DamagedFileError
+from edgereason.util.schema import ANY, MapOf, Schema, Wrong
+
+ANY_OBJECT = MapOf(ANY)
 
 
 def append_line(path: Path, row: dict) -> None:
@@ -34,23 +37,28 @@ def append_line(path: Path, row: dict) -> None:
         os.close(fd)
 
 
-def read_jsonl(path: Path) -> Iterator[dict]:
-    """Every complete object line; a line cut by a crash (the last one) is skipped, and nothing
-    where no file is. A name ending in .gz is read through gzip (the committed rollout files): one
-    cut short yields the lines before the cut; one that is not gzip, or is damaged, is a
-    ConfigError."""
+def read_jsonl(path: Path, schema: Schema = ANY_OBJECT, todo: str = "") -> Iterator[dict]:
+    """Every object line, checked against `schema` (by default any object, for the lab's scripts;
+    the program's readers pass their files' own); nothing where no file is. A line a crash cut (one
+    that is not JSON) is skipped; a whole line that does not fit is DamagedFileError naming the
+    file, the line and its first wrong field, then `todo`. A name ending in .gz is read through gzip
+    (the committed rollout files): one cut short yields the lines before the cut; one that is not
+    gzip, or is damaged, is a ConfigError."""
     if not path.is_file():
         return
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rt", encoding="utf-8", errors="replace") as f:
-            for line in f:
+            for number, line in enumerate(f, 1):
                 try:
                     row = json.loads(line)
                 except ValueError:
                     continue
-                if isinstance(row, dict):
-                    yield row
+                except RecursionError:
+                    raise DamagedFileError(
+                        path, f"line {number}: nested too deep to read", todo
+                    ) from None
+                yield _checked(row, schema, f"line {number}", path, todo)
     except EOFError:
         return
     except (gzip.BadGzipFile, zlib.error) as e:
@@ -58,6 +66,15 @@ def read_jsonl(path: Path) -> Iterator[dict]:
             f"cannot read {path}: {e}; a .gz file must be gzip-compressed JSONL (decompress it, or "
             "rename it without .gz if it is plain)"
         ) from None
+
+
+def _checked(row: dict, schema: Schema, line: str, path: Path, todo: str) -> dict:
+    """The row, where it fits `schema` (an object's, Fields or MapOf: JSON may hold a list)."""
+    try:
+        schema.check(row, "")
+    except Wrong as e:
+        raise DamagedFileError(path, f"{line}: {e}", todo) from None
+    return row
 
 
 def without_nan(value: object) -> object:

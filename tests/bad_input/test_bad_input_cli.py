@@ -9,13 +9,15 @@ line with exit code 2 (1 for a model file) and no traceback.
   text); a folder is called a folder (was "not found"), a file without read permission is one line
   (was a traceback); a problem the generator cannot hold is named before the first run (was refused
   mid-run, that run's work lost).
-- bench --compare: missing results.json, not JSON, runs not objects, missing fields, wrong types.
+- bench --compare: missing results.json, not JSON, runs not objects, missing fields, wrong types,
+  null, NaN: one line naming the file and the field (issue 62).
 - solve --json: first steps have parent null, every node a depth and finish; a normal run gives its
   reason.
 - solve: a problem longer than the model's trained context is refused at submit, and so are more
   beams than the generator's 256 sequences (was a failed search advising a larger KV budget).
 - start-up: the "no memory profile" note comes once per device and model pair (always with
-  --verbose), never before an error, and a damaged profile is called corrupt.
+  --verbose), never before an error, and a damaged profile is called corrupt, with what is wrong
+  (one without curves, or with bytes of the wrong type, crashed start-up: issue 62).
 - a missing --prm file is named as the PRM file; a model file without read permission, and an
   $EDGEREASON_HOME that is a file (a pull cannot write there), are one line each; a memory-profile
   --plot file without write permission is refused before measuring (was found once the profile was
@@ -251,21 +253,30 @@ GOOD_RUN = {"policy": "edge", "beams": 4, "rate": "inf", **{f: 1.0 for f in repo
     "content, message",
     [
         (None, "no results.json"),
-        ("{half a file", "not a bench results file"),
+        ("{half a file", "results.json: not whole JSON"),
         pytest.param(  # RecursionError, a traceback before
             '{"runs": ' + "[" * 100_000 + "]" * 100_000 + "}",
-            "not a bench results file",
+            "results.json: nested too deep to read",
             id="nested too deep",
         ),
-        ('["a list"]', "not a bench results file"),
-        ('{"runs": [1, 2]}', "not a list of objects"),
+        ('["a list"]', "results.json: the top level must be an object, not a list of 1"),
+        ("null", "results.json: the top level must be an object, not null"),
+        ('{"runs": [1, 2]}', "results.json: runs[0] must be an object, not 1"),
         (
             json.dumps({"runs": [{k: v for k, v in GOOD_RUN.items() if k != "throughput_tok_s"}]}),
-            "run 1 lacks throughput_tok_s",
+            "results.json: runs[0].throughput_tok_s is missing",
         ),
         (
             json.dumps({"runs": [GOOD_RUN, {**GOOD_RUN, "wall_s": "slow"}]}),
-            "run 2 has a value of the wrong type",
+            'results.json: runs[1].wall_s must be a number, not "slow"',
+        ),
+        (
+            json.dumps({"runs": [{**GOOD_RUN, "accuracy": float("nan")}]}),
+            "results.json: runs[0].accuracy must be a number, not NaN",
+        ),
+        (
+            json.dumps({"runs": [{**GOOD_RUN, "beams": None}]}),
+            "results.json: runs[0].beams must be a whole number > 0, not null",
         ),
     ],
 )
@@ -276,7 +287,8 @@ def test_compare_on_a_damaged_results_file(tmp_path, capsys, content, message):
     (good / "results.json").write_text(json.dumps({"config": {}, "runs": [GOOD_RUN]}))
     if content is not None:
         (bad / "results.json").write_text(content)
-    assert message in one_line_error(capsys, main(["bench", "--compare", str(good), str(bad)]))
+    line = one_line_error(capsys, main(["bench", "--compare", str(good), str(bad)]))
+    assert message in line and "unexpected" not in line
 
 
 # -- solve: JSON tree and reason, trained context, --show-tree -------------------------------------
@@ -420,14 +432,40 @@ def test_profile_note_once_per_pair_or_with_verbose(home, smollm2_path, capsys):
     assert "no memory profile" in solve_stderr(capsys, smollm2_path, "--verbose")
 
 
-def test_damaged_profile_is_called_corrupt(home, smollm2_path, capsys):
+REFERENCE_PROFILE = (
+    Path(__file__).parents[2]
+    / "profiles"
+    / ("cpu-amd-epyc-2c__smollm2-135m__smollm2-135m-judge.json")
+)
+
+
+def _profile_without(*keys: str) -> str:
+    profile = json.loads(REFERENCE_PROFILE.read_text())
+    for key in keys:
+        profile.pop(key)
+    return json.dumps({**profile, "generator_kv_bytes": "12MiB"} if not keys else profile)
+
+
+@pytest.mark.parametrize(
+    "content, why",
+    [
+        ('{"generator_kv_bytes": 1', "not whole JSON"),
+        # `--policy auto` read its pass cost from the curves: a KeyError
+        (_profile_without("curves"), "curves is missing"),
+        # the --kv-budget split by the profile's bytes: a TypeError
+        (_profile_without(), 'generator_kv_bytes must be a whole number > 0, not "12MiB"'),
+    ],
+    ids=["cut short", "no curves", "wrong type"],
+)
+def test_damaged_profile_is_called_corrupt_and_why(home, smollm2_path, capsys, content, why):
     path = profile_path(
         default_device_id("cpu"), smollm2_path.stem, verifier_id(str(smollm2_path), "judge")
     )
     path.parent.mkdir(parents=True)
-    path.write_text('{"generator_kv_bytes": 1')
-    err = solve_stderr(capsys, smollm2_path, "--prm-format", "judge")
-    assert f"memory profile {path} is corrupt" in err and "no memory profile" not in err
+    path.write_text(content)
+    err = solve_stderr(capsys, smollm2_path, "--prm-format", "judge", "--kv-budget", "64MiB")
+    assert f"memory profile {path} is corrupt (" in err and why in err
+    assert "no memory profile" not in err and "unexpected" not in err
 
 
 def test_missing_prm_file_is_named(tmp_path, smollm2_path, capsys):

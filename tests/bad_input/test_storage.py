@@ -5,11 +5,12 @@ reproduced first.
   readable; an append is one write of the whole line, then fsync.
 - history under SIGKILL (an issue target): 100 entries appended by a process killed at random
   points, some mid-write; every entry whose append returned is readable afterwards.
-- history loader: a line cut inside a multi-byte character, JSON that is not an object, fields of
-  the wrong type: skipped and counted; the other entries load.
+- history loader: a line cut inside a multi-byte character, JSON that is not an object, a line
+  nested past Python's recursion limit, fields of the wrong type or NaN: skipped and named with
+  what is wrong (issue 62); the other entries load.
 - F3, the chat's history browser, on such a file: opens, lists the good entries, says how many were
-  skipped; a problem with square brackets ("[/]", "[b]") is listed as typed (it was read as markup:
-  MarkupError killed the chat).
+  skipped and names the first; a problem with square brackets ("[/]", "[b]") is listed as typed
+  (it was read as markup: MarkupError killed the chat).
 - non-UTF-8 problem text becomes U+FFFD instead of a UnicodeEncodeError: a solve argument (lone
   surrogates, as Python decodes such argv), solve's stdin, a dataset file (bytes and "\\udce9"
   escapes), the engine (chat and bench submit there), the chat's history of such a problem, and
@@ -56,6 +57,7 @@ from child_processes import (
     wait_for_drawing,
     wait_for_exit,
 )
+from damaged_files import LINE
 from fakes import FakeGenerator, FakeVerifier
 from textual.widgets import OptionList, Static
 
@@ -114,7 +116,7 @@ def test_append_after_a_half_written_line_keeps_the_next_entry(tmp_path, monkeyp
     history.append(entry("after the crash"))
     monkeypatch.undo()
     assert [e.problem for e in history.load()] == ["first", "after the crash"]
-    assert history.read()[1] == 1  # the cut line, skipped
+    assert len(history.read()[1]) == 1  # the cut line, skipped
     assert writes == [b"\n" + line_of(entry("after the crash"))] and len(syncs) == 1
 
 
@@ -154,20 +156,25 @@ def test_entries_appended_while_killed_at_random_points_stay_readable(tmp_path) 
     entries, skipped = History(path).read()
     found = [int(e.problem.split()[1]) for e in entries]
     assert set(acked) <= set(found) and set(found) == set(range(total))
-    assert skipped <= kills
-    print(f"{kills} kills, {skipped} cut lines skipped, {len(entries)} entries read")
+    assert len(skipped) <= kills
+    print(f"{kills} kills, {len(skipped)} cut lines skipped, {len(entries)} entries read")
 
 
 # ------------------------------------------------------------------------------------- history load
 CUT = line_of(entry("cut inside é"))
-BAD_LINES = [
-    CUT[: CUT.index("é".encode()) + 1],  # ends with the first of the two bytes of "é"
-    b"[1, 2]\n",
-    b'"just a string"\n',
-    b"42\n",
-    json.dumps({**asdict(entry("x")), "problem": 5}).encode() + b"\n",
-    json.dumps({**asdict(entry("y")), "steps": [1, 2]}).encode() + b"\n",
+# each with what its note says; they follow one good entry, so the first is line 2
+DAMAGED_LINES = [
+    # ends with the first of the two bytes of "é"
+    (CUT[: CUT.index("é".encode()) + 1], "not UTF-8 text"),
+    (CUT[:40], "not whole JSON"),
+    *LINE.values(),
+    (b'"just a string"', 'the top level must be an object, not "just a string"'),
+    (json.dumps({**asdict(entry("x")), "problem": 5}).encode(), "problem must be a string, not 5"),
+    (json.dumps({**asdict(entry("y")), "steps": [1, 2]}).encode(), "steps[0] must be a string"),
+    (json.dumps({**asdict(entry("z")), "score": float("nan")}).encode(), "score must be a number"),
+    (json.dumps({**asdict(entry("w")), "beams": "8"}).encode(), "beams must be a whole number"),
 ]
+BAD_LINES = [line for line, _ in DAMAGED_LINES]
 
 
 def write_damaged_history(path: Path) -> None:
@@ -176,12 +183,16 @@ def write_damaged_history(path: Path) -> None:
     )
 
 
-def test_loader_skips_and_counts_lines_that_are_not_entries(tmp_path) -> None:
+def test_loader_skips_and_names_lines_that_are_not_entries(tmp_path) -> None:
+    """A line nested past Python's recursion limit raised RecursionError: the chat's history view
+    crashed."""
     history = History(tmp_path / "history.jsonl")
     write_damaged_history(history.path)
     entries, skipped = history.read()
     assert [e.problem for e in entries] == ["good one", "good two"]
-    assert skipped == len(BAD_LINES)
+    assert len(skipped) == len(BAD_LINES)
+    for number, (note, (_, why)) in enumerate(zip(skipped, DAMAGED_LINES), 2):
+        assert note.startswith(f"line {number} (") and why in note, note
     assert history.load() == entries
 
 
@@ -202,6 +213,7 @@ async def test_f3_lists_the_good_entries_and_says_how_many_lines_were_skipped(tm
         assert screen.query_one(OptionList).option_count == 2
         note = str(screen.query_one("#history-skipped", Static).render())
         assert f"{len(BAD_LINES)} unreadable history lines were skipped" in note
+        assert "line 2 (not UTF-8 text" in note and f"and {len(BAD_LINES) - 3} more" in note
         await pilot.press("escape")
         assert not isinstance(app.screen, HistoryScreen)
         await pilot.press("ctrl+q")

@@ -1,12 +1,14 @@
 """The value-head file: round trip, the backbone check by sha256, and every corrupt-file case as one
-clear error."""
+clear error (its JSON read against a schema: issue 62, item 3)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from damaged_files import WHOLE_FILE
 
 from edgereason.errors import ConfigError, ModelError
 from edgereason.heads.backbone import file_sha256
@@ -177,6 +179,36 @@ def test_corrupt_and_missing_files_are_one_clear_error(tmp_path: Path):
     other.write_bytes(b"GGUF" + b"\1" * 64)
     with pytest.raises(ConfigError, match="model.gguf is not a value head"):
         load_head(other)
+
+
+def _meta_edited(change) -> bytes:
+    meta = {"format": "edgereason-value-head", "version": 2, "layers": [3]}
+    meta["backbone"] = {"name": "m", "file": "m.gguf", "sha256": "0" * 64}
+    change(meta)
+    return json.dumps(meta).encode()
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        *WHOLE_FILE.values(),
+        (_meta_edited(lambda m: m.update(format="other")), 'format must be "edgereason-value-'),
+        (_meta_edited(lambda m: m.update(backbone=None)), "backbone must be an object, not null"),
+        (_meta_edited(lambda m: m["backbone"].pop("sha256")), "backbone.sha256 is missing"),
+        (_meta_edited(lambda m: m.update(layers=["x"])), "layers[0] must be a whole number, not"),
+        (_meta_edited(lambda m: m.update(version=float("nan"))), "version must be a whole number"),
+        (_meta_edited(lambda m: m.update(version=99)), "format version 99 is newer than"),
+        (_meta_edited(lambda m: m.update(adapter={"file": 1})), "adapter.file must be a string"),
+    ],
+    ids=[*WHOLE_FILE, "format", "backbone null", "no sha256", "layers", "NaN", "newer", "adapter"],
+)
+def test_a_damaged_head_json_is_one_line_naming_it(tmp_path: Path, content: bytes, message: str):
+    """Nesting past Python's recursion limit was a RecursionError traceback."""
+    weights, meta = save_head(random_head(Backbone("m", "m.gguf", "0" * 64)), tmp_path / "h")
+    meta.write_bytes(content)
+    with pytest.raises(ModelError) as e:
+        load_head(weights)
+    assert str(e.value).startswith("h.json: ") and message in str(e.value)
 
 
 def test_tensors_that_do_not_fit_are_refused():

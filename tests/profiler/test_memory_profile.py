@@ -87,7 +87,12 @@ def test_real_profile_run_writes_a_findable_profile(home, smollm2_path):
     budget = 64 << 20
     profile = run_profile(str(smollm2_path), None, budget="64MiB", points=TINY)
     data = profile.to_dict()
-    path = write_profile(data, profile.device.device_id, profile.generator, profile.verifier)
+    key = (profile.device.device_id, profile.generator, profile.verifier)
+    damaged = profile_path(*key)  # a profile cut short earlier: measuring writes it whole again
+    damaged.parent.mkdir(parents=True)
+    damaged.write_text('{"generator_kv_bytes": 1')
+    assert find_profile(*key) is None
+    path = write_profile(data, *key)
     assert path.parent == home / "profiles" and path.is_file()
     stored = json.loads(path.read_text())
     assert REQUIRED <= set(stored)

@@ -1,15 +1,24 @@
 """The `auto` policy: edge where a pass of 8 rows is cheap, baseline elsewhere, from this device's
-pass cost."""
+pass cost; a damaged cache of it is measured again and rewritten (issue 62, item 3)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from damaged_files import WHOLE_FILE
 
 from edgereason.engine.policy import PRESETS, parse_policy, with_switches
 from edgereason.memory.curve import Curve
-from edgereason.session.auto_policy import CACHE_FILE, AutoChoice, choose, cost_8, is_auto, resolve
+from edgereason.session.auto_policy import (
+    CACHE_FILE,
+    AutoChoice,
+    choice_for,
+    choose,
+    cost_8,
+    is_auto,
+    resolve,
+)
 from edgereason.session.opening import open_session
 from edgereason.session.settings import ModelSettings
 
@@ -74,3 +83,57 @@ def test_a_memory_profile_decides_without_measuring(smollm2_path, tmp_path, monk
     finally:
         session.close()
     assert not (tmp_path / CACHE_FILE).exists()
+
+
+KEY = "cpu-x/smollm2/threads=auto/gpu_layers=0"
+POINTS = ((1, 100.0), (8, 200.0))  # a pass of 8 rows costs 4x one row
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        *WHOLE_FILE.values(),
+        (json.dumps({KEY: None}).encode(), f'["{KEY}"] must be an object, not null'),
+        (json.dumps({KEY: []}).encode(), f'["{KEY}"] must be an object, not a list of 0'),
+        (json.dumps({KEY: {"cost_8": "x"}}).encode(), f'["{KEY}"].cost_8 must be a number > 0'),
+        (json.dumps({KEY: {"cost_8": 0}}).encode(), "cost_8 must be a number > 0, not 0"),
+        (json.dumps({KEY: {"cost_8": float("nan")}}).encode(), "must be a number > 0, not NaN"),
+        (json.dumps({KEY: {}}).encode(), f'["{KEY}"].cost_8 is missing'),
+        (b'{"k": {"cost_8": Infinity}}', "must be a number > 0, not Infinity"),
+    ],
+    ids=[*WHOLE_FILE, "null", "list", "string", "zero", "NaN", "missing", "Infinity"],
+)
+def test_a_damaged_cache_is_said_once_measured_again_and_rewritten(
+    tmp_path, monkeypatch, capsys, content, message
+):
+    """It crashed every `solve --policy auto` (null, a list, a string, nesting) until deleted by
+    hand, or held NaN for good (baseline every time, never measured again)."""
+    monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
+    path = tmp_path / CACHE_FILE
+    path.write_bytes(content)
+    choice = choice_for(None, KEY, lambda: POINTS)
+    assert choice == AutoChoice("baseline", pytest.approx(4.0), "measured at start-up")
+    note = capsys.readouterr().err.strip()
+    assert note.startswith(f"edgereason: note: {path} is damaged (") and message in note
+    assert note.endswith("; measuring the pass cost again") and "\n" not in note
+    assert json.loads(path.read_text())[KEY]["cost_8"] == 4.0  # rewritten whole
+    again = choice_for(None, KEY, lambda: pytest.fail("measured again"))
+    assert again.source == "cached measurement"
+    assert capsys.readouterr().err == ""
+
+
+def test_a_session_measures_over_a_damaged_cache(smollm2_path, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
+    (tmp_path / CACHE_FILE).write_bytes(b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    session = open_session(
+        ModelSettings(model=str(smollm2_path), generator_kv_tokens=1024, verifier_kv_tokens=1024)
+    )
+    try:
+        choice = session.auto_choice()
+    finally:
+        session.close()
+    assert choice.source == "measured at start-up" and choice.cost_8 > 0
+    assert (
+        f"{tmp_path / CACHE_FILE} is damaged (nested too deep to read)" in capsys.readouterr().err
+    )
+    assert list(json.loads((tmp_path / CACHE_FILE).read_text()).values())[0]["cost_8"] > 0

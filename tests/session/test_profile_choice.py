@@ -26,11 +26,13 @@ def home(tmp_path, monkeypatch):
 
 
 def _stored(lv_threshold: int) -> dict:
-    """What start-up reads of a profile."""
+    """What start-up reads of a profile (the generator's curve gives `--policy auto` its pass
+    cost)."""
     return {
         "generator_kv_bytes": 1 << 20,
         "verifier_kv_bytes": 1 << 20,
         "lv_threshold_tokens": lv_threshold,
+        "curves": {"generator": [[1, 100.0], [8, 200.0]], "verifier": [[64, 300.0]]},
     }
 
 
@@ -78,3 +80,14 @@ def test_a_pass_cost_measured_on_one_backend_is_not_read_by_the_other(home):
     for key, preset in ((llama, "edge"), (torch, "baseline")):
         cached = choice_for(None, key, lambda: pytest.fail("measured again"))
         assert (cached.preset, cached.source) == (preset, "cached measurement")
+
+
+def test_a_damaged_profile_is_named_with_what_is_wrong(home, capsys):
+    key = (device_id(SETTINGS), "gen", verifier_id("prm.gguf", "judge"))
+    path = write_profile({**_stored(64), "lv_threshold_tokens": 0}, *key)
+    looked = profile_for(SETTINGS, "llamacpp")
+    assert looked.profile is None and looked.path == path
+    note_no_profile(looked, SETTINGS, "llamacpp")
+    err = capsys.readouterr().err
+    assert err.startswith(f"edgereason: the memory profile {path} is corrupt (")
+    assert "lv_threshold_tokens must be a whole number > 0, not 0); using defaults." in err

@@ -1,8 +1,18 @@
-"""Which rollout prefixes get Monte-Carlo values."""
+"""Which rollout prefixes get Monte-Carlo values, and the file of those values read back: a damaged
+line is one error naming the file and the line (issue 62, item 3)."""
 
 from __future__ import annotations
 
-from edgereason.training.mc import mc_jobs
+import json
+from pathlib import Path
+
+import pytest
+from damaged_files import LINE
+
+from edgereason.errors import DamagedFileError
+from edgereason.training.mc import mc_jobs, mc_lines
+
+GOOD = {"id": "a", "path": 0, "steps": 1, "value": 0.5, "completions": 4}
 
 
 def row(pid: str, *paths: tuple[bool, int]) -> dict:
@@ -42,3 +52,34 @@ def test_a_problem_of_one_step_paths_takes_no_place_in_the_subset() -> None:
         assert [
             (job.problem.id, pi, k) for job, pi, k in mc_jobs(rollouts, problems=1, seed=seed)
         ] == [("y", 0, 1)]
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        *LINE.values(),
+        (
+            json.dumps({**GOOD, "value": "x"}).encode(),
+            'value must be a number >= 0 and <= 1, not "x"',
+        ),
+        (json.dumps({**GOOD, "path": None}).encode(), "path must be a whole number >= 0, not null"),
+        (json.dumps({**GOOD, "value": float("nan")}).encode(), "value must be a number >= 0"),
+        (json.dumps({**GOOD, "steps": 0}).encode(), "steps must be a whole number >= 1, not 0"),
+        (json.dumps({k: v for k, v in GOOD.items() if k != "id"}).encode(), "id is missing"),
+    ],
+    ids=[*LINE, "string value", "null path", "NaN", "no steps", "no id"],
+)
+def test_a_damaged_value_line_names_the_file_and_the_line(tmp_path: Path, line, message):
+    """A value of "x" or a path of null crashed train-prm's features phase (ValueError, TypeError);
+    NaN went into the training labels."""
+    path = tmp_path / "mc.jsonl"
+    path.write_bytes(json.dumps(GOOD).encode() + b"\n" + line + b"\n")
+    with pytest.raises(DamagedFileError) as e:
+        mc_lines(path)
+    assert str(e.value).startswith(f"{path}: line 2: {message}")
+
+
+def test_values_read_back_and_a_line_cut_by_a_crash_is_skipped(tmp_path: Path):
+    path = tmp_path / "mc.jsonl"
+    path.write_bytes(json.dumps(GOOD).encode() + b"\n" + json.dumps(GOOD).encode()[:20])
+    assert mc_lines(path) == [GOOD] and mc_lines(tmp_path / "none.jsonl") == []

@@ -332,6 +332,38 @@ def test_a_work_folder_that_cannot_be_made_is_a_clear_error(tmp_path, capsys):
     assert afile.read_text() == "not a folder"
 
 
+GOOD_ROLLOUT = {
+    "id": "a",
+    "problem": "1+1?",
+    "gold": "2",
+    "paths": [{"steps": ["2"], "correct": True}],
+}
+
+
+@pytest.mark.parametrize(
+    "file, line, message",
+    [
+        ("rollouts.jsonl", '{"id": ["b"], "problem": "q", "gold": "1", "paths": []}', "line 2: id"),
+        ("rollouts.jsonl", '{"id": "b", "problem": "q", "gold": "1", "paths": null}', "paths"),
+        ("rollouts.jsonl", '{"id": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deep"),
+        ("mc.jsonl", '{"id": "a", "path": 0, "steps": 1, "value": "x"}', "line 1: value must"),
+    ],
+    ids=["rollout id", "rollout paths", "rollout nesting", "mc value"],
+)
+def test_a_damaged_rollouts_or_mc_file_is_one_line_before_the_backbone_loads(
+    tmp_path, capsys, file, line, message
+):
+    """TypeError, ValueError or RecursionError tracebacks (issue 62, item 3)."""
+    (tmp_path / "rollouts.jsonl").write_text(json.dumps(GOOD_ROLLOUT) + "\n")
+    with (tmp_path / file).open("a") as f:
+        f.write(line + "\n")
+    argv = ["train-prm", "--model", "smollm2-135m", "--work", str(tmp_path), "--phases", "features"]
+    assert main(argv) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and err[0].startswith(f"edgereason: error: {tmp_path / file}: ")
+    assert message in err[0] and "unexpected" not in err[0]
+
+
 @pytest.mark.parametrize(
     "damage, message",
     [
