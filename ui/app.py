@@ -34,6 +34,7 @@ from edgereason.ui.widgets.detail import Detail
 from edgereason.ui.widgets.problem_input import ProblemInput
 from edgereason.ui.widgets.status_bar import StatusBar
 from edgereason.ui.widgets.tree_view import SearchTree
+from edgereason.util.text import blank_problem
 
 # one engine step, or a model load in progress, has to end before the worker can
 STOP_TIMEOUT_S = 30.0
@@ -124,6 +125,9 @@ class ChatApp(App[None]):
         if not problem:
             return
         chat = self.query_one(ChatLog)
+        if why := blank_problem(problem):  # zero-width characters alone: nothing to solve
+            chat.add_note(f"{why}; type the problem's text", error=True)
+            return
         if self.failed:
             chat.add_note(f"cannot solve: {self.failed}", error=True)
             return

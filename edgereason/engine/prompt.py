@@ -6,16 +6,15 @@ from __future__ import annotations
 from edgereason.errors import ConfigError
 from edgereason.prompts import literal, solve_messages
 from edgereason.protocols import Generator
+from edgereason.util.text import blank_problem
 
 
 def prompt_ids(generator: Generator, question: str, prefix: str = "") -> list[int]:
     """The generator's prompt for `question` (continued by `prefix`); ConfigError for an empty
     problem or one the generator cannot hold. A bench checks its problems with it before the first
     run, not mid-run."""
-    if not question.strip():
-        raise ConfigError(
-            "the problem is empty; pass the problem text (or - to read it from stdin)"
-        )
+    if why := blank_problem(question):
+        raise ConfigError(f"{why}; pass the problem text (or - to read it from stdin)")
     # the prefix is model-written text: read as text, like the problem (prompts.literal)
     prompt = generator.tokenize(
         generator.apply_chat_template(solve_messages(question))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgereason.errors import ConfigError
-from edgereason.util.text import clean, read_stdin
+from edgereason.util.text import blank_problem, clean, read_stdin
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,8 @@ def _check_kinds(row: dict, where: str) -> None:
     if not isinstance(row["problem"], str):
         kind = _kind(row["problem"])
         raise ConfigError(f"{where}: 'problem' is {kind}; give the problem as a string")
+    if why := blank_problem(row["problem"]):  # zero-width spaces alone pass the check for empty
+        raise ConfigError(f"{where}: {why}; give the problem's text")
     if (kind := _kind(row["answer"])) not in ("text", "a number"):
         raise ConfigError(
             f"{where}: 'answer' is {kind}; give one gold answer as a string or a number"
