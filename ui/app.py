@@ -34,6 +34,7 @@ from edgereason.ui.widgets.detail import Detail
 from edgereason.ui.widgets.problem_input import ProblemInput
 from edgereason.ui.widgets.status_bar import StatusBar
 from edgereason.ui.widgets.tree_view import SearchTree
+from edgereason.util.text import blank_problem
 
 # one engine step, or a model load in progress, has to end before the worker can
 STOP_TIMEOUT_S = 30.0
@@ -81,6 +82,7 @@ class ChatApp(App[None]):
         self.worker: Worker[None] | None = None
         self.state: SearchState | None = None
         self.searching = False
+        self.cancelling = False  # a cancel was asked for and the search has not ended yet
         self.failed: str | None = None  # set when the models did not load: nothing can be solved
         # quitting: the worker's last messages arrive while widgets go away; drop them
         self.closing = False
@@ -124,6 +126,9 @@ class ChatApp(App[None]):
         if not problem:
             return
         chat = self.query_one(ChatLog)
+        if why := blank_problem(problem):  # zero-width characters alone: nothing to solve
+            chat.add_note(f"{why}; type the problem's text", error=True)
+            return
         if self.failed:
             chat.add_note(f"cannot solve: {self.failed}", error=True)
             return
@@ -136,7 +141,7 @@ class ChatApp(App[None]):
         self.query_one(SearchTree).reset(self.state)
         self.query_one(Detail).show(self.state, None)
         self.query_one(StatusBar).set_progress(None)
-        self.searching = True
+        self.searching, self.cancelling = True, False
         self.runner.submit(problem, self.config)
         if self.query_one(StatusBar).phase == "ready":
             self.query_one(StatusBar).set_phase("searching")
@@ -154,7 +159,7 @@ class ChatApp(App[None]):
             return
         if self.searching:
             self._give_back_problem()
-        self.searching = False
+        self.searching = self.cancelling = False
         self.query_one(ChatLog).add_note(message.error, error=True)
         if message.fatal:
             self.failed = message.error
@@ -200,7 +205,7 @@ class ChatApp(App[None]):
         self.query_one(Detail).show(state, target)
 
     def _finish(self, result: SearchResult) -> None:
-        self.searching = False
+        self.searching = self.cancelling = False
         chat = self.query_one(ChatLog)
         if result.status == "cancelled" and result.reason == "cancelled":
             chat.add_note("search cancelled")
@@ -235,8 +240,9 @@ class ChatApp(App[None]):
     # ------------------------------------------------------------------ actions
     def action_cancel(self) -> None:
         if self.searching:
+            self.cancelling = True
             self.runner.cancel()
-            self.query_one(StatusBar).set_phase("cancelling...")
+            self.query_one(StatusBar).set_phase("cancelling... (Ctrl+C quits)")
 
     def action_toggle_pruned(self) -> None:
         tree = self.query_one(SearchTree)
@@ -264,9 +270,9 @@ class ChatApp(App[None]):
             field.focus()
 
     async def action_interrupt(self) -> None:
-        """Ctrl+C, as a terminal user expects of it: cancels a running search (as Esc does), quits
-        when none runs."""
-        if self.searching:
+        """Ctrl+C, as a terminal user expects of it: cancels a running search (as Esc does); quits
+        when none runs, or while a cancel (Ctrl+C or Esc) waits for the engine's step to end."""
+        if self.searching and not self.cancelling:
             self.action_cancel()
         else:
             await self.action_quit(INTERRUPTED)

@@ -19,8 +19,8 @@ KEYS = """\
 |---|---|
 | Enter | send the problem in the input |
 | Esc | cancel the running search (its tree stays, its steps marked ■) |
-| Ctrl+C | cancel the running search; with none running, quit (exit code 130); \
-with text selected, copy it |
+| Ctrl+C | cancel the running search; while a cancel waits for the engine's step, or with \
+none running, quit (exit code 130); with text selected, copy it |
 | Tab / Shift+Tab | move focus (input, tree, chat) |
 | ↑ ↓ in the tree | highlight a step: its whole path shows below the tree |
 | p (tree focused) or F2 | show / hide pruned branches |

@@ -11,7 +11,10 @@ from pathlib import Path
 from edgereason.errors import ConfigError
 from edgereason.search.formats import FORMATS, Skipped, convert_lines
 from edgereason.util.data_lines import data_lines
-from edgereason.util.files import write_text_atomic
+from edgereason.util.files import check_no_dangling_link, write_text_atomic
+from edgereason.util.terminal import shown_path
+
+STDOUT = "-"  # --out -: stdout, as the FILE - is stdin
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(GSM8K's grade_school_math/data/train.jsonl)",
     )
     c.add_argument("input", metavar="FILE", help="the JSONL file, or - to read it from stdin")
-    c.add_argument("--out", metavar="FILE", help="where to write the set (default stdout)")
+    c.add_argument(
+        "--out", metavar="FILE", help="where to write the set; - is stdout (default stdout)"
+    )
     c.add_argument(
         "--format",
         default="auto",
@@ -49,8 +54,8 @@ def _no_command(p: argparse.ArgumentParser) -> int:
 
 
 def run_convert(args: argparse.Namespace) -> int:
-    name = "stdin" if args.input == "-" else args.input
-    out = Path(args.out) if args.out else None
+    name = "stdin" if args.input == "-" else shown_path(args.input)
+    out = Path(args.out) if args.out not in (None, STDOUT) else None
     if out is not None and args.input != "-" and out.resolve() == Path(args.input).resolve():
         raise ConfigError(f"--out {out} is the input file; give another path")
     if out is None and sys.stdout is None:  # started with stdout closed (`>&-`)
@@ -74,18 +79,21 @@ def run_convert(args: argparse.Namespace) -> int:
     else:
         _write(out, lines)
     sources = sorted({r["source"] for r in records})
-    where = out if out is not None else "stdout"
+    where = shown_path(out) if out is not None else "stdout"
     note = f"converted {len(records)} records ({', '.join(sources)}) to {where}; skipped {skipped}"
     print(note, file=sys.stderr)
     return 0
 
 
 def _write(out: Path, lines: str) -> None:
+    check_no_dangling_link("--out", out)
     if out.is_dir():
-        example = out / "problems.jsonl"
-        raise ConfigError(f"--out {out} is a folder; give a file path, such as {example}")
+        example = shown_path(out / "problems.jsonl")
+        raise ConfigError(
+            f"--out {shown_path(out)} is a folder; give a file path, such as {example}"
+        )
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(out, lines)
     except OSError as e:
-        raise ConfigError(f"cannot write --out {out}: {e.strerror or e}") from None
+        raise ConfigError(f"cannot write --out {shown_path(out)}: {e.strerror or e}") from None

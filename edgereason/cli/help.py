@@ -2,7 +2,9 @@
 purpose, in at most 50 lines (80 columns); --help-all shows every flag; docs/cli.md says how they
 work together.
 
-A command opts in with `brief(parser, command)`; what its brief view shows is in help_briefs.py."""
+A command opts in with `brief(parser, command)`; what its brief view shows is in help_briefs.py.
+Every parser takes --help-all, those without a brief view too (`models`, `data`, their
+subcommands): there it is their --help."""
 
 from __future__ import annotations
 
@@ -28,10 +30,18 @@ class HelpAll(argparse.Action):
 
 
 class BriefHelpParser(argparse.ArgumentParser):
-    """argparse's parser, whose --help is the brief view where the command set one (`brief`)."""
+    """argparse's parser, whose --help is the brief view where the command set one (`brief`), and
+    which takes --help-all wherever it takes --help."""
 
     brief_groups: Groups | None = None
     brief_short: dict[str, str] = {}
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if self.add_help:
+            self.add_argument(
+                "--help-all", action=HelpAll, help="show every flag, grouped, and exit"
+            )
 
     def format_help(self) -> str:
         return self.format_full_help() if self.brief_groups is None else self._format_brief_help()
@@ -66,10 +76,9 @@ class BriefHelpParser(argparse.ArgumentParser):
 
 
 def brief(p: argparse.ArgumentParser, command: str) -> None:
-    """Give `p` its brief --help (help_briefs.BRIEFS[command]), a compact usage line and --help-all;
-    the full help names the docs at its end."""
+    """Give `p` its brief --help (help_briefs.BRIEFS[command]) and a compact usage line; the full
+    help (--help-all) names the docs at its end."""
     spec = BRIEFS[command]
-    p.add_argument("--help-all", action=HelpAll, help="show every flag, grouped, and exit")
     p.usage = f"%(prog)s {spec.usage}"
     p.epilog = f"{DOCS} says how the flags work together, with examples."
     p.brief_groups = [*spec.groups, ("help", ["-h", "--help-all"])]

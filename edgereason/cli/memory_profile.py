@@ -25,6 +25,8 @@ from edgereason.profiler.profile import Profile
 from edgereason.profiler.run import run_profile
 from edgereason.session.prm_choice import PRM_FORMAT_CHOICES
 from edgereason.session.settings import LOCAL_BACKENDS
+from edgereason.util.files import check_no_dangling_link
+from edgereason.util.terminal import shown_path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -184,11 +186,12 @@ def _print_table(profile: Profile, path: Path) -> None:
         f"{best.step_time_s:.2f} s per step{versus}"
     )
     print(f"lazy verification threshold: {profile.lv_threshold_tokens} tokens")
-    print(f"profile: {path}")
+    print(f"profile: {shown_path(path)}")
 
 
 def _check_plot(path: Path) -> None:
     """Before minutes of measuring: the plot can be written where the user asked."""
+    check_no_dangling_link("--plot", path)
     if path.is_dir():
         raise ConfigError(
             f"--plot {path} is a folder; give a file name such as {path / 'memory-profile.png'}"
@@ -246,7 +249,7 @@ def run(args: argparse.Namespace) -> int:
                 f"profile saved to {path}, but the plot could not be written to {args.plot}: "
                 f"{e.strerror or e}"
             ) from None
-        _progress(f"plot written to {args.plot}")
+        _progress(f"plot written to {shown_path(args.plot)}")
     if args.json:
         print(json.dumps(data | {"profile_path": str(path)}, indent=2))
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 from edgereason import models
 from edgereason.cli import models_export
@@ -54,12 +55,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_list(args: argparse.Namespace) -> int:
     specs = list(models.REGISTRY.values())
     # first: it names a cache that cannot be read
-    cached = {s.name: models.is_cached(s) for s in specs}
+    states = {s.name: cache_state(s) for s in specs}
     partials = {s.name: models.partial_pulls(s) for s in specs}
     rows = [
         {
             "name": s.name,
-            "cached": cached[s.name],
+            "cached": states[s.name].word == "cached",  # whole: a file cut short is no model
+            "size_problem": states[s.name].size_problem,
             "path": str(models.cache_path(s)),
             "default": s.name == models.DEFAULT_MODEL,
             "description": s.description,
@@ -75,12 +77,27 @@ def run_list(args: argparse.Namespace) -> int:
         return 0
     for r in rows:
         mark = "*" if r["default"] else " "
-        state = "cached" if r["cached"] else "not downloaded"
-        print(f"{mark} {r['name']:<20} {state:<15} {r['description']}")
+        state = states[r["name"]]
+        print(f"{mark} {r['name']:<20} {state.word:<15} {r['description']}")
+        if state.size_problem:
+            again = f"`edgereason models pull {r['name']}` fetches it again"
+            print(f"    the cached file is {state.size_problem}; {again}")
         for partial in partials[r["name"]]:
             print(f"    {partial_note(r['name'], partial)}")
     print("\n* default model; download with: edgereason models pull NAME")
     return 0
+
+
+class CacheState(NamedTuple):
+    word: str  # "cached", "not downloaded", "incomplete" or "damaged"
+    size_problem: str | None  # "incomplete (50 MB of 98 MB)": a copy or a full disk cut it short
+
+
+def cache_state(spec: models.ModelSpec) -> CacheState:
+    if not models.is_cached(spec):
+        return CacheState("not downloaded", None)
+    wrong = models.size_problem(spec)
+    return CacheState("cached", None) if wrong is None else CacheState(wrong.split()[0], wrong)
 
 
 def partial_note(name: str, partial: models.PartialPull) -> str:

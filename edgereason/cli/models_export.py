@@ -20,6 +20,7 @@ from edgereason.backends.transformers.export import DTYPE_BYTES, DTYPES
 from edgereason.cli.progress import pull_progress
 from edgereason.cli.pull_notice import announce_pull
 from edgereason.models import export as staged
+from edgereason.util.terminal import shown_path
 
 JSON_HELP = (
     'print one JSON object, {"path", "bytes", "dtype", "architecture", "files"} (on a failure: '
@@ -65,16 +66,17 @@ def run_export(args: argparse.Namespace) -> int:
     staged.check_room(target, need)
     config = export.read_config(gguf)
     note(
-        f"exporting {gguf.name} ({config.model_type}, {header.n_elements / 1e9:.2f}B parameters) "
-        f"as {args.dtype} "
-        f"into {target}: about {models.human_size(need)}"
+        f"exporting {shown_path(gguf.name)} ({config.model_type}, "
+        f"{header.n_elements / 1e9:.2f}B parameters) as {args.dtype} "
+        f"into {shown_path(target)}: about {models.human_size(need)}"
     )
 
     def write(staging: Path) -> str:
         return export.write_hf_folder(gguf, staging, args.dtype, note=note, config=config)
 
     written = staged.write_folder(target, write)
-    note(f"wrote {len(written.files)} files, {models.human_size(written.bytes)}, into {target}")
+    size = models.human_size(written.bytes)
+    note(f"wrote {len(written.files)} files, {size}, into {shown_path(target)}")
     summary = {
         "path": str(target),
         "bytes": written.bytes,
@@ -82,7 +84,8 @@ def run_export(args: argparse.Namespace) -> int:
         "architecture": written.architecture,
         "files": written.files,
     }
-    print(json.dumps(summary) if args.json else target)
+    # the folder's exact name is in --json
+    print(json.dumps(summary) if args.json else shown_path(target))
     return 0
 
 

@@ -79,10 +79,8 @@ def run(args: argparse.Namespace) -> int:
             "(> answer.txt)"
         )
     problem = text.read_stdin() if args.problem == "-" else args.problem
-    if not problem.strip():
-        raise ConfigError(
-            "the problem is empty; pass the problem text (or - to read it from stdin)"
-        )
+    if why := text.blank_problem(problem):
+        raise ConfigError(f"{why}; pass the problem text (or - to read it from stdin)")
     asked = solve_settings(args)
     choice, config, policy = asked.search, asked.search.config, asked.policy
     session = open_session(asked.models, progress=pull_progress)

@@ -34,6 +34,7 @@ from edgereason.training.mc import mc_lines
 from edgereason.training.phases import extract_features, generate
 from edgereason.training.rollouts import rollout_config
 from edgereason.training.train import TrainConfig
+from edgereason.util.files import check_no_dangling_link
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -169,6 +170,7 @@ def _work_folder(args: argparse.Namespace) -> Path:
     work = (
         Path(args.work) if args.work else models.home() / "train" / models.display_name(args.model)
     )
+    check_no_dangling_link("--work", work)
     if work.exists() and not work.is_dir():
         raise ConfigError(
             f"--work {work} is a file; give a folder for rollouts, features and the report"

@@ -15,7 +15,8 @@ from edgereason.search.dataset import Problem, load_problems
 from edgereason.training.head_phase import Trained
 from edgereason.training.phases import Display, PhaseSettings
 from edgereason.training.rollouts import merge_rollouts
-from edgereason.util.files import make_writable_folder
+from edgereason.util.files import check_no_dangling_link, make_writable_folder
+from edgereason.util.terminal import shown_path
 
 OUTPUT_NAMES = {
     "--out": "head.safetensors",
@@ -27,6 +28,7 @@ OUTPUT_NAMES = {
 def check_can_write(flag: str, path: Path) -> None:
     """Before any phase: an output that cannot be written would be found out only after the work
     that makes it."""
+    check_no_dangling_link(flag, path)
     # read through gzip, but appending plain lines would leave a file neither reads
     if path.suffix == ".gz":
         raise ConfigError(
@@ -104,5 +106,5 @@ SUMMARY = (
 def print_trained(trained: Trained) -> None:
     """The head's figures on stdout, its files on stderr."""
     print(json.dumps({k: trained.record[k] for k in SUMMARY}, default=str))
-    head = f"head: {trained.weights} (+ {trained.meta.name})"
-    print(f"{head}; report: {trained.report}", file=sys.stderr)
+    head = f"head: {shown_path(trained.weights)} (+ {shown_path(trained.meta.name)})"
+    print(f"{head}; report: {shown_path(trained.report)}", file=sys.stderr)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from edgereason.errors import ConfigError
 from edgereason.prompts import literal, solve_messages, unmark
 from edgereason.protocols import Generator
+from edgereason.util.text import blank_problem
 
 # twice the longest token of the registry's models (Qwen2.5's: 128 spaces; SmolLM2's: 81 bytes)
 MAX_TOKEN_BYTES = 256
@@ -21,10 +22,8 @@ def prompt_ids(generator: Generator, question: str, prefix: str = "") -> list[in
     """The generator's prompt for `question` (continued by `prefix`); ConfigError for an empty
     problem or one the generator cannot hold. A bench checks its problems with it before the first
     run, not mid-run."""
-    if not question.strip():
-        raise ConfigError(
-            "the problem is empty; pass the problem text (or - to read it from stdin)"
-        )
+    if why := blank_problem(question):
+        raise ConfigError(f"{why}; pass the problem text (or - to read it from stdin)")
     _check_length(generator, question)
     # the prefix is model-written text: read as text, like the problem (prompts.literal)
     prompt = generator.tokenize(

@@ -21,7 +21,8 @@ from types import TracebackType
 from edgereason.errors import ConfigError
 from edgereason.evaluation.report import CSV, RESULTS, Results, load_results, write_results
 from edgereason.evaluation.resume import NOT_RESUMABLE, RESUMED_RESULTS
-from edgereason.util.files import make_writable_folder
+from edgereason.util.files import check_no_dangling_link, make_writable_folder
+from edgereason.util.terminal import shown_path
 
 
 def _on_stderr(note: str) -> None:
@@ -66,7 +67,7 @@ class OutFolder:
             write_results(self.path, config, runs)
         except OSError as e:
             if self.unsaved is None:
-                cannot = f"cannot write the results to {self.path} ({e.strerror or e})"
+                cannot = f"cannot write the results to {shown_path(self.path)} ({e.strerror or e})"
                 goes_on = "the bench goes on and tries again after each problem"
                 self._note(f"edgereason: note: {cannot}; {goes_on}")
             self.unsaved = e
@@ -76,13 +77,14 @@ class OutFolder:
         return True
 
     def _claim(self) -> None:
-        out = self.path
-        if out.exists() and not out.is_dir():
+        check_no_dangling_link("--out", self.path)
+        out = shown_path(self.path)
+        if self.path.exists() and not self.path.is_dir():
             raise ConfigError(f"--out {out} is a file; give a folder for the results")
-        self._made = [p for p in (*reversed(out.parents), out) if not p.exists()]
+        self._made = [p for p in (*reversed(self.path.parents), self.path) if not p.exists()]
         try:
-            make_writable_folder(out)
-            self._fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+            make_writable_folder(self.path)
+            self._fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as e:
             raise ConfigError(f"cannot write results to --out {out}: {e.strerror or e}") from None
         try:
@@ -93,11 +95,11 @@ class OutFolder:
         self._check_contents()
 
     def _check_contents(self) -> None:
-        out = self.path
-        if folders := [name for name in (RESULTS, CSV) if (out / name).is_dir()]:
+        out = shown_path(self.path)
+        if folders := [name for name in (RESULTS, CSV) if (self.path / name).is_dir()]:
             in_the_way = f"--out {out} holds a folder named {folders[0]} where the results go"
             raise ConfigError(f"{in_the_way}; move it, or choose another --out")
-        earlier = (out / RESULTS).exists()
+        earlier = (self.path / RESULTS).exists()
         if self.resume and not earlier:
             raise ConfigError(
                 f"--resume: {out} holds no {RESULTS} to continue; run without --resume"

@@ -29,6 +29,7 @@ from edgereason.search.dataset import Problem
 from edgereason.session.backend_rule import Run
 from edgereason.session.opening import Session, open_session
 from edgereason.util import interrupts, startup
+from edgereason.util.terminal import shown_path
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def run_all(
     unfinished = {"interrupted": True}
     if past and all(not past.get(spec_id(spec), unfinished)["interrupted"] for _, spec in specs):
         print_table(list(past.values()), sys.stdout)
-        complete = f"every run in {folder.path} is complete"
+        complete = f"every run in {shown_path(folder.path)} is complete"
         show.note(f"edgereason: note: {complete}; nothing is left to run")
         return 0
     sessions: dict[str, Session] = {}
@@ -101,7 +102,7 @@ def run_all(
         if not runs:  # nothing to keep: the folder is left as it was
             show.note(f"{stopped}: no problem had finished; nothing was written")
         elif _finish(folder, config, runs, settings.plots, show):
-            show.note(f"{stopped}: wrote {len(runs)} run(s) to {folder.path}")
+            show.note(f"{stopped}: wrote {len(runs)} run(s) to {shown_path(folder.path)}")
         return interrupts.exit_code(stop.stop)  # 130 Ctrl-C, 143 SIGTERM, 129 a closed terminal
     finally:
         for session in sessions.values():
@@ -161,15 +162,16 @@ def _finish(folder: OutFolder, config: dict, runs: list[dict], plots: bool, show
         try:
             write_plots(folder.path, runs)
         except OSError as e:  # a folder in the way, a full disk: the results are written, so a note
-            show.note(f"edgereason: note: the plots were not written ({e.strerror}: {e.filename})")
+            unwritten = f"{e.strerror}: {shown_path(e.filename)}"
+            show.note(f"edgereason: note: the plots were not written ({unwritten})")
     if saved:
-        show.note(f"results in {folder.path}/results.json")
+        show.note(f"results in {shown_path(folder.path / 'results.json')}")
         return True
     held = "is not there"
     if folder.saved_problems:
         held = f"holds the {folder.saved_problems} problem(s) saved before"
     why = folder.unsaved.strerror if folder.unsaved else "?"
-    unwritten = f"the results could not be written to {folder.path} ({why})"
+    unwritten = f"the results could not be written to {shown_path(folder.path)} ({why})"
     show.note(f"edgereason: error: {unwritten}; its results.json {held}")
     return False
 

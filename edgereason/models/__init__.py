@@ -11,6 +11,7 @@ from edgereason.models.files import (
     path_in_message,
     prepare_cache,
     sha256,
+    size_problem,
 )
 from edgereason.models.registry import (
     DEFAULT_MODEL,
@@ -42,5 +43,6 @@ __all__ = [
     "path_in_message",
     "resolve",
     "sha256",
+    "size_problem",
     "spec_for",
 ]

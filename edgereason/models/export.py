@@ -22,6 +22,7 @@ from pathlib import Path
 from edgereason.errors import ConfigError, ModelError
 from edgereason.models.gguf_file import GGUFFormatError, GGUFHeader, read_header
 from edgereason.models.registry import human_size
+from edgereason.util.files import check_no_dangling_link
 
 # tokenizer.json spells the vocabulary and merges in about this many times their GGUF bytes
 VOCABULARY_IN_JSON = 4
@@ -38,6 +39,7 @@ class Written:
 
 def check_target(target: Path, force: bool) -> None:
     """DIR may be absent or an empty folder; a folder with files only with --force; never a file."""
+    check_no_dangling_link("DIR", target)
     if target.is_dir():
         if not force and any(target.iterdir()):
             why = f"{target} exists and is not empty"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from edgereason.errors import ConfigError, ModelError
 from edgereason.models.gguf_file import GGUF_MAGIC, GGUFFormatError, expected_size
-from edgereason.models.registry import REGISTRY, ModelSpec
+from edgereason.models.registry import REGISTRY, ModelSpec, human_size
 from edgereason.util.files import cache_home, make_writable_folder
 
 
@@ -33,6 +33,19 @@ def is_cached(spec: ModelSpec) -> bool:
             "EDGEREASON_HOME to a folder you can read and write"
         ) from None
     return mode is not None and stat.S_ISREG(mode)
+
+
+def size_problem(spec: ModelSpec) -> str | None:
+    """What is wrong with the cached file's size, its first word the file's state: "incomplete
+    (50 MB of 98 MB)" (a copy, a restore or a full disk cut it short) or "damaged (...)". None where
+    it has the registry's size: the check every start can afford (a pull checks the whole file's
+    sha256). For a cached file (is_cached)."""
+    size = cache_path(spec).stat().st_size
+    if size == spec.size:
+        return None
+    if size < spec.size:
+        return f"incomplete ({human_size(size)} of {human_size(spec.size)})"
+    return f"damaged ({human_size(size)} where the model has {human_size(spec.size)})"
 
 
 def file_mode(path: Path) -> int | None:

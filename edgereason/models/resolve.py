@@ -8,7 +8,7 @@ from pathlib import Path
 
 from edgereason.errors import ConfigError, ModelError
 from edgereason.models import download
-from edgereason.models.files import cache_path, check_gguf, file_mode, is_cached
+from edgereason.models.files import cache_path, check_gguf, file_mode, is_cached, size_problem
 from edgereason.models.registry import REGISTRY
 
 
@@ -45,6 +45,9 @@ def resolve(
         path = Path(name_or_path).expanduser()
         fix = "re-download it or pick another model"
     check_gguf(path, role, fix, whole)
+    # a registry model has a known size: llama.cpp would fail on a file cut short with less to say
+    if name_or_path in REGISTRY and (wrong := size_problem(REGISTRY[name_or_path])):
+        raise ModelError(f"the cached model {name_or_path} is {wrong}; {fix}")
     return path
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 
+from edgereason.util.text import blank_problem
+
 
 def row_fault(row: object) -> str | None:
     """Why `row` is not a problem record (one line, saying what to give), or None when it is."""
@@ -25,6 +27,8 @@ def row_fault(row: object) -> str | None:
         return f"'problem' is {kind(problem)}; give the problem as a string"
     if not problem.strip():
         return "'problem' is empty; give the problem's text"
+    if why := blank_problem(problem):  # zero-width spaces alone pass the check for empty
+        return f"{why}; give the problem's text"
     if kind(answer) not in ("text", "a number", "a decimal number"):
         return f"'answer' is {kind(answer)}; give one gold answer as a string or a number"
     if isinstance(answer, str) and not answer.strip():

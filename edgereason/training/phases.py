@@ -19,6 +19,7 @@ from edgereason.session.settings import ModelSettings
 from edgereason.training import features as feats
 from edgereason.training.mc import collect_mc
 from edgereason.training.rollouts import collect, rollout_lines
+from edgereason.util.terminal import shown_path
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def generate(
             bar = show.bar("rollouts")
             added = collect(engine, problems, rollout_file, config, phase.concurrency, bar)
             show.end_line()
-            show.say(f"rollouts: {added} problems added to {rollout_file}")
+            show.say(f"rollouts: {added} problems added to {shown_path(rollout_file)}")
         if "mc" in phases and phase.mc_problems:
             rows = list(rollout_lines(rollout_file))
             added = collect_mc(
@@ -79,7 +80,7 @@ def generate(
                 show.bar("mc prefixes"),
             )
             show.end_line()
-            show.say(f"mc: {added} prefixes added to {work / 'mc.jsonl'}")
+            show.say(f"mc: {added} prefixes added to {shown_path(work / 'mc.jsonl')}")
     finally:
         session.close()
 
@@ -123,4 +124,4 @@ def extract_features(
     if not f:
         raise ConfigError("the rollouts hold no steps to extract features from")
     feats.save(out, f)
-    show.say(f"features: {len(f['x'])} steps of {len(rollouts)} problems -> {out}")
+    show.say(f"features: {len(f['x'])} steps of {len(rollouts)} problems -> {shown_path(out)}")

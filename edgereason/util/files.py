@@ -1,7 +1,7 @@
 """Files the user shares (bench results, value heads, memory profiles) are written whole or not at
 all, with the mode any new file gets: 0o666 less the umask (temp files from `tempfile.mkstemp` are
 0o600, and a rename would keep that). And a folder that long work writes into is proven writable
-before the work starts."""
+before the work starts, and an output path through a symbolic link to nothing is refused then."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+
+from edgereason.errors import ConfigError
+from edgereason.util.terminal import shown_path
 
 
 def cache_home() -> Path:
@@ -29,6 +32,26 @@ def make_writable_folder(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile(dir=folder):
         pass
+
+
+def check_no_dangling_link(flag: str, path: Path) -> None:
+    """ConfigError where `path`, or a folder above it, is a symbolic link to nothing: mkdir says
+    only "File exists" there, and a write through it fails, or lands where the user did not look,
+    after the work that made it."""
+    link = next((part for part in (*reversed(path.parents), path) if _dangling(part)), None)
+    if link is not None:
+        target = shown_path(os.readlink(link))
+        raise ConfigError(
+            f"{flag} {shown_path(path)}: {shown_path(link)} is a symbolic link to {target}, which "
+            f"does not exist; create {target}, or give another {flag}"
+        )
+
+
+def _dangling(path: Path) -> bool:
+    try:
+        return path.is_symlink() and not path.exists()
+    except OSError:  # no permission to look: the write that follows says so
+        return False
 
 
 def write_atomic(path: Path, write: Callable[[Path], None]) -> None:

@@ -12,6 +12,7 @@ UI); formatting for reading (readable math) runs on its output, never instead.""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 _CONTROL = "\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
 _UNSAFE = re.compile(f"[{_CONTROL}]")
@@ -27,3 +28,9 @@ def safe_text(text: str, one_line: bool = False) -> str:
     """`text` with each control character (and, with one_line, each line break and tab) written as
     an escape."""
     return (_UNSAFE_ONE_LINE if one_line else _UNSAFE).sub(_visible, text)
+
+
+def shown_path(path: Path | str) -> str:
+    """A path as a message shows it, on one line: a folder named with an escape sequence (`--out
+    $'\\e[2J'`) is shown, never run."""
+    return safe_text(str(path), one_line=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import sys
+import unicodedata
 
 from edgereason.errors import ConfigError
 
@@ -22,6 +23,18 @@ _UNENCODABLE = re.compile("[\ud800-\udfff\x00]")
 def clean(text: str) -> str:
     """`text` with each lone surrogate and NUL replaced by U+FFFD; every other character is kept."""
     return _UNENCODABLE.sub("\ufffd", text)
+
+
+def blank_problem(problem: str) -> str | None:
+    """Why `problem` holds nothing to solve, or None: it is empty (spaces alone), or every
+    character is invisible: whitespace, a format character (category Cf: the zero-width space
+    U+200B, U+2060, U+FEFF, the soft hyphen) or a control character. Such a problem looks empty
+    wherever it is shown, and the model gets only the prompt around it."""
+    if not problem.strip():
+        return "the problem is empty"
+    if all(ch.isspace() or unicodedata.category(ch) in ("Cf", "Cc") for ch in problem):
+        return "the problem has no visible characters (only zero-width or other invisible ones)"
+    return None
 
 
 def read_stdin() -> str:

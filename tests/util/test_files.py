@@ -1,5 +1,5 @@
 """Shared outputs are written whole, by temp files of their own, with the umask's mode (not the
-0o600 of their temp files)."""
+0o600 of their temp files); an output path through a link to nothing is refused before the work."""
 
 from __future__ import annotations
 
@@ -10,10 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from edgereason.errors import ConfigError
 from edgereason.evaluation.report import write_results
 from edgereason.heads.value_head import Backbone, save_head
 from edgereason.memory.profile_store import write_profile
-from edgereason.util.files import new_file_mode, write_atomic, write_text_atomic
+from edgereason.util.files import (
+    check_no_dangling_link,
+    new_file_mode,
+    write_atomic,
+    write_text_atomic,
+)
 from tests.heads.test_value_head import random_head
 
 
@@ -84,3 +90,18 @@ def test_two_writers_of_one_file_each_write_a_temp_file_of_their_own(tmp_path):
     assert path.read_text() in ("a" * 1000, "b" * 1000) and [
         p.name for p in tmp_path.iterdir()
     ] == ["profile.json"]
+
+
+def test_an_output_through_a_link_to_nothing_is_refused_and_one_to_a_folder_is_not(tmp_path):
+    (tmp_path / "there").mkdir()
+    (tmp_path / "good").symlink_to(tmp_path / "there")
+    (tmp_path / "bad").symlink_to("gone/\x1b[2J")  # relative, and named with an escape sequence
+    for fine in ("good", "good/new/out", "plain/new"):
+        check_no_dangling_link("--out", tmp_path / fine)
+    for out in (tmp_path / "bad", tmp_path / "bad" / "sub" / "out"):
+        with pytest.raises(ConfigError) as refused:
+            check_no_dangling_link("--out", out)
+        assert str(refused.value) == (
+            f"--out {out}: {tmp_path / 'bad'} is a symbolic link to gone/\\x1b[2J, which does "
+            "not exist; create gone/\\x1b[2J, or give another --out"
+        )

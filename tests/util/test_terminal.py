@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from edgereason.util.terminal import safe_text
+from pathlib import Path
+
+from edgereason.util.terminal import safe_text, shown_path
 
 C0 = [chr(c) for c in range(0x20) if chr(c) not in "\n\t"]
 C1 = [chr(c) for c in range(0x7F, 0xA0)]
@@ -41,3 +43,8 @@ def test_layout_and_ordinary_text_are_kept() -> None:
 def test_one_line_escapes_line_breaks_and_tabs() -> None:
     assert safe_text("a\nb\tc", one_line=True) == "a\\x0ab\\x09c"
     assert "\n" not in safe_text("server said:\nEVIL\x1b[2J", one_line=True)
+
+
+def test_a_path_is_shown_on_one_line_with_its_escapes_visible() -> None:
+    assert shown_path(Path("/tmp/out\x1b[31m\nred")) == "/tmp/out\\x1b[31m\\x0ared"
+    assert shown_path("bench-out/é") == "bench-out/é"
