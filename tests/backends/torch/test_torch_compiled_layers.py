@@ -16,6 +16,7 @@ from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.torch import compiled_layers
 from edgereason.backends.torch.runtime import TorchContext
 from edgereason.errors import ConfigError
+from edgereason.util import startup
 
 CUDA = torch.cuda.is_available()
 
@@ -45,7 +46,8 @@ def test_three_compiles_serve_every_bucket(torch_smollm2, monkeypatch):
     """The rows, query slots and table widths are dynamic: once a pass of each kind has run (a
     prefill, one row, several rows of one token; dynamo keeps a copy for a size of 1 where the
     layer's views depend on it), passes of other rows, widths and prefill lengths compile nothing
-    more."""
+    more. The compiles are timed as the start-up's compiles phase (util/startup.py), and passes
+    that compile nothing add nothing to it."""
     from torch._dynamo.utils import counters
 
     monkeypatch.setenv(compiled_layers.SWITCH, "1")
@@ -55,12 +57,15 @@ def test_three_compiles_serve_every_bucket(torch_smollm2, monkeypatch):
     _decode_rows(ctx, seqs[:1], [216])
     _decode_rows(ctx, seqs, [216, 2068, 536])
     compiles = counters["stats"]["unique_graphs"]
+    compiling_s = startup.seconds().get("compiles", 0.0)
+    assert compiling_s > 0
     # a longer prefill; its table grows past 256
     ctx.forward([DecodeItem(seqs[0], list(range(300, 600)), [])])
     _decode_rows(ctx, seqs, [30, 31, 32])  # width 512
     _decode_rows(ctx, [ctx.fork(seqs[1]) for _ in range(9)], [40] * 9)  # 16 rows
     _decode_rows(ctx, seqs[1:2], [41])
     assert counters["stats"]["unique_graphs"] == compiles
+    assert startup.seconds()["compiles"] == compiling_s
     assert set(ctx.decode_graphs.graphs) >= {
         (1, 256, False),
         (4, 256, False),
