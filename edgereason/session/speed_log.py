@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import sys
-from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
+from edgereason.errors import DamagedFileError
 from edgereason.session.backend_rule import Run
 from edgereason.util.files import cache_home, write_atomic
+from edgereason.util.schema import TEXT, Fields, ListOf, MapOf, Number, read_json_file
+from edgereason.util.terminal import safe_text
 
 SPEED_FILE = "backend-speed.json"
 KEEP = 3  # runs kept per backend: a cold start among them is not the backend's figure
@@ -59,50 +61,34 @@ def record_run(key: str, workload: str, backend: str, run: Run) -> None:
         print(f"edgereason: could not record this run's speed in {path} ({e})", file=sys.stderr)
 
 
+# {key: {workload: {backend: [run, ...]}}}, each run's figures of the types they are written with
+_RUN = Fields(
+    {
+        "startup_s": Number(least=0),
+        "search_s": Number(above=0),
+        "tokens": Number(above=0, whole=True),
+        "created": TEXT,
+    }
+)
+_LOG = MapOf(MapOf(MapOf(ListOf(_RUN))))
+
+
 def _read_log(path: Path) -> dict:
-    """The log, or {} where it is missing, unreadable or damaged (said once a process)."""
-    try:
-        data = json.loads(path.read_text())
-    except (FileNotFoundError, NotADirectoryError):  # none yet, or no home folder to hold one
+    """The log, or {} where it is missing, unreadable or damaged (said once a process, naming the
+    file and its first wrong field)."""
+    if not path.is_file():  # none yet, or no home folder to hold one
         return {}
-    except (OSError, ValueError):  # unreadable, not UTF-8, not JSON
-        data = None
-    if _well_formed(data):
-        return data
-    if path not in _noted:
-        _noted.add(path)
-        print(
-            f"edgereason: {path} is damaged or unreadable; --backend auto counts it as missing, "
-            "and the next run that finishes writes it anew",
-            file=sys.stderr,
-        )
-    return {}
-
-
-def _well_formed(data: object) -> bool:
-    """{key: {workload: {backend: [run, ...]}}}, each run's figures of the types they are written
-    with."""
-    return _dict_of(data, lambda workloads: _dict_of(workloads, lambda by: _dict_of(by, _runs)))
-
-
-def _dict_of(data: object, check: Callable[[object], bool]) -> bool:
-    return isinstance(data, dict) and all(isinstance(k, str) and check(v) for k, v in data.items())
-
-
-def _runs(runs: object) -> bool:
-    return isinstance(runs, list) and all(_is_run(r) for r in runs)
-
-
-def _is_run(run: object) -> bool:
-    if not isinstance(run, dict) or not isinstance(run.get("created"), str):
-        return False
-    startup, search, tokens = (run.get(k) for k in ("startup_s", "search_s", "tokens"))
-    if not all(_is_number(n) for n in (startup, search, tokens)):
-        return False
-    return (
-        isinstance(tokens, int) and tokens > 0 and 0 <= startup < math.inf and 0 < search < math.inf
-    )
-
-
-def _is_number(n: object) -> bool:
-    return isinstance(n, int | float) and not isinstance(n, bool)
+    try:
+        return cast(dict, read_json_file(path, _LOG))
+    except FileNotFoundError:  # removed since
+        return {}
+    except DamagedFileError as e:
+        if path not in _noted:
+            _noted.add(path)
+            damaged = safe_text(f"{path} is damaged ({e.problem})", one_line=True)
+            print(
+                f"edgereason: note: {damaged}; --backend auto counts it as missing, and the next "
+                "run that finishes writes it anew",
+                file=sys.stderr,
+            )
+        return {}

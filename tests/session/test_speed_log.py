@@ -82,9 +82,9 @@ def test_a_damaged_file_counts_as_missing_in_one_note(home, capsys, text):
     assert read_runs(KEY, "solve") == {}
     assert read_runs(KEY, "many-at-once") == {}  # said once a process
     (line,) = capsys.readouterr().err.splitlines()
-    assert line == (
-        f"edgereason: {path} is damaged or unreadable; --backend auto counts it as missing, and "
-        "the next run that finishes writes it anew"
+    assert line.startswith(f"edgereason: note: {path} is damaged (")  # then its first wrong field
+    assert line.endswith(
+        "); --backend auto counts it as missing, and the next run that finishes writes it anew"
     )
     record_run(KEY, "solve", "torch", Run(1.0, 2.0, 5))  # written anew
     assert read_runs(KEY, "solve") == {"torch": [Run(1.0, 2.0, 5)]}
