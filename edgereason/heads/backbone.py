@@ -5,16 +5,14 @@ head was trained on, and the vocabulary tokens whose logits are the head's featu
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import cast
 
 import numpy as np
 
-from edgereason.errors import DamagedFileError
+from edgereason.util.cache_file import read_cache
 from edgereason.util.files import write_text_atomic
-from edgereason.util.schema import MapOf, Text, read_json_file
-from edgereason.util.terminal import safe_text
+from edgereason.util.schema import MapOf, Text
 
 SHA256 = Text(pattern=r"[0-9a-f]{64}", name="a sha256 in hex")
 
@@ -43,14 +41,7 @@ def file_sha256(path: Path) -> str:
 def _read_known(cache: Path) -> dict[str, str]:
     """The remembered hashes; none where the file is missing, and none where it is damaged (said,
     naming the file: the hash made now writes it whole again)."""
-    try:
-        return cast(dict, read_json_file(cache, MapOf(SHA256)))
-    except FileNotFoundError:
-        return {}
-    except DamagedFileError as e:
-        damaged = safe_text(f"{cache} is damaged ({e.problem})", one_line=True)
-        print(f"edgereason: note: {damaged}; hashing the model again", file=sys.stderr)
-        return {}
+    return cast(dict, read_cache(cache, MapOf(SHA256), "hashing the model again") or {})
 
 
 def feature_tokens(n_vocab: int, n_embd: int, exclude: frozenset[int], seed: int = 0) -> np.ndarray:

@@ -20,12 +20,11 @@ from typing import cast
 
 from edgereason import models
 from edgereason.engine.policy import Policy, parse_policy
-from edgereason.errors import DamagedFileError
 from edgereason.memory.curve import Curve
 from edgereason.protocols import Points
+from edgereason.util.cache_file import read_cache
 from edgereason.util.files import write_text_atomic
-from edgereason.util.schema import TEXT, Fields, MapOf, Number, read_json_file
-from edgereason.util.terminal import safe_text
+from edgereason.util.schema import TEXT, Fields, MapOf, Number
 
 AUTO = "auto"
 # Speculation fills the slots a synchronous step leaves idle, so it pays only where those slots are
@@ -107,14 +106,7 @@ def _read_cache() -> dict:
     """The cached measurements; none where the file is missing, and none where it is damaged (said
     once, naming the file: the measurement this session makes writes it whole again)."""
     path = models.home() / CACHE_FILE
-    try:
-        return cast(dict, read_json_file(path, _CACHE))
-    except FileNotFoundError:
-        return {}
-    except DamagedFileError as e:
-        damaged = safe_text(f"{path} is damaged ({e.problem})", one_line=True)
-        print(f"edgereason: note: {damaged}; measuring the pass cost again", file=sys.stderr)
-        return {}
+    return cast(dict, read_cache(path, _CACHE, "measuring the pass cost again") or {})
 
 
 def _write_cache(cache: dict) -> None:

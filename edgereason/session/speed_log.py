@@ -16,15 +16,13 @@ import sys
 from pathlib import Path
 from typing import cast
 
-from edgereason.errors import DamagedFileError
 from edgereason.session.backend_rule import Run
+from edgereason.util.cache_file import read_cache
 from edgereason.util.files import cache_home, write_atomic
-from edgereason.util.schema import TEXT, Fields, ListOf, MapOf, Number, read_json_file
-from edgereason.util.terminal import safe_text
+from edgereason.util.schema import TEXT, Fields, ListOf, MapOf, Number
 
 SPEED_FILE = "backend-speed.json"
 KEEP = 3  # runs kept per backend: a cold start among them is not the backend's figure
-_noted: set[Path] = set()  # damaged files said so already
 
 
 def speed_path() -> Path:
@@ -74,21 +72,6 @@ _LOG = MapOf(MapOf(MapOf(ListOf(_RUN))))
 
 
 def _read_log(path: Path) -> dict:
-    """The log, or {} where it is missing, unreadable or damaged (said once a process, naming the
-    file and its first wrong field)."""
-    if not path.is_file():  # none yet, or no home folder to hold one
-        return {}
-    try:
-        return cast(dict, read_json_file(path, _LOG))
-    except FileNotFoundError:  # removed since
-        return {}
-    except DamagedFileError as e:
-        if path not in _noted:
-            _noted.add(path)
-            damaged = safe_text(f"{path} is damaged ({e.problem})", one_line=True)
-            print(
-                f"edgereason: note: {damaged}; --backend auto counts it as missing, and the next "
-                "run that finishes writes it anew",
-                file=sys.stderr,
-            )
-        return {}
+    """The log, or {} where it is missing or damaged (util/cache_file.py)."""
+    instead = "--backend auto counts it as missing, and the next run that finishes writes it anew"
+    return cast(dict, read_cache(path, _LOG, instead) or {})

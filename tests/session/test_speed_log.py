@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from edgereason.session import speed_log
 from edgereason.session.backend_rule import Run
 from edgereason.session.speed_log import KEEP, SPEED_FILE, read_runs, record_run
 
@@ -17,7 +16,6 @@ KEY = "gpu-nvidia-h100/qwen2.5-coder-1.5b/qwen2.5-coder-1.5b-head"
 @pytest.fixture(autouse=True)
 def home(tmp_path, monkeypatch):
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
-    monkeypatch.setattr(speed_log, "_noted", set())
     return tmp_path
 
 
