@@ -8,7 +8,7 @@ import pytest
 
 from edgereason.backends import load_backend
 from edgereason.memory.device import DeviceInfo
-from edgereason.session import backend_choice, speed_log
+from edgereason.session import backend_choice
 from edgereason.session.backend_choice import choose_backend
 from edgereason.session.backend_rule import Run
 from edgereason.session.profile_choice import speed_key
@@ -23,7 +23,6 @@ GPU = DeviceInfo("gpu", "gpu-nvidia-h100", "NVIDIA H100", 80 << 30, 80 << 30)
 def h100(monkeypatch, tmp_path):
     """NVML sees an H100 and torch sees CUDA; no measurement yet."""
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
-    monkeypatch.setattr(speed_log, "_noted", set())
     monkeypatch.setattr(backend_choice, "gpu_present", lambda: True)
     monkeypatch.setattr(backend_choice, "read_gpu", lambda: GPU)
     monkeypatch.setattr(load_backend("torch"), "supports_gpu", lambda: True)
