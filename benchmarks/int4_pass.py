@@ -196,7 +196,7 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=3)
     args = p.parse_args()
     from edgereason.backends.torch.gguf_weights import Weights
-    from edgereason.backends.torch.sources import open_weights
+    from edgereason.backends.torch.weight_sources import open_weights
 
     path = models.resolve(args.model)
     int4, bf16 = Weights(path), open_weights(path, torch.bfloat16)  # bf16: the kept copy, if any
