@@ -125,6 +125,19 @@ class LayerAttention:
         assert out is not None
         return out
 
+    def mark_dynamic(self) -> None:
+        """The sizes that vary between passes and contexts, for the compiled layer: tokens,
+        sequences, query slots, table width and cells."""
+        torch._dynamo.maybe_mark_dynamic(self.data, 0)
+        torch._dynamo.maybe_mark_dynamic(self.write, 0)
+        for g in self.groups:
+            torch._dynamo.maybe_mark_dynamic(g.query_rows, (0, 1))
+            torch._dynamo.maybe_mark_dynamic(g.cells, (0, 1))
+            torch._dynamo.maybe_mark_dynamic(g.bias, (0, 2, 3))
+            for t in (g.tokens, g.padded_at):
+                if t is not None:
+                    torch._dynamo.maybe_mark_dynamic(t, 0)
+
 
 def attend_groups(kv: KVStore, write: torch.Tensor, groups: Sequence[AttentionGroup]) -> Attend:
     """The pass's attention at each layer (layer.Attend): layer -> its LayerAttention over `kv`."""
