@@ -119,6 +119,7 @@ def paged_decode(
     upcast = q.device.type == "cpu" and q.dtype == torch.bfloat16
     split_len = math.ceil(math.ceil(width / splits) / BLOCK_N) * BLOCK_N
     splits = math.ceil(width / split_len)
+    q = q if q.stride(2) == 1 else q.contiguous()  # the kernel steps rows and heads by strides
     out = q.new_empty(rows, heads, dim)  # q may be a view (of the QKV matmul's output): strided
     part_o = out if splits == 1 else q.new_empty(rows, heads, splits, dim, dtype=torch.float32)
     part_ml = out if splits == 1 else q.new_empty(rows, heads, splits, 2, dtype=torch.float32)

@@ -122,3 +122,45 @@ def _counted(call, calls: list):
         return call(self, q, new_kv)
 
     return counted
+
+
+@pytest.mark.skipif(not CUDA, reason="the kernel compiled for a GPU")
+@pytest.mark.parametrize("shape", SHAPES, ids=SHAPES)
+def test_cuda_paged_kernel_gives_the_gathered_attention(kernel, shape):
+    """On the GPU in bf16, 64 rows of lengths 1 to 2000 (the splits the GPU's size picks, then the
+    combine): the gathered SDPA's attention to bf16's rounding."""
+    heads, kv_heads, dim = SHAPES[shape]
+    lengths = torch.randint(1, 2001, (64,), generator=torch.Generator().manual_seed(1)).tolist()
+    args = beam_cache(heads, kv_heads, dim, [1, 2000, *lengths[2:]], torch.bfloat16, "cuda")
+    data, tables, seqs, positions, q, new_kv, write = args
+    want = gathered(*args)
+    paged = PagedDecodeAttention(data, write, tables, seqs, positions)
+    assert kernel.split_count(64, kv_heads, tables.shape[1], q.device) > 1
+    torch.testing.assert_close(paged(q, new_kv), want, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.skipif(not CUDA, reason="CUDA graphs need a GPU")
+def test_cuda_graphs_with_the_paged_kernel_give_the_gathered_logits(
+    smollm2_path, torch_smollm2, monkeypatch
+):
+    """SmolLM2's decode graphs captured with each attention, uncompiled and compiled: the paged
+    kernel's logits are as near the CPU's float32 pass as the gathered SDPA's (both bf16)."""
+    from edgereason.backends.torch import compiled_layers
+    from edgereason.backends.torch.model import load_model
+
+    model = load_model(str(smollm2_path), "cuda")
+    monkeypatch.setenv(compiled_layers.SWITCH, "0")
+    cpu = TorchContext(torch_smollm2, 2048)
+    want = _decode_rows(cpu, decode_setup(cpu, torch_smollm2), [216, 2068, 536])
+    for switch in ("0", "1"):
+        monkeypatch.setenv(compiled_layers.SWITCH, switch)
+        got = {}
+        for kind in (attention_choice.GATHERED, attention_choice.PAGED):
+            monkeypatch.setenv(attention_choice.SWITCH, kind)
+            ctx = TorchContext(model, 2048)
+            got[kind] = _decode_rows(ctx, decode_setup(ctx, model), [216, 2068, 536])
+            assert ctx.decode_graphs.graphs
+        bf16_error = np.abs(got[attention_choice.GATHERED] - want).max()
+        assert np.abs(got[attention_choice.PAGED] - want).max() <= 1.5 * bf16_error + 0.1
+        agrees = got[attention_choice.GATHERED].argmax(-1) == want.argmax(-1)
+        assert (got[attention_choice.PAGED].argmax(-1) == want.argmax(-1))[agrees].all()
