@@ -29,7 +29,8 @@ def _split_kernel(
     BLOCK_N: tl.constexpr, DIRECT: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
 ):  # fmt: skip
     r, h, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    length = tl.load(pos_ptr + r) + 1  # the query at position p sees cells 0..p of its table
+    # the query at position p sees cells 0..p of its table
+    length = (tl.load(pos_ptr + r) + 1).to(tl.int32)
     table = tables_ptr + tl.load(seqs_ptr + r).to(tl.int64) * stride_tr
     start = s * split_len
     end = tl.minimum(start + split_len, length)
