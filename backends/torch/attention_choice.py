@@ -25,12 +25,15 @@ from importlib import metadata
 
 import torch
 
+from edgereason.backends.torch import paged_decode
+from edgereason.backends.torch.gguf_weights import ModelConfig
 from edgereason.errors import ConfigError
 
 SWITCH = "EDGEREASON_ATTENTION"
 GATHERED, PAGED = "sdpa-gathered", "triton-paged"
 
-_noted: set[str] = set()  # forced kinds that could not run, said once a process
+_noted: set[tuple[str, str]] = set()  # (kind, why it could not run), said once a process
+_probed: dict[tuple, str] = {}  # the paged kernel's check by device and shape: why it failed, or ""
 
 
 def _gathered_blocked(device: torch.device, head_dim: int) -> str | None:
@@ -55,29 +58,38 @@ KINDS: dict[str, Callable[[torch.device, int], str | None]] = {
 }
 
 
-def decode_kind(device: torch.device, head_dim: int) -> str:
-    """The attention a decode pass runs: EDGEREASON_ATTENTION's where set and able to run (else
-    the gathered SDPA, said once), else the paged kernel where it runs, else the gathered SDPA."""
+def decode_kind(device: torch.device, cfg: ModelConfig, dtype: torch.dtype) -> str:
+    """The attention a decode pass of a model of `cfg` in `dtype` runs: EDGEREASON_ATTENTION's
+    where set, else the paged kernel on CUDA (Triton's interpreter serves the tests, never a user's
+    passes), else the gathered SDPA. The paged kernel first passes a check against the gathered
+    SDPA, once a process and shape (a graph's warm-up pass chooses before its capture). A kind that
+    cannot run, or fails its check, is said once and the gathered SDPA runs."""
     forced = os.environ.get(SWITCH, "").strip()
     if forced and forced not in KINDS:
         raise ConfigError(f"{SWITCH}={forced!r}: set it to one of {', '.join(KINDS)} or unset it")
-    if not forced:  # Triton's interpreter serves the tests, never a user's passes
-        return (
-            PAGED
-            if device.type == "cuda" and _paged_blocked(device, head_dim) is None
-            else GATHERED
-        )
-    blocked = KINDS[forced](device, head_dim)
+    kind = forced or (PAGED if device.type == "cuda" else GATHERED)
+    blocked = KINDS[kind](device, cfg.head_dim)
+    if blocked is None and kind == PAGED:
+        blocked = _checked(device, cfg, dtype) or None
     if blocked is None:
-        return forced
-    if forced not in _noted:
-        _noted.add(forced)
+        return kind
+    if (kind, blocked) not in _noted and (forced or "Triton is not installed" not in blocked):
+        _noted.add((kind, blocked))
         print(
-            f"edgereason: {SWITCH}={forced} cannot run here ({blocked}); decode passes attend "
-            f"with {GATHERED}",
+            f"edgereason: {kind} cannot run here ({blocked}); decode passes attend with {GATHERED}",
             file=sys.stderr,
         )
     return GATHERED
+
+
+def _checked(device: torch.device, cfg: ModelConfig, dtype: torch.dtype) -> str:
+    """paged_decode.probe's verdict ("" where it passed), once a process for a device and shape."""
+    key = (device, cfg.n_head, cfg.n_head_kv, cfg.head_dim, dtype)
+    if key not in _probed:
+        if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+            return "first chosen while a CUDA graph recorded"
+        _probed[key] = paged_decode.probe(*key)
+    return _probed[key]
 
 
 def installed_torch() -> dict[str, str]:

@@ -40,7 +40,7 @@ def padded_attention(
     queries or scatter of outputs. A decode pass (one query slot) reads the cells in place where
     attention_choice.py picks the paged kernel: no tables gathered, no mask."""
     n_seq, device, cfg = seqs.shape[0], model.device, model.decoder.config
-    if longest == 1 and decode_kind(device, cfg.head_dim) == PAGED:
+    if longest == 1 and decode_kind(device, cfg, model.decoder.dtype) == PAGED:
         tables = cache.device_tables.cells[:, :width]
         return attend_paged(cache.store, cells, tables, seqs, positions)
     visible = torch.arange(width, device=device)[None, None, :] <= positions.view(n_seq, longest, 1)

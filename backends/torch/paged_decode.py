@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from edgereason.backends.torch.kv import KVStore, write_cells
+from edgereason.backends.torch.kv import KVStore, read_cells, write_cells
 from edgereason.backends.torch.layer import Attend
 
 
@@ -73,3 +73,28 @@ def attend_paged(
     """The decode pass's attention at each layer (layer.Attend): layer -> its
     PagedDecodeAttention."""
     return lambda layer: PagedDecodeAttention(kv.layers[layer], write, tables, seqs, positions)
+
+
+def probe(
+    device: torch.device, heads: int, kv_heads: int, head_dim: int, dtype: torch.dtype
+) -> str:
+    """Why the kernel cannot serve this model here ("" where it can): run once on a small case, two
+    rows over a shuffled table, against the gathered SDPA, before any graph records it (a Triton
+    that fails to compile it, or a kernel that computes wrong on this GPU, must not end a run)."""
+    try:
+        gen = torch.Generator().manual_seed(0)
+        data = torch.randn(600, 2 * kv_heads, head_dim, generator=gen).to(device, dtype)
+        tables = torch.randperm(600, generator=gen)[:512].view(2, 256).int().to(device)
+        q = torch.randn(2, heads, head_dim, generator=gen).to(device, dtype)
+        positions = torch.tensor([0, 200], device=device)
+        got = paged_decode(q, data, tables, torch.arange(2, device=device), positions)
+        for r, length in enumerate((1, 201)):
+            keys, values = read_cells(data, tables[r : r + 1, :length].long(), dtype)
+            queries = q[r].view(1, kv_heads, heads // kv_heads, head_dim)
+            want = torch.nn.functional.scaled_dot_product_attention(queries, keys, values)
+            error = (got[r].view_as(want) - want).abs().max().item()
+            if not error <= 0.05:
+                return f"its attention is {error:.3g} from the gathered SDPA's"
+    except Exception as e:  # noqa: BLE001 - any failure means: attend gathered
+        return f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+    return ""
