@@ -6,7 +6,9 @@ FlashInfer build against one torch and CUDA; the GPU machine has torch 2.11 with
 network to fetch them), it records into a CUDA graph at fixed shapes, and with pages of one token
 the gather is the page-table read a paged kernel does itself. Not yet measured against FlexAttention
 or FlashInfer: the first CUDA run found the pass bound by its number of kernels, not by attention
-(docs/results.md, "The torch backend on the H200").
+(docs/results.md, "The torch backend on the H200"). Decode passes of the CUDA graphs read the cells
+in place instead where Triton runs (paged_decode.py, chosen by attention_choice.py); this stays
+what prefills, eager passes and installs without Triton run.
 """
 
 from __future__ import annotations
