@@ -6,7 +6,9 @@ FlashInfer build against one torch and CUDA; the GPU machine has torch 2.11 with
 network to fetch them), it records into a CUDA graph at fixed shapes, and with pages of one token
 the gather is the page-table read a paged kernel does itself. Not yet measured against FlexAttention
 or FlashInfer: the first CUDA run found the pass bound by its number of kernels, not by attention
-(docs/results.md, "The torch backend on the H200").
+(docs/results.md, "The torch backend on the H200"). Decode passes of the CUDA graphs read the cells
+in place instead where Triton runs (paged_decode.py, chosen by attention_choice.py); this stays
+what prefills, eager passes and installs without Triton run.
 """
 
 from __future__ import annotations
@@ -124,6 +126,19 @@ class LayerAttention:
             out[g.tokens] = o[g.padded_at]
         assert out is not None
         return out
+
+    def mark_dynamic(self) -> None:
+        """The sizes that vary between passes and contexts, for the compiled layer: tokens,
+        sequences, query slots, table width and cells."""
+        torch._dynamo.maybe_mark_dynamic(self.data, 0)
+        torch._dynamo.maybe_mark_dynamic(self.write, 0)
+        for g in self.groups:
+            torch._dynamo.maybe_mark_dynamic(g.query_rows, (0, 1))
+            torch._dynamo.maybe_mark_dynamic(g.cells, (0, 1))
+            torch._dynamo.maybe_mark_dynamic(g.bias, (0, 2, 3))
+            for t in (g.tokens, g.padded_at):
+                if t is not None:
+                    torch._dynamo.maybe_mark_dynamic(t, 0)
 
 
 def attend_groups(kv: KVStore, write: torch.Tensor, groups: Sequence[AttentionGroup]) -> Attend:

@@ -34,6 +34,7 @@ import torch
 from edgereason.backends.torch.attention import LayerAttention
 from edgereason.backends.torch.gguf_weights import ModelConfig
 from edgereason.backends.torch.layer import Layer, block
+from edgereason.backends.torch.paged_decode import PagedDecodeAttention
 from edgereason.errors import ConfigError
 from edgereason.util import startup
 from edgereason.util.files import cache_home
@@ -80,22 +81,16 @@ def run_block(
     layer: Layer,
     cos: torch.Tensor,
     sin: torch.Tensor,
-    attend: LayerAttention,
+    attend: LayerAttention | PagedDecodeAttention,
     cfg: ModelConfig,
 ) -> torch.Tensor:
     """layer.block, compiled. The sizes that vary from pass to pass or context to context (tokens,
     sequences, query slots, table width, the cache's cells) are marked dynamic; the rest (the
     model's widths and heads) stay constants of the kernels."""
     _time_compiles()
-    for t in (x, cos, sin, attend.write, attend.data):
+    for t in (x, cos, sin):
         torch._dynamo.maybe_mark_dynamic(t, 0)
-    for g in attend.groups:
-        torch._dynamo.maybe_mark_dynamic(g.query_rows, (0, 1))
-        torch._dynamo.maybe_mark_dynamic(g.cells, (0, 1))
-        torch._dynamo.maybe_mark_dynamic(g.bias, (0, 2, 3))
-        for t in (g.tokens, g.padded_at):
-            if t is not None:
-                torch._dynamo.maybe_mark_dynamic(t, 0)
+    attend.mark_dynamic()
     return _compiled_block()(x, layer, cos, sin, attend, cfg)
 
 
