@@ -12,6 +12,7 @@ or FlashInfer: the first CUDA run found the pass bound by its number of kernels,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,7 +113,9 @@ class LayerAttention:
             queries = padded.reshape(n_seq, width, n_kv, group, head_dim).transpose(1, 2)
             queries = queries.reshape(n_seq, n_kv, width * group, head_dim)  # [E, KVH, n * G, D]
             keys, values = read_cells(self.data, g.cells, q.dtype)  # [E, KVH, L, D]
-            with sdpa_kernel(SDPA_BACKENDS):
+            # compiled, the context is entered around the compiled layer (compiled_layers.py):
+            # inside, it would keep the layer's graph out of AOTAutograd's cache
+            with nullcontext() if torch.compiler.is_compiling() else sdpa_kernel(SDPA_BACKENDS):
                 # [E, KVH, n * G, D]
                 o = F.scaled_dot_product_attention(queries, keys, values, attn_mask=g.bias)
             o = o.reshape(n_seq, n_kv, width, group, head_dim).transpose(1, 2)
