@@ -14,6 +14,7 @@ what prefills, eager passes and installs without Triton run.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -114,7 +115,9 @@ class LayerAttention:
             queries = padded.reshape(n_seq, width, n_kv, group, head_dim).transpose(1, 2)
             queries = queries.reshape(n_seq, n_kv, width * group, head_dim)  # [E, KVH, n * G, D]
             keys, values = read_cells(self.data, g.cells, q.dtype)  # [E, KVH, L, D]
-            with sdpa_kernel(SDPA_BACKENDS):
+            # compiled, the context is entered around the compiled layer (compiled_layers.py):
+            # inside, it would keep the layer's graph out of AOTAutograd's cache
+            with nullcontext() if torch.compiler.is_compiling() else sdpa_kernel(SDPA_BACKENDS):
                 # [E, KVH, n * G, D]
                 o = F.scaled_dot_product_attention(queries, keys, values, attn_mask=g.bias)
             o = o.reshape(n_seq, n_kv, width, group, head_dim).transpose(1, 2)

@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import TypeVar
 
 import torch
+from torch.nn.attention import sdpa_kernel
 
-from edgereason.backends.torch.attention import LayerAttention
+from edgereason.backends.torch.attention import SDPA_BACKENDS, LayerAttention
 from edgereason.backends.torch.gguf_weights import ModelConfig
 from edgereason.backends.torch.layer import Layer, block
 from edgereason.backends.torch.paged_decode import PagedDecodeAttention
@@ -63,10 +64,15 @@ def cache_dir() -> Path:
     return cache_home() / "torch" / f"inductor-{torch.__version__}"
 
 
-def _use_cache_dir() -> None:
+def use_cache_dir() -> None:
     """Inductor's and Triton's caches under $EDGEREASON_HOME, unless the user chose a folder;
-    another torch version's caches there are removed (its kernels would never be read again)."""
-    if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+    another torch version's caches there are removed (its kernels would never be read again).
+    Importing torch._dynamo sets TORCHINDUCTOR_CACHE_DIR to torch's default folder in /tmp: that
+    one is not the user's choice."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    chosen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if chosen is not None and Path(chosen).resolve() != Path(default_cache_dir()).resolve():
         return
     folder = cache_dir()
     for old in folder.parent.glob("inductor-*"):
@@ -91,7 +97,8 @@ def run_block(
     for t in (x, cos, sin):
         torch._dynamo.maybe_mark_dynamic(t, 0)
     attend.mark_dynamic()
-    return _compiled_block()(x, layer, cos, sin, attend, cfg)
+    with sdpa_kernel(SDPA_BACKENDS):  # traced with the eager layer's kernels (attention.py)
+        return _compiled_block()(x, layer, cos, sin, attend, cfg)
 
 
 def _time_compiles() -> None:
@@ -114,7 +121,7 @@ def _compile_ended(_: object) -> None:
 @lru_cache(maxsize=1)
 def _compiled_block() -> Callable[..., torch.Tensor]:
     """The whole layer one graph (fullgraph: a break would launch the rest op by op)."""
-    _use_cache_dir()
+    use_cache_dir()
     config = torch._dynamo.config
     config.recompile_limit = max(config.recompile_limit, RECOMPILES)
     config.accumulated_recompile_limit = max(config.accumulated_recompile_limit, 4 * RECOMPILES)
