@@ -23,7 +23,7 @@ from edgereason.util.startup import phase
 
 PREFIX = "compile-"
 
-_loaded: dict[Path, bytes] = {}  # artifact files read in this process, with what they held
+_loaded: set[Path] = set()  # artifact files read in this process
 
 
 def artifact_file(model: Path, device: torch.device) -> Path:
@@ -40,17 +40,17 @@ def load(model: Path, device: torch.device) -> None:
     if path in _loaded:
         return
     compiled_layers.use_cache_dir()  # the artifacts fill the caches there
-    held = _read(path)
-    _loaded[path] = held
+    _read(path)
+    _loaded.add(path)
     atexit.register(save, path)
 
 
-def _read(path: Path) -> bytes:
-    """What `path` held, loaded into torch's caches; empty where it is missing or damaged."""
+def _read(path: Path) -> None:
+    """What `path` holds into torch's caches; nothing where it is missing or damaged."""
     try:
         held = path.read_bytes()
     except OSError:
-        return b""
+        return
     torch_log = logging.getLogger("torch.compiler._cache")
     quiet = torch_log.level
     torch_log.setLevel(logging.CRITICAL)  # it logs a bad file's traceback, then returns None
@@ -61,17 +61,20 @@ def _read(path: Path) -> bytes:
         problem = f"{type(e).__name__}: {e}"
     finally:
         torch_log.setLevel(quiet)
-    if problem is None:
-        return held
-    note_damaged(path, problem, "compiling the passes anew")
-    path.unlink(missing_ok=True)
-    return b""
+    if problem is not None:
+        note_damaged(path, problem, "compiling the passes anew")
+        path.unlink(missing_ok=True)
 
 
 def save(path: Path) -> None:
-    """What this process compiled or loaded, where it differs from what `path` held."""
+    """What this process compiled and loaded, where it compiled something its caches lacked (a
+    process whose every compile hit the caches has nothing to add)."""
+    from torch._dynamo.utils import counters
+
+    if not counters["inductor"]["fxgraph_cache_miss"]:
+        return
     saved = torch.compiler.save_cache_artifacts()
-    if saved is None or saved[0] == _loaded.get(path):
+    if saved is None:
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

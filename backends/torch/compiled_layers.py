@@ -5,18 +5,21 @@ What is compiled is `layer.block`, one decoder layer from its input to its outpu
 (the KV write, the gather of the sequences' cells, SDPA): about 10 kernels a layer where the layer
 run op by op launches about 20. The layer's weights and cache are its arguments, not constants, so
 one compiled copy serves every layer of a model: a compile traces one layer, not 28. Its shapes are
-dynamic in the rows, query slots and table width, so three compiles (a prefill, one row, several
-rows of one token; on CUDA a fourth, for the passes without a token tensor) serve every bucket of
-the CUDA graphs, which then record the compiled kernels (a graph's warm-up pass compiles, its
-capture records). The sampler stays outside, recorded op by op in the same graph: inductor does not
-compile its scan over a 152k vocabulary.
+dynamic in the rows, query slots and table width, so a few compiles (a prefill, one row, several
+rows of one token, an eager pass of both with one sequence or several in each group; the graphs'
+passes, without a token tensor, their own) serve every bucket of the CUDA graphs: dynamo still
+specializes a size of 1 (TORCH_LOGS=recompiles names the guards), and no other size. The graphs
+record the compiled kernels (a graph's warm-up pass compiles, its capture records). The sampler
+stays outside, recorded op by op in the same graph: inductor does not compile its scan over a 152k
+vocabulary.
 
 Off unless EDGEREASON_COMPILE=1. Compiled layers make a decode pass faster, but every process pays
 for tracing and compiling before its searches, its kernels cached or not: a one-shot command loses,
 and a long bench gains too little to make it the default (docs/results.md, "Fused passes"). Where
 compiling fails (no Triton, an inductor error), one line says so and the passes run uncompiled.
 Inductor's caches live in $EDGEREASON_HOME/torch/inductor-<torch version>; a cache that fails to
-load is removed and made anew, and another torch version's is removed.
+load is removed and made anew, and another torch version's is removed. compile_cache.py carries
+what a process compiled to the next as torch's cache artifacts.
 """
 
 from __future__ import annotations

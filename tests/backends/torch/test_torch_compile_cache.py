@@ -54,7 +54,7 @@ def test_a_process_compiles_from_the_last_ones_artifacts(tmp_path):
 
 def test_a_damaged_artifact_file_is_a_missing_one(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
-    monkeypatch.setattr(compile_cache, "_loaded", {})
+    monkeypatch.setattr(compile_cache, "_loaded", set())
     monkeypatch.setattr(compile_cache.atexit, "register", lambda *args: None)
     monkeypatch.setattr(compile_cache.compiled_layers, "use_cache_dir", lambda: None)
     path = compile_cache.artifact_file(Path("damaged.gguf"), torch.device("cpu"))
