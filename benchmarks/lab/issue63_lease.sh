@@ -2,14 +2,15 @@
 # Issue 63 within one 30-minute GPU lease (docs/gpu-machine.md has the order of calls). From the call's checkout,
 # one PART a call; results go to $OUT as they finish (a call cut by its limit still brings back what finished).
 #   llama:   join the prebuilt llama-cpp-python parts (carried in .device/llama) into /root/site
-#   setup:   install the wheels (.device/whl) and the project; keep the data (.device/data) in /root/data
+#   setup:   install the wheels (.device/whl) and the project; keep the data (.device/data) in /root/data; move
+#            the model piece carried beside them
 #   piece:   move the model piece carried in .device/p/* to /root/m
-#   core:    join the models; the CUDA tests of the torch backend and the engine; the raw pass at 1, 8 and 64
-#            rows (torch uncompiled and compiled, llama.cpp); the int4 linears of the 1.5B's own Q4_K weights
-#            against bf16; `solve` whole process with its start-up phases (--verbose): torch cold and warm,
-#            llama.cpp, then `auto` after both were measured                                            [~450 s]
-#   search:  the 1.5B's recipe one problem at a time (LIMIT problems) and 16 at once on both backends; the beam
-#            recipe's edge against baseline on torch, alternating                                         [~500 s]
+#   pass:    join the models; the CUDA tests; kernels a layer (kernel_count.py); the raw pass at 1, 8 and 64 rows
+#            for each decode attention (sdpa-gathered, triton-paged) and weights (bf16, int4), uncompiled and
+#            compiled, beside llama.cpp's; attention alone (attention_kinds.py); the int4 linears      [~560 s]
+#   engine:  `solve` whole process with its start-up phases (--verbose), torch cold and warm, llama.cpp, then
+#            `auto`; the host profile; the 1.5B's recipe one problem at a time (LIMIT problems) and 16 at
+#            once on both backends; the beam recipe's edge against baseline on torch, alternating    [~590 s]
 set -uo pipefail
 part=$1 limit=${2:-8}
 src=$PWD
@@ -56,24 +57,38 @@ case $part in
     python3 -m pip install -q --no-index --find-links .device/whl textual psutil math-verify matplotlib gguf \
       safetensors httpx pytest-asyncio
     refresh
+    mv .device/p/*/* /root/m/ 2>/dev/null
     python3 -m pip install -q --no-deps --no-build-isolation -e /root/proj
     python3 -c "import llama_cpp.llama_cpp as L, torch; print('gpu offload', L.llama_supports_gpu_offload(), \
 torch.__version__, torch.cuda.get_device_name())"
     echo SETUP_DONE ;;
   piece)
     mv .device/p/*/* /root/m/ && ls /root/m | wc -l ;;
-  core)
+  pass)
     refresh
     models
-    edgereason models list >"$out/models.txt" 2>&1
     nvidia-smi --query-gpu=name,memory.total,clocks.max.memory --format=csv >"$out/card.txt" 2>&1
-    timeout 170 python3 -m pytest -q -x -p no:cacheprovider -k "cuda or engine or int4" tests/backends/torch \
-      tests/engine/test_engine.py tests/backends/test_cuda_process.py >"$out/pytest-cuda.txt" 2>&1
+    timeout 200 python3 -m pytest -q -x -p no:cacheprovider -k "cuda or engine or int4" tests/backends/torch \
+      tests/engine/test_engine.py tests/backends/test_cuda_process.py tests/benchmarks/test_kernel_count.py \
+      >"$out/pytest-cuda.txt" 2>&1
     echo "pytest rc $?" >>"$out/pytest-cuda.txt"; tail -3 "$out/pytest-cuda.txt"; keep
-    timeout 100 python3 benchmarks/torch_pass.py --model qwen2.5-coder-1.5b --rows 1,8,64 --skip torch-eager \
-      --steps 10 >"$out/pass-1.5b.json" 2>"$out/pass-1.5b.log"; echo "pass rc $?"; keep
-    timeout 90 python3 benchmarks/int4_pass.py --model qwen2.5-coder-1.5b --rows 1,8,64 \
-      >"$out/int4-pass-1.5b.json" 2>"$out/int4-pass-1.5b.log"; echo "int4 rc $?"; keep
+    timeout 80 python3 benchmarks/kernel_count.py --model qwen2.5-coder-1.5b --rows 8 \
+      >"$out/kernels.json" 2>"$out/kernels.log"; echo "kernels rc $?"; keep
+    pass_run() {  # NAME ATTENTION WEIGHTS SKIP
+      EDGEREASON_ATTENTION=$2 EDGEREASON_TORCH_WEIGHTS=$3 timeout 100 python3 benchmarks/torch_pass.py \
+        --model qwen2.5-coder-1.5b --rows 1,8,64 --skip "$4" --steps 10 >"$out/pass-$1.json" 2>"$out/pass-$1.log"
+      echo "pass $1 rc $?"; keep
+    }
+    pass_run gathered-bf16 sdpa-gathered bf16 torch-eager
+    pass_run paged-bf16 triton-paged bf16 torch-eager,llamacpp
+    pass_run paged-int4 triton-paged int4 torch-eager,llamacpp
+    timeout 60 python3 benchmarks/attention_kinds.py --model qwen2.5-coder-1.5b --rows 1,8,64 --widths 512,2048 \
+      --kinds gather,paged --reps 20 >"$out/attention.json" 2>"$out/attention.log"; echo "attention rc $?"; keep
+    timeout 60 python3 benchmarks/int4_pass.py --model qwen2.5-coder-1.5b --rows 1,8,64 \
+      >"$out/int4-pass-1.5b.json" 2>"$out/int4-pass-1.5b.log"; echo "int4 rc $?" ;;
+  engine)
+    refresh
+    models
     rm -rf "$EDGEREASON_HOME/torch/inductor-"* "$EDGEREASON_HOME/torch/compile-"*
     LIMIT_S=90 solve_time torch-cold
     solve_time torch-warm
@@ -81,22 +96,21 @@ torch.__version__, torch.cuda.get_device_name())"
     solve_time llamacpp-warm
     solve_time torch-warm2
     solve_time auto-after
-    ls -la "$EDGEREASON_HOME" >"$out/home.txt" 2>&1; cp "$EDGEREASON_HOME"/*.json "$out/" 2>/dev/null ;;
-  search)
-    refresh
-    models
+    ls -la "$EDGEREASON_HOME" "$EDGEREASON_HOME/torch" >"$out/home.txt" 2>&1; cp "$EDGEREASON_HOME"/*.json "$out/"
+    timeout 80 python3 benchmarks/host_profile.py --model qwen2.5-coder-1.5b --one-at-a-time 2 --at-once 16 \
+      --top 25 >"$out/host-profile.json" 2>"$out/host-profile.log"; echo "host rc $?"; keep
     for backend in torch llamacpp; do
-      timeout 75 edgereason bench $common $q15 --limit "$limit" --concurrency 1 --policies baseline \
+      timeout 70 edgereason bench $common $q15 --limit "$limit" --concurrency 1 --policies baseline \
         --backend $backend --out "$out/recipe-$backend" --force >"$out/recipe-$backend.log" 2>&1
       echo "recipe $backend rc $?"; keep
     done
     for backend in torch llamacpp; do
-      timeout 50 edgereason bench $common $q15 --limit 16 --policies baseline --backend $backend \
+      timeout 45 edgereason bench $common $q15 --limit 16 --policies baseline --backend $backend \
         --out "$out/at16-$backend" --force >"$out/at16-$backend.log" 2>&1
       echo "at16 $backend rc $?"; keep
     done
-    timeout 100 edgereason bench $common $beam --offset 20 --limit 4 --concurrency 1 --policies baseline,edge --repeat 2 \
-      --backend torch --out "$out/beam-torch" --force >"$out/beam-torch.log" 2>&1
+    timeout 90 edgereason bench $common $beam --offset 20 --limit 4 --concurrency 1 --policies baseline,edge \
+      --repeat 2 --backend torch --out "$out/beam-torch" --force >"$out/beam-torch.log" 2>&1
     echo "beam rc $?" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
