@@ -112,7 +112,7 @@ class TorchDecoder:
         """A group of matrices stacked by rows: one Int4Linear where int4 is on and every matrix of
         the group is 4-bit in the file, else one tensor."""
         if self._int4 is not None and is_int4(self._int4, names):
-            return int4_group(self._int4, names, self.oriented, self.device, self.dtype)
+            return int4_group(self._int4, names, self.oriented, self.device)
         parts = [load(n) for n in names]
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 

@@ -8,6 +8,8 @@
 #            rows (torch uncompiled and compiled, llama.cpp); the int4 linears of the 1.5B's own Q4_K weights
 #            against bf16; `solve` whole process with its start-up phases (--verbose): torch cold and warm,
 #            llama.cpp, then `auto` after both were measured                                            [~450 s]
+#   int4:    the torch pass of the 1.5B at 1, 8 and 64 rows with bf16 and with int4 weights (--torch-weights),
+#            uncompiled and compiled, each kind's weight bytes; `solve` whole process with each kind     [~150 s]
 #   search:  the 1.5B's recipe one problem at a time (LIMIT problems) and 16 at once on both backends; the beam
 #            recipe's edge against baseline on torch, alternating                                         [~500 s]
 set -uo pipefail
@@ -67,7 +69,8 @@ torch.__version__, torch.cuda.get_device_name())"
     models
     edgereason models list >"$out/models.txt" 2>&1
     nvidia-smi --query-gpu=name,memory.total,clocks.max.memory --format=csv >"$out/card.txt" 2>&1
-    timeout 170 python3 -m pytest -q -x -p no:cacheprovider -k "cuda or engine or int4" tests/backends/torch \
+    timeout 170 python3 -m pytest -q -x -p no:cacheprovider -k "cuda or engine or int4 and not int4_layers" \
+      tests/backends/torch \
       tests/engine/test_engine.py tests/backends/test_cuda_process.py >"$out/pytest-cuda.txt" 2>&1
     echo "pytest rc $?" >>"$out/pytest-cuda.txt"; tail -3 "$out/pytest-cuda.txt"; keep
     timeout 100 python3 benchmarks/torch_pass.py --model qwen2.5-coder-1.5b --rows 1,8,64 --skip torch-eager \
@@ -98,6 +101,14 @@ torch.__version__, torch.cuda.get_device_name())"
     timeout 100 edgereason bench $common $beam --offset 20 --limit 4 --concurrency 1 --policies baseline,edge --repeat 2 \
       --backend torch --out "$out/beam-torch" --force >"$out/beam-torch.log" 2>&1
     echo "beam rc $?" ;;
+  int4)
+    refresh
+    models
+    timeout 100 python3 benchmarks/torch_pass.py --model qwen2.5-coder-1.5b --rows 1,8,64 --weights bf16,int4 \
+      --skip torch-eager,llamacpp --steps 10 >"$out/pass-int4-1.5b.json" 2>"$out/pass-int4-1.5b.log"
+    echo "pass int4 rc $?"; keep
+    LIMIT_S=45 solve_time torch-bf16 --torch-weights bf16
+    LIMIT_S=45 solve_time torch-int4 --torch-weights int4 ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
 keep
