@@ -34,6 +34,7 @@ def llama_answers(path, prompts: list[str], max_tokens: int) -> list[str]:
         for p in prompts
     ]
     llm.close()
+    print(f"llama.cpp: {sum(len(a) for a in out)} characters of answers", file=sys.stderr)
     return out
 
 
@@ -48,6 +49,7 @@ def forced_logits(path, kind: str, texts: list[tuple[list[int], list[int]]]) -> 
 
     t0 = time.perf_counter()
     model = TorchModel(path, torch.device("cpu"), kind)
+    print(f"{kind}: loaded in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     out = []
     for prompt, answer in texts:
         ctx = TorchContext(model, len(prompt) + len(answer) + 8, graphs=False)
