@@ -4,6 +4,11 @@ with the decoder's layers compiled (`torch_fused`, the backend's default there),
 
     python benchmarks/torch_pass.py --model qwen2.5-coder-1.5b               # CUDA: rows 1,8,64,128
     python benchmarks/torch_pass.py --model smollm2-135m --rows 1,8 --steps 5 # CPU
+    python benchmarks/torch_pass.py --model qwen2.5-coder-1.5b --weights bf16,int4  # both kinds
+
+--weights runs each torch setting once per kind of weights (--torch-weights: bf16, or int4, the
+GGUF's 4-bit matrices through torch's int4 matmul); a kind other than bf16 is reported under its
+setting's name and the kind, e.g. `torch_fused_int4`, with the bytes its weights take.
 
 A pass: `rows` sequences, forked from one prompt of --context tokens, append one token each and draw
 one token each (temperature 0.8, a seed per row: a search's decode step; on torch the draw runs on
@@ -67,17 +72,20 @@ def torch_times(
     warmup: int,
     graphs: bool,
     fused: bool = False,
+    weights: str = "bf16",
 ) -> dict:
     """fused: the decoder's layers compiled (backends/torch/compiled_layers.py); the first pass's
-    seconds include the compile."""
+    seconds include the compile. weights: bf16 or int4 (int4_choice.py)."""
     import os
 
     import torch
 
+    from edgereason.backends.torch.int4_choice import SWITCH
     from edgereason.backends.torch.model import load_model
     from edgereason.backends.torch.runtime import TorchContext
 
     os.environ["EDGEREASON_COMPILE"] = "1" if fused else "0"
+    os.environ[SWITCH] = weights
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = load_model(str(path), device)
     kv = len(prompt) + max(rows) * (warmup + steps + 2) + 256
@@ -96,6 +104,8 @@ def torch_times(
     first = _rows_passes(ctx, prompt, rows[0], decode, 1, 0, sync)
     return {
         "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+        "weights": model.decoder.weights_kind,
+        "weights_bytes": model.decoder.weights_bytes(),
         "first_pass_s": time.perf_counter() - t0,
         "first_ms": first,
         "ms": {n: _rows_passes(ctx, prompt, n, decode, steps, warmup, sync) for n in rows},
@@ -140,6 +150,9 @@ def main() -> None:
         default="",
         help="comma-separated: torch-graphs, torch-fused, torch-eager, llamacpp",
     )
+    p.add_argument(
+        "--weights", default="bf16", help="comma-separated kinds of torch weights: bf16, int4"
+    )
     args = p.parse_args()
     path = models.resolve(args.model)
     skip = set(filter(None, args.skip.split(",")))
@@ -164,14 +177,18 @@ def main() -> None:
         "warmup": args.warmup,
         "torch": torch.__version__,
     }
-    if "torch-graphs" not in skip and on_cuda:
-        out["torch_graphs"] = torch_times(path, prompt, rows, args.steps, args.warmup, graphs=True)
-    if "torch-fused" not in skip and on_cuda:
-        out["torch_fused"] = torch_times(
-            path, prompt, rows, args.steps, args.warmup, graphs=True, fused=True
-        )
-    if "torch-eager" not in skip:
-        out["torch_eager"] = torch_times(path, prompt, rows, args.steps, args.warmup, graphs=False)
+    settings = {  # name -> (graphs, fused)
+        "torch_graphs": (True, False) if on_cuda else None,
+        "torch_fused": (True, True) if on_cuda else None,
+        "torch_eager": (False, False),
+    }
+    for name, setting in settings.items():
+        if setting is None or name.replace("_", "-") in skip:
+            continue
+        for kind in args.weights.split(","):
+            key = name if kind == "bf16" else f"{name}_{kind}"
+            graphs, fused = setting
+            out[key] = torch_times(path, prompt, rows, args.steps, args.warmup, graphs, fused, kind)
     if "llamacpp" not in skip:
         try:
             out["llamacpp"] = llama_times(path, prompt, rows, args.steps, args.warmup)

@@ -187,14 +187,18 @@ def weights_table(path: str):
 
 
 def weights_bytes(path: Path, n_gpu_layers: int = 0) -> int:
-    """The bytes the weights take on the device (bf16 on CUDA, float32 on the CPU)."""
+    """The bytes the weights take on the device (bf16 on CUDA, float32 on the CPU; with
+    --torch-weights int4 the 4-bit matrices at 0.625 bytes a weight)."""
     torch = import_torch()
+    from edgereason.backends.torch.int4_choice import weights_kind
+    from edgereason.backends.torch.int4_layers import gguf_of, int4_bytes
     from edgereason.backends.torch.model import device_dtype
 
-    size = torch.tensor(
-        [], dtype=device_dtype(torch.device(device_for(n_gpu_layers)))
-    ).element_size()
-    return size * weights_table(str(path)).n_elements()
+    device = device_for(n_gpu_layers)
+    size = torch.tensor([], dtype=device_dtype(torch.device(device))).element_size()
+    table = weights_table(str(path))
+    gguf = gguf_of(table) if weights_kind(device) == "int4" else None
+    return size * table.n_elements() if gguf is None else int4_bytes(gguf, size)
 
 
 __all__ = [

@@ -14,7 +14,7 @@ from edgereason.backends.torch.int4_weights import GROUP, Int4Weight
 from edgereason.errors import ModelError
 
 _TILE_K = 16  # tinygemm's k-tile; it packs 2, 4 or 8 of them side by side
-_ROWS = 16  # the CPU's packing takes rows in sixteens (tinygemm's n-tile is 8)
+ROWS = 16  # the CPU's packing takes rows in sixteens (tinygemm's n-tile is 8)
 
 
 def inner_k_tiles(k: int) -> int:
@@ -42,9 +42,9 @@ class Int4Linear:
         self, weight: Int4Weight, device: torch.device, dtype: torch.dtype = torch.float32
     ) -> None:
         self.out_features, self.in_features = weight.shape
-        if self.out_features % _ROWS:
+        if self.out_features % ROWS:
             raise ModelError(
-                f"an int4 matrix needs a multiple of {_ROWS} rows; this one has {self.out_features}"
+                f"an int4 matrix needs a multiple of {ROWS} rows; this one has {self.out_features}"
             )
         self.device = device
         self.dtype = torch.bfloat16 if device.type == "cuda" else dtype

@@ -1,7 +1,8 @@
 """One decoder layer in plain torch: its weights (`Layer`, Q/K/V and gate/up fused), RMSNorm, the
 rotary positions, and `block`, the layer from its input to its output with its attention. Tensors
 and the model's config alone, so one compiled copy serves every layer of a model
-(compiled_layers.py)."""
+(compiled_layers.py). A matrix is a tensor, or with --torch-weights int4 an Int4Linear of the file's
+4-bit codes (int4_layers.py); `linear` runs either."""
 
 from __future__ import annotations
 
@@ -12,6 +13,27 @@ import torch
 import torch.nn.functional as F
 
 from edgereason.backends.torch.gguf_weights import ModelConfig
+from edgereason.backends.torch.int4_linear import Int4Linear
+from edgereason.errors import ConfigError
+
+Matrix = torch.Tensor | Int4Linear  # [out, in]: in the decoder's dtype, or 4-bit codes
+# the field holding each part
+_GROUP_OF = {"wq": "wqkv", "wk": "wqkv", "wv": "wqkv", "w_gate": "w_gate_up", "w_up": "w_gate_up"}
+
+
+def linear(x: torch.Tensor, w: Matrix, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x @ w.T (+ bias), through the int4 kernel where w is 4-bit."""
+    if isinstance(w, Int4Linear):
+        out = w(x)
+        return out if bias is None else out + bias
+    return F.linear(x, w, bias)
+
+
+def add_linear(x: torch.Tensor, h: torch.Tensor, w: Matrix) -> torch.Tensor:
+    """x + h @ w.T: a tensor's residual added in its matmul (addmm), an int4 product's after it."""
+    if isinstance(w, Int4Linear):
+        return x + w(h)
+    return torch.addmm(x, h, w.t())
 
 
 @dataclass
@@ -22,12 +44,12 @@ class Layer:
     `w_up`...) are row views of the groups."""
 
     attn_norm: torch.Tensor
-    wqkv: torch.Tensor  # [(n_head + 2 n_head_kv) * head_dim, n_embd]
+    wqkv: Matrix  # [(n_head + 2 n_head_kv) * head_dim, n_embd]
     bqkv: torch.Tensor | None
-    wo: torch.Tensor
+    wo: Matrix
     ffn_norm: torch.Tensor
-    w_gate_up: torch.Tensor  # [2 n_ff, n_embd]
-    w_down: torch.Tensor
+    w_gate_up: Matrix  # [2 n_ff, n_embd]
+    w_down: Matrix
     splits: tuple[int, int, int]  # rows of Q, K and V in wqkv
 
     @property
@@ -53,7 +75,12 @@ class Layer:
     def with_part(self, part: str, w: torch.Tensor) -> None:
         """Put `w` in place of part `part` (wq, wk, wv, w_gate, w_up, wo, w_down): the group that
         holds it is made anew (the tensor it replaces, which another decoder may share, is not
-        written)."""
+        written). A LoRA merges into a tensor: a 4-bit group cannot take it."""
+        if isinstance(getattr(self, _GROUP_OF.get(part, part)), Int4Linear):
+            raise ConfigError(
+                "a LoRA adapter merges into the torch backend's bf16 weights, not its 4-bit ones: "
+                "use --torch-weights bf16"
+            )
         if part in ("wq", "wk", "wv"):
             parts = dict(zip(("wq", "wk", "wv"), self.wqkv.split(self.splits)))
             parts[part] = w
@@ -100,10 +127,10 @@ def block(
     (compiled_layers.py)."""
     n, heads, kv_heads = x.shape[0], cfg.n_head, cfg.n_head_kv
     h = rms_norm(x, layer.attn_norm, cfg.eps)
-    qkv = F.linear(h, layer.wqkv, layer.bqkv).view(n, heads + 2 * kv_heads, cfg.head_dim)
+    qkv = linear(h, layer.wqkv, layer.bqkv).view(n, heads + 2 * kv_heads, cfg.head_dim)
     rope_(qkv[:, : heads + kv_heads], cos, sin)  # Q and K rotated in one go, in place
     out = attend(qkv[:, :heads], qkv[:, heads:])  # K and V side by side, as the cache keeps them
-    x = torch.addmm(x, out, layer.wo.t())  # x + out @ wo.T, the residual added in the matmul
+    x = add_linear(x, out, layer.wo)
     h = rms_norm(x, layer.ffn_norm, cfg.eps)
-    gate, up = F.linear(h, layer.w_gate_up).chunk(2, dim=-1)
-    return torch.addmm(x, F.silu(gate) * up, layer.w_down.t())
+    gate, up = linear(h, layer.w_gate_up).chunk(2, dim=-1)
+    return add_linear(x, F.silu(gate) * up, layer.w_down)

@@ -25,7 +25,10 @@ import torch.nn.functional as F
 from edgereason.backends.torch import compile_cache, compiled_layers
 from edgereason.backends.torch.compiled_layers import run_block
 from edgereason.backends.torch.gguf_weights import ModelConfig
-from edgereason.backends.torch.layer import Attend, Layer, block, rms_norm
+from edgereason.backends.torch.int4_choice import weights_kind
+from edgereason.backends.torch.int4_layers import gguf_of, group_names, int4_group, is_int4
+from edgereason.backends.torch.int4_linear import Int4Linear
+from edgereason.backends.torch.layer import Attend, Layer, Matrix, block, rms_norm
 from edgereason.util.startup import phase
 
 OnLayer = Callable[[int, torch.Tensor], None]  # (layer, its output [T, n_embd])
@@ -49,7 +52,8 @@ class TorchDecoder:
     """The forward pass: token ids and positions in, final normed hidden states out (logits on
     request)."""
 
-    def __init__(self, path: Path, device: torch.device) -> None:
+    def __init__(self, path: Path, device: torch.device, weights_kind: str = "bf16") -> None:
+        """weights_kind: int4 holds the file's 4-bit matrices as such (int4_layers.py)."""
         self.path = Path(path)
         self.device = device
         self.dtype = device_dtype(device)
@@ -58,6 +62,8 @@ class TorchDecoder:
         weights = open_weights(self.path, self.dtype)
         self.config = cfg = weights.config()
         self._permuted_rope = weights.permuted_rope
+        self._int4 = gguf_of(weights) if weights_kind == "int4" else None
+        self.weights_kind = "int4" if self._int4 is not None else "bf16"
         load = lambda name: self.oriented(name, weights.load(name, device, self.dtype))  # noqa: E731
         maybe = lambda name: load(name) if weights.has(name) else None  # noqa: E731
         self.embed = load("token_embd.weight")
@@ -80,27 +86,36 @@ class TorchDecoder:
         maybe: Callable[[str], torch.Tensor | None],
         i: int,
     ) -> Layer:
-        p = f"blk.{i}."
-        wq, wk, wv = (load(p + f"attn_{x}.weight") for x in "qkv")
+        p, cfg = f"blk.{i}.", self.config
+        splits = (cfg.n_head * cfg.head_dim, *(2 * (cfg.n_head_kv * cfg.head_dim,)))
         biases = [maybe(p + f"attn_{x}.bias") for x in "qkv"]
         bqkv = None
         if any(b is not None for b in biases):  # a missing one adds nothing
             bqkv = torch.cat(
                 [
-                    b if b is not None else w.new_zeros(w.shape[0])
-                    for b, w in zip(biases, (wq, wk, wv))
+                    b if b is not None else torch.zeros(rows, device=self.device, dtype=self.dtype)
+                    for b, rows in zip(biases, splits)
                 ]
             )
+        group = lambda field: self._matrix(load, group_names(i, field))  # noqa: E731
         return Layer(
             attn_norm=load(p + "attn_norm.weight"),
-            wqkv=torch.cat([wq, wk, wv]),
+            wqkv=group("wqkv"),
             bqkv=bqkv,
-            wo=load(p + "attn_output.weight"),
+            wo=group("wo"),
             ffn_norm=load(p + "ffn_norm.weight"),
-            w_gate_up=torch.cat([load(p + "ffn_gate.weight"), load(p + "ffn_up.weight")]),
-            w_down=load(p + "ffn_down.weight"),
-            splits=(wq.shape[0], wk.shape[0], wv.shape[0]),
+            w_gate_up=group("w_gate_up"),
+            w_down=group("w_down"),
+            splits=splits,
         )
+
+    def _matrix(self, load: Callable[[str], torch.Tensor], names: list[str]) -> Matrix:
+        """A group of matrices stacked by rows: one Int4Linear where int4 is on and every matrix of
+        the group is 4-bit in the file, else one tensor."""
+        if self._int4 is not None and is_int4(self._int4, names):
+            return int4_group(self._int4, names, self.oriented, self.device)
+        parts = [load(n) for n in names]
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def oriented(self, name: str, w: torch.Tensor) -> torch.Tensor:
         """A GGUF tensor in the rows this decoder computes with: Q and K (weights, biases) of a
@@ -110,19 +125,14 @@ class TorchDecoder:
         return unpermute_rope(w, heads) if heads and self._permuted_rope else w
 
     def weights_bytes(self) -> int:
-        tensors = [
-            self.embed,
-            self.output_norm,
-            *(
-                t
-                for layer in self.layers
-                for t in vars(layer).values()
-                if isinstance(t, torch.Tensor)
-            ),
-        ]
+        held = [self.embed, self.output_norm, *(w for ly in self.layers for w in vars(ly).values())]
         if self.output is not self.embed:
-            tensors.append(self.output)
-        return sum(t.numel() * t.element_size() for t in tensors)
+            held.append(self.output)
+        return sum(
+            w.nbytes() if isinstance(w, Int4Linear) else w.numel() * w.element_size()
+            for w in held
+            if isinstance(w, torch.Tensor | Int4Linear)
+        )
 
     def rope_tables(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """positions [T] -> cos, signed sin [T, 1, head_dim] float32: each frequency twice (neox
@@ -165,11 +175,11 @@ class TorchDecoder:
 
 @lru_cache(maxsize=4)
 @phase("weights")
-def load_decoder(path: str, device: str) -> TorchDecoder:
-    """One decoder per file (or folder) and device: the two roles share weights when they name the
-    same one. Where its passes compile, the compiles of earlier processes are loaded
-    (compile_cache.py)."""
-    decoder = TorchDecoder(Path(path), torch.device(device))
+def load_decoder(path: str, device: str, weights_kind: str = "bf16") -> TorchDecoder:
+    """One decoder per file (or folder), device and kind of weights: the two roles share weights
+    when they name the same one. Where its passes compile, the compiles of earlier processes are
+    loaded (compile_cache.py)."""
+    decoder = TorchDecoder(Path(path), torch.device(device), weights_kind)
     if compiled_layers.enabled():
         compile_cache.load(decoder.path, decoder.device)
     return decoder
@@ -179,10 +189,10 @@ class TorchModel:
     """The decoder and the tokenizer and chat template of the same GGUF or folder (tokenizer.py):
     what both roles need (context_roles.ContextModel)."""
 
-    def __init__(self, path: Path, device: torch.device) -> None:
+    def __init__(self, path: Path, device: torch.device, weights_kind: str = "bf16") -> None:
         from edgereason.backends.torch.weight_sources import display_name, open_tokenizer
 
-        self.decoder = load_decoder(str(path), str(device))
+        self.decoder = load_decoder(str(path), str(device), weights_kind)
         self.path = Path(path)
         self.vocab = open_tokenizer(self.path)
         self.name = display_name(self.path)
@@ -226,6 +236,11 @@ def kv_bytes_per_token(cfg: ModelConfig, device: torch.device) -> int:
     )
 
 
-@lru_cache(maxsize=4)
 def load_model(path: str, device: str) -> TorchModel:
-    return TorchModel(Path(path), torch.device(device))
+    """The model with the weights this process runs (int4_choice.py: --torch-weights)."""
+    return _load_model(path, device, weights_kind(device))
+
+
+@lru_cache(maxsize=4)
+def _load_model(path: str, device: str, kind: str) -> TorchModel:
+    return TorchModel(Path(path), torch.device(device), kind)

@@ -68,14 +68,14 @@ torch.__version__, torch.cuda.get_device_name())"
     refresh
     models
     nvidia-smi --query-gpu=name,memory.total,clocks.max.memory --format=csv >"$out/card.txt" 2>&1
-    timeout 200 python3 -m pytest -q -x -p no:cacheprovider -k "cuda or engine or int4" tests/backends/torch \
+    timeout 200 python3 -m pytest -q -x -p no:cacheprovider -k "cuda or engine or int4 and not int4_layers" tests/backends/torch \
       tests/engine/test_engine.py tests/backends/test_cuda_process.py tests/benchmarks/test_kernel_count.py \
       >"$out/pytest-cuda.txt" 2>&1
     echo "pytest rc $?" >>"$out/pytest-cuda.txt"; tail -3 "$out/pytest-cuda.txt"; keep
     timeout 80 python3 benchmarks/kernel_count.py --model qwen2.5-coder-1.5b --rows 8 \
       >"$out/kernels.json" 2>"$out/kernels.log"; echo "kernels rc $?"; keep
     pass_run() {  # NAME ATTENTION WEIGHTS SKIP
-      EDGEREASON_ATTENTION=$2 EDGEREASON_TORCH_WEIGHTS=$3 timeout 100 python3 benchmarks/torch_pass.py \
+      EDGEREASON_ATTENTION=$2 timeout 100 python3 benchmarks/torch_pass.py --weights "$3" \
         --model qwen2.5-coder-1.5b --rows 1,8,64 --skip "$4" --steps 10 >"$out/pass-$1.json" 2>"$out/pass-$1.log"
       echo "pass $1 rc $?"; keep
     }
@@ -96,6 +96,7 @@ torch.__version__, torch.cuda.get_device_name())"
     solve_time llamacpp-warm
     solve_time torch-warm2
     solve_time auto-after
+    LIMIT_S=45 solve_time torch-int4 --torch-weights int4
     ls -la "$EDGEREASON_HOME" "$EDGEREASON_HOME/torch" >"$out/home.txt" 2>&1; cp "$EDGEREASON_HOME"/*.json "$out/"
     timeout 80 python3 benchmarks/host_profile.py --model qwen2.5-coder-1.5b --one-at-a-time 2 --at-once 16 \
       --top 25 >"$out/host-profile.json" 2>"$out/host-profile.log"; echo "host rc $?"; keep

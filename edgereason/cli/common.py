@@ -40,6 +40,9 @@ def check_beams_before_loading(beams: int, settings: ModelSettings) -> None:
 
 
 def model_settings(args: argparse.Namespace) -> ModelSettings:
+    from edgereason.backends.torch.int4_choice import choose
+
+    choose(args.torch_weights)  # the process's choice, read where the torch backend loads
     # "" is a mistake, not unset
     budget = parse_size(args.kv_budget) if args.kv_budget is not None else None
     return ModelSettings(

@@ -109,6 +109,13 @@ def _add_device_flags(g: argparse._ArgumentGroup, threads_default: str) -> None:
         metavar="K",
         help=f"candidates kept per row by device sampling (default {DEFAULT_TOP_K})",
     )
+    g.add_argument(
+        "--torch-weights",
+        default=None,
+        choices=("bf16", "int4"),
+        help="the torch backend's layer weights: bf16, or int4 = the GGUF's 4-bit matrices (Q4_0, "
+        "Q4_1, Q4_K) kept 4-bit, the rest bf16 (default: $EDGEREASON_TORCH_WEIGHTS, else bf16)",
+    )
 
 
 def _add_kv_flags(g: argparse._ArgumentGroup) -> None:

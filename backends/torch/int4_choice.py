@@ -1,0 +1,69 @@
+"""Which weights the torch backend's layers compute with: `bf16` (float32 on the CPU), or `int4`,
+the GGUF's own 4-bit matrices through torch's weight-only int4 matmul (int4_layers.py). Chosen by
+--torch-weights, which sets EDGEREASON_TORCH_WEIGHTS, so a benchmark can set the variable to run
+both side by side in one process.
+
+Unset, the default is bf16. The rule for another default, int4 on cards whose memory reads under
+1.5 TB/s (a pass of few rows reads every weight once, so a quarter of the bytes matters most
+where bytes are slowest), is written (`int4_by_default`) but off until a lease shows int4's pass
+faster than bf16's at 8 rows or fewer: INT4_RULE_ON is that switch."""
+
+from __future__ import annotations
+
+import os
+
+from edgereason.errors import ConfigError
+
+SWITCH = "EDGEREASON_TORCH_WEIGHTS"
+KINDS = ("bf16", "int4")
+# on once int4 is measured faster at <= 8 rows (issue 63 item 5); until then bf16 everywhere
+INT4_RULE_ON = False
+INT4_BELOW_BYTES_PER_S = 1.5e12
+
+
+def weights_kind(device: str) -> str:
+    """bf16 or int4 for a model on `device` (cpu or cuda): the variable's, else the default."""
+    flag = os.environ.get(SWITCH, "").strip()
+    if flag == "":
+        return default_kind(device)
+    if flag not in KINDS:
+        raise ConfigError(
+            f"{SWITCH}={flag!r}: set it to bf16 or int4 (the torch backend's weights), or unset it"
+        )
+    return flag
+
+
+def choose(kind: str | None) -> None:
+    """--torch-weights: this process's choice (None leaves the variable or the default)."""
+    if kind is not None:
+        os.environ[SWITCH] = kind
+
+
+def default_kind(device: str) -> str:
+    if not INT4_RULE_ON or device != "cuda":
+        return "bf16"
+    return "int4" if int4_by_default(memory_bytes_per_s()) else "bf16"
+
+
+def int4_by_default(bytes_per_s: float | None) -> bool:
+    """The rule: int4 on a card whose memory reads under 1.5 TB/s (a consumer card: an RTX 4090's
+    1.0 TB/s); bf16 on faster ones (an H100's 3.35 TB/s) and where the speed is unknown."""
+    return bytes_per_s is not None and bytes_per_s < INT4_BELOW_BYTES_PER_S
+
+
+def memory_bytes_per_s() -> float | None:
+    """The CUDA card's peak memory bandwidth from its clock and bus width (two transfers a clock),
+    None where torch does not report them."""
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    clock_khz = getattr(props, "memory_clock_rate", 0)
+    bus_bits = getattr(props, "memory_bus_width", 0)
+    if not clock_khz or not bus_bits:
+        return None
+    return bandwidth(clock_khz, bus_bits)
+
+
+def bandwidth(clock_khz: float, bus_bits: int) -> float:
+    """Bytes a second of a memory at `clock_khz` on a bus of `bus_bits`, two transfers a clock."""
+    return 2 * clock_khz * 1e3 * bus_bits / 8

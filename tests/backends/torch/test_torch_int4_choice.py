@@ -1,0 +1,48 @@
+"""The torch backend's choice of weights (int4_choice.py): EDGEREASON_TORCH_WEIGHTS (set by
+--torch-weights), bf16 by default, and the written rule for int4 on cards under 1.5 TB/s, off
+until a lease shows int4 faster at 8 rows or fewer."""
+
+from __future__ import annotations
+
+import pytest
+
+from edgereason.backends.torch import int4_choice
+from edgereason.errors import ConfigError
+
+
+def test_the_variable_chooses_and_bf16_is_the_default(monkeypatch):
+    monkeypatch.setenv(int4_choice.SWITCH, "")  # unset (and put back after the test)
+    assert int4_choice.weights_kind("cuda") == "bf16"
+    assert int4_choice.weights_kind("cpu") == "bf16"
+    int4_choice.choose(None)  # no flag: the variable stays as it is
+    assert int4_choice.weights_kind("cuda") == "bf16"
+    int4_choice.choose("int4")
+    assert int4_choice.weights_kind("cpu") == "int4"
+    monkeypatch.setenv(int4_choice.SWITCH, " bf16 ")
+    assert int4_choice.weights_kind("cuda") == "bf16"
+
+
+def test_a_wrong_value_is_one_config_error(monkeypatch):
+    monkeypatch.setenv(int4_choice.SWITCH, "int8")
+    with pytest.raises(ConfigError, match="WEIGHTS='int8': set it to bf16 or int4"):
+        int4_choice.weights_kind("cuda")
+
+
+def test_the_rule_takes_int4_under_1_5_tb_per_s():
+    h100 = int4_choice.bandwidth(2_619_000, 5120)  # HBM3: 2619 MHz, 5120 bits
+    rtx4090 = int4_choice.bandwidth(10_501_000, 384)  # GDDR6X as the driver reports it
+    assert h100 == pytest.approx(3.35e12, rel=0.01)
+    assert rtx4090 == pytest.approx(1.008e12, rel=0.01)
+    assert [int4_choice.int4_by_default(b) for b in (h100, rtx4090, None)] == [False, True, False]
+
+
+def test_the_rule_is_used_only_once_switched_on(monkeypatch):
+    monkeypatch.setenv(int4_choice.SWITCH, "")  # unset (and put back after the test)
+    monkeypatch.setattr(int4_choice, "memory_bytes_per_s", lambda: 1.0e12)
+    assert not int4_choice.INT4_RULE_ON
+    assert int4_choice.default_kind("cuda") == "bf16"
+    monkeypatch.setattr(int4_choice, "INT4_RULE_ON", True)
+    assert int4_choice.weights_kind("cuda") == "int4"
+    assert int4_choice.default_kind("cpu") == "bf16"  # a CPU's tests and small models stay as read
+    monkeypatch.setattr(int4_choice, "memory_bytes_per_s", lambda: 3.35e12)
+    assert int4_choice.default_kind("cuda") == "bf16"
