@@ -30,7 +30,7 @@ class LlamaCppBackend(Backend):
     name = "llamacpp"
     capabilities = Capabilities(
         roles=BOTH_ROLES,
-        can_profile=True,
+        profiles=BOTH_ROLES,
         measures_decode=True,
         seq_slots=SEQ_SLOTS,
         prm_formats=tuple(PRM_FORMATS),
