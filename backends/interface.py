@@ -1,11 +1,11 @@
 """The one interface every backend implements (`Backend`), and what the set-up tells a backend.
 
-A backend is opened by name (`load_backend`, backends/__init__.py) and implements every method
-below. What differs between backends is data, `capabilities`, which the set-up reads before it
-calls; a method a backend cannot serve raises one ConfigError line that says so, and the profiling
-methods are there only for the roles `capabilities.profiles` names. Whether it runs on
-a GPU here depends on the installed build and the machine, so `supports_gpu()` asks (it may import
-torch) rather than declares.
+A backend is opened by name (`load_backend`, backends/__init__.py) and implements every abstract
+method below, and the profiling methods for the roles `capabilities.profiles` names. What differs
+between backends is data, `capabilities`, which the set-up reads before it calls; a role a backend
+cannot open raises one ConfigError line that says so. Whether it runs on a GPU here depends on the
+installed build and the machine, so `supports_gpu()` asks (it may import torch) rather than
+declares.
 
 `Placement` says where and how a session's models run: one value, from which each backend reads the
 fields that apply to it."""
