@@ -1,4 +1,4 @@
-"""Decode attention over the torch backend's KV cells, two ways side by side; one JSON object on
+"""Decode attention over the torch backend's KV cells, three ways side by side; one JSON object on
 stdout.
 
     # CUDA: rows 8,64, widths 512-2048
@@ -13,12 +13,18 @@ stdout.
   128-cell blocks its table touches (built on the device from the tables, fixed shapes: no host
   sync, so a CUDA graph records it) and its mask_mod the row's cells (a [rows, cells] bitmap written
   from the tables each pass).
+- `paged`: the backend's Triton kernel (backends/torch/paged_decode.py, `triton-paged`): each row's
+  cells read through its table from the cache in place, uncompiled; only where it runs (CUDA and
+  Triton, or Triton's interpreter).
 
 The tables are a beam search's: every row shares a prompt of half the width and owns the rest, cells
 handed out as the backend's free list hands them (lowest first). Timed: one pass of the model's
 layers (each its own cache tensor), the cache write included, compiled (torch.compile) and on CUDA
 replayed from a CUDA graph; `flex_mask` adds the per-pass mask building to flex. Both results are
-checked against each other."""
+checked against `gather`'s. --kinds picks some (flex compiles for every rows and width).
+
+    python benchmarks/attention_kinds.py --model qwen2.5-coder-1.5b --kinds gather,paged
+"""
 
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ import time
 from edgereason import models
 
 BLOCK = 128  # FlexAttention's KV block
+KINDS = ("gather", "flex", "paged")
 
 
 def beam_tables(rows: int, width: int, device):
@@ -45,13 +52,14 @@ def beam_tables(rows: int, width: int, device):
     return tables.to(device), rows * (width - shared) + shared
 
 
-def measure(cfg, rows: int, width: int, reps: int, device, dtype) -> dict:
-    """Both kinds over one pass of the model's layers: their times in ms and their largest
-    difference."""
+def measure(cfg, rows: int, width: int, reps: int, device, dtype, kinds=KINDS) -> dict:
+    """The kinds over one pass of the model's layers: their times in ms and their largest
+    difference from `gather`."""
     import torch
     from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
     from edgereason.backends.torch.attention import AttentionGroup, LayerAttention, visibility_bias
+    from edgereason.backends.torch.paged_decode import PagedDecodeAttention
 
     heads, kv_heads, dim, layers = cfg.n_head, cfg.n_head_kv, cfg.head_dim, cfg.n_layer
     tables, used = beam_tables(rows, width, device)
@@ -108,14 +116,33 @@ def measure(cfg, rows: int, width: int, reps: int, device, dtype) -> dict:
             o = flex(q[:, :, None], k, v, block_mask=block_mask[0], enable_gqa=True)
         return o.flatten(1)
 
-    build_mask()
-    diff = (run_gather().float() - run_flex().float()).abs().max().item()
-    return {
-        "gather": timed(run_gather, reps, device),
-        "flex": timed(run_flex, reps, device),
-        "flex_mask": timed(build_mask, reps, device),
-        "max_difference": diff,
-    }
+    paged = [
+        PagedDecodeAttention(
+            data[layer],
+            write,
+            tables.int(),
+            torch.arange(rows, device=device),
+            torch.full((rows,), width - 1, device=device),
+        )
+        for layer in range(layers)
+    ]
+
+    def run_paged() -> torch.Tensor:
+        for attend in paged:
+            o = attend(q, new_kv)
+        return o
+
+    runs = {"gather": run_gather, "flex": run_flex, "paged": run_paged}
+    out = {}
+    if "flex" in kinds:
+        build_mask()
+        out["flex_mask"] = timed(build_mask, reps, device)
+    want = run_gather().float()
+    for kind in kinds:
+        out[kind] = timed(runs[kind], reps, device)
+        if kind != "gather":
+            out[f"{kind}_max_difference"] = (runs[kind]().float() - want).abs().max().item()
+    return out
 
 
 def timed(run, reps: int, device) -> float:
@@ -148,21 +175,26 @@ def main() -> None:
     p.add_argument("--rows", default="8,64")
     p.add_argument("--widths", default="512,1024,2048")
     p.add_argument("--reps", type=int, default=50)
+    p.add_argument("--kinds", default=",".join(KINDS), help="comma-separated: " + ", ".join(KINDS))
     args = p.parse_args()
     import torch
 
+    from edgereason.backends.torch import attention_choice
     from edgereason.backends.torch.weight_sources import open_weights
 
     cfg = open_weights(models.resolve(args.model)).config()
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     dtype = torch.bfloat16 if cuda else torch.float32
+    kinds = args.kinds.split(",")
+    if "paged" in kinds and attention_choice.KINDS["triton-paged"](device, cfg.head_dim):
+        kinds.remove("paged")  # said by its absence from the results
     out: dict = {"model": args.model, "layers": cfg.n_layer, "ms": {}}
     out["device"] = torch.cuda.get_device_name() if cuda else "cpu"
     for rows in map(int, args.rows.split(",")):
         for width in map(int, args.widths.split(",")):
             key = f"rows {rows}, width {width}"
-            out["ms"][key] = measure(cfg, rows, width, args.reps, device, dtype)
+            out["ms"][key] = measure(cfg, rows, width, args.reps, device, dtype, kinds)
             print(key, out["ms"][key], file=sys.stderr)
     json.dump(out, sys.stdout, indent=1)
     print()

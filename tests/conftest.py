@@ -3,6 +3,8 @@ test set."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -16,6 +18,18 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 # the shipped LoRA head), from the repository root whether pytest runs as `pytest` or `python -m
 # pytest`
 sys.path.insert(0, str(REPO))
+
+
+def pytest_configure(config) -> None:
+    """Without a GPU, Triton's kernels (backends/torch/paged_decode_kernel.py) run in its
+    interpreter on CPU tensors, where Triton is installed (it is no dependency). Set before anything
+    imports Triton (torch._dynamo does): the interpreter is chosen as Triton is first imported."""
+    if importlib.util.find_spec("triton") is None or "TRITON_INTERPRET" in os.environ:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ["TRITON_INTERPRET"] = "1"
 
 
 @pytest.fixture(scope="session")

@@ -6,12 +6,15 @@ FlashInfer build against one torch and CUDA; the GPU machine has torch 2.11 with
 network to fetch them), it records into a CUDA graph at fixed shapes, and with pages of one token
 the gather is the page-table read a paged kernel does itself. Not yet measured against FlexAttention
 or FlashInfer: the first CUDA run found the pass bound by its number of kernels, not by attention
-(docs/results.md, "The torch backend on the H200").
+(docs/results.md, "The torch backend on the H200"). Decode passes of the CUDA graphs read the cells
+in place instead where Triton runs (paged_decode.py, chosen by attention_choice.py); this stays
+what prefills, eager passes and installs without Triton run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,7 +115,9 @@ class LayerAttention:
             queries = padded.reshape(n_seq, width, n_kv, group, head_dim).transpose(1, 2)
             queries = queries.reshape(n_seq, n_kv, width * group, head_dim)  # [E, KVH, n * G, D]
             keys, values = read_cells(self.data, g.cells, q.dtype)  # [E, KVH, L, D]
-            with sdpa_kernel(SDPA_BACKENDS):
+            # compiled, the context is entered around the compiled layer (compiled_layers.py):
+            # inside, it would keep the layer's graph out of AOTAutograd's cache
+            with nullcontext() if torch.compiler.is_compiling() else sdpa_kernel(SDPA_BACKENDS):
                 # [E, KVH, n * G, D]
                 o = F.scaled_dot_product_attention(queries, keys, values, attn_mask=g.bias)
             o = o.reshape(n_seq, n_kv, width, group, head_dim).transpose(1, 2)
@@ -124,6 +129,19 @@ class LayerAttention:
             out[g.tokens] = o[g.padded_at]
         assert out is not None
         return out
+
+    def mark_dynamic(self) -> None:
+        """The sizes that vary between passes and contexts, for the compiled layer: tokens,
+        sequences, query slots, table width and cells."""
+        torch._dynamo.maybe_mark_dynamic(self.data, 0)
+        torch._dynamo.maybe_mark_dynamic(self.write, 0)
+        for g in self.groups:
+            torch._dynamo.maybe_mark_dynamic(g.query_rows, (0, 1))
+            torch._dynamo.maybe_mark_dynamic(g.cells, (0, 1))
+            torch._dynamo.maybe_mark_dynamic(g.bias, (0, 2, 3))
+            for t in (g.tokens, g.padded_at):
+                if t is not None:
+                    torch._dynamo.maybe_mark_dynamic(t, 0)
 
 
 def attend_groups(kv: KVStore, write: torch.Tensor, groups: Sequence[AttentionGroup]) -> Attend:

@@ -30,10 +30,12 @@ from pathlib import Path
 from typing import TypeVar
 
 import torch
+from torch.nn.attention import sdpa_kernel
 
-from edgereason.backends.torch.attention import LayerAttention
+from edgereason.backends.torch.attention import SDPA_BACKENDS, LayerAttention
 from edgereason.backends.torch.gguf_weights import ModelConfig
 from edgereason.backends.torch.layer import Layer, block
+from edgereason.backends.torch.paged_decode import PagedDecodeAttention
 from edgereason.errors import ConfigError
 from edgereason.util import startup
 from edgereason.util.files import cache_home
@@ -62,10 +64,15 @@ def cache_dir() -> Path:
     return cache_home() / "torch" / f"inductor-{torch.__version__}"
 
 
-def _use_cache_dir() -> None:
+def use_cache_dir() -> None:
     """Inductor's and Triton's caches under $EDGEREASON_HOME, unless the user chose a folder;
-    another torch version's caches there are removed (its kernels would never be read again)."""
-    if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+    another torch version's caches there are removed (its kernels would never be read again).
+    Importing torch._dynamo sets TORCHINDUCTOR_CACHE_DIR to torch's default folder in /tmp: that
+    one is not the user's choice."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    chosen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if chosen is not None and Path(chosen).resolve() != Path(default_cache_dir()).resolve():
         return
     folder = cache_dir()
     for old in folder.parent.glob("inductor-*"):
@@ -80,23 +87,18 @@ def run_block(
     layer: Layer,
     cos: torch.Tensor,
     sin: torch.Tensor,
-    attend: LayerAttention,
+    attend: LayerAttention | PagedDecodeAttention,
     cfg: ModelConfig,
 ) -> torch.Tensor:
     """layer.block, compiled. The sizes that vary from pass to pass or context to context (tokens,
     sequences, query slots, table width, the cache's cells) are marked dynamic; the rest (the
     model's widths and heads) stay constants of the kernels."""
     _time_compiles()
-    for t in (x, cos, sin, attend.write, attend.data):
+    for t in (x, cos, sin):
         torch._dynamo.maybe_mark_dynamic(t, 0)
-    for g in attend.groups:
-        torch._dynamo.maybe_mark_dynamic(g.query_rows, (0, 1))
-        torch._dynamo.maybe_mark_dynamic(g.cells, (0, 1))
-        torch._dynamo.maybe_mark_dynamic(g.bias, (0, 2, 3))
-        for t in (g.tokens, g.padded_at):
-            if t is not None:
-                torch._dynamo.maybe_mark_dynamic(t, 0)
-    return _compiled_block()(x, layer, cos, sin, attend, cfg)
+    attend.mark_dynamic()
+    with sdpa_kernel(SDPA_BACKENDS):  # traced with the eager layer's kernels (attention.py)
+        return _compiled_block()(x, layer, cos, sin, attend, cfg)
 
 
 def _time_compiles() -> None:
@@ -119,7 +121,7 @@ def _compile_ended(_: object) -> None:
 @lru_cache(maxsize=1)
 def _compiled_block() -> Callable[..., torch.Tensor]:
     """The whole layer one graph (fullgraph: a break would launch the rest op by op)."""
-    _use_cache_dir()
+    use_cache_dir()
     config = torch._dynamo.config
     config.recompile_limit = max(config.recompile_limit, RECOMPILES)
     config.accumulated_recompile_limit = max(config.accumulated_recompile_limit, 4 * RECOMPILES)

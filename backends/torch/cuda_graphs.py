@@ -10,9 +10,11 @@ import torch
 
 from edgereason.backends.torch import compiled_layers
 from edgereason.backends.torch.attention import AttentionGroup, attend_groups, visibility_bias
+from edgereason.backends.torch.attention_choice import PAGED, decode_kind
 from edgereason.backends.torch.kv import GPU_MEMORY_HINT, KVCache
 from edgereason.backends.torch.layer import Attend
 from edgereason.backends.torch.model import TorchModel
+from edgereason.backends.torch.paged_decode import attend_paged
 from edgereason.errors import OutOfMemoryError
 from edgereason.util.startup import phase
 
@@ -35,8 +37,12 @@ def padded_attention(
     """Attention for a pass laid out padded, as the graphs lay theirs out: len(seqs) sequences (rows
     `seqs` of the device tables) of `longest` query slots each, row e * longest + t the flat token
     at `positions` and `cells` of that row; each reads its table's first `width` cells. No gather of
-    queries or scatter of outputs."""
+    queries or scatter of outputs. A decode pass (one query slot) reads the cells in place where
+    attention_choice.py picks the paged kernel: no tables gathered, no mask."""
     n_seq, device, cfg = seqs.shape[0], model.device, model.decoder.config
+    if longest == 1 and decode_kind(device, cfg, model.decoder.dtype) == PAGED:
+        tables = cache.device_tables.cells[:, :width]
+        return attend_paged(cache.store, cells, tables, seqs, positions)
     visible = torch.arange(width, device=device)[None, None, :] <= positions.view(n_seq, longest, 1)
     group = AttentionGroup(
         query_rows=torch.arange(n_seq * longest, device=device).view(n_seq, longest),

@@ -11,7 +11,7 @@ import torch
 
 from edgereason.backends.torch import compiled_layers
 from edgereason.backends.torch.attention import AttentionGroup, attend_groups, attention_group
-from edgereason.backends.torch.kv import KVCache
+from edgereason.backends.torch.kv import KVCache, table_width
 from edgereason.backends.torch.model import TorchModel
 from edgereason.backends.torch.pass_layout import PassLayout
 
@@ -60,12 +60,20 @@ class EagerPass:
         seqs = [s for s, idx in order.items() if (len(idx) == 1) == single]
         if not seqs:
             return None
-        width = self.cache.width(seqs)  # few shapes: as the graphs'
+        queries = [order[s] for s in seqs]
+        # the longest table after the appends (a table's last position is its length - 1)
+        if single:  # one index array for all rows, not one a sequence
+            positions = layout.positions[[rows[0] for rows in queries]][:, None]
+            longest = int(positions.max()) + 1
+        else:
+            positions = [layout.positions[rows] for rows in queries]
+            longest = max(int(p[-1]) for p in positions) + 1
+        width = table_width(longest)  # few shapes: as the graphs'
         decoder = self.model.decoder
         return attention_group(
             self.cache.device_tables.rows(torch.tensor(seqs, device=self.model.device), width),
-            [order[s] for s in seqs],
-            [layout.positions[order[s]] for s in seqs],
+            queries,
+            positions,
             decoder.config.n_head // decoder.config.n_head_kv,
             decoder.dtype,
         )

@@ -99,6 +99,25 @@ class CellTables:
         self._tables[seq] += cells
         return cells
 
+    def append_each(self, seqs: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """One fresh cell at the end of each of `seqs` (distinct sequences: a decode pass), taken in
+        one slice of the free list and counted in one array op -> [n] int64 cells and the positions
+        they hold. KVFullError when fewer are free, before any is taken."""
+        n = len(seqs)
+        if not self.can_append(n):
+            raise KVFullError(
+                f"{n} new tokens do not fit: {self.used_tokens}/{self.capacity} KV cells in use"
+            )
+        cells = self._free_cells[len(self._free_cells) - n :][::-1]  # as n pops: lowest first
+        del self._free_cells[len(self._free_cells) - n :]
+        tables = [self._tables[seq] for seq in seqs]
+        starts = [len(table) for table in tables]
+        for table, cell in zip(tables, cells):
+            table.append(cell)
+        at = np.array(cells, dtype=np.int64)
+        self._refs[at] = 1
+        return at, np.array(starts, dtype=np.int64)
+
     def _release(self, cells: Sequence[int]) -> None:
         if not cells:
             return

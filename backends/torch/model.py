@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from edgereason.backends.torch import compile_cache, compiled_layers
 from edgereason.backends.torch.compiled_layers import run_block
 from edgereason.backends.torch.gguf_weights import ModelConfig
 from edgereason.backends.torch.layer import Attend, Layer, block, rms_norm
@@ -166,8 +167,12 @@ class TorchDecoder:
 @phase("weights")
 def load_decoder(path: str, device: str) -> TorchDecoder:
     """One decoder per file (or folder) and device: the two roles share weights when they name the
-    same one."""
-    return TorchDecoder(Path(path), torch.device(device))
+    same one. Where its passes compile, the compiles of earlier processes are loaded
+    (compile_cache.py)."""
+    decoder = TorchDecoder(Path(path), torch.device(device))
+    if compiled_layers.enabled():
+        compile_cache.load(decoder.path, decoder.device)
+    return decoder
 
 
 class TorchModel:

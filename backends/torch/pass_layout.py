@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
-from edgereason.backends.torch.kv import CellTables
+from edgereason.backends.torch.kv import CellTables, KVFullError
 from edgereason.config import SamplingParams
 
 
@@ -31,17 +32,24 @@ class PassLayout:
     wanted: list[int]  # the rows whose output comes back, in request order
     draws: Draws | None  # None: the wanted rows' logits come back
 
-    @property
+    @cached_property  # every runner's `fits` asks
     def longest(self) -> int:
         """The most rows one sequence appends (1: decode tokens alone)."""
         return max(len(rows) for rows in self.order.values())
 
     def row_seqs(self) -> np.ndarray:
         """[T] int64: each row's sequence."""
+        if len(self.order) == len(self.tokens):  # a row each: row i is the i-th sequence
+            return np.fromiter(self.order, dtype=np.int64, count=len(self.order))
         seqs = np.empty(len(self.tokens), dtype=np.int64)
         for seq, rows in self.order.items():
             seqs[rows] = seq
         return seqs
+
+    def cut_back(self, tables: CellTables) -> None:
+        """Give back the cells the pass took (a failed pass): each sequence to its length before."""
+        for seq, rows in self.order.items():
+            tables.truncate(seq, int(self.positions[rows[0]]))
 
 
 def lay_out(
@@ -51,7 +59,18 @@ def lay_out(
     tables: CellTables,
 ) -> PassLayout:
     """A window's (sequence, token, tag) rows laid out, each appended to its sequence in `tables`
-    (the caller cuts them back where the pass fails)."""
+    (the caller cuts them back where the pass fails: PassLayout.cut_back). KVFullError, nothing
+    taken, where the window does not fit."""
+    if not tables.can_append(len(window)):
+        raise KVFullError(
+            f"{len(window)} new tokens do not fit: {tables.used_tokens}/{tables.capacity} KV cells "
+            "in use"
+        )
+    tokens = [tok for _, tok, _ in window]
+    single = {seq: [i] for i, (seq, _, _) in enumerate(window)}
+    if len(single) == len(window):  # decode tokens alone, most of a search's passes: no row loops
+        cells, positions = tables.append_each(list(single))
+        return PassLayout(single, tokens, positions, cells, wanted, draws)
     order: dict[int, list[int]] = {}
     for i, (seq, _, _) in enumerate(window):
         order.setdefault(seq, []).append(i)
@@ -59,9 +78,6 @@ def lay_out(
     positions = np.empty(len(window), dtype=np.int64)
     for seq, rows in order.items():
         start = tables.seq_len(seq)
-        if len(rows) == 1:  # a decode token, most of a search's: scalars, not index arrays
-            cells[rows[0]], positions[rows[0]] = tables.append(seq, 1)[0], start
-        else:
-            cells[rows] = tables.append(seq, len(rows))
-            positions[rows] = np.arange(start, start + len(rows))
-    return PassLayout(order, [tok for _, tok, _ in window], positions, cells, wanted, draws)
+        cells[rows] = tables.append(seq, len(rows))
+        positions[rows] = np.arange(start, start + len(rows))
+    return PassLayout(order, tokens, positions, cells, wanted, draws)

@@ -12,7 +12,9 @@ sequences (a prefill, a PRM call) a prefill graph (prefill_graphs.py); any other
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
+from itertools import repeat
 
 import torch
 
@@ -153,12 +155,24 @@ class TorchContext:
                 f"{total} new tokens do not fit: {self.used_tokens}/{self.capacity} KV cells in use"
             )
         flat: list[tuple[int, int, object]] = []
+        tagged: list[int] = []  # the flat indices of the requested rows
         for it in items:
-            want = dict(it.outputs)
-            flat += [(it.seq, tok, want.get(off, _NO_ROW)) for off, tok in enumerate(it.tokens)]
+            at = len(flat)
+            if len(it.tokens) == 1:  # a decode token, most items: no zip, no dict
+                flat.append((it.seq, it.tokens[0], it.outputs[-1][1] if it.outputs else _NO_ROW))
+                tagged += [at] if it.outputs else []
+                continue
+            flat += zip(repeat(it.seq), it.tokens, repeat(_NO_ROW))
+            for off, tag in dict(it.outputs).items():  # one row an offset, its last tag
+                flat[at + off] = (it.seq, it.tokens[off], tag)
+                tagged.append(at + off)
+        tagged.sort()
         for lo in range(0, len(flat), self.n_batch):
-            window = flat[lo : lo + self.n_batch]
-            yield window, [i for i, (_, _, tag) in enumerate(window) if tag is not _NO_ROW]
+            hi = lo + self.n_batch
+            yield (
+                flat[lo:hi],
+                [i - lo for i in tagged[bisect_left(tagged, lo) : bisect_left(tagged, hi)]],
+            )
 
     def decode(self, items: Sequence[DecodeItem], on_row: OnRow) -> int:
         """The contexts' interface: on_row(tag, row) for each requested row, a float32 numpy copy
@@ -178,13 +192,11 @@ class TorchContext:
         """One forward pass over `window` (at most n_batch tokens): the logits of its `wanted` rows
         or, given `draws`, their drawn ids. Cells taken for the window go back if the pass
         fails."""
-        tables = self.cache.tables
-        before = {seq: tables.seq_len(seq) for seq in dict.fromkeys(seq for seq, _, _ in window)}
+        layout = lay_out(window, wanted, draws, self.cache.tables)  # takes nothing where it fails
         try:
-            return self._run(lay_out(window, wanted, draws, tables), columns)
+            return self._run(layout, columns)
         except BaseException as e:
-            for seq, n in before.items():
-                tables.truncate(seq, n)
+            layout.cut_back(self.cache.tables)
             if isinstance(e, torch.OutOfMemoryError):
                 raise OutOfMemoryError(
                     f"the GPU ran out of memory in a forward pass of {len(window)} tokens; "

@@ -9,7 +9,9 @@ read-only), the weights load as before."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Protocol
 
 import torch
 
@@ -17,6 +19,21 @@ from edgereason.backends.torch.gguf_weights import ModelConfig, Weights
 from edgereason.util.files import cache_home, write_atomic
 
 CACHED_DTYPES = (torch.bfloat16,)
+
+
+class Tensors(Protocol):
+    """Named tensors read one at a time (a safetensors file opened, or _InMemory)."""
+
+    def keys(self) -> Iterable[str]: ...
+
+    def get_tensor(self, name: str) -> torch.Tensor: ...
+
+
+class _InMemory(dict[str, torch.Tensor]):
+    """The tensors just dequantized, read as the kept file's are."""
+
+    def get_tensor(self, name: str) -> torch.Tensor:
+        return self[name]
 
 
 def cache_file(gguf: Path, dtype: torch.dtype) -> Path:
@@ -35,7 +52,7 @@ class CachedWeights:
         self.dtype = dtype
         self.permuted_rope = weights.permuted_rope
         self.file = cache_file(weights.path, dtype)
-        self._tensors: dict[str, torch.Tensor] | None = None
+        self._tensors: Tensors | None = None
 
     def config(self) -> ModelConfig:
         return self.weights.config()
@@ -50,19 +67,20 @@ class CachedWeights:
         if dtype != self.dtype:
             return self.weights.load(name, device, dtype)
         if self._tensors is None:
-            self._tensors = self._read() or self._make()
-        if name not in self._tensors:  # the GGUF's own error for a missing tensor
+            self._tensors = self._open(device) or _InMemory(self._make())
+        if name not in self._tensors.keys():  # the GGUF's own error for a missing tensor
             return self.weights.load(name, device, dtype)
-        return self._tensors[name].to(device)
+        return self._tensors.get_tensor(name).to(device)
 
-    def _read(self) -> dict[str, torch.Tensor] | None:
-        from safetensors import SafetensorError
-        from safetensors.torch import load_file
+    def _open(self, device: torch.device) -> Tensors | None:
+        """The kept copy opened for reading each tensor from its mapped file straight to `device`:
+        no copy of the whole file in host memory first."""
+        from safetensors import SafetensorError, safe_open
 
         if not self.file.is_file():
             return None
         try:
-            return load_file(self.file)
+            return safe_open(self.file, framework="pt", device=str(device))
         except (OSError, SafetensorError):  # cut short or damaged: make it again
             return None
 

@@ -31,14 +31,19 @@ class Counts:
     prm_tokens: int = 0
     prm_time_s: float = 0.0
 
+    # COUNTED, not dataclasses.fields(): fields() builds its tuple at each call, and these two run
+    # for every request at every engine step
     def __iadd__(self, other: Counts) -> Counts:
-        for f in fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+        for name in COUNTED:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
         return self
 
     def items(self) -> Iterator[tuple[str, int | float]]:
         """The counters that moved, by name."""
-        return ((f.name, v) for f in fields(self) if (v := getattr(self, f.name)))
+        return ((name, v) for name in COUNTED if (v := getattr(self, name)))
+
+
+COUNTED = tuple(f.name for f in fields(Counts))
 
 
 class Tally:
@@ -49,7 +54,10 @@ class Tally:
 
     def of(self, req: Request) -> Counts:
         """The counts of `req`, made at its first use."""
-        return self._by.setdefault(id(req), (req, Counts()))[1]
+        entry = self._by.get(id(req))
+        if entry is None:  # not setdefault: that would build a Counts at every call
+            entry = self._by[id(req)] = (req, Counts())
+        return entry[1]
 
     def add(self, req: Request, counts: Counts) -> None:
         mine = self.of(req)

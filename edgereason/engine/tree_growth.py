@@ -125,7 +125,8 @@ class TreeGrower:
         node.tokens.append(token)
         node.raw += piece
         node.pending = token
-        self.emit(NodeExtended(req.id, node.id, node.text, len(node.tokens)))
+        if self.emit.listener is not None:  # node.text decodes the whole step: only for a listener
+            self.emit(NodeExtended(req.id, node.id, node.text, len(node.tokens)))
         if node.step_ended_by(piece) or len(node.tokens) >= cfg.max_step_tokens:
             self._end_step(req, node, "answer" if has_boxed_answer(node.text) else "step")
         elif node.offset + len(node.tokens) >= cfg.max_path_tokens:

@@ -25,8 +25,14 @@ def read_cache(path: Path, schema: Schema, instead: str) -> object | None:
     except FileNotFoundError:  # removed since
         return None
     except DamagedFileError as e:
-        if path not in _noted:
-            _noted.add(path)
-            damaged = safe_text(f"{path} is damaged ({e.problem})", one_line=True)
-            print(f"edgereason: note: {damaged}; {instead}", file=sys.stderr)
+        note_damaged(path, e.problem, instead)
         return None
+
+
+def note_damaged(path: Path, problem: str, instead: str) -> None:
+    """The one note, once a process, that `path` is damaged (`problem`) and what happens
+    `instead`: for a cache read by its own reader (a binary file), as read_cache says it."""
+    if path not in _noted:
+        _noted.add(path)
+        damaged = safe_text(f"{path} is damaged ({problem})", one_line=True)
+        print(f"edgereason: note: {damaged}; {instead}", file=sys.stderr)

@@ -74,6 +74,48 @@ def test_three_compiles_serve_every_bucket(torch_smollm2, monkeypatch):
     }
 
 
+def _mixed_pass(ctx: TorchContext, seqs: list[int], n_prefills: int, n_rows: int, n: int) -> None:
+    """A pass that appends n, n + 1... tokens to `n_prefills` sequences and one to `n_rows`."""
+    prefills = [ctx.fork(seqs[0]) for _ in range(n_prefills)]
+    items = [DecodeItem(s, list(range(300, 300 + n + k)), [(0, k)]) for k, s in enumerate(prefills)]
+    rows = [ctx.fork(seqs[1]) for _ in range(n_rows)]
+    items += [DecodeItem(s, [50 + k], [(0, n_prefills + k)]) for k, s in enumerate(rows)]
+    ctx.forward(items)
+
+
+@pytest.mark.slow  # seven compiles of the layer
+def test_no_pass_compiles_again_after_one_of_each_kind(torch_smollm2, monkeypatch):
+    """TORCH_LOGS=recompiles names what splits the compiles: a prefill; one row or several (dynamo
+    specializes a size of 1: the rotation's copy, the reshape of one query slot or one sequence);
+    a pass of both (two attention groups, on the eager pass), with one sequence or several in each
+    group; the graphs' bodies, whose attention has no token tensors, are a family of their own.
+    After one pass of each kind, passes of other row counts, batch sizes, prompt lengths and table
+    widths compile nothing: no guard ties a compiled copy to a size other than 1."""
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setenv(compiled_layers.SWITCH, "1")
+    for graphs in (False, True):
+        ctx = TorchContext(torch_smollm2, 2048)
+        if graphs:
+            ctx.decode_graphs, ctx.prefill_graphs = EagerGraphs(ctx), EagerPrefillGraphs(ctx)
+        seqs = decode_setup(ctx, torch_smollm2)  # prefills
+        _decode_rows(ctx, seqs[:1], [216])
+        _decode_rows(ctx, seqs, [216, 2068, 536])
+        for n_prefills, n_rows in ((1, 1), (1, 2), (2, 1), (2, 2)):
+            _mixed_pass(ctx, seqs, n_prefills, n_rows, 3)
+        warm = counters["stats"]["unique_graphs"]
+        for n in (2, 5, 8, 13):  # rows (batch sizes), each bucket's
+            _decode_rows(ctx, [ctx.fork(seqs[n % 3]) for _ in range(n)], [40 + n] * n)
+        _decode_rows(ctx, seqs[1:2], [41])
+        for n_prefills, n_rows, n in ((1, 3, 7), (3, 1, 2), (3, 5, 20)):
+            _mixed_pass(ctx, seqs, n_prefills, n_rows, n)
+        ctx.forward([DecodeItem(seqs[0], list(range(600, 900)), [])])  # a table past 256 cells
+        _decode_rows(ctx, seqs, [30, 31, 32])  # width 512
+        _decode_rows(ctx, seqs[:1], [33])
+        assert compiled_layers.enabled()
+        assert counters["stats"]["unique_graphs"] == warm, "a pass compiled after the warm-up"
+
+
 @pytest.mark.slow  # two compiles of the layer, a step profiled
 def test_a_compiled_decode_step_launches_at_most_12_kernels_a_layer(monkeypatch):
     """The kernels of a compiled decode step of SmolLM2 (8 rows, draws included): the compiled

@@ -104,3 +104,30 @@ def test_integrity_check_finds_drifted_counts():
     tables._refs[tables.table(seq)[0]] += 1  # a count that no table accounts for
     with pytest.raises(AssertionError, match="reference counts"):
         tables.check_integrity()
+
+
+def test_append_each_takes_the_cells_one_append_a_sequence_would():
+    """A decode pass's batch append: the same cells, in the same order, as one append(seq, 1) per
+    sequence, and the positions the sequences had."""
+    one_by_one, batched = CellTables(16, 4), CellTables(16, 4)
+    for tables in (one_by_one, batched):
+        seqs = [tables.new_seq() for _ in range(3)]
+        tables.append(seqs[0], 2)
+        tables.append(seqs[1], 4)
+        tables.free(seqs[0])  # its cells go back to the free list
+        seqs[0] = tables.new_seq()
+        tables.append(seqs[2], 2)
+    expected = [one_by_one.append(seq, 1)[0] for seq in seqs]
+    cells, positions = batched.append_each(seqs)
+    assert cells.tolist() == expected and positions.tolist() == [0, 4, 2]
+    assert [batched.table(s) for s in seqs] == [one_by_one.table(s) for s in seqs]
+    batched.check_integrity()
+
+
+def test_append_each_takes_nothing_where_the_cells_run_short():
+    tables = CellTables(4, 8)
+    seqs = [tables.new_seq() for _ in range(5)]
+    with pytest.raises(KVFullError, match="5 new tokens do not fit: 0/4"):
+        tables.append_each(seqs)
+    assert tables.used_tokens == 0 and all(tables.seq_len(s) == 0 for s in seqs)
+    tables.check_integrity()

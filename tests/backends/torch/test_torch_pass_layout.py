@@ -4,8 +4,9 @@ positions in the real CellTables, the wanted rows and draws pass through as give
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from edgereason.backends.torch.kv import CellTables
+from edgereason.backends.torch.kv import CellTables, KVFullError
 from edgereason.backends.torch.pass_layout import Draws, PassLayout, lay_out
 from edgereason.config import SamplingParams
 
@@ -40,3 +41,24 @@ def test_decode_tokens_alone_are_one_row_each():
     layout = lay_out([(s, 7, s) for s in seqs], [0, 1, 2], None, tables)
     assert layout.longest == 1 and layout.positions.tolist() == [0, 0, 0]
     assert sorted(layout.cells.tolist()) == [0, 1, 2] and tables.used_tokens == 3
+
+
+def test_a_failed_pass_gives_its_cells_back():
+    tables = CellTables(16, 4)
+    prefill, decode = tables.new_seq(), tables.new_seq()
+    tables.append(decode, 3)
+    for window in ([(prefill, 1, None), (prefill, 2, "p"), (decode, 3, "d")], [(decode, 4, "d")]):
+        layout = lay_out(window, [], None, tables)
+        layout.cut_back(tables)
+        assert (tables.seq_len(prefill), tables.seq_len(decode), tables.used_tokens) == (0, 3, 3)
+        tables.check_integrity()
+
+
+def test_a_window_that_does_not_fit_takes_nothing():
+    tables = CellTables(4, 4)
+    a, b = tables.new_seq(), tables.new_seq()
+    tables.append(a, 3)
+    with pytest.raises(KVFullError, match="2 new tokens do not fit: 3/4"):
+        lay_out([(a, 1, None), (b, 2, "b")], [1], None, tables)
+    assert (tables.seq_len(a), tables.seq_len(b)) == (3, 0)
+    tables.check_integrity()

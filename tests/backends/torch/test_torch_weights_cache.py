@@ -83,3 +83,18 @@ def test_no_room_to_keep_it_loads_anyway(smollm2_path, home, capsys):
     )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "could not be kept" in err
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="reading onto a GPU needs one")
+def test_cuda_the_kept_copy_reads_straight_onto_the_device(smollm2_path, home):
+    """The kept file opened for the device: each tensor read from the mapped file to the GPU, the
+    values the CPU reads."""
+    CachedWeights(Weights(smollm2_path), torch.bfloat16).load(NAMES[0], CPU, torch.bfloat16)
+    on_cpu = CachedWeights(Weights(smollm2_path), torch.bfloat16)
+    on_gpu = CachedWeights(Weights(smollm2_path), torch.bfloat16)
+    cuda = torch.device("cuda")
+    for n in NAMES:
+        got = on_gpu.load(n, cuda, torch.bfloat16)
+        assert got.device.type == "cuda" and torch.equal(
+            got.cpu(), on_cpu.load(n, CPU, torch.bfloat16)
+        )
