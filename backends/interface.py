@@ -1,10 +1,11 @@
 """The one interface every backend implements (`Backend`), and what the set-up tells a backend.
 
-A backend is opened by name (`load_backend`, backends/__init__.py) and implements every method
-below. What differs between backends is data, `capabilities`, which the set-up reads before it
-calls; a method a backend cannot serve raises one ConfigError line that says so. Whether it runs on
-a GPU here depends on the installed build and the machine, so `supports_gpu()` asks (it may import
-torch) rather than declares.
+A backend is opened by name (`load_backend`, backends/__init__.py) and implements every abstract
+method below, and the profiling methods for the roles `capabilities.profiles` names. What differs
+between backends is data, `capabilities`, which the set-up reads before it calls; a role a backend
+cannot open raises one ConfigError line that says so. Whether it runs on a GPU here depends on the
+installed build and the machine, so `supports_gpu()` asks (it may import torch) rather than
+declares.
 
 `Placement` says where and how a session's models run: one value, from which each backend reads the
 fields that apply to it."""
@@ -32,8 +33,8 @@ class Capabilities:
     """What differs between backends, declared."""
 
     roles: frozenset[Role]  # the roles it opens (each alone too); transformers: the verifier alone
-    # memory-profile measures the roles it opens (profiled_generator, profiled_prm)
-    can_profile: bool
+    # the roles memory-profile measures on it (profiled_generator, profiled_prm)
+    profiles: frozenset[Role]
     measures_decode: bool  # decode_points measures its generator's pass cost (--policy auto)
     # sequence ids one context hands out at once, the beams one search can have (0: none)
     seq_slots: int
@@ -130,11 +131,10 @@ class Backend(ABC):
     ) -> Points | None:
         """Decode throughput at each row count of a generator it opened (None for another's)."""
 
-    @abstractmethod
     def profiled_generator(self, path: Path, place: Placement) -> ProfiledGenerator:
-        """The generator as memory-profile measures it."""
+        """The generator as memory-profile measures it (where capabilities.profiles has it)."""
+        raise NotImplementedError(f"the {self.name} backend profiles no generator")
 
-    @abstractmethod
     def profiled_prm(
         self,
         prm: PRMSpec,
@@ -142,5 +142,7 @@ class Backend(ABC):
         same_as_generator: bool,
         kv_tokens: int,
     ) -> ProfiledPRM:
-        """The PRM as memory-profile measures it; same_as_generator: its weights are counted there;
-        kv_tokens: the sample search's KV, where the PRM is opened once for all of it."""
+        """The PRM as memory-profile measures it (where capabilities.profiles has the verifier);
+        same_as_generator: its weights are counted there; kv_tokens: the sample search's KV, where
+        the PRM is opened once for all of it."""
+        raise NotImplementedError(f"the {self.name} backend profiles no PRM")

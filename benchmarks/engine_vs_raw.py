@@ -19,8 +19,9 @@ import time
 from edgereason import models
 
 # isort: split
+from edgereason.backends import Placement, PRMSpec
 from edgereason.backends.context_roles import DecodeItem
-from edgereason.backends.llamacpp import open_models
+from edgereason.backends.llamacpp.backend import LlamaCppBackend
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine.loop import Engine
 from edgereason.engine.policy import parse_policy
@@ -99,16 +100,11 @@ def main() -> None:
     )
     args = ap.parse_args()
     path = models.resolve(args.model)
-    gen, ver = open_models(
-        path,
-        path,
-        "judge",
-        16384,
-        16384,
-        n_threads=args.threads,
-        n_gpu_layers=args.gpu_layers,
-        device_top_k=args.device_top_k,
+    place = Placement(
+        n_threads=args.threads, n_gpu_layers=args.gpu_layers, device_top_k=args.device_top_k
     )
+    judge = PRMSpec(path, "judge")
+    gen, ver = LlamaCppBackend().open_models(path, judge, (16384, 16384), place)
     raw_decode(gen, args.beams, 16)  # warm-up
     engine_search(gen, ver, "baseline", args.beams, args.width, 1)
     rows: dict[str, list[tuple[float, float]]] = {"raw": [], "baseline": [], "edge": []}

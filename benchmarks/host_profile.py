@@ -157,13 +157,13 @@ def main() -> None:
     args = p.parse_args()
     import torch
 
-    from edgereason.backends.torch import open_models
+    from edgereason.backends import Placement, PRMSpec, load_backend
 
     cuda = torch.cuda.is_available()
     path = models.resolve(args.model)
-    gen, ver = open_models(
-        path, path, "judge", args.kv_tokens, 16384, n_gpu_layers=999 if cuda else 0
-    )
+    place = Placement(n_gpu_layers=999 if cuda else 0)
+    judge = PRMSpec(path, "judge")
+    gen, ver = load_backend("torch").open_models(path, judge, (args.kv_tokens, 16384), place)
     config = SearchConfig(
         strategy="best-of-n",
         beams=args.beams,

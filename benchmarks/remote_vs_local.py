@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 from edgereason import models
-from edgereason.backends.llamacpp import open_models
+from edgereason.backends import Placement, PRMSpec
+from edgereason.backends.llamacpp.backend import LlamaCppBackend
 from edgereason.backends.remote import Endpoint, open_generator, open_verifier
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine.loop import Engine
@@ -167,7 +168,8 @@ def main() -> None:
         max_step_tokens=args.max_step_tokens,
         sampling=SamplingParams(temperature=0.8, seed=0),
     )
-    gen, ver = open_models(path, path, "judge", 16384, 16384, n_threads=args.threads)
+    place, judge = Placement(n_threads=args.threads), PRMSpec(path, "judge")
+    gen, ver = LlamaCppBackend().open_models(path, judge, (16384, 16384), place)
     local = Engine(gen, ver, parse_policy("baseline"))
     endpoint = Endpoint(args.base_url, timeout_s=300)
     rgen = open_generator(path, endpoint, 8192, step_tokens=args.max_step_tokens)

@@ -18,7 +18,8 @@ from edgereason import models
 # isort: split
 from engine_vs_raw import raw_decode
 
-from edgereason.backends.llamacpp import open_models
+from edgereason.backends import Placement
+from edgereason.backends.llamacpp.backend import LlamaCppBackend
 
 
 def main() -> None:
@@ -33,15 +34,8 @@ def main() -> None:
     ap.add_argument("--device-top-k", type=int, default=0)
     args = ap.parse_args()
     path = models.resolve(args.model)
-    gen, _ = open_models(
-        path,
-        path,
-        "judge",
-        16384,
-        1024,
-        n_gpu_layers=args.gpu_layers,
-        device_top_k=args.device_top_k,
-    )
+    place = Placement(n_gpu_layers=args.gpu_layers, device_top_k=args.device_top_k)
+    gen = LlamaCppBackend().open_generator(path, 16384, place)
     raw_decode(gen, 8, 16)  # warm-up
     for rows in [int(r) for r in args.rows.split(",")]:
         tok_s = statistics.median(raw_decode(gen, rows, args.tokens) for _ in range(args.repeat))

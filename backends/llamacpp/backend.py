@@ -7,7 +7,6 @@ from pathlib import Path
 
 import llama_cpp.llama_cpp as L
 
-from edgereason.backends import llamacpp
 from edgereason.backends.cxx_runtime import REBUILD
 from edgereason.backends.interface import (
     BOTH_ROLES,
@@ -21,8 +20,9 @@ from edgereason.backends.llamacpp import profiler_probes
 from edgereason.backends.llamacpp.generator import LlamaGenerator
 from edgereason.backends.llamacpp.measure import measure_decode
 from edgereason.backends.llamacpp.model import load_model
-from edgereason.backends.llamacpp.runtime import SEQ_SLOTS
-from edgereason.backends.prm_format import PRM_FORMATS
+from edgereason.backends.llamacpp.runtime import SEQ_SLOTS, KVContext
+from edgereason.backends.llamacpp.verifier import LlamaVerifier
+from edgereason.backends.prm_format import PRM_FORMATS, prm_format
 from edgereason.protocols import Generator, Points, ProfiledGenerator, ProfiledPRM, Verifier
 
 
@@ -30,7 +30,7 @@ class LlamaCppBackend(Backend):
     name = "llamacpp"
     capabilities = Capabilities(
         roles=BOTH_ROLES,
-        can_profile=True,
+        profiles=BOTH_ROLES,
         measures_decode=True,
         seq_slots=SEQ_SLOTS,
         prm_formats=tuple(PRM_FORMATS),
@@ -61,38 +61,25 @@ class LlamaCppBackend(Backend):
     def open_models(
         self, generator: Path, prm: PRMSpec, kv_tokens: tuple[int, int], place: Placement
     ) -> tuple[Generator, Verifier]:
-        return llamacpp.open_models(
-            generator,
-            prm.path,
-            prm.format,
-            *kv_tokens,
+        """A value head on the generator's own weights reads the generator's context where its rows
+        come back whole (LlamaVerifier)."""
+        for path in (generator, prm.path):  # both weights load before either KV context is made
+            load_model(str(path), place.n_gpu_layers)
+        gen = self.open_generator(generator, kv_tokens[0], place)
+        return gen, _verifier(prm, kv_tokens[1], place, generator_ctx=gen.ctx)
+
+    def open_generator(self, path: Path, kv_tokens: int, place: Placement) -> LlamaGenerator:
+        """device_top_k > 0: the rows are cut to their top k on the device (device_sampling.py)."""
+        return LlamaGenerator(
+            load_model(str(path), place.n_gpu_layers),
+            kv_tokens,
             n_threads=place.n_threads,
-            n_gpu_layers=place.n_gpu_layers,
             flash_attn=place.flash_attn,
-            head=prm.head,
             device_top_k=place.device_top_k,
         )
 
-    def open_generator(self, path: Path, kv_tokens: int, place: Placement) -> Generator:
-        return llamacpp.open_generator(
-            path,
-            kv_tokens,
-            place.n_threads,
-            place.n_gpu_layers,
-            place.flash_attn,
-            place.device_top_k,
-        )
-
     def open_verifier(self, prm: PRMSpec, kv_tokens: int, place: Placement) -> Verifier:
-        return llamacpp.open_verifier(
-            prm.path,
-            prm.format,
-            kv_tokens,
-            n_threads=place.n_threads,
-            n_gpu_layers=place.n_gpu_layers,
-            flash_attn=place.flash_attn,
-            head=prm.head,
-        )
+        return _verifier(prm, kv_tokens, place)
 
     def decode_points(
         self, generator: Generator, rows: tuple[int, ...], steps: int, n_threads: int | None
@@ -115,3 +102,18 @@ class LlamaCppBackend(Backend):
         layers, threads = place.n_gpu_layers, place.n_threads
         shared = same_as_generator
         return profiler_probes.profiled_prm(prm.path, shared, prm.format, prm.head, layers, threads)
+
+
+def _verifier(
+    prm: PRMSpec, kv_tokens: int, place: Placement, generator_ctx: KVContext | None = None
+) -> LlamaVerifier:
+    """generator_ctx: the generator's context, where the PRM shares its weights."""
+    return LlamaVerifier(
+        load_model(str(prm.path), place.n_gpu_layers),
+        prm_format(prm.format),
+        kv_tokens,
+        n_threads=place.n_threads,
+        flash_attn=place.flash_attn,
+        head=prm.head,
+        generator_ctx=generator_ctx,
+    )

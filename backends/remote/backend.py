@@ -18,14 +18,11 @@ from edgereason.backends.interface import (
 from edgereason.backends.prm_format import PRM_FORMATS
 from edgereason.backends.remote_settings import RemoteSettings
 from edgereason.errors import ConfigError
-from edgereason.protocols import Generator, Points, ProfiledGenerator, ProfiledPRM, Verifier
+from edgereason.protocols import Generator, Points, Verifier
 
 # a server returns a few logprobs a token: no value head (the solve-prompt formats read thousands of
 # logits)
 SERVED_FORMATS = tuple(name for name, fmt in PRM_FORMATS.items() if fmt.prompt != "solve")
-
-
-NOT_HERE = "memory-profile measures models that run here; a served model runs on its servers"
 
 
 def _servers(place: Placement) -> RemoteSettings:
@@ -38,7 +35,7 @@ class RemoteBackend(Backend):
     name = "remote"
     capabilities = Capabilities(
         roles=BOTH_ROLES,
-        can_profile=False,
+        profiles=frozenset(),
         measures_decode=False,
         seq_slots=0,
         prm_formats=SERVED_FORMATS,
@@ -94,15 +91,3 @@ class RemoteBackend(Backend):
     ) -> Points | None:
         """A served generator's pass cost is its servers'."""
         return None
-
-    def profiled_generator(self, path: Path, place: Placement) -> ProfiledGenerator:
-        raise ConfigError(NOT_HERE)
-
-    def profiled_prm(
-        self,
-        prm: PRMSpec,
-        place: Placement,
-        same_as_generator: bool,
-        kv_tokens: int,
-    ) -> ProfiledPRM:
-        raise ConfigError(NOT_HERE)

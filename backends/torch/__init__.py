@@ -17,9 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from edgereason.backends.prm_format import prm_format
 from edgereason.errors import ConfigError, OutOfMemoryError
-from edgereason.heads.value_head import ValueHead
 from edgereason.util.startup import phase
 
 INSTALL = 'pip install "edgereason[torch]"'
@@ -112,70 +110,6 @@ def _note_cpu() -> None:
         _cpu_noted = True
 
 
-def open_models(
-    generator_path: Path,
-    prm_path: Path,
-    prm_format_name: str,
-    generator_kv_tokens: int,
-    verifier_kv_tokens: int,
-    n_threads: int | None = None,
-    n_gpu_layers: int = 0,
-    flash_attn: bool = True,
-    head: ValueHead | None = None,
-    device_top_k: int = 0,
-):
-    """The llama.cpp backend's signature; flash_attn and device_top_k do not apply (attention is
-    torch's SDPA and sampling runs on the device over whole rows)."""
-    _check_head_source(prm_path, head)  # before the generator loads
-    generator = open_generator(generator_path, generator_kv_tokens, n_threads, n_gpu_layers)
-    verifier = open_verifier(
-        prm_path,
-        prm_format_name,
-        verifier_kv_tokens,
-        n_threads,
-        n_gpu_layers,
-        head,
-    )
-    return generator, verifier
-
-
-def _check_head_source(prm_path: Path, head: ValueHead | None) -> None:
-    if head is not None and Path(prm_path).is_dir():
-        raise ConfigError(
-            "a value head is checked against the sha256 of the GGUF it was trained on, and the PRM "
-            "is a Hugging Face folder; use that GGUF as --prm, or --prm-format judge"
-        )
-
-
-def open_verifier(
-    prm_path: Path,
-    prm_format_name: str,
-    verifier_kv_tokens: int,
-    n_threads: int | None = None,
-    n_gpu_layers: int = 0,
-    head: ValueHead | None = None,
-):
-    """The PRM alone, beside a generator on another backend or of another model."""
-    from edgereason.backends.torch.verifier import TorchVerifier
-
-    _check_head_source(prm_path, head)
-    model = open_model(prm_path, n_gpu_layers, n_threads)
-    return TorchVerifier(model, prm_format(prm_format_name), verifier_kv_tokens, head=head)
-
-
-def open_generator(
-    generator_path: Path,
-    generator_kv_tokens: int,
-    n_threads: int | None = None,
-    n_gpu_layers: int = 0,
-    flash_attn: bool = True,
-    device_top_k: int = 0,
-):
-    from edgereason.backends.torch.generator import TorchGenerator
-
-    return TorchGenerator(open_model(generator_path, n_gpu_layers, n_threads), generator_kv_tokens)
-
-
 @lru_cache(maxsize=4)
 def weights_table(path: str):
     """The GGUF's or the folder's tensor table and metadata (no weights read): read once, as a
@@ -204,10 +138,7 @@ def weights_bytes(path: Path, n_gpu_layers: int = 0) -> int:
 __all__ = [
     "SEQ_SLOTS",
     "import_torch",
-    "open_generator",
     "open_model",
-    "open_models",
-    "open_verifier",
     "supports_gpu",
     "weights_bytes",
     "weights_table",

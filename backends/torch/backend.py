@@ -16,8 +16,15 @@ from edgereason.backends.interface import (
     Placement,
     PRMSpec,
 )
-from edgereason.backends.prm_format import PRM_FORMATS
-from edgereason.backends.torch import SEQ_SLOTS, device_for, import_torch, weights_table
+from edgereason.backends.prm_format import PRM_FORMATS, prm_format
+from edgereason.backends.torch import (
+    SEQ_SLOTS,
+    device_for,
+    import_torch,
+    open_model,
+    weights_table,
+)
+from edgereason.errors import ConfigError
 from edgereason.protocols import Generator, Points, ProfiledGenerator, ProfiledPRM, Verifier
 
 
@@ -25,7 +32,7 @@ class TorchBackend(Backend):
     name = "torch"
     capabilities = Capabilities(
         roles=BOTH_ROLES,
-        can_profile=True,
+        profiles=BOTH_ROLES,
         measures_decode=True,
         seq_slots=SEQ_SLOTS,
         prm_formats=tuple(PRM_FORMATS),
@@ -61,24 +68,22 @@ class TorchBackend(Backend):
         self, generator: Path, prm: PRMSpec, kv_tokens: tuple[int, int], place: Placement
     ) -> tuple[Generator, Verifier]:
         """flash_attn and device_top_k do not apply: attention is torch's SDPA, sampling runs on the
-        device."""
-        return torch_backend.open_models(
-            generator,
-            prm.path,
-            prm.format,
-            *kv_tokens,
-            n_threads=place.n_threads,
-            n_gpu_layers=place.n_gpu_layers,
-            head=prm.head,
-        )
+        device over whole rows."""
+        _check_head_source(prm)  # before the generator loads
+        gen = self.open_generator(generator, kv_tokens[0], place)
+        return gen, self.open_verifier(prm, kv_tokens[1], place)
 
     def open_generator(self, path: Path, kv_tokens: int, place: Placement) -> Generator:
-        return torch_backend.open_generator(path, kv_tokens, place.n_threads, place.n_gpu_layers)
+        from edgereason.backends.torch.generator import TorchGenerator
+
+        return TorchGenerator(open_model(path, place.n_gpu_layers, place.n_threads), kv_tokens)
 
     def open_verifier(self, prm: PRMSpec, kv_tokens: int, place: Placement) -> Verifier:
-        layers, threads = place.n_gpu_layers, place.n_threads
-        open_verifier = torch_backend.open_verifier
-        return open_verifier(prm.path, prm.format, kv_tokens, threads, layers, prm.head)
+        from edgereason.backends.torch.verifier import TorchVerifier
+
+        _check_head_source(prm)
+        model = open_model(prm.path, place.n_gpu_layers, place.n_threads)
+        return TorchVerifier(model, prm_format(prm.format), kv_tokens, head=prm.head)
 
     def decode_points(
         self, generator: Generator, rows: tuple[int, ...], steps: int, n_threads: int | None
@@ -109,3 +114,11 @@ class TorchBackend(Backend):
 
         layers, threads = place.n_gpu_layers, place.n_threads
         return profiled_prm(prm.path, same_as_generator, prm.format, prm.head, layers, threads)
+
+
+def _check_head_source(prm: PRMSpec) -> None:
+    if prm.head is not None and Path(prm.path).is_dir():
+        raise ConfigError(
+            "a value head is checked against the sha256 of the GGUF it was trained on, and the PRM "
+            "is a Hugging Face folder; use that GGUF as --prm, or --prm-format judge"
+        )

@@ -11,7 +11,7 @@ from edgereason.backends.interface import Backend, Capabilities, OnDisk, Placeme
 from edgereason.backends.transformers.formats import TORCH_FORMATS
 from edgereason.backends.transformers.torch_device import import_torch, on_cuda
 from edgereason.errors import ConfigError
-from edgereason.protocols import Generator, Points, ProfiledGenerator, ProfiledPRM, Verifier
+from edgereason.protocols import Generator, Points, ProfiledPRM, Verifier
 
 PRM_ALONE = "transformers runs a PRM alone (--prm hf:PATH), beside a generator on llamacpp or torch"
 
@@ -20,7 +20,7 @@ class TransformersBackend(Backend):
     name = "transformers"
     capabilities = Capabilities(
         roles=frozenset({"verifier"}),
-        can_profile=True,
+        profiles=frozenset({"verifier"}),
         measures_decode=False,
         seq_slots=0,  # paths are held by key, in per-path caches
         prm_formats=TORCH_FORMATS,
@@ -64,9 +64,6 @@ class TransformersBackend(Backend):
     ) -> Points | None:
         """It opens no generator."""
         return None
-
-    def profiled_generator(self, path: Path, place: Placement) -> ProfiledGenerator:
-        raise ConfigError(PRM_ALONE)
 
     def profiled_prm(
         self,

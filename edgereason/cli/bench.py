@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_plots:
         require_one_cxx_runtime("bench's plots load matplotlib", "pass --no-plots")
     first = {"beams": beams[0], "strategy": strategies[0]}  # each run's replace these
-    search = search_config(argparse.Namespace(**{**vars(args), **first}))
+    search = search_config({**vars(args), **first})
     grid = RunGrid(
         policies=policies,
         beams=beams,

@@ -4,6 +4,8 @@ flags_search)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
+from typing import Any
 
 from edgereason.cli.flags_remote import remote_settings
 from edgereason.config import SamplingParams, SearchConfig
@@ -68,16 +70,19 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
     )
 
 
-def search_config(args: argparse.Namespace) -> SearchConfig:
+def search_config(flags: Mapping[str, Any]) -> SearchConfig:
+    """The search the flags' values name (`vars(args)`, or those values with a recipe's)."""
     return SearchConfig(
-        strategy=args.strategy,
-        beams=args.beams,
-        width=args.width,
-        max_steps=args.max_steps,
-        max_step_tokens=args.max_step_tokens,
-        max_path_tokens=args.max_tokens,
-        aggregation=args.agg,
-        vote=args.vote,
-        select=args.select,
-        sampling=SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed),
+        strategy=flags["strategy"],
+        beams=flags["beams"],
+        width=flags["width"],
+        max_steps=flags["max_steps"],
+        max_step_tokens=flags["max_step_tokens"],
+        max_path_tokens=flags["max_tokens"],
+        aggregation=flags["agg"],
+        vote=flags["vote"],
+        select=flags["select"],
+        sampling=SamplingParams(
+            temperature=flags["temperature"], top_p=flags["top_p"], seed=flags["seed"]
+        ),
     )

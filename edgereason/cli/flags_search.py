@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from edgereason.config import AGGREGATIONS, SELECTS, STRATEGY_NAMES, VOTES
+from edgereason.config import (
+    AGGREGATIONS,
+    SELECTS,
+    STRATEGY_NAMES,
+    VOTES,
+    SamplingParams,
+    SearchConfig,
+)
 from edgereason.engine.policy import PRESETS, SWITCH_HELP, SWITCH_METAVAR, Policy
 from edgereason.search.recipes import TREE_FLAGS, describe
 from edgereason.session.auto_policy import EDGE_MAX_COST_8
@@ -14,14 +21,15 @@ from edgereason.session.auto_policy import EDGE_MAX_COST_8
 def add_search_args(
     p: argparse.ArgumentParser,
     from_recipe: bool = False,
-    strategy: str = "beam",
+    strategy: str = SearchConfig.strategy,
     strategy_help: str = "search strategy",
     beams: bool = True,
 ) -> None:
     """from_recipe: --strategy, --vote, --beams and --temperature default to the generator's
     recipe, and --width and --select are left unset so that a note can say when the search has no
     use for them (search/recipes.py's choose_search fills them all); else `strategy`, a majority
-    vote, 4 beams, T 0.8. beams=False: the command adds its own flag for `args.beams`."""
+    vote, and SearchConfig's and SamplingParams' defaults (config.py). beams=False: the command adds
+    its own flag for `args.beams`."""
     g = p.add_argument_group("search")
     g.add_argument(
         "--strategy",
@@ -34,10 +42,10 @@ def add_search_args(
         g.add_argument(
             "--beams",
             type=beam_count,
-            default=None if from_recipe else 4,
+            default=None if from_recipe else SearchConfig.beams,
             metavar="N",
             help="candidates N: the beam size, or the samples of best-of-n "
-            f"(default {_default_help('beams', 4, from_recipe)})",
+            f"(default {_default_help('beams', SearchConfig.beams, from_recipe)})",
         )
     g.add_argument(
         "--width",
@@ -59,15 +67,21 @@ def _default_help(field: str, value: object, from_recipe: bool) -> str:
 def _add_length_flags(g: argparse._ArgumentGroup) -> None:
     """How long a path may grow: steps, tokens a step, tokens in all."""
     g.add_argument(
-        "--max-steps", type=int, default=40, help="reasoning steps per path (default %(default)s)"
+        "--max-steps",
+        type=int,
+        default=SearchConfig.max_steps,
+        help="reasoning steps per path (default %(default)s)",
     )
     g.add_argument(
-        "--max-step-tokens", type=int, default=2048, help="tokens per step (default %(default)s)"
+        "--max-step-tokens",
+        type=int,
+        default=SearchConfig.max_step_tokens,
+        help="tokens per step (default %(default)s)",
     )
     g.add_argument(
         "--max-tokens",
         type=int,
-        default=4096,
+        default=SearchConfig.max_path_tokens,
         help="generated tokens per path (default %(default)s)",
     )
 
@@ -77,18 +91,28 @@ def _add_sampling_flags(g: argparse._ArgumentGroup, from_recipe: bool) -> None:
     g.add_argument(
         "--temperature",
         type=float,
-        default=None if from_recipe else 0.8,
+        default=None if from_recipe else SamplingParams.temperature,
         help="sampling temperature, 0 = greedy (default "
-        f"{_default_help('temperature', 0.8, from_recipe)})",
+        f"{_default_help('temperature', SamplingParams.temperature, from_recipe)})",
     )
-    g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (default 1.0)")
-    g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    g.add_argument(
+        "--top-p",
+        type=float,
+        default=SamplingParams.top_p,
+        help="nucleus sampling (default %(default)s)",
+    )
+    g.add_argument(
+        "--seed", type=int, default=SamplingParams.seed, help="random seed (default %(default)s)"
+    )
 
 
 def _add_scoring_flags(g: argparse._ArgumentGroup, from_recipe: bool) -> None:
     """How paths are scored, kept and voted on."""
     g.add_argument(
-        "--agg", default="last", choices=AGGREGATIONS, help="step-score aggregation (default last)"
+        "--agg",
+        default=SearchConfig.aggregation,
+        choices=AGGREGATIONS,
+        help="step-score aggregation (default %(default)s)",
     )
     g.add_argument(
         "--select",

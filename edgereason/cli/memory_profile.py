@@ -23,8 +23,10 @@ from edgereason.memory.size import format_size
 from edgereason.memory.split import Prediction
 from edgereason.profiler.profile import Profile
 from edgereason.profiler.run import run_profile
+from edgereason.profiler.workload import SampleSearch
+from edgereason.session.gpu import ALL_LAYERS
 from edgereason.session.prm_choice import PRM_FORMAT_CHOICES
-from edgereason.session.settings import LOCAL_BACKENDS
+from edgereason.session.settings import LOCAL_BACKENDS, ModelSettings
 from edgereason.util.files import check_no_dangling_link
 from edgereason.util.terminal import shown_path
 
@@ -111,13 +113,16 @@ def _add_workload_flags(p: argparse.ArgumentParser) -> None:
         help="beam size N of the modelled search (default 4 on cpu, 8 on gpu)",
     )
     p.add_argument(
-        "--width", type=int, default=4, help="beam width M of the modelled search (default 4)"
+        "--width",
+        type=int,
+        default=SampleSearch.width,
+        help="beam width M of the modelled search (default %(default)s)",
     )
     p.add_argument(
         "--requests",
         type=int,
-        default=1,
-        help="searches running at once, e.g. a bench's concurrent problems (default 1)",
+        default=SampleSearch.requests,
+        help="searches running at once, e.g. a bench's concurrent problems (default %(default)s)",
     )
     p.add_argument(
         "--problem",
@@ -130,10 +135,16 @@ def _add_workload_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-step-tokens",
         type=int,
-        default=96,
-        help="tokens a step may take in the sample search that measures the workload (default 96)",
+        default=SampleSearch.max_step_tokens,
+        help="tokens a step may take in the sample search that measures the workload (default "
+        "%(default)s)",
     )
-    p.add_argument("--steps", type=int, default=4, help="steps of a modelled search (default 4)")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=SampleSearch.steps,
+        help="steps of a modelled search (default %(default)s)",
+    )
 
 
 def _progress(message: str) -> None:
@@ -218,22 +229,18 @@ def run(args: argparse.Namespace) -> int:
         _check_plot(args.plot)
         require_one_cxx_runtime("--plot loads matplotlib", "drop --plot")
     profile = run_profile(
-        args.model,
-        args.prm,
-        args.prm_format,
+        _settings(args),
+        SampleSearch(
+            args.beams,
+            args.width,
+            args.requests,
+            args.max_step_tokens,
+            args.steps,
+            tuple(args.problem or ()),
+        ),
         args.kv_budget,
-        args.device,
-        args.threads,
-        args.beams,
-        args.max_step_tokens,
-        args.width,
-        args.requests,
-        args.steps,
-        tuple(args.problem or ()),
         progress=_progress,
         pull_progress=pull_progress,
-        prm_head=args.prm_head,
-        backend=args.backend,
     )
     data = profile.to_dict()
     path = write_profile(
@@ -255,3 +262,17 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_table(profile, path)
     return 0
+
+
+def _settings(args: argparse.Namespace) -> ModelSettings:
+    """The models as a session of them opens them, on the device profiled: every layer on the GPU,
+    or the CPU."""
+    return ModelSettings(
+        model=args.model,
+        prm=args.prm,
+        prm_format=args.prm_format,
+        prm_head=args.prm_head,
+        threads=args.threads,
+        n_gpu_layers=ALL_LAYERS if args.device == "gpu" else 0,
+        backend=args.backend,
+    )

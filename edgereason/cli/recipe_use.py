@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from edgereason import models
 from edgereason.cli.common import search_config
 from edgereason.cli.progress import end_line, pull_progress
-from edgereason.config import SearchConfig
 from edgereason.errors import ModelError
 from edgereason.search.recipes import (
     PLAIN,
@@ -37,9 +35,6 @@ def recipe_search_config(
     chosen = picks_verifier(args.prm, args.prm_format, args.prm_head, args.backend)
     recipe = recipe_for(args.model, device, chosen)
 
-    def build(values: Mapping[str, Any]) -> SearchConfig:
-        return search_config(argparse.Namespace(**values))
-
     def offline(e: ModelError) -> None:
         end_line()
         instead = f"running {PLAIN.strategy} with the generator's own weights as PRM instead"
@@ -48,4 +43,4 @@ def recipe_search_config(
     def pull(name: str) -> Path:
         return resolve(name, progress=pull_progress, role="PRM")
 
-    return choose_search(recipe, vars(args), build, pull, offline)
+    return choose_search(recipe, vars(args), search_config, pull, offline)

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     _check_counts(args, phases)
     backbone = args.model if args.backbone == SELF else args.backbone
     files = _files(args, backbone)
-    config = search_config(args)
+    config = search_config(vars(args))
     if "rollouts" in phases:
         # an impossible beam is refused before any model loads
         config = rollout_config(config, args.beams)

@@ -5,59 +5,45 @@ metrics, through `record`."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import field, fields, make_dataclass
+from dataclasses import dataclass, fields
 
 from edgereason.engine.request import Request
-from edgereason.engine.result import RequestMetrics
-
-# The counters the parts count, by their RequestMetrics names: RequestMetrics alone declares each
-# one's type and default (engine/result.py), and Counts is made from them; the rest of the metrics
-# the loop and build_result set.
-COUNTED = (
-    "generated_tokens",
-    "spec_tokens",
-    "forward_rows",
-    "dedup_saved_rows",
-    "spec_tokens_reused",
-    "spec_tokens_wasted",
-    "pruned_rank",
-    "pruned_perfect",
-    "lookahead_scores",
-    "recomputed_tokens",
-    "evictions",
-    "prm_calls",
-    "prm_requests",
-    "prm_tokens",
-    "prm_time_s",
-)
 
 
-# COUNTED, not dataclasses.fields(): fields() builds its tuple at each call, and these two run for
-# every request at every engine step
-def _iadd(self: Counts, other: Counts) -> Counts:
-    for name in COUNTED:
-        setattr(self, name, getattr(self, name) + getattr(other, name))
-    return self
+@dataclass
+class Counts:
+    """One request's counters, named, typed and zeroed as RequestMetrics has them
+    (engine/result.py); the rest of the metrics the loop and build_result set."""
+
+    generated_tokens: int = 0
+    spec_tokens: int = 0
+    forward_rows: int = 0
+    dedup_saved_rows: int = 0
+    spec_tokens_reused: int = 0
+    spec_tokens_wasted: int = 0
+    pruned_rank: int = 0
+    pruned_perfect: int = 0
+    lookahead_scores: int = 0
+    recomputed_tokens: int = 0
+    evictions: int = 0
+    prm_calls: int = 0
+    prm_requests: int = 0
+    prm_tokens: int = 0
+    prm_time_s: float = 0.0
+
+    # COUNTED, not dataclasses.fields(): fields() builds its tuple at each call, and these two run
+    # for every request at every engine step
+    def __iadd__(self, other: Counts) -> Counts:
+        for name in COUNTED:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        return self
+
+    def items(self) -> Iterator[tuple[str, int | float]]:
+        """The counters that moved, by name."""
+        return ((name, v) for name in COUNTED if (v := getattr(self, name)))
 
 
-def _items(self: Counts) -> Iterator[tuple[str, int | float]]:
-    """The counters that moved, by name."""
-    return ((name, v) for name in COUNTED if (v := getattr(self, name)))
-
-
-_METRICS = {f.name: f for f in fields(RequestMetrics)}
-# a dataclass of the COUNTED fields, each typed and zeroed as RequestMetrics has it: Counts(),
-# Counts(evictions=1)
-Counts = make_dataclass(
-    "Counts",
-    [(name, _METRICS[name].type, field(default=_METRICS[name].default)) for name in COUNTED],
-    namespace={
-        "__doc__": "One request's counters, named as RequestMetrics names them (engine/result.py).",
-        "__module__": __name__,
-        "__iadd__": _iadd,
-        "items": _items,
-    },
-)
+COUNTED = tuple(f.name for f in fields(Counts))
 
 
 class Tally:

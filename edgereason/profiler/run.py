@@ -9,13 +9,11 @@ up."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from edgereason import models
-from edgereason.backends import Backend, Placement, PRMSpec, load_backend
-from edgereason.config import check_threads, physical_cores
+from edgereason.backends import Placement
+from edgereason.config import physical_cores
 from edgereason.errors import ConfigError
 from edgereason.memory.curve import Curve
 from edgereason.memory.device import DeviceInfo, auto_budget, read_device
@@ -23,17 +21,19 @@ from edgereason.memory.profile_store import check_profile_path, verifier_id
 from edgereason.memory.size import format_size, parse_size
 from edgereason.memory.split import Workload, budget_error, plan_split, problem_budget_error
 from edgereason.profiler.profile import Profile
-from edgereason.profiler.sample import SAMPLE_PROBLEMS, prompt_lengths, sample_kv_tokens
-from edgereason.profiler.workload import modelled_search, sampled_workload, with_prompts
+from edgereason.profiler.sample import prompt_lengths, sample_kv_tokens
+from edgereason.profiler.workload import (
+    SampleSearch,
+    modelled_search,
+    sampled_workload,
+    with_prompts,
+)
 from edgereason.protocols import ProfiledGenerator, ProfiledPRM, Progress
-from edgereason.session.backend_choice import choose_backend, model_paths
 from edgereason.session.gpu import device_top_k
-from edgereason.session.prm_choice import PRMChoice, choose_prm
+from edgereason.session.opening import ChosenModels, choose_models
+from edgereason.session.prm_choice import PullProgress
 from edgereason.session.settings import DEFAULT_TOP_K, ModelSettings
 
-PullProgress = Callable[[str, int, int], None]
-
-ALL_GPU_LAYERS = 999
 DEVICE_FOR = {"cpu": "cpu", "gpu": "cuda"}  # profiled device kind -> an hf: PRM's torch device
 
 
@@ -53,42 +53,25 @@ MAX_DECODE_SEQS = 128
 
 
 def run_profile(
-    generator: str,
-    prm: str | None,
-    prm_format: str = "auto",
+    settings: ModelSettings,
+    search: SampleSearch,
     budget: str = "auto",
-    device_kind: str = "cpu",
-    threads: int | None = None,
-    beams: int | None = None,
-    max_step_tokens: int = 96,
-    width: int = 4,
-    requests: int = 1,
-    steps: int = 4,
-    problems: tuple[str, ...] = (),
     points: MeasurePoints | None = None,
     progress: Progress | None = None,
     pull_progress: PullProgress | None = None,
-    prm_head: str | None = None,
-    backend: str = "auto",
 ) -> Profile:
-    """problems: the sample search's (the --problem texts); none: SAMPLE_PROBLEMS. backend: auto,
-    llamacpp or torch. Every setting is checked before a model loads (after its file is pulled: auto
-    reads it), and the budget before minutes of measuring."""
-    given, problems = bool(problems), problems or SAMPLE_PROBLEMS
-    check_threads(threads)
-    # bad settings fail now, not after measuring
-    choice = choose_prm(generator, prm, prm_format, prm_head)
+    """settings: the models as a session opens them, on the GPU where n_gpu_layers > 0 (every
+    layer) else the CPU; the backend is chosen as that session chooses it. Every setting is checked
+    before a model loads (after its file is pulled: auto reads it), and the budget before minutes of
+    measuring."""
     fixed_budget = None if budget == "auto" else parse_size(budget)
-    device = read_device(device_kind)
-    n_gpu_layers = ALL_GPU_LAYERS if device.kind == "gpu" else 0
-    place = Placement(n_gpu_layers=n_gpu_layers, device=DEVICE_FOR[device.kind], n_threads=threads)
-    shape = (beams, width, requests, max_step_tokens, steps)
-    opened = _open_models(generator, choice, backend, device, place, shape, problems, pull_progress)
+    device = read_device("gpu" if settings.n_gpu_layers else "cpu")
+    opened = _open_models(settings, device, search, pull_progress)
     budget_bytes = _settled_budget(
-        fixed_budget, device, opened.gen, opened.prm, opened.workload, given, progress
+        fixed_budget, device, opened.gen, opened.prm, opened.workload, bool(search.given), progress
     )
     points = points or (GPU_POINTS if device.kind == "gpu" else MeasurePoints())
-    return _measure(opened, budget_bytes, points, place, max_step_tokens, problems, progress)
+    return _measure(opened, budget_bytes, points, search, progress)
 
 
 @dataclass(frozen=True)
@@ -100,51 +83,54 @@ class _Opened:
     backend: str
     gen_id: str
     ver_id: str
+    place: Placement
     gen: ProfiledGenerator
     prm: ProfiledPRM
     workload: Workload  # the modelled search, with its problems' prompt and head lengths
 
 
 def _open_models(
-    generator: str,
-    choice: PRMChoice,
-    backend: str,
+    settings: ModelSettings,
     device: DeviceInfo,
-    place: Placement,
-    shape: tuple[int | None, int, int, int, int],
-    problems: tuple[str, ...],
+    search: SampleSearch,
     pull_progress: PullProgress | None,
 ) -> _Opened:
-    """The models' files and backend, the modelled search of `shape` (beams, width, requests, max
-    step tokens, steps) checked before either model loads, then the generator, the problems' prompts
-    and the PRM."""
-    threads, n_gpu_layers = place.n_threads, place.n_gpu_layers
-    gen_path, prm_path, backend = _models_and_backend(
-        generator, choice, backend, threads, n_gpu_layers, pull_progress
+    """The models' files and backend as a session chooses them, the modelled search checked before
+    either model loads, then the generator, the problems' prompts and the PRM."""
+    chosen = choose_models(settings, pull_progress)
+    runtime, choice = chosen.runtime, chosen.choice
+    if "generator" not in runtime.capabilities.profiles:
+        raise ConfigError(
+            f"memory-profile measures a generator; --backend {chosen.backend} opens none"
+        )
+    if settings.n_gpu_layers:
+        runtime.require_gpu("use --device cpu")
+    gen_id, ver_id = models.display_name(settings.model), verifier_id(choice.name, choice.format)
+    check_profile_path(device.device_id, gen_id, ver_id, chosen.backend)  # the CLI saves it there
+    layers, threads = settings.n_gpu_layers or 0, settings.threads
+    place = Placement(n_gpu_layers=layers, device=DEVICE_FOR[device.kind], n_threads=threads)
+    workload = modelled_search(
+        *(search.beams, search.width, search.requests, search.max_step_tokens, search.steps),
+        *(device.kind, runtime.capabilities.seq_slots, search.problems),
     )
-    gen_id, ver_id = models.display_name(generator), verifier_id(choice.name, choice.format)
-    check_profile_path(device.device_id, gen_id, ver_id, backend)  # the CLI saves the profile there
-    runtime = load_backend(backend)
-    workload = modelled_search(*shape, device.kind, runtime.capabilities.seq_slots, problems)
-    gen = runtime.profiled_generator(gen_path, place)
+    gen = runtime.profiled_generator(chosen.gen_path, place)
+    problems = search.problems
     lengths = prompt_lengths(gen.prompter, problems, workload.requests)  # before the PRM loads
-    prm = _open_prm(runtime, choice, gen_path, prm_path, place, workload.requests)
-    return _Opened(
-        device, backend, gen_id, ver_id, gen, prm, with_prompts(workload, problems, lengths, prm)
-    )
+    prm = _open_prm(chosen, place, workload.requests)
+    workload = with_prompts(workload, problems, lengths, prm)
+    return _Opened(device, chosen.backend, gen_id, ver_id, place, gen, prm, workload)
 
 
 def _measure(
     opened: _Opened,
     budget_bytes: int,
     points: MeasurePoints,
-    place: Placement,
-    max_step_tokens: int,
-    problems: tuple[str, ...],
+    search: SampleSearch,
     progress: Progress | None,
 ) -> Profile:
     """The two curves, the sample search, and the split they give in `budget_bytes`."""
-    gen, prm = opened.gen, opened.prm
+    gen, prm, place = opened.gen, opened.prm, opened.place
+    max_step_tokens, problems = search.max_step_tokens, search.problems
     gen_curve, ver_curve = _curves(
         gen, prm, points, opened.workload, place.n_gpu_layers, place.n_threads, progress
     )
@@ -168,35 +154,6 @@ def _measure(
         ver_curve,
         plan,
     )
-
-
-def _models_and_backend(
-    generator: str,
-    choice: PRMChoice,
-    backend: str,
-    threads: int | None,
-    n_gpu_layers: int,
-    pull_progress: PullProgress | None,
-) -> tuple[Path, Path, str]:
-    """The models' files (pulled where needed) and the backend that runs them, chosen as a session
-    of these models on this device chooses it (auto reads their architectures), so that the profile
-    is the one it looks up."""
-    settings = ModelSettings(
-        model=generator,
-        prm=choice.name,  # with its format: the models a solve's measured speeds are kept under
-        prm_format=choice.format,
-        threads=threads,
-        n_gpu_layers=n_gpu_layers,
-        backend=backend,
-    )
-    gen_path, prm_path = model_paths(settings.model, choice, pull_progress)
-    backend = choose_backend(settings, gen_path, prm_path, choice.name.startswith(models.HF_PREFIX))
-    runtime = load_backend(backend)
-    if not (runtime.capabilities.can_profile and "generator" in runtime.capabilities.roles):
-        raise ConfigError(f"memory-profile measures a generator; --backend {backend} opens none")
-    if n_gpu_layers:
-        runtime.require_gpu("use --device cpu")
-    return gen_path, prm_path, backend
 
 
 def _curves(
@@ -258,18 +215,11 @@ def _check_budget(
     raise budget_error(budget_bytes, gen_bpt, ver_bpt, w)
 
 
-def _open_prm(
-    runtime: Backend,
-    choice: PRMChoice,
-    gen_path: Path,
-    prm_path: Path,
-    place: Placement,
-    requests: int,
-) -> ProfiledPRM:
+def _open_prm(chosen: ChosenModels, place: Placement, requests: int) -> ProfiledPRM:
     """The PRM to measure: the generator's own model or another GGUF on the generator's backend, or
-    an hf: PRM on torch through the transformers backend."""
-    prm = PRMSpec(prm_path, choice.format, choice.head)
-    if choice.name.startswith(models.HF_PREFIX):
+    an hf: PRM through the transformers backend."""
+    prm, gen_path = chosen.prm, chosen.gen_path
+    if chosen.prm_on_transformers:
         kv_tokens = sample_kv_tokens(requests)
-        return load_backend("transformers").profiled_prm(prm, place, False, kv_tokens)
-    return runtime.profiled_prm(prm, place, prm_path.resolve() == gen_path.resolve(), 0)
+        return chosen.prm_runtime.profiled_prm(prm, place, False, kv_tokens)
+    return chosen.runtime.profiled_prm(prm, place, prm.path.resolve() == gen_path.resolve(), 0)

@@ -4,15 +4,39 @@ measured."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from statistics import mean
 
 from edgereason.errors import ConfigError
 from edgereason.memory.split import Workload
-from edgereason.profiler.sample import check_sequences, sample_problems, sample_search
+from edgereason.profiler.sample import (
+    SAMPLE_PROBLEMS,
+    check_sequences,
+    sample_problems,
+    sample_search,
+)
 from edgereason.protocols import ProfiledGenerator, ProfiledPRM, Progress
 
 DEFAULT_BEAMS = {"cpu": 4, "gpu": 8}  # design.md section 3
+
+
+@dataclass(frozen=True)
+class SampleSearch:
+    """The search memory-profile models the split on, and runs a sample of to measure it."""
+
+    beams: int | None = None  # None: DEFAULT_BEAMS on the device
+    width: int = 4
+    requests: int = 1  # searches at once
+    max_step_tokens: int = 96
+    steps: int = 4
+    given: tuple[str, ...] = ()  # the --problem texts
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """The problems the sample search takes: the given ones, else SAMPLE_PROBLEMS."""
+        return self.given or SAMPLE_PROBLEMS
+
+
 # for the budget check before the sample search measures the real step length
 TYPICAL_STEP_TOKENS = 64
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from edgereason.config import STRATEGY_NAMES, VOTES, SearchConfig
+from edgereason.config import STRATEGY_NAMES, VOTES, SamplingParams, SearchConfig
 from edgereason.errors import ModelError
 
 Device = Literal["cpu", "gpu"]
@@ -31,7 +31,7 @@ class Recipe:
     strategy: str
     vote: str
     beams: int = 8
-    temperature: float = 0.8
+    temperature: float = SamplingParams.temperature
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGY_NAMES or self.vote not in VOTES:

@@ -2,21 +2,23 @@
 share.
 
 The set-up is one straight sequence: the PRM (prm_choice.py), both models' files and the backend
-(backend_choice.py), the placement and GPU budget (gpu.py), the CPU threads (cpu_threads.py), the
-memory profile and the KV split (profile_choice.py, kv_split.py), the models opened, the Session
-(session.py) that builds engines.
+(backend_choice.py), chosen together by `choose_models` (memory-profile's set-up too), the
+placement and GPU budget (gpu.py), the CPU threads (cpu_threads.py), the memory profile and the KV
+split (profile_choice.py, kv_split.py), the models opened, the Session (session.py) that builds
+engines.
 Served roles open in remote_opening.py."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from pathlib import Path
 
-from edgereason.backends import PRMSpec, load_backend
+from edgereason.backends import Backend, PRMSpec, load_backend
 from edgereason.session.backend_choice import choose_backend, model_paths, prm_on_transformers
 from edgereason.session.cpu_threads import fit_threads_to_load
 from edgereason.session.gpu import gpu_settings, placement
 from edgereason.session.kv_split import check_host_memory, kv_tokens
-from edgereason.session.prm_choice import PullProgress, choose_prm
+from edgereason.session.prm_choice import PRMChoice, PullProgress, choose_prm
 from edgereason.session.profile_choice import note_no_profile, profile_for
 from edgereason.session.remote_opening import open_remote
 from edgereason.session.session import DEFAULT_LV_THRESHOLD, Session
@@ -24,52 +26,71 @@ from edgereason.session.settings import ModelSettings
 from edgereason.util.startup import phase
 
 
-def open_session(
-    settings: ModelSettings,
-    backend: str | None = None,
-    progress: PullProgress | None = None,
-) -> Session:
-    """backend: the local runtime, overriding settings.backend (auto decides by CUDA and
-    --gpu-memory)."""
+def open_session(settings: ModelSettings, progress: PullProgress | None = None) -> Session:
     if settings.remote is not None:
         return open_remote(settings, settings.remote, progress)
-    choice = choose_prm(settings.model, settings.prm, settings.prm_format, settings.prm_head)
-    with phase("model_files"):
-        gen_path, prm_path = model_paths(settings.model, choice, progress)
-    hf = prm_on_transformers(settings.model, choice)  # the PRM on transformers beside the generator
-    settings = replace(settings, prm_format=choice.format)
-    asked = replace(settings, backend=backend or settings.backend)
-    backend = choose_backend(asked, gen_path, prm_path, hf)
-    runtime = load_backend(backend)
-    prm_runtime = load_backend("transformers") if hf else runtime
+    chosen = choose_models(settings, progress)
+    settings, runtime, prm_runtime = chosen.settings, chosen.runtime, chosen.prm_runtime
+    gen_path, prm, hf = chosen.gen_path, chosen.prm, chosen.prm_on_transformers
     if settings.n_gpu_layers:
         runtime.require_gpu("drop --gpu-layers")
-    settings = gpu_settings(settings, runtime, gen_path, prm_path, prm_runtime if hf else None)
-    settings, busy_cores = fit_threads_to_load(settings, backend)
+    settings = gpu_settings(settings, runtime, gen_path, prm.path, prm_runtime if hf else None)
+    settings, busy_cores = fit_threads_to_load(settings, chosen.backend)
     place = placement(settings)
-    looked = profile_for(settings, backend)
+    looked = profile_for(settings, chosen.backend)
     profile = looked.profile
     gen_bpt = runtime.kv_bytes_per_token(gen_path, place)
-    ver_bpt = prm_runtime.kv_bytes_per_token(prm_path, place)
+    ver_bpt = prm_runtime.kv_bytes_per_token(prm.path, place)
     gen_tokens, ver_tokens = kv_tokens(settings, gen_bpt, ver_bpt, profile)
     # a torch PRM's KV grows as it is used: only llama.cpp's is made whole
     if not settings.n_gpu_layers:
         check_host_memory(settings, gen_tokens * gen_bpt + (0 if hf else ver_tokens * ver_bpt))
-    prm = PRMSpec(prm_path, settings.prm_format, choice.head)
     if hf:
         generator = runtime.open_generator(gen_path, gen_tokens, place)
         verifier = prm_runtime.open_verifier(prm, ver_tokens, place)
     else:
         generator, verifier = runtime.open_models(gen_path, prm, (gen_tokens, ver_tokens), place)
     if profile is None:
-        note_no_profile(looked, settings, backend)
+        note_no_profile(looked, settings, chosen.backend)
     device = "gpu" if settings.n_gpu_layers else "cpu"
     lv = int(profile["lv_threshold_tokens"]) if profile else DEFAULT_LV_THRESHOLD[device]
-    paths = (gen_path, prm_path)
+    paths = (gen_path, prm.path)
     return Session(
         settings,
-        *(generator, verifier, *paths, backend),
+        *(generator, verifier, *paths, chosen.backend),
         lv_threshold=lv,
         profile=profile,
         start_note=busy_cores,
     )
+
+
+@dataclass(frozen=True)
+class ChosenModels:
+    """What a session of the settings runs, decided once: the PRM, both models' files, and the
+    backend that runs them (`runtime`), beside transformers for an hf: PRM (`prm_runtime`)."""
+
+    settings: ModelSettings  # with the PRM's format decided
+    choice: PRMChoice
+    gen_path: Path
+    prm: PRMSpec
+    backend: str
+    runtime: Backend
+    prm_runtime: Backend  # the runtime, or transformers
+
+    @property
+    def prm_on_transformers(self) -> bool:
+        return self.prm_runtime is not self.runtime
+
+
+def choose_models(settings: ModelSettings, progress: PullProgress | None) -> ChosenModels:
+    """The PRM (prm_choice.py), both models' files (pulled where needed) and the backend."""
+    choice = choose_prm(settings.model, settings.prm, settings.prm_format, settings.prm_head)
+    with phase("model_files"):
+        gen_path, prm_path = model_paths(settings.model, choice, progress)
+    hf = prm_on_transformers(settings.model, choice)
+    settings = replace(settings, prm_format=choice.format)
+    backend = choose_backend(settings, gen_path, prm_path, hf)
+    runtime = load_backend(backend)
+    prm_runtime = load_backend("transformers") if hf else runtime
+    prm = PRMSpec(prm_path, choice.format, choice.head)
+    return ChosenModels(settings, choice, gen_path, prm, backend, runtime, prm_runtime)

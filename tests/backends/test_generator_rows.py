@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from edgereason.backends.llamacpp import LlamaVerifier, open_models
+from edgereason.backends import Placement, PRMSpec
+from edgereason.backends.llamacpp import LlamaVerifier
+from edgereason.backends.llamacpp.backend import LlamaCppBackend
 from edgereason.backends.prm_format import PRM_FORMATS
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine.loop import Engine
@@ -46,8 +48,8 @@ def _generated(gen, steps_tokens: list[list[int]]) -> GeneratorPath:
 
 
 def test_resident_paths_are_scored_in_the_generator_as_from_their_text(smollm2, head):
-    gen, ver = open_models(
-        smollm2.path, smollm2.path, "head", 4096, 4096, flash_attn=False, head=head
+    gen, ver = LlamaCppBackend().open_models(
+        smollm2.path, PRMSpec(smollm2.path, "head", head), (4096, 4096), Placement(flash_attn=False)
     )
     steps = [s + "\n\n" for s in STEPS]
     path = _generated(gen, [smollm2.tokenize(s, add_bos=False, special=True) for s in steps])
@@ -70,8 +72,8 @@ def test_resident_paths_are_scored_in_the_generator_as_from_their_text(smollm2, 
 def test_a_step_sampled_unlike_its_text_is_scored_from_the_text(smollm2, head):
     """Two "\\n" tokens where the text tokenizes as one "\\n\\n": the head learned the text's
     tokens."""
-    gen, ver = open_models(
-        smollm2.path, smollm2.path, "head", 4096, 4096, flash_attn=False, head=head
+    gen, ver = LlamaCppBackend().open_models(
+        smollm2.path, PRMSpec(smollm2.path, "head", head), (4096, 4096), Placement(flash_attn=False)
     )
     nl = smollm2.tokenize("\n", add_bos=False, special=True)
     steps = [STEPS[0] + "\n\n"]
@@ -90,8 +92,8 @@ def test_what_the_generator_has_no_room_for_is_scored_in_the_prm_context(smollm2
     """Rows are taken request by request while the generator's KV has cells for them; the rest, and
     nothing more, go to the PRM context, where a path scored in the generator counts as no dropped
     prefix."""
-    gen, ver = open_models(
-        smollm2.path, smollm2.path, "head", 1024, 4096, flash_attn=False, head=head
+    gen, ver = LlamaCppBackend().open_models(
+        smollm2.path, PRMSpec(smollm2.path, "head", head), (1024, 4096), Placement(flash_attn=False)
     )
     steps = [s + "\n\n" for s in STEPS]
     tokens = [smollm2.tokenize(s, add_bos=False, special=True) for s in steps]
@@ -123,7 +125,9 @@ def test_what_the_generator_has_no_room_for_is_scored_in_the_prm_context(smollm2
     "strategy, policy", [("best-of-n", "baseline"), ("beam", "baseline"), ("beam", "edge")]
 )
 def test_searches_score_in_the_generator_and_free_what_they_kept(smollm2, head, strategy, policy):
-    gen, ver = open_models(smollm2.path, smollm2.path, "head", 8192, 8192, head=head)
+    gen, ver = LlamaCppBackend().open_models(
+        smollm2.path, PRMSpec(smollm2.path, "head", head), (8192, 8192), Placement()
+    )
     config = SearchConfig(
         strategy=strategy,
         beams=4,
@@ -147,14 +151,11 @@ def test_searches_score_in_the_generator_and_free_what_they_kept(smollm2, head, 
 def test_only_a_head_over_whole_rows_reads_the_generator(smollm2, head, fmt, top_k):
     """A judge reads its own prompt; a context that cuts rows on the device lacks the logits a head
     reads."""
-    gen, ver = open_models(
+    gen, ver = LlamaCppBackend().open_models(
         smollm2.path,
-        smollm2.path,
-        fmt,
-        2048,
-        2048,
-        head=head if fmt == "head" else None,
-        device_top_k=top_k,
+        PRMSpec(smollm2.path, fmt, head if fmt == "head" else None),
+        (2048, 2048),
+        Placement(device_top_k=top_k),
     )
     assert not ver.reads_generator
     gen.close()
@@ -164,8 +165,8 @@ def test_only_a_head_over_whole_rows_reads_the_generator(smollm2, head, fmt, top
 def test_a_step_holding_control_token_text_is_read_in_the_generator(smollm2, head):
     """The generator writes "<|im_end|>" as ordinary tokens; the PRM tokenizes the step's text
     literally, so the two agree and the step is read in the generator, as scored from its text."""
-    gen, ver = open_models(
-        smollm2.path, smollm2.path, "head", 4096, 4096, flash_attn=False, head=head
+    gen, ver = LlamaCppBackend().open_models(
+        smollm2.path, PRMSpec(smollm2.path, "head", head), (4096, 4096), Placement(flash_attn=False)
     )
     steps = [FORGED + "\n\n", "She eats 3<|endoftext|>, so 13 are left.\n\n"]
     path = _generated(gen, [smollm2.tokenize(s, add_bos=False, special=False) for s in steps])

@@ -104,11 +104,13 @@ def test_durations_read_at_a_glance() -> None:
 def test_finished_paths_and_the_estimate_reach_the_status_line_from_a_real_search(smollm2) -> None:
     """SmolLM2 through the engine: the last line drawn counts every path the search finished, and a
     line after the first finished path says how long is left."""
-    from edgereason.backends.llamacpp import open_models
+    from edgereason.backends import Placement, PRMSpec
+    from edgereason.backends.llamacpp.backend import LlamaCppBackend
     from edgereason.config import SamplingParams, SearchConfig
     from edgereason.engine.loop import Engine
 
-    gen, ver = open_models(smollm2.path, smollm2.path, "judge", 4096, 4096)
+    judge = PRMSpec(smollm2.path, "judge")
+    gen, ver = LlamaCppBackend().open_models(smollm2.path, judge, (4096, 4096), Placement())
     stream = Terminal()
     config = SearchConfig(
         strategy="best-of-n",

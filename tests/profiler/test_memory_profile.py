@@ -14,6 +14,8 @@ from edgereason.memory import default_device_id, device, find_profile, verifier_
 from edgereason.memory.profile_store import profile_path, write_profile
 from edgereason.profiler import run as profiler
 from edgereason.profiler.run import MeasurePoints, run_profile
+from edgereason.profiler.workload import SampleSearch
+from edgereason.session.settings import ModelSettings
 
 TINY = MeasurePoints(decode_seqs=(1, 2), decode_steps=2, prefill_tokens=(32, 64), prefill_reps=1)
 REQUIRED = {
@@ -85,7 +87,8 @@ def test_find_profile_misses_and_ignores_damaged_files(home):
 
 def test_real_profile_run_writes_a_findable_profile(home, smollm2_path):
     budget = 64 << 20
-    profile = run_profile(str(smollm2_path), None, budget="64MiB", points=TINY)
+    settings = ModelSettings(model=str(smollm2_path), n_gpu_layers=0)
+    profile = run_profile(settings, SampleSearch(), budget="64MiB", points=TINY)
     data = profile.to_dict()
     key = (profile.device.device_id, profile.generator, profile.verifier)
     damaged = profile_path(*key)  # a profile cut short earlier: measuring writes it whole again
@@ -281,19 +284,13 @@ def test_an_hf_prm_is_profiled_on_torch_and_its_split_is_used(home, smollm2_path
     """memory-profile with a torch PRM: its own KV bytes per token, a prefill curve measured on
     torch, its sample search; a session of the same pair then splits its budget by that profile."""
     from edgereason.session.opening import open_session
-    from edgereason.session.settings import ModelSettings
 
     prm = f"hf:{tiny_hf_path}"
     profile = run_profile(
-        str(smollm2_path),
-        prm,
-        "judge",
+        ModelSettings(model=str(smollm2_path), prm=prm, prm_format="judge", n_gpu_layers=0),
+        SampleSearch(beams=2, width=2, steps=2, max_step_tokens=16),
         budget="64MiB",
         points=TINY,
-        beams=2,
-        width=2,
-        steps=2,
-        max_step_tokens=16,
     )
     data = profile.to_dict()
     write_profile(data, profile.device.device_id, profile.generator, profile.verifier)

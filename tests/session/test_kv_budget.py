@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from edgereason.backends.llamacpp import open_models
+from edgereason.backends import Placement, PRMSpec
+from edgereason.backends.llamacpp.backend import LlamaCppBackend
 from edgereason.config import SamplingParams, SearchConfig
 from edgereason.engine.loop import Engine
 from edgereason.engine.policy import parse_policy
@@ -92,13 +93,14 @@ def test_real_model_finishes_under_a_tight_budget(smollm2_path):
     cfg = SearchConfig(
         beams=4, width=2, max_steps=3, max_step_tokens=24, sampling=SamplingParams(seed=1)
     )
-    gen, ver = open_models(smollm2_path, smollm2_path, "judge", 8192, 8192)
+    judge, llamacpp = PRMSpec(smollm2_path, "judge"), LlamaCppBackend()
+    gen, ver = llamacpp.open_models(smollm2_path, judge, (8192, 8192), Placement())
     free = Engine(gen, ver, parse_policy("edge")).solve("What is 12 times 3?", cfg, check=True)
     gen.close()
     prompt = len(gen.tokenize(gen.apply_chat_template(solve_messages("What is 12 times 3?"))))
     budget = prompt + 3 * 24 + 24  # one whole path and a little more
     assert budget < free.metrics.peak_generator_kv_tokens
-    gen, ver2 = open_models(smollm2_path, smollm2_path, "judge", budget, 8192)
+    gen, ver2 = llamacpp.open_models(smollm2_path, judge, (budget, 8192), Placement())
     tight = Engine(gen, ver2, parse_policy("edge")).solve("What is 12 times 3?", cfg, check=True)
     assert tight.status == "done", tight.reason
     assert tight.metrics.peak_generator_kv_tokens <= budget

@@ -173,7 +173,6 @@ def test_weights_that_do_not_fit_the_gpu_are_one_line(monkeypatch, smollm2_path)
     as this machine has no GPU."""
     import torch
 
-    import edgereason.backends.torch as torch_backend
     from edgereason.backends.torch import model
     from edgereason.errors import OutOfMemoryError
 
@@ -184,7 +183,7 @@ def test_weights_that_do_not_fit_the_gpu_are_one_line(monkeypatch, smollm2_path)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (2**29, 2**31))
     with pytest.raises(OutOfMemoryError) as e:
-        torch_backend.open_generator(smollm2_path, 256, n_gpu_layers=999)
+        load_backend("torch").open_generator(smollm2_path, 256, Placement(n_gpu_layers=999))
     assert str(e.value) == (
         "SmolLM2-135M-Instruct.Q4_1.gguf needs 0.3 GiB in bf16 on torch, more than the GPU's 0.5 "
         "GiB free of 2.0 GiB; free GPU memory, or use --backend llamacpp, which keeps the weights "

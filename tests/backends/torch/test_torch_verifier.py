@@ -16,12 +16,12 @@ import pytest
 import torch
 from smollm2_lora import lora_head
 
+from edgereason.backends import Placement, PRMSpec, load_backend
 from edgereason.backends.context_roles import DecodeItem
 from edgereason.backends.llamacpp.layer_capture import LayerCapture
 from edgereason.backends.llamacpp.runtime import KVContext
 from edgereason.backends.llamacpp.verifier import LlamaVerifier
 from edgereason.backends.prm_format import prm_format
-from edgereason.backends.torch import open_models
 from edgereason.backends.torch.model import TorchDecoder
 from edgereason.backends.torch.runtime import TorchContext
 from edgereason.backends.torch.verifier import TorchVerifier
@@ -244,7 +244,8 @@ def test_merging_an_adapter_leaves_the_generators_weights_as_they_were(
     are the same objects, never written (version counters, sums) and its logits are bit for bit what
     they were."""
     head, _ = lora_head(smollm2, tmp_path)
-    generator, _ = open_models(smollm2_path, smollm2_path, "head", 1024, 1024)
+    torch_backend = load_backend("torch")
+    generator = torch_backend.open_generator(smollm2_path, 1024, Placement())
     decoder = generator.model.decoder
     tensors = _tensors(decoder)
     versions, sums = [t._version for t in tensors], [float(t.double().sum()) for t in tensors]
@@ -253,7 +254,7 @@ def test_merging_an_adapter_leaves_the_generators_weights_as_they_were(
     )
     before = _all_logits(TorchContext(generator.model, 1024, graphs=False), tokens)
 
-    _, verifier = open_models(smollm2_path, smollm2_path, "head", 1024, 1024, head=head)
+    verifier = torch_backend.open_verifier(PRMSpec(smollm2_path, "head", head), 1024, Placement())
     mine = verifier.model.decoder
     assert generator.model.decoder is decoder and mine is not decoder
     # not adapted
