@@ -64,6 +64,21 @@ def _read(path: Path) -> None:
     if problem is not None:
         note_damaged(path, problem, "compiling the passes anew")
         path.unlink(missing_ok=True)
+    else:
+        _keep(held)
+
+
+def _keep(held: bytes) -> None:
+    """The artifacts loaded, saved at the end with this process's own: torch records only what a
+    process compiles, so one that compiled one more shape would save that shape alone. Through
+    the artifact manager's own lists (no public call adds to them)."""
+    from torch.compiler._cache import CacheArtifactManager as manager
+
+    for kind, artifacts in (manager.deserialize(held) or {}).items():
+        for artifact in artifacts:
+            if artifact not in manager._seen_artifacts:
+                manager._new_cache_artifacts[kind].append(artifact)
+                manager._seen_artifacts.add(artifact)
 
 
 def save(path: Path) -> None:

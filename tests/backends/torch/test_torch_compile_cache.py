@@ -24,17 +24,22 @@ from pathlib import Path
 from torch._dynamo.utils import counters
 from edgereason.backends.torch import compile_cache
 compile_cache.load(Path("m.gguf"), torch.device("cpu"))
-f = torch.compile(lambda x: torch.nn.functional.silu(x) * x + 1, fullgraph=True)
-f(torch.ones(8))
+functions = {"silu": lambda x: torch.nn.functional.silu(x) * x + 1, "tanh": lambda x: x.tanh() - x}
+for name in sys.argv[1:]:
+    torch.compile(functions[name], fullgraph=True)(torch.ones(8))
 print(json.dumps(dict(counters["inductor"])))
 """
 
 
-def _process(home: Path) -> dict[str, int]:
+def _process(home: Path, *functions: str) -> dict[str, int]:
     env = {**os.environ, "EDGEREASON_HOME": str(home)}
     env.pop("TORCHINDUCTOR_CACHE_DIR", None)
     done = subprocess.run(
-        [sys.executable, "-c", PROCESS], env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", PROCESS, *functions],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -42,14 +47,25 @@ def _process(home: Path) -> dict[str, int]:
 
 @pytest.mark.slow  # two processes, each importing torch and compiling
 def test_a_process_compiles_from_the_last_ones_artifacts(tmp_path):
-    first = _process(tmp_path)
+    """The artifacts alone (inductor's cache removed) serve the next process; one that compiles
+    something more keeps what it loaded; one that compiled nothing new leaves the file alone."""
+    first = _process(tmp_path, "silu")
     assert first.get("fxgraph_cache_miss", 0) >= 1
     artifacts = list((tmp_path / "torch").glob(f"{compile_cache.PREFIX}{torch.__version__}-*"))
     assert [p.name for p in artifacts] == [f"{compile_cache.PREFIX}{torch.__version__}-cpu-m.bin"]
-    for inductor in (tmp_path / "torch").glob("inductor-*"):
+    _drop_inductor_cache(tmp_path)
+    more = _process(tmp_path, "silu", "tanh")
+    assert more.get("fxgraph_cache_hit") == 1 and more.get("fxgraph_cache_miss") == 1
+    _drop_inductor_cache(tmp_path)
+    written = artifacts[0].stat().st_mtime_ns
+    both = _process(tmp_path, "tanh", "silu")
+    assert both.get("fxgraph_cache_hit") == 2 and "fxgraph_cache_miss" not in both
+    assert artifacts[0].stat().st_mtime_ns == written
+
+
+def _drop_inductor_cache(home: Path) -> None:
+    for inductor in (home / "torch").glob("inductor-*"):
         shutil.rmtree(inductor)  # only the artifact file is left
-    second = _process(tmp_path)
-    assert second.get("fxgraph_cache_hit", 0) >= 1 and "fxgraph_cache_miss" not in second
 
 
 def test_a_damaged_artifact_file_is_a_missing_one(tmp_path, monkeypatch, capsys):
