@@ -63,13 +63,14 @@ COMMANDS = readme_commands()
 
 def test_the_readme_opens_with_a_venv_then_the_two_commands_and_stays_short() -> None:
     """Copied as one block, the venv comes first, so pip installs into it and not into whatever
-    Python is active; the test line takes torch from PyTorch's CPU index, not PyPI's CUDA build."""
+    Python is active; install.sh shows llama.cpp's compile (tests/test_install.py); the test line
+    takes torch from PyTorch's CPU index, not PyPI's CUDA build."""
     text = README.read_text()
     first = text.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
     assert len(first) == 3
     venv, solve, tests = first
     assert " -m venv .venv && . .venv/bin/activate" in venv and "pip" not in venv.split("#")[0]
-    assert solve.startswith('pip install -e . && edgereason solve "')
+    assert solve.startswith('./install.sh && edgereason solve "')
     assert tests.startswith('pip install -e ".[test,torch]"') and tests.endswith("&& pytest")
     assert "--extra-index-url https://download.pytorch.org/whl/cpu" in tests
     assert len(text.splitlines()) < 150
