@@ -96,8 +96,15 @@ torch.__version__, torch.cuda.get_device_name())"
     solve_time llamacpp-warm
     solve_time torch-warm2
     solve_time auto-after
+    cp "$EDGEREASON_HOME"/*.json "$out/"
     LIMIT_S=45 solve_time torch-int4 --torch-weights int4
-    ls -la "$EDGEREASON_HOME" "$EDGEREASON_HOME/torch" >"$out/home.txt" 2>&1; cp "$EDGEREASON_HOME"/*.json "$out/"
+    # compiled: cold (no caches), warm, then the artifact file alone (inductor's folder removed)
+    rm -rf "$EDGEREASON_HOME/torch/inductor-"* "$EDGEREASON_HOME/torch/compile-"*
+    EDGEREASON_COMPILE=1 LIMIT_S=90 solve_time torch-compiled-cold
+    EDGEREASON_COMPILE=1 solve_time torch-compiled-warm
+    rm -rf "$EDGEREASON_HOME/torch/inductor-"*
+    EDGEREASON_COMPILE=1 solve_time torch-compiled-artifacts
+    ls -la "$EDGEREASON_HOME/torch" >"$out/torch-home.txt" 2>&1
     timeout 80 python3 benchmarks/host_profile.py --model qwen2.5-coder-1.5b --one-at-a-time 2 --at-once 16 \
       --top 25 >"$out/host-profile.json" 2>"$out/host-profile.log"; echo "host rc $?"; keep
     for backend in torch llamacpp; do
