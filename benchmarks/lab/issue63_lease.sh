@@ -104,9 +104,12 @@ torch.__version__, torch.cuda.get_device_name())"
   int4)
     refresh
     models
-    timeout 100 python3 benchmarks/torch_pass.py --model qwen2.5-coder-1.5b --rows 1,8,64 --weights bf16,int4 \
-      --skip torch-eager,llamacpp --steps 10 >"$out/pass-int4-1.5b.json" 2>"$out/pass-int4-1.5b.log"
-    echo "pass int4 rc $?"; keep
+    for setting in graphs fused; do  # the graphs uncompiled, then compiled (a compile for each kind)
+      skip=torch-eager,llamacpp,torch-$([ $setting = graphs ] && echo fused || echo graphs)
+      timeout 75 python3 benchmarks/torch_pass.py --model qwen2.5-coder-1.5b --rows 1,8,64 --weights bf16,int4 \
+        --skip $skip --steps 10 >"$out/pass-int4-$setting.json" 2>"$out/pass-int4-$setting.log"
+      echo "pass int4 $setting rc $?"; keep
+    done
     LIMIT_S=45 solve_time torch-bf16 --torch-weights bf16
     LIMIT_S=45 solve_time torch-int4 --torch-weights int4 ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
