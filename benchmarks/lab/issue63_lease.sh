@@ -9,7 +9,8 @@
 #            against bf16; `solve` whole process with its start-up phases (--verbose): torch cold and warm,
 #            llama.cpp, then `auto` after both were measured                                            [~450 s]
 #   int4:    the torch pass of the 1.5B at 1, 8 and 64 rows with bf16 and with int4 weights (--torch-weights),
-#            uncompiled and compiled, each kind's weight bytes; `solve` whole process with each kind     [~150 s]
+#            uncompiled and compiled, each kind's weight bytes; their logits on llama.cpp's greedy answers to 3
+#            GSM8K problems; `solve` whole process with each kind                                      [~250 s]
 #   search:  the 1.5B's recipe one problem at a time (LIMIT problems) and 16 at once on both backends; the beam
 #            recipe's edge against baseline on torch, alternating                                         [~500 s]
 set -uo pipefail
@@ -110,6 +111,9 @@ torch.__version__, torch.cuda.get_device_name())"
         --skip $skip --steps 10 >"$out/pass-int4-$setting.json" 2>"$out/pass-int4-$setting.log"
       echo "pass int4 $setting rc $?"; keep
     done
+    timeout 60 python3 benchmarks/int4_accuracy.py --model qwen2.5-coder-1.5b --dataset /root/data/gsm8k_test.jsonl \
+      --problems 3 --max-tokens 200 >"$out/int4-accuracy.json" 2>"$out/int4-accuracy.log"
+    echo "int4 accuracy rc $?"; keep
     LIMIT_S=45 solve_time torch-bf16 --torch-weights bf16
     LIMIT_S=45 solve_time torch-int4 --torch-weights int4 ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
