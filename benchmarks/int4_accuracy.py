@@ -3,6 +3,9 @@ ones (float32 on the CPU), on the first GSM8K problems; one JSON object on stdou
 
     python benchmarks/int4_accuracy.py --model qwen2.5-coder-1.5b --problems 3 --max-tokens 200
 
+On CUDA (where torch sees it) bf16 against int4 as the card runs them, llama.cpp with every layer on
+the GPU where its build offloads; on the CPU float32 against int4 (computed in bf16).
+
 The text both read is llama.cpp's greedy answer to each problem (the same GGUF; generating it on
 torch's CPU path is far slower), graded against the gold answer. Each torch decoder reads the
 prompt and that answer in one pass (teacher-forced), one decoder in memory at a time (the 1.5B in
@@ -24,11 +27,11 @@ import time
 from edgereason import models
 
 
-def llama_answers(path, prompts: list[str], max_tokens: int) -> list[str]:
+def llama_answers(path, prompts: list[str], max_tokens: int, gpu: bool) -> list[str]:
     """llama.cpp's greedy continuation of each prompt."""
     from llama_cpp import Llama
 
-    llm = Llama(str(path), n_ctx=2048, n_threads=2, verbose=False)
+    llm = Llama(str(path), n_ctx=2048, n_gpu_layers=-1 if gpu else 0, verbose=False)
     out = [
         llm.create_completion(p, max_tokens=max_tokens, temperature=0.0)["choices"][0]["text"]
         for p in prompts
@@ -38,7 +41,7 @@ def llama_answers(path, prompts: list[str], max_tokens: int) -> list[str]:
     return out
 
 
-def forced_logits(path, kind: str, texts: list[tuple[list[int], list[int]]]) -> list:
+def forced_logits(path, kind: str, texts: list[tuple[list[int], list[int]]], device: str) -> list:
     """For each (prompt, answer) the logits [len(answer), n_vocab] before each answer token, with
     `kind` weights, in one prefill."""
     import torch
@@ -48,7 +51,7 @@ def forced_logits(path, kind: str, texts: list[tuple[list[int], list[int]]]) -> 
     from edgereason.backends.torch.runtime import TorchContext
 
     t0 = time.perf_counter()
-    model = TorchModel(path, torch.device("cpu"), kind)
+    model = TorchModel(path, torch.device(device), kind)
     print(f"{kind}: loaded in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     out = []
     for prompt, answer in texts:
@@ -95,15 +98,18 @@ def main() -> None:
     path = models.resolve(args.model)
     with open(args.dataset) as f:
         rows = [json.loads(line) for _, line in zip(range(args.problems), f)]
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
     vocab = open_tokenizer(path)
     prompts = [vocab.apply_chat_template(solve_messages(r["problem"])) for r in rows]
-    answers = llama_answers(path, prompts, args.max_tokens)
+    answers = llama_answers(path, prompts, args.max_tokens, device == "cuda")
     texts = [
         (vocab.tokenize(p, add_bos=vocab.add_bos), vocab.tokenize(a, special=False))
         for p, a in zip(prompts, answers)
     ]
     os.environ.pop("EDGEREASON_TORCH_WEIGHTS", None)
-    logits = {kind: forced_logits(path, kind, texts) for kind in ("bf16", "int4")}
+    logits = {kind: forced_logits(path, kind, texts, device) for kind in ("bf16", "int4")}
     problems = []
     for i, (r, a, (_, answer)) in enumerate(zip(rows, answers, texts)):
         boxed = extract_boxed(a)
@@ -115,7 +121,7 @@ def main() -> None:
     tokens = sum(p["tokens"] for p in problems)
     summary = {
         "model": path.name,
-        "device": "cpu",
+        "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
         "tokens": tokens,
         "top1_match": round(sum(p["top1_match"] * p["tokens"] for p in problems) / tokens, 4),
     }
