@@ -103,4 +103,5 @@ def test_tinygemm_takes_the_same_layout(smollm2_path):
         assert linear.dtype == torch.bfloat16
         for rows in (1, 8, 64):
             assert relative_error(linear, weight, rows) < BOUND[torch.bfloat16], rows
-        assert relative_error(Int4Linear(swapped_nibbles(weight), cuda), weight, 8) > 1.0
+        # the wrong packing is far off (0.79 on an H100), the right one within BOUND
+        assert relative_error(Int4Linear(swapped_nibbles(weight), cuda), weight, 8) > 0.5
