@@ -1,11 +1,12 @@
 """Which local runtime a session opens (`--backend auto|llamacpp|torch`). auto runs llama.cpp unless
 torch could: NVML sees a GPU, torch is installed with CUDA, it runs the models' architectures and
-they fit in bf16 (under `--gpu-memory`, else in the GPU's memory). Where both could, the backend
-measured faster on this device for these models and this workload, or until both were measured the
-prior (backend_rule.py), said in one line. A CPU stays on llama.cpp without importing torch, and a
-quantized model too large for bf16 on llama.cpp; a fallback the user may not expect is said in one
-line. A Hugging Face folder as generator (`--model hf:FOLDER`) runs on torch, on a CPU too:
-llama.cpp cannot read it.
+they fit in bf16 (under `--gpu-memory`, else in the GPU's memory). Of the two, the backend measured
+faster on this device for these models and this workload, or until both were measured the prior
+(backend_rule.py), said in one line; whether torch could is checked only where it is the faster
+(the check imports torch, seconds of a one-shot command). A CPU stays on llama.cpp without
+importing torch, and a quantized model too large for bf16 on llama.cpp; a fallback the user may
+not expect is said in one line. A Hugging Face folder as generator (`--model hf:FOLDER`) runs on
+torch, on a CPU too: llama.cpp cannot read it.
 
 Before the choice, the models' files: `model_paths` pulls registry models not on disk yet, and
 `prm_on_transformers` says whether an hf: PRM runs on transformers beside the generator."""
@@ -48,12 +49,13 @@ def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: 
         or find_spec("gguf") is None
     ):
         return "llamacpp"
-    if why := _torch_cannot_run(settings, gen_path, prm_path, hf):
-        print(f"edgereason: --backend auto runs on llama.cpp: {why}", file=sys.stderr)
-        return "llamacpp"
-    # both could: the one measured faster here, else the prior (backend_rule.py)
+    # the one measured faster here, else the prior (backend_rule.py); where that is llama.cpp,
+    # torch is not imported at all (its import alone cost 4-5 s of an 8 s solve on an H100)
     runs = read_runs(speed_key(read_gpu().device_id, settings), settings.workload)
     choice = faster_backend(runs, settings.workload)
+    if choice.backend == "torch" and (why := _torch_cannot_run(settings, gen_path, prm_path, hf)):
+        print(f"edgereason: --backend auto runs on llama.cpp: {why}", file=sys.stderr)
+        return "llamacpp"
     print(choice.note(), file=sys.stderr)
     return choice.backend
 

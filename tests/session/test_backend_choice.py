@@ -99,3 +99,19 @@ def test_the_fallbacks_come_first(h100, smollm2_path, capsys):
     assert choose_backend(on_cpu, smollm2_path, smollm2_path, hf=False) == "llamacpp"
     named = ModelSettings(model=str(smollm2_path), prm_format="judge", backend="llamacpp")
     assert choose_backend(named, smollm2_path, smollm2_path, hf=False) == "llamacpp"
+
+
+def test_where_llamacpp_is_faster_torch_is_never_asked(h100, smollm2_path, monkeypatch, capsys):
+    """Whether torch could run is asked only where torch is the faster choice: the question
+    imports torch, 4-5 s of a solve that took 8 s on llama.cpp on an H100 (2026-12-06)."""
+
+    def asked(*_: object) -> str:
+        raise AssertionError("torch's fitness was checked for a llama.cpp choice")
+
+    monkeypatch.setattr(backend_choice, "_torch_cannot_run", asked)
+    assert _choose(smollm2_path) == "llamacpp"  # unmeasured solve: the prior
+    key = speed_key(GPU.device_id, _settings(smollm2_path))
+    record_run(key, "solve", "llamacpp", Run(2.0, 6.0, 2000))
+    record_run(key, "solve", "torch", Run(5.0, 10.0, 2000))
+    assert _choose(smollm2_path) == "llamacpp"
+    assert "llama.cpp" in capsys.readouterr().err
