@@ -3,10 +3,12 @@ the GGUF's own 4-bit matrices through torch's weight-only int4 matmul (int4_laye
 --torch-weights, which sets EDGEREASON_TORCH_WEIGHTS, so a benchmark can set the variable to run
 both side by side in one process.
 
-Unset, the default is bf16. The rule for another default, int4 on cards whose memory reads under
-1.5 TB/s (a pass of few rows reads every weight once, so a quarter of the bytes matters most
-where bytes are slowest), is written (`int4_by_default`) but off until a lease shows int4's pass
-faster than bf16's at 8 rows or fewer: INT4_RULE_ON is that switch."""
+Unset, the default is bf16, but int4 on cards whose memory reads under 1.5 TB/s (`int4_by_default`):
+a pass of few rows reads every weight once, so a quarter of the bytes matters most where bytes are
+slowest. On an H100 (3.35 TB/s, 2026-12-06, the 1.5B, uncompiled graphs) int4's pass was already
+faster at 1 and 8 rows (2.44 / 3.18 ms against bf16's 2.83 / 3.30) and slower at 64 (8.27 against
+4.39), so the H100 stays on bf16 and a 1 TB/s consumer card, where bf16's weights alone take 3.1 ms,
+runs int4. INT4_RULE_ON turns the rule off (bf16 everywhere)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,8 @@ from edgereason.errors import ConfigError
 
 SWITCH = "EDGEREASON_TORCH_WEIGHTS"
 KINDS = ("bf16", "int4")
-# on once int4 is measured faster at <= 8 rows (issue 63 item 5); until then bf16 everywhere
-INT4_RULE_ON = False
+# int4 measured faster at <= 8 rows on an H100 (issue 63 item 5): the rule is on
+INT4_RULE_ON = True
 INT4_BELOW_BYTES_PER_S = 1.5e12
 
 
@@ -56,6 +58,8 @@ def memory_bytes_per_s() -> float | None:
     None where torch does not report them."""
     import torch
 
+    if not torch.cuda.is_available():
+        return None
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     clock_khz = getattr(props, "memory_clock_rate", 0)
     bus_bits = getattr(props, "memory_bus_width", 0)

@@ -12,6 +12,7 @@ from edgereason.errors import ConfigError
 
 def test_the_variable_chooses_and_bf16_is_the_default(monkeypatch):
     monkeypatch.setenv(int4_choice.SWITCH, "")  # unset (and put back after the test)
+    monkeypatch.setattr(int4_choice, "memory_bytes_per_s", lambda: 3.35e12)  # an H100
     assert int4_choice.weights_kind("cuda") == "bf16"
     assert int4_choice.weights_kind("cpu") == "bf16"
     int4_choice.choose(None)  # no flag: the variable stays as it is
@@ -36,13 +37,14 @@ def test_the_rule_takes_int4_under_1_5_tb_per_s():
     assert [int4_choice.int4_by_default(b) for b in (h100, rtx4090, None)] == [False, True, False]
 
 
-def test_the_rule_is_used_only_once_switched_on(monkeypatch):
+def test_the_rule_picks_int4_on_a_slow_card_only(monkeypatch):
     monkeypatch.setenv(int4_choice.SWITCH, "")  # unset (and put back after the test)
     monkeypatch.setattr(int4_choice, "memory_bytes_per_s", lambda: 1.0e12)
-    assert not int4_choice.INT4_RULE_ON
-    assert int4_choice.default_kind("cuda") == "bf16"
-    monkeypatch.setattr(int4_choice, "INT4_RULE_ON", True)
+    assert int4_choice.INT4_RULE_ON
     assert int4_choice.weights_kind("cuda") == "int4"
     assert int4_choice.default_kind("cpu") == "bf16"  # a CPU's tests and small models stay as read
     monkeypatch.setattr(int4_choice, "memory_bytes_per_s", lambda: 3.35e12)
+    assert int4_choice.default_kind("cuda") == "bf16"
+    monkeypatch.setattr(int4_choice, "memory_bytes_per_s", lambda: 1.0e12)
+    monkeypatch.setattr(int4_choice, "INT4_RULE_ON", False)
     assert int4_choice.default_kind("cuda") == "bf16"
