@@ -32,6 +32,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 _seconds: dict[str, float] = {}
+_times: dict[str, int] = {}  # how many times each phase was entered (graphs: one a capture)
 _open: list[tuple[str, float]] = []  # the phases open, innermost last, each with when its clock ran
 _firsts: set[str] = set()  # first_call phases already timed
 
@@ -44,6 +45,7 @@ def enter(name: str) -> None:
     if _open:
         _charge(now)
     _open.append((name, now))
+    _times[name] = _times.get(name, 0) + 1
 
 
 def leave(name: str) -> None:
@@ -114,6 +116,10 @@ def since_command() -> float:
 
 
 def summary() -> str:
-    """--verbose's words for each phase that ran, with its seconds."""
-    phases = ", ".join(f"{PHASES[name]} {s:.2f}" for name, s in seconds().items())
+    """--verbose's words for each phase that ran, with its seconds, and how many times where more
+    than once (19 graphs captured in 5 s is a different fix from one capture of 5 s)."""
+    phases = ", ".join(
+        f"{PHASES[name]} {s:.2f}" + (f" ({_times[name]} times)" if _times.get(name, 1) > 1 else "")
+        for name, s in seconds().items()
+    )
     return f"start-up phases (s): {phases or 'none timed'}"

@@ -16,6 +16,7 @@ from edgereason.util import startup
 def clock(monkeypatch):
     """A fresh timer on a clock the test moves."""
     monkeypatch.setattr(startup, "_seconds", {})
+    monkeypatch.setattr(startup, "_times", {})
     monkeypatch.setattr(startup, "_open", [])
     monkeypatch.setattr(startup, "_firsts", set())
     now = [100.0]
@@ -40,6 +41,9 @@ def test_time_goes_to_the_innermost_phase(clock):
     with startup.phase("graphs"):  # a second capture adds to the first
         clock(1.0)
     assert startup.seconds() == {"first_pass": 1.25, "graphs": 3.5, "compiles": 4.0}
+    assert startup.summary() == (
+        "start-up phases (s): first pass 1.25, graphs captured 3.50 (2 times), compiles 4.00"
+    )
 
 
 def test_phases_come_in_start_up_order_and_a_raise_still_closes_one(clock):
