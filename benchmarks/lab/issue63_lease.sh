@@ -120,6 +120,17 @@ torch.__version__, torch.cuda.get_device_name())"
     timeout 90 edgereason bench $common $beam --offset 20 --limit 4 --concurrency 1 --policies baseline,edge \
       --repeat 2 --backend torch --out "$out/beam-torch" --force >"$out/beam-torch.log" 2>&1
     echo "beam rc $?" ;;
+  check)
+    refresh
+    models
+    solve_time llamacpp-cold
+    solve_time llamacpp-warm
+    solve_time auto-solve
+    solve_time torch-cold
+    solve_time torch-warm
+    grep -h "start-up phases" "$out"/solve-*.log >"$out/phases.txt"
+    timeout 150 python3 benchmarks/int4_accuracy.py --model qwen2.5-coder-1.5b --dataset /root/data/gsm8k_test.jsonl \
+      --problems 3 --max-tokens 200 >"$out/int4-accuracy.json" 2>"$out/int4-accuracy.log"; echo "acc rc $?" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
 keep
