@@ -32,6 +32,17 @@ def pytest_configure(config) -> None:
         os.environ["TRITON_INTERPRET"] = "1"
 
 
+@pytest.fixture(autouse=True)
+def _attention_as_it_was(monkeypatch):
+    """A `solve` run in the test's process chooses the torch backend's decode attention for the
+    process (backends/torch/one_search.py): put the variable back as it was after each test."""
+    name = "EDGEREASON_ATTENTION"
+    was = os.environ.get(name)
+    monkeypatch.setenv(name, was if was is not None else "")
+    if was is None:
+        monkeypatch.delenv(name)
+
+
 @pytest.fixture(scope="session")
 def smollm2_path() -> Path:
     return models.resolve("smollm2-135m")

@@ -5,8 +5,8 @@ EDGEREASON_ATTENTION so that one process can measure each beside the others.
   call. Runs everywhere; what prefills and eager passes always run.
 - `triton-paged` (paged_decode.py): a Triton kernel reads each row's cells through its table from
   the cache in place. Needs Triton and CUDA and a head size that is a power of two; the default
-  there. Forced, it also runs in Triton's interpreter (TRITON_INTERPRET=1) on CPU tensors: the
-  tests.
+  there, but for `solve`, one search a process (one_search.py says why). Forced, it also runs in
+  Triton's interpreter (TRITON_INTERPRET=1) on CPU tensors: the tests.
 
 No `flash-varlen`: torch's FlashAttention (`varlen_attn`'s `block_table`, the flash op's
 `block_table`) reads pages of 256 tokens or a multiple (its port of FlashAttention-2 checks
@@ -27,10 +27,10 @@ import torch
 
 from edgereason.backends.torch import paged_decode
 from edgereason.backends.torch.gguf_weights import ModelConfig
+from edgereason.backends.torch.one_search import ONE_SEARCH_ATTENTION, SWITCH
 from edgereason.errors import ConfigError
 
-SWITCH = "EDGEREASON_ATTENTION"
-GATHERED, PAGED = "sdpa-gathered", "triton-paged"
+GATHERED, PAGED = ONE_SEARCH_ATTENTION, "triton-paged"  # one_search.py names one without torch
 
 _noted: set[tuple[str, str]] = set()  # (kind, why it could not run), said once a process
 _probed: dict[tuple, str] = {}  # the paged kernel's check by device and shape: why it failed, or ""

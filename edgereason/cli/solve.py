@@ -9,6 +9,7 @@ import sys
 from dataclasses import replace
 from typing import NamedTuple
 
+from edgereason.backends.torch.one_search import one_search_a_process
 from edgereason.cli.common import check_beams_before_loading, model_settings, policy_from
 from edgereason.cli.flags_models import add_model_args
 from edgereason.cli.flags_search import add_policy_arg, add_search_args
@@ -83,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{why}; pass the problem text (or - to read it from stdin)")
     asked = solve_settings(args)
     choice, config, policy = asked.search, asked.search.config, asked.policy
+    one_search_a_process()  # the torch backend's decode attention for one search
     session = open_session(asked.models, progress=pull_progress)
     # a terminal: a line in place, the best path below it; a log: one every few s
     budget = {"max_steps": config.max_steps, "max_path_tokens": config.max_path_tokens}

@@ -12,6 +12,7 @@ import torch
 
 from edgereason.backends.torch import attention_choice, paged_decode
 from edgereason.backends.torch.attention_choice import GATHERED, PAGED, SWITCH, decode_kind
+from edgereason.backends.torch.one_search import one_search_a_process
 from edgereason.errors import ConfigError
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
@@ -110,3 +111,14 @@ def test_the_check_passes_the_kernel_and_catches_a_wrong_one(monkeypatch):
 
     monkeypatch.setattr(paged_decode_kernel, "paged_decode", broken)
     assert paged_decode.probe(device, 9, 3, 64, dtype) == "RuntimeError: PTX not supported"
+
+
+@pytest.mark.skipif(not TRITON, reason="the paged kernel needs Triton")
+def test_one_search_a_process_attends_gathered_unless_told(monkeypatch):
+    """`solve` (one search a process): gathered on CUDA too, its graphs far cheaper to capture than
+    the paged kernel's (one_search.py); a variable the user set stands."""
+    one_search_a_process()
+    assert decode_kind(CUDA, QWEN_1_5B, torch.bfloat16) == GATHERED
+    monkeypatch.setenv(SWITCH, PAGED)
+    one_search_a_process()
+    assert decode_kind(CUDA, QWEN_1_5B, torch.bfloat16) == PAGED
