@@ -19,11 +19,12 @@ from collections import deque
 from edgereason.config import SamplingParams, SearchConfig, mix_seed
 from edgereason.engine.counts import Tally, record, record_one
 from edgereason.engine.events import Emitter, Listener, NodeAdded, Progress, RequestDone
+from edgereason.engine.finished import build_result
 from edgereason.engine.kv_sequences import KVSequences
 from edgereason.engine.policy import Policy
 from edgereason.engine.prompt import prompt_ids
 from edgereason.engine.request import Request, RequestStatus
-from edgereason.engine.result import SearchResult, build_result, completed_reason
+from edgereason.engine.result import SearchResult, completed_reason
 from edgereason.engine.scheduler import PassRow, can_admit, check_beams, schedule
 from edgereason.engine.selector import Selector
 from edgereason.engine.stats import EngineStats
@@ -231,18 +232,7 @@ class Engine:
             record_one(req, self.selector.prune(req, req.tree.root, "cancelled", include_root=True))
         req.status, req.reason = status, reason
         self.verification.forget(req)
-        req.result = build_result(
-            req.id,
-            req.question,
-            req.config,
-            req.tree,
-            req.completed,
-            req.metrics,
-            req.status,
-            req.reason,
-            time.perf_counter() - req.started_at,
-            req.common_prefix,
-        )
+        req.result = build_result(req)
         self._progress(req)  # the request's totals, and the KV in use now that its share is free
         self.emit(RequestDone(req.id, req.result))
 
