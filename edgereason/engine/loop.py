@@ -21,7 +21,7 @@ from edgereason.engine.counts import Tally, record, record_one
 from edgereason.engine.events import Emitter, Listener, NodeAdded, Progress, RequestDone
 from edgereason.engine.finished import build_result
 from edgereason.engine.kv_sequences import KVSequences
-from edgereason.engine.policy import Policy
+from edgereason.engine.policy import DEFAULT_LV_THRESHOLD, Policy
 from edgereason.engine.prompt import prompt_ids
 from edgereason.engine.request import Request, RequestStatus
 from edgereason.engine.result import SearchResult, completed_reason
@@ -47,7 +47,6 @@ class Engine:
         verifier: Verifier,
         policy: Policy | None = None,
         on_event: Listener | None = None,
-        lv_threshold: int = 512,
     ) -> None:
         self.generator, self.verifier = generator, verifier
         self.policy = policy or Policy()
@@ -58,9 +57,8 @@ class Engine:
         mode = (
             "lazy" if self.policy.lazy_verify else ("eager" if self.policy.async_expand else "sync")
         )
-        queue = VerifyQueue(
-            mode, self.policy.lv_threshold or lv_threshold, self.policy.lv_max_defer
-        )
+        threshold = self.policy.lv_threshold or DEFAULT_LV_THRESHOLD["cpu"]
+        queue = VerifyQueue(mode, threshold, self.policy.lv_max_defer)
         self.kv = KVSequences(generator)
         self.verification = VerifyStage(
             verifier, queue, self.policy.lookahead, self.emit, self.stats
