@@ -28,6 +28,7 @@ from edgereason.engine.result import SearchResult, completed_reason
 from edgereason.engine.scheduler import PassRow, can_admit, check_beams, schedule
 from edgereason.engine.selector import Selector
 from edgereason.engine.stats import EngineStats
+from edgereason.engine.step_context import StepContext
 from edgereason.engine.tree_growth import TreeGrower
 from edgereason.engine.verification import FlushFailed, VerifyQueue, VerifyStage
 from edgereason.protocols import BatchEntry, Generator, Verifier
@@ -63,8 +64,8 @@ class Engine:
         self.verification = VerifyStage(
             verifier, queue, self.policy.lookahead, self.emit, self.stats
         )
-        self.grower = TreeGrower(generator, self.kv, self.verification, self.policy, self.emit)
-        self.selector = Selector(generator, self.kv, self.verification, self.policy, self.emit)
+        step_context = StepContext(generator, self.kv, self.verification, self.policy, self.emit)
+        self.grower, self.selector = TreeGrower(step_context), Selector(step_context)
         self._ids = itertools.count()
         self.steps = 0
 
