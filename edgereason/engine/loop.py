@@ -19,14 +19,16 @@ from collections import deque
 from edgereason.config import SamplingParams, SearchConfig, mix_seed
 from edgereason.engine.counts import Tally, record, record_one
 from edgereason.engine.events import Emitter, Listener, NodeAdded, Progress, RequestDone
+from edgereason.engine.finished import build_result
 from edgereason.engine.kv_sequences import KVSequences
-from edgereason.engine.policy import Policy
+from edgereason.engine.policy import DEFAULT_LV_THRESHOLD, Policy
 from edgereason.engine.prompt import prompt_ids
 from edgereason.engine.request import Request, RequestStatus
-from edgereason.engine.result import SearchResult, build_result, completed_reason
+from edgereason.engine.result import SearchResult, completed_reason
 from edgereason.engine.scheduler import PassRow, can_admit, check_beams, schedule
 from edgereason.engine.selector import Selector
 from edgereason.engine.stats import EngineStats
+from edgereason.engine.step_context import StepContext
 from edgereason.engine.tree_growth import TreeGrower
 from edgereason.engine.verification import FlushFailed, VerifyQueue, VerifyStage
 from edgereason.protocols import BatchEntry, Generator, Verifier
@@ -46,7 +48,6 @@ class Engine:
         verifier: Verifier,
         policy: Policy | None = None,
         on_event: Listener | None = None,
-        lv_threshold: int = 512,
     ) -> None:
         self.generator, self.verifier = generator, verifier
         self.policy = policy or Policy()
@@ -57,15 +58,14 @@ class Engine:
         mode = (
             "lazy" if self.policy.lazy_verify else ("eager" if self.policy.async_expand else "sync")
         )
-        queue = VerifyQueue(
-            mode, self.policy.lv_threshold or lv_threshold, self.policy.lv_max_defer
-        )
+        threshold = self.policy.lv_threshold or DEFAULT_LV_THRESHOLD["cpu"]
+        queue = VerifyQueue(mode, threshold, self.policy.lv_max_defer)
         self.kv = KVSequences(generator)
         self.verification = VerifyStage(
             verifier, queue, self.policy.lookahead, self.emit, self.stats
         )
-        self.grower = TreeGrower(generator, self.kv, self.verification, self.policy, self.emit)
-        self.selector = Selector(generator, self.kv, self.verification, self.policy, self.emit)
+        step_context = StepContext(generator, self.kv, self.verification, self.policy, self.emit)
+        self.grower, self.selector = TreeGrower(step_context), Selector(step_context)
         self._ids = itertools.count()
         self.steps = 0
 
@@ -231,18 +231,7 @@ class Engine:
             record_one(req, self.selector.prune(req, req.tree.root, "cancelled", include_root=True))
         req.status, req.reason = status, reason
         self.verification.forget(req)
-        req.result = build_result(
-            req.id,
-            req.question,
-            req.config,
-            req.tree,
-            req.completed,
-            req.metrics,
-            req.status,
-            req.reason,
-            time.perf_counter() - req.started_at,
-            req.common_prefix,
-        )
+        req.result = build_result(req)
         self._progress(req)  # the request's totals, and the KV in use now that its share is free
         self.emit(RequestDone(req.id, req.result))
 

@@ -13,6 +13,9 @@ from edgereason.errors import ConfigError
 
 Order = Literal["prefix", "fifo"]
 
+# queued PRM tokens that trigger a lazy flush where no memory profile says (design.md section 4)
+DEFAULT_LV_THRESHOLD = {"cpu": 512, "gpu": 2048}
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -44,7 +47,9 @@ class Policy:
     dedup: bool = False
     # SpecScale lazy verification: queue PRM requests and flush them in large batches.
     lazy_verify: bool = False
-    lv_threshold: int = 0  # 0: from the memory profile, else 512 on CPU / 2048 on GPU
+    # 0: the session's (its memory profile's, else DEFAULT_LV_THRESHOLD of its device); an engine
+    # built without a session takes the CPU's
+    lv_threshold: int = 0
     lv_max_defer: int = 6
     # FastTTS prefix-aware scheduling: run sequences sharing a prefix together when KV is short.
     order: Order = "prefix"

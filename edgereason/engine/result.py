@@ -1,16 +1,16 @@
 """What a finished request returns: the answer, the final candidates, the tree and the metrics
-(design.md s5)."""
+(design.md s5); `finished.py` builds it from the request."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from edgereason.config import SearchConfig
 from edgereason.search.grading import Grader
-from edgereason.tree import FINISH_WORDS, Node, Tree, path_score, ranked
+from edgereason.tree import FINISH_WORDS, Node, path_score, ranked
 from edgereason.util.braces import extract_boxed
 
 
@@ -116,76 +116,6 @@ class SearchResult:
             "tree": {"nodes": self.tree},
             "metrics": self.metrics.as_dict(),
         }
-
-
-def build_result(
-    request_id: str,
-    question: str,
-    config: SearchConfig,
-    tree: Tree,
-    completed: Sequence[Node],
-    metrics: RequestMetrics,
-    status: str,
-    reason: str | None,
-    wall: float,
-    common_prefix: list[float],
-) -> SearchResult:
-    """The record of a finished request: the best `beams` logical candidates among the completed
-    paths, the answer (the best path's, or a vote), the tree's steps, and the metrics that need the
-    whole run."""
-    cfg, grader = config, Grader()
-    paths = final_paths(completed, cfg)
-    if cfg.vote == "best":
-        answer = paths[0].answer if paths else None
-    else:
-        answer = vote(paths, by_score=cfg.vote == "weighted", grader=grader)
-    return SearchResult(
-        request_id,
-        question,
-        answer,
-        paths,
-        _step_rows(tree),
-        _whole_run_metrics(metrics, tree, paths, wall),
-        status,
-        reason,
-        [n.score for n in tree.steps() if n.score is not None],
-        list(common_prefix),
-        grader,
-    )
-
-
-def _whole_run_metrics(
-    metrics: RequestMetrics, tree: Tree, paths: list[FinalPath], wall: float
-) -> RequestMetrics:
-    """The counters the loop recorded, with what needs the whole run: a copy, not a write."""
-    final = final_tokens([(tree.nodes[p.node_id], p.potential) for p in paths])
-    waits = [n.waiting_s for n in tree.steps() if n.finished_at is not None and not n.path_complete]
-    return replace(
-        metrics,
-        wall_s=wall,
-        final_tokens=final,
-        goodput_tok_s=final / wall if wall > 0 else 0.0,
-        throughput_tok_s=metrics.generated_tokens / wall if wall > 0 else 0.0,
-        waiting_ratio=(sum(waits) / len(waits)) / wall if waits and wall > 0 else 0.0,
-    )
-
-
-def _step_rows(tree: Tree) -> list[dict[str, Any]]:
-    """The tree as JSON rows, steps only: a first step's parent is None, the root (the prompt) is
-    not a step (README: JSON output)."""
-    return [
-        {
-            "id": n.id,
-            "parent": n.parent.id if n.parent and n.parent.depth > 0 else None,
-            "depth": n.depth,
-            "text": n.text,
-            "score": n.score,
-            "status": n.status.value,
-            "finish": n.finish,
-            "potential": n.potential,
-        }
-        for n in tree.steps()
-    ]
 
 
 def final_paths(completed: Sequence[Node], cfg: SearchConfig) -> list[FinalPath]:

@@ -12,34 +12,18 @@ import numpy as np
 from edgereason.config import mix_seed
 from edgereason.engine import ranking
 from edgereason.engine.counts import Counts
-from edgereason.engine.events import Emitter, NodeAdded, NodeExtended, NodeSelected
-from edgereason.engine.kv_sequences import KVSequences
-from edgereason.engine.policy import Policy
+from edgereason.engine.events import NodeAdded, NodeExtended, NodeSelected
 from edgereason.engine.request import Group, Request
+from edgereason.engine.step_context import StepContext
 from edgereason.engine.tree_growth import speculate
-from edgereason.engine.verification import VerifyStage
-from edgereason.protocols import Generator
 from edgereason.tree import Node, Status
 
 
 class Selector:
     """Each call returns what it counted for the request (pruned nodes, speculative tokens)."""
 
-    def __init__(
-        self,
-        generator: Generator,
-        kv: KVSequences,
-        verification: VerifyStage,
-        policy: Policy,
-        emit: Emitter,
-    ) -> None:
-        self.generator, self.kv, self.verification, self.policy, self.emit = (
-            generator,
-            kv,
-            verification,
-            policy,
-            emit,
-        )
+    def __init__(self, ctx: StepContext) -> None:
+        self.ctx = ctx
 
     def select_ready(self, req: Request) -> Counts:
         counts = Counts()
@@ -53,7 +37,7 @@ class Selector:
         return counts
 
     def early_prune(self, req: Request) -> Counts:
-        p, counts = self.policy, Counts()
+        p, counts = self.ctx.policy, Counts()
         if not (p.early_prune_rank or p.early_prune_perfect) or not req.strategy.early_prune:
             return counts
         for group in req.open_groups():
@@ -95,7 +79,7 @@ class Selector:
         finished_subtree = False
         for node, times in chosen:
             node.times_selected = times
-            self.emit(NodeSelected(req.id, node.id, times))
+            self.ctx.emit(NodeSelected(req.id, node.id, times))
             if node.path_complete:
                 self.complete(req, node)
                 finished_subtree = True
@@ -121,21 +105,21 @@ class Selector:
 
     def complete(self, req: Request, node: Node) -> None:
         if node.status is not Status.COMPLETE:
-            self.emit.status(req.id, node, Status.COMPLETE)
+            self.ctx.emit.status(req.id, node, Status.COMPLETE)
             req.prm_stale = True
-            self.kv.free(node)
+            self.ctx.kv.free(node)
             req.completed.append(node)
 
     def _expand(self, req: Request, node: Node, times: int, group: Group) -> Counts:
         """A node selected `times` times continues as `times * width` logical candidates in
         `group`."""
-        self.emit.status(req.id, node, Status.SELECTED)
+        self.ctx.emit.status(req.id, node, Status.SELECTED)
         need = times * group.width
         spec = [c for c in node.children if c.alive]
         if not spec:
             req.plan(node, [(group.id, need)])
             return Counts()
-        if self.policy.async_expand:
+        if self.ctx.policy.async_expand:
             counts = self._keep_drawn(req, spec, need, group)
         else:
             counts = self._branch_siblings(req, node, spec[0], need - spec[0].potential, group)
@@ -168,15 +152,15 @@ class Selector:
         """A speculative child of a selected node becomes a standard candidate of `group`."""
         child.speculative = False
         if child.status is Status.SPECULATIVE:
-            self.emit.status(req.id, child, Status.GENERATING)
+            self.ctx.emit.status(req.id, child, Status.GENERATING)
         counts = Counts(spec_tokens_reused=len(child.tokens) * child.potential)
         req.join(child, group.id)
         if child.step_done:
-            if child.path_complete and not self.verification.keeps_kv(req, child):
-                self.kv.free(child)
+            if child.path_complete and not self.ctx.verification.keeps_kv(req, child):
+                self.ctx.kv.free(child)
             if child.score is None:
-                self.verification.push(req, child)
-            speculate(req, child, self.policy)
+                self.ctx.verification.push(req, child)
+            speculate(req, child, self.ctx.policy)
         return counts
 
     def _branch_siblings(
@@ -193,8 +177,8 @@ class Selector:
         counts = Counts()
         if n <= 0:
             return counts
-        j = min(int(len(spec.tokens) * self.policy.spec_reuse_fraction), len(spec.tokens) - 1)
-        potentials = [n] if self.policy.dedup else [1] * n
+        j = min(int(len(spec.tokens) * self.ctx.policy.spec_reuse_fraction), len(spec.tokens) - 1)
+        potentials = [n] if self.ctx.policy.dedup else [1] * n
         for k, potential in enumerate(potentials):
             sib = req.tree.add_child(
                 parent,
@@ -206,7 +190,7 @@ class Selector:
             req.join(sib, group.id)
             if j >= 1:
                 sib.tokens = spec.tokens[:j]
-                sib.raw = bytearray(b"".join(self.generator.token_piece(t) for t in sib.tokens))
+                sib.raw = bytearray(b"".join(self.ctx.generator.token_piece(t) for t in sib.tokens))
                 sib.pending = sib.tokens[-1]
                 counts.spec_tokens_reused += j * potential
             else:
@@ -214,11 +198,11 @@ class Selector:
             if spec.seq is None:
                 sib.evicted = True  # rebuilt from a relative when it first runs
             else:
-                sib.seq = self.generator.fork(spec.seq)
-                self.generator.truncate(sib.seq, spec.base + max(j, 0) - 1)
-            self.emit(NodeAdded(req.id, sib.id, parent.id, sib.depth, potential, False))
+                sib.seq = self.ctx.generator.fork(spec.seq)
+                self.ctx.generator.truncate(sib.seq, spec.base + max(j, 0) - 1)
+            self.ctx.emit(NodeAdded(req.id, sib.id, parent.id, sib.depth, potential, False))
             if sib.tokens:
-                self.emit(NodeExtended(req.id, sib.id, sib.text, len(sib.tokens)))
+                self.ctx.emit(NodeExtended(req.id, sib.id, sib.text, len(sib.tokens)))
         return counts
 
     def prune(self, req: Request, node: Node, rule: str, include_root: bool = False) -> Counts:
@@ -228,7 +212,7 @@ class Selector:
         for n in node.subtree():
             if not n.alive or (n is req.tree.root and not include_root):
                 if n is req.tree.root:
-                    self.kv.free(n)
+                    self.ctx.kv.free(n)
                     req.cancel_plan(n)
                 continue
             if n.speculative:
@@ -239,6 +223,6 @@ class Selector:
             req.prm_stale = True
             req.cancel_plan(n)
             n.pending = None
-            self.kv.free(n)
-            self.emit.status(req.id, n, Status.PRUNED, rule)
+            self.ctx.kv.free(n)
+            self.ctx.emit.status(req.id, n, Status.PRUNED, rule)
         return counts

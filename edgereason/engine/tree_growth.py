@@ -9,13 +9,11 @@ from collections import Counter
 
 from edgereason.config import mix_seed
 from edgereason.engine.counts import Counts, Tally
-from edgereason.engine.events import Emitter, NodeAdded, NodeExtended, StepFinished
-from edgereason.engine.kv_sequences import KVSequences
+from edgereason.engine.events import NodeAdded, NodeExtended, StepFinished
 from edgereason.engine.policy import Policy
 from edgereason.engine.request import Request
 from edgereason.engine.scheduler import PassRow
-from edgereason.engine.verification import VerifyStage
-from edgereason.protocols import Generator
+from edgereason.engine.step_context import StepContext
 from edgereason.tree import Node, Status, has_boxed_answer
 
 
@@ -42,21 +40,8 @@ class TreeGrower:
     """Grows the search tree from a forward pass's draws: tokens onto nodes, children, ended
     steps."""
 
-    def __init__(
-        self,
-        generator: Generator,
-        kv: KVSequences,
-        verification: VerifyStage,
-        policy: Policy,
-        emit: Emitter,
-    ) -> None:
-        self.generator, self.kv, self.verification, self.policy, self.emit = (
-            generator,
-            kv,
-            verification,
-            policy,
-            emit,
-        )
+    def __init__(self, ctx: StepContext) -> None:
+        self.ctx = ctx
 
     def postprocess(self, batch: list[PassRow], draws: list[list[int]]) -> Tally:
         """Apply a pass's draws; returns the rows and tokens counted for each request."""
@@ -65,7 +50,7 @@ class TreeGrower:
             req, node = work.request, work.node
             counts = tally.of(req)
             counts.forward_rows += 1 if work.draws else 0
-            counts.dedup_saved_rows += max(0, work.draws - 1) if self.policy.dedup else 0
+            counts.dedup_saved_rows += max(0, work.draws - 1) if self.ctx.policy.dedup else 0
             if node is req.tree.root and req.prompt_fed < len(req.prompt_ids):
                 req.prompt_fed += len(work.tokens)
             else:
@@ -94,10 +79,10 @@ class TreeGrower:
                 offset=node.offset,
                 seed=mix_seed(node.seed, 1, len(node.tokens), k),
             )
-            twin.seq = self.generator.fork(node.seq)
+            twin.seq = self.ctx.generator.fork(node.seq)
             req.join(twin, node.group)
             twins.append((twin, token))
-            self.emit(
+            self.ctx.emit(
                 NodeAdded(
                     req.id,
                     twin.id,
@@ -118,20 +103,21 @@ class TreeGrower:
         counts.generated_tokens += node.potential
         if node.speculative:
             counts.spec_tokens += node.potential
-        if token in self.generator.eos_ids:
+        if token in self.ctx.generator.eos_ids:
             self._end_step(req, node, "eos")
             return
-        piece = self.generator.token_piece(token)
+        piece = self.ctx.generator.token_piece(token)
         node.tokens.append(token)
         node.raw += piece
         node.pending = token
-        if self.emit.listener is not None:  # node.text decodes the whole step: only for a listener
-            self.emit(NodeExtended(req.id, node.id, node.text, len(node.tokens)))
+        # node.text decodes the whole step: only for a listener
+        if self.ctx.emit.listener is not None:
+            self.ctx.emit(NodeExtended(req.id, node.id, node.text, len(node.tokens)))
         if node.step_ended_by(piece) or len(node.tokens) >= cfg.max_step_tokens:
             self._end_step(req, node, "answer" if has_boxed_answer(node.text) else "step")
         elif node.offset + len(node.tokens) >= cfg.max_path_tokens:
             self._end_step(req, node, "length")
-        elif node.base + len(node.tokens) + 1 >= self.generator.kv_capacity_tokens:
+        elif node.base + len(node.tokens) + 1 >= self.ctx.generator.kv_capacity_tokens:
             self._end_step(req, node, "length")
 
     def _end_step(self, req: Request, node: Node, finish: str) -> None:
@@ -141,17 +127,17 @@ class TreeGrower:
             finish = "length"
         node.finish = finish
         node.finished_at = time.perf_counter()
-        self.emit(StepFinished(req.id, node.id, finish))
-        self.emit.status(req.id, node, Status.WAITING)
+        self.ctx.emit(StepFinished(req.id, node.id, finish))
+        self.ctx.emit.status(req.id, node, Status.WAITING)
         if node.path_complete:
             node.waited = True
-            if not node.speculative and not self.verification.keeps_kv(req, node):
-                self.kv.free(node)
+            if not node.speculative and not self.ctx.verification.keeps_kv(req, node):
+                self.ctx.kv.free(node)
         # a speculative step is scored once its parent is selected, unless asynchronous expansion
         # scores it now
-        if not node.speculative or self.policy.async_expand:
-            self.verification.push(req, node)
-        speculate(req, node, self.policy)
+        if not node.speculative or self.ctx.policy.async_expand:
+            self.ctx.verification.push(req, node)
+        speculate(req, node, self.ctx.policy)
 
     def _make_children(self, req: Request, parent: Node, draws: list[int], counts: Counts) -> None:
         """Turn the draws of one forward pass into children, group by group of the parent's plan."""
@@ -165,11 +151,11 @@ class TreeGrower:
         for group_id, n in plan:
             chunk = draws[i : i + n]
             i += n
-            if self.policy.dedup:
+            if self.ctx.policy.dedup:
                 specs += [(group_id, tok, cnt) for tok, cnt in Counter(chunk).items()]
             else:
                 specs += [(group_id, tok, 1) for tok in chunk]
-        base = self.generator.seq_len(parent.seq)
+        base = self.ctx.generator.seq_len(parent.seq)
         offset = parent.offset + len(parent.tokens)
         children = []
         for idx, (group_id, token, potential) in enumerate(specs):
@@ -184,11 +170,12 @@ class TreeGrower:
             )
             req.join(child, group_id)
             # the last child takes the parent's sequence over; the others share its KV through forks
-            child.seq = parent.seq if idx == len(specs) - 1 else self.generator.fork(parent.seq)
+            child.seq = parent.seq if idx == len(specs) - 1 else self.ctx.generator.fork(parent.seq)
             children.append((child, token))
-            self.emit(NodeAdded(req.id, child.id, parent.id, child.depth, potential, speculative))
+            added = NodeAdded(req.id, child.id, parent.id, child.depth, potential, speculative)
+            self.ctx.emit(added)
         parent.seq = None
         if parent is req.tree.root:  # the prompt is in: the root carries on through its children
-            self.emit.status(req.id, parent, Status.SELECTED)
+            self.ctx.emit.status(req.id, parent, Status.SELECTED)
         for child, token in children:
             self._append(req, child, token, counts)

@@ -4,13 +4,13 @@ decided once for the session)."""
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from edgereason.backends import load_backend
 from edgereason.engine.events import Event, Listener, Progress
 from edgereason.engine.loop import Engine
-from edgereason.engine.policy import Policy
+from edgereason.engine.policy import DEFAULT_LV_THRESHOLD, Policy
 from edgereason.protocols import Generator, Points, Verifier
 from edgereason.session.auto_policy import (
     MEASURE_ROWS,
@@ -25,8 +25,6 @@ from edgereason.session.profile_choice import device_id, pass_cost_key, speed_ke
 from edgereason.session.settings import ModelSettings
 from edgereason.session.speed_log import record_run
 
-DEFAULT_LV_THRESHOLD = {"cpu": 512, "gpu": 2048}  # tokens (design.md section 4)
-
 
 @dataclass
 class Session:
@@ -36,6 +34,7 @@ class Session:
     generator_path: Path
     prm_path: Path
     backend: str = "llamacpp"  # the generator's backend (what measures its pass cost)
+    # the policy's lv_threshold where it leaves it 0: the memory profile's, else the device's
     lv_threshold: int = DEFAULT_LV_THRESHOLD["cpu"]
     profile: dict | None = None
     # said on stderr as the first search gets going (cpu_threads.py: the busy cores)
@@ -46,9 +45,9 @@ class Session:
         """An engine running `policy`; `auto` runs the preset this device's pass cost chooses."""
         auto = self.auto_choice() if is_auto(policy) else None
         run = resolve(policy, auto) if auto else policy
-        lv = self.lv_threshold
-        listener = self._noting(on_event)
-        return Engine(self.generator, self.verifier, run, on_event=listener, lv_threshold=lv)
+        if not run.lv_threshold:
+            run = replace(run, lv_threshold=self.lv_threshold)
+        return Engine(self.generator, self.verifier, run, on_event=self._noting(on_event))
 
     def _noting(self, on_event: Listener | None) -> Listener | None:
         """on_event, with start_note printed at the first Progress: after the checks that stop a
