@@ -17,18 +17,10 @@ import triton
 import triton.language as tl
 
 BLOCK_N = 64  # cells a step of the split kernel reads
-# at most this many splits a row, so the combine kernel has one shape (BLOCK_S) in every graph
-MAX_SPLITS = 64
-# The integers that change from graph to graph (strides, split sizes) are not specialized on: Triton
-# would build a variant for each value that is 1 or a multiple of 16, and loading each variant in a
-# process cost about 0.5 s (an H100, 2026-12-06: 8 decode graphs captured in 4.5 s, against 0.4 s
-# with the gathered SDPA).
-_SPLIT_INTS = ["stride_qr", "stride_qh", "stride_dc", "stride_dh", "stride_tr", "stride_tc"]
-_SPLIT_INTS += ["split_len", "n_splits"]
 LOG2_E = 1.4426950408889634
 
 
-@triton.jit(do_not_specialize=_SPLIT_INTS)
+@triton.jit
 def _split_kernel(
     q_ptr, data_ptr, tables_ptr, seqs_ptr, pos_ptr, out_ptr, part_o_ptr, part_ml_ptr,
     stride_qr, stride_qh, stride_dc, stride_dh, stride_tr, stride_tc, split_len, n_splits,
@@ -80,7 +72,7 @@ def _split_kernel(
         tl.store(ml + 1, total, mask=g < G)
 
 
-@triton.jit(do_not_specialize=["n_splits"])
+@triton.jit
 def _combine_kernel(
     out_ptr, part_o_ptr, part_ml_ptr, n_splits, D: tl.constexpr, BLOCK_S: tl.constexpr
 ):
@@ -106,8 +98,7 @@ def split_count(rows: int, kv_heads: int, width: int, device: torch.device) -> i
     if device.type != "cuda":
         return 1
     programs = 4 * torch.cuda.get_device_properties(device).multi_processor_count
-    wanted = min(math.ceil(programs / (rows * kv_heads)), math.ceil(width / BLOCK_N), MAX_SPLITS)
-    return max(1, wanted)
+    return max(1, min(math.ceil(programs / (rows * kv_heads)), math.ceil(width / BLOCK_N)))
 
 
 def paged_decode(
@@ -124,7 +115,7 @@ def paged_decode(
     rows, heads, dim = q.shape
     kv_heads, width = data.shape[1] // 2, tables.shape[1]
     group = heads // kv_heads
-    splits = min(splits or split_count(rows, kv_heads, width, q.device), MAX_SPLITS)
+    splits = splits or split_count(rows, kv_heads, width, q.device)
     # Triton's interpreter (a CPU) multiplies bf16 matrices wrong: there they go in as float32
     upcast = q.device.type == "cpu" and q.dtype == torch.bfloat16
     split_len = math.ceil(math.ceil(width / splits) / BLOCK_N) * BLOCK_N
@@ -142,5 +133,7 @@ def paged_decode(
         PRECISION="ieee" if upcast or q.dtype == torch.float32 else "tf32",
     )  # fmt: skip
     if splits > 1:
-        _combine_kernel[(rows * heads,)](out, part_o, part_ml, splits, D=dim, BLOCK_S=MAX_SPLITS)
+        _combine_kernel[(rows * heads,)](
+            out, part_o, part_ml, splits, D=dim, BLOCK_S=triton.next_power_of_2(splits)
+        )
     return out
