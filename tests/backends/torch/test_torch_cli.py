@@ -99,9 +99,9 @@ def test_backend_torch_with_gpu_layers_and_no_cuda_is_one_line(smollm2_path):
 MANY = ModelSettings(workload="many-at-once")
 
 
-def _fake_gpu(monkeypatch, home, total_bytes: int = 24 << 30) -> None:
-    """NVML sees a GPU of `total_bytes` and torch sees CUDA (this machine has neither); no speed
-    measured on it."""
+def _fake_gpu(monkeypatch, home, total_bytes: int = 24 << 30, cuda: bool = True) -> None:
+    """NVML sees a GPU of `total_bytes` and torch sees CUDA where `cuda` (this machine has
+    neither); no speed measured on it."""
     from edgereason.memory.device import DeviceInfo
 
     monkeypatch.setenv("EDGEREASON_HOME", str(home))
@@ -111,7 +111,8 @@ def _fake_gpu(monkeypatch, home, total_bytes: int = 24 << 30) -> None:
         "read_gpu",
         lambda: DeviceInfo("gpu", "gpu-x", "X", total_bytes, total_bytes),
     )
-    monkeypatch.setattr(load_backend("torch"), "supports_gpu", lambda: True)
+    if cuda:
+        monkeypatch.setattr(load_backend("torch"), "supports_gpu", lambda: True)
 
 
 def test_auto_can_take_torch_on_cuda_beside_a_gpu_build_of_llamacpp(
@@ -132,8 +133,8 @@ def test_auto_can_take_torch_on_cuda_beside_a_gpu_build_of_llamacpp(
 
 def test_auto_takes_torch_only_with_cuda_and_room(smollm2_path, monkeypatch, capsys, tmp_path):
     torch_backend = load_backend("torch")
-    monkeypatch.setattr(backend_choice, "gpu_present", lambda: True)  # NVML sees a GPU
     if not torch_backend.supports_gpu():
+        _fake_gpu(monkeypatch, tmp_path, cuda=False)  # NVML sees a GPU, torch no CUDA
         assert choose_backend(MANY, smollm2_path, smollm2_path, hf=False) == "llamacpp"
         err = capsys.readouterr().err
         assert "--backend auto runs on llama.cpp: torch" in err and "sees no CUDA device" in err
