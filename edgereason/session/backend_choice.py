@@ -1,12 +1,13 @@
-"""Which local runtime a session opens (`--backend auto|llamacpp|torch`). auto runs llama.cpp unless
-torch could: NVML sees a GPU, torch is installed with CUDA, it runs the models' architectures and
-they fit in bf16 (under `--gpu-memory`, else in the GPU's memory). Of the two, the backend measured
-faster on this device for these models and this workload, or until both were measured the prior
-(backend_rule.py), said in one line; whether torch could is checked only where it is the faster
-(the check imports torch, seconds of a one-shot command). A CPU stays on llama.cpp without
-importing torch, and a quantized model too large for bf16 on llama.cpp; a fallback the user may
-not expect is said in one line. A Hugging Face folder as generator (`--model hf:FOLDER`) runs on
-torch, on a CPU too: llama.cpp cannot read it.
+"""Which runtime a session opens, decided once (`--backend auto|llamacpp|torch|remote`;
+`ChosenModels` holds the decision and its `Backend`). auto runs llama.cpp unless torch could: NVML
+sees a GPU, torch is installed with CUDA, it runs the models' architectures and they fit in bf16
+(under `--gpu-memory`, else in the GPU's memory). Of the two, the backend measured faster on this
+device for these models and this workload, or until both were measured the prior (backend_rule.py),
+said in one line; whether torch could is checked only where it is the faster (the check imports
+torch, seconds of a one-shot command). A CPU stays on llama.cpp without importing torch, and a
+quantized model too large for bf16 on llama.cpp; a fallback the user may not expect is said in one
+line. A Hugging Face folder as generator (`--model hf:FOLDER`) runs on torch, on a CPU too:
+llama.cpp cannot read it.
 
 A served setup runs the served roles on the remote backend and the ones here on llama.cpp.
 
@@ -35,7 +36,7 @@ from edgereason.session.speed_log import read_runs, speed_key
 def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: bool) -> str:
     """settings.backend, with auto decided; a served generator's is remote. hf: the PRM runs on
     transformers either way (only the generator's weights count here)."""
-    if settings.remote is not None:  # a served PRM alone: the generator runs here, on llama.cpp
+    if settings.remote is not None:  # the generator's servers, or llama.cpp beside a served PRM
         return "remote" if settings.served_generator else "llamacpp"
     if settings.model.startswith(models.HF_PREFIX):
         if settings.backend == "llamacpp":
