@@ -15,14 +15,15 @@ from pathlib import Path
 from edgereason import __version__
 from edgereason.backends.cxx_runtime import require_one_cxx_runtime
 from edgereason.cli.comma_lists import beam_size, comma_items, comma_values
-from edgereason.cli.common import (
-    check_beams_before_loading,
-    model_settings,
+from edgereason.cli.common import model_settings
+from edgereason.cli.flags_models import add_model_args
+from edgereason.cli.flags_search import (
+    add_search_args,
+    add_switch_args,
+    check_beams,
     policy_from,
     search_config,
 )
-from edgereason.cli.flags_models import add_model_args
-from edgereason.cli.flags_search import add_search_args, add_switch_args
 from edgereason.cli.help import brief
 from edgereason.cli.progress import bar, end_line, pull_progress
 from edgereason.config import STRATEGY_NAMES
@@ -151,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     _check_splits(args, splits)
     models = model_settings(argparse.Namespace(**{**vars(args), "split": splits[0]}))
     models = replace(models, workload=bench_workload(args.concurrency, len(problems)))
-    check_beams_before_loading(max(beams), models)
+    check_beams(max(beams), models)
     if not args.no_plots:
         require_one_cxx_runtime("bench's plots load matplotlib", "pass --no-plots")
     first = {"beams": beams[0], "strategy": strategies[0]}  # each run's replace these

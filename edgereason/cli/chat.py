@@ -8,12 +8,11 @@ import dataclasses
 import sys
 from collections.abc import Callable
 
-from edgereason.cli.common import check_beams_before_loading, model_settings, policy_from
+from edgereason.cli.common import solve_settings
 from edgereason.cli.flags_models import add_model_args
 from edgereason.cli.flags_search import add_policy_arg, add_search_args
 from edgereason.cli.help import brief
 from edgereason.cli.progress import is_terminal
-from edgereason.cli.recipe_use import recipe_search_config
 from edgereason.errors import ConfigError
 from edgereason.session.cpu_threads import free_core_threads
 from edgereason.session.opening import Session, open_session
@@ -42,10 +41,7 @@ def run(args: argparse.Namespace) -> int:
             "edgereason solve (--json for one JSON object)"
         )
     # flags are checked here, before the screen switches, so a typo is one line on the terminal
-    choice = recipe_search_config(args)
-    policy = policy_from(args)
-    settings = dataclasses.replace(model_settings(args), prm=choice.prm)  # the recipe's PRM, if any
-    check_beams_before_loading(choice.config.beams, settings)
+    choice, settings, policy = solve_settings(args)
     # the free cores less one for the UI thread: llama.cpp's spinning threads stall if one waits
     threads = None if settings.threads else free_core_threads(keep=1)
     if threads:

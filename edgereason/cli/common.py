@@ -1,50 +1,27 @@
 """The shared flags' conversion into settings (the flags themselves: flags_models, flags_remote,
-flags_search)."""
+flags_search): the models of every command, and what `solve` and `chat` run."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
-from typing import Any
+from dataclasses import replace
+from typing import NamedTuple
 
 from edgereason.cli.flags_remote import remote_settings
-from edgereason.config import SamplingParams, SearchConfig
-from edgereason.engine.policy import Policy, parse_policy, with_switches
-from edgereason.errors import ConfigError
+from edgereason.cli.flags_search import check_beams, policy_from
+from edgereason.cli.recipe_use import recipe_search_config
+from edgereason.engine.policy import Policy
 from edgereason.memory import parse_size
 from edgereason.memory.size import size_unit
+from edgereason.search.recipes import SearchChoice
 from edgereason.session.settings import ModelSettings
-
-# the sequences a local generator runs at once, one a beam: llama.cpp's LLAMA_MAX_SEQ, and the torch
-# backend's SEQ_SLOTS as its (a test holds them equal); a served generator's are the server's
-LOCAL_MAX_BEAMS = 256
-
-
-def policy_from(args: argparse.Namespace, spec: str | None = None) -> Policy:
-    changes = {
-        k[len("switch_") :]: v
-        for k, v in vars(args).items()
-        if k.startswith("switch_") and v is not None
-    }
-    return with_switches(parse_policy(spec if spec is not None else args.policy), changes)
-
-
-def check_beams_before_loading(beams: int, settings: ModelSettings) -> None:
-    """ConfigError for more beams than a local generator runs at once, before its model loads (the
-    engine's own check came only after the model's load, tens of seconds for the 1.5B)."""
-    served = settings.remote is not None and bool(settings.remote.generator)
-    if beams > LOCAL_MAX_BEAMS and not served:
-        most = f"{LOCAL_MAX_BEAMS} sequences, one a beam"
-        pick = f"pick --beams {LOCAL_MAX_BEAMS} or fewer"
-        raise ConfigError(
-            f"--beams {beams} is more than a local generator runs at once: {most}; {pick}"
-        )
 
 
 def model_settings(args: argparse.Namespace) -> ModelSettings:
     from edgereason.backends.torch.int4_choice import choose
 
     choose(args.torch_weights)  # the process's choice, read where the torch backend loads
+    served = args.backend == "remote"  # --backend read once: a server, or a local runtime
     # "" is a mistake, not unset
     budget = parse_size(args.kv_budget) if args.kv_budget is not None else None
     return ModelSettings(
@@ -65,24 +42,25 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
         device_sampling=args.device_sampling,
         device_top_k=args.device_top_k,
         kv_budget_unit=size_unit(args.kv_budget) if budget is not None else "MiB",
-        remote=remote_settings(args),
-        backend="auto" if args.backend == "remote" else args.backend,
+        remote=remote_settings(args, served),
+        backend="auto" if served else args.backend,
     )
 
 
-def search_config(flags: Mapping[str, Any]) -> SearchConfig:
-    """The search the flags' values name (`vars(args)`, or those values with a recipe's)."""
-    return SearchConfig(
-        strategy=flags["strategy"],
-        beams=flags["beams"],
-        width=flags["width"],
-        max_steps=flags["max_steps"],
-        max_step_tokens=flags["max_step_tokens"],
-        max_path_tokens=flags["max_tokens"],
-        aggregation=flags["agg"],
-        vote=flags["vote"],
-        select=flags["select"],
-        sampling=SamplingParams(
-            temperature=flags["temperature"], top_p=flags["top_p"], seed=flags["seed"]
-        ),
-    )
+class SolveSettings(NamedTuple):
+    """What the flags of `solve` and `chat` ask for, made typed once: the search, the models, the
+    policy."""
+
+    search: SearchChoice
+    models: ModelSettings
+    policy: Policy
+
+
+def solve_settings(args: argparse.Namespace) -> SolveSettings:
+    """The flags as settings: the recipe for the models fills the unset search flags, and more
+    beams than a local generator runs are refused before any model loads."""
+    models = model_settings(args)
+    choice = recipe_search_config(args, models)
+    models = replace(models, prm=choice.prm)  # the recipe's PRM where it named one
+    check_beams(choice.config.beams, models)
+    return SolveSettings(choice, models, policy_from(args))

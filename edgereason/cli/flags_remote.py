@@ -123,9 +123,8 @@ def _add_request_flags(g: argparse._ArgumentGroup) -> None:
     )
 
 
-def remote_settings(args: argparse.Namespace) -> RemoteSettings | None:
-    """None when both models run here."""
-    remote = args.backend == "remote"
+def remote_settings(args: argparse.Namespace, remote: bool) -> RemoteSettings | None:
+    """None when both models run here. remote: --backend remote."""
     if not remote and args.base_url:
         raise ConfigError(
             "--base-url is the server of --backend remote; add --backend remote (or use "

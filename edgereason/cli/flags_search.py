@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from dataclasses import fields
+from typing import Any
 
 from edgereason.config import (
     AGGREGATIONS,
@@ -13,9 +15,22 @@ from edgereason.config import (
     SamplingParams,
     SearchConfig,
 )
-from edgereason.engine.policy import PRESETS, SWITCH_HELP, SWITCH_METAVAR, Policy
+from edgereason.engine.policy import (
+    PRESETS,
+    SWITCH_HELP,
+    SWITCH_METAVAR,
+    Policy,
+    parse_policy,
+    with_switches,
+)
+from edgereason.errors import ConfigError
 from edgereason.search.recipes import TREE_FLAGS, describe
 from edgereason.session.auto_policy import EDGE_MAX_COST_8
+from edgereason.session.settings import ModelSettings
+
+# the sequences a local generator runs at once, one a beam: llama.cpp's LLAMA_MAX_SEQ, and the torch
+# backend's SEQ_SLOTS as its (a test holds them equal); a served generator's are the server's
+LOCAL_MAX_BEAMS = 256
 
 
 def add_search_args(
@@ -186,3 +201,42 @@ def add_switch_args(p: argparse.ArgumentParser) -> None:
                 metavar=SWITCH_METAVAR[f.name],
                 help=help_text,
             )
+
+
+def check_beams(beams: int, models: ModelSettings) -> None:
+    """ConfigError for more beams than a local generator runs at once, before its model loads (the
+    engine's own check came only after the model's load, tens of seconds for the 1.5B)."""
+    if beams > LOCAL_MAX_BEAMS and not models.served_generator:
+        most = f"{LOCAL_MAX_BEAMS} sequences, one a beam"
+        pick = f"pick --beams {LOCAL_MAX_BEAMS} or fewer"
+        raise ConfigError(
+            f"--beams {beams} is more than a local generator runs at once: {most}; {pick}"
+        )
+
+
+def policy_from(args: argparse.Namespace, spec: str | None = None) -> Policy:
+    """The policy `--policy` (or `spec`) names, with the switches given changed."""
+    changes = {
+        k[len("switch_") :]: v
+        for k, v in vars(args).items()
+        if k.startswith("switch_") and v is not None
+    }
+    return with_switches(parse_policy(spec if spec is not None else args.policy), changes)
+
+
+def search_config(flags: Mapping[str, Any]) -> SearchConfig:
+    """The search the flags' values name (`vars(args)`, or those values with a recipe's)."""
+    return SearchConfig(
+        strategy=flags["strategy"],
+        beams=flags["beams"],
+        width=flags["width"],
+        max_steps=flags["max_steps"],
+        max_step_tokens=flags["max_step_tokens"],
+        max_path_tokens=flags["max_tokens"],
+        aggregation=flags["agg"],
+        vote=flags["vote"],
+        select=flags["select"],
+        sampling=SamplingParams(
+            temperature=flags["temperature"], top_p=flags["top_p"], seed=flags["seed"]
+        ),
+    )

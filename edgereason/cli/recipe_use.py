@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from edgereason import models
-from edgereason.cli.common import search_config
+from edgereason.cli.flags_search import search_config
 from edgereason.cli.progress import end_line, pull_progress
 from edgereason.errors import ModelError
 from edgereason.search.recipes import (
@@ -22,18 +22,22 @@ from edgereason.search.recipes import (
     recipe_for,
 )
 from edgereason.session.gpu import recipe_device
+from edgereason.session.settings import ModelSettings
 
 
 def recipe_search_config(
     args: argparse.Namespace,
+    settings: ModelSettings,
     resolve: Callable[..., Path] = models.resolve,
     device: Device | None = None,
 ) -> SearchChoice:
-    """The search of `solve` and `chat` (args are read, not changed). device: None = where the
-    session will put the layers."""
-    device = device or recipe_device(args.backend, args.gpu_layers)
-    chosen = picks_verifier(args.prm, args.prm_format, args.prm_head, args.backend)
-    recipe = recipe_for(args.model, device, chosen)
+    """The search of `solve` and `chat`: the search flags (args, read, not changed) on the recipe
+    for the models of `settings`. device: None = where the session will put the layers."""
+    device = device or recipe_device(settings)
+    chosen = picks_verifier(
+        settings.prm, settings.prm_format, settings.prm_head, settings.served_generator
+    )
+    recipe = recipe_for(settings.model, device, chosen)
 
     def offline(e: ModelError) -> None:
         end_line()

@@ -6,23 +6,18 @@ import argparse
 import json
 import shutil
 import sys
-from dataclasses import replace
-from typing import NamedTuple
 
 from edgereason.backends.torch.one_search import one_search_a_process
-from edgereason.cli.common import check_beams_before_loading, model_settings, policy_from
+from edgereason.cli.common import solve_settings
 from edgereason.cli.flags_models import add_model_args
 from edgereason.cli.flags_search import add_policy_arg, add_search_args
 from edgereason.cli.help import brief
 from edgereason.cli.progress import SearchProgress, is_terminal, pull_progress
-from edgereason.cli.recipe_use import SearchChoice, recipe_search_config
-from edgereason.engine.policy import Policy
 from edgereason.engine.result import SearchResult
 from edgereason.errors import ConfigError
 from edgereason.session.auto_policy import AutoChoice, is_auto
 from edgereason.session.backend_rule import Run
 from edgereason.session.opening import open_session
-from edgereason.session.settings import ModelSettings
 from edgereason.tree import FINISH_WORDS
 from edgereason.util import startup, text
 from edgereason.util.readable import hanging, readable_math
@@ -53,23 +48,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--raw", action="store_true", help="print the steps as the model wrote them")
     brief(p, "solve")
     p.set_defaults(func=run)
-
-
-class SolveSettings(NamedTuple):
-    """What the flags of `solve` ask for, made typed once: the search, the models, the policy."""
-
-    search: SearchChoice
-    models: ModelSettings
-    policy: Policy
-
-
-def solve_settings(args: argparse.Namespace) -> SolveSettings:
-    """The flags as settings: the recipe fills the unset ones, and more beams than a local generator
-    runs are refused before any model loads."""
-    choice = recipe_search_config(args)
-    models = replace(model_settings(args), prm=choice.prm)  # the recipe's PRM where it named one
-    check_beams_before_loading(choice.config.beams, models)
-    return SolveSettings(choice, models, policy_from(args))
 
 
 def run(args: argparse.Namespace) -> int:

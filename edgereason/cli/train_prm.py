@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgereason import models
-from edgereason.cli.common import search_config
-from edgereason.cli.flags_search import add_search_args
+from edgereason.cli.flags_search import add_search_args, search_config
 from edgereason.cli.help import brief
 from edgereason.cli.train_prm_flags import PHASES, add_train_prm_args
 from edgereason.cli.train_prm_io import (

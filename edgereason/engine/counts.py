@@ -8,28 +8,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, fields
 
 from edgereason.engine.request import Request
+from edgereason.engine.result import Counters
 
 
 @dataclass
-class Counts:
-    """One request's counters, named, typed and zeroed as RequestMetrics has them
-    (engine/result.py); the rest of the metrics the loop and build_result set."""
-
-    generated_tokens: int = 0
-    spec_tokens: int = 0
-    forward_rows: int = 0
-    dedup_saved_rows: int = 0
-    spec_tokens_reused: int = 0
-    spec_tokens_wasted: int = 0
-    pruned_rank: int = 0
-    pruned_perfect: int = 0
-    lookahead_scores: int = 0
-    recomputed_tokens: int = 0
-    evictions: int = 0
-    prm_calls: int = 0
-    prm_requests: int = 0
-    prm_tokens: int = 0
-    prm_time_s: float = 0.0
+class Counts(Counters):
+    """One request's counters in one call: the fields of Counters (engine/result.py), which
+    RequestMetrics extends, so that each counter is declared once."""
 
     # COUNTED, not dataclasses.fields(): fields() builds its tuple at each call, and these two run
     # for every request at every engine step
@@ -43,7 +28,7 @@ class Counts:
         return ((name, v) for name in COUNTED if (v := getattr(self, name)))
 
 
-COUNTED = tuple(f.name for f in fields(Counts))
+COUNTED = tuple(f.name for f in fields(Counters))
 
 
 class Tally:

@@ -15,19 +15,15 @@ from edgereason.util.braces import extract_boxed
 
 
 @dataclass
-class RequestMetrics:
+class Counters:
+    """The metrics the engine's parts count during a call (engine/counts.py's Counts adds them up);
+    RequestMetrics is these and what the loop and build_result set."""
+
     generated_tokens: int = 0  # every sampled token, speculative and pruned ones included
-    gen_time_s: float = 0.0  # wall time of forward passes this request took part in
     prm_time_s: float = 0.0
     prm_calls: int = 0
     prm_tokens: int = 0
     prm_requests: int = 0
-    wall_s: float = 0.0
-    goodput_tok_s: float = 0.0
-    throughput_tok_s: float = 0.0
-    # tokens on the final candidates' paths (shared steps once; see final_tokens)
-    final_tokens: int = 0
-    waiting_ratio: float = 0.0
     forward_rows: int = 0  # sequences evaluated, summed over forward passes
     dedup_saved_rows: int = 0  # draws served by a shared row instead of a row of their own
     spec_tokens: int = 0
@@ -38,6 +34,17 @@ class RequestMetrics:
     lookahead_scores: int = 0
     recomputed_tokens: int = 0
     evictions: int = 0
+
+
+@dataclass
+class RequestMetrics(Counters):
+    gen_time_s: float = 0.0  # wall time of forward passes this request took part in
+    wall_s: float = 0.0
+    goodput_tok_s: float = 0.0
+    throughput_tok_s: float = 0.0
+    # tokens on the final candidates' paths (shared steps once; see final_tokens)
+    final_tokens: int = 0
+    waiting_ratio: float = 0.0
     peak_kv_tokens: int = 0  # generator + verifier
     peak_generator_kv_tokens: int = 0
     peak_verifier_kv_tokens: int = 0

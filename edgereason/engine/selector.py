@@ -160,7 +160,7 @@ class Selector:
                 self.ctx.kv.free(child)
             if child.score is None:
                 self.ctx.verification.push(req, child)
-            speculate(req, child, self.ctx.policy)
+            speculate(self.ctx, req, child)
         return counts
 
     def _branch_siblings(

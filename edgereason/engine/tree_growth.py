@@ -10,15 +10,16 @@ from collections import Counter
 from edgereason.config import mix_seed
 from edgereason.engine.counts import Counts, Tally
 from edgereason.engine.events import NodeAdded, NodeExtended, StepFinished
-from edgereason.engine.policy import Policy
 from edgereason.engine.request import Request
 from edgereason.engine.scheduler import PassRow
 from edgereason.engine.step_context import StepContext
 from edgereason.tree import Node, Status, has_boxed_answer
 
 
-def speculate(req: Request, node: Node, policy: Policy) -> None:
-    """A standard candidate that finished its step early starts its next step before selection."""
+def speculate(ctx: StepContext, req: Request, node: Node) -> None:
+    """A standard candidate that finished its step early starts its next step before selection
+    (where ctx's policy speculates)."""
+    policy = ctx.policy
     group = req.group_of(node)
     if (
         node.speculative
@@ -137,7 +138,7 @@ class TreeGrower:
         # scores it now
         if not node.speculative or self.ctx.policy.async_expand:
             self.ctx.verification.push(req, node)
-        speculate(req, node, self.ctx.policy)
+        speculate(self.ctx, req, node)
 
     def _make_children(self, req: Request, parent: Node, draws: list[int], counts: Counts) -> None:
         """Turn the draws of one forward pass into children, group by group of the parent's plan."""

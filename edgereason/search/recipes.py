@@ -91,10 +91,10 @@ def recipe_for(generator: str, device: Device, prm_chosen: bool) -> Recipe:
     return PLAIN if prm_chosen else RECIPES.get((generator, device), PLAIN)
 
 
-def picks_verifier(prm: str | None, prm_format: str, prm_head: str | None, backend: str) -> bool:
-    """Whether the user chose the verifier (any PRM flag, or a served model): then the plain recipe
-    applies."""
-    return prm is not None or prm_format != "auto" or prm_head is not None or backend == "remote"
+def picks_verifier(prm: str | None, prm_format: str, prm_head: str | None, served: bool) -> bool:
+    """Whether the user chose the verifier (any PRM flag, or a served generator): then the plain
+    recipe applies."""
+    return prm is not None or prm_format != "auto" or prm_head is not None or served
 
 
 class RecipeFill(NamedTuple):

@@ -1,38 +1,43 @@
-"""Which local runtime a session opens (`--backend auto|llamacpp|torch`). auto runs llama.cpp unless
-torch could: NVML sees a GPU, torch is installed with CUDA, it runs the models' architectures and
-they fit in bf16 (under `--gpu-memory`, else in the GPU's memory). Of the two, the backend measured
-faster on this device for these models and this workload, or until both were measured the prior
-(backend_rule.py), said in one line; whether torch could is checked only where it is the faster
-(the check imports torch, seconds of a one-shot command). A CPU stays on llama.cpp without
-importing torch, and a quantized model too large for bf16 on llama.cpp; a fallback the user may
-not expect is said in one line. A Hugging Face folder as generator (`--model hf:FOLDER`) runs on
-torch, on a CPU too: llama.cpp cannot read it.
+"""Which runtime a session opens, decided once (`--backend auto|llamacpp|torch|remote`;
+`ChosenModels` holds the decision and its `Backend`). auto runs llama.cpp unless torch could: NVML
+sees a GPU, torch is installed with CUDA, it runs the models' architectures and they fit in bf16
+(under `--gpu-memory`, else in the GPU's memory). Of the two, the backend measured faster on this
+device for these models and this workload, or until both were measured the prior (backend_rule.py),
+said in one line; whether torch could is checked only where it is the faster (the check imports
+torch, seconds of a one-shot command). A CPU stays on llama.cpp without importing torch, and a
+quantized model too large for bf16 on llama.cpp; a fallback the user may not expect is said in one
+line. A Hugging Face folder as generator (`--model hf:FOLDER`) runs on torch, on a CPU too:
+llama.cpp cannot read it.
 
-Before the choice, the models' files: `model_paths` pulls registry models not on disk yet, and
-`prm_on_transformers` says whether an hf: PRM runs on transformers beside the generator."""
+A served setup runs the served roles on the remote backend and the ones here on llama.cpp.
+
+Before the choice, the models' files: `model_files` checks a served setup's servers before any
+pull, `model_paths` pulls registry models not on disk yet, and `prm_on_transformers` says whether
+an hf: PRM runs on transformers beside the generator."""
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 
 from edgereason import models
-from edgereason.backends import Placement, load_backend
+from edgereason.backends import Backend, Placement, PRMSpec, load_backend
 from edgereason.errors import ConfigError, ModelError
 from edgereason.memory.device import read_gpu
-from edgereason.memory.size import format_size
-from edgereason.session.backend_rule import faster_backend
+from edgereason.session.backend_rule import faster_backend, torch_cannot_run
 from edgereason.session.gpu import gpu_present
 from edgereason.session.prm_choice import PRMChoice, PullProgress
-from edgereason.session.profile_choice import speed_key
-from edgereason.session.settings import MIN_KV_TOKENS, ModelSettings
-from edgereason.session.speed_log import read_runs
+from edgereason.session.settings import ModelSettings
+from edgereason.session.speed_log import read_runs, speed_key
 
 
 def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: bool) -> str:
-    """settings.backend, with auto decided. hf: the PRM runs on transformers either way (only the
-    generator's weights count here)."""
+    """settings.backend, with auto decided; a served generator's is remote. hf: the PRM runs on
+    transformers either way (only the generator's weights count here)."""
+    if settings.remote is not None:  # the generator's servers, or llama.cpp beside a served PRM
+        return "remote" if settings.served_generator else "llamacpp"
     if settings.model.startswith(models.HF_PREFIX):
         if settings.backend == "llamacpp":
             raise ConfigError(
@@ -53,42 +58,11 @@ def choose_backend(settings: ModelSettings, gen_path: Path, prm_path: Path, hf: 
     # torch is not imported at all (its import alone cost 4-5 s of an 8 s solve on an H100)
     runs = read_runs(speed_key(read_gpu().device_id, settings), settings.workload)
     choice = faster_backend(runs, settings.workload)
-    if choice.backend == "torch" and (why := _torch_cannot_run(settings, gen_path, prm_path, hf)):
+    if choice.backend == "torch" and (why := torch_cannot_run(settings, gen_path, prm_path, hf)):
         print(f"edgereason: --backend auto runs on llama.cpp: {why}", file=sys.stderr)
         return "llamacpp"
     print(choice.note(), file=sys.stderr)
     return choice.backend
-
-
-def _torch_cannot_run(
-    settings: ModelSettings, gen_path: Path, prm_path: Path, hf: bool
-) -> str | None:
-    """Why the models cannot run on torch on this GPU (a fallback the user may not expect), or
-    None."""
-    try:
-        torch_backend = load_backend("torch")
-        if not torch_backend.supports_gpu():
-            return torch_backend.no_gpu_reason()
-    except ConfigError as e:  # torch cannot join this process beside this llama.cpp build
-        return str(e)
-    roles = [gen_path] if hf else [gen_path, prm_path]
-    try:
-        for path in roles:
-            torch_backend.check_architecture(path)
-    except ModelError as e:
-        return str(e)
-    on_gpu = Placement(n_gpu_layers=1)
-    need = sum(MIN_KV_TOKENS * torch_backend.kv_bytes_per_token(p, on_gpu) for p in roles)
-    need += sum(torch_backend.weights_bytes(p, on_gpu) for p in {p.resolve() for p in roles})
-    room, what = settings.gpu_memory_bytes, "--gpu-memory"
-    if room is None:
-        room, what = read_gpu().total_bytes, "the GPU's memory"
-    if need > room:
-        return (
-            f"the models need {format_size(need)} in bf16 on torch, more than {what} "
-            f"{format_size(room)}"
-        )
-    return None
 
 
 def prm_on_transformers(model: str, choice: PRMChoice) -> bool:
@@ -98,6 +72,27 @@ def prm_on_transformers(model: str, choice: PRMChoice) -> bool:
         return False
     torch_formats = load_backend("torch").capabilities.prm_formats
     return not (choice.name == model and choice.format in torch_formats)
+
+
+def model_files(
+    settings: ModelSettings, choice: PRMChoice, progress: PullProgress | None
+) -> tuple[Path, Path]:
+    """model_paths; a served setup's servers are asked first: one that is down or serves another
+    model is one line, not a failed search after a pull."""
+    if settings.remote is not None:
+        served = load_backend("remote")
+        served.check_servers(
+            Placement(remote=settings.remote), settings.model, choice.name, gguf_on_disk
+        )
+    return model_paths(settings.model, choice, progress)
+
+
+def gguf_on_disk(name: str, role: str) -> Path | None:
+    """The GGUF `name` names, checked; None for a registry model not pulled yet (a look-up that
+    must not pull)."""
+    if name in models.REGISTRY and not models.is_cached(models.REGISTRY[name]):
+        return None
+    return models.resolve(name, allow_pull=False, role=role)
 
 
 def model_paths(model: str, choice: PRMChoice, progress: PullProgress | None) -> tuple[Path, Path]:
@@ -132,3 +127,21 @@ def _generator_path(model: str, progress: PullProgress | None) -> Path:
             "(config.json, *.safetensors and the tokenizer's files)"
         )
     return folder
+
+
+@dataclass(frozen=True)
+class ChosenModels:
+    """What a session of the settings runs, decided once: the PRM, both models' files, and the
+    backend that runs them (`runtime`), beside transformers for an hf: PRM (`prm_runtime`)."""
+
+    settings: ModelSettings  # with the PRM's format decided
+    choice: PRMChoice
+    gen_path: Path
+    prm: PRMSpec
+    backend: str  # llamacpp or torch; remote where the generator is served
+    runtime: Backend
+    prm_runtime: Backend  # the runtime, or transformers
+
+    @property
+    def prm_on_transformers(self) -> bool:
+        return self.prm_runtime is not self.runtime

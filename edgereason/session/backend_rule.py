@@ -12,12 +12,23 @@ What is compared, by workload (settings.WORKLOADS):
 Runs of different problems make different numbers of tokens, so each run's search is scaled to the
 same tokens (the mean of the runs compared) before runs are compared; a backend's figure is its
 fastest run kept, so that a cold start (weights dequantized into their cache, a first compile) is
-not what it is known by."""
+not what it is known by.
+
+Torch is taken only where it can run the models here (torch_cannot_run: CUDA, the architectures,
+the bf16 weights and a little KV under `--gpu-memory` or the GPU's memory); that check imports
+torch, so it is asked only where torch is the faster choice."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from statistics import fmean
+
+from edgereason.backends import Placement, load_backend
+from edgereason.errors import ConfigError, ModelError
+from edgereason.memory.device import read_gpu
+from edgereason.memory.size import format_size
+from edgereason.session.settings import MIN_KV_TOKENS, ModelSettings
 
 LOCAL = ("llamacpp", "torch")
 NAMES = {"llamacpp": "llama.cpp", "torch": "torch"}
@@ -115,3 +126,34 @@ def _scaled(run: Run, tokens: float, workload: str) -> float:
     """The run's seconds had its search made `tokens` tokens: start-up counted for a solve only."""
     search = run.search_s * tokens / run.tokens
     return search + (run.startup_s if workload == "solve" else 0.0)
+
+
+def torch_cannot_run(
+    settings: ModelSettings, gen_path: Path, prm_path: Path, hf: bool
+) -> str | None:
+    """Why the models cannot run on torch on this GPU (a fallback the user may not expect), or
+    None."""
+    try:
+        torch_backend = load_backend("torch")
+        if not torch_backend.supports_gpu():
+            return torch_backend.no_gpu_reason()
+    except ConfigError as e:  # torch cannot join this process beside this llama.cpp build
+        return str(e)
+    roles = [gen_path] if hf else [gen_path, prm_path]
+    try:
+        for path in roles:
+            torch_backend.check_architecture(path)
+    except ModelError as e:
+        return str(e)
+    on_gpu = Placement(n_gpu_layers=1)
+    need = sum(MIN_KV_TOKENS * torch_backend.kv_bytes_per_token(p, on_gpu) for p in roles)
+    need += sum(torch_backend.weights_bytes(p, on_gpu) for p in {p.resolve() for p in roles})
+    room, what = settings.gpu_memory_bytes, "--gpu-memory"
+    if room is None:
+        room, what = read_gpu().total_bytes, "the GPU's memory"
+    if need > room:
+        return (
+            f"the models need {format_size(need)} in bf16 on torch, more than {what} "
+            f"{format_size(room)}"
+        )
+    return None

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 import psutil
 
+from edgereason.backends import Placement
 from edgereason.config import physical_cores
 from edgereason.session.settings import ModelSettings
 
@@ -51,14 +52,17 @@ def free_core_threads(keep: int = 0) -> ThreadChoice:
     return threads_for(physical, busy, keep)
 
 
-def fit_threads_to_load(settings: ModelSettings, backend: str) -> tuple[ModelSettings, str | None]:
-    """settings with the free cores' threads where llama.cpp runs on the CPU and --threads was not
-    given, and the line that says so; unchanged where no core is busy (None: the physical cores).
-    The session says the line as its first search gets going, so that an error before stays the
-    one line on stderr."""
+def fit_threads_to_load(
+    settings: ModelSettings, place: Placement, backend: str
+) -> tuple[ModelSettings, Placement, str | None]:
+    """settings and their placement with the free cores' threads where llama.cpp runs on the CPU
+    and --threads was not given, and the line that says so; unchanged where no core is busy (None:
+    the physical cores). The session says the line as its first search gets going, so that an
+    error before stays the one line on stderr."""
     if settings.threads is not None or settings.n_gpu_layers or backend != "llamacpp":
-        return settings, None
+        return settings, place, None
     choice = free_core_threads()
     if choice.note is None:
-        return settings, None
-    return replace(settings, threads=choice.threads), choice.note
+        return settings, place, None
+    fitted = replace(settings, threads=choice.threads)
+    return fitted, replace(place, n_threads=choice.threads), choice.note

@@ -49,14 +49,14 @@ def default_gpu_layers(runtime: Backend) -> int:
     return ALL_LAYERS if runtime.supports_gpu() and gpu_present() else 0
 
 
-def recipe_device(backend: str, gpu_layers: int | None) -> Device:
+def recipe_device(settings: ModelSettings) -> Device:
     """Where the generator's layers will run, as the session decides it (the recipe for that
     device is run); a served generator has no recipe, so no device to ask."""
-    if backend == "remote":
+    if settings.served_generator:
         return "cpu"
-    if gpu_layers is not None:
-        return "gpu" if gpu_layers > 0 else "cpu"
-    runtime = load_backend("torch" if backend == "torch" else "llamacpp")
+    if settings.n_gpu_layers is not None:
+        return "gpu" if settings.n_gpu_layers > 0 else "cpu"
+    runtime = load_backend("torch" if settings.backend == "torch" else "llamacpp")
     return "gpu" if default_gpu_layers(runtime) > 0 else "cpu"
 
 
@@ -146,6 +146,21 @@ def _weights(runtime: Backend, gen_path: Path, prm_path: Path, place: Placement)
     """Both models' weights as the runtime holds them (the GGUF files on llama.cpp, dequantized to
     bf16 on torch); one file serving both roles is loaded once."""
     return sum(runtime.weights_bytes(p, place) for p in {gen_path.resolve(), prm_path.resolve()})
+
+
+def place_models(
+    settings: ModelSettings,
+    runtime: Backend,
+    gen_path: Path,
+    prm_path: Path,
+    prm_runtime: Backend | None = None,
+) -> tuple[ModelSettings, Placement]:
+    """Where a session's models run here: --gpu-layers checked against the runtime, the layers and
+    the GPU budget decided (gpu_settings), and their placement."""
+    if settings.n_gpu_layers:
+        runtime.require_gpu("drop --gpu-layers")
+    settings = gpu_settings(settings, runtime, gen_path, prm_path, prm_runtime)
+    return settings, placement(settings)
 
 
 def placement(settings: ModelSettings) -> Placement:

@@ -1,24 +1,27 @@
 """Opening the two models and an engine from user settings: the one place CLI, chat UI and bench
 share.
 
-The set-up is one straight sequence: the PRM (prm_choice.py), both models' files and the backend
-(backend_choice.py), chosen together by `choose_models` (memory-profile's set-up too), the
-placement and GPU budget (gpu.py), the CPU threads (cpu_threads.py), the memory profile and the KV
-split (profile_choice.py, kv_split.py), the models opened, the Session (session.py) that builds
-engines.
-Served roles open in remote_opening.py."""
+The set-up is one straight sequence, served setups included: the PRM (prm_choice.py), both models'
+files and the backend (backend_choice.py), chosen together by `choose_models` (memory-profile's
+set-up too); then served roles open in remote_opening.py, and models here get their placement and
+GPU budget (gpu.py), the CPU threads (cpu_threads.py), the memory profile and the KV split
+(profile_choice.py, kv_split.py), and open; the Session (session.py) builds engines."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 
-from edgereason.backends import Backend, PRMSpec, load_backend
-from edgereason.session.backend_choice import choose_backend, model_paths, prm_on_transformers
+from edgereason.backends import PRMSpec, load_backend
+from edgereason.session.backend_choice import (
+    ChosenModels,
+    choose_backend,
+    model_files,
+    prm_on_transformers,
+)
 from edgereason.session.cpu_threads import fit_threads_to_load
-from edgereason.session.gpu import gpu_settings, placement
+from edgereason.session.gpu import place_models
 from edgereason.session.kv_split import check_host_memory, kv_tokens
-from edgereason.session.prm_choice import PRMChoice, PullProgress, choose_prm
+from edgereason.session.prm_choice import PullProgress, prm_for
 from edgereason.session.profile_choice import note_no_profile, profile_for
 from edgereason.session.remote_opening import open_remote
 from edgereason.session.session import DEFAULT_LV_THRESHOLD, Session
@@ -27,16 +30,14 @@ from edgereason.util.startup import phase
 
 
 def open_session(settings: ModelSettings, progress: PullProgress | None = None) -> Session:
-    if settings.remote is not None:
-        return open_remote(settings, settings.remote, progress)
     chosen = choose_models(settings, progress)
+    if settings.remote is not None:
+        return open_remote(chosen)
     settings, runtime, prm_runtime = chosen.settings, chosen.runtime, chosen.prm_runtime
     gen_path, prm, hf = chosen.gen_path, chosen.prm, chosen.prm_on_transformers
-    if settings.n_gpu_layers:
-        runtime.require_gpu("drop --gpu-layers")
-    settings = gpu_settings(settings, runtime, gen_path, prm.path, prm_runtime if hf else None)
-    settings, busy_cores = fit_threads_to_load(settings, chosen.backend)
-    place = placement(settings)
+    hf_runtime = prm_runtime if hf else None  # an hf: PRM's weights count on transformers
+    settings, place = place_models(settings, runtime, gen_path, prm.path, hf_runtime)
+    settings, place, busy_cores = fit_threads_to_load(settings, place, chosen.backend)
     looked = profile_for(settings, chosen.backend)
     profile = looked.profile
     gen_bpt = runtime.kv_bytes_per_token(gen_path, place)
@@ -64,31 +65,13 @@ def open_session(settings: ModelSettings, progress: PullProgress | None = None) 
     )
 
 
-@dataclass(frozen=True)
-class ChosenModels:
-    """What a session of the settings runs, decided once: the PRM, both models' files, and the
-    backend that runs them (`runtime`), beside transformers for an hf: PRM (`prm_runtime`)."""
-
-    settings: ModelSettings  # with the PRM's format decided
-    choice: PRMChoice
-    gen_path: Path
-    prm: PRMSpec
-    backend: str
-    runtime: Backend
-    prm_runtime: Backend  # the runtime, or transformers
-
-    @property
-    def prm_on_transformers(self) -> bool:
-        return self.prm_runtime is not self.runtime
-
-
 def choose_models(settings: ModelSettings, progress: PullProgress | None) -> ChosenModels:
     """The PRM (prm_choice.py), both models' files (pulled where needed) and the backend."""
-    choice = choose_prm(settings.model, settings.prm, settings.prm_format, settings.prm_head)
-    with phase("model_files"):
-        gen_path, prm_path = model_paths(settings.model, choice, progress)
-    hf = prm_on_transformers(settings.model, choice)
+    choice = prm_for(settings)
     settings = replace(settings, prm_format=choice.format)
+    with phase("model_files"):
+        gen_path, prm_path = model_files(settings, choice, progress)
+    hf = prm_on_transformers(settings.model, choice)
     backend = choose_backend(settings, gen_path, prm_path, hf)
     runtime = load_backend(backend)
     prm_runtime = load_backend("transformers") if hf else runtime

@@ -12,7 +12,9 @@ Rules:
   fine-tuned verifier (a LoRA adapter beside a head; opt-in: it scores in a context of its own, an
   extra pass over every step).
 - `--prm hf:PATH` runs the PRM on torch + transformers (a Hugging Face folder, or a .gguf read into
-  torch); `qwen-prm` and `skywork` need it (their reward heads are not in a GGUF)."""
+  torch); `qwen-prm` and `skywork` need it (their reward heads are not in a GGUF).
+- Served (`--backend remote`, `--prm-base-url`): `auto` is `judge`; a server runs no value head (one
+  runs here beside served generators) and no hf: model."""
 
 from __future__ import annotations
 
@@ -21,13 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgereason import models
+from edgereason.backends import RemoteSettings
 from edgereason.errors import ConfigError
 from edgereason.heads.value_head import ValueHead, head_paths, load_head
+from edgereason.session.settings import SELF, ModelSettings
 
 PRM_FORMAT_CHOICES = ("auto", "judge", "rlhflow", "head", "math-shepherd", "qwen-prm", "skywork")
 # a reward head on the hidden states, which a GGUF conversion drops
 HEAD_ONLY_FORMATS = ("qwen-prm", "skywork")
-SELF = "self"
 HEADS_DIR = Path(__file__).resolve().parent.parent / "heads"
 PullProgress = Callable[[str, int, int], None]
 
@@ -85,3 +88,32 @@ def choose_prm(model: str, prm: str | None, prm_format: str, prm_head: str | Non
             "--prm-head FILE (make one with edgereason train-prm)"
         )
     return PRMChoice(name, fmt, load_head(head_file))
+
+
+def prm_for(settings: ModelSettings) -> PRMChoice:
+    """The PRM a session of `settings` runs: choose_prm, after a served setup's rules."""
+    remote = settings.remote
+    fmt = settings.prm_format if remote is None else _served_format(settings, remote)
+    choice = choose_prm(settings.model, settings.prm, fmt, settings.prm_head)
+    if remote is not None and choice.name.startswith(models.HF_PREFIX):
+        raise ConfigError(
+            f"--prm {choice.name} runs on torch in this process; a served PRM is named by its "
+            "GGUF (its tokenizer and chat template) and --prm-base-url"
+        )
+    return choice
+
+
+def _served_format(settings: ModelSettings, remote: RemoteSettings) -> str:
+    """The PRM format a served setup runs, checked: a server runs no value head and no hf: model."""
+    if settings.model.startswith(models.HF_PREFIX):
+        raise ConfigError(
+            f"--model {settings.model} runs on the torch backend, which a served setup does not "
+            "use; name the generator by its GGUF"
+        )
+    if settings.prm_format == "head" and not remote.prm_here:
+        raise ConfigError(
+            "--prm-format head cannot be served: a value head reads thousands of logits per step "
+            "and a server returns 20; drop --prm-base-url to run it here, or use judge, rlhflow or "
+            "math-shepherd"
+        )
+    return "judge" if settings.prm_format == "auto" else settings.prm_format

@@ -1,5 +1,5 @@
 """Which memory profile applies to a session (device, generator, verifier, backend), what `--policy
-auto`'s cached pass cost and `--backend auto`'s measured speeds are keyed by, and saying how to make
+auto`'s cached pass cost is keyed by, and saying how to make
 a profile where none exists. The backend is the one the session chose: a profile or pass cost
 measured on torch is not one of llama.cpp's (KV bytes per token and speed differ)."""
 
@@ -14,16 +14,11 @@ from edgereason import models
 from edgereason.errors import DamagedFileError
 from edgereason.memory import default_device_id, find_profile, verifier_id
 from edgereason.memory.profile_store import UNNAMED_BACKEND, profile_path, read_profile
-from edgereason.session.prm_choice import SELF
 from edgereason.session.settings import ModelSettings
 from edgereason.util.terminal import safe_text
 
 # under $EDGEREASON_HOME: profile file names already said to be missing
 PROFILE_TIPS = "profile-tips"
-
-
-def _prm_name(settings: ModelSettings) -> str:
-    return settings.model if settings.prm in (None, SELF) else settings.prm
 
 
 def device_id(settings: ModelSettings) -> str:
@@ -42,20 +37,13 @@ def pass_cost_key(settings: ModelSettings, backend: str) -> str:
     )
 
 
-def speed_key(device: str, settings: ModelSettings) -> str:
-    """What `--backend auto`'s measured speeds are kept under (speed_log.py): the device and both
-    models, the backend aside (the runs of both are compared under one key)."""
-    verifier = verifier_id(_prm_name(settings), settings.prm_format)
-    return f"{device}/{models.display_name(settings.model)}/{verifier}"
-
-
 def _profile_key(settings: ModelSettings, backend: str) -> tuple[str, str, str, str]:
     """(device, generator, verifier, backend): what this device and model pair's memory profile is
     stored under."""
     return (
         device_id(settings),
         models.display_name(settings.model),
-        verifier_id(_prm_name(settings), settings.prm_format),
+        verifier_id(settings.prm_model, settings.prm_format),
         backend,
     )
 
@@ -81,7 +69,7 @@ def note_no_profile(looked: ProfileLookup, settings: ModelSettings, backend: str
     path = looked.path
     command = (
         f"edgereason memory-profile --model {shlex.quote(settings.model)} --prm "
-        f"{shlex.quote(_prm_name(settings))}"
+        f"{shlex.quote(settings.prm_model)}"
         + ("" if backend == UNNAMED_BACKEND else f" --backend {backend}")
         # memory-profile measures the CPU unless told
         + (" --device gpu" if settings.n_gpu_layers else "")

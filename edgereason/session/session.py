@@ -21,9 +21,9 @@ from edgereason.session.auto_policy import (
     resolve,
 )
 from edgereason.session.backend_rule import LOCAL, Run
-from edgereason.session.profile_choice import device_id, pass_cost_key, speed_key
+from edgereason.session.profile_choice import device_id, pass_cost_key
 from edgereason.session.settings import ModelSettings
-from edgereason.session.speed_log import record_run
+from edgereason.session.speed_log import record_run, speed_key
 
 
 @dataclass

@@ -21,6 +21,7 @@ WORKLOADS = ("solve", "one-at-a-time", "many-at-once")
 
 
 DEFAULT_TOP_K = 100
+SELF = "self"  # --prm self: the generator's own weights
 
 
 @dataclass(frozen=True)
@@ -76,3 +77,13 @@ class ModelSettings:
             raise ConfigError("--gpu-memory must be positive")
         if self.n_gpu_layers is not None and self.n_gpu_layers < 0:
             raise ConfigError(f"--gpu-layers must be >= 0, got {self.n_gpu_layers}")
+
+    @property
+    def prm_model(self) -> str:
+        """The PRM's weights as named: the generator's own where --prm is unset or self."""
+        return self.model if self.prm in (None, SELF) else self.prm
+
+    @property
+    def served_generator(self) -> bool:
+        """The generator runs on a server (--backend remote), not here."""
+        return self.remote is not None and bool(self.remote.generator)

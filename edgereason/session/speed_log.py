@@ -16,7 +16,10 @@ import sys
 from pathlib import Path
 from typing import cast
 
+from edgereason import models
+from edgereason.memory import verifier_id
 from edgereason.session.backend_rule import Run
+from edgereason.session.settings import ModelSettings
 from edgereason.util.cache_file import read_cache
 from edgereason.util.files import cache_home, write_atomic
 from edgereason.util.schema import TEXT, Fields, ListOf, MapOf, Number
@@ -27,6 +30,13 @@ KEEP = 3  # runs kept per backend: a cold start among them is not the backend's 
 
 def speed_path() -> Path:
     return cache_home() / SPEED_FILE
+
+
+def speed_key(device: str, settings: ModelSettings) -> str:
+    """What a device's runs of both models are kept under: the device and both models, the backend
+    aside (the runs of both are compared under one key)."""
+    verifier = verifier_id(settings.prm_model, settings.prm_format)
+    return f"{device}/{models.display_name(settings.model)}/{verifier}"
 
 
 def read_runs(key: str, workload: str) -> dict[str, list[Run]]:

@@ -364,7 +364,7 @@ def test_the_early_beams_bound_is_the_local_backends_own() -> None:
     once."""
     from edgereason.backends.llamacpp.runtime import SEQ_SLOTS as LLAMACPP_SLOTS
     from edgereason.backends.torch import SEQ_SLOTS as TORCH_SLOTS
-    from edgereason.cli.common import LOCAL_MAX_BEAMS
+    from edgereason.cli.flags_search import LOCAL_MAX_BEAMS
 
     assert LOCAL_MAX_BEAMS == LLAMACPP_SLOTS == TORCH_SLOTS
 

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from edgereason.engine.counts import Counts
-from edgereason.engine.result import RequestMetrics
+from edgereason.config import SearchConfig
+from edgereason.engine.counts import COUNTED, Counts, record_one
+from edgereason.engine.request import Request
+from edgereason.engine.result import Counters, RequestMetrics
 
 
-def test_each_counter_is_a_metric_of_the_same_type_and_zero():
-    metrics = {f.name: f for f in fields(RequestMetrics)}
-    for f in fields(Counts):
-        assert f.name in metrics, f.name
-        assert (f.type, f.default) == (metrics[f.name].type, metrics[f.name].default), f.name
+def test_counts_and_metrics_share_one_declaration_of_the_counters():
+    assert issubclass(Counts, Counters) and issubclass(RequestMetrics, Counters)
+    assert fields(Counts) == fields(Counters) and COUNTED == tuple(f.name for f in fields(Counters))
+    assert set(COUNTED) < {f.name for f in fields(RequestMetrics)}
+
+
+def test_a_request_metrics_gets_what_was_counted():
+    req = Request("r", "q", SearchConfig(), [1])
+    record_one(req, Counts(generated_tokens=5, prm_time_s=0.25, evictions=1))
+    record_one(req, Counts(generated_tokens=2))
+    m = req.metrics
+    assert (m.generated_tokens, m.prm_time_s, m.evictions, m.prm_calls) == (7, 0.25, 1, 0)
 
 
 def test_counts_add_up_and_name_only_what_moved():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from edgereason.cli.common import policy_from
+from edgereason.cli.flags_search import policy_from
 from edgereason.cli.main import build_parser
 from edgereason.engine.policy import PRESETS, parse_policy
 from edgereason.errors import ConfigError

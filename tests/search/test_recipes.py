@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from edgereason import models
+from edgereason.cli.common import model_settings
 from edgereason.cli.main import build_parser
 from edgereason.cli.recipe_use import recipe_search_config
 from edgereason.errors import ConfigError, ModelError
@@ -20,7 +21,7 @@ def parsed(*argv: str, device: str = "cpu") -> SearchChoice:
     not changed."""
     args = build_parser().parse_args(list(argv))
     before = vars(args).copy()
-    choice = recipe_search_config(args, resolve=no_pull, device=device)
+    choice = recipe_search_config(args, model_settings(args), resolve=no_pull, device=device)
     assert vars(args) == before
     return choice
 
@@ -32,7 +33,7 @@ def searched(choice: SearchChoice) -> tuple:
 
 def device_of(*argv: str) -> str:
     args = build_parser().parse_args(list(argv))
-    return gpu.recipe_device(args.backend, args.gpu_layers)
+    return gpu.recipe_device(model_settings(args))
 
 
 def test_the_default_generator_is_the_most_accurate_one():
@@ -131,7 +132,7 @@ def test_the_recipes_prm_is_pulled_after_the_flags_are_checked():
     pulled = []
     args = build_parser().parse_args(["solve", "1+1", "--model", Q05])
     config = recipe_search_config(
-        args, resolve=lambda name, **_: pulled.append(name), device="cpu"
+        args, model_settings(args), resolve=lambda name, **_: pulled.append(name), device="cpu"
     ).config
     assert pulled == [Q15] and (config.strategy, config.vote, config.beams) == (
         "beam",
@@ -142,7 +143,9 @@ def test_the_recipes_prm_is_pulled_after_the_flags_are_checked():
     with pytest.raises(
         ConfigError, match=r"--beams 1 is not divisible by --width 4.*--strategy best-of-n"
     ):
-        recipe_search_config(args, resolve=lambda name, **_: pulled.append(name), device="cpu")
+        recipe_search_config(
+            args, model_settings(args), resolve=lambda name, **_: pulled.append(name), device="cpu"
+        )
     assert pulled == [Q15]  # a typo costs no download
 
 
@@ -154,7 +157,7 @@ def test_offline_without_the_recipes_prm_the_plain_recipe_runs_with_a_note(capsy
         )
 
     args = build_parser().parse_args(["solve", "1+1", "--model", Q05, "--vote", "best"])
-    choice = recipe_search_config(args, resolve=offline, device="gpu")
+    choice = recipe_search_config(args, model_settings(args), resolve=offline, device="gpu")
     config = choice.config
     # the user's --vote stays
     assert (config.strategy, config.vote, choice.prm) == ("best-of-n", "best", None)
@@ -169,7 +172,10 @@ def test_offline_without_the_recipes_prm_the_plain_recipe_runs_with_a_note(capsy
 def test_no_pull_where_the_recipe_needs_no_other_model(argv):
     args = build_parser().parse_args(argv)
     config = recipe_search_config(
-        args, resolve=lambda *a, **k: pytest.fail("pulled a PRM nobody asked for"), device="gpu"
+        args,
+        model_settings(args),
+        resolve=lambda *a, **k: pytest.fail("pulled a PRM nobody asked for"),
+        device="gpu",
     ).config
     assert config.strategy == "best-of-n"
 
@@ -190,9 +196,8 @@ def no_pull(name, **_):
     ],
 )
 def test_tree_flags_that_best_of_n_does_not_read_are_named(argv, unused, tree):
-    choice = recipe_search_config(
-        build_parser().parse_args(["solve", "1+1", *argv]), resolve=no_pull, device="gpu"
-    )
+    args = build_parser().parse_args(["solve", "1+1", *argv])
+    choice = recipe_search_config(args, model_settings(args), resolve=no_pull, device="gpu")
     assert choice.unused == unused and (choice.config.width, choice.config.select) == tree
     note = choice.note()
     assert (note is None) == (not unused)
@@ -205,5 +210,5 @@ def test_offline_the_plain_recipe_names_the_width_it_no_longer_reads():
         raise ModelError(f"could not download model {name}")
 
     args = build_parser().parse_args(["solve", "1+1", "--model", Q05, "--width", "2"])
-    choice = recipe_search_config(args, resolve=offline, device="gpu")
+    choice = recipe_search_config(args, model_settings(args), resolve=offline, device="gpu")
     assert choice.config.strategy == "best-of-n" and choice.unused == ("width",)

@@ -8,12 +8,11 @@ import pytest
 
 from edgereason.backends import load_backend
 from edgereason.memory.device import DeviceInfo
-from edgereason.session import backend_choice
+from edgereason.session import backend_choice, backend_rule
 from edgereason.session.backend_choice import choose_backend
 from edgereason.session.backend_rule import Run
-from edgereason.session.profile_choice import speed_key
 from edgereason.session.settings import ModelSettings
-from edgereason.session.speed_log import SPEED_FILE, record_run
+from edgereason.session.speed_log import SPEED_FILE, record_run, speed_key
 
 pytest.importorskip("torch")
 GPU = DeviceInfo("gpu", "gpu-nvidia-h100", "NVIDIA H100", 80 << 30, 80 << 30)
@@ -25,6 +24,7 @@ def h100(monkeypatch, tmp_path):
     monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path))
     monkeypatch.setattr(backend_choice, "gpu_present", lambda: True)
     monkeypatch.setattr(backend_choice, "read_gpu", lambda: GPU)
+    monkeypatch.setattr(backend_rule, "read_gpu", lambda: GPU)
     monkeypatch.setattr(load_backend("torch"), "supports_gpu", lambda: True)
     return tmp_path
 
@@ -73,6 +73,7 @@ def test_another_gpu_has_measurements_of_its_own(h100, smollm2_path, monkeypatch
     assert _choose(smollm2_path) == "torch"
     h200 = DeviceInfo("gpu", "gpu-nvidia-h200", "NVIDIA H200", 140 << 30, 140 << 30)
     monkeypatch.setattr(backend_choice, "read_gpu", lambda: h200)
+    monkeypatch.setattr(backend_rule, "read_gpu", lambda: h200)
     assert _choose(smollm2_path) == "llamacpp"  # the prior
 
 
@@ -108,7 +109,7 @@ def test_where_llamacpp_is_faster_torch_is_never_asked(h100, smollm2_path, monke
     def asked(*_: object) -> str:
         raise AssertionError("torch's fitness was checked for a llama.cpp choice")
 
-    monkeypatch.setattr(backend_choice, "_torch_cannot_run", asked)
+    monkeypatch.setattr(backend_choice, "torch_cannot_run", asked)
     assert _choose(smollm2_path) == "llamacpp"  # unmeasured solve: the prior
     key = speed_key(GPU.device_id, _settings(smollm2_path))
     record_run(key, "solve", "llamacpp", Run(2.0, 6.0, 2000))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from edgereason.backends import Placement
 from edgereason.session import cpu_threads
 from edgereason.session.cpu_threads import fit_threads_to_load, free_core_threads, threads_for
 from edgereason.session.settings import ModelSettings
@@ -53,13 +54,17 @@ def test_the_load_is_read_from_psutil_as_physical_cores(monkeypatch) -> None:
 
 def test_threads_given_or_a_gpu_or_another_backend_are_left_as_they_are(monkeypatch) -> None:
     monkeypatch.setattr(cpu_threads.psutil, "cpu_percent", lambda interval: 100.0)
-    given = ModelSettings(threads=2)
-    assert fit_threads_to_load(given, "llamacpp") == (given, None)
-    on_gpu = ModelSettings(n_gpu_layers=999)
-    assert fit_threads_to_load(on_gpu, "llamacpp") == (on_gpu, None)
-    assert fit_threads_to_load(ModelSettings(), "torch") == (ModelSettings(), None)
-    fitted, note = fit_threads_to_load(ModelSettings(), "llamacpp")
-    assert fitted.threads == 1 and " busy (load " in note
+    given, place = ModelSettings(threads=2), Placement(n_threads=2)
+    assert fit_threads_to_load(given, place, "llamacpp") == (given, place, None)
+    on_gpu, on_gpu_place = ModelSettings(n_gpu_layers=999), Placement(n_gpu_layers=999)
+    assert fit_threads_to_load(on_gpu, on_gpu_place, "llamacpp") == (on_gpu, on_gpu_place, None)
+    assert fit_threads_to_load(ModelSettings(), Placement(), "torch") == (
+        ModelSettings(),
+        Placement(),
+        None,
+    )
+    fitted, fitted_place, note = fit_threads_to_load(ModelSettings(), Placement(), "llamacpp")
+    assert fitted.threads == fitted_place.n_threads == 1 and " busy (load " in note
 
 
 def spin() -> subprocess.Popen:

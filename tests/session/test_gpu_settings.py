@@ -174,3 +174,18 @@ def test_the_cap_counts_an_hf_prms_torch_weights_and_kv(smollm2_path, tiny_hf_pa
             tiny_hf_path,
             _torch_prm(False),
         )
+
+
+def test_place_models_decides_the_layers_once_and_places_both_models_there(smollm2_path):
+    asked = ModelSettings(threads=2, device_sampling="on", device_top_k=50)
+    settings, place = gpu.place_models(asked, _runtime(False), smollm2_path, smollm2_path)
+    assert settings.n_gpu_layers == place.n_gpu_layers == 0
+    assert (place.n_threads, place.device_top_k, place.flash_attn) == (2, 50, True)
+
+
+def test_place_models_refuses_layers_this_build_cannot_offload(smollm2_path):
+    llamacpp = load_backend("llamacpp")
+    if llamacpp.supports_gpu():
+        pytest.skip("this llama-cpp-python build offloads")
+    with pytest.raises(ConfigError, match="drop --gpu-layers"):
+        gpu.place_models(ModelSettings(n_gpu_layers=4), llamacpp, smollm2_path, smollm2_path)

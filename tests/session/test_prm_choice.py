@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 
 from edgereason import models
+from edgereason.backends import Endpoint, RemoteSettings
+from edgereason.errors import ConfigError
 from edgereason.heads.value_head import Backbone, load_head, save_head
 from edgereason.session import prm_choice
-from edgereason.session.prm_choice import choose_prm, shipped_head
+from edgereason.session.prm_choice import choose_prm, prm_for, shipped_head
+from edgereason.session.settings import ModelSettings
 from tests.heads.test_value_head import random_head
 
 Q05, Q15 = "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"
@@ -62,3 +65,21 @@ def test_prm_head_takes_a_shipped_heads_name(tmp_path: Path, monkeypatch):
     )  # the file in the working folder
     with pytest.raises(ConfigError, match="not found"):
         choose_prm(Q15, None, "auto", "no-such-head")
+
+
+SERVED = RemoteSettings(generator=(Endpoint("http://127.0.0.1:9"),))
+
+
+def test_a_served_setup_judges_unless_told_and_runs_no_head_or_hf_model_on_a_server():
+    assert prm_for(ModelSettings(model=Q05, remote=SERVED)).format == "judge"
+    assert (
+        prm_for(ModelSettings(model=Q05, prm_format="rlhflow", remote=SERVED)).format == "rlhflow"
+    )
+    with pytest.raises(ConfigError, match="--prm-format head cannot be served"):
+        prm_for(ModelSettings(model=Q05, prm_format="head", remote=SERVED))
+    with pytest.raises(ConfigError, match="runs on the torch backend, which a served setup"):
+        prm_for(ModelSettings(model="hf:/some/folder", remote=SERVED))
+    with pytest.raises(ConfigError, match="runs on torch in this process; a served PRM"):
+        prm_for(ModelSettings(model=Q05, prm="hf:/some/folder", remote=SERVED))
+    # here, the same settings choose as choose_prm does
+    assert prm_for(ModelSettings(model=Q05, prm="hf:/some/folder")).name == "hf:/some/folder"

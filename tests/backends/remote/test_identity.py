@@ -29,7 +29,7 @@ from edgereason.backends.remote.identity import (
 from edgereason.backends.remote_settings import Endpoint
 from edgereason.errors import ConfigError
 from edgereason.models import download
-from edgereason.session.remote_opening import gguf_on_disk
+from edgereason.session.backend_choice import gguf_on_disk
 
 # a search, were one to start by mistake, stays short
 SMALL = ["--max-steps", "2", "--max-tokens", "80"]

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from edgereason.backends import Placement, load_backend
-from edgereason.session import backend_choice
+from edgereason.session import backend_choice, backend_rule
 from edgereason.session.backend_choice import choose_backend
 from edgereason.session.settings import ModelSettings
 
@@ -106,11 +106,9 @@ def _fake_gpu(monkeypatch, home, total_bytes: int = 24 << 30, cuda: bool = True)
 
     monkeypatch.setenv("EDGEREASON_HOME", str(home))
     monkeypatch.setattr(backend_choice, "gpu_present", lambda: True)
-    monkeypatch.setattr(
-        backend_choice,
-        "read_gpu",
-        lambda: DeviceInfo("gpu", "gpu-x", "X", total_bytes, total_bytes),
-    )
+    gpu = DeviceInfo("gpu", "gpu-x", "X", total_bytes, total_bytes)
+    for room in (backend_choice, backend_rule):  # the speeds' key, and the room torch needs
+        monkeypatch.setattr(room, "read_gpu", lambda: gpu)
     if cuda:
         monkeypatch.setattr(load_backend("torch"), "supports_gpu", lambda: True)
 
