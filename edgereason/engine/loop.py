@@ -195,10 +195,10 @@ class Engine:
     def _select_then_end_or_report(self, req: Request, moved: bool) -> None:
         """Select ready groups and prune early, then finish the request, fail it if it is stuck, or
         report."""
-        selected = sum(g.selected for g in req.groups.values())
+        selected = req.selected_groups()
         record_one(req, self.selector.select_ready(req))
         record_one(req, self.selector.early_prune(req))
-        moved = moved or sum(g.selected for g in req.groups.values()) != selected
+        moved = moved or req.selected_groups() != selected
         req.idle_steps = 0 if moved else req.idle_steps + 1
         if req.prm_stale:
             self.verification.release_dead(req)

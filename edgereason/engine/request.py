@@ -63,6 +63,8 @@ class Request:
     idle_steps: int = 0  # consecutive engine steps in which nothing happened for this request
     prm_held: set[str] = field(default_factory=set)  # node keys the verifier holds a path under
     prm_stale: bool = False  # a node was pruned, completed or fully expanded since the last release
+    # the groups not selected yet, by id (a selection is final): what each engine step looks at
+    unselected: dict[int, Group] = field(default_factory=dict)
     _next_group: int = 0
 
     def plan(
@@ -72,6 +74,7 @@ class Request:
         selected."""
         self.cancel_plan(node)
         node.plan, node.plan_speculative = plan, speculative
+        self.tree.touch(node)
         for gid, n in plan:
             if gid is not None:
                 self.groups[gid].awaiting += n
@@ -89,6 +92,7 @@ class Request:
     def new_group(self, keep: int, width: int) -> Group:
         group = Group(self._next_group, self.strategy, keep, width)
         self.groups[group.id] = group
+        self.unselected[group.id] = group
         self._next_group += 1
         return group
 
@@ -97,8 +101,17 @@ class Request:
         if group_id is not None:
             self.groups[group_id].members.append(node)
 
+    def unselected_groups(self) -> list[Group]:
+        """The groups not selected yet, in id order (those selected since the last call leave)."""
+        for gid in [gid for gid, g in self.unselected.items() if g.selected]:
+            del self.unselected[gid]
+        return list(self.unselected.values())
+
     def open_groups(self) -> list[Group]:
-        return [g for g in self.groups.values() if not g.selected and g.live_members()]
+        return [g for g in self.unselected_groups() if g.live_members()]
+
+    def selected_groups(self) -> int:
+        return len(self.groups) - len(self.unselected_groups())
 
     def completed_logical(self) -> int:
         return sum(n.potential for n in self.completed)
@@ -131,7 +144,9 @@ class Request:
         """Anything left to generate, score or select."""
         if self.prompt_fed < len(self.prompt_ids) or self.tree.root.plan:
             return True
+        # newest first: the nodes still at work are the recent ones, so `any` stops early
         return any(
             n.alive and (n.plan or n.status not in (Status.SELECTED, Status.COMPLETE))
-            for n in self.tree.steps()
+            for n in reversed(self.tree.nodes.values())
+            if n.depth > 0
         )

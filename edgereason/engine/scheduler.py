@@ -46,12 +46,7 @@ class PassRow(NamedTuple):
 def order_key(req_index: int, node: Node, policy: Policy) -> tuple:
     if policy.order == "fifo":
         return (node.created_at, node.id)
-    ids = []
-    cur: Node | None = node
-    while cur is not None:
-        ids.append(cur.id)
-        cur = cur.parent
-    return (req_index, *reversed(ids))
+    return (req_index, node.lineage)  # orders as (req_index, *lineage): tuples compare item by item
 
 
 def is_speculative(node: Node) -> bool:
@@ -75,8 +70,17 @@ def _row_for(req: Request, node: Node, budget: int) -> PassRow | None:
 
 
 def runnable(req: Request) -> list[Node]:
+    """The root while its prompt is fed, and the live step nodes with draws to make: read from the
+    tree's frontier, which loses the nodes that can no longer run (pruned, or their step done and
+    nothing planned; only a plan brings such a node back, and it puts it back in)."""
     nodes = [req.tree.root] if req.prompt_fed < len(req.prompt_ids) else []
-    return nodes + [n for n in req.tree.steps() if n.alive and (n.plan or not n.step_done)]
+    frontier = req.tree.frontier
+    for node in list(frontier.values()):
+        if node.alive and (node.plan or not node.step_done):
+            nodes.append(node)
+        else:
+            del frontier[node.id]
+    return nodes
 
 
 def unclaimed_seqs(running: list[Request]) -> dict[str, int]:
