@@ -32,13 +32,18 @@ class Group:
         return [m for m in self.members if m.alive]
 
     def steps_done(self) -> bool:
+        if self.awaiting:
+            return False
         alive = self.live_members()
-        return self.awaiting == 0 and bool(alive) and all(m.step_done for m in alive)
+        return bool(alive) and all(m.step_done for m in alive)
 
     def ready(self) -> bool:
         """Every planned draw ran, every live member finished its step, and the strategy's scores
         are in."""
-        return self.steps_done() and self.strategy.ready(self.live_members())
+        if self.awaiting:  # most groups at most steps: no need to look at the members
+            return False
+        alive = self.live_members()
+        return bool(alive) and all(m.step_done for m in alive) and self.strategy.ready(alive)
 
     def competes(self, node: Node) -> bool:
         return self.strategy.competes(node)
@@ -131,10 +136,12 @@ class Request:
             assert g.awaiting >= 0 and all(m.potential >= 1 for m in g.members), (
                 f"group {g.id}: bad counts"
             )
+        held = sum(1 for n in self.tree.nodes.values() if n.seq is not None)
+        assert self.held_seqs() == held, f"{self.held_seqs()} sequences counted, {held} held"
 
     def held_seqs(self) -> int:
-        """Generator sequences its nodes hold."""
-        return sum(1 for n in self.tree.nodes.values() if n.seq is not None)
+        """Generator sequences its nodes hold (the tree counts them as they change hands)."""
+        return self.tree.holders.count
 
     def unclaimed_seqs(self) -> int:
         """Sequences set aside for it at admission (one a beam) that it does not hold now."""

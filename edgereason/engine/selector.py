@@ -27,7 +27,8 @@ class Selector:
 
     def select_ready(self, req: Request) -> Counts:
         counts = Counts()
-        for group in req.open_groups():
+        # ready() holds only where a group has live members, as open_groups() would filter
+        for group in req.unselected_groups():
             if req.status == "running" and group.ready():
                 chosen = ranking.choose(group, req.config.aggregation, req.config.select)
                 counts += self._select(req, group, chosen)
