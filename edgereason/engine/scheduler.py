@@ -118,17 +118,21 @@ def schedule(requests: list[Request], generator: Generator, policy: Policy) -> l
     own = unclaimed_seqs(running)
     spare = spare_seq_slots(generator, own)
     pool = sorted(
-        ((i, r, n) for i, r in enumerate(running) for n in runnable(r)),
-        key=lambda t: order_key(t[0], t[2], policy),
+        (
+            (order_key(i, n, policy), r, n, is_speculative(n))
+            for i, r in enumerate(running)
+            for n in runnable(r)
+        ),
+        key=lambda t: t[0],
     )
-    standard = Counter(r.id for _, r, n in pool if not is_speculative(n))
+    standard = Counter(r.id for _, r, _, spec in pool if not spec)
     spec_room = {
         r.id: max(0, int(policy.spec_slots * r.config.beams) - standard[r.id]) for r in running
     }
     batch: list[PassRow] = []
-    # stable: standard first, in order
-    for _, req, node in sorted(pool, key=lambda t: is_speculative(t[2])):
-        if is_speculative(node):
+    # standard first, each part in order
+    for _, req, node, spec in [t for t in pool if not t[3]] + [t for t in pool if t[3]]:
+        if spec:
             if spec_room[req.id] <= 0:
                 continue
             spec_room[req.id] -= 1
