@@ -67,6 +67,7 @@ class Request:
     common_prefix: list[float] = field(default_factory=list)
     idle_steps: int = 0  # consecutive engine steps in which nothing happened for this request
     prm_held: set[str] = field(default_factory=set)  # node keys the verifier holds a path under
+    prm_keyed: dict[int, Node] = field(default_factory=dict)  # nodes given a prm_key, by id
     prm_stale: bool = False  # a node was pruned, completed or fully expanded since the last release
     # the groups not selected yet, by id (a selection is final): what each engine step looks at
     unselected: dict[int, Group] = field(default_factory=dict)
