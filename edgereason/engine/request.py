@@ -139,6 +139,11 @@ class Request:
             )
         held = sum(1 for n in self.tree.nodes.values() if n.seq is not None)
         assert self.held_seqs() == held, f"{self.held_seqs()} sequences counted, {held} held"
+        for n in self.tree.steps():  # what the scheduler and release_dead read in place of a walk
+            if n.alive and (n.plan or not n.step_done):
+                assert n.id in self.tree.frontier, f"node {n.id} may run but is not in the frontier"
+            if n.prm_key and n.alive and n.status is not Status.COMPLETE:
+                assert n.id in self.prm_keyed, f"node {n.id} holds a live PRM key, not listed"
 
     def held_seqs(self) -> int:
         """Generator sequences its nodes hold (the tree counts them as they change hands)."""
