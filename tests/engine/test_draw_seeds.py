@@ -7,7 +7,7 @@ import random
 import numpy as np
 
 from edgereason.config import SamplingParams, SearchConfig, mix_seed
-from edgereason.engine.draw_seeds import draw_params, mix_seeds
+from edgereason.engine.draw_seeds import ARRAY_ROWS, draw_params, mix_seeds
 from edgereason.engine.request import Request
 from edgereason.engine.scheduler import PassRow
 
@@ -22,13 +22,16 @@ def test_mix_seeds_is_mix_seed_for_every_element():
 
 
 def test_each_row_gets_its_request_settings_with_its_own_stream():
+    """A small pass (mix_seed row by row) and a large one (one array op) alike."""
     req = Request("r", "q", SearchConfig(sampling=SamplingParams(0.6, 0.9, seed=3)), [1, 2])
     req.tree.root.seed = mix_seed(3)
-    a = req.tree.add_child(req.tree.root, seed=mix_seed(req.tree.root.seed, 2, 0))
-    b = req.tree.add_child(req.tree.root, seed=mix_seed(req.tree.root.seed, 2, 1))
-    a.tokens = [5, 6, 7]
-    batch = [PassRow(req, a, [7], 1, False), PassRow(req, b, [4], 4, True)]
-    assert draw_params(batch) == [
-        SamplingParams(0.6, 0.9, mix_seed(a.seed, 3, False)),
-        SamplingParams(0.6, 0.9, mix_seed(b.seed, 0, True)),
-    ]
+    for rows in (2, ARRAY_ROWS + 3):
+        batch = []
+        for k in range(rows):
+            node = req.tree.add_child(req.tree.root, seed=mix_seed(req.tree.root.seed, 2, k))
+            node.tokens = list(range(k % 5))
+            batch.append(PassRow(req, node, [7], 1 + k % 2, k % 2 == 1))
+        assert draw_params(batch) == [
+            SamplingParams(0.6, 0.9, mix_seed(w.node.seed, len(w.node.tokens), w.expand))
+            for w in batch
+        ]
