@@ -63,6 +63,9 @@ class PathVerifier(ContextKVMemory):
         # paths scored elsewhere (the generator's context): none of theirs is held here
         self._elsewhere: set[str] = set()
         self.stats = VerifierStats()
+        # question -> its head's tokens: every path of a question rebuilt from scratch (best-of-N
+        # scores whole paths) tokenizes the same head
+        self._heads_seen: dict[str, list[int]] = {}
 
     def check_integrity(self) -> None:
         self.ctx.check_integrity()
@@ -91,6 +94,16 @@ class PathVerifier(ContextKVMemory):
 
     def _tokens(self, text: str, first: bool) -> list[int]:
         return self.model.tokenize(text, add_bos=first and self.model.add_bos, special=True)
+
+    def _head_tokens(self, question: str) -> list[int]:
+        """The head's tokens (system turn and question), tokenized once a question; the last 64
+        questions are kept."""
+        tokens = self._heads_seen.get(question)
+        if tokens is None:
+            if len(self._heads_seen) >= 64:
+                del self._heads_seen[next(iter(self._heads_seen))]
+            tokens = self._heads_seen[question] = self._tokens(self.prompt.head(question), True)
+        return list(tokens)  # the caller's to keep: the cached list never changes
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         """Requests scored elsewhere first (`_score_elsewhere`), the rest in one call here when the
@@ -135,7 +148,7 @@ class PathVerifier(ContextKVMemory):
         }
         if not new:
             return 0
-        heads = {key: self._tokens(self.prompt.head(q), first=True) for key, q in new.items()}
+        heads = {key: self._head_tokens(q) for key, q in new.items()}
         total = sum(len(t) for t in heads.values())
         self._make_room(total, len(heads), {r.prefix_key for r in requests if r.prefix_key})
         items = []
@@ -182,7 +195,7 @@ class PathVerifier(ContextKVMemory):
         for req in requests:
             held = self._held.get(req.prefix_key) if req.prefix_key else None
             shared = min(req.prefix_steps, len(held.ends) - 1) if held else 0
-            head = [] if held else self._tokens(self.prompt.head(req.question), first=True)
+            head = [] if held else self._head_tokens(req.question)
             segs = [self._tokens(t, first=False) for t in self.prompt.segments(req.steps, shared)]
             plans.append((held, shared, head, segs))
             if held is None and req.prefix_key and req.prefix_key not in self._elsewhere:

@@ -52,6 +52,7 @@ class DeviceClock:
     def __init__(self, sync: Callable[[], None]) -> None:
         self.sync = sync
         self.seconds = 0.0
+        self.cpu_seconds = 0.0  # this thread's CPU time inside the passes
         self.passes = 0
         self.profiler: cProfile.Profile | None = None
 
@@ -65,12 +66,13 @@ class DeviceClock:
             if self.profiler:
                 self.profiler.disable()
             self.sync()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             try:
                 return run(ctx, layout, columns)
             finally:
                 self.sync()
                 self.seconds += time.perf_counter() - t0
+                self.cpu_seconds += time.thread_time() - c0
                 self.passes += 1
                 if self.profiler:
                     self.profiler.enable()
@@ -99,9 +101,10 @@ def solve(engine: Engine, config: SearchConfig, problems: int, at_once: bool) ->
 def measure(engine, config, problems, at_once, sync, top: int) -> dict:
     """One timed run, then one under cProfile (where top > 0)."""
     with DeviceClock(sync).timing() as clock:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         tokens = solve(engine, config, problems, at_once)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+    host_cpu = cpu - clock.cpu_seconds
     out = {
         "problems": problems,
         "at_once": problems if at_once else 1,
@@ -111,6 +114,9 @@ def measure(engine, config, problems, at_once, sync, top: int) -> dict:
         "host_fraction": round((wall - clock.seconds) / wall, 4),
         "device_passes": clock.passes,
         "host_ms_a_pass": round(1000 * (wall - clock.seconds) / max(clock.passes, 1), 3),
+        # the host's CPU seconds (this thread's, outside the passes): on a shared CPU the wall's
+        # host seconds count the time other processes took the core; these do not
+        "host_cpu_ms_a_pass": round(1000 * host_cpu / max(clock.passes, 1), 3),
         "tokens": tokens,
         "tokens_a_s": round(tokens / wall, 1),
     }

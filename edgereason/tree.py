@@ -39,6 +39,13 @@ FINISH_WORDS: dict[FinishReason, str] = {
 }
 
 
+class SeqHolders:
+    """How many nodes of one tree hold a generator sequence: the scheduler asks every pass."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
 @dataclass(eq=False)
 class Node:
     id: int
@@ -52,7 +59,7 @@ class Node:
     # the step's bytes (tokens may split UTF-8 characters)
     raw: bytearray = field(default_factory=bytearray)
     pending: int | None = None  # sampled, not yet fed to the generator
-    seq: SeqId | None = None
+    _seq: SeqId | None = field(default=None, repr=False)  # read and set as `seq`
     score: float | None = None
     finish: FinishReason | None = None  # set when the step ended
     children: list[Node] = field(default_factory=list)
@@ -72,6 +79,21 @@ class Node:
     evicted: bool = False
     last_run: int = 0  # engine step that last fed it (least-recently-used eviction)
     seed: int = 0  # random stream of this node, derived from its place in the tree, not from timing
+    # the ids from the root to this node: the scheduler's prefix order, built once at creation
+    lineage: tuple[int, ...] = ()
+    # its tree's count of nodes that hold a sequence, kept by `seq`'s setter
+    holders: SeqHolders | None = field(default=None, repr=False)
+
+    @property
+    def seq(self) -> SeqId | None:
+        """The generator sequence that holds this node's path, if any."""
+        return self._seq
+
+    @seq.setter
+    def seq(self, seq: SeqId | None) -> None:
+        if self.holders is not None:
+            self.holders.count += (seq is not None) - (self._seq is not None)
+        self._seq = seq
 
     @property
     def text(self) -> str:
@@ -143,18 +165,36 @@ def ranked(nodes: list[Node], how: str) -> list[Node]:
 
 
 class Tree:
-    """Owns the nodes of one request; ids are unique within the tree."""
+    """Owns the nodes of one request; ids are unique within the tree. `frontier` holds every step
+    node that may still run (a new node, or one given a plan: `touch`), and may hold some that no
+    longer can; the scheduler drops those as it reads it, so a pass looks at what changed, not at
+    the whole tree."""
 
     def __init__(self) -> None:
         self._ids = itertools.count()
-        self.root = Node(id=next(self._ids), parent=None, depth=0, status=Status.PREFILL)
+        root_id = next(self._ids)
+        self.holders = SeqHolders()
+        self.root = Node(
+            root_id, None, 0, status=Status.PREFILL, lineage=(root_id,), holders=self.holders
+        )
         self.nodes: dict[int, Node] = {self.root.id: self.root}
+        self.frontier: dict[int, Node] = {}
 
     def add_child(self, parent: Node, **kw) -> Node:
-        child = Node(id=next(self._ids), parent=parent, depth=parent.depth + 1, **kw)
+        child_id = next(self._ids)
+        lineage = (*parent.lineage, child_id)
+        child = Node(
+            child_id, parent, parent.depth + 1, lineage=lineage, holders=self.holders, **kw
+        )
         parent.children.append(child)
         self.nodes[child.id] = child
+        self.frontier[child.id] = child
         return child
+
+    def touch(self, node: Node) -> None:
+        """A step node that may run again (it was given a plan)."""
+        if node.depth > 0:
+            self.frontier[node.id] = node
 
     def add_sibling_copy(self, node: Node, **kw) -> Node:
         """A node with the same parent and the same step prefix (deduplicated candidates that

@@ -5,7 +5,7 @@ metrics, through `record`."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from edgereason.engine.request import Request
 from edgereason.engine.result import Counters
@@ -16,19 +16,16 @@ class Counts(Counters):
     """One request's counters in one call: the fields of Counters (engine/result.py), which
     RequestMetrics extends, so that each counter is declared once."""
 
-    # COUNTED, not dataclasses.fields(): fields() builds its tuple at each call, and these two run
-    # for every request at every engine step
+    # these two run for every request at every engine step, mostly over zeros: they read the
+    # instance's dict (its fields, nothing else) and skip the zeros (adding 0 changes nothing)
     def __iadd__(self, other: Counts) -> Counts:
-        for name in COUNTED:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name, value in other.items():
+            setattr(self, name, getattr(self, name) + value)
         return self
 
     def items(self) -> Iterator[tuple[str, int | float]]:
         """The counters that moved, by name."""
-        return ((name, v) for name in COUNTED if (v := getattr(self, name)))
-
-
-COUNTED = tuple(f.name for f in fields(Counters))
+        return ((name, v) for name, v in vars(self).items() if v)
 
 
 class Tally:

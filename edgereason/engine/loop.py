@@ -16,8 +16,9 @@ import itertools
 import time
 from collections import deque
 
-from edgereason.config import SamplingParams, SearchConfig, mix_seed
+from edgereason.config import SearchConfig, mix_seed
 from edgereason.engine.counts import Tally, record, record_one
+from edgereason.engine.draw_seeds import draw_params
 from edgereason.engine.events import Emitter, Listener, NodeAdded, Progress, RequestDone
 from edgereason.engine.finished import build_result
 from edgereason.engine.kv_sequences import KVSequences
@@ -175,7 +176,7 @@ class Engine:
         draws = self.generator.step(
             [BatchEntry(w.node.seq, w.tokens) for w in batch],
             [w.draws for w in batch],
-            [_draw_params(w) for w in batch],
+            draw_params(batch),
         )
         dt = time.perf_counter() - t0
         self.stats.gen_pass(sum(1 for w in batch if w.draws), dt)
@@ -195,10 +196,10 @@ class Engine:
     def _select_then_end_or_report(self, req: Request, moved: bool) -> None:
         """Select ready groups and prune early, then finish the request, fail it if it is stuck, or
         report."""
-        selected = sum(g.selected for g in req.groups.values())
+        selected = req.selected_groups()
         record_one(req, self.selector.select_ready(req))
         record_one(req, self.selector.early_prune(req))
-        moved = moved or sum(g.selected for g in req.groups.values()) != selected
+        moved = moved or req.selected_groups() != selected
         req.idle_steps = 0 if moved else req.idle_steps + 1
         if req.prm_stale:
             self.verification.release_dead(req)
@@ -260,12 +261,3 @@ class Engine:
             req.check()
         self.kv.check(n for req in self.requests for n in req.tree.nodes.values())
         self.verification.check(self.requests)
-
-
-def _draw_params(work: PassRow) -> SamplingParams:
-    """A random stream per (request seed, node, position): draws replay exactly after eviction and
-    recompute, whatever else shares the batch."""
-    node = work.node
-    return work.request.config.sampling.with_seed(
-        mix_seed(node.seed, len(node.tokens), work.expand)
-    )

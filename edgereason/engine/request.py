@@ -32,13 +32,18 @@ class Group:
         return [m for m in self.members if m.alive]
 
     def steps_done(self) -> bool:
+        if self.awaiting:
+            return False
         alive = self.live_members()
-        return self.awaiting == 0 and bool(alive) and all(m.step_done for m in alive)
+        return bool(alive) and all(m.step_done for m in alive)
 
     def ready(self) -> bool:
         """Every planned draw ran, every live member finished its step, and the strategy's scores
         are in."""
-        return self.steps_done() and self.strategy.ready(self.live_members())
+        if self.awaiting:  # most groups at most steps: no need to look at the members
+            return False
+        alive = self.live_members()
+        return bool(alive) and all(m.step_done for m in alive) and self.strategy.ready(alive)
 
     def competes(self, node: Node) -> bool:
         return self.strategy.competes(node)
@@ -62,7 +67,10 @@ class Request:
     common_prefix: list[float] = field(default_factory=list)
     idle_steps: int = 0  # consecutive engine steps in which nothing happened for this request
     prm_held: set[str] = field(default_factory=set)  # node keys the verifier holds a path under
+    prm_keyed: dict[int, Node] = field(default_factory=dict)  # nodes given a prm_key, by id
     prm_stale: bool = False  # a node was pruned, completed or fully expanded since the last release
+    # the groups not selected yet, by id (a selection is final): what each engine step looks at
+    unselected: dict[int, Group] = field(default_factory=dict)
     _next_group: int = 0
 
     def plan(
@@ -72,6 +80,7 @@ class Request:
         selected."""
         self.cancel_plan(node)
         node.plan, node.plan_speculative = plan, speculative
+        self.tree.touch(node)
         for gid, n in plan:
             if gid is not None:
                 self.groups[gid].awaiting += n
@@ -89,6 +98,7 @@ class Request:
     def new_group(self, keep: int, width: int) -> Group:
         group = Group(self._next_group, self.strategy, keep, width)
         self.groups[group.id] = group
+        self.unselected[group.id] = group
         self._next_group += 1
         return group
 
@@ -97,8 +107,17 @@ class Request:
         if group_id is not None:
             self.groups[group_id].members.append(node)
 
+    def unselected_groups(self) -> list[Group]:
+        """The groups not selected yet, in id order (those selected since the last call leave)."""
+        for gid in [gid for gid, g in self.unselected.items() if g.selected]:
+            del self.unselected[gid]
+        return list(self.unselected.values())
+
     def open_groups(self) -> list[Group]:
-        return [g for g in self.groups.values() if not g.selected and g.live_members()]
+        return [g for g in self.unselected_groups() if g.live_members()]
+
+    def selected_groups(self) -> int:
+        return len(self.groups) - len(self.unselected_groups())
 
     def completed_logical(self) -> int:
         return sum(n.potential for n in self.completed)
@@ -118,10 +137,17 @@ class Request:
             assert g.awaiting >= 0 and all(m.potential >= 1 for m in g.members), (
                 f"group {g.id}: bad counts"
             )
+        held = sum(1 for n in self.tree.nodes.values() if n.seq is not None)
+        assert self.held_seqs() == held, f"{self.held_seqs()} sequences counted, {held} held"
+        for n in self.tree.steps():  # what the scheduler and release_dead read in place of a walk
+            if n.alive and (n.plan or not n.step_done):
+                assert n.id in self.tree.frontier, f"node {n.id} may run but is not in the frontier"
+            if n.prm_key and n.alive and n.status is not Status.COMPLETE:
+                assert n.id in self.prm_keyed, f"node {n.id} holds a live PRM key, not listed"
 
     def held_seqs(self) -> int:
-        """Generator sequences its nodes hold."""
-        return sum(1 for n in self.tree.nodes.values() if n.seq is not None)
+        """Generator sequences its nodes hold (the tree counts them as they change hands)."""
+        return self.tree.holders.count
 
     def unclaimed_seqs(self) -> int:
         """Sequences set aside for it at admission (one a beam) that it does not hold now."""
@@ -131,7 +157,9 @@ class Request:
         """Anything left to generate, score or select."""
         if self.prompt_fed < len(self.prompt_ids) or self.tree.root.plan:
             return True
+        # newest first: the nodes still at work are the recent ones, so `any` stops early
         return any(
             n.alive and (n.plan or n.status not in (Status.SELECTED, Status.COMPLETE))
-            for n in self.tree.steps()
+            for n in reversed(self.tree.nodes.values())
+            if n.depth > 0
         )

@@ -46,12 +46,7 @@ class PassRow(NamedTuple):
 def order_key(req_index: int, node: Node, policy: Policy) -> tuple:
     if policy.order == "fifo":
         return (node.created_at, node.id)
-    ids = []
-    cur: Node | None = node
-    while cur is not None:
-        ids.append(cur.id)
-        cur = cur.parent
-    return (req_index, *reversed(ids))
+    return (req_index, node.lineage)  # orders as (req_index, *lineage): tuples compare item by item
 
 
 def is_speculative(node: Node) -> bool:
@@ -75,8 +70,17 @@ def _row_for(req: Request, node: Node, budget: int) -> PassRow | None:
 
 
 def runnable(req: Request) -> list[Node]:
+    """The root while its prompt is fed, and the live step nodes with draws to make: read from the
+    tree's frontier, which loses the nodes that can no longer run (pruned, or their step done and
+    nothing planned; only a plan brings such a node back, and it puts it back in)."""
     nodes = [req.tree.root] if req.prompt_fed < len(req.prompt_ids) else []
-    return nodes + [n for n in req.tree.steps() if n.alive and (n.plan or not n.step_done)]
+    frontier = req.tree.frontier
+    for node in list(frontier.values()):
+        if node.alive and (node.plan or not node.step_done):
+            nodes.append(node)
+        else:
+            del frontier[node.id]
+    return nodes
 
 
 def unclaimed_seqs(running: list[Request]) -> dict[str, int]:
@@ -114,17 +118,21 @@ def schedule(requests: list[Request], generator: Generator, policy: Policy) -> l
     own = unclaimed_seqs(running)
     spare = spare_seq_slots(generator, own)
     pool = sorted(
-        ((i, r, n) for i, r in enumerate(running) for n in runnable(r)),
-        key=lambda t: order_key(t[0], t[2], policy),
+        (
+            (order_key(i, n, policy), r, n, is_speculative(n))
+            for i, r in enumerate(running)
+            for n in runnable(r)
+        ),
+        key=lambda t: t[0],
     )
-    standard = Counter(r.id for _, r, n in pool if not is_speculative(n))
+    standard = Counter(r.id for _, r, _, spec in pool if not spec)
     spec_room = {
         r.id: max(0, int(policy.spec_slots * r.config.beams) - standard[r.id]) for r in running
     }
     batch: list[PassRow] = []
-    # stable: standard first, in order
-    for _, req, node in sorted(pool, key=lambda t: is_speculative(t[2])):
-        if is_speculative(node):
+    # standard first, each part in order
+    for _, req, node, spec in [t for t in pool if not t[3]] + [t for t in pool if t[3]]:
+        if spec:
             if spec_room[req.id] <= 0:
                 continue
             spec_room[req.id] -= 1

@@ -27,12 +27,13 @@ class Selector:
 
     def select_ready(self, req: Request) -> Counts:
         counts = Counts()
-        for group in req.open_groups():
+        # ready() holds only where a group has live members, as open_groups() would filter
+        for group in req.unselected_groups():
             if req.status == "running" and group.ready():
                 chosen = ranking.choose(group, req.config.aggregation, req.config.select)
                 counts += self._select(req, group, chosen)
-        for group in req.groups.values():
-            if not group.selected and group.members and not group.live_members():
+        for group in req.unselected_groups():
+            if group.members and not group.live_members():
                 group.selected = True  # everything in it was pruned
         return counts
 

@@ -185,6 +185,7 @@ class VerifyStage:
                     self.emit.status(req.id, node, Status.VERIFIED)
             for node in nodes:
                 node.prm_key = sreq.key
+                req.prm_keyed[node.id] = node
             req.prm_held.add(sreq.key)
         return True
 
@@ -228,11 +229,14 @@ class VerifyStage:
         """Free the PRM paths no live node can extend any more. On a unified KV cache every row of a
         forward pass attends over all cells in use, so dead paths would slow every later PRM call,
         not only take memory."""
-        live = {
-            n.prm_key
-            for n in req.tree.steps()
-            if n.prm_key and n.alive and n.status is not Status.COMPLETE
-        }
+        live = set()
+        # the nodes given a key, not the whole tree: one that lost its key, died or completed
+        # never needs one again (a node is scored once)
+        for n in list(req.prm_keyed.values()):
+            if n.prm_key and n.alive and n.status is not Status.COMPLETE:
+                live.add(n.prm_key)
+            else:
+                del req.prm_keyed[n.id]
         for key in req.prm_held - live:
             self.verifier.release(key)
         req.prm_held &= live

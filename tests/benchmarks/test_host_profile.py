@@ -39,6 +39,8 @@ def test_a_cpu_run_splits_the_wall(smollm2_path, monkeypatch, capsys):
         assert run["at_once"] == at_once and run["device_passes"] > 0 and run["tokens"] > 0
         assert abs(run["wall_s"] - run["device_s"] - run["host_s"]) < 0.01
         assert 0 < run["host_fraction"] < 1
+        # the host's CPU time, not the wall's: at most its wall seconds (plus the clocks' ticks)
+        assert 0 < run["host_cpu_ms_a_pass"] <= run["host_ms_a_pass"] + 1
         functions = [f["function"] for f in run["top_host"]]
         assert len(functions) == 20 and not any("_run" in f and "runtime" in f for f in functions)
         assert any("loop.py" in f for f in functions)  # the engine's step is host work (the order

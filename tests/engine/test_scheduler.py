@@ -93,3 +93,26 @@ def test_prefix_order_keeps_families_together_and_fifo_follows_creation() -> Non
     assert [w.node for w in schedule([req], FakeGenerator(), Policy(order="prefix"))] == [a1, b]
     a1.created_at = 3.0
     assert [w.node for w in schedule([req], FakeGenerator(), Policy(order="fifo"))] == [b, a1]
+
+
+def test_nodes_that_cannot_run_leave_the_frontier_and_a_plan_brings_one_back() -> None:
+    req = _request("a", beams=4)
+    done, pruned, running = _decoding(req, 1), _decoding(req, 2), _decoding(req, 3)
+    done.finish, done.pending = "step", None
+    pruned.status = Status.PRUNED
+    assert [w.node for w in schedule([req], FakeGenerator(), Policy())] == [running]
+    assert list(req.tree.frontier) == [running.id]
+    done.pending = 9  # its step's last token, fed with the children's draws
+    req.plan(done, [(None, 2)])
+    assert [w.node for w in schedule([req], FakeGenerator(), Policy())] == [done, running]
+    assert sorted(req.tree.frontier) == [done.id, running.id]
+
+
+def test_prefix_order_keeps_families_together() -> None:
+    req = _request("a", beams=4)
+    first, second = _decoding(req, 1), _decoding(req, 2)
+    first.finish, first.pending = "step", None
+    grandchild = req.tree.add_child(first, status=Status.GENERATING)
+    grandchild.tokens, grandchild.pending, grandchild.seq = [6], 6, 3
+    order = [w.node for w in schedule([req], FakeGenerator(), Policy(order="prefix"))]
+    assert order == [grandchild, second]  # under the first child, though created after the second
