@@ -32,7 +32,7 @@ class Group:
         return [m for m in self.members if m.alive]
 
     def steps_done(self) -> bool:
-        if self.awaiting:
+        if self.awaiting:  # most groups at most steps: no need to look at the members
             return False
         alive = self.live_members()
         return bool(alive) and all(m.step_done for m in alive)
@@ -40,10 +40,7 @@ class Group:
     def ready(self) -> bool:
         """Every planned draw ran, every live member finished its step, and the strategy's scores
         are in."""
-        if self.awaiting:  # most groups at most steps: no need to look at the members
-            return False
-        alive = self.live_members()
-        return bool(alive) and all(m.step_done for m in alive) and self.strategy.ready(alive)
+        return self.steps_done() and self.strategy.ready(self.live_members())
 
     def competes(self, node: Node) -> bool:
         return self.strategy.competes(node)
