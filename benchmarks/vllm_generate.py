@@ -18,6 +18,7 @@ import time
 
 from edgereason import models
 from edgereason.backends import Placement, PRMSpec, load_backend
+from edgereason.engine.result import FinalPath, vote
 from edgereason.prompts import solve_messages
 from edgereason.protocols import ScoreRequest
 from edgereason.search.dataset import load_problems
@@ -26,19 +27,11 @@ from edgereason.session.prm_choice import choose_prm
 from edgereason.util.braces import extract_boxed
 
 
-def voted(answers: list[str | None], weights: list[float]) -> str | None:
-    """The answer with the most weight; answers compared as the bench grades them."""
-    buckets: list[tuple[str, float]] = []
-    for ans, w in zip(answers, weights):
-        if ans is None:
-            continue
-        for i, (have, total) in enumerate(buckets):
-            if answers_match(have, ans):
-                buckets[i] = (have, total + w)
-                break
-        else:
-            buckets.append((ans, w))
-    return max(buckets, key=lambda b: b[1])[0] if buckets else None
+def voted(answers: list[str | None], weights: list[float], by_score: bool = True) -> str | None:
+    """The search's vote (engine/result.py) over the samples, ranked best first as the search
+    ranks its paths."""
+    paths = [FinalPath([], w, a, j) for j, (a, w) in enumerate(zip(answers, weights))]
+    return vote(sorted(paths, key=lambda p: -p.score), by_score)
 
 
 def score(verifier, question: str, texts: list[str], key: str) -> list[float]:
@@ -65,7 +58,7 @@ def run(llm, sampling, verifier, problems, prompts, at_once: bool) -> dict:
         answers = [extract_boxed(t) for t in texts]
         weights = score(verifier, problem.problem, texts, f"p{i}")
         right += answers_match(voted(answers, weights), problem.answer)
-        right_majority += answers_match(voted(answers, [1.0] * len(texts)), problem.answer)
+        right_majority += answers_match(voted(answers, weights, by_score=False), problem.answer)
     n = len(problems)
     return {
         "problems": n,
