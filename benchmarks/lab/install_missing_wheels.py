@@ -15,13 +15,17 @@ from importlib import metadata
 from pathlib import Path
 
 
+def normalized(name: str) -> str:
+    """A distribution's name as PEP 503 compares them."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def dist_name(wheel: Path) -> str:
-    """The wheel's distribution name, normalized (PEP 503)."""
-    return re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
+    return normalized(wheel.name.split("-")[0])
 
 
 def installed() -> set[str]:
-    return {re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower() for d in metadata.distributions()}
+    return {normalized(d.metadata["Name"]) for d in metadata.distributions()}
 
 
 def main() -> None:
