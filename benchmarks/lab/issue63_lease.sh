@@ -13,12 +13,9 @@
 #            once on both backends; the beam recipe's edge against baseline on torch, alternating    [~590 s]
 set -uo pipefail
 part=$1 limit=${2:-8}
-src=$PWD
-export PYTHONPATH=/root/site PYTHONUNBUFFERED=1 EDGEREASON_HOME=/root/.cache/edgereason
-mkdir -p /root/proj /root/site /root/m /root/data /root/out
-out=/root/out/$part
-mkdir -p "$out"
-keep() { tar czf "$OUT/$part.tgz" -C "$out" . 2>/dev/null; }
+src=$PWD out=/root/out/$part
+# shellcheck source=benchmarks/lab/lease_lib.sh
+source "$src/benchmarks/lab/lease_lib.sh"  # the environment, /root's folders, keep, refresh, models
 common="--dataset /root/data/gsm8k_test.jsonl --gpu-memory 24GiB --max-steps 20 --max-tokens 1024 --no-plots"
 q15="--model qwen2.5-coder-1.5b --strategy best-of-n --beams 8 --temperature 0.6 --vote weighted"
 beam="--model qwen2.5-coder-1.5b --strategy beam --beams 8 --width 2 --temperature 0.6 --vote weighted"
@@ -33,18 +30,6 @@ solve_time() {  # solve's whole process (RUN: a name whose part before '-' is th
     >"$out/solve-$run.json" 2>"$out/solve-$run.log"
   rc=$?
   echo "solve $run rc $rc $(awk "BEGIN {print $(date +%s.%N) - $t0}") s" | tee -a "$out/solve-times.txt"; keep
-}
-refresh() {  # the call's code into /root/proj (the editable install points there)
-  cd /root/proj || exit 1
-  for d in benchmarks edgereason backends ui tests profiles examples; do rm -rf "$d" && cp -a "$src/$d" .; done
-  cp -a "$src/pyproject.toml" .
-}
-models() {
-  mkdir -p "$EDGEREASON_HOME/models"
-  [ -s "$EDGEREASON_HOME/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf" ] ||
-    cat /root/m/q15.* >"$EDGEREASON_HOME/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
-  [ -s "$EDGEREASON_HOME/models/SmolLM2-135M-Instruct.Q4_1.gguf" ] ||
-    cat /root/m/s135.* >"$EDGEREASON_HOME/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 }
 case $part in
   llama)

@@ -13,12 +13,10 @@
 #           LLM.generate (n=8) on the same 16 problems, scored by the same head (benchmarks/vllm_generate.py) [~450 s]
 set -uo pipefail
 part=$1 limit=${2:-8}
-src=$PWD
-export PYTHONPATH=/root/site PYTHONUNBUFFERED=1 EDGEREASON_HOME=/root/.cache/edgereason
-mkdir -p /root/proj /root/site /root/m /root/data /root/out /root/hf
-out=/root/out/$part
-mkdir -p "$out"
-keep() { tar czf "$OUT/$part.tgz" -C "$out" . 2>/dev/null; }
+src=$PWD out=/root/out/$part
+# shellcheck source=benchmarks/lab/lease_lib.sh
+source "$src/benchmarks/lab/lease_lib.sh"  # the environment, /root's folders, keep, refresh, models
+mkdir -p /root/hf
 common="--dataset /root/data/gsm8k_test.jsonl --gpu-memory 24GiB --max-steps 20 --max-tokens 1024 --no-plots"
 common="$common --model qwen2.5-coder-1.5b --prm-format head --temperature 0.6 --vote weighted --policies baseline"
 recipe="--strategy best-of-n --beams 8"
@@ -28,18 +26,6 @@ remote="--backend remote --base-url $url"
 q="Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for her \
 friends every day with four. She sells the remainder at the farmers' market daily for \$2 per fresh duck egg. How \
 much in dollars does she make every day at the farmers' market?"
-refresh() {  # the call's code into /root/proj (the editable install points there)
-  cd /root/proj || exit 1
-  for d in benchmarks edgereason backends ui tests profiles examples; do rm -rf "$d" && cp -a "$src/$d" .; done
-  cp -a "$src/pyproject.toml" .
-}
-models() {
-  mkdir -p "$EDGEREASON_HOME/models"
-  [ -s "$EDGEREASON_HOME/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf" ] ||
-    cat /root/m/q15.* >"$EDGEREASON_HOME/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
-  [ -s "$EDGEREASON_HOME/models/SmolLM2-135M-Instruct.Q4_1.gguf" ] ||
-    cat /root/m/s135.* >"$EDGEREASON_HOME/models/SmolLM2-135M-Instruct.Q4_1.gguf"
-}
 serve() {  # PORT SHARE: the 1.5B's folder served by vLLM, detached (it outlives the call), its log in /root/out
   PYTHONPATH=/root/vsite setsid nohup python3 -m vllm.entrypoints.openai.api_server --model /root/hf/q15 \
     --host 127.0.0.1 --port "$1" --gpu-memory-utilization "$2" --max-model-len 8192 --enable-prefix-caching \

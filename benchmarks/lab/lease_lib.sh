@@ -1,0 +1,17 @@
+# What the GPU leases' scripts (issue63_lease.sh, issue66_lease.sh) share, sourced after they set `src` (the
+# call's checkout), `part` and `out`: the environment, the folders under /root, and three steps.
+export PYTHONPATH=/root/site PYTHONUNBUFFERED=1 EDGEREASON_HOME=/root/.cache/edgereason
+mkdir -p /root/proj /root/site /root/m /root/data /root/out "$out"
+keep() { tar czf "$OUT/$part.tgz" -C "$out" . 2>/dev/null; }  # a call brings back 8 files: one tar of them all
+refresh() {  # the call's code into /root/proj (the editable install points there)
+  cd /root/proj || exit 1
+  for d in benchmarks edgereason backends ui tests profiles examples; do rm -rf "$d" && cp -a "$src/$d" .; done
+  cp -a "$src/pyproject.toml" .
+}
+models() {  # the models' pieces, carried one a call into /root/m, joined where the registry looks
+  mkdir -p "$EDGEREASON_HOME/models"
+  [ -s "$EDGEREASON_HOME/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf" ] ||
+    cat /root/m/q15.* >"$EDGEREASON_HOME/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+  [ -s "$EDGEREASON_HOME/models/SmolLM2-135M-Instruct.Q4_1.gguf" ] ||
+    cat /root/m/s135.* >"$EDGEREASON_HOME/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+}
