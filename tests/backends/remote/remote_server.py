@@ -56,6 +56,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def not_serving(url: str, proc: subprocess.Popen, start_s: float) -> str | None:
+    """Waits until the server at `url` answers /v1/models: None once it does, else why not (it
+    exited, or did not start within start_s)."""
+    deadline = time.monotonic() + start_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return "exited"
+        try:
+            if httpx.get(f"{url}/v1/models", timeout=2, trust_env=False).status_code == 200:
+                return None
+        except httpx.TransportError:
+            time.sleep(0.3)
+    return f"did not start within {start_s}s"
+
+
 class LocalServer:
     def __init__(
         self, model: Path, n_ctx: int = 4096, n_threads: int = 2, extra: Sequence[str] = ()
@@ -85,23 +100,11 @@ class LocalServer:
             stdout=subprocess.DEVNULL,
             stderr=self.log,
         )
-        deadline = time.monotonic() + SERVER_START_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                self.log.seek(0)
-                raise RuntimeError(
-                    f"the llama-cpp-python server exited: {self.log.read()[-2000:]!r}"
-                )
-            try:
-                if (
-                    httpx.get(f"{self.url}/v1/models", timeout=2, trust_env=False).status_code
-                    == 200
-                ):
-                    return
-            except httpx.TransportError:
-                time.sleep(0.3)
-        self.stop()
-        raise RuntimeError(f"the llama-cpp-python server did not start within {SERVER_START_S}s")
+        if why := not_serving(self.url, self.proc, SERVER_START_S):
+            self.log.seek(0)
+            log = self.log.read()[-2000:]
+            self.stop()
+            raise RuntimeError(f"the llama-cpp-python server {why}: {log!r}")
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -22,6 +22,7 @@ from edgereason.engine.events import NodeScored
 from edgereason.engine.loop import Engine
 from edgereason.engine.policy import parse_policy
 from edgereason.engine.prompt import prompt_ids
+from edgereason.engine.result import SearchResult
 from edgereason.protocols import BatchEntry
 from tests.backends.remote.test_cli_remote import one_line_error, run_cli
 
@@ -56,6 +57,37 @@ def start_server(smollm2_path: Path) -> Iterator[Callable[..., LocalServer]]:
     yield start
     for srv in started:
         srv.stop()
+
+
+def search_stopping(
+    model: Path, endpoints: list[Endpoint], stop: Callable[[], None], at_score: int
+) -> tuple[list[SearchResult], list[int], tuple[list[int], list[int]]]:
+    """QUESTIONS searched with both roles on `endpoints`, `stop()` called at the at_score-th scored
+    node: the results, the requests of each role (generator, PRM) the second server had answered
+    when stopped, and each role's answers by server at the end. One Outages for both roles, as a
+    session shares it: one line for the server they both lose."""
+    outages = Outages()
+    gen = open_generator(model, endpoints, 2048, step_tokens=32, outages=outages)
+    ver = open_verifier(model, "judge", endpoints, outages=outages)
+    scored: list[NodeScored] = []
+    killed_at: list[int] = []
+
+    def stop_at_the_score(event: object) -> None:
+        if isinstance(event, NodeScored):
+            scored.append(event)
+            if len(scored) == at_score:
+                killed_at.extend([gen.client.answered[1], ver.client.answered[1]])
+                stop()
+
+    try:
+        engine = Engine(gen, ver, parse_policy("baseline"), on_event=stop_at_the_score)
+        for i, question in enumerate(QUESTIONS):
+            engine.submit(question, SMALL, request_id=f"p{i}")
+        results = engine.run_until_done(check=True)
+        return results, killed_at, (gen.client.answered, ver.client.answered)
+    finally:
+        gen.close()
+        ver.close()
 
 
 def remote_cli(model: Path, urls: list[str], *args: str, question: str = "What is 1+1?"):
@@ -115,29 +147,7 @@ def test_a_server_killed_mid_search_hands_its_requests_to_the_other(
     own_server = start_server(n_ctx=2048)
     # the killed one refuses at once
     endpoints = [Endpoint(srv.url, retries=1) for srv in (server, own_server)]
-    # shared by both roles, as a session shares it: one line for the server they both lose
-    outages = Outages()
-    gen = open_generator(smollm2_path, endpoints, 2048, step_tokens=32, outages=outages)
-    ver = open_verifier(smollm2_path, "judge", endpoints, outages=outages)
-    scored: list[NodeScored] = []
-
-    def kill_on_the_second_score(event: object) -> None:
-        if isinstance(event, NodeScored):
-            scored.append(event)
-            if len(scored) == 2:
-                killed_at.extend([gen.client.answered[1], ver.client.answered[1]])
-                own_server.stop()
-
-    killed_at: list[int] = []
-    try:
-        engine = Engine(gen, ver, parse_policy("baseline"), on_event=kill_on_the_second_score)
-        for i, question in enumerate(QUESTIONS):
-            engine.submit(question, SMALL, request_id=f"p{i}")
-        results = engine.run_until_done(check=True)
-        answered = (gen.client.answered, ver.client.answered)
-    finally:
-        gen.close()
-        ver.close()
+    results, killed_at, answered = search_stopping(smollm2_path, endpoints, own_server.stop, 2)
     assert len(results) == len(QUESTIONS) and all(r.status == "done" for r in results), [
         r.reason for r in results
     ]

@@ -13,14 +13,11 @@ from pathlib import Path
 import pytest
 from vllm_server import VLLMServer, vllm_ready
 
-from edgereason.backends.remote import Endpoint, Outages, open_generator, open_verifier
+from edgereason.backends.remote import Endpoint, open_generator, open_verifier
 from edgereason.config import SamplingParams
-from edgereason.engine.events import NodeScored
-from edgereason.engine.loop import Engine
-from edgereason.engine.policy import parse_policy
 from edgereason.protocols import BatchEntry
 from tests.backends.remote.test_cli_remote import run_cli
-from tests.backends.remote.test_several_servers import QUESTIONS, SEARCH, SMALL
+from tests.backends.remote.test_several_servers import QUESTIONS, SEARCH, SMALL, search_stopping
 from tests.backends.remote.test_verifier import REQUESTS, local_scores
 
 pytestmark = pytest.mark.skipif(
@@ -81,25 +78,9 @@ def test_two_vllms_on_one_card_one_killed_mid_search(
 ) -> None:
     other = VLLMServer()
     endpoints = [Endpoint(srv.url, retries=1) for srv in (vllm, other)]
-    outages = Outages()
-    gen = open_generator(smollm2_path, endpoints, 2048, step_tokens=32, outages=outages)
-    ver = open_verifier(smollm2_path, "judge", endpoints, outages=outages)
-    killed_at: list[int] = []
-
-    def kill_on_the_first_score(event: object) -> None:
-        if isinstance(event, NodeScored) and not killed_at:
-            killed_at.extend([gen.client.answered[1], ver.client.answered[1]])
-            other.stop()
-
     try:
-        engine = Engine(gen, ver, parse_policy("baseline"), on_event=kill_on_the_first_score)
-        for i, question in enumerate(QUESTIONS):
-            engine.submit(question, SMALL, request_id=f"p{i}")
-        results = engine.run_until_done(check=True)
-        answered = (gen.client.answered, ver.client.answered)
+        results, killed_at, answered = search_stopping(smollm2_path, endpoints, other.stop, 1)
     finally:
-        gen.close()
-        ver.close()
         other.stop()
     assert [r.status for r in results] == ["done", "done"], [r.reason for r in results]
     assert all(sum(p.potential for p in r.paths) == SMALL.beams for r in results)

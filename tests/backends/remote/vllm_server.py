@@ -10,11 +10,9 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import httpx
-from remote_server import free_port
+from remote_server import free_port, not_serving
 
 SITE = os.environ.get("EDGEREASON_VLLM_SITE", "")
 MODEL = os.environ.get("EDGEREASON_VLLM_MODEL", "")
@@ -48,19 +46,10 @@ class VLLMServer:
         self.proc = subprocess.Popen(
             argv, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
         )
-        deadline = time.monotonic() + START_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"vLLM exited: {self.tail()}")
-            try:
-                if httpx.get(f"{self.url}/v1/models", timeout=2, trust_env=False).is_success:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(1)
-        log = self.tail()
-        self.stop()
-        raise RuntimeError(f"vLLM did not start within {START_S}s: {log}")
+        if why := not_serving(self.url, self.proc, START_S):
+            log = self.tail()
+            self.stop()
+            raise RuntimeError(f"vLLM {why}: {log}")
 
     def tail(self) -> str:
         self.log.seek(0)
