@@ -67,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     # a terminal: a line in place, the best path below it; a log: one every few s
     budget = {"max_steps": config.max_steps, "max_path_tokens": config.max_path_tokens}
     status = SearchProgress(config.beams, **budget)
-    began = startup.since_command()  # what came before the search is the start-up
+    # what came before the search is the start-up; rounded once, so --json and the line agree
+    began = round(startup.since_command(), 3)
     try:
         result = session.engine(policy, on_event=status).solve(problem, config)
         auto = session.auto_choice() if is_auto(policy) else None
@@ -101,7 +102,7 @@ def json_out(result: SearchResult, backend: str, auto: AutoChoice | None, began:
     out["backend"] = backend
     if auto:  # which preset `auto` ran, and why
         out["metrics"]["auto_policy"] = auto.as_dict()
-    out["startup_s"] = {**startup.seconds(), "before_search": round(began, 3)}
+    out["startup_s"] = {**startup.seconds(), "before_search": began}
     return out
 
 
