@@ -15,8 +15,6 @@ export PYTHONPATH=/root/site
 mkdir -p /root/proj && cd /root/proj || exit 1
 for d in benchmarks edgereason backends ui tests profiles; do rm -rf "$d" && cp -a "$src/$d" .; done
 cp -a "$src/pyproject.toml" .
-[ -L edgereason/backends ] || { rm -rf edgereason/backends && ln -s ../backends edgereason/backends; }
-[ -L edgereason/ui ] || { rm -rf edgereason/ui && ln -s ../ui edgereason/ui; }
 out=/root/out/$part data=/root/proj/.device/data
 mkdir -p "$out"
 keep() { tar czf "$OUT/$part.tgz" -C "$out" . 2>/dev/null; }
