@@ -62,6 +62,7 @@ class Placement:
     flash_attn: bool = True  # llama.cpp
     # llama.cpp: a generator's rows cut to their top k on the device (0: whole rows)
     device_top_k: int = 0
+    torch_weights: str | None = None  # torch: bf16 or int4 (None: the variable, else the rule)
     remote: RemoteSettings | None = None  # remote: the servers of each role
 
 

@@ -18,9 +18,6 @@ from edgereason.session.settings import ModelSettings
 
 
 def model_settings(args: argparse.Namespace) -> ModelSettings:
-    from edgereason.backends.torch.int4_choice import choose
-
-    choose(args.torch_weights)  # the process's choice, read where the torch backend loads
     served = args.backend == "remote"  # --backend read once: a server, or a local runtime
     # "" is a mistake, not unset
     budget = parse_size(args.kv_budget) if args.kv_budget is not None else None
@@ -41,6 +38,7 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
         gpu_memory_bytes=parse_size(args.gpu_memory) if args.gpu_memory is not None else None,
         device_sampling=args.device_sampling,
         device_top_k=args.device_top_k,
+        torch_weights=args.torch_weights,
         kv_budget_unit=size_unit(args.kv_budget) if budget is not None else "MiB",
         remote=remote_settings(args, served),
         backend="auto" if served else args.backend,

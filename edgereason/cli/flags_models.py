@@ -114,7 +114,8 @@ def _add_device_flags(g: argparse._ArgumentGroup, threads_default: str) -> None:
         default=None,
         choices=("bf16", "int4"),
         help="the torch backend's layer weights: bf16, or int4 = the GGUF's 4-bit matrices (Q4_0, "
-        "Q4_1, Q4_K) kept 4-bit, the rest bf16 (default: $EDGEREASON_TORCH_WEIGHTS, else bf16)",
+        "Q4_1, Q4_K) kept 4-bit, the rest bf16 (default: $EDGEREASON_TORCH_WEIGHTS, else int4 on a "
+        "card under 1.5 TB/s, bf16 elsewhere)",
     )
 
 

@@ -108,7 +108,12 @@ def _open_models(
     gen_id, ver_id = models.display_name(settings.model), verifier_id(choice.name, choice.format)
     check_profile_path(device.device_id, gen_id, ver_id, chosen.backend)  # the CLI saves it there
     layers, threads = settings.n_gpu_layers or 0, settings.threads
-    place = Placement(n_gpu_layers=layers, device=DEVICE_FOR[device.kind], n_threads=threads)
+    place = Placement(
+        n_gpu_layers=layers,
+        device=DEVICE_FOR[device.kind],
+        n_threads=threads,
+        torch_weights=settings.torch_weights,
+    )
     workload = modelled_search(
         *(search.beams, search.width, search.requests, search.max_step_tokens, search.steps),
         *(device.kind, runtime.capabilities.seq_slots, search.problems),

@@ -116,7 +116,7 @@ def gpu_settings(
         raise ConfigError(
             f"--gpu-memory caps GPU memory, but no layers are on a GPU ({why}); drop --gpu-memory"
         )
-    place = Placement(n_gpu_layers=layers, device=settings.prm_device)
+    place = placement(settings)
     if prm_runtime is None:
         weights = _weights(runtime, gen_path, prm_path, place)
         prm_per_token = runtime.kv_bytes_per_token(prm_path, place)
@@ -172,6 +172,7 @@ def placement(settings: ModelSettings) -> Placement:
         n_threads=settings.threads,
         flash_attn=settings.flash_attn,
         device_top_k=device_top_k(settings.device_sampling, settings.device_top_k, layers),
+        torch_weights=settings.torch_weights,
     )
 
 

@@ -46,6 +46,9 @@ class ModelSettings:
     # top-k cut on the device: auto = where layers are on a GPU, on, off
     device_sampling: str = "auto"
     device_top_k: int = DEFAULT_TOP_K
+    # torch: bf16 or int4 layer weights (--torch-weights); None: $EDGEREASON_TORCH_WEIGHTS, else
+    # the card's rule (backends/torch/int4_choice.py)
+    torch_weights: str | None = None
     # off: bit-exact incremental PRM scoring, much slower with many cells in use
     flash_attn: bool = True
     # the unit the user wrote --kv-budget in: messages about it use the same

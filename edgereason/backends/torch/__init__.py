@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from edgereason.backends.interface import Placement
 from edgereason.errors import ConfigError, OutOfMemoryError
 from edgereason.util.startup import phase
 
@@ -62,19 +63,19 @@ def device_for(n_gpu_layers: int) -> str:
     return "cuda" if n_gpu_layers else "cpu"
 
 
-def open_model(path: Path, n_gpu_layers: int, n_threads: int | None):
-    """The GGUF's TorchModel on the device the layers name (one per file and device, shared by both
-    roles)."""
+def open_model(path: Path, place: Placement):
+    """The GGUF's TorchModel on the device the layers name, with the weights asked for (one per
+    file, device and weights, shared by both roles)."""
     torch = import_torch()
     from edgereason.backends.torch.model import load_model
 
-    device = device_for(n_gpu_layers)
+    device = device_for(place.n_gpu_layers)
     if device == "cpu":
-        if n_threads:
-            torch.set_num_threads(n_threads)
+        if place.n_threads:
+            torch.set_num_threads(place.n_threads)
         _note_cpu()
     try:
-        return load_model(str(path), device)
+        return load_model(str(path), device, place.torch_weights)
     except torch.OutOfMemoryError:
         raise OutOfMemoryError(_no_room_for_weights(torch, path)) from None
 
@@ -120,9 +121,9 @@ def weights_table(path: str):
     return open_weights(Path(path))
 
 
-def weights_bytes(path: Path, n_gpu_layers: int = 0) -> int:
-    """The bytes the weights take on the device (bf16 on CUDA, float32 on the CPU; with
-    --torch-weights int4 the 4-bit matrices at 0.625 bytes a weight)."""
+def weights_bytes(path: Path, n_gpu_layers: int = 0, asked: str | None = None) -> int:
+    """The bytes the weights take on the device (bf16 on CUDA, float32 on the CPU; with int4
+    weights (asked: --torch-weights) the 4-bit matrices at 0.625 bytes a weight)."""
     torch = import_torch()
     from edgereason.backends.torch.int4_choice import weights_kind
     from edgereason.backends.torch.int4_layers import gguf_of, int4_bytes
@@ -131,7 +132,7 @@ def weights_bytes(path: Path, n_gpu_layers: int = 0) -> int:
     device = device_for(n_gpu_layers)
     size = torch.tensor([], dtype=device_dtype(torch.device(device))).element_size()
     table = weights_table(str(path))
-    gguf = gguf_of(table) if weights_kind(device) == "int4" else None
+    gguf = gguf_of(table) if weights_kind(device, asked) == "int4" else None
     return size * table.n_elements() if gguf is None else int4_bytes(gguf, size)
 
 

@@ -62,7 +62,7 @@ class TorchBackend(Backend):
 
     def weights_bytes(self, path: Path, place: Placement) -> int:
         """Dequantized on the device: bf16 on CUDA, float32 on the CPU (not the file's size)."""
-        return torch_backend.weights_bytes(path, place.n_gpu_layers)
+        return torch_backend.weights_bytes(path, place.n_gpu_layers, place.torch_weights)
 
     def open_models(
         self, generator: Path, prm: PRMSpec, kv_tokens: tuple[int, int], place: Placement
@@ -76,13 +76,13 @@ class TorchBackend(Backend):
     def open_generator(self, path: Path, kv_tokens: int, place: Placement) -> Generator:
         from edgereason.backends.torch.generator import TorchGenerator
 
-        return TorchGenerator(open_model(path, place.n_gpu_layers, place.n_threads), kv_tokens)
+        return TorchGenerator(open_model(path, place), kv_tokens)
 
     def open_verifier(self, prm: PRMSpec, kv_tokens: int, place: Placement) -> Verifier:
         from edgereason.backends.torch.verifier import TorchVerifier
 
         _check_head_source(prm)
-        model = open_model(prm.path, place.n_gpu_layers, place.n_threads)
+        model = open_model(prm.path, place)
         return TorchVerifier(model, prm_format(prm.format), kv_tokens, head=prm.head)
 
     def decode_points(
@@ -100,7 +100,7 @@ class TorchBackend(Backend):
         import_torch()  # before profiler_probes.py imports it
         from edgereason.backends.torch.profiler_probes import profiled_generator
 
-        return profiled_generator(path, place.n_gpu_layers, place.n_threads)
+        return profiled_generator(path, place)
 
     def profiled_prm(
         self,
@@ -112,8 +112,7 @@ class TorchBackend(Backend):
         import_torch()
         from edgereason.backends.torch.profiler_probes import profiled_prm
 
-        layers, threads = place.n_gpu_layers, place.n_threads
-        return profiled_prm(prm.path, same_as_generator, prm.format, prm.head, layers, threads)
+        return profiled_prm(prm.path, same_as_generator, prm.format, prm.head, place)
 
 
 def _check_head_source(prm: PRMSpec) -> None:

@@ -1,7 +1,7 @@
 """Which weights the torch backend's layers compute with: `bf16` (float32 on the CPU), or `int4`,
 the GGUF's own 4-bit matrices through torch's weight-only int4 matmul (int4_layers.py). Chosen by
---torch-weights, which sets EDGEREASON_TORCH_WEIGHTS, so a benchmark can set the variable to run
-both side by side in one process.
+--torch-weights (the session's Placement.torch_weights), else EDGEREASON_TORCH_WEIGHTS, which lets a
+benchmark run both side by side in one process.
 
 Unset, the default is bf16, but int4 on cards whose memory reads under 1.5 TB/s (`int4_by_default`):
 a pass of few rows reads every weight once, so a quarter of the bytes matters most where bytes are
@@ -23,22 +23,21 @@ INT4_RULE_ON = True
 INT4_BELOW_BYTES_PER_S = 1.5e12
 
 
-def weights_kind(device: str) -> str:
-    """bf16 or int4 for a model on `device` (cpu or cuda): the variable's, else the default."""
+def weights_kind(device: str, asked: str | None = None) -> str:
+    """bf16 or int4 for a model on `device` (cpu or cuda): `asked` (--torch-weights, the session's
+    Placement.torch_weights), else the variable's, else the default."""
+    if asked is not None:
+        return _checked(asked, "--torch-weights")
     flag = os.environ.get(SWITCH, "").strip()
-    if flag == "":
-        return default_kind(device)
-    if flag not in KINDS:
+    return default_kind(device) if flag == "" else _checked(flag, SWITCH)
+
+
+def _checked(kind: str, source: str) -> str:
+    if kind not in KINDS:
         raise ConfigError(
-            f"{SWITCH}={flag!r}: set it to bf16 or int4 (the torch backend's weights), or unset it"
+            f"{source}={kind!r}: set it to bf16 or int4 (the torch backend's weights), or unset it"
         )
-    return flag
-
-
-def choose(kind: str | None) -> None:
-    """--torch-weights: this process's choice (None leaves the variable or the default)."""
-    if kind is not None:
-        os.environ[SWITCH] = kind
+    return kind
 
 
 def default_kind(device: str) -> str:

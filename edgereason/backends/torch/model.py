@@ -236,9 +236,10 @@ def kv_bytes_per_token(cfg: ModelConfig, device: torch.device) -> int:
     )
 
 
-def load_model(path: str, device: str) -> TorchModel:
-    """The model with the weights this process runs (int4_choice.py: --torch-weights)."""
-    return _load_model(path, device, weights_kind(device))
+def load_model(path: str, device: str, asked: str | None = None) -> TorchModel:
+    """The model with the weights asked for (--torch-weights; None: int4_choice.py's variable or
+    rule)."""
+    return _load_model(path, device, weights_kind(device, asked))
 
 
 @lru_cache(maxsize=4)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from edgereason.backends.interface import Placement
 from edgereason.backends.prm_format import prm_format, prompt_for
 from edgereason.backends.prompter import ModelPrompter
 from edgereason.backends.torch import SEQ_SLOTS, open_model
@@ -22,9 +23,9 @@ from edgereason.heads.value_head import ValueHead
 from edgereason.protocols import ProfiledGenerator, ProfiledPRM
 
 
-def profiled_generator(path: Path, n_gpu_layers: int, n_threads: int | None) -> ProfiledGenerator:
+def profiled_generator(path: Path, place: Placement) -> ProfiledGenerator:
     # sets torch's CPU threads: the decode points run with them
-    model = open_model(path, n_gpu_layers, n_threads)
+    model = open_model(path, place)
     return ProfiledGenerator(
         model.kv_bytes_per_token,
         model.decoder.weights_bytes(),
@@ -43,10 +44,9 @@ def profiled_prm(
     same_as_generator: bool,
     fmt: str,
     head: ValueHead | None,
-    n_gpu_layers: int,
-    n_threads: int | None,
+    place: Placement,
 ) -> ProfiledPRM:
-    model = open_model(path, n_gpu_layers, n_threads)
+    model = open_model(path, place)
     if head is not None:
         # now, not when the sample search opens the verifier after minutes of curves
         check_head(model, head)

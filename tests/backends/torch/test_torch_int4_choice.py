@@ -1,6 +1,5 @@
-"""The torch backend's choice of weights (int4_choice.py): EDGEREASON_TORCH_WEIGHTS (set by
---torch-weights), bf16 by default, and the written rule for int4 on cards under 1.5 TB/s, off
-until a lease shows int4 faster at 8 rows or fewer."""
+"""The torch backend's choice of weights (int4_choice.py): --torch-weights, else the variable
+EDGEREASON_TORCH_WEIGHTS, bf16 by default, and the written rule for int4 on cards under 1.5 TB/s."""
 
 from __future__ import annotations
 
@@ -15,18 +14,19 @@ def test_the_variable_chooses_and_bf16_is_the_default(monkeypatch):
     monkeypatch.setattr(int4_choice, "memory_bytes_per_s", lambda: 3.35e12)  # an H100
     assert int4_choice.weights_kind("cuda") == "bf16"
     assert int4_choice.weights_kind("cpu") == "bf16"
-    int4_choice.choose(None)  # no flag: the variable stays as it is
-    assert int4_choice.weights_kind("cuda") == "bf16"
-    int4_choice.choose("int4")
-    assert int4_choice.weights_kind("cpu") == "int4"
-    monkeypatch.setenv(int4_choice.SWITCH, " bf16 ")
-    assert int4_choice.weights_kind("cuda") == "bf16"
+    assert int4_choice.weights_kind("cuda", None) == "bf16"  # no flag: the variable or the rule
+    assert int4_choice.weights_kind("cpu", "int4") == "int4"  # the flag
+    monkeypatch.setenv(int4_choice.SWITCH, " int4 ")
+    assert int4_choice.weights_kind("cuda") == "int4"
+    assert int4_choice.weights_kind("cuda", "bf16") == "bf16"  # the flag over the variable
 
 
 def test_a_wrong_value_is_one_config_error(monkeypatch):
     monkeypatch.setenv(int4_choice.SWITCH, "int8")
     with pytest.raises(ConfigError, match="WEIGHTS='int8': set it to bf16 or int4"):
         int4_choice.weights_kind("cuda")
+    with pytest.raises(ConfigError, match="--torch-weights='int8'"):
+        int4_choice.weights_kind("cuda", "int8")
 
 
 def test_the_rule_takes_int4_under_1_5_tb_per_s():

@@ -13,6 +13,7 @@ import torch
 from test_torch_decode_graphs import _decode_rows, decode_setup
 from test_torch_prefill_graphs import _verifier_like_pass
 
+from edgereason.backends import Placement, load_backend
 from edgereason.backends.torch import int4_choice, weights_bytes
 from edgereason.backends.torch.gguf_weights import Weights
 from edgereason.backends.torch.int4_layers import GROUPS, gguf_of, int4_bytes, is_int4
@@ -69,6 +70,19 @@ def test_the_switch_picks_the_loaded_weights(smollm2_path, monkeypatch):
     assert load_model(str(smollm2_path), "cpu").decoder.weights_kind == "int4"
     monkeypatch.setenv(int4_choice.SWITCH, "bf16")
     assert load_model(str(smollm2_path), "cpu").decoder.weights_kind == "bf16"
+
+
+def test_the_flag_reaches_the_backend_in_its_placement(smollm2_path, monkeypatch):
+    """--torch-weights is the session's Placement.torch_weights: the backend loads and counts the
+    weights asked for, over the variable."""
+    monkeypatch.setenv(int4_choice.SWITCH, "bf16")
+    torch_backend = load_backend("torch")
+    int4, bf16 = Placement(torch_weights="int4"), Placement()
+    assert torch_backend.weights_bytes(smollm2_path, int4) < 0.4 * torch_backend.weights_bytes(
+        smollm2_path, bf16
+    )
+    generator = torch_backend.open_generator(smollm2_path, 64, int4)
+    assert generator.model.decoder.weights_kind == "int4"
 
 
 def test_a_lora_cannot_merge_into_4_bit_weights(int4_smollm2):
