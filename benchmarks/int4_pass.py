@@ -9,12 +9,13 @@ down) and the LM head, one pass's worth; one JSON object on stdout.
 Variants: `bf16` (the GGUF dequantized, as the torch backend runs it); `int4_exact` (Q4_0/Q4_1/Q4_K
 matrices as 4-bit groups read from their blocks, the rest, Q6_K say, in bf16); `int4` (those
 requantized to 4 bits too); `int4_head` (the LM head as well). The int4 matrices go through
-backends/torch/int4_linear.py (tinygemm on CUDA, bf16 activations; its CPU kernel elsewhere). On
-CUDA a pass is one CUDA graph, the median of --steps replays after --warmup; on the CPU the passes
-run eagerly. Beside the times: the bytes a pass reads in each variant, from the GGUF's tensor table
-(`bytes`, all the file's layers and head, whatever --layers times); how far each int4 product is
-from x @ dequantize(W)^T (`layout_error`: the kernel's layout and its bf16 rounding, ~3e-3 when
-right); and each requantized matrix's distance from the GGUF's values (`requantized_error`)."""
+backends/torch/int4_weights.py (Int4Linear: tinygemm on CUDA, bf16 activations; its CPU kernel
+elsewhere). On CUDA a pass is one CUDA graph, the median of --steps replays after --warmup; on the
+CPU the passes run eagerly. Beside the times: the bytes a pass reads in each variant, from the
+GGUF's tensor table (`bytes`, all the file's layers and head, whatever --layers times); how far each
+int4 product is from x @ dequantize(W)^T (`layout_error`: the kernel's layout and its bf16 rounding,
+~3e-3 when right); and each requantized matrix's distance from the GGUF's values
+(`requantized_error`)."""
 
 from __future__ import annotations
 
@@ -65,12 +66,11 @@ class Matrices:
     def __init__(self, bf16, int4, device, names: list[str], in_int4: list[bool]) -> None:
         import torch
 
-        from edgereason.backends.torch.int4_linear import Int4Linear
-        from edgereason.backends.torch.int4_weights import cat_rows, int4_weight
+        from edgereason.backends.torch.int4_weights import Int4Linear, cat_rows
 
         picked = [n for n, four in zip(names, in_int4) if four]
         kept = [n for n, four in zip(names, in_int4) if not four]
-        parts = [int4_weight(int4, n) for n in picked]
+        parts = [int4.int4(n) for n in picked]
         self.parts = [(n, p.shape[0], p.exact) for n, p in zip(picked, parts)]
         self.weight = cat_rows(parts) if parts else None
         self.int4 = Int4Linear(self.weight, device, torch.bfloat16) if parts else None

@@ -126,13 +126,13 @@ def weights_bytes(path: Path, n_gpu_layers: int = 0, asked: str | None = None) -
     weights (asked: --torch-weights) the 4-bit matrices at 0.625 bytes a weight)."""
     torch = import_torch()
     from edgereason.backends.torch.int4_choice import weights_kind
-    from edgereason.backends.torch.int4_layers import gguf_of, int4_bytes
+    from edgereason.backends.torch.int4_layers import int4_bytes
     from edgereason.backends.torch.model import device_dtype
 
     device = device_for(n_gpu_layers)
     size = torch.tensor([], dtype=device_dtype(torch.device(device))).element_size()
     table = weights_table(str(path))
-    gguf = gguf_of(table) if weights_kind(device, asked) == "int4" else None
+    gguf = table.gguf if weights_kind(device, asked) == "int4" else None
     return size * table.n_elements() if gguf is None else int4_bytes(gguf, size)
 
 

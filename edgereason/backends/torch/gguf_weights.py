@@ -1,5 +1,6 @@
 """A GGUF's tensors and model shape, as the torch backend reads them: the config from the metadata
-(llama and qwen2 only), each tensor dequantized on demand (gguf's own dequantizers)."""
+(llama and qwen2 only), each tensor dequantized on demand (gguf's own dequantizers), or a matrix
+read as 4-bit groups for --torch-weights int4 (int4_weights.py converts the blocks handed to it)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import torch
 from gguf.constants import GGMLQuantizationType
 from gguf.quants import quant_shape_to_byte_shape
 
+from edgereason.backends.torch.int4_weights import EXACT_TYPES, GROUP, Int4Weight, int4_weight
 from edgereason.errors import ModelError
 from edgereason.util.gguf_layout import GGUFLayout, TensorInfo, read_layout
 
@@ -74,7 +76,16 @@ class Weights:
             )
         self.path = path
         self.tensors = {t.name: t for t in self.layout.tensors}
-        self.permuted_rope = self.meta("general.architecture") in _PERMUTED_ROPE
+
+    @property
+    def permuted_rope(self) -> bool:
+        """Q and K rows as llama.cpp's converter permuted them (the decoder un-permutes them)."""
+        return self.meta("general.architecture") in _PERMUTED_ROPE
+
+    @property
+    def gguf(self) -> Weights:
+        """The GGUF whose raw blocks hold the tensors (int4 reads them): this file."""
+        return self
 
     def meta(self, key: str, default: Any = None) -> Any:
         """A scalar or string value; an array's key gives True (its values are not read)."""
@@ -94,11 +105,7 @@ class Weights:
     def load(self, name: str, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
         from gguf.quants import dequantize
 
-        tensor = self.tensors.get(name)
-        if tensor is None:
-            raise ModelError(
-                f"{self.path.name} has no tensor {name}: a corrupt or unsupported GGUF"
-            )
+        tensor = self._tensor(name)
         kind = GGMLQuantizationType(tensor.kind)
         try:
             values = dequantize(self._raw(tensor, kind), kind)
@@ -114,6 +121,32 @@ class Weights:
         return torch.from_numpy(np.ascontiguousarray(values).reshape(shape)).to(
             device=device, dtype=dtype
         )
+
+    def int4(self, name: str) -> Int4Weight:
+        """A matrix [N, K] as 4-bit groups (int4_weights.py): converted from its raw blocks where
+        its type is 4-bit with groups of 32, else requantized from its dequantized values."""
+        tensor = self._tensor(name)
+        rows, cols = (int(n) for n in reversed(tensor.dims)) if len(tensor.dims) == 2 else (0, 0)
+        if rows == 0 or cols % GROUP:
+            raise ModelError(
+                f"{self.path.name}: tensor {name} {tuple(reversed(tensor.dims))} is not a matrix "
+                f"with rows a multiple of {GROUP} long; it cannot be held as 4-bit groups"
+            )
+        kind = GGMLQuantizationType(tensor.kind)
+        if kind in EXACT_TYPES:
+            start = self.layout.data_start + tensor.offset
+            data = np.asarray(self.data[start : start + tensor.n_bytes])
+        else:
+            data = self.load(name, torch.device("cpu"), torch.float32).numpy()
+        return int4_weight(kind, data, rows, cols)
+
+    def _tensor(self, name: str) -> TensorInfo:
+        tensor = self.tensors.get(name)
+        if tensor is None:
+            raise ModelError(
+                f"{self.path.name} has no tensor {name}: a corrupt or unsupported GGUF"
+            )
+        return tensor
 
     def _raw(self, tensor: TensorInfo, kind: GGMLQuantizationType) -> np.ndarray:
         """The tensor's bytes as gguf-py's reader gives them: typed values for plain number types,

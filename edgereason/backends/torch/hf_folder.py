@@ -179,10 +179,11 @@ def shard_files(folder: Path) -> list[Path]:
 
 
 class HFWeights:
-    """model.Weights' interface (has, load, config, n_elements, permuted_rope) over a Hugging Face
-    folder."""
+    """model.Weights' interface (has, load, config, n_elements, permuted_rope, gguf) over a Hugging
+    Face folder."""
 
     permuted_rope = False  # the Hugging Face layout is the decoder's
+    gguf = None  # no GGUF's raw blocks: its matrices are not 4-bit
 
     def __init__(self, folder: Path) -> None:
         from safetensors import SafetensorError, safe_open

@@ -17,8 +17,7 @@ import torch
 from gguf.constants import GGMLQuantizationType
 
 from edgereason.backends.torch.gguf_weights import Weights
-from edgereason.backends.torch.int4_linear import ROWS, Int4Linear
-from edgereason.backends.torch.int4_weights import EXACT_TYPES, GROUP, cat_rows, int4_weight
+from edgereason.backends.torch.int4_weights import EXACT_TYPES, GROUP, ROWS, Int4Linear, cat_rows
 
 # a layer's fields and the GGUF tensors each holds, row after row
 GROUPS = {
@@ -28,15 +27,6 @@ GROUPS = {
     "w_down": ("ffn_down",),
 }
 Orient = Callable[[str, torch.Tensor], torch.Tensor]  # (tensor name, its rows) -> decoder's rows
-
-
-def gguf_of(weights: object) -> Weights | None:
-    """The GGUF under a source of tensors (its kept bf16 copy reads through one), None for a
-    Hugging Face folder, whose matrices are not 4-bit."""
-    if isinstance(weights, Weights):
-        return weights
-    inner = getattr(weights, "weights", None)
-    return inner if isinstance(inner, Weights) else None
 
 
 def group_names(layer: int, field: str) -> list[str]:
@@ -61,7 +51,7 @@ def int4_group(
 ) -> Int4Linear:
     """The group's matrices stacked by rows as one Int4Linear (bf16), each in the decoder's row
     order."""
-    parts = [int4_weight(weights, n).with_rows(lambda t, n=n: orient(n, t)) for n in names]
+    parts = [weights.int4(n).with_rows(lambda t, n=n: orient(n, t)) for n in names]
     return Int4Linear(cat_rows(parts), device, torch.bfloat16)
 
 

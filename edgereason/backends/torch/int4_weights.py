@@ -1,5 +1,6 @@
-"""A GGUF matrix as 4-bit codes in the form torch's weight-only int4 matmul takes (int4_linear.py):
-W = (codes - 8) * scale + zero, one (scale, zero) for each group of GROUP values along a row.
+"""4-bit matrices: a GGUF matrix as 4-bit codes in the form torch's weight-only int4 matmul takes,
+and the linear map that multiplies by them (Int4Linear). W = (codes - 8) * scale + zero, one (scale,
+zero) for each group of GROUP values along a row.
 
 GROUP is 32: the block of Q4_0 and Q4_1 and the sub-block of Q4_K, so those three convert exactly
 from their raw blocks, with no float copy of the matrix on the way:
@@ -9,7 +10,15 @@ from their raw blocks, with no float copy of the matrix on the way:
 (d, m, dmin half floats, sc and mn 6-bit integers: every scale is exact in float32.) Any other type
 (Q5_K, Q6_K, Q8_0, the floats; a Q4_K_M file keeps some matrices in Q6_K) is requantized from its
 dequantized values, round to nearest between each group's least and greatest value: lossy, so such a
-weight says it is not `exact`."""
+weight says it is not `exact`.
+
+The product, x @ W^T, runs through torch's weight-only int4 matmul: tinygemm on CUDA
+(`_weight_int4pack_mm`), its CPU kernel on the CPU (`_weight_int4pack_mm_for_cpu`). Both dequantize
+a code as (q - 8) * scale + zero from `scales_and_zeros` [K / group, N, 2] (aten's int4mm.cu and
+cpu/int4mm_kernel.cpp); they differ in what they pack from: CUDA takes uint8 [N, K / 2] with each
+even column in the high nibble and reorders it into its tensor-core tiles, the CPU takes int32 codes
+[N, K]. A row reads K / 2 bytes of codes and K / 8 of bf16 scales and zeros: 0.625 bytes a weight
+against bf16's 2."""
 
 from __future__ import annotations
 
@@ -20,7 +29,6 @@ import numpy as np
 import torch
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
-from edgereason.backends.torch.gguf_weights import Weights
 from edgereason.errors import ModelError
 
 GROUP = 32
@@ -127,30 +135,74 @@ def requantize(values: np.ndarray) -> Groups:
     return codes.astype(np.uint8).reshape(values.shape), scales, low + 8 * scales
 
 
-def int4_weight(weights: Weights, name: str) -> Int4Weight:
-    """A GGUF matrix [N, K] as 4-bit groups: read from its raw blocks where its type is 4-bit with
-    groups of 32, else requantized from its dequantized values."""
-    tensor = weights.tensors.get(name)
-    if tensor is None:
-        raise ModelError(f"{weights.path.name} has no tensor {name}: a corrupt or unsupported GGUF")
-    rows, cols = (int(n) for n in reversed(tensor.dims)) if len(tensor.dims) == 2 else (0, 0)
-    if rows == 0 or cols % GROUP:
-        raise ModelError(
-            f"{weights.path.name}: tensor {name} {tuple(reversed(tensor.dims))} is not a matrix "
-            f"with rows a multiple of {GROUP} long; it cannot be held as 4-bit groups"
-        )
-    kind = GGMLQuantizationType(tensor.kind)
+def int4_weight(kind: GGMLQuantizationType, data: np.ndarray, rows: int, cols: int) -> Int4Weight:
+    """A matrix [rows, cols] as 4-bit groups: converted exactly from its raw blocks (`data`, bytes)
+    where `kind` is one of EXACT_TYPES, else requantized from its float32 values (`data`, [rows,
+    cols])."""
     convert = _EXACT.get(kind)
     if convert is None:
-        values = weights.load(name, torch.device("cpu"), torch.float32).numpy()
-        codes, scales, zeros = requantize(values)
+        codes, scales, zeros = requantize(data)
     else:
-        start = weights.layout.data_start + tensor.offset
-        raw = np.asarray(weights.data[start : start + tensor.n_bytes])
-        codes, scales, zeros = convert(raw.reshape(-1, GGML_QUANT_SIZES[kind][1]))
+        codes, scales, zeros = convert(data.reshape(-1, GGML_QUANT_SIZES[kind][1]))
     return Int4Weight(
         torch.from_numpy(np.ascontiguousarray(codes).reshape(rows, cols)),
         torch.from_numpy(np.ascontiguousarray(scales).reshape(rows, cols // GROUP)),
         torch.from_numpy(np.ascontiguousarray(zeros).reshape(rows, cols // GROUP)),
         exact=convert is not None,
     )
+
+
+_TILE_K = 16  # tinygemm's k-tile; it packs 2, 4 or 8 of them side by side
+ROWS = 16  # the CPU's packing takes rows in sixteens (tinygemm's n-tile is 8)
+
+
+def inner_k_tiles(k: int) -> int:
+    """The most k-tiles tinygemm packs together (8 is its fastest load) that divide a row of K; a
+    row of 4-bit groups is a multiple of GROUP, two tiles."""
+    return next(tiles for tiles in (8, 4, 2) if k % (tiles * _TILE_K) == 0)
+
+
+def _packed_for_cuda(codes: torch.Tensor, device: torch.device) -> torch.Tensor:
+    pairs = (codes[:, ::2] << 4) | codes[:, 1::2]  # value 2j in the high nibble, 2j + 1 the low
+    return torch._convert_weight_to_int4pack(pairs.to(device), inner_k_tiles(codes.shape[1]))
+
+
+def _packed_for_cpu(codes: torch.Tensor) -> torch.Tensor:
+    return torch._convert_weight_to_int4pack_for_cpu(codes.int(), inner_k_tiles(codes.shape[1]))
+
+
+class Int4Linear:
+    """A linear map without bias, x [..., K] -> [..., N], through the int4 kernel of x's device.
+    CUDA computes in bf16 (tinygemm's only type); the CPU in `dtype`, float32 by default, where the
+    product is the dequantized matrix's to float32 rounding (bf16 shows what CUDA's rounding of the
+    scales and zeros costs)."""
+
+    def __init__(
+        self, weight: Int4Weight, device: torch.device, dtype: torch.dtype = torch.float32
+    ) -> None:
+        self.out_features, self.in_features = weight.shape
+        if self.out_features % ROWS:
+            raise ModelError(
+                f"an int4 matrix needs a multiple of {ROWS} rows; this one has {self.out_features}"
+            )
+        self.device = device
+        self.dtype = torch.bfloat16 if device.type == "cuda" else dtype
+        # [K / GROUP, N, 2]: a group's scales for every row, then the next group's
+        pairs = torch.stack([weight.scales.t(), weight.zeros.t()], dim=-1)
+        self.scales_and_zeros = pairs.to(device=device, dtype=self.dtype).contiguous()
+        if device.type == "cuda":
+            self.packed = _packed_for_cuda(weight.codes, device)
+        else:
+            self.packed = _packed_for_cpu(weight.codes).to(device)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, self.in_features).to(self.dtype).contiguous()
+        if self.device.type == "cuda":
+            out = torch._weight_int4pack_mm(rows, self.packed, GROUP, self.scales_and_zeros)
+        else:
+            out = torch._weight_int4pack_mm_for_cpu(rows, self.packed, GROUP, self.scales_and_zeros)
+        return out.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
+
+    def nbytes(self) -> int:
+        """What one pass reads: the packed codes and the scales and zeros."""
+        return sum(t.numel() * t.element_size() for t in (self.packed, self.scales_and_zeros))

@@ -16,7 +16,7 @@ graphs run at bucketed row counts); it is never in a table or counted."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,6 +76,12 @@ class CellTables:
         if n_tokens < len(table):
             self._release(table[n_tokens:])
             del table[n_tokens:]
+
+    def cut_back(self, rows: Mapping[int, Sequence[int]], positions: np.ndarray) -> None:
+        """Give back the cells a failed pass took (pass_layout.PassLayout's `order` and
+        `positions`): each sequence to the position of its first row."""
+        for seq, its_rows in rows.items():
+            self.truncate(seq, int(positions[its_rows[0]]))
 
     def free(self, seq: int) -> None:
         self._release(self._tables.pop(seq))

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from edgereason.backends.torch.gguf_weights import ModelConfig
-from edgereason.backends.torch.int4_linear import Int4Linear
+from edgereason.backends.torch.int4_weights import Int4Linear
 from edgereason.errors import ConfigError
 
 Matrix = torch.Tensor | Int4Linear  # [out, in]: in the decoder's dtype, or 4-bit codes

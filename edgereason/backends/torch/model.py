@@ -26,8 +26,8 @@ from edgereason.backends.torch import compile_cache, compiled_layers
 from edgereason.backends.torch.compiled_layers import run_block
 from edgereason.backends.torch.gguf_weights import ModelConfig
 from edgereason.backends.torch.int4_choice import weights_kind
-from edgereason.backends.torch.int4_layers import gguf_of, group_names, int4_group, is_int4
-from edgereason.backends.torch.int4_linear import Int4Linear
+from edgereason.backends.torch.int4_layers import group_names, int4_group, is_int4
+from edgereason.backends.torch.int4_weights import Int4Linear
 from edgereason.backends.torch.layer import Attend, Layer, Matrix, block, rms_norm
 from edgereason.util.startup import phase
 
@@ -62,16 +62,16 @@ class TorchDecoder:
         weights = open_weights(self.path, self.dtype)
         self.config = cfg = weights.config()
         self._permuted_rope = weights.permuted_rope
-        self._int4 = gguf_of(weights) if weights_kind == "int4" else None
+        self._int4 = weights.gguf if weights_kind == "int4" else None
         self.weights_kind = "int4" if self._int4 is not None else "bf16"
-        load = lambda name: self.oriented(name, weights.load(name, device, self.dtype))  # noqa: E731
-        maybe = lambda name: load(name) if weights.has(name) else None  # noqa: E731
-        self.embed = load("token_embd.weight")
+        read = lambda name: self.oriented(name, weights.load(name, device, self.dtype))  # noqa: E731
+        maybe = lambda name: read(name) if weights.has(name) else None  # noqa: E731
+        self.embed = read("token_embd.weight")
         self.output = maybe("output.weight")
         if self.output is None:
             self.output = self.embed  # tied embeddings
-        self.output_norm = load("output_norm.weight")
-        self.layers = [self._layer(load, maybe, i) for i in range(cfg.n_layer)]
+        self.output_norm = read("output_norm.weight")
+        self.layers = [self._layer(read, maybe, i) for i in range(cfg.n_layer)]
         # Llama 3.1's per-frequency divisors, as llama.cpp applies them
         factors = maybe("rope_freqs.weight")
         exponent = (
@@ -82,7 +82,7 @@ class TorchDecoder:
 
     def _layer(
         self,
-        load: Callable[[str], torch.Tensor],
+        read: Callable[[str], torch.Tensor],
         maybe: Callable[[str], torch.Tensor | None],
         i: int,
     ) -> Layer:
@@ -97,24 +97,24 @@ class TorchDecoder:
                     for b, rows in zip(biases, splits)
                 ]
             )
-        group = lambda field: self._matrix(load, group_names(i, field))  # noqa: E731
+        group = lambda field: self._matrix(read, group_names(i, field))  # noqa: E731
         return Layer(
-            attn_norm=load(p + "attn_norm.weight"),
+            attn_norm=read(p + "attn_norm.weight"),
             wqkv=group("wqkv"),
             bqkv=bqkv,
             wo=group("wo"),
-            ffn_norm=load(p + "ffn_norm.weight"),
+            ffn_norm=read(p + "ffn_norm.weight"),
             w_gate_up=group("w_gate_up"),
             w_down=group("w_down"),
             splits=splits,
         )
 
-    def _matrix(self, load: Callable[[str], torch.Tensor], names: list[str]) -> Matrix:
+    def _matrix(self, read: Callable[[str], torch.Tensor], names: list[str]) -> Matrix:
         """A group of matrices stacked by rows: one Int4Linear where int4 is on and every matrix of
         the group is 4-bit in the file, else one tensor."""
         if self._int4 is not None and is_int4(self._int4, names):
             return int4_group(self._int4, names, self.oriented, self.device)
-        parts = [load(n) for n in names]
+        parts = [read(n) for n in names]
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def oriented(self, name: str, w: torch.Tensor) -> torch.Tensor:

@@ -46,11 +46,6 @@ class PassLayout:
             seqs[rows] = seq
         return seqs
 
-    def cut_back(self, tables: CellTables) -> None:
-        """Give back the cells the pass took (a failed pass): each sequence to its length before."""
-        for seq, rows in self.order.items():
-            tables.truncate(seq, int(self.positions[rows[0]]))
-
 
 def lay_out(
     window: Sequence[tuple[int, int, object]],
@@ -59,7 +54,7 @@ def lay_out(
     tables: CellTables,
 ) -> PassLayout:
     """A window's (sequence, token, tag) rows laid out, each appended to its sequence in `tables`
-    (the caller cuts them back where the pass fails: PassLayout.cut_back). KVFullError, nothing
+    (the caller cuts them back where the pass fails: CellTables.cut_back). KVFullError, nothing
     taken, where the window does not fit."""
     if not tables.can_append(len(window)):
         raise KVFullError(

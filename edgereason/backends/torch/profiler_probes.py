@@ -47,14 +47,14 @@ def profiled_prm(
     place: Placement,
 ) -> ProfiledPRM:
     model = open_model(path, place)
-    if head is not None:
-        # now, not when the sample search opens the verifier after minutes of curves
-        check_head(model, head)
     prompt = prm_format(fmt)
     # as the verifier
     ver_prompt = prompt_for(
         prompt, lambda msgs: model.apply_chat_template(msgs, add_assistant=True)
     )
+    if head is not None:
+        # now, not when the sample search opens the verifier after minutes of curves
+        check_head(model, head)
     return ProfiledPRM(
         model.kv_bytes_per_token,
         0 if same_as_generator else model.decoder.weights_bytes(),

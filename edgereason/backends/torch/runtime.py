@@ -196,7 +196,7 @@ class TorchContext:
         try:
             return self._run(layout, columns)
         except BaseException as e:
-            layout.cut_back(self.cache.tables)
+            self.cache.tables.cut_back(layout.order, layout.positions)
             if isinstance(e, torch.OutOfMemoryError):
                 raise OutOfMemoryError(
                     f"the GPU ran out of memory in a forward pass of {len(window)} tokens; "

@@ -49,8 +49,8 @@ class TorchVerifier(PathVerifier):
         columns: list[int] = []
         layers: tuple[int, ...] = ()
         if fmt.name == "head" and head is not None:
+            check_head(model, head)  # its layers first: the backbone's sha256 reads the file
             head.check_backbone(model.path, model.n_vocab)
-            check_head(model, head)
             if head.adapter:
                 model = with_adapter(model, head.adapter.path)
             columns, layers = [int(t) for t in head.tokens], head.layers

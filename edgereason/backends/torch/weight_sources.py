@@ -20,8 +20,8 @@ from edgereason.errors import ConfigError
 def open_weights(
     path: Path, dtype: torch.dtype | None = None
 ) -> Weights | HFWeights | CachedWeights:
-    """The tensors by their GGUF names, with `config()`, `n_elements()` and `permuted_rope`; a
-    GGUF's read through its kept dequantized copy where `dtype` is one that is kept
+    """The tensors by their GGUF names, with `config()`, `n_elements()`, `permuted_rope` and `gguf`;
+    a GGUF's read through its kept dequantized copy where `dtype` is one that is kept
     (weights_cache.py)."""
     if path.is_dir():
         return HFWeights(path)

@@ -43,11 +43,12 @@ def cache_file(gguf: Path, dtype: torch.dtype) -> Path:
 
 
 class CachedWeights:
-    """Weights' interface (config, has, load, n_elements, permuted_rope) over the kept copy of every
-    tensor, made on first use from the GGUF."""
+    """Weights' interface (config, has, load, n_elements, permuted_rope, gguf) over the kept copy of
+    every tensor, made on first use from the GGUF."""
 
     def __init__(self, weights: Weights, dtype: torch.dtype) -> None:
         self.weights = weights
+        self.gguf = weights  # its raw blocks: int4 reads the file's own 4-bit values
         self.path = weights.path
         self.dtype = dtype
         self.permuted_rope = weights.permuted_rope

@@ -16,8 +16,8 @@ from test_torch_prefill_graphs import _verifier_like_pass
 from edgereason.backends import Placement, load_backend
 from edgereason.backends.torch import int4_choice, weights_bytes
 from edgereason.backends.torch.gguf_weights import Weights
-from edgereason.backends.torch.int4_layers import GROUPS, gguf_of, int4_bytes, is_int4
-from edgereason.backends.torch.int4_linear import Int4Linear
+from edgereason.backends.torch.int4_layers import GROUPS, int4_bytes, is_int4
+from edgereason.backends.torch.int4_weights import Int4Linear
 from edgereason.backends.torch.model import TorchModel, load_model
 from edgereason.backends.torch.runtime import TorchContext
 from edgereason.errors import ConfigError
@@ -97,8 +97,9 @@ def test_only_a_gguf_has_4_bit_matrices(tiny_hf_path, smollm2_path):
     read through its kept bf16 copy gives its 4-bit matrices from the file."""
     from edgereason.backends.torch.weight_sources import open_weights
 
-    assert gguf_of(open_weights(tiny_hf_path)) is None
-    assert isinstance(gguf_of(open_weights(smollm2_path, torch.bfloat16)), Weights)
+    assert open_weights(tiny_hf_path).gguf is None
+    assert isinstance(open_weights(smollm2_path, torch.bfloat16).gguf, Weights)
+    assert isinstance(open_weights(smollm2_path).gguf, Weights)
 
 
 @pytest.mark.skipif(not CUDA, reason="tinygemm needs CUDA")

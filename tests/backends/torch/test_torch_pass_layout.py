@@ -49,7 +49,7 @@ def test_a_failed_pass_gives_its_cells_back():
     tables.append(decode, 3)
     for window in ([(prefill, 1, None), (prefill, 2, "p"), (decode, 3, "d")], [(decode, 4, "d")]):
         layout = lay_out(window, [], None, tables)
-        layout.cut_back(tables)
+        tables.cut_back(layout.order, layout.positions)
         assert (tables.seq_len(prefill), tables.seq_len(decode), tables.used_tokens) == (0, 3, 3)
         tables.check_integrity()
 
