@@ -175,7 +175,7 @@ def test_weights_that_do_not_fit_the_gpu_are_one_line(monkeypatch, smollm2_path)
     from edgereason.backends.torch import model
     from edgereason.errors import OutOfMemoryError
 
-    def no_room(path, device):
+    def no_room(path, device, asked):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB")
 
     monkeypatch.setattr(model, "load_model", no_room)
