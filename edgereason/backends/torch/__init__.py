@@ -77,20 +77,23 @@ def open_model(path: Path, place: Placement):
     try:
         return load_model(str(path), device, place.torch_weights)
     except torch.OutOfMemoryError:
-        raise OutOfMemoryError(_no_room_for_weights(torch, path)) from None
+        raise OutOfMemoryError(_no_room_for_weights(torch, path, place.torch_weights)) from None
 
 
 def _gib(n_bytes: int) -> str:
     return f"{n_bytes / 2**30:.1f} GiB"
 
 
-def _no_room_for_weights(torch: Any, path: Path) -> str:
-    """What did not fit and what to do: the weights are dequantized to bf16, several times the
-    GGUF's size."""
+def _no_room_for_weights(torch: Any, path: Path, asked: str | None) -> str:
+    """What did not fit and what to do: the weights as they load (asked: --torch-weights), in bf16
+    several times the GGUF's size."""
+    from edgereason.backends.torch.int4_choice import weights_kind
+
     torch.cuda.empty_cache()
     free, total = torch.cuda.mem_get_info()
+    needs, kind = _gib(weights_bytes(path, 1, asked)), weights_kind("cuda", asked)
     return (
-        f"{path.name} needs {_gib(weights_bytes(path, 1))} in bf16 on torch, more than the GPU's "
+        f"{path.name} needs {needs} in {kind} on torch, more than the GPU's "
         f"{_gib(free)} free of {_gib(total)}; free GPU memory, or use --backend llamacpp, which "
         "keeps the weights quantized"
     )

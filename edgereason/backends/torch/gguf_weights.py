@@ -134,8 +134,7 @@ class Weights:
             )
         kind = GGMLQuantizationType(tensor.kind)
         if kind in EXACT_TYPES:
-            start = self.layout.data_start + tensor.offset
-            data = np.asarray(self.data[start : start + tensor.n_bytes])
+            data = np.asarray(self._bytes(tensor))
         else:
             data = self.load(name, torch.device("cpu"), torch.float32).numpy()
         return int4_weight(kind, data, rows, cols)
@@ -148,11 +147,15 @@ class Weights:
             )
         return tensor
 
+    def _bytes(self, tensor: TensorInfo) -> np.memmap:
+        """The tensor's bytes in the file map (not read)."""
+        start = self.layout.data_start + tensor.offset
+        return self.data[start : start + tensor.n_bytes]
+
     def _raw(self, tensor: TensorInfo, kind: GGMLQuantizationType) -> np.ndarray:
         """The tensor's bytes as gguf-py's reader gives them: typed values for plain number types,
         else bytes shaped [rows, bytes of a row]."""
-        start = self.layout.data_start + tensor.offset
-        raw = self.data[start : start + tensor.n_bytes]
+        raw = self._bytes(tensor)
         dims = tuple(reversed(tensor.dims))
         if kind in _PLAIN:
             return raw.view(_PLAIN[kind]).reshape(dims)

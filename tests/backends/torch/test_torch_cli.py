@@ -188,3 +188,10 @@ def test_weights_that_do_not_fit_the_gpu_are_one_line(monkeypatch, smollm2_path)
         "GiB free of 2.0 GiB; free GPU memory, or use --backend llamacpp, which keeps the weights "
         "quantized"
     )
+    # --torch-weights int4: the message counts the weights that were loading
+    monkeypatch.setenv("EDGEREASON_TORCH_WEIGHTS", "bf16")
+    with pytest.raises(OutOfMemoryError) as e:
+        load_backend("torch").open_generator(
+            smollm2_path, 256, Placement(n_gpu_layers=999, torch_weights="int4")
+        )
+    assert str(e.value).startswith("SmolLM2-135M-Instruct.Q4_1.gguf needs 0.1 GiB in int4 on torch")
