@@ -14,6 +14,7 @@ import psutil
 from edgereason.backends import Placement
 from edgereason.config import physical_cores
 from edgereason.session.settings import ModelSettings
+from edgereason.session.start_notes import StartNote
 
 # long enough to see a process that holds a core, short enough not to be felt at start
 SAMPLE_S = 0.2
@@ -54,15 +55,15 @@ def free_core_threads(keep: int = 0) -> ThreadChoice:
 
 def fit_threads_to_load(
     settings: ModelSettings, place: Placement, backend: str
-) -> tuple[ModelSettings, Placement, str | None]:
+) -> tuple[ModelSettings, Placement, StartNote | None]:
     """settings and their placement with the free cores' threads where llama.cpp runs on the CPU
     and --threads was not given, and the line that says so; unchanged where no core is busy (None:
-    the physical cores). The session says the line as its first search gets going, so that an
-    error before stays the one line on stderr."""
+    the physical cores). The session says the line as its first search gets going
+    (start_notes.py)."""
     if settings.threads is not None or settings.n_gpu_layers or backend != "llamacpp":
         return settings, place, None
     choice = free_core_threads()
     if choice.note is None:
         return settings, place, None
     fitted = replace(settings, threads=choice.threads)
-    return fitted, replace(place, n_threads=choice.threads), choice.note
+    return fitted, replace(place, n_threads=choice.threads), StartNote(choice.note)

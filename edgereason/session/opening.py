@@ -22,7 +22,7 @@ from edgereason.session.cpu_threads import fit_threads_to_load
 from edgereason.session.gpu import place_models
 from edgereason.session.kv_split import check_host_memory, kv_tokens
 from edgereason.session.prm_choice import PullProgress, prm_for
-from edgereason.session.profile_choice import note_no_profile, profile_for
+from edgereason.session.profile_choice import profile_for
 from edgereason.session.remote_opening import open_remote
 from edgereason.session.session import DEFAULT_LV_THRESHOLD, Session
 from edgereason.session.settings import ModelSettings
@@ -51,8 +51,6 @@ def open_session(settings: ModelSettings, progress: PullProgress | None = None) 
         verifier = prm_runtime.open_verifier(prm, ver_tokens, place)
     else:
         generator, verifier = runtime.open_models(gen_path, prm, (gen_tokens, ver_tokens), place)
-    if profile is None:
-        note_no_profile(looked, settings, chosen.backend)
     device = "gpu" if settings.n_gpu_layers else "cpu"
     lv = int(profile["lv_threshold_tokens"]) if profile else DEFAULT_LV_THRESHOLD[device]
     paths = (gen_path, prm.path)
@@ -61,7 +59,7 @@ def open_session(settings: ModelSettings, progress: PullProgress | None = None) 
         *(generator, verifier, *paths, chosen.backend),
         lv_threshold=lv,
         profile=profile,
-        start_note=busy_cores,
+        start_notes=tuple(n for n in (busy_cores, looked.tip) if n),
     )
 
 

@@ -6,7 +6,6 @@ measured on torch is not one of llama.cpp's (KV bytes per token and speed differ
 from __future__ import annotations
 
 import shlex
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from edgereason.errors import DamagedFileError
 from edgereason.memory import default_device_id, find_profile, verifier_id
 from edgereason.memory.profile_store import UNNAMED_BACKEND, profile_path, read_profile
 from edgereason.session.settings import ModelSettings
+from edgereason.session.start_notes import StartNote
 from edgereason.util.terminal import safe_text
 
 # under $EDGEREASON_HOME: profile file names already said to be missing
@@ -50,40 +50,56 @@ def _profile_key(settings: ModelSettings, backend: str) -> tuple[str, str, str, 
 
 @dataclass(frozen=True)
 class ProfileLookup:
-    """A session's memory profile (None where there is none, or it is damaged) and its file."""
+    """A session's memory profile (None where there is none, or it is damaged), its file, and where
+    there is none, the tip that says how to make it."""
 
     profile: dict | None
     path: Path
+    tip: StartNote | None = None
 
 
 def profile_for(settings: ModelSettings, backend: str) -> ProfileLookup:
     """backend: the local backend the session chose (never auto)."""
+    tip = ProfileTip(_profile_command(settings, backend), every_run=settings.verbose)
     key = _profile_key(settings, backend)
-    return ProfileLookup(find_profile(*key), profile_path(*key))
+    profile, path = find_profile(*key), profile_path(*key)
+    return ProfileLookup(profile, path, None if profile is not None else tip.note(path))
 
 
-def note_no_profile(looked: ProfileLookup, settings: ModelSettings, backend: str) -> None:
-    """Say how to profile, once the models are open (a run that fails ends with its error alone). A
-    damaged profile is reported as such on every run; a missing one once per device and model pair
-    (remembered in $EDGEREASON_HOME/profile-tips), or on every run with --verbose."""
-    path = looked.path
-    command = (
+def _profile_command(settings: ModelSettings, backend: str) -> str:
+    """The memory-profile command that makes the profile this session looks up."""
+    return (
         f"edgereason memory-profile --model {shlex.quote(settings.model)} --prm "
         f"{shlex.quote(settings.prm_model)}"
         + ("" if backend == UNNAMED_BACKEND else f" --backend {backend}")
         # memory-profile measures the CPU unless told
         + (" --device gpu" if settings.n_gpu_layers else "")
     )
-    if path.exists():
-        corrupt = f"the memory profile {path} is corrupt ({_damage(path)})"
-        rebuild = f"using defaults. Rebuild it: {command}"
-        print(f"edgereason: {safe_text(corrupt, one_line=True)}; {rebuild}", file=sys.stderr)
-    elif settings.verbose or _first_time(path.name):
-        print(
+
+
+@dataclass(frozen=True)
+class ProfileTip:
+    """How to profile, where no profile was found: a damaged profile is reported as such on every
+    run; a missing one once per device and model pair (remembered in $EDGEREASON_HOME/profile-tips
+    once shown), or on every run with --verbose."""
+
+    command: str
+    every_run: bool
+
+    def note(self, path: Path) -> StartNote | None:
+        if path.exists():
+            corrupt = f"the memory profile {path} is corrupt ({_damage(path)})"
+            rebuild = f"using defaults. Rebuild it: {self.command}"
+            return StartNote(f"edgereason: {safe_text(corrupt, one_line=True)}; {rebuild}")
+        missing = (
             "edgereason: no memory profile for this device and models; using defaults. To tune: "
-            f"{command}",
-            file=sys.stderr,
+            + self.command
         )
+        if self.every_run:
+            return StartNote(missing)
+        if _told(path.name):
+            return None
+        return StartNote(missing, said=lambda: _remember(path.name))
 
 
 def _damage(path: Path) -> str:
@@ -97,15 +113,20 @@ def _damage(path: Path) -> str:
     return "changed while it was read"
 
 
-def _first_time(key: str) -> bool:
-    """True the first time `key` is asked about in this $EDGEREASON_HOME, which remembers it."""
+def _told(key: str) -> bool:
+    """Whether the tip for `key` was shown before in this $EDGEREASON_HOME."""
     tips = models.home() / PROFILE_TIPS
     try:
-        if tips.is_file() and key in tips.read_text(errors="replace").splitlines():
-            return False
+        return tips.is_file() and key in tips.read_text(errors="replace").splitlines()
+    except OSError:  # an unreadable home only costs repeating the tip
+        return False
+
+
+def _remember(key: str) -> None:
+    tips = models.home() / PROFILE_TIPS
+    try:
         tips.parent.mkdir(parents=True, exist_ok=True)
         with tips.open("a") as f:
             f.write(key + "\n")
-    except OSError:  # an unwritable home only costs repeating the note
+    except OSError:  # an unwritable home only costs repeating the tip
         pass
-    return True

@@ -24,6 +24,7 @@ from edgereason.session.backend_rule import LOCAL, Run
 from edgereason.session.profile_choice import device_id, pass_cost_key
 from edgereason.session.settings import ModelSettings
 from edgereason.session.speed_log import record_run, speed_key
+from edgereason.session.start_notes import StartNote
 
 
 @dataclass
@@ -37,8 +38,8 @@ class Session:
     # the policy's lv_threshold where it leaves it 0: the memory profile's, else the device's
     lv_threshold: int = DEFAULT_LV_THRESHOLD["cpu"]
     profile: dict | None = None
-    # said on stderr as the first search gets going (cpu_threads.py: the busy cores)
-    start_note: str | None = None
+    # said as the first search gets going: the busy cores (cpu_threads.py), how to profile
+    start_notes: tuple[StartNote, ...] = ()
     _auto: AutoChoice | None = None
 
     def engine(self, policy: Policy, on_event: Listener | None = None) -> Engine:
@@ -50,19 +51,26 @@ class Session:
         return Engine(self.generator, self.verifier, run, on_event=self._noting(on_event))
 
     def _noting(self, on_event: Listener | None) -> Listener | None:
-        """on_event, with start_note printed at the first Progress: after the checks that stop a
-        search at its start, so that their error stays the one line on stderr."""
-        if self.start_note is None:
+        """on_event, with the start notes printed at the first Progress: after the checks that stop
+        a search at its start, so that their error stays the one line on stderr."""
+        if not self.start_notes:
             return on_event
 
         def listener(event: Event) -> None:
-            if self.start_note and isinstance(event, Progress):
-                print(self.start_note, file=sys.stderr, flush=True)
-                self.start_note = None
+            if isinstance(event, Progress):
+                for text in self.take_start_notes():
+                    print(text, file=sys.stderr, flush=True)
             if on_event is not None:
                 on_event(event)
 
         return listener
+
+    def take_start_notes(self) -> list[str]:
+        """The start notes' lines, once (later calls give none): each is remembered as said."""
+        notes, self.start_notes = self.start_notes, ()
+        for note in notes:
+            note.said()
+        return [note.text for note in notes]
 
     def auto_choice(self) -> AutoChoice:
         """What `auto` runs in this session: decided once (profile, cache or a second's

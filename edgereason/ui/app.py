@@ -25,7 +25,7 @@ from edgereason.models import display_name
 from edgereason.session.settings import ModelSettings
 from edgereason.ui.format import answer_markdown, settings_markdown
 from edgereason.ui.history import History, HistoryEntry
-from edgereason.ui.messages import EngineEvent, RunnerFailed, RunnerStatus
+from edgereason.ui.messages import EngineEvent, RunnerFailed, RunnerNote, RunnerStatus
 from edgereason.ui.runner import SearchRunner, SessionFactory
 from edgereason.ui.screens import HelpScreen, HistoryScreen
 from edgereason.ui.state import SearchState
@@ -154,6 +154,10 @@ class ChatApp(App[None]):
             "searching" if message.ready and self.searching else message.text
         )
 
+    def on_runner_note(self, message: RunnerNote) -> None:
+        if not self.closing:
+            self.query_one(ChatLog).add_note(message.text)
+
     def on_runner_failed(self, message: RunnerFailed) -> None:
         if self.closing:
             return
@@ -214,15 +218,8 @@ class ChatApp(App[None]):
             if result.grader.note:
                 chat.add_note(result.grader.note)
         try:
-            self.history.append(
-                HistoryEntry.from_result(
-                    result,
-                    display_name(self.settings.model),
-                    self.policy.name,
-                    self.config.beams,
-                    self.config.width,
-                )
-            )
+            model, policy, c = display_name(self.settings.model), self.policy.name, self.config
+            self.history.append(HistoryEntry.from_result(result, model, policy, c.beams, c.width))
         # a full disk or a read-only home: the answer is on screen, the app goes on
         except OSError as e:
             chat.add_note(f"not saved to the history: {e}", error=True)
@@ -253,11 +250,8 @@ class ChatApp(App[None]):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(
-                HelpScreen(
-                    settings_markdown(self.settings, self.config, self.policy, self.history.path)
-                )
-            )
+            shown = settings_markdown(self.settings, self.config, self.policy, self.history.path)
+            self.push_screen(HelpScreen(shown))
 
     def action_history(self) -> None:
         if not isinstance(self.screen, HistoryScreen):

@@ -26,6 +26,15 @@ class RunnerStatus(Message):
         self.ready = ready
 
 
+class RunnerNote(Message):
+    """A line the session would have said on stderr, which the app's screen holds: the chat log
+    shows it."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
 class RunnerFailed(Message):
     """A problem the engine refused (no RequestDone follows) or, if fatal, models that did not
     load."""

@@ -16,7 +16,7 @@ from edgereason.engine.loop import Engine
 from edgereason.engine.policy import Policy
 from edgereason.errors import EdgeReasonError
 from edgereason.session.opening import Session
-from edgereason.ui.messages import EngineEvent, RunnerFailed, RunnerStatus
+from edgereason.ui.messages import EngineEvent, RunnerFailed, RunnerNote, RunnerStatus
 from edgereason.ui.relay import EventRelay
 
 PullProgress = Callable[[str, int, int], None]
@@ -58,6 +58,8 @@ class SearchRunner:
             if session is None:
                 return
             try:
+                for text in session.take_start_notes():
+                    self._post(RunnerNote(text))
                 relay = EventRelay(lambda event: self._post(EngineEvent(event)))
                 engine = session.engine(self._policy, on_event=relay)
                 self._post(RunnerStatus("ready", ready=True))

@@ -427,6 +427,10 @@ def solve_stderr(capsys, smollm2_path, *extra: str) -> str:
 
 
 def test_profile_note_once_per_pair_or_with_verbose(home, smollm2_path, capsys):
+    # a search refused at its start says its error alone, and the note is still owed
+    long = "How many apples are left? " * 2000
+    rc = main(["solve", long, "--model", str(smollm2_path), "--kv-tokens", "512", *FAST])
+    assert "trained on at most" in one_line_error(capsys, rc)
     assert "no memory profile" in solve_stderr(capsys, smollm2_path)
     assert "no memory profile" not in solve_stderr(capsys, smollm2_path)
     assert "no memory profile" in solve_stderr(capsys, smollm2_path, "--verbose")

@@ -64,7 +64,7 @@ def test_threads_given_or_a_gpu_or_another_backend_are_left_as_they_are(monkeypa
         None,
     )
     fitted, fitted_place, note = fit_threads_to_load(ModelSettings(), Placement(), "llamacpp")
-    assert fitted.threads == fitted_place.n_threads == 1 and " busy (load " in note
+    assert fitted.threads == fitted_place.n_threads == 1 and " busy (load " in note.text
 
 
 def spin() -> subprocess.Popen:

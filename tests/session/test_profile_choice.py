@@ -11,7 +11,7 @@ from edgereason.memory import verifier_id
 from edgereason.memory.profile_store import write_profile
 from edgereason.session import profile_choice
 from edgereason.session.auto_policy import choice_for
-from edgereason.session.profile_choice import device_id, note_no_profile, pass_cost_key, profile_for
+from edgereason.session.profile_choice import device_id, pass_cost_key, profile_for
 from edgereason.session.settings import ModelSettings
 
 SETTINGS = ModelSettings(
@@ -47,26 +47,41 @@ def test_each_backend_finds_only_its_own_profile(home):
     assert profile_for(SETTINGS, "llamacpp").profile["lv_threshold_tokens"] == 64
 
 
-def test_the_note_says_how_to_profile_the_sessions_backend(home, capsys):
-    note_no_profile(profile_for(SETTINGS, "torch"), SETTINGS, "torch")
-    assert (
-        "edgereason memory-profile --model gen.gguf --prm prm.gguf --backend torch\n"
-        in capsys.readouterr().err
+def test_the_tip_says_how_to_profile_the_sessions_backend(home):
+    tip = profile_for(SETTINGS, "torch").tip
+    assert tip.text.endswith(
+        "edgereason memory-profile --model gen.gguf --prm prm.gguf --backend torch"
     )
-    note_no_profile(profile_for(SETTINGS, "llamacpp"), SETTINGS, "llamacpp")
-    assert "edgereason memory-profile --model gen.gguf --prm prm.gguf\n" in capsys.readouterr().err
+    tip = profile_for(SETTINGS, "llamacpp").tip
+    assert tip.text.endswith("edgereason memory-profile --model gen.gguf --prm prm.gguf")
 
 
-def test_the_note_on_a_gpu_profiles_the_gpu(home, capsys, monkeypatch):
+def test_a_missing_profile_is_tipped_until_the_tip_is_shown(home):
+    """Once per device and model pair, remembered when the line is shown, not when it is made: a
+    search that fails at its start never shows it."""
+    quiet = replace(SETTINGS, verbose=False)
+    assert "no memory profile" in profile_for(quiet, "llamacpp").tip.text
+    tip = profile_for(quiet, "llamacpp").tip
+    tip.said()
+    assert profile_for(quiet, "llamacpp").tip is None
+    assert profile_for(quiet, "torch").tip is not None  # another pair
+    assert profile_for(SETTINGS, "llamacpp").tip is not None  # --verbose: every run
+
+
+def test_a_found_profile_has_no_tip(home):
+    key = (device_id(SETTINGS), "gen", verifier_id("prm.gguf", "judge"))
+    write_profile(_stored(64), *key)
+    assert profile_for(SETTINGS, "llamacpp").tip is None
+
+
+def test_the_tip_on_a_gpu_profiles_the_gpu(home, monkeypatch):
     """memory-profile measures the CPU unless told: a GPU session's note says --device gpu, so that
     the profile it makes is the one the session looks up (the GPU's id is given: this machine has
     none)."""
     monkeypatch.setattr(profile_choice, "default_device_id", lambda kind: f"{kind}-H200")
     gpu = replace(SETTINGS, n_gpu_layers=999)
-    note_no_profile(profile_for(gpu, "torch"), gpu, "torch")
-    assert (
-        "memory-profile --model gen.gguf --prm prm.gguf --backend torch --device gpu\n"
-        in capsys.readouterr().err
+    assert profile_for(gpu, "torch").tip.text.endswith(
+        "memory-profile --model gen.gguf --prm prm.gguf --backend torch --device gpu"
     )
 
 
@@ -82,12 +97,11 @@ def test_a_pass_cost_measured_on_one_backend_is_not_read_by_the_other(home):
         assert (cached.preset, cached.source) == (preset, "cached measurement")
 
 
-def test_a_damaged_profile_is_named_with_what_is_wrong(home, capsys):
+def test_a_damaged_profile_is_named_with_what_is_wrong(home):
     key = (device_id(SETTINGS), "gen", verifier_id("prm.gguf", "judge"))
     path = write_profile({**_stored(64), "lv_threshold_tokens": 0}, *key)
     looked = profile_for(SETTINGS, "llamacpp")
     assert looked.profile is None and looked.path == path
-    note_no_profile(looked, SETTINGS, "llamacpp")
-    err = capsys.readouterr().err
+    err = looked.tip.text
     assert err.startswith(f"edgereason: the memory profile {path} is corrupt (")
     assert "lv_threshold_tokens must be a whole number > 0, not 0); using defaults." in err

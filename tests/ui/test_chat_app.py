@@ -5,6 +5,7 @@ pressed again while the cancel waits for a step), Ctrl+Q leaves no engine thread
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 import time
 from collections.abc import Callable
@@ -205,3 +206,29 @@ async def test_ctrl_q_mid_search_leaves_no_engine_thread(app: ChatApp) -> None:
         and app.worker.is_finished
         and all(w.is_finished for w in app.workers)
     )
+
+
+async def notes_once_ready(settings: ModelSettings, history: History) -> list[str]:
+    """The chat log's notes once the models have loaded."""
+    app = ChatApp(
+        lambda progress: open_session(settings, progress=progress),
+        settings,
+        CONFIG,
+        Policy(),
+        history,
+    )
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: app.query_one(StatusBar).phase == "ready", "the models")
+        await pilot.pause(0.1)
+        return [str(note.render()) for note in app.query_one(ChatLog).query(".note")]
+
+
+async def test_the_profile_tip_reaches_the_chat_log_once(tmp_path, smollm2_path, monkeypatch):
+    """The session opens in the worker while the app holds stderr: a line printed there was lost,
+    yet remembered as shown. The chat log shows the session's start notes instead."""
+    monkeypatch.setenv("EDGEREASON_HOME", str(tmp_path / "home"))
+    settings = dataclasses.replace(SETTINGS, model=str(smollm2_path))
+    history = History(tmp_path / "history.jsonl")
+    first = await notes_once_ready(settings, history)
+    assert any("no memory profile for this device and models" in n for n in first), first
+    assert not any("no memory profile" in n for n in await notes_once_ready(settings, history))
