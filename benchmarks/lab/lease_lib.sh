@@ -8,10 +8,13 @@ refresh() {  # the call's code into /root/proj (the editable install points ther
   for d in benchmarks edgereason backends ui tests profiles examples; do rm -rf "$d" && cp -a "$src/$d" .; done
   cp -a "$src/pyproject.toml" .
 }
-models() {  # the models' pieces, carried one a call into /root/m, joined where the registry looks
+models() {  # the models' pieces, carried one a call into /root/m, joined where the registry looks (a model
+  # whose pieces did not come is left out: an empty file would read as a damaged model, not a missing one)
   mkdir -p "$EDGEREASON_HOME/models"
-  [ -s "$EDGEREASON_HOME/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf" ] ||
-    cat /root/m/q15.* >"$EDGEREASON_HOME/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
-  [ -s "$EDGEREASON_HOME/models/SmolLM2-135M-Instruct.Q4_1.gguf" ] ||
-    cat /root/m/s135.* >"$EDGEREASON_HOME/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+  join_model q15 qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+  join_model s135 SmolLM2-135M-Instruct.Q4_1.gguf
+}
+join_model() {  # PIECES FILE
+  local to=$EDGEREASON_HOME/models/$2
+  [ -s "$to" ] || ! compgen -G "/root/m/$1.*" >/dev/null || cat /root/m/"$1".* >"$to"
 }
