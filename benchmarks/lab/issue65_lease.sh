@@ -26,20 +26,10 @@ run_tree() {  # TREE (before|after) NAME BACKEND: bench, then solve's whole proc
 }
 case $part in
   llama)
-    cat .device/llama/llama_cuda_sm90.tar.xz.part-* >/root/llama_cuda_sm90.tar.xz
-    (cd /root && cp "$src"/.device/llama/*.sha256 . && sha256sum -c llama_cuda_sm90.tar.xz.sha256) || exit 1
-    tar xJf /root/llama_cuda_sm90.tar.xz -C /root/site && echo LLAMA_OK ;;
+    join_llama ;;
   setup)
-    cp -a .device/data/. /root/data/
     rm -rf /root/old && mkdir -p /root/old && tar xzf .device/old/before-*.tar.gz -C /root/old
-    python3 -m pip install -q --no-index --no-deps --target /root/site .device/whl/diskcache-*.whl
-    python3 -m pip install -q --no-index --find-links .device/whl textual psutil math-verify matplotlib gguf \
-      safetensors httpx pytest-asyncio
-    refresh
-    python3 -m pip install -q --no-deps --no-build-isolation -e /root/proj
-    python3 -c "import llama_cpp.llama_cpp as L, torch; print('gpu offload', L.llama_supports_gpu_offload(), \
-torch.__version__, torch.cuda.get_device_name())"
-    echo SETUP_DONE ;;
+    install_project && echo SETUP_DONE ;;
   piece)
     mv .device/p/*/* /root/m/ && ls /root/m | wc -l ;;
   tests)
