@@ -43,6 +43,17 @@ def _attention_as_it_was(monkeypatch):
         monkeypatch.delenv(name)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _torch_models_freed_after_each_module():
+    """The torch backend keeps up to 4 models loaded a process (a 1.5B is 6 GB in float32 on the
+    CPU): a whole run's would hold most of the machine. Freed after each test module, not each
+    test, so a module's tests share their loads."""
+    yield
+    torch_backend = sys.modules.get("edgereason.backends.torch")
+    if torch_backend is not None:  # never imported: nothing loaded, and no torch to import
+        torch_backend.forget_loaded_models()
+
+
 @pytest.fixture(scope="session")
 def smollm2_path() -> Path:
     return models.resolve("smollm2-135m")

@@ -5,26 +5,13 @@ top functions leave the passes out."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 from benchmarks import host_profile
 
-REPO = Path(__file__).resolve().parents[2]
 
-
-def test_help_runs_from_the_repository_root():
-    proc = subprocess.run(
-        [sys.executable, "benchmarks/host_profile.py", "--help"],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0 and "--at-once" in proc.stdout, proc.stderr[-2000:]
+def test_help_runs_from_the_repository_root(script_help):
+    assert "--at-once" in script_help("host_profile.py")
 
 
 def test_a_cpu_run_splits_the_wall(smollm2_path, monkeypatch, capsys):

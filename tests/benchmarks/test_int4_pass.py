@@ -5,26 +5,13 @@ its products and times its pass, and the bytes a pass reads come from the tensor
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 from benchmarks import int4_pass
 
-REPO = Path(__file__).resolve().parents[2]
 
-
-def test_help_runs_from_the_repository_root():
-    proc = subprocess.run(
-        [sys.executable, "benchmarks/int4_pass.py", "--help"],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0 and "--variants" in proc.stdout, proc.stderr[-2000:]
+def test_help_runs_from_the_repository_root(script_help):
+    assert "--variants" in script_help("int4_pass.py")
 
 
 def test_a_cpu_smoke_run(smollm2_path, tmp_path, monkeypatch, capsys):

@@ -3,26 +3,11 @@ the samples and the head's scores into the answer, as the search's weighted vote
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 from benchmarks.vllm_generate import voted
 
-REPO = Path(__file__).resolve().parents[2]
 
-
-def test_help_runs_without_vllm():
-    proc = subprocess.run(
-        [sys.executable, "benchmarks/vllm_generate.py", "--help"],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0 and "--hf" in proc.stdout, proc.stderr[-2000:]
+def test_help_runs_without_vllm(script_help):
+    assert "--hf" in script_help("vllm_generate.py")
 
 
 def test_the_answer_with_the_most_weight_wins_answers_compared_as_math():

@@ -12,6 +12,7 @@ tokenizer is read through it (weight_sources.py), and a Hugging Face folder runs
 
 from __future__ import annotations
 
+import gc
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -139,8 +140,28 @@ def weights_bytes(path: Path, n_gpu_layers: int = 0, asked: str | None = None) -
     return size * table.n_elements() if gguf is None else int4_bytes(gguf, size)
 
 
+# the caches that keep a model's weights (its adapted copy, its file's layout) alive, by module;
+# compiled_layers' compiled block keeps none (the weights are its arguments)
+_MODEL_CACHES = {
+    "edgereason.backends.torch.model": ("_load_model", "load_decoder"),
+    "edgereason.backends.torch.lora": ("with_adapter",),
+    "edgereason.backends.torch.gguf_weights": ("_read_layout",),
+}
+
+
+def forget_loaded_models() -> None:
+    """Free the models this process keeps loaded: a later load reads them again."""
+    weights_table.cache_clear()
+    for name, caches in _MODEL_CACHES.items():
+        module = sys.modules.get(name)  # never imported: it holds nothing, and needs no torch
+        for cache in caches if module else ():
+            getattr(module, cache).cache_clear()
+    gc.collect()
+
+
 __all__ = [
     "SEQ_SLOTS",
+    "forget_loaded_models",
     "import_torch",
     "open_model",
     "supports_gpu",
