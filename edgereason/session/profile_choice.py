@@ -60,46 +60,36 @@ class ProfileLookup:
 
 def profile_for(settings: ModelSettings, backend: str) -> ProfileLookup:
     """backend: the local backend the session chose (never auto)."""
-    tip = ProfileTip(_profile_command(settings, backend), every_run=settings.verbose)
     key = _profile_key(settings, backend)
     profile, path = find_profile(*key), profile_path(*key)
-    return ProfileLookup(profile, path, None if profile is not None else tip.note(path))
+    tip = None if profile is not None else _profile_tip(path, settings, backend)
+    return ProfileLookup(profile, path, tip)
 
 
-def _profile_command(settings: ModelSettings, backend: str) -> str:
-    """The memory-profile command that makes the profile this session looks up."""
-    return (
+def _profile_tip(path: Path, settings: ModelSettings, backend: str) -> StartNote | None:
+    """How to profile, where no profile was found: a damaged profile is reported as such on every
+    run; a missing one once per device and model pair (remembered in $EDGEREASON_HOME/profile-tips
+    once shown), or on every run with --verbose."""
+    command = (
         f"edgereason memory-profile --model {shlex.quote(settings.model)} --prm "
         f"{shlex.quote(settings.prm_model)}"
         + ("" if backend == UNNAMED_BACKEND else f" --backend {backend}")
         # memory-profile measures the CPU unless told
         + (" --device gpu" if settings.n_gpu_layers else "")
     )
-
-
-@dataclass(frozen=True)
-class ProfileTip:
-    """How to profile, where no profile was found: a damaged profile is reported as such on every
-    run; a missing one once per device and model pair (remembered in $EDGEREASON_HOME/profile-tips
-    once shown), or on every run with --verbose."""
-
-    command: str
-    every_run: bool
-
-    def note(self, path: Path) -> StartNote | None:
-        if path.exists():
-            corrupt = f"the memory profile {path} is corrupt ({_damage(path)})"
-            rebuild = f"using defaults. Rebuild it: {self.command}"
-            return StartNote(f"edgereason: {safe_text(corrupt, one_line=True)}; {rebuild}")
-        missing = (
-            "edgereason: no memory profile for this device and models; using defaults. To tune: "
-            + self.command
-        )
-        if self.every_run:
-            return StartNote(missing)
-        if _told(path.name):
-            return None
-        return StartNote(missing, said=lambda: _remember(path.name))
+    if path.exists():
+        corrupt = f"the memory profile {path} is corrupt ({_damage(path)})"
+        rebuild = f"using defaults. Rebuild it: {command}"
+        return StartNote(f"edgereason: {safe_text(corrupt, one_line=True)}; {rebuild}")
+    missing = (
+        "edgereason: no memory profile for this device and models; using defaults. To tune: "
+        + command
+    )
+    if settings.verbose:
+        return StartNote(missing)
+    if _told(path.name):
+        return None
+    return StartNote(missing, said=lambda: _remember(path.name))
 
 
 def _damage(path: Path) -> str:
